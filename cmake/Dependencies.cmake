@@ -1,0 +1,30 @@
+# Every dependency is a Debian package (scripts/install-deps.sh installs them).
+# The CUDA toolkit is used for its headers only: nothing links libcuda at build time.
+
+find_package(CUDAToolkit QUIET)
+set(GPUSLICE_CUDA_INCLUDE_DIR "" CACHE PATH "Directory holding cuda.h and cudaTypedefs.h (found from the CUDA toolkit when empty)")
+if(NOT GPUSLICE_CUDA_INCLUDE_DIR)
+  find_path(GPUSLICE_CUDA_INCLUDE_DIR_FOUND cuda.h
+    HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include /usr/include)
+  set(GPUSLICE_CUDA_INCLUDE_DIR "${GPUSLICE_CUDA_INCLUDE_DIR_FOUND}")
+endif()
+if(NOT GPUSLICE_CUDA_INCLUDE_DIR OR NOT EXISTS "${GPUSLICE_CUDA_INCLUDE_DIR}/cudaTypedefs.h")
+  message(FATAL_ERROR
+    "gpuslice needs the CUDA toolkit headers (cuda.h, cudaTypedefs.h; CUDA 12.5 or newer) and found none. "
+    "Point CMake at a toolkit with -DCUDAToolkit_ROOT=/usr/local/cuda or "
+    "-DGPUSLICE_CUDA_INCLUDE_DIR=/path/to/cuda/include.")
+endif()
+message(STATUS "gpuslice: CUDA headers from ${GPUSLICE_CUDA_INCLUDE_DIR}")
+
+add_library(gpuslice_cuda_headers INTERFACE)
+target_include_directories(gpuslice_cuda_headers SYSTEM INTERFACE "${GPUSLICE_CUDA_INCLUDE_DIR}")
+
+find_package(fmt REQUIRED)
+find_package(Boost 1.74 REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(Threads REQUIRED)
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+if(GPUSLICE_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages gpuslice builds with, if any is missing. Idempotent and quiet
+# when everything is there. The CUDA toolkit (headers only) is expected at /usr/local/cuda or
+# wherever CUDAToolkit_ROOT points; it is not a Debian package.
+set -euo pipefail
+
+packages=(
+  cmake g++ make python3
+  libfmt-dev libboost-dev nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  gnuplot-nox
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,81 @@
+#include "sim/device_arbiter.h"
+
+#include "common/clock.h"
+#include "common/futex.h"
+
+namespace gpuslice::sim {
+namespace {
+
+// How long a waiter sleeps before checking that the owner is still alive. Bounded so that a
+// SIGKILLed owner delays the others by at most this much.
+constexpr uint64_t kLivenessCheckNs = 5'000'000;
+
+}  // namespace
+
+DeviceArbiter::DeviceArbiter(SimState* state, int ordinal, int slot)
+    : state_(state), device_(&state->device(ordinal)), slot_(slot) {}
+
+bool DeviceArbiter::owns() const { return device_->arbiter.owner.load() == static_cast<uint32_t>(slot_ + 1); }
+
+uint64_t DeviceArbiter::turn_started_ns() const { return device_->arbiter.owner_since_ns.load(); }
+
+void DeviceArbiter::RenewTurn() { device_->arbiter.owner_since_ns.store(MonotonicNanos()); }
+
+void DeviceArbiter::Acquire() {
+  SimArbiter& a = device_->arbiter;
+  const uint32_t me = static_cast<uint32_t>(slot_ + 1);
+  if (a.owner.load() == me) return;
+  if (a.wants[slot_].exchange(1) == 0) a.waiting.fetch_add(1);
+  while (true) {
+    const uint32_t seen = a.sequence.load();
+    uint32_t owner = a.owner.load();
+    if (owner == me) break;  // handed to us
+    if (owner == 0 && a.owner.compare_exchange_strong(owner, me)) break;
+    if (owner == 0) continue;
+    if (!FutexWait(&a.sequence, seen, kLivenessCheckNs)) {
+      // Timed out: the owner may have died holding the device.
+      const uint32_t stuck = a.owner.load();
+      if (stuck != 0 && stuck != me && !state_->IsAlive(static_cast<int>(stuck) - 1)) {
+        state_->ReapDeadProcesses();  // also withdraws the dead process's pending turn
+        uint32_t expected = stuck;
+        if (a.owner.compare_exchange_strong(expected, 0)) {
+          a.sequence.fetch_add(1);
+          FutexWakeAll(&a.sequence);
+        }
+      }
+    }
+  }
+  if (a.wants[slot_].exchange(0) == 1) a.waiting.fetch_sub(1);
+  a.owner_since_ns.store(MonotonicNanos());
+  a.handovers.fetch_add(1);
+}
+
+bool DeviceArbiter::ShouldYield() const {
+  const SimArbiter& a = device_->arbiter;
+  if (a.waiting.load() == 0) return false;
+  return MonotonicNanos() - a.owner_since_ns.load() >= device_->config.timeslice_ns;
+}
+
+int DeviceArbiter::NextWaiter() const {
+  const SimArbiter& a = device_->arbiter;
+  if (a.waiting.load() == 0) return -1;
+  for (int step = 1; step < kMaxProcesses; ++step) {
+    const int candidate = (slot_ + step) % kMaxProcesses;
+    if (a.wants[candidate].load()) return candidate;
+  }
+  return -1;
+}
+
+void DeviceArbiter::HandTo(int next_slot) {
+  SimArbiter& a = device_->arbiter;
+  a.owner.store(next_slot < 0 ? 0 : static_cast<uint32_t>(next_slot + 1));
+  a.sequence.fetch_add(1);
+  FutexWakeAll(&a.sequence);
+}
+
+void DeviceArbiter::Release() {
+  if (!owns()) return;
+  HandTo(NextWaiter());
+}
+
+}  // namespace gpuslice::sim

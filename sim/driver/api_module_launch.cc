@@ -1,0 +1,189 @@
+// Modules, functions and kernel launches.
+//
+// Modules are PTX text; their `.entry` names are the functions. A function named spin_ns
+// occupies the device for its first (uint64) argument in nanoseconds, exactly what the
+// workload's PTX kernel does on a real GPU by spinning on %globaltimer. Any other function
+// takes GPUSLICE_SIM_KERNEL_NS (default 0).
+#include "driver_api.h"
+
+#include <cstring>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "driver_state.h"
+
+namespace gpuslice::sim {
+namespace {
+
+std::vector<std::string> PtxEntries(const char* ptx) {
+  static const std::regex kEntry(R"(\.entry\s+([A-Za-z_$][A-Za-z0-9_$]*))");
+  std::vector<std::string> names;
+  const std::string text(ptx);
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), kEntry); it != std::sregex_iterator(); ++it)
+    names.push_back((*it)[1]);
+  return names;
+}
+
+CUresult LoadPtx(CUmodule* module, const void* image) {
+  Driver* d = nullptr;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
+  if (!module || !image) return CUDA_ERROR_INVALID_VALUE;
+  const char* text = static_cast<const char*>(image);
+  if (std::strncmp(text, "\x7f" "ELF", 4) == 0) return CUDA_ERROR_NOT_SUPPORTED;  // cubins: not simulated
+  if (!std::strstr(text, ".version") || !std::strstr(text, ".target")) return CUDA_ERROR_INVALID_PTX;
+  auto* mod = new CUmod_st();
+  mod->context = ctx;
+  mod->entries = PtxEntries(text);
+  d->Register(mod);
+  *module = mod;
+  return CUDA_SUCCESS;
+}
+
+uint64_t KernelDuration(Driver* d, CUfunction f, void** kernelParams, void** extra) {
+  if (!f->is_spin) return d->default_kernel_ns();
+  uint64_t ns = 0;
+  if (kernelParams && kernelParams[0]) {
+    std::memcpy(&ns, kernelParams[0], sizeof ns);
+  } else if (extra) {
+    for (void** e = extra; *e != CU_LAUNCH_PARAM_END; e += 2) {
+      if (e[0] == CU_LAUNCH_PARAM_BUFFER_POINTER && e[1]) std::memcpy(&ns, e[1], sizeof ns);
+    }
+  }
+  return ns;
+}
+
+CUresult Launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                CUstream hStream, void** kernelParams, void** extra, bool per_thread) {
+  Driver* d = nullptr;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
+  if (!f || !d->IsRegistered(f)) return CUDA_ERROR_INVALID_HANDLE;
+  if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (static_cast<uint64_t>(bx) * by * bz > 1024) return CUDA_ERROR_INVALID_VALUE;
+  if (kernelParams && extra) return CUDA_ERROR_INVALID_VALUE;
+  if (f->is_spin && !kernelParams && !extra) return CUDA_ERROR_INVALID_VALUE;
+  CUstream_st* s = nullptr;
+  if (CUresult rc = ResolveStream(hStream, per_thread, &s); rc != CUDA_SUCCESS) return rc;
+  if (f->module->context != s->context) return CUDA_ERROR_INVALID_HANDLE;
+  StreamOp op;
+  op.kind = StreamOp::Kind::kKernel;
+  op.kernel_ns = KernelDuration(d, f, kernelParams, extra);
+  s->executor->Enqueue(std::move(op));
+  return CUDA_SUCCESS;
+}
+
+CUresult LaunchEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra, bool per_thread) {
+  if (!config) return CUDA_ERROR_INVALID_VALUE;
+  return Launch(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX, config->blockDimY,
+                config->blockDimZ, config->hStream, kernelParams, extra, per_thread);
+}
+
+}  // namespace
+}  // namespace gpuslice::sim
+
+using namespace gpuslice::sim;
+
+CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) { return LoadPtx(module, image); }
+
+CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int numOptions,
+                                    CUjit_option* options, void** optionValues) {
+  return LoadPtx(module, image);
+}
+
+CUresult CUDAAPI cuModuleLoad(CUmodule* module, const char* fname) {
+  if (!fname) return CUDA_ERROR_INVALID_VALUE;
+  std::ifstream in(fname);
+  if (!in) return CUDA_ERROR_FILE_NOT_FOUND;
+  std::stringstream text;
+  text << in.rdbuf();
+  return LoadPtx(module, text.str().c_str());
+}
+
+CUresult CUDAAPI cuModuleUnload(CUmodule hmod) {
+  Driver* d = nullptr;
+  if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
+  if (!hmod || !d->IsRegistered(hmod)) return CUDA_ERROR_INVALID_HANDLE;
+  // Functions stay allocated (launches may be queued) but stop being valid handles.
+  for (CUfunc_st* f : hmod->functions) d->Unregister(f);
+  d->Unregister(hmod);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name) {
+  Driver* d = nullptr;
+  if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
+  if (!hfunc || !name) return CUDA_ERROR_INVALID_VALUE;
+  if (!hmod || !d->IsRegistered(hmod)) return CUDA_ERROR_INVALID_HANDLE;
+  bool found = false;
+  for (const auto& entry : hmod->entries) found = found || entry == name;
+  if (!found) return CUDA_ERROR_NOT_FOUND;
+  auto* f = new CUfunc_st();
+  f->module = hmod;
+  f->name = name;
+  f->is_spin = f->name == "spin_ns";
+  hmod->functions.push_back(f);
+  d->Register(f);
+  *hfunc = f;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction hfunc) {
+  Driver* d = nullptr;
+  if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
+  if (!name) return CUDA_ERROR_INVALID_VALUE;
+  if (!hfunc || !d->IsRegistered(hfunc)) return CUDA_ERROR_INVALID_HANDLE;
+  *name = hfunc->name.c_str();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfunc) {
+  Driver* d = nullptr;
+  if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
+  if (!pi || attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
+  if (!hfunc || !d->IsRegistered(hfunc)) return CUDA_ERROR_INVALID_HANDLE;
+  *pi = attrib == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK ? 1024 : 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                                unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                                unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {
+  return Launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, extra,
+                false);
+}
+
+CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                     unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                     unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                     void** kernelParams, void** extra) {
+  return Launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, extra,
+                true);
+}
+
+CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra) {
+  return LaunchEx(config, f, kernelParams, extra, false);
+}
+
+CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** kernelParams,
+                                       void** extra) {
+  return LaunchEx(config, f, kernelParams, extra, true);
+}
+
+CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                           unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                           unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                           void** kernelParams) {
+  return Launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, nullptr,
+                false);
+}
+
+CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                                unsigned int gridDimZ, unsigned int blockDimX,
+                                                unsigned int blockDimY, unsigned int blockDimZ,
+                                                unsigned int sharedMemBytes, CUstream hStream,
+                                                void** kernelParams) {
+  return Launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, nullptr,
+                true);
+}

@@ -1,0 +1,64 @@
+#include "device_runner.h"
+
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+
+#include "common/clock.h"
+
+namespace gpuslice::sim {
+namespace {
+
+// Below this the runner spins (yielding) instead of arming a timer.
+constexpr uint64_t kSpinTailNs = 80'000;
+
+}  // namespace
+
+void SleepUntilNanos(uint64_t deadline_ns) {
+  uint64_t now = MonotonicNanos();
+  if (deadline_ns > now + kSpinTailNs) {
+    const uint64_t wake = deadline_ns - kSpinTailNs;
+    timespec ts{static_cast<time_t>(wake / 1'000'000'000ULL), static_cast<long>(wake % 1'000'000'000ULL)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) != 0) {
+    }
+  }
+  while (MonotonicNanos() < deadline_ns) sched_yield();
+}
+
+DeviceRunner::DeviceRunner(SimState* state, int ordinal, int slot)
+    : state_(state), device_(&state->device(ordinal)), slot_(slot), arbiter_(state, ordinal, slot) {}
+
+void DeviceRunner::RunKernel(uint64_t duration_ns) {
+  std::lock_guard<std::mutex> lock(exec_mutex_);
+  SimProcessDeviceStats& stats = device_->processes[slot_];
+  const uint64_t timeslice = device_->config.timeslice_ns;
+  uint64_t remaining = duration_ns;
+  while (remaining > 0) {
+    arbiter_.Acquire();
+    uint64_t now = MonotonicNanos();
+    uint64_t slice_end = arbiter_.turn_started_ns() + timeslice;
+    if (now >= slice_end) {
+      if (arbiter_.ShouldYield()) {
+        arbiter_.Release();
+        continue;
+      }
+      arbiter_.RenewTurn();  // nobody waits: the turn simply goes on
+      slice_end = now + timeslice;
+    }
+    const uint64_t start = now;
+    SleepUntilNanos(start + std::min(remaining, slice_end - now));
+    const uint64_t ran = MonotonicNanos() - start;
+    stats.busy_ns.fetch_add(ran);
+    device_->busy_ns.fetch_add(ran);
+    remaining = ran >= remaining ? 0 : remaining - ran;
+    if (remaining > 0 && arbiter_.ShouldYield()) arbiter_.Release();
+  }
+  stats.kernels.fetch_add(1);
+  // A context with nothing left to run yields the device, as the hardware scheduler does.
+  if (queued_.fetch_sub(1) == 1 || arbiter_.ShouldYield()) arbiter_.Release();
+}
+
+void DeviceRunner::ReleaseDevice() { arbiter_.Release(); }
+
+}  // namespace gpuslice::sim

@@ -1,0 +1,40 @@
+// Runs this process's kernels on one simulated device: waits for the device (DeviceArbiter),
+// occupies it for the kernel's duration in timeslice-sized chunks, and records the ground
+// truth (busy time, kernel count) in the shared state.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+#include "sim/device_arbiter.h"
+#include "sim/sim_state.h"
+
+namespace gpuslice::sim {
+
+class DeviceRunner {
+ public:
+  DeviceRunner(SimState* state, int ordinal, int slot);
+
+  // A kernel was queued on some stream of this process for this device.
+  void KernelQueued() { queued_.fetch_add(1); }
+  // Runs one queued kernel to completion (called from the stream's worker thread).
+  void RunKernel(uint64_t duration_ns);
+  // Gives the device back if this process holds it (process exit).
+  void ReleaseDevice();
+
+ private:
+  SimState* state_;
+  SimDevice* device_;
+  int slot_;
+  DeviceArbiter arbiter_;
+  // Kernels of one context run one after another, as a spin kernel fills the whole device.
+  std::mutex exec_mutex_;
+  std::atomic<uint64_t> queued_{0};
+};
+
+// Sleeps until the monotonic deadline, finishing the last stretch without a timer so that
+// short kernels are not stretched by timer slack.
+void SleepUntilNanos(uint64_t deadline_ns);
+
+}  // namespace gpuslice::sim

@@ -1,0 +1,294 @@
+#include "driver_state.h"
+
+#include <pthread.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <vector>
+
+namespace gpuslice::sim {
+namespace {
+
+std::mutex g_init_mutex;
+std::atomic<Driver*> g_driver{nullptr};
+CUresult g_init_error = CUDA_SUCCESS;  // a failed cuInit keeps failing the same way
+thread_local std::vector<CUctx_st*> t_context_stack;
+thread_local std::map<CUctx_st*, CUstream_st*> t_per_thread_streams;
+
+void ForgetDriverInChild() {
+  Driver* driver = g_driver.exchange(nullptr);
+  // The child must re-run cuInit; it must not keep the parent's liveness lock open.
+  if (driver) driver->state().CloseInheritedDescriptor();
+  g_init_error = CUDA_SUCCESS;
+  t_context_stack.clear();
+  t_per_thread_streams.clear();
+}
+
+__attribute__((destructor)) void ShutdownAtExit() {
+  if (Driver* driver = g_driver.load()) driver->Shutdown();
+}
+
+}  // namespace
+
+Driver* Driver::Get() { return g_driver.load(std::memory_order_acquire); }
+
+CUresult Driver::Initialize(unsigned int flags) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (g_driver.load()) return CUDA_SUCCESS;
+  std::lock_guard<std::mutex> lock(g_init_mutex);
+  if (g_driver.load()) return CUDA_SUCCESS;
+  if (g_init_error != CUDA_SUCCESS) return g_init_error;
+  static std::once_flag atfork_once;
+  std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, ForgetDriverInChild); });
+
+  std::string error;
+  SimConfig config;
+  if (!LoadSimConfigFromEnv(&config, &error)) {
+    std::fprintf(stderr, "%s\n", error.c_str());
+    return g_init_error = CUDA_ERROR_NO_DEVICE;
+  }
+  auto state = SimState::OpenOrCreate(&error);
+  if (!state) {
+    std::fprintf(stderr, "%s\n", error.c_str());
+    return g_init_error = CUDA_ERROR_NO_DEVICE;
+  }
+  const int slot = state->RegisterProcess();
+  if (slot < 0) {
+    std::fprintf(stderr, "gpuslice-sim: every process slot of %s is in use by a live process\n",
+                 state->path().c_str());
+    return CUDA_ERROR_OPERATING_SYSTEM;
+  }
+  auto* driver = new Driver();
+  driver->slot_ = slot;
+  driver->default_kernel_ns_ = config.default_kernel_ns;
+  for (int d = 0; d < state->device_count(); ++d)
+    driver->runners_[d] = std::make_unique<DeviceRunner>(state.get(), d, slot);
+  driver->state_ = std::move(state);
+  g_driver.store(driver, std::memory_order_release);
+  return CUDA_SUCCESS;
+}
+
+void Driver::Shutdown() {
+  for (int d = 0; d < device_count(); ++d) runners_[d]->ReleaseDevice();
+  state_->UnregisterProcess(slot_);
+}
+
+void Driver::Register(const void* handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  handles_.insert(handle);
+}
+
+void Driver::Unregister(const void* handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  handles_.erase(handle);
+}
+
+bool Driver::IsRegistered(const void* handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return handles_.count(handle) != 0;
+}
+
+CUresult Driver::ChargeDevice(int device, uint64_t bytes) {
+  return state_->ChargeMemory(device, slot_, bytes) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void Driver::CreditDevice(int device, uint64_t bytes) { state_->CreditMemory(device, slot_, bytes); }
+
+CUresult Driver::AllocateDeviceMemory(int device, size_t size, AllocationKind kind, CUmemoryPool pool,
+                                      CUdeviceptr* out) {
+  // Managed memory lives in host memory until touched on the device and may oversubscribe
+  // the GPU, so it does not take device capacity here (docs/simulator.md).
+  const uint64_t charged = kind == AllocationKind::kManaged ? 0 : ChargedBytes(size);
+  if (charged && ChargeDevice(device, charged) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+  // Lazily committed host memory: a large allocation costs nothing until it is written.
+  void* backing = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (backing == MAP_FAILED) {
+    if (charged) CreditDevice(device, charged);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  Allocation a;
+  a.base = reinterpret_cast<CUdeviceptr>(backing);
+  a.size = size;
+  a.charged = charged;
+  a.device = device;
+  a.kind = kind;
+  a.pool = pool;
+  AddRange(a);
+  *out = a.base;
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::FreeDeviceMemory(CUdeviceptr base, Allocation* freed) {
+  Allocation a;
+  if (!RemoveRange(base, &a)) return CUDA_ERROR_INVALID_VALUE;
+  munmap(reinterpret_cast<void*>(a.base), a.size);
+  if (a.charged) CreditDevice(a.device, a.charged);
+  if (freed) *freed = a;
+  return CUDA_SUCCESS;
+}
+
+void Driver::AddRange(const Allocation& allocation) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ranges_[allocation.base] = allocation;
+}
+
+bool Driver::RemoveRange(CUdeviceptr base, Allocation* removed) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = ranges_.find(base);
+  if (it == ranges_.end()) return false;
+  if (removed) *removed = it->second;
+  ranges_.erase(it);
+  return true;
+}
+
+bool Driver::FindRange(CUdeviceptr ptr, size_t bytes, Allocation* found) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = ranges_.upper_bound(ptr);
+  if (it == ranges_.begin()) return false;
+  --it;
+  const Allocation& a = it->second;
+  if (ptr < a.base || ptr - a.base > a.size || bytes > a.size - (ptr - a.base)) return false;
+  if (found) *found = a;
+  return true;
+}
+
+CUresult Driver::CreateContext(int device, unsigned int flags, bool primary, CUctx_st** out) {
+  const uint64_t overhead = device_config(device).context_memory;
+  if (overhead && ChargeDevice(device, overhead) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+  auto* ctx = new CUctx_st();
+  ctx->device = device;
+  ctx->flags = flags;
+  ctx->primary = primary;
+  Register(ctx);
+  ctx->legacy_stream = CreateStream(ctx, 0, 0);
+  state_->device(device).processes[slot_].contexts.fetch_add(1);
+  *out = ctx;
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::DestroyContext(CUctx_st* ctx) {
+  std::vector<CUstream_st*> streams;
+  {
+    std::lock_guard<std::mutex> lock(ctx->mutex);
+    streams = ctx->streams;
+  }
+  for (CUstream_st* s : streams) DestroyStream(s);
+  Unregister(ctx);
+  ForgetContextEverywhere(ctx);
+  state_->device(ctx->device).processes[slot_].contexts.fetch_sub(1);
+  const uint64_t overhead = device_config(ctx->device).context_memory;
+  if (overhead) CreditDevice(ctx->device, overhead);
+  delete ctx;
+  return CUDA_SUCCESS;
+}
+
+CUctx_st* Driver::PrimaryContext(int device) {
+  std::lock_guard<std::mutex> lock(g_init_mutex);
+  if (!primary_[device]) {
+    CUctx_st* ctx = nullptr;
+    if (CreateContext(device, 0, true, &ctx) != CUDA_SUCCESS) return nullptr;
+    primary_[device] = ctx;
+  }
+  return primary_[device];
+}
+
+CUstream_st* Driver::CreateStream(CUctx_st* ctx, unsigned int flags, int priority) {
+  auto* stream = new CUstream_st();
+  stream->context = ctx;
+  stream->flags = flags;
+  stream->priority = priority;
+  stream->executor = new StreamExecutor(&runner(ctx->device));
+  {
+    std::lock_guard<std::mutex> lock(ctx->mutex);
+    ctx->streams.push_back(stream);
+  }
+  Register(stream);
+  return stream;
+}
+
+void Driver::DestroyStream(CUstream_st* stream) {
+  Unregister(stream);
+  {
+    std::lock_guard<std::mutex> lock(stream->context->mutex);
+    auto& v = stream->context->streams;
+    v.erase(std::remove(v.begin(), v.end(), stream), v.end());
+  }
+  // As documented for cuStreamDestroy: queued work still completes; the call does not wait
+  // for the caller's sake, but the simulator's worker must finish before it is freed.
+  delete stream->executor;
+  delete stream;
+}
+
+CUstream_st* Driver::PerThreadStream(CUctx_st* ctx) {
+  auto it = t_per_thread_streams.find(ctx);
+  if (it != t_per_thread_streams.end() && IsRegistered(it->second)) return it->second;
+  CUstream_st* stream = CreateStream(ctx, CU_STREAM_NON_BLOCKING, 0);
+  t_per_thread_streams[ctx] = stream;
+  return stream;
+}
+
+CUresult RequireInit(Driver** driver) {
+  *driver = Driver::Get();
+  return *driver ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+CUresult RequireContext(Driver** driver, CUctx_st** ctx) {
+  if (CUresult rc = RequireInit(driver); rc != CUDA_SUCCESS) return rc;
+  *ctx = CurrentContextOrNull();
+  if (!*ctx || !(*driver)->IsRegistered(*ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  return CUDA_SUCCESS;
+}
+
+CUresult RequireDevice(Driver** driver, CUdevice device) {
+  if (CUresult rc = RequireInit(driver); rc != CUDA_SUCCESS) return rc;
+  if (device < 0 || device >= (*driver)->device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  return CUDA_SUCCESS;
+}
+
+CUresult ResolveStream(CUstream stream, bool per_thread, CUstream_st** out) {
+  Driver* driver = nullptr;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = RequireContext(&driver, &ctx); rc != CUDA_SUCCESS) return rc;
+  if (stream == CU_STREAM_PER_THREAD || (stream == nullptr && per_thread)) {
+    *out = driver->PerThreadStream(ctx);
+    return CUDA_SUCCESS;
+  }
+  if (stream == nullptr || stream == CU_STREAM_LEGACY) {
+    *out = ctx->legacy_stream;
+    return CUDA_SUCCESS;
+  }
+  if (!driver->IsRegistered(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  *out = stream;
+  return CUDA_SUCCESS;
+}
+
+CUctx_st* CurrentContextOrNull() { return t_context_stack.empty() ? nullptr : t_context_stack.back(); }
+
+void SetCurrentContext(CUctx_st* ctx) {
+  if (t_context_stack.empty()) {
+    if (ctx) t_context_stack.push_back(ctx);
+  } else if (ctx) {
+    t_context_stack.back() = ctx;
+  } else {
+    t_context_stack.pop_back();
+  }
+}
+
+void PushContext(CUctx_st* ctx) { t_context_stack.push_back(ctx); }
+
+CUctx_st* PopContext() {
+  if (t_context_stack.empty()) return nullptr;
+  CUctx_st* top = t_context_stack.back();
+  t_context_stack.pop_back();
+  return top;
+}
+
+void ForgetContextEverywhere(CUctx_st* ctx) {
+  // Other threads' stacks may still name it; RequireContext rejects unregistered contexts.
+  t_context_stack.erase(std::remove(t_context_stack.begin(), t_context_stack.end(), ctx), t_context_stack.end());
+  t_per_thread_streams.erase(ctx);
+}
+
+}  // namespace gpuslice::sim

@@ -1,0 +1,59 @@
+// What the simulated driver's opaque handles (CUcontext, CUstream, ...) point at.
+//
+// cuda.h only declares `struct CUctx_st` and friends; the simulator defines them here. Every
+// live handle is also recorded in the driver's handle registry, so that a destroyed or forged
+// handle is reported as invalid instead of being dereferenced.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "driver_api.h"
+
+namespace gpuslice::sim {
+class StreamExecutor;
+}
+
+struct CUctx_st {
+  int device = 0;
+  bool primary = false;
+  unsigned int flags = 0;
+  // The legacy default stream (stream 0) of this context; created with the context.
+  CUstream_st* legacy_stream = nullptr;
+  std::mutex mutex;
+  std::vector<CUstream_st*> streams;  // every stream of the context, the default ones included
+};
+
+struct CUstream_st {
+  CUctx_st* context = nullptr;
+  unsigned int flags = 0;
+  int priority = 0;
+  gpuslice::sim::StreamExecutor* executor = nullptr;
+};
+
+struct CUevent_st {
+  CUctx_st* context = nullptr;
+  unsigned int flags = 0;
+  std::mutex mutex;
+  std::condition_variable completed_cv;
+  uint64_t recorded = 0;   // number of times recorded
+  uint64_t completed = 0;  // highest record number whose work has completed
+  uint64_t completed_ns = 0;
+};
+
+struct CUmod_st {
+  CUctx_st* context = nullptr;
+  std::vector<std::string> entries;  // kernel names found in the PTX
+  std::vector<CUfunc_st*> functions;
+};
+
+struct CUfunc_st {
+  CUmod_st* module = nullptr;
+  std::string name;
+  bool is_spin = false;  // spin_ns: occupies the device for its uint64 argument in ns
+};

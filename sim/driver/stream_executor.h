@@ -1,0 +1,58 @@
+// Executes one stream's work in order on a worker thread, so that launches and async copies
+// return at once and complete later, as on a GPU.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "handles.h"
+
+namespace gpuslice::sim {
+
+class DeviceRunner;
+
+struct StreamOp {
+  enum class Kind { kKernel, kHostWork, kRecordEvent, kWaitEvent };
+  Kind kind = Kind::kHostWork;
+  uint64_t kernel_ns = 0;         // kKernel
+  std::function<void()> work;     // kHostWork: copies, memsets, host functions, async frees
+  CUevent_st* event = nullptr;    // kRecordEvent / kWaitEvent
+  uint64_t event_record = 0;      // which recording of the event
+};
+
+class StreamExecutor {
+ public:
+  explicit StreamExecutor(DeviceRunner* runner);
+  ~StreamExecutor();  // finishes queued work, then stops the worker
+  StreamExecutor(const StreamExecutor&) = delete;
+  StreamExecutor& operator=(const StreamExecutor&) = delete;
+
+  void Enqueue(StreamOp op);
+  // Blocks until everything enqueued so far has completed.
+  void Synchronize();
+  // True when everything enqueued so far has completed.
+  bool Idle();
+
+ private:
+  void WorkerLoop();
+  void Execute(StreamOp& op);
+
+  DeviceRunner* runner_;
+  std::mutex mutex_;
+  std::condition_variable work_cv_;
+  std::condition_variable drained_cv_;
+  std::deque<StreamOp> queue_;
+  uint64_t submitted_ = 0;
+  uint64_t completed_ = 0;
+  bool stopping_ = false;
+  std::thread worker_;  // started at the first Enqueue: idle streams cost no thread
+};
+
+// Marks the event's `record`-th recording complete and wakes its waiters.
+void CompleteEvent(CUevent_st* event, uint64_t record);
+
+}  // namespace gpuslice::sim

@@ -1,0 +1,479 @@
+// The simulated libnvidia-ml.so.1: NVML's view of the simulated GPUs, read from the shared state
+// the simulated libcuda writes. Monitoring tools (nvidia-smi-like pollers, pynvml, device
+// plugins) and the shim's NVML hooks run against it unchanged.
+//
+// NVML users are observers, not tenants: this library maps the state (creating the devices when
+// no process has yet, as a loaded kernel driver would have them) but never registers a process
+// slot. Utilisation is derived, as the real driver does, from samples: every utilisation query
+// records each process's and device's busy time with a timestamp in this library instance, and
+// a later query reports the busy fraction between the sample a caller names and now.
+#include <pthread.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "sim/sim_config.h"
+#include "sim/sim_state.h"
+
+// Exported with default visibility (the library is built with -fvisibility=hidden); the version
+// script keeps every other symbol local.
+#define NVML_NO_UNVERSIONED_FUNC_DEFS
+#pragma GCC visibility push(default)
+#include "common/nvml_api.h"
+#pragma GCC visibility pop
+
+// A device handle is the address of one of these; it stays valid across nvmlShutdown/nvmlInit.
+struct nvmlDevice_st {
+  int ordinal;
+};
+
+namespace {
+
+using gpuslice::sim::SimState;
+using gpuslice::sim::SlotState;
+using gpuslice::sim::kMaxDevices;
+using gpuslice::sim::kMaxProcesses;
+
+constexpr char kDriverVersion[] = "580.00-sim";
+constexpr int kCudaDriverVersion = 13000;
+// nvmlDeviceGetUtilizationRates reports over at least this period, like the driver's 1/6 s to
+// 1 s sampling period (the longer one: fewer quantisation artefacts from whole kernels).
+constexpr uint64_t kUtilizationPeriodUs = 1'000'000;
+// Samples kept per process and device: enough for pollers that name a timestamp from a few
+// dozen queries back; older names get the oldest sample kept.
+constexpr size_t kMaxSamples = 64;
+constexpr unsigned int kNoMigInstance = 0xFFFFFFFFu;
+
+nvmlDevice_st g_handles[kMaxDevices] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
+
+struct Sample {
+  uint64_t time_us;  // microseconds since the epoch, as NVML timestamps are
+  uint64_t busy_ns;
+};
+
+struct SlotHistory {
+  uint64_t generation = 0;  // the slot's generation the samples belong to
+  std::vector<Sample> samples;  // oldest first
+};
+
+struct DeviceHistory {
+  std::vector<Sample> samples;      // the device's busy_ns, for GetUtilizationRates
+  std::vector<SlotHistory> slots;   // per process slot, for GetProcessUtilization
+};
+
+struct Library {
+  std::mutex mutex;
+  int init_count = 0;  // nvmlInit calls not yet matched by nvmlShutdown
+  std::unique_ptr<SimState> state;
+  DeviceHistory history[kMaxDevices];
+};
+
+// Never destroyed: a monitoring thread may still call in while the process exits.
+Library& Lib() {
+  static Library* library = new Library;
+  return *library;
+}
+
+uint64_t RealtimeNanos() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Now on both clocks, to place the state's CLOCK_MONOTONIC times on NVML's epoch timeline.
+struct Clocks {
+  uint64_t now_us;
+  int64_t epoch_minus_monotonic_ns;
+  uint64_t ToEpochMicros(uint64_t monotonic_ns) const {
+    return static_cast<uint64_t>(static_cast<int64_t>(monotonic_ns) + epoch_minus_monotonic_ns) / 1000;
+  }
+};
+
+Clocks ReadClocks() {
+  const uint64_t mono = gpuslice::MonotonicNanos();
+  const uint64_t real = RealtimeNanos();
+  return Clocks{real / 1000, static_cast<int64_t>(real) - static_cast<int64_t>(mono)};
+}
+
+// The busy fraction between `base` and now, in percent (0-100, rounded).
+unsigned int Percent(uint64_t busy_ns, uint64_t now_us, const Sample& base) {
+  if (now_us <= base.time_us || busy_ns <= base.busy_ns) return 0;
+  const double busy_us = static_cast<double>(busy_ns - base.busy_ns) / 1000.0;
+  const double percent = 100.0 * busy_us / static_cast<double>(now_us - base.time_us);
+  return static_cast<unsigned int>(std::min(100.0, percent + 0.5));
+}
+
+// The newest sample taken at or before `time_us`, or `origin` (a point known exactly, such as
+// registration with zero busy time) when there is none.
+Sample BaselineAt(const std::vector<Sample>& samples, uint64_t time_us, const Sample& origin) {
+  Sample base = origin;
+  for (const Sample& s : samples) {
+    if (s.time_us > time_us) break;
+    if (s.time_us >= base.time_us) base = s;
+  }
+  return base;
+}
+
+void Record(std::vector<Sample>* samples, Sample sample) {
+  if (!samples->empty() && samples->back().time_us >= sample.time_us) return;
+  samples->push_back(sample);
+  if (samples->size() > kMaxSamples) samples->erase(samples->begin());
+}
+
+// Holds the library lock for one API call; ok() is false before nvmlInit.
+class Session {
+ public:
+  Session() : lock_(Lib().mutex) {}
+  bool ok() const { return Lib().init_count > 0 && Lib().state != nullptr; }
+  SimState& state() { return *Lib().state; }
+  DeviceHistory& history(int ordinal) { return Lib().history[ordinal]; }
+
+  // The ordinal behind a handle, or -1 when it is not one of ours or names no present device.
+  int Ordinal(nvmlDevice_t device) {
+    for (int i = 0; i < kMaxDevices; ++i) {
+      if (device == &g_handles[i]) return i < state().device_count() ? i : -1;
+    }
+    return -1;
+  }
+
+ private:
+  std::lock_guard<std::mutex> lock_;
+};
+
+nvmlReturn_t CopyString(const std::string& text, char* out, unsigned int length) {
+  if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (text.size() + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
+  std::memcpy(out, text.c_str(), text.size() + 1);
+  return NVML_SUCCESS;
+}
+
+// No exception may cross the C ABI.
+template <typename F>
+nvmlReturn_t Guarded(F&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return NVML_ERROR_MEMORY;
+  } catch (...) {
+    return NVML_ERROR_UNKNOWN;
+  }
+}
+
+// Runs `body(session, ordinal)` for a valid, initialised device.
+template <typename F>
+nvmlReturn_t WithDevice(nvmlDevice_t device, F&& body) noexcept {
+  return Guarded([&]() -> nvmlReturn_t {
+    Session session;
+    if (!session.ok()) return NVML_ERROR_UNINITIALIZED;
+    const int ordinal = session.Ordinal(device);
+    if (ordinal < 0) return NVML_ERROR_INVALID_ARGUMENT;
+    return body(session, ordinal);
+  });
+}
+
+nvmlReturn_t Init() noexcept {
+  return Guarded([]() -> nvmlReturn_t {
+    Library& lib = Lib();
+    std::lock_guard<std::mutex> lock(lib.mutex);
+    if (lib.init_count == 0) {
+      std::string error;
+      lib.state = SimState::OpenOrCreate(&error);
+      if (!lib.state) {
+        std::fprintf(stderr, "libnvidia-ml (gpuslice simulator): %s\n", error.c_str());
+        return NVML_ERROR_DRIVER_NOT_LOADED;
+      }
+      for (DeviceHistory& h : lib.history) h = DeviceHistory{};
+    }
+    lib.init_count += 1;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t DeviceCount(unsigned int* count) noexcept {
+  return Guarded([&]() -> nvmlReturn_t {
+    Session session;
+    if (!session.ok()) return NVML_ERROR_UNINITIALIZED;
+    if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *count = static_cast<unsigned int>(session.state().device_count());
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t HandleByIndex(unsigned int index, nvmlDevice_t* device) noexcept {
+  return Guarded([&]() -> nvmlReturn_t {
+    Session session;
+    if (!session.ok()) return NVML_ERROR_UNINITIALIZED;
+    if (device == nullptr || index >= static_cast<unsigned int>(session.state().device_count()))
+      return NVML_ERROR_INVALID_ARGUMENT;
+    *device = &g_handles[index];
+    return NVML_SUCCESS;
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+nvmlReturn_t nvmlInit_v2(void) { return Init(); }
+nvmlReturn_t nvmlInit(void) { return Init(); }
+// Both flags (no GPUs needed, no attach) only relax what a real driver checks at init.
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags) { return Init(); }
+
+nvmlReturn_t nvmlShutdown(void) {
+  return Guarded([]() -> nvmlReturn_t {
+    Library& lib = Lib();
+    std::lock_guard<std::mutex> lock(lib.mutex);
+    if (lib.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+    if (--lib.init_count == 0) {
+      lib.state.reset();
+      for (DeviceHistory& h : lib.history) h = DeviceHistory{};
+    }
+    return NVML_SUCCESS;
+  });
+}
+
+const char* nvmlErrorString(nvmlReturn_t result) {
+  switch (result) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_ALREADY_INITIALIZED: return "Already Initialized";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_INSUFFICIENT_POWER: return "Insufficient External Power";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
+    case NVML_ERROR_IRQ_ISSUE: return "Interrupt Request Issue";
+    case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
+    case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
+    case NVML_ERROR_CORRUPTED_INFOROM: return "Corrupted infoROM";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_RESET_REQUIRED: return "GPU requires restart";
+    case NVML_ERROR_OPERATING_SYSTEM: return "The operating system has blocked the request";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "RM has detected an NVML/RM version mismatch";
+    case NVML_ERROR_IN_USE: return "In use by another client";
+    case NVML_ERROR_MEMORY: return "Insufficient Memory";
+    case NVML_ERROR_NO_DATA: return "No data";
+    case NVML_ERROR_VGPU_ECC_NOT_ENABLED: return "ECC is not enabled";
+    case NVML_ERROR_INSUFFICIENT_RESOURCES: return "Insufficient resources";
+    case NVML_ERROR_FREQ_NOT_SUPPORTED: return "Frequency not supported";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
+    case NVML_ERROR_DEPRECATED: return "Deprecated";
+    case NVML_ERROR_NOT_READY: return "Not ready";
+    case NVML_ERROR_GPU_NOT_FOUND: return "GPU not found";
+    case NVML_ERROR_INVALID_STATE: return "Invalid state";
+    default: return "Unknown Error";
+  }
+}
+
+nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  return Guarded([&]() -> nvmlReturn_t {
+    Session session;
+    if (!session.ok()) return NVML_ERROR_UNINITIALIZED;
+    return CopyString(kDriverVersion, version, length);
+  });
+}
+
+nvmlReturn_t nvmlSystemGetCudaDriverVersion(int* cudaDriverVersion) {
+  return Guarded([&]() -> nvmlReturn_t {
+    Session session;
+    if (!session.ok()) return NVML_ERROR_UNINITIALIZED;
+    if (cudaDriverVersion == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *cudaDriverVersion = kCudaDriverVersion;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* cudaDriverVersion) {
+  return nvmlSystemGetCudaDriverVersion(cudaDriverVersion);
+}
+
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* deviceCount) { return DeviceCount(deviceCount); }
+nvmlReturn_t nvmlDeviceGetCount(unsigned int* deviceCount) { return DeviceCount(deviceCount); }
+
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
+  return HandleByIndex(index, device);
+}
+nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device) {
+  return HandleByIndex(index, device);
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
+  return Guarded([&]() -> nvmlReturn_t {
+    Session session;
+    if (!session.ok()) return NVML_ERROR_UNINITIALIZED;
+    if (uuid == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    for (int i = 0; i < session.state().device_count(); ++i) {
+      if (gpuslice::sim::FormatGpuUuid(session.state().device(i).config.uuid) == uuid) {
+        *device = &g_handles[i];
+        return NVML_SUCCESS;
+      }
+    }
+    return NVML_ERROR_NOT_FOUND;
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
+  return WithDevice(device, [&](Session& session, int ordinal) {
+    return CopyString(gpuslice::sim::FormatGpuUuid(session.state().device(ordinal).config.uuid), uuid,
+                      length);
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
+  return WithDevice(device, [&](Session& session, int ordinal) {
+    const auto& config = session.state().device(ordinal).config;
+    return CopyString(std::string(config.name, strnlen(config.name, sizeof config.name)), name, length);
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
+  return WithDevice(device, [&](Session&, int ordinal) {
+    if (index == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *index = static_cast<unsigned int>(ordinal);
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major, int* minor) {
+  return WithDevice(device, [&](Session& session, int ordinal) {
+    if (major == nullptr || minor == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *major = session.state().device(ordinal).config.cc_major;
+    *minor = session.state().device(ordinal).config.cc_minor;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+  return WithDevice(device, [&](Session& session, int ordinal) {
+    if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    const uint64_t total = session.state().device(ordinal).config.total_memory;
+    const uint64_t used = std::min(session.state().MemoryUsed(ordinal), total);
+    memory->total = total;
+    memory->used = used;
+    memory->free = total - used;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
+  return WithDevice(device, [&](Session& session, int ordinal) {
+    if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    const uint64_t total = session.state().device(ordinal).config.total_memory;
+    const uint64_t used = std::min(session.state().MemoryUsed(ordinal), total);
+    memory->total = total;
+    memory->reserved = 0;  // the simulated driver keeps nothing back
+    memory->used = used;
+    memory->free = total - used;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
+                                                     nvmlProcessInfo_t* infos) {
+  return WithDevice(device, [&](Session& session, int ordinal) {
+    if (infoCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    SimState& state = session.state();
+    state.ReapDeadProcesses();
+    const auto& segment = state.segment();
+    const auto& dev = state.device(ordinal);
+    std::vector<nvmlProcessInfo_t> found;
+    for (int s = 0; s < kMaxProcesses; ++s) {
+      if (static_cast<SlotState>(segment.slots[s].state.load()) != SlotState::kLive) continue;
+      const uint64_t memory = dev.processes[s].memory_used.load();
+      if (memory == 0 && dev.processes[s].contexts.load() == 0) continue;
+      found.push_back(nvmlProcessInfo_t{static_cast<unsigned int>(segment.slots[s].pid), memory,
+                                        kNoMigInstance, kNoMigInstance});
+    }
+    const auto needed = static_cast<unsigned int>(found.size());
+    if (*infoCount < needed) {
+      *infoCount = needed;
+      return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    if (needed > 0 && infos == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    std::copy(found.begin(), found.end(), infos);
+    *infoCount = needed;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t* utilization,
+                                             unsigned int* processSamplesCount,
+                                             unsigned long long lastSeenTimeStamp) {
+  return WithDevice(device, [&](Session& session, int ordinal) {
+    if (processSamplesCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    SimState& state = session.state();
+    state.ReapDeadProcesses();
+    const Clocks clocks = ReadClocks();
+    const auto& segment = state.segment();
+    const auto& dev = state.device(ordinal);
+    DeviceHistory& history = session.history(ordinal);
+    history.slots.resize(kMaxProcesses);
+    std::vector<nvmlProcessUtilizationSample_t> found;
+    for (int s = 0; s < kMaxProcesses; ++s) {
+      SlotHistory& slot_history = history.slots[s];
+      const auto& slot = segment.slots[s];
+      if (static_cast<SlotState>(slot.state.load()) == SlotState::kFree) continue;
+      if (slot_history.generation != slot.generation) {  // the slot belongs to another process now
+        slot_history.generation = slot.generation;
+        slot_history.samples.clear();
+      }
+      const uint64_t busy = dev.processes[s].busy_ns.load();
+      // Registration zeroes the busy time, so the process's start is a sample known exactly.
+      const uint64_t started_us = clocks.ToEpochMicros(slot.started_ns);
+      const Sample base = BaselineAt(slot_history.samples, std::max<uint64_t>(lastSeenTimeStamp, started_us),
+                                     Sample{started_us, 0});
+      Record(&slot_history.samples, Sample{clocks.now_us, busy});
+      // As in NVML, only processes that used the device since the caller's timestamp appear.
+      if (clocks.now_us <= lastSeenTimeStamp || busy <= base.busy_ns) continue;
+      nvmlProcessUtilizationSample_t sample{};
+      sample.pid = static_cast<unsigned int>(slot.pid);
+      sample.timeStamp = clocks.now_us;
+      sample.smUtil = Percent(busy, clocks.now_us, base);
+      found.push_back(sample);
+    }
+    if (found.empty()) return NVML_ERROR_NOT_FOUND;
+    const auto needed = static_cast<unsigned int>(found.size());
+    if (utilization == nullptr || *processSamplesCount < needed) {
+      *processSamplesCount = needed;
+      return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    std::copy(found.begin(), found.end(), utilization);
+    *processSamplesCount = needed;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization) {
+  return WithDevice(device, [&](Session& session, int ordinal) {
+    if (utilization == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    const Clocks clocks = ReadClocks();
+    const uint64_t busy = session.state().device(ordinal).busy_ns.load();
+    std::vector<Sample>& samples = session.history(ordinal).samples;
+    // The device's busy time was zero when the state was created.
+    const Sample origin{clocks.ToEpochMicros(session.state().segment().created_ns), 0};
+    const uint64_t period_start =
+        clocks.now_us > kUtilizationPeriodUs ? clocks.now_us - kUtilizationPeriodUs : 0;
+    const Sample base = BaselineAt(samples, period_start, origin);
+    Record(&samples, Sample{clocks.now_us, busy});
+    // Keep the newest sample that can still start a period, and everything after it.
+    while (samples.size() > 1 && samples[1].time_us <= period_start) samples.erase(samples.begin());
+    utilization->gpu = Percent(busy, clocks.now_us, base);
+    utilization->memory = 0;  // memory traffic is not simulated
+    return NVML_SUCCESS;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,132 @@
+#include "sim/sim_config.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "common/quantity.h"
+
+namespace gpuslice::sim {
+namespace {
+
+const char* Env(const char* name) {
+  const char* value = std::getenv(name);
+  return (value && *value) ? value : nullptr;
+}
+
+bool Fail(std::string* error, const char* name, const char* value, const char* example) {
+  *error = std::string("gpuslice-sim: invalid ") + name + "='" + value + "'; expected " + example;
+  return false;
+}
+
+// A stable, seed-dependent UUID per device (FNV-1a, then RFC 4122 version-4 bits).
+void MakeUuid(std::string_view seed, int index, uint8_t (&uuid)[16]) {
+  uint64_t h1 = 1469598103934665603ULL, h2 = 1099511628211ULL * 31;
+  for (char c : seed) {
+    h1 = (h1 ^ static_cast<uint8_t>(c)) * 1099511628211ULL;
+    h2 = (h2 ^ static_cast<uint8_t>(c)) * 0x100000001b3ULL + 7;
+  }
+  h1 = (h1 ^ static_cast<uint64_t>(index + 1)) * 1099511628211ULL;
+  h2 = (h2 ^ (static_cast<uint64_t>(index + 1) << 8)) * 0x9E3779B97F4A7C15ULL;
+  std::memcpy(uuid, &h1, 8);
+  std::memcpy(uuid + 8, &h2, 8);
+  uuid[6] = static_cast<uint8_t>((uuid[6] & 0x0f) | 0x40);
+  uuid[8] = static_cast<uint8_t>((uuid[8] & 0x3f) | 0x80);
+}
+
+}  // namespace
+
+std::string SimStatePath() {
+  const char* path = Env("GPUSLICE_SIM_STATE");
+  return path ? path : "/dev/shm/gpuslice-sim";
+}
+
+std::string FormatGpuUuid(const uint8_t (&u)[16]) {
+  char text[64];
+  std::snprintf(text, sizeof text,
+                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+                u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+  return text;
+}
+
+bool LoadSimConfigFromEnv(SimConfig* config, std::string* error) {
+  int devices = 1;
+  if (const char* v = Env("GPUSLICE_SIM_DEVICES")) {
+    const auto n = ParseUnsigned(v);
+    if (!n || *n < 1 || *n > static_cast<uint64_t>(kMaxDevices))
+      return Fail(error, "GPUSLICE_SIM_DEVICES", v, "a device count from 1 to 8, e.g. 2");
+    devices = static_cast<int>(*n);
+  }
+  uint64_t memory = 80ULL << 30;
+  if (const char* v = Env("GPUSLICE_SIM_MEMORY")) {
+    const auto bytes = ParseByteQuantity(v);
+    if (!bytes || *bytes < (1ULL << 20))
+      return Fail(error, "GPUSLICE_SIM_MEMORY", v, "a quantity of at least 1Mi, e.g. 80Gi or 16G");
+    memory = *bytes;
+  }
+  std::string name = "NVIDIA H100 80GB HBM3 (simulated)";
+  if (const char* v = Env("GPUSLICE_SIM_NAME")) {
+    if (std::strlen(v) >= sizeof(SimDeviceConfig::name))
+      return Fail(error, "GPUSLICE_SIM_NAME", v, "a name of at most 95 characters");
+    name = v;
+  }
+  int sm_count = 132;
+  if (const char* v = Env("GPUSLICE_SIM_SM_COUNT")) {
+    const auto n = ParseUnsigned(v);
+    if (!n || *n < 1 || *n > 1024) return Fail(error, "GPUSLICE_SIM_SM_COUNT", v, "1 to 1024, e.g. 132");
+    sm_count = static_cast<int>(*n);
+  }
+  int cc_major = 9, cc_minor = 0;
+  if (const char* v = Env("GPUSLICE_SIM_COMPUTE_CAPABILITY")) {
+    std::string_view text(v);
+    const auto dot = text.find('.');
+    const auto major = dot == text.npos ? std::nullopt : ParseUnsigned(text.substr(0, dot));
+    const auto minor = dot == text.npos ? std::nullopt : ParseUnsigned(text.substr(dot + 1));
+    if (!major || !minor || *major < 3 || *major > 20 || *minor > 9)
+      return Fail(error, "GPUSLICE_SIM_COMPUTE_CAPABILITY", v, "major.minor, e.g. 9.0");
+    cc_major = static_cast<int>(*major);
+    cc_minor = static_cast<int>(*minor);
+  }
+  uint64_t timeslice_us = 2000;
+  if (const char* v = Env("GPUSLICE_SIM_TIMESLICE_US")) {
+    const auto n = ParseUnsigned(v);
+    if (!n || *n < 100 || *n > 1'000'000)
+      return Fail(error, "GPUSLICE_SIM_TIMESLICE_US", v, "microseconds from 100 to 1000000, e.g. 2000");
+    timeslice_us = *n;
+  }
+  uint64_t context_memory = 0;
+  if (const char* v = Env("GPUSLICE_SIM_CONTEXT_MEMORY")) {
+    const auto bytes = ParseByteQuantity(v);
+    if (!bytes || *bytes > memory)
+      return Fail(error, "GPUSLICE_SIM_CONTEXT_MEMORY", v, "a quantity below the device memory, e.g. 300Mi");
+    context_memory = *bytes;
+  }
+  uint64_t kernel_ns = 0;
+  if (const char* v = Env("GPUSLICE_SIM_KERNEL_NS")) {
+    const auto n = ParseUnsigned(v);
+    if (!n || *n > 60'000'000'000ULL)
+      return Fail(error, "GPUSLICE_SIM_KERNEL_NS", v, "nanoseconds up to 60000000000, e.g. 50000");
+    kernel_ns = *n;
+  }
+  const char* seed = Env("GPUSLICE_SIM_UUID_SEED");
+
+  config->device_count = devices;
+  config->default_kernel_ns = kernel_ns;
+  for (int i = 0; i < kMaxDevices; ++i) {
+    SimDeviceConfig& d = config->devices[i];
+    d = SimDeviceConfig{};
+    std::snprintf(d.name, sizeof d.name, "%s", name.c_str());
+    MakeUuid(seed ? seed : "gpuslice-sim", i, d.uuid);
+    d.total_memory = memory;
+    d.timeslice_ns = timeslice_us * 1000;
+    d.context_memory = context_memory;
+    d.sm_count = sm_count;
+    d.cc_major = cc_major;
+    d.cc_minor = cc_minor;
+    d.pci_bus_id = 0x18 + i * 0x10;
+  }
+  return true;
+}
+
+}  // namespace gpuslice::sim

@@ -1,0 +1,28 @@
+// The simulated devices' description, read from GPUSLICE_SIM_* variables by the process that
+// creates the shared state (docs/simulator.md lists them). Later processes see the devices as
+// created, the way every process sees the same hardware.
+#pragma once
+
+#include <string>
+
+#include "sim/sim_state_layout.h"
+
+namespace gpuslice::sim {
+
+struct SimConfig {
+  int device_count = 1;
+  SimDeviceConfig devices[kMaxDevices] = {};
+  uint64_t default_kernel_ns = 0;  // duration of kernels other than spin_ns (per process)
+};
+
+// Reads the GPUSLICE_SIM_* variables. On a bad value returns false and sets *error to one line
+// naming the variable, the value and a valid example.
+bool LoadSimConfigFromEnv(SimConfig* config, std::string* error);
+
+// The state file: GPUSLICE_SIM_STATE, or /dev/shm/gpuslice-sim.
+std::string SimStatePath();
+
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi prints UUIDs.
+std::string FormatGpuUuid(const uint8_t (&uuid)[16]);
+
+}  // namespace gpuslice::sim

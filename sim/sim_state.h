@@ -1,0 +1,62 @@
+// Attaching to the simulated GPUs' shared state, process registration, liveness and the
+// device-wide memory ledger. Used by the simulated libcuda, the simulated NVML and the query API.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "sim/sim_state_layout.h"
+
+namespace gpuslice::sim {
+
+class SimState {
+ public:
+  // Maps the state file at SimStatePath(), creating it from GPUSLICE_SIM_* when absent.
+  // Returns nullptr and one line in *error for a bad variable or an incompatible file.
+  static std::unique_ptr<SimState> OpenOrCreate(std::string* error);
+  // Maps an existing state file without creating it (for queries).
+  static std::unique_ptr<SimState> OpenExisting(const std::string& path, std::string* error);
+
+  ~SimState();
+  SimState(const SimState&) = delete;
+  SimState& operator=(const SimState&) = delete;
+
+  SimSegment& segment() { return *segment_; }
+  const std::string& path() const { return path_; }
+  int device_count() const { return static_cast<int>(segment_->device_count); }
+  SimDevice& device(int ordinal) { return segment_->devices[ordinal]; }
+
+  // Claims a process slot and holds its liveness lock until UnregisterProcess or death.
+  // Returns the slot, or -1 when every slot belongs to a live process.
+  int RegisterProcess();
+  // Orderly exit: returns the process's device memory and marks the slot exited.
+  void UnregisterProcess(int slot);
+
+  // True while the slot's process holds its liveness lock (works across PID namespaces).
+  bool IsAlive(int slot);
+  // Returns the memory of every process that died and marks its slot exited.
+  void ReapDeadProcesses();
+
+  // Atomically checks device capacity and charges `bytes` to the slot. False: out of memory.
+  bool ChargeMemory(int ordinal, int slot, uint64_t bytes);
+  void CreditMemory(int ordinal, int slot, uint64_t bytes);
+  // Bytes held on the device by live processes (dead ones are reaped first).
+  uint64_t MemoryUsed(int ordinal);
+
+  // After fork(): the child must not keep the parent's liveness locks alive.
+  void CloseInheritedDescriptor();
+
+ private:
+  SimState(std::string path, int fd, SimSegment* segment);
+  uint64_t SumMemoryLocked(int ordinal) const;
+  void ReapLocked();
+  void ReleaseSlotLocked(int slot);
+
+  std::string path_;
+  int fd_;
+  SimSegment* segment_;
+  int own_slot_ = -1;
+};
+
+}  // namespace gpuslice::sim

@@ -1,0 +1,94 @@
+// The simulated GPUs' shared state: one fixed-layout file mapped by every process that uses the
+// simulated driver (and read by the query API). It plays the part of the hardware and the
+// kernel driver: device-wide memory capacity, which process is running on each device, and the
+// per-process ground truth (busy time, kernel count, memory) that tests and benchmarks measure.
+//
+// Layout rules: only fixed-size arrays of trivially copyable fields and lock-free atomics, no
+// pointers. Any change to a struct below, its order or its sizes, bumps kSimLayoutVersion;
+// tests/sim_state_layout_test.cc pins the sizes and offsets so a change cannot go unnoticed.
+// A process that finds another magic, version or size refuses the file.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "common/robust_mutex.h"
+
+namespace gpuslice::sim {
+
+inline constexpr uint64_t kSimMagic = 0x31534D4953435047ULL;  // "GPCSIMS1" little-endian
+inline constexpr uint32_t kSimLayoutVersion = 1;
+inline constexpr int kMaxDevices = 8;
+inline constexpr int kMaxProcesses = 256;
+// Process liveness: a live process holds an OFD lock on byte kLivenessLockBase + slot.
+inline constexpr uint64_t kLivenessLockBase = 1ULL << 32;
+
+enum class SlotState : uint32_t {
+  kFree = 0,    // never used
+  kLive = 1,    // a running process owns it (and holds its liveness lock)
+  kExited = 2,  // the process ended; its statistics stay readable until the slot is reused
+};
+
+struct SimDeviceConfig {
+  char name[96];
+  uint8_t uuid[16];
+  uint64_t total_memory;      // bytes
+  uint64_t timeslice_ns;      // how long one context runs before another waiting one is let in
+  uint64_t context_memory;    // bytes a context takes from the device, as on real hardware
+  int32_t sm_count;
+  int32_t cc_major;
+  int32_t cc_minor;
+  int32_t pci_bus_id;
+};
+
+// Per process and device. Written only by the owning process (or by the reaper after it died).
+struct SimProcessDeviceStats {
+  std::atomic<uint64_t> memory_used;   // device bytes held: allocations, pools, contexts
+  std::atomic<uint64_t> busy_ns;       // device time its kernels occupied
+  std::atomic<uint64_t> kernels;       // kernels completed
+  std::atomic<uint64_t> contexts;      // contexts alive on this device
+};
+
+// Hardware time-slicing between contexts, modelled per device (see docs/simulator.md).
+struct SimArbiter {
+  std::atomic<uint32_t> owner;         // process slot + 1 that runs on the device; 0 = idle
+  std::atomic<uint32_t> sequence;      // futex word: bumped on every hand-over
+  std::atomic<uint32_t> waiting;       // number of slots with wants[] set
+  uint32_t reserved;
+  std::atomic<uint64_t> owner_since_ns;
+  std::atomic<uint64_t> handovers;
+  std::atomic<uint8_t> wants[kMaxProcesses];  // slot has work queued for this device
+};
+
+struct SimDevice {
+  SimDeviceConfig config;
+  SimArbiter arbiter;
+  std::atomic<uint64_t> busy_ns;       // total time some kernel occupied the device
+  SimProcessDeviceStats processes[kMaxProcesses];
+};
+
+struct SimProcessSlot {
+  std::atomic<uint32_t> state;         // SlotState
+  int32_t pid;                         // as seen by the process itself (informational only)
+  uint64_t started_ns;                 // CLOCK_MONOTONIC at registration
+  uint64_t ended_ns;                   // when it was seen to exit (0 while live)
+  uint64_t generation;                 // bumped each time the slot is reused
+  char command[32];
+};
+
+struct SimSegment {
+  uint64_t magic;
+  uint32_t layout_version;
+  uint32_t device_count;
+  uint64_t segment_size;
+  uint64_t created_ns;
+  RobustMutex table_mutex;             // guards slot claims, memory charges and reaping
+  SimProcessSlot slots[kMaxProcesses];
+  SimDevice devices[kMaxDevices];
+};
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+}  // namespace gpuslice::sim

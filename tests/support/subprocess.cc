@@ -1,0 +1,110 @@
+#include "tests/support/subprocess.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace gpuslice::testing {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string TempPath(const char* tag) {
+  static int counter = 0;
+  return "/tmp/gpuslice-test-" + std::to_string(getpid()) + "-" + std::to_string(++counter) + "." + tag;
+}
+
+}  // namespace
+
+Subprocess::Subprocess(std::vector<std::string> argv, std::vector<std::string> env)
+    : out_path_(TempPath("out")), err_path_(TempPath("err")) {
+  pid_ = fork();
+  if (pid_ == 0) {
+    const int out = open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int err = open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(out, 1);
+    dup2(err, 2);
+    for (const auto& e : env) putenv(strdup(e.c_str()));
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    dprintf(2, "exec %s failed: %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+}
+
+Subprocess::~Subprocess() {
+  if (!reaped_ && pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  unlink(out_path_.c_str());
+  unlink(err_path_.c_str());
+}
+
+void Subprocess::Kill(int signal) {
+  if (!reaped_ && pid_ > 0) kill(pid_, signal);
+}
+
+ProcessResult Subprocess::Wait(int timeout_ms) {
+  if (reaped_) return result_;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  int status = 0;
+  while (true) {
+    const pid_t rc = waitpid(pid_, &status, WNOHANG);
+    if (rc == pid_) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  reaped_ = true;
+  result_.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result_.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  result_.out = ReadFile(out_path_);
+  result_.err = ReadFile(err_path_);
+  return result_;
+}
+
+std::string Subprocess::StdoutSoFar() const { return ReadFile(out_path_); }
+
+bool Subprocess::WaitForOutput(const std::string& text, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (StdoutSoFar().find(text) != std::string::npos) return true;
+    int status = 0;
+    if (!reaped_ && waitpid(pid_, &status, WNOHANG) == pid_) {
+      reaped_ = true;
+      result_.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      result_.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      result_.out = ReadFile(out_path_);
+      result_.err = ReadFile(err_path_);
+      return result_.out.find(text) != std::string::npos;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+ProcessResult Run(std::vector<std::string> argv, std::vector<std::string> env, int timeout_ms) {
+  Subprocess p(std::move(argv), std::move(env));
+  return p.Wait(timeout_ms);
+}
+
+}  // namespace gpuslice::testing

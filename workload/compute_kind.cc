@@ -1,0 +1,92 @@
+// compute: spin kernels back to back on one stream, `depth` of them queued at any time so the
+// device never waits for the host. The event recorded after each kernel tells when its slot in
+// the queue is free again.
+#include <vector>
+
+#include "workload/exit_codes.h"
+#include "workload/kinds.h"
+#include "workload/session.h"
+#include "workload/spin_kernel.h"
+#include "workload/stop_signal.h"
+
+namespace gpuslice::workload {
+namespace {
+
+Json Throughput(uint64_t kernels, double seconds, uint64_t kernel_us) {
+  const double rate = seconds > 0 ? static_cast<double>(kernels) / seconds : 0;
+  const double busy = seconds > 0 ? static_cast<double>(kernels) * static_cast<double>(kernel_us) * 1e-6 / seconds : 0;
+  return Json{{"kernels_per_s", rate}, {"busy_fraction", busy}};
+}
+
+}  // namespace
+
+int RunCompute(const CommonOptions& common, const ComputeOptions& options) {
+  Session s("compute", common);
+  if (const int rc = s.Open(); rc != kExitOk) return rc;
+  SpinKernel kernel(s);
+  if (!kernel.Load()) return kExitDriverFailed;
+  CUstream stream = nullptr;
+  if (!DRIVER_CALL(s, cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING)) return kExitDriverFailed;
+  std::vector<CUevent> slots(static_cast<size_t>(options.depth), nullptr);
+  for (CUevent& event : slots) {
+    if (!DRIVER_CALL(s, cuEventCreate, &event, CU_EVENT_DISABLE_TIMING)) return kExitDriverFailed;
+  }
+
+  const uint64_t kernel_ns = options.kernel_us * 1000;
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.duration_s));
+  const auto interval = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(common.report_interval_s));
+  auto window_start = start;
+  uint64_t window_first = 0;
+  uint64_t launched = 0, completed = 0;
+  const char* stopped_by = options.kernels ? "kernels" : "duration";
+
+  while (true) {
+    if (StopRequested()) {
+      stopped_by = "signal";
+      break;
+    }
+    if (options.kernels ? launched >= *options.kernels : Clock::now() >= deadline) break;
+    CUevent& slot = slots[launched % slots.size()];
+    if (launched >= slots.size()) {  // the kernel that last used this slot must be done
+      if (!DRIVER_CALL(s, cuEventSynchronize, slot)) return kExitDriverFailed;
+      ++completed;
+    }
+    if (!kernel.Launch(stream, kernel_ns)) return kExitDriverFailed;
+    if (!DRIVER_CALL(s, cuEventRecord, slot, stream)) return kExitDriverFailed;
+    ++launched;
+
+    if (common.report_interval_s > 0) {
+      const auto now = Clock::now();
+      if (now - window_start >= interval) {
+        Json progress = {{"elapsed_s", SecondsBetween(start, now)},
+                         {"kernels", completed},
+                         {"window_s", SecondsBetween(window_start, now)},
+                         {"window_kernels", completed - window_first}};
+        progress.update(Throughput(completed - window_first, SecondsBetween(window_start, now), options.kernel_us));
+        s.Emit("progress", progress);
+        window_start = now;
+        window_first = completed;
+      }
+    }
+  }
+  // Every launched kernel is counted: wait for the ones still queued.
+  if (!DRIVER_CALL(s, cuStreamSynchronize, stream)) return kExitDriverFailed;
+  completed = launched;
+  const double elapsed = SecondsBetween(start, Clock::now());
+
+  for (CUevent event : slots) DRIVER_CALL(s, cuEventDestroy, event);
+  DRIVER_CALL(s, cuStreamDestroy, stream);
+
+  Json result = {{"device", common.device},
+                 {"kernel_us", options.kernel_us},
+                 {"depth", options.depth},
+                 {"kernels", completed},
+                 {"elapsed_s", elapsed}};
+  result.update(Throughput(completed, elapsed, options.kernel_us));
+  result["stopped_by"] = stopped_by;
+  s.Emit("result", result);
+  return kExitOk;
+}
+
+}  // namespace gpuslice::workload

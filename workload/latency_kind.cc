@@ -1,0 +1,103 @@
+// latency: a request every period, each a few short kernels on one stream followed by a
+// synchronisation, the shape of an inference server's traffic. Latency runs from the first
+// launch of a request to the return of its synchronisation. A request still running when the
+// next period begins makes that period missed: requests are never queued up to catch up.
+#include <vector>
+
+#include "workload/exit_codes.h"
+#include "workload/kinds.h"
+#include "workload/percentiles.h"
+#include "workload/session.h"
+#include "workload/spin_kernel.h"
+#include "workload/stop_signal.h"
+
+namespace gpuslice::workload {
+namespace {
+
+Json Figures(const LatencySummary& l) {
+  return Json{{"p50_us", l.p50}, {"p90_us", l.p90}, {"p99_us", l.p99}, {"p999_us", l.p999},
+              {"max_us", l.max}, {"mean_us", l.mean}, {"min_us", l.min}};
+}
+
+Clock::duration Seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+}  // namespace
+
+int RunLatency(const CommonOptions& common, const LatencyOptions& options) {
+  Session s("latency", common);
+  if (const int rc = s.Open(); rc != kExitOk) return rc;
+  SpinKernel kernel(s);
+  if (!kernel.Load()) return kExitDriverFailed;
+  CUstream stream = nullptr;
+  if (!DRIVER_CALL(s, cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING)) return kExitDriverFailed;
+
+  const uint64_t kernel_ns = options.kernel_us * 1000;
+  auto request = [&] {
+    for (int i = 0; i < options.kernels_per_request; ++i) {
+      if (!kernel.Launch(stream, kernel_ns)) return false;
+    }
+    return DRIVER_CALL(s, cuStreamSynchronize, stream);
+  };
+  // One unrecorded request first: on a real GPU the first launch pays for loading the module.
+  if (!request()) return kExitDriverFailed;
+
+  const auto period = Seconds(options.period_ms / 1000);
+  const auto start = Clock::now();
+  const auto end = start + Seconds(options.duration_s);
+  const auto interval = Seconds(common.report_interval_s);
+  auto window_start = start;
+  std::vector<double> latencies_us, window_us;
+  uint64_t missed = 0;
+  const char* stopped_by = options.requests ? "requests" : "duration";
+  auto due = start;
+
+  while (true) {
+    if (options.requests ? latencies_us.size() >= *options.requests : due >= end) break;
+    if (!SleepUntil(due)) {
+      stopped_by = "signal";
+      break;
+    }
+    const auto submitted = Clock::now();
+    if (!request()) return kExitDriverFailed;
+    const auto done = Clock::now();
+    const double us = std::chrono::duration<double, std::micro>(done - submitted).count();
+    latencies_us.push_back(us);
+    window_us.push_back(us);
+    due += period;
+    if (due < done) {  // the boundaries that passed while this request ran
+      const auto behind = (done - due + period - Clock::duration(1)) / period;
+      missed += static_cast<uint64_t>(behind);
+      due += behind * period;
+    }
+
+    if (common.report_interval_s > 0 && done - window_start >= interval) {
+      Json progress = {{"elapsed_s", SecondsBetween(start, done)},
+                       {"requests", latencies_us.size()},
+                       {"missed_periods", missed},
+                       {"window_requests", window_us.size()}};
+      progress.update(Figures(Summarize(std::move(window_us))));
+      s.Emit("progress", progress);
+      window_us.clear();
+      window_start = done;
+    }
+  }
+  const double elapsed = SecondsBetween(start, Clock::now());
+  DRIVER_CALL(s, cuStreamDestroy, stream);
+
+  Json result = {{"device", common.device},
+                 {"period_ms", options.period_ms},
+                 {"kernels_per_request", options.kernels_per_request},
+                 {"kernel_us", options.kernel_us},
+                 {"requests", latencies_us.size()},
+                 {"missed_periods", missed},
+                 {"warmup_requests", 1},
+                 {"elapsed_s", elapsed}};
+  result.update(Figures(Summarize(std::move(latencies_us))));
+  result["stopped_by"] = stopped_by;
+  s.Emit("result", result);
+  return kExitOk;
+}
+
+}  // namespace gpuslice::workload

@@ -1,0 +1,45 @@
+// The command line's figures, one struct per kind, filled in by main.cc.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace gpuslice::workload {
+
+struct CommonOptions {
+  int device = 0;
+  std::string label;            // echoed in every output line when set
+  bool ready_line = false;      // print {"event":"ready"} once the context exists
+  double report_interval_s = 0; // progress lines every this many seconds; 0 = none
+};
+
+struct ComputeOptions {
+  uint64_t kernel_us = 1000;
+  int depth = 2;
+  double duration_s = 5;
+  std::optional<uint64_t> kernels;  // when set, stop after this many instead of duration_s
+};
+
+struct LatencyOptions {
+  double period_ms = 10;
+  int kernels_per_request = 3;
+  uint64_t kernel_us = 200;
+  double duration_s = 5;
+  std::optional<uint64_t> requests;  // when set, stop after this many instead of duration_s
+};
+
+enum class MemoryApi { kAlloc, kPitch, kManaged, kAsync, kPool, kVmm, kArray };
+// --api spellings, in the enum's order.
+inline constexpr const char* kMemoryApiNames[] = {"alloc", "pitch", "managed", "async", "pool", "vmm", "array"};
+inline const char* MemoryApiName(MemoryApi api) { return kMemoryApiNames[static_cast<int>(api)]; }
+
+struct MemoryOptions {
+  MemoryApi api = MemoryApi::kAlloc;
+  uint64_t chunk_bytes = 64ULL << 20;
+  uint64_t count = 1;
+  double hold_s = 0;
+  bool touch = false;
+};
+
+}  // namespace gpuslice::workload
