@@ -17,6 +17,16 @@
 #include "tests/support/sim_driver_helpers.h"
 #include "tests/support/test_env.h"
 
+// The per-thread-stream entry points, as a program compiled with
+// --default-stream per-thread calls them (cuda.h declares them only in that mode).
+#include <cudaTypedefs.h>
+#include <type_traits>
+extern "C" {
+std::remove_pointer_t<PFN_cuLaunchKernel_v7000_ptsz> cuLaunchKernel_ptsz;
+std::remove_pointer_t<PFN_cuStreamQuery_v7000_ptsz> cuStreamQuery_ptsz;
+std::remove_pointer_t<PFN_cuStreamSynchronize_v7000_ptsz> cuStreamSynchronize_ptsz;
+}
+
 namespace gpuslice::testing {
 namespace {
 

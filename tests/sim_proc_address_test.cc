@@ -268,7 +268,7 @@ TEST_F(SimProcAddressTest, TooOldVersionIsNotSufficient) {
     EXPECT_EQ(a.pfn, nullptr) << symbol << "@" << version;
     EXPECT_EQ(a.status, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT) << symbol << "@" << version;
   }
-  EXPECT_EQ(Ask("cuMemAllocAsync", 11020).result, CUDA_SUCCESS);
+  ExpectResolves("cuMemAllocAsync", 11020, CU_GET_PROC_ADDRESS_DEFAULT, "cuMemAllocAsync");
 }
 
 TEST_F(SimProcAddressTest, UnknownSymbolIsNotFound) {

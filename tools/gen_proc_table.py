@@ -189,7 +189,10 @@ class MiniPreprocessor:
         expr = re.sub(r"\b[A-Za-z_]\w*\b", identifier, expr)
         expr = expr.replace("&&", " and ").replace("||", " or ")
         expr = re.sub(r"!(?!=)", " not ", expr)
-        return bool(eval(expr, {"__builtins__": {}}))  # only digits and operators are left
+        try:
+            return bool(eval(expr, {"__builtins__": {}}))  # only digits and operators are left
+        except (SyntaxError, TypeError, ZeroDivisionError) as error:
+            raise ValueError(f"cannot evaluate '#if {condition}' in cuda.h ({error})") from error
 
     def _expand(self, name):
         seen = set()

@@ -1,7 +1,6 @@
 #include "workload/allocators.h"
 
 #include <algorithm>
-#include <vector>
 
 namespace gpuslice::workload {
 namespace {
@@ -45,14 +44,9 @@ class PitchAllocator : public Allocator {
   explicit PitchAllocator(const Session& s) : Allocator(s) {}
   Outcome Allocate(uint64_t bytes, Allocation* out, CUresult* refusal) override {
     const Shape2D shape = RowsFor(bytes);
-    out->width = shape.width;
-    out->height = shape.height;
     *refusal = s_.driver().cuMemAllocPitch(&out->ptr, &out->pitch, shape.width, shape.height, 4);
-    out->bytes = static_cast<uint64_t>(out->pitch) * out->height;
+    out->bytes = static_cast<uint64_t>(out->pitch) * shape.height;
     return *refusal == CUDA_SUCCESS ? Outcome::kObtained : Outcome::kRefused;
-  }
-  bool Touch(const Allocation& a) override {
-    return DRIVER_CALL(s_, cuMemsetD2D8, a.ptr, a.pitch, kTouchByte, a.width, a.height);
   }
   bool Free(const Allocation& a) override { return DRIVER_CALL(s_, cuMemFree, a.ptr); }
 };
@@ -132,36 +126,17 @@ class ArrayAllocator : public Allocator {
     desc.Height = shape.height;
     desc.Format = CU_AD_FORMAT_UNSIGNED_INT8;
     desc.NumChannels = 1;
-    out->width = shape.width;
-    out->height = shape.height;
     out->bytes = static_cast<uint64_t>(shape.width) * shape.height;
     *refusal = s_.driver().cuArrayCreate(&out->array, &desc);
     return *refusal == CUDA_SUCCESS ? Outcome::kObtained : Outcome::kRefused;
-  }
-  // Arrays cannot be memset: copy a filled host block of rows over them, block by block.
-  bool Touch(const Allocation& a) override {
-    const size_t rows_per_copy = std::max<size_t>(1, (16u << 20) / a.width);
-    std::vector<unsigned char> block(a.width * std::min(rows_per_copy, a.height), kTouchByte);
-    for (size_t row = 0; row < a.height; row += rows_per_copy) {
-      CUDA_MEMCPY2D copy = {};
-      copy.srcMemoryType = CU_MEMORYTYPE_HOST;
-      copy.srcHost = block.data();
-      copy.srcPitch = a.width;
-      copy.dstMemoryType = CU_MEMORYTYPE_ARRAY;
-      copy.dstArray = a.array;
-      copy.dstY = row;
-      copy.WidthInBytes = a.width;
-      copy.Height = std::min(rows_per_copy, a.height - row);
-      if (!DRIVER_CALL(s_, cuMemcpy2D, &copy)) return false;
-    }
-    return true;
   }
   bool Free(const Allocation& a) override { return DRIVER_CALL(s_, cuArrayDestroy, a.array); }
 };
 
 }  // namespace
 
-bool Allocator::Touch(const Allocation& a) { return DRIVER_CALL(s_, cuMemsetD8, a.ptr, kTouchByte, a.bytes); }
+// For pitched memory, bytes is pitch × height: the padding is written too.
+bool Allocator::Touch(const Allocation& a) const { return DRIVER_CALL(s_, cuMemsetD8, a.ptr, kTouchByte, a.bytes); }
 
 std::unique_ptr<Allocator> MakeAllocator(MemoryApi api, const Session& session, CUstream stream) {
   switch (api) {

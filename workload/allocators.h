@@ -23,7 +23,7 @@ struct Allocation {
   // The size charged for it: rounded up to the granularity for vmm, pitch × height for pitch,
   // and for arrays the estimate width × height (the driver may pad rows; it does not say).
   uint64_t bytes = 0;
-  size_t pitch = 0, width = 0, height = 0;
+  size_t pitch = 0;
   CUarray array = nullptr;
   CUmemGenericAllocationHandle handle = 0;
 };
@@ -40,8 +40,9 @@ class Allocator {
   virtual bool Prepare() { return true; }  // once, before the first allocation
   // On kRefused, *refusal holds the allocating call's CUresult.
   virtual Outcome Allocate(uint64_t bytes, Allocation* out, CUresult* refusal) = 0;
-  // Writes every byte, proving the memory is usable.
-  virtual bool Touch(const Allocation& allocation);
+  // Writes every byte with cuMemsetD8, proving the memory is usable. Not for arrays, which are
+  // not linear memory (main.cc refuses --touch with --api array).
+  bool Touch(const Allocation& allocation) const;
   virtual bool Free(const Allocation& allocation) = 0;
   virtual bool Finish() { return true; }   // once, after the last free
 

@@ -58,9 +58,7 @@ namespace gpuslice::workload {
   X(cuMemSetAccess, PFN_cuMemSetAccess_v10020)                             \
   X(cuArrayCreate, PFN_cuArrayCreate_v3020)                                \
   X(cuArrayDestroy, PFN_cuArrayDestroy_v2000)                              \
-  X(cuMemsetD8, PFN_cuMemsetD8_v3020)                                      \
-  X(cuMemsetD2D8, PFN_cuMemsetD2D8_v3020)                                  \
-  X(cuMemcpy2D, PFN_cuMemcpy2D_v3020)
+  X(cuMemsetD8, PFN_cuMemsetD8_v3020)
 
 struct DriverTable {
 #define GPUSLICE_WORKLOAD_DECLARE(name, pfn) pfn name = nullptr;

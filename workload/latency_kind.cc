@@ -2,6 +2,7 @@
 // synchronisation, the shape of an inference server's traffic. Latency runs from the first
 // launch of a request to the return of its synchronisation. A request still running when the
 // next period begins makes that period missed: requests are never queued up to catch up.
+#include <cmath>
 #include <vector>
 
 #include "workload/exit_codes.h"
@@ -14,9 +15,12 @@
 namespace gpuslice::workload {
 namespace {
 
+// Whole nanoseconds: the clock's resolution, and short lines.
+double Ns(double us) { return std::round(us * 1000) / 1000; }
+
 Json Figures(const LatencySummary& l) {
-  return Json{{"p50_us", l.p50}, {"p90_us", l.p90}, {"p99_us", l.p99}, {"p999_us", l.p999},
-              {"max_us", l.max}, {"mean_us", l.mean}, {"min_us", l.min}};
+  return Json{{"p50_us", Ns(l.p50)}, {"p90_us", Ns(l.p90)}, {"p99_us", Ns(l.p99)}, {"p999_us", Ns(l.p999)},
+              {"max_us", Ns(l.max)}, {"mean_us", Ns(l.mean)}, {"min_us", Ns(l.min)}};
 }
 
 Clock::duration Seconds(double s) {

@@ -64,8 +64,13 @@ int RunMemory(const CommonOptions& common, const MemoryOptions& options) {
   if (!MemInfo(s, &held)) return kExitDriverFailed;
 
   if (options.hold_s > 0 && !interrupted) {
-    s.Emit("holding", Json{{"allocated", obtained.size()}, {"bytes_obtained", bytes_obtained}, {"hold_s", options.hold_s}});
-    const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.hold_s));
+    s.Emit("holding", Json{{"allocated", obtained.size()},
+                           {"refused", refused},
+                           {"bytes_obtained", bytes_obtained},
+                           {"mem_held", held},
+                           {"hold_s", options.hold_s}});
+    const auto until =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.hold_s));
     interrupted = !SleepUntil(until);
   }
   for (auto it = obtained.rbegin(); it != obtained.rend(); ++it) {

@@ -1,4 +1,4 @@
-// The command line's figures, one struct per kind, filled in by main.cc.
+// The command line's figures, one struct per kind, filled in by command_line.cc.
 #pragma once
 
 #include <cstdint>

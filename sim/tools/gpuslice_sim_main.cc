@@ -50,7 +50,7 @@ void PrintText(const Snapshot& snap) {
   fmt::print("Simulated GPUs in {}\n", snap.state_path);
   for (const DeviceSnapshot& d : snap.devices) {
     fmt::print("\nGPU {}  {}  {}\n", d.ordinal, d.name, d.uuid);
-    fmt::print("  memory {} / {}   busy {:.1f} ms   hand-overs {}   time slice {:.1f} ms   running {}\n",
+    fmt::print("  memory {} / {}   busy {:.1f} ms   hand-overs {}   time slice {:.1f} ms   running: {}\n",
                MiB(d.used_memory), MiB(d.total_memory), d.busy_ns / 1e6, d.handovers, d.timeslice_ns / 1e6,
                RunningText(d));
     fmt::print("  compute capability {}.{}, {} SMs\n", d.cc_major, d.cc_minor, d.sm_count);

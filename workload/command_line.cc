@@ -1,0 +1,118 @@
+#include "workload/command_line.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <iterator>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/quantity.h"
+#include "workload/exit_codes.h"
+
+namespace gpuslice::workload {
+namespace {
+
+constexpr uint64_t kMaxKernelUs = 60'000'000;  // one minute: a kernel longer than that is a typo
+
+void AddCommonOptions(CLI::App* kind, CommonOptions* o) {
+  kind->add_option("--device", o->device, "Device ordinal")->capture_default_str()->check(CLI::NonNegativeNumber);
+  kind->add_option("--label", o->label, "Text echoed as \"label\" in every output line");
+  kind->add_flag("--ready-line", o->ready_line, "Print {\"event\":\"ready\"} once the context exists");
+  kind->add_option("--report-interval", o->report_interval_s, "Seconds between progress lines (0: none)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+}
+
+// Accepts "256Mi", "1Gi", "4G", "1048576" and hands the option the number of bytes.
+const CLI::Validator kByteQuantity(
+    [](std::string& text) -> std::string {
+      const auto bytes = ParseByteQuantity(text);
+      if (!bytes || *bytes == 0) return "expected a byte quantity such as 256Mi, 1Gi or 1048576, got '" + text + "'";
+      text = std::to_string(*bytes);
+      return {};
+    },
+    "QUANTITY");
+
+}  // namespace
+
+std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
+  CLI::App app("Driver-API workloads for gpuslice: compute throughput, request latency, memory allocation.",
+               "gpuslice-workload");
+  app.require_subcommand(1);
+
+  CommonOptions& common = out->common;
+  ComputeOptions& compute = out->compute;
+  LatencyOptions& latency = out->latency;
+  MemoryOptions& memory = out->memory;
+
+  CLI::App* compute_cmd = app.add_subcommand("compute", "Back-to-back spin kernels: throughput and busy fraction");
+  AddCommonOptions(compute_cmd, &common);
+  compute_cmd->add_option("--kernel-us", compute.kernel_us, "Length of each kernel in microseconds")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, kMaxKernelUs));
+  compute_cmd->add_option("--depth", compute.depth, "Kernels kept in flight")->capture_default_str()->check(CLI::Range(1, 1024));
+  uint64_t kernels = 0;
+  auto* compute_duration = compute_cmd->add_option("--duration", compute.duration_s, "Seconds to run")
+                               ->capture_default_str()
+                               ->check(CLI::PositiveNumber);
+  auto* compute_kernels = compute_cmd->add_option("--kernels", kernels, "Stop after this many kernels instead")
+                              ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()));
+  compute_duration->excludes(compute_kernels);
+
+  CLI::App* latency_cmd = app.add_subcommand("latency", "Periodic requests of short kernels: latency percentiles");
+  AddCommonOptions(latency_cmd, &common);
+  latency_cmd->add_option("--period-ms", latency.period_ms, "Milliseconds between request starts")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  latency_cmd->add_option("--kernels-per-request", latency.kernels_per_request, "Kernels in each request")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  latency_cmd->add_option("--kernel-us", latency.kernel_us, "Length of each kernel in microseconds")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, kMaxKernelUs));
+  uint64_t requests = 0;
+  auto* latency_duration = latency_cmd->add_option("--duration", latency.duration_s, "Seconds to run")
+                               ->capture_default_str()
+                               ->check(CLI::PositiveNumber);
+  auto* latency_requests = latency_cmd->add_option("--requests", requests, "Stop after this many requests instead")
+                               ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()));
+  latency_duration->excludes(latency_requests);
+
+  CLI::App* memory_cmd = app.add_subcommand("memory", "Allocations through one API: obtained versus refused");
+  AddCommonOptions(memory_cmd, &common);
+  const std::vector<std::string> api_names(std::begin(kMemoryApiNames), std::end(kMemoryApiNames));
+  std::string api_name = MemoryApiName(memory.api);
+  memory_cmd->add_option("--api", api_name, "Allocation API")->capture_default_str()->check(CLI::IsMember(api_names));
+  memory_cmd->add_option("--chunk", memory.chunk_bytes, "Size of each allocation (256Mi, 1Gi, bytes)")
+      ->transform(kByteQuantity)
+      ->default_str("64Mi");
+  memory_cmd->add_option("--count", memory.count, "Number of allocations")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
+  memory_cmd->add_option("--hold", memory.hold_s, "Seconds to hold the memory before freeing it")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  memory_cmd->add_flag("--touch", memory.touch, "Write every allocated byte");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;  // --help exits 0
+  }
+  if (compute_kernels->count() > 0) compute.kernels = kernels;
+  if (latency_requests->count() > 0) latency.requests = requests;
+  memory.api = static_cast<MemoryApi>(std::find(api_names.begin(), api_names.end(), api_name) - api_names.begin());
+
+  if (memory.api == MemoryApi::kArray && memory.touch) {
+    std::fprintf(stderr, "--touch: arrays are not linear memory and cannot be memset; drop --touch for --api array\n");
+    return kExitUsage;
+  }
+
+  out->kind = compute_cmd->parsed() ? Kind::kCompute : latency_cmd->parsed() ? Kind::kLatency : Kind::kMemory;
+  return std::nullopt;
+}
+
+}  // namespace gpuslice::workload
