@@ -7,10 +7,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -23,6 +26,7 @@
 #include "gpuslice/sim_query.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"
+#include "workload/driver_table.h"
 #include "workload/spin_kernel_ptx.h"
 
 namespace gpuslice::testing {
@@ -114,7 +118,9 @@ class WorkloadTest : public SimTest {
 };
 
 TEST(WorkloadSpinKernelPtx, AssemblesWithPtxasForHopper) {
-  if (!FileExists(kPtxas)) GTEST_SKIP() << kPtxas << " not found: the CUDA toolkit's assembler is needed for this check";
+  if (!FileExists(kPtxas)) {
+    GTEST_SKIP() << kPtxas << " not found: the CUDA toolkit's assembler is needed for this check";
+  }
   TempDir dir;
   const std::string ptx = dir.path() + "/spin.ptx";
   std::ofstream(ptx) << workload::kSpinKernelPtx;
@@ -122,6 +128,26 @@ TEST(WorkloadSpinKernelPtx, AssemblesWithPtxasForHopper) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(FileExists(dir.path() + "/spin.cubin"));
   EXPECT_THAT(std::string(workload::kSpinKernelPtx), HasSubstr(".visible .entry spin_ns("));
+}
+
+// cuGetProcAddress at CUDA_VERSION hands out the newest version of an entry point at or below it;
+// calling that through an older version's PFN type would silently break the ABI.
+TEST(WorkloadDriverTable, EachEntryPointHasTheTypeOfTheVersionItIsGiven) {
+  std::ifstream in(std::string(GPUSLICE_CUDA_INCLUDE_DIR) + "/cudaTypedefs.h");
+  ASSERT_TRUE(in) << "cannot read cudaTypedefs.h from " << GPUSLICE_CUDA_INCLUDE_DIR;
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string typedefs = text.str();
+  const std::regex pfn(R"(\*\s*PFN_(\w+?)_v(\d+)\))");  // "*PFN_cuMemAlloc_v3020)", no _ptsz/_ptds twins
+  std::map<std::string, int> newest;
+  for (auto it = std::sregex_iterator(typedefs.begin(), typedefs.end(), pfn); it != std::sregex_iterator(); ++it) {
+    const int version = std::stoi((*it)[2]);
+    if (version <= CUDA_VERSION) newest[(*it)[1]] = std::max(newest[(*it)[1]], version);
+  }
+#define GPUSLICE_EXPECT_NEWEST(name, pfn_type) \
+  EXPECT_EQ(#pfn_type, "PFN_" #name "_v" + std::to_string(newest[#name])) << #name;
+  GPUSLICE_WORKLOAD_ENTRY_POINTS(GPUSLICE_EXPECT_NEWEST)
+#undef GPUSLICE_EXPECT_NEWEST
 }
 
 TEST_F(WorkloadTest, ComputeRunsTheRequestedKernelsAndReportsTheBusyFraction) {

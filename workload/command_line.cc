@@ -53,7 +53,9 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
   compute_cmd->add_option("--kernel-us", compute.kernel_us, "Length of each kernel in microseconds")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, kMaxKernelUs));
-  compute_cmd->add_option("--depth", compute.depth, "Kernels kept in flight")->capture_default_str()->check(CLI::Range(1, 1024));
+  compute_cmd->add_option("--depth", compute.depth, "Kernels kept in flight")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   uint64_t kernels = 0;
   auto* compute_duration = compute_cmd->add_option("--duration", compute.duration_s, "Seconds to run")
                                ->capture_default_str()

@@ -34,8 +34,8 @@ int RunCompute(const CommonOptions& common, const ComputeOptions& options) {
 
   const uint64_t kernel_ns = options.kernel_us * 1000;
   const auto start = Clock::now();
-  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.duration_s));
-  const auto interval = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(common.report_interval_s));
+  const auto deadline = start + Seconds(options.duration_s);
+  const auto interval = Seconds(common.report_interval_s);
   auto window_start = start;
   uint64_t window_first = 0;
   uint64_t launched = 0, completed = 0;

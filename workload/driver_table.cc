@@ -16,7 +16,8 @@ bool Resolve(PFN_cuGetProcAddress_v12000 lookup, const DriverTable& table, const
   *slot = entry;
   if (result == CUDA_SUCCESS && found == CU_GET_PROC_ADDRESS_SUCCESS && entry != nullptr) return true;
   if (result == CUDA_ERROR_STUB_LIBRARY) {
-    *error = std::string(kDriverLibrary) + " is the CUDA toolkit's stub library, not a driver (CUDA_ERROR_STUB_LIBRARY)";
+    *error = std::string(kDriverLibrary) +
+             " is the CUDA toolkit's stub library, not a driver (CUDA_ERROR_STUB_LIBRARY)";
     return false;
   }
   *error = std::string("the CUDA driver has no usable ") + name + " for CUDA " + std::to_string(CUDA_VERSION) +
@@ -52,7 +53,8 @@ bool LoadDriverTable(DriverTable* table, std::string* error) {
   // through itself and everything else through what that lookup returned.
   table->cuGetProcAddress = reinterpret_cast<PFN_cuGetProcAddress_v12000>(dlsym(library, "cuGetProcAddress_v2"));
   if (table->cuGetProcAddress == nullptr) {
-    *error = std::string("the CUDA driver ") + kDriverLibrary + " does not export cuGetProcAddress_v2 (CUDA 12.0 or newer needed)";
+    *error = std::string("the CUDA driver ") + kDriverLibrary +
+             " does not export cuGetProcAddress_v2 (CUDA 12.0 or newer needed)";
     return false;
   }
 #define GPUSLICE_WORKLOAD_RESOLVE(name, pfn) \

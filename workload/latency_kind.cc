@@ -23,10 +23,6 @@ Json Figures(const LatencySummary& l) {
               {"max_us", Ns(l.max)}, {"mean_us", Ns(l.mean)}, {"min_us", Ns(l.min)}};
 }
 
-Clock::duration Seconds(double s) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
-
 }  // namespace
 
 int RunLatency(const CommonOptions& common, const LatencyOptions& options) {

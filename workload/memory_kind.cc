@@ -69,9 +69,7 @@ int RunMemory(const CommonOptions& common, const MemoryOptions& options) {
                            {"bytes_obtained", bytes_obtained},
                            {"mem_held", held},
                            {"hold_s", options.hold_s}});
-    const auto until =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.hold_s));
-    interrupted = !SleepUntil(until);
+    interrupted = !SleepUntil(Clock::now() + Seconds(options.hold_s));
   }
   for (auto it = obtained.rbegin(); it != obtained.rend(); ++it) {
     if (!allocator->Free(*it)) return kExitDriverFailed;

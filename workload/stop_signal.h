@@ -14,6 +14,10 @@ bool StopRequested();
 // Sleeps until `deadline` or until a stop is requested, whichever comes first; false if stopped.
 bool SleepUntil(Clock::time_point deadline);
 
+inline Clock::duration Seconds(double seconds) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
 inline double SecondsBetween(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }

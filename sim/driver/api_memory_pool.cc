@@ -18,7 +18,9 @@
 //    otherwise fail with CUDA_ERROR_OUT_OF_MEMORY (unused chunks of the device's pools in this
 //    process are released and the allocation retried).
 //  - A live allocation is registered with the driver as a range of kind kPool (size = bytes
-//    asked for, charged = its rounded size; the device charge itself belongs to the chunk).
+//    asked for, pool = its pool, charged = 0: the device charge belongs to the pool's chunk, so
+//    summing ranges never counts pool memory twice). Driver::FreeDeviceMemory must not be used
+//    on it; cuMemFree of a pool pointer goes through FreePoolAllocationNow (memory_pool.h).
 #include "driver_api.h"
 
 #include <sys/mman.h>
@@ -262,7 +264,7 @@ CUresult AllocateFromPool(Pool* pool, size_t bytes, CUdeviceptr* out) {
   Allocation a;
   a.base = addr;
   a.size = bytes;
-  a.charged = rounded;
+  a.charged = 0;  // charged through the chunk (RESERVED), not per allocation
   a.device = pool->device;
   a.kind = AllocationKind::kPool;
   a.pool = pool;
@@ -531,6 +533,21 @@ CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags* flags, CUmemoryPool memPo
   if (location->type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
   if (location->id < 0 || location->id >= d->device_count()) return CUDA_ERROR_INVALID_DEVICE;
   *flags = location->id == memPool->device ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  return CUDA_SUCCESS;
+}
+
+// Peer access to a pool: validated and accepted (one address space serves every device).
+CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count) {
+  Driver* d = nullptr;
+  if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
+  if (!ValidPool(d, pool) || (count && !map)) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < count; ++i) {
+    if (map[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+    if (map[i].location.id < 0 || map[i].location.id >= d->device_count()) return CUDA_ERROR_INVALID_DEVICE;
+    if (map[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && map[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+        map[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+      return CUDA_ERROR_INVALID_VALUE;
+  }
   return CUDA_SUCCESS;
 }
 

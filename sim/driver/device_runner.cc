@@ -1,6 +1,5 @@
 #include "device_runner.h"
 
-#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
@@ -10,8 +9,10 @@
 namespace gpuslice::sim {
 namespace {
 
-// Below this the runner spins (yielding) instead of arming a timer.
-constexpr uint64_t kSpinTailNs = 80'000;
+// The last stretch is spun rather than slept: a timer wakes ~50 us late on a VM, which would
+// stretch every short kernel. Spinning without sched_yield, because a yield on a loaded CPU can
+// give the core away for a whole scheduler slice.
+constexpr uint64_t kSpinTailNs = 60'000;
 
 }  // namespace
 
@@ -23,7 +24,8 @@ void SleepUntilNanos(uint64_t deadline_ns) {
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) != 0) {
     }
   }
-  while (MonotonicNanos() < deadline_ns) sched_yield();
+  while (MonotonicNanos() < deadline_ns) {
+  }
 }
 
 DeviceRunner::DeviceRunner(SimState* state, int ordinal, int slot)

@@ -1,0 +1,37 @@
+// Golden layout of the simulator's shared state file. If this fails, the layout changed:
+// bump kSimLayoutVersion in sim/sim_state_layout.h, then update the numbers here.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+
+#include "sim/sim_state_layout.h"
+
+namespace gpuslice::sim {
+namespace {
+
+TEST(SimStateLayoutTest, VersionOneLayoutIsUnchanged) {
+  ASSERT_EQ(kSimLayoutVersion, 1u) << "update the golden figures below for the new version";
+  EXPECT_EQ(kMaxDevices, 8);
+  EXPECT_EQ(kMaxProcesses, 256);
+  EXPECT_EQ(sizeof(SimDeviceConfig), 152u);
+  EXPECT_EQ(sizeof(SimProcessDeviceStats), 32u);
+  EXPECT_EQ(sizeof(SimArbiter), 288u);
+  EXPECT_EQ(sizeof(SimDevice), 8640u);
+  EXPECT_EQ(sizeof(SimProcessSlot), 64u);
+  EXPECT_EQ(sizeof(SimSegment), 85576u);
+  EXPECT_EQ(offsetof(SimSegment, table_mutex), 32u);
+  EXPECT_EQ(offsetof(SimSegment, slots), 72u);
+  EXPECT_EQ(offsetof(SimSegment, devices), 16456u);
+  EXPECT_EQ(offsetof(SimDevice, arbiter), 152u);
+  EXPECT_EQ(offsetof(SimDevice, busy_ns), 440u);
+  EXPECT_EQ(offsetof(SimDevice, processes), 448u);
+  EXPECT_EQ(offsetof(SimDeviceConfig, total_memory), 112u);
+  EXPECT_EQ(offsetof(SimDeviceConfig, timeslice_ns), 120u);
+  EXPECT_EQ(offsetof(SimArbiter, owner_since_ns), 16u);
+  EXPECT_EQ(offsetof(SimArbiter, wants), 32u);
+  EXPECT_EQ(offsetof(SimProcessSlot, generation), 24u);
+  EXPECT_EQ(offsetof(SimProcessSlot, command), 32u);
+}
+
+}  // namespace
+}  // namespace gpuslice::sim
