@@ -14,25 +14,32 @@ import tempfile
 import time
 
 
-def run_workload(binary, args, env):
-    proc = subprocess.run([binary] + args, env=env, capture_output=True, text=True, timeout=300)
-    lines = [json.loads(l) for l in proc.stdout.splitlines() if l.startswith("{")]
-    results = [l for l in lines if l.get("event") == "result"]
-    if proc.returncode != 0 or not results:
-        sys.exit(f"demo: {' '.join(args[:1])} failed (exit {proc.returncode}): {proc.stderr.strip()}")
-    return results[-1]
-
-
 def start_workload(binary, args, env):
-    return subprocess.Popen([binary] + args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """Starts a tenant with --ready-line; returns (process, pid) once its context exists."""
+    # stderr goes to a file: reading stdout line by line and then communicate() would lose
+    # whatever the line reader had already buffered.
+    proc = subprocess.Popen([binary] + args + ["--ready-line"], env=env, stdout=subprocess.PIPE,
+                            stderr=tempfile.TemporaryFile(mode="w+"), text=True)
+    line = proc.stdout.readline()
+    if not line.startswith("{"):
+        proc.kill()
+        sys.exit(f"demo: {args[0]} tenant did not start: {line.strip()}")
+    return proc, json.loads(line)["pid"]
 
 
 def finish(proc):
-    out, err = proc.communicate(timeout=300)
+    out = proc.stdout.read()
+    proc.wait(timeout=300)
+    err = ""
     results = [json.loads(l) for l in out.splitlines() if l.startswith("{") and '"result"' in l]
     if proc.returncode != 0 or not results:
-        sys.exit(f"demo: a tenant failed (exit {proc.returncode}): {err.strip()}")
+        sys.exit(f"demo: tenant '{' '.join(proc.args[1:])}' failed (exit {proc.returncode}): {err.strip()}")
     return results[-1]
+
+
+def run_workload(binary, args, env):
+    proc, _ = start_workload(binary, args, env)
+    return finish(proc)
 
 
 def sim_status(tool, env):
@@ -72,47 +79,42 @@ def main():
     solo = run_workload(workload, latency_args, env)
 
     progress(f"phase 2/3: inference service beside the trainer ({secs} s)")
-    trainer = start_workload(workload, trainer_args, env)
-    time.sleep(0.3)
-    shared = run_workload(workload, latency_args, env)
-    trainer_result = finish(trainer)
+    trainer, trainer_pid = start_workload(workload, trainer_args, env)
+    service, service_pid = start_workload(workload, latency_args, env)
+    shared = finish(service)
+    finish(trainer)
 
     shares = {}
     if state:
-        status = sim_status(tool, env)
-        procs = status["devices"][0]["processes"]
-        total_busy = sum(p["busy_ns"] for p in procs) or 1
-        shares = {p["pid"]: p["busy_ns"] / total_busy for p in procs}
+        procs = sim_status(tool, env)["devices"][0]["processes"]
+        busy = {p["pid"]: p["busy_ns"] for p in procs if p["pid"] in (trainer_pid, service_pid)}
+        total_busy = sum(busy.values()) or 1
+        shares = {pid: b / total_busy for pid, b in busy.items()}
 
     progress("phase 3/3: the trainer holds 60 GiB; the inference service asks for 32 GiB")
-    holder = start_workload(workload, ["memory", "--chunk", "60Gi", "--hold", "3", "--ready-line", "--label", "trainer"],
-                            env)
-    holder.stdout.readline()  # the ready line
+    holder, _ = start_workload(workload, ["memory", "--chunk", "60Gi", "--hold", "3", "--label", "trainer"], env)
     grab = run_workload(workload, ["memory", "--chunk", "32Gi", "--label", "inference"], env)
     finish(holder)
 
-    def p99(result):
-        return result["latency_us"]["p99"] if "latency_us" in result else result.get("p99_us")
+    def ms(us):
+        return f"{us / 1000:.2f}"
 
+    share_of = lambda pid: f"{shares[pid]:.0%}" if pid in shares else "n/a"
+    inflation = shared["p99_us"] / max(solo["p99_us"], 1e-9)
     print()
-    print(f"{'tenant':<12}{'mode':<12}{'p50 (ms)':>10}{'p99 (ms)':>10}{'p99 x solo':>12}{'GPU share':>11}")
-    lat_solo, lat_shared = solo["latency_us"], shared["latency_us"]
-    print(f"{'inference':<12}{'alone':<12}{lat_solo['p50'] / 1000:>10.2f}{lat_solo['p99'] / 1000:>10.2f}{1.0:>12.2f}{'':>11}")
-    inflation = lat_shared["p99"] / max(lat_solo["p99"], 1e-9)
-    inf_share = shares.get(shared.get("pid"), float("nan"))
-    trn_share = shares.get(trainer_result.get("pid"), float("nan"))
-    print(f"{'inference':<12}{'unmanaged':<12}{lat_shared['p50'] / 1000:>10.2f}{lat_shared['p99'] / 1000:>10.2f}"
-          f"{inflation:>12.2f}{inf_share:>10.0%} ")
-    print(f"{'trainer':<12}{'unmanaged':<12}{'':>10}{'':>10}{'':>12}{trn_share:>10.0%} ")
+    print(f"{'tenant':<12}{'mode':<12}{'p50 ms':>9}{'p99 ms':>9}{'p99 vs alone':>14}{'GPU time share':>16}")
+    print(f"{'inference':<12}{'alone':<12}{ms(solo['p50_us']):>9}{ms(solo['p99_us']):>9}{'1.00x':>14}{'':>16}")
+    print(f"{'inference':<12}{'unmanaged':<12}{ms(shared['p50_us']):>9}{ms(shared['p99_us']):>9}"
+          f"{inflation:>13.2f}x{share_of(service_pid):>16}")
+    print(f"{'trainer':<12}{'unmanaged':<12}{'':>9}{'':>9}{'':>14}{share_of(trainer_pid):>16}")
     print()
-    print(f"memory: the inference service's 32 GiB request was {'granted' if grab['succeeded'] else 'refused'}"
-          f" ({grab['succeeded']} of {grab['requested']} allocations; free before: "
-          f"{grab['mem_info_before']['free'] / 2**30:.0f} GiB) - no quota protects either tenant.")
-    print("Without a sharing layer the trainer's long kernels inflate the service's tail latency and either")
-    print("tenant can take the other's memory. gpuslice's shim (LD_PRELOAD) is what bounds both.")
+    verdict = "granted" if grab["allocated"] else "refused"
+    print(f"memory: with the trainer holding 60 GiB, the service's 32 GiB request was {verdict} "
+          f"({grab['mem_before']['free'] / 2**30:.0f} GiB were free); no quota reserves memory for either tenant.")
+    print("No sharing layer: the trainer's long kernels inflate the service's tail latency, shares follow")
+    print("whoever submits more, and either tenant can take the other's memory. gpuslice's shim bounds both.")
     if state and os.path.exists(state):
         os.unlink(state)
-
 
 if __name__ == "__main__":
     main()

@@ -17,6 +17,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "tests/support/subprocess.h"
+
 #include "tests/support/test_env.h"
 
 // Every export name that cuda.h declares has exactly the signature of its PFN typedef: a table
@@ -387,3 +389,19 @@ TEST_F(SimProcAddressTest, EveryTableRowInEveryFlagMode) {
 }
 
 }  // namespace
+
+namespace gpuslice::testing {
+namespace {
+
+// The same command that checks a real driver (gpu_real_driver_test), run over the simulator in
+// a separate process that loads it with dlopen as the CUDA runtime would.
+TEST(SimProcRuleCheckTest, EveryTypedefResolvesByTheVersionRuleThroughDlopen) {
+  const ProcessResult r =
+      gpuslice::testing::Run({BinDir() + "/gpuslice-proc-rule-check"}, {"LD_LIBRARY_PATH=" + SimLibDir()});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("\"mismatches\":0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(SimLibDir()), std::string::npos) << "must have loaded the simulator: " << r.out;
+}
+
+}  // namespace
+}  // namespace gpuslice::testing

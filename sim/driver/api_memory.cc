@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "driver_state.h"
+#include "memory_pool.h"
 
 namespace gpuslice::sim {
 namespace {
@@ -103,9 +104,10 @@ CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
   if (dptr == 0) return CUDA_SUCCESS;
   Allocation a;
-  if (!d->FindRange(dptr, 0, &a) || a.base != dptr ||
-      (a.kind != AllocationKind::kDevice && a.kind != AllocationKind::kManaged))
-    return CUDA_ERROR_INVALID_VALUE;
+  if (!d->FindRange(dptr, 0, &a) || a.base != dptr) return CUDA_ERROR_INVALID_VALUE;
+  // Stream-ordered allocations may be freed synchronously too; they go back to their pool.
+  if (a.kind == AllocationKind::kPool) return FreePoolAllocationNow(dptr);
+  if (a.kind != AllocationKind::kDevice && a.kind != AllocationKind::kManaged) return CUDA_ERROR_INVALID_VALUE;
   // cuMemFree synchronises with the device first, as the real driver does.
   SynchronizeContext(ctx);
   return d->FreeDeviceMemory(dptr);

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# On a machine with an NVIDIA GPU and driver: builds, then runs in one go every GPU-labelled
+# test and the demo against the real driver, and prints a short record of what the GPU is.
+# Everything it prints is also written to $OUT (or ./gpu-check-out) for the record.
+# It never changes the GPU's settings (no nvidia-smi -c/-mig/-pm calls).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-gpu-check-out}
+mkdir -p "$out"
+build=${GPUSLICE_BUILD_DIR:-build-gpu}
+{
+  echo "== gpu-check $(date -u +%FT%TZ)"
+  nvidia-smi --query-gpu=name,uuid,driver_version,memory.total,mig.mode.current,compute_mode --format=csv 2>&1
+  scripts/install-deps.sh
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null && cmake --build "$build" -j"$(nproc)" 2>&1 | tail -3
+  echo "== GPU-labelled tests"
+  (cd "$build" && ctest -L gpu --output-on-failure -V 2>&1 | grep -vE '^[0-9]+: (Note|Test command|Working)')
+  echo "== simulator tests on this machine too"
+  (cd "$build" && ctest -L sim -j"$(nproc)" 2>&1 | tail -4)
+  echo "== demo on the real GPU"
+  python3 scripts/demo.py --build "$build" --real-gpu --seconds 5
+} 2>&1 | tee "$out/gpu-check.log"
