@@ -1,0 +1,109 @@
+// The broker: the node-wide shared state through which tenants' processes coordinate, with no
+// daemon on the hot path. One fixed-layout, versioned file in GPUSLICE_STATE_DIR
+// (broker/segment_layout.h; docs/broker.md) holds, per physical GPU (keyed by UUID), each
+// tenant's memory ledger — quota and bytes in use — and, per process, what it has charged.
+//
+// Crash safety: every ledger update happens under a robust process-shared mutex, and a process's
+// own charges are recorded beside the tenant total, so a process killed at any instant neither
+// deadlocks the others nor leaks: the next locker repairs the total from the live processes'
+// charges, and the charges of a dead process (detected by its liveness lock, which works across
+// PID namespaces) are returned to its tenant.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gpuslice::broker {
+
+struct SegmentFile;  // the mapped segment (segment_layout.h)
+
+inline constexpr uint64_t kUnlimited = UINT64_MAX;
+
+class Broker {
+ public:
+  // Maps <state_dir>/gpuslice.state, creating the directory (0770) and the file (0660) when
+  // absent. Fails closed: nullptr and one line in *error for a missing/unwritable directory, a
+  // file of another magic, layout version or size, a corrupt header, or a world-writable file.
+  static std::unique_ptr<Broker> Attach(const std::string& state_dir, std::string* error);
+  // Maps an existing segment for reading (gpuslicectl). Never creates anything.
+  static std::unique_ptr<Broker> AttachExisting(const std::string& state_dir, std::string* error);
+  ~Broker();
+  Broker(const Broker&) = delete;
+  Broker& operator=(const Broker&) = delete;
+
+  // Makes this process a member of `tenant` (at most 63 bytes) and holds its liveness lock until
+  // Unregister or death. False with *error when the process table is full.
+  bool Register(const std::string& tenant, std::string* error);
+  // Orderly exit: returns every byte this process still has charged and frees its slot.
+  void Unregister();
+
+  // The ledger of this process's tenant on the GPU with `uuid` (created on first use, with the
+  // given quota; kUnlimited = no quota). A tenant's quota on a GPU is set by its first process;
+  // a later process asking for a different quota is refused (false, *error names both values).
+  // Returns the ledger index for Reserve/Release, or -1.
+  int OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, uint64_t quota,
+                 std::string* error);
+
+  // Reserve-then-allocate: atomically charges `bytes` to the tenant and this process if the
+  // tenant stays within its quota; false otherwise (dead processes are reaped and the check
+  // retried once before refusing). Concurrent reservations of every process of the tenant can
+  // never exceed the quota, not even momentarily.
+  bool Reserve(int ledger, uint64_t bytes);
+  // Returns bytes reserved by this process (a rolled-back reservation or a free).
+  void Release(int ledger, uint64_t bytes);
+
+  uint64_t Used(int ledger) const;
+  uint64_t Quota(int ledger) const;
+
+  // Returns the charges of every process that died (any PID namespace) to its tenant.
+  void ReapDeadProcesses();
+
+  // After fork(): the child is not the parent's process and must not keep its liveness lock.
+  void ForgetAfterFork();
+
+  const std::string& path() const;
+
+ private:
+  explicit Broker(std::unique_ptr<SegmentFile> file);
+  std::unique_ptr<SegmentFile> file_;
+  int slot_ = -1;        // this process's slot, -1 until Register
+  int tenant_ = -1;      // this process's tenant index
+};
+
+// --- read-only view for gpuslicectl ---
+
+struct ProcessView {
+  int pid = 0;                 // as the process saw itself (may be another PID namespace's)
+  uint64_t charged = 0;        // bytes it holds on this GPU
+};
+
+struct TenantView {
+  std::string name;
+  uint64_t quota = kUnlimited;
+  uint64_t used = 0;
+  std::vector<ProcessView> processes;  // live processes with a charge or registered on the GPU
+};
+
+struct GpuView {
+  std::string uuid;            // "GPU-..."
+  uint64_t total_memory = 0;
+  std::vector<TenantView> tenants;
+};
+
+struct Snapshot {
+  std::string path;
+  uint32_t layout_version = 0;
+  std::vector<GpuView> gpus;
+};
+
+// Reads the segment in state_dir after reaping dead processes. False with *error when it is
+// missing or incompatible.
+bool TakeSnapshot(const std::string& state_dir, Snapshot* out, std::string* error);
+
+// "GPU-xxxxxxxx-xxxx-..." <-> 16 bytes.
+std::string FormatUuid(const uint8_t (&uuid)[16]);
+bool ParseUuid(const std::string& text, uint8_t (&uuid)[16]);
+
+}  // namespace gpuslice::broker
