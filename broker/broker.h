@@ -67,6 +67,13 @@ class Broker {
 
  private:
   explicit Broker(std::unique_ptr<SegmentFile> file);
+  // Makes sure the liveness descriptor is this process's own (a forked child shares its parent's
+  // open file description, and with it the parent's locks): reopens it, forgetting a registration
+  // inherited from the parent, when it is not.
+  bool UseOwnDescriptor(std::string* error);
+  bool OwnsLedger(int ledger) const;
+  bool TryCharge(int ledger, uint64_t bytes);
+
   std::unique_ptr<SegmentFile> file_;
   int slot_ = -1;        // this process's slot, -1 until Register
   int tenant_ = -1;      // this process's tenant index
@@ -96,6 +103,8 @@ struct Snapshot {
   std::string path;
   uint32_t layout_version = 0;
   std::vector<GpuView> gpus;
+  uint64_t ledger_repairs = 0;    // ledgers repaired after a process died holding their lock
+  uint64_t processes_reaped = 0;  // dead processes whose charges were returned
 };
 
 // Reads the segment in state_dir after reaping dead processes. False with *error when it is

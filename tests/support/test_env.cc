@@ -12,6 +12,7 @@ namespace gpuslice::testing {
 std::string SimLibDir() { return GPUSLICE_SIM_LIB_DIR; }
 std::string BinDir() { return GPUSLICE_BIN_DIR; }
 std::string SourceDir() { return GPUSLICE_SOURCE_DIR; }
+std::string ShimPath() { return GPUSLICE_SHIM_PATH; }
 
 void SimTest::SetUp() {
   std::vector<std::string> names;

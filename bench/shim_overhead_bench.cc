@@ -1,0 +1,120 @@
+// What the shim adds to each intercepted call, measured against the simulated driver called
+// directly, in the same run (Google Benchmark).
+//
+// The benchmark links the shim's hook sources into the executable, so `cuMemAlloc_v2(...)` is
+// gpuslice's hook and `Real()->cuMemAlloc_v2(...)` the simulated driver's function the hook
+// forwards to — the same code the preloaded library runs, minus one PLT jump. Each pair of
+// benchmarks differs only in that; docs/performance.md records the figures.
+//
+// The driver is whatever libcuda.so.1 the loader finds: the simulated one by default (the
+// build sets the RUNPATH), or bench/null_driver.cc with LD_LIBRARY_PATH=<build>/nulldriver,
+// which isolates the shim's own cost from the driver's.
+#include "shim/driver_api.h"  // first: declares every versioned name
+
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "shim/real_driver.h"
+
+namespace {
+
+using gpuslice::shim::Real;
+
+constexpr const char* kPtx = R"(
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry noop() { ret; }
+)";
+
+CUfunction g_noop = nullptr;
+CUstream g_stream = nullptr;
+
+// A private simulated GPU and broker segment, a context, and a no-op kernel.
+void Setup() {
+  const std::string tag = std::to_string(getpid());
+  setenv("GPUSLICE_SIM_STATE", ("/dev/shm/gpuslice-bench-" + tag).c_str(), 1);
+  setenv("GPUSLICE_STATE_DIR", ("/tmp/gpuslice-bench-" + tag).c_str(), 1);
+  setenv("GPUSLICE_MEMORY_LIMIT", "64Gi", 1);
+  CUcontext ctx = nullptr;
+  CUmodule module = nullptr;
+  if (cuInit(0) != CUDA_SUCCESS || Real()->cuDeviceGetUuid_v2 == nullptr) {
+    std::fprintf(stderr, "shim_overhead_bench: cannot initialise the simulated driver through the shim\n");
+    std::exit(1);
+  }
+  auto* retain = reinterpret_cast<decltype(&cuDevicePrimaryCtxRetain)>(gpuslice::shim::RealDlsym(Real()->handle, "cuDevicePrimaryCtxRetain"));
+  auto* set_current = reinterpret_cast<decltype(&cuCtxSetCurrent)>(gpuslice::shim::RealDlsym(Real()->handle, "cuCtxSetCurrent"));
+  auto* load = reinterpret_cast<decltype(&cuModuleLoadData)>(gpuslice::shim::RealDlsym(Real()->handle, "cuModuleLoadData"));
+  auto* get_function = reinterpret_cast<decltype(&cuModuleGetFunction)>(gpuslice::shim::RealDlsym(Real()->handle, "cuModuleGetFunction"));
+  auto* create_stream = reinterpret_cast<decltype(&cuStreamCreate)>(gpuslice::shim::RealDlsym(Real()->handle, "cuStreamCreate"));
+  retain(&ctx, 0);
+  set_current(ctx);
+  load(&module, kPtx);
+  get_function(&g_noop, module, "noop");
+  create_stream(&g_stream, CU_STREAM_NON_BLOCKING);
+}
+
+void Drain() {
+  auto* sync = reinterpret_cast<decltype(&cuStreamSynchronize)>(gpuslice::shim::RealDlsym(Real()->handle, "cuStreamSynchronize"));
+  sync(g_stream);
+}
+
+void BM_LaunchKernel_Direct(benchmark::State& state) {
+  for (auto _ : state) {
+    Real()->cuLaunchKernel(g_noop, 1, 1, 1, 1, 1, 1, 0, g_stream, nullptr, nullptr);
+  }
+  Drain();
+}
+void BM_LaunchKernel_Shim(benchmark::State& state) {
+  for (auto _ : state) {
+    cuLaunchKernel(g_noop, 1, 1, 1, 1, 1, 1, 0, g_stream, nullptr, nullptr);
+  }
+  Drain();
+}
+
+void BM_MemAllocFree_Direct(benchmark::State& state) {
+  CUdeviceptr p = 0;
+  for (auto _ : state) {
+    Real()->cuMemAlloc_v2(&p, 1 << 20);
+    Real()->cuMemFree_v2(p);
+  }
+}
+void BM_MemAllocFree_Shim(benchmark::State& state) {
+  CUdeviceptr p = 0;
+  for (auto _ : state) {
+    cuMemAlloc_v2(&p, 1 << 20);
+    cuMemFree_v2(p);
+  }
+}
+
+void BM_MemGetInfo_Direct(benchmark::State& state) {
+  size_t free = 0, total = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(Real()->cuMemGetInfo_v2(&free, &total));
+}
+void BM_MemGetInfo_Shim(benchmark::State& state) {
+  size_t free = 0, total = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(cuMemGetInfo_v2(&free, &total));
+}
+
+// Interleaved pairs so that drift of a noisy machine hits both sides alike.
+BENCHMARK(BM_LaunchKernel_Direct)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_LaunchKernel_Shim)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_MemAllocFree_Direct)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_MemAllocFree_Shim)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_MemGetInfo_Direct)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_MemGetInfo_Shim)->Repetitions(5)->ReportAggregatesOnly(true);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Setup();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  unlink(getenv("GPUSLICE_SIM_STATE"));
+  return 0;
+}

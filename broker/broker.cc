@@ -1,0 +1,271 @@
+#include "broker/broker.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <string_view>
+
+#include "broker/ledger.h"
+#include "broker/segment_file.h"
+#include "broker/tables.h"
+#include "common/process_lock.h"
+#include "common/robust_mutex.h"
+
+namespace gpuslice::broker {
+namespace {
+
+constexpr uint32_t kInUse = static_cast<uint32_t>(EntryState::kInUse);
+const char kNoMemory[] = "gpuslice: out of memory in the broker";
+
+std::string Bytes(uint64_t bytes) {
+  if (bytes == kUnlimited) return "unlimited";
+  char text[64];
+  std::snprintf(text, sizeof text, "%" PRIu64 " bytes (%.1f MiB)", bytes, static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+std::string TenantName(const Segment& segment, int tenant) {
+  const TenantEntry& entry = segment.tenants[tenant];
+  return std::string(entry.name, std::min<size_t>(entry.name_length, kTenantNameBytes - 1));
+}
+
+}  // namespace
+
+Broker::Broker(std::unique_ptr<SegmentFile> file) : file_(std::move(file)) {}
+
+Broker::~Broker() { Unregister(); }
+
+std::unique_ptr<Broker> Broker::Attach(const std::string& state_dir, std::string* error) {
+  std::string ignored;
+  if (!error) error = &ignored;
+  try {
+    auto file = OpenSegmentFile(state_dir, OpenMode::kCreateOrAttach, error);
+    return file ? std::unique_ptr<Broker>(new Broker(std::move(file))) : nullptr;
+  } catch (...) {
+    *error = kNoMemory;
+    return nullptr;
+  }
+}
+
+std::unique_ptr<Broker> Broker::AttachExisting(const std::string& state_dir, std::string* error) {
+  std::string ignored;
+  if (!error) error = &ignored;
+  try {
+    auto file = OpenSegmentFile(state_dir, OpenMode::kAttachExisting, error);
+    return file ? std::unique_ptr<Broker>(new Broker(std::move(file))) : nullptr;
+  } catch (...) {
+    *error = kNoMemory;
+    return nullptr;
+  }
+}
+
+bool Broker::UseOwnDescriptor(std::string* error) {
+  if (file_->fd >= 0 && file_->owner_pid == getpid()) return true;
+  ForgetAfterFork();
+  return ReopenSegmentDescriptor(file_.get(), error);
+}
+
+bool Broker::Register(const std::string& tenant, std::string* error) {
+  std::string ignored;
+  if (!error) error = &ignored;
+  try {
+    if (!UseOwnDescriptor(error)) return false;
+    Segment* segment = file_->segment;
+    if (tenant.empty() || tenant.size() >= static_cast<size_t>(kTenantNameBytes) ||
+        tenant.find('\0') != std::string::npos) {
+      *error = "gpuslice: tenant name '" + tenant + "' is invalid: it must be 1 to 63 bytes, without NUL";
+      return false;
+    }
+    if (slot_ >= 0) {
+      if (TenantName(*segment, tenant_) == tenant) return true;
+      *error = "gpuslice: this process is registered as tenant '" + TenantName(*segment, tenant_) +
+               "' and cannot also register as '" + tenant + "'";
+      return false;
+    }
+    if (!file_->writable) {
+      *error = "gpuslice: state file " + file_->path + " is mapped read-only: this process cannot register";
+      return false;
+    }
+    const int fd = file_->fd;
+    RobustLock table(&segment->header.table_mutex.mutex);  // claims are idempotent: no repair needed
+    int tenant_index = FindOrClaimTenant(segment, tenant, /*recycle=*/false);
+    if (tenant_index < 0) {
+      ReapDeadLocked(segment, fd, -1);
+      tenant_index = FindOrClaimTenant(segment, tenant, /*recycle=*/true);
+    }
+    if (tenant_index < 0) {
+      *error = "gpuslice: the tenant table of " + file_->path + " is full (" + std::to_string(kMaxTenants) +
+               " tenants with live processes)";
+      return false;
+    }
+    const pid_t pid = getpid();
+    int slot = ClaimProcessSlot(segment, fd, tenant_index, pid);
+    if (slot < 0) {
+      ReapDeadLocked(segment, fd, -1);
+      slot = ClaimProcessSlot(segment, fd, tenant_index, pid);
+    }
+    if (slot < 0) {
+      *error = "gpuslice: the process table of " + file_->path + " is full (" + std::to_string(kMaxProcesses) +
+               " live processes)";
+      return false;
+    }
+    slot_ = slot;
+    tenant_ = tenant_index;
+    return true;
+  } catch (...) {
+    *error = kNoMemory;
+    return false;
+  }
+}
+
+void Broker::Unregister() {
+  if (slot_ < 0) return;
+  if (file_->owner_pid != getpid()) {  // a forked child: the registration is the parent's
+    ForgetAfterFork();
+    return;
+  }
+  Segment* segment = file_->segment;
+  RobustLock table(&segment->header.table_mutex.mutex);
+  ReturnChargesAndFree(segment, slot_);
+  UnlockByte(file_->fd, kLivenessLockBase + static_cast<uint64_t>(slot_));
+  slot_ = -1;
+  tenant_ = -1;
+}
+
+int Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, uint64_t quota, std::string* error) {
+  std::string ignored;
+  if (!error) error = &ignored;
+  try {
+    if (slot_ >= 0 && file_->owner_pid != getpid()) ForgetAfterFork();
+    if (slot_ < 0) {
+      *error = "gpuslice: this process must register with the broker before opening a ledger";
+      return -1;
+    }
+    Segment* segment = file_->segment;
+    const int fd = file_->fd;
+    RobustLock table(&segment->header.table_mutex.mutex);
+    int gpu = FindOrClaimGpu(segment, uuid, device_total_bytes, /*recycle=*/false);
+    if (gpu < 0) {
+      ReapDeadLocked(segment, fd, slot_);
+      gpu = FindOrClaimGpu(segment, uuid, device_total_bytes, /*recycle=*/true);
+    }
+    if (gpu < 0) {
+      *error = "gpuslice: the GPU table of " + file_->path + " is full (" + std::to_string(kMaxGpus) +
+               " GPUs in use); cannot add " + FormatUuid(uuid);
+      return -1;
+    }
+    const int ledger = LedgerIndex(tenant_, gpu);
+    LedgerEntry& entry = segment->ledgers[ledger];
+    ProcessEntry& self = segment->processes[slot_];
+    const uint32_t bit = 1u << gpu;
+    const bool already_open = self.open_gpus.load() & bit;
+    // Published before the ledger's mutex is taken: whoever reaps this process then visits the
+    // ledger, and so repairs it should this process die holding that mutex.
+    self.open_gpus.fetch_or(bit);
+    // Dead processes must not pin an old quota (see below).
+    if (entry.state.load() == kInUse && entry.quota.load() != quota) ReapDeadLocked(segment, fd, slot_);
+    uint64_t current = quota;
+    {
+      LedgerLock lock(segment, ledger);
+      if (entry.state.load() != kInUse) {
+        entry.quota.store(quota);  // the tenant's first process on this GPU sets the quota
+        entry.state.store(kInUse);
+      } else if ((current = entry.quota.load()) != quota && !already_open && entry.used.load() == 0 &&
+                 !OtherProcessHasLedgerOpen(*segment, tenant_, gpu, slot_)) {
+        entry.quota.store(quota);  // nobody holds the ledger any more: a new first process
+        current = quota;
+      }
+    }
+    if (current != quota) {
+      if (!already_open) self.open_gpus.fetch_and(~bit);
+      *error = "gpuslice: tenant '" + TenantName(*segment, tenant_) + "' has a quota of " + Bytes(current) +
+               " on " + FormatUuid(uuid) + ", set by its first process; this process asks for " + Bytes(quota) +
+               " (every process of a tenant must have the same limit on a GPU)";
+      return -1;
+    }
+    return ledger;
+  } catch (...) {
+    *error = kNoMemory;
+    return -1;
+  }
+}
+
+bool Broker::OwnsLedger(int ledger) const {
+  return slot_ >= 0 && ledger >= 0 && ledger < kMaxLedgers && LedgerTenant(ledger) == tenant_ &&
+         ((file_->segment->processes[slot_].open_gpus.load(std::memory_order_relaxed) >> LedgerGpu(ledger)) & 1u);
+}
+
+bool Broker::TryCharge(int ledger, uint64_t bytes) {
+  Segment* segment = file_->segment;
+  LedgerEntry& entry = segment->ledgers[ledger];
+  std::atomic<uint64_t>& mine = segment->processes[slot_].charged[LedgerGpu(ledger)];
+  LedgerLock lock(segment, ledger);
+  const uint64_t used = entry.used.load(std::memory_order_relaxed);
+  const uint64_t quota = entry.quota.load(std::memory_order_relaxed);
+  if (bytes > quota || used > quota - bytes) return false;
+  // A SIGKILL may fall between these stores: the next locker recomputes `used` from the charges.
+  entry.used.store(used + bytes, std::memory_order_release);
+  mine.store(mine.load(std::memory_order_relaxed) + bytes, std::memory_order_release);
+  return true;
+}
+
+bool Broker::Reserve(int ledger, uint64_t bytes) {
+  if (!OwnsLedger(ledger)) return false;
+  if (TryCharge(ledger, bytes)) return true;
+  ReapDeadProcesses();  // what is missing may be held by processes that died
+  return OwnsLedger(ledger) && TryCharge(ledger, bytes);
+}
+
+void Broker::Release(int ledger, uint64_t bytes) {
+  if (!OwnsLedger(ledger) || bytes == 0) return;
+  Segment* segment = file_->segment;
+  LedgerEntry& entry = segment->ledgers[ledger];
+  std::atomic<uint64_t>& mine = segment->processes[slot_].charged[LedgerGpu(ledger)];
+  LedgerLock lock(segment, ledger);
+  const uint64_t held = mine.load(std::memory_order_relaxed);
+  const uint64_t returned = std::min(bytes, held);  // never more than this process reserved
+  const uint64_t used = entry.used.load(std::memory_order_relaxed);
+  entry.used.store(used - std::min(returned, used), std::memory_order_release);
+  mine.store(held - returned, std::memory_order_release);
+}
+
+uint64_t Broker::Used(int ledger) const {
+  if (ledger < 0 || ledger >= kMaxLedgers) return 0;
+  return file_->segment->ledgers[ledger].used.load(std::memory_order_acquire);
+}
+
+uint64_t Broker::Quota(int ledger) const {
+  if (ledger < 0 || ledger >= kMaxLedgers) return 0;
+  return file_->segment->ledgers[ledger].quota.load(std::memory_order_acquire);
+}
+
+void Broker::ReapDeadProcesses() {
+  if (!file_->writable) return;
+  try {
+    std::string error;
+    if (!UseOwnDescriptor(&error)) return;
+  } catch (...) {
+    return;
+  }
+  Segment* segment = file_->segment;
+  RobustLock table(&segment->header.table_mutex.mutex);
+  ReapDeadLocked(segment, file_->fd, slot_);
+}
+
+void Broker::ForgetAfterFork() {
+  // Only close(2): this may run in a pthread_atfork child handler. Closing the child's copy does
+  // not release the parent's lock (the open file description lives on in the parent), and the
+  // child no longer keeps the parent's slot alive once the parent dies.
+  if (file_ && file_->fd >= 0) {
+    close(file_->fd);
+    file_->fd = -1;
+  }
+  slot_ = -1;
+  tenant_ = -1;
+}
+
+const std::string& Broker::path() const { return file_->path; }
+
+}  // namespace gpuslice::broker

@@ -1,0 +1,39 @@
+// A tenant's memory ledger on one GPU, and the repair that follows a holder's death.
+//
+// The ledger invariant: while its mutex is free and consistent, a ledger's `used` equals the sum
+// of charged[gpu] over the registered processes of its tenant. Every update keeps it (both sides
+// change under the ledger's mutex); a holder killed between the two stores leaves the mutex
+// owner-dead, and the next locker recomputes `used` from the charges before reading it. A dead
+// process stays registered — its charge counted — until the reaper returns the charge and frees
+// the slot, so every byte is subtracted exactly once, however many processes die mid-update.
+#pragma once
+
+#include <cstdint>
+
+#include "broker/segment_layout.h"
+#include "common/robust_mutex.h"
+
+namespace gpuslice::broker {
+
+inline int LedgerIndex(int tenant, int gpu) { return tenant * kMaxGpus + gpu; }
+inline int LedgerTenant(int ledger) { return ledger / kMaxGpus; }
+inline int LedgerGpu(int ledger) { return ledger % kMaxGpus; }
+
+// Holds a ledger's robust mutex, with the ledger repaired if the previous holder died.
+class LedgerLock {
+ public:
+  LedgerLock(Segment* segment, int ledger);
+  LedgerLock(const LedgerLock&) = delete;
+  LedgerLock& operator=(const LedgerLock&) = delete;
+
+  bool repaired() const { return lock_.previous_owner_died(); }
+
+ private:
+  RobustLock lock_;
+};
+
+// The sum of charged[gpu] over the processes registered as `tenant`. Call with the ledger's mutex
+// held (so those charges cannot change); slots claimed or freed meanwhile are read consistently.
+uint64_t SumRegisteredCharges(const Segment& segment, int tenant, int gpu);
+
+}  // namespace gpuslice::broker

@@ -1,0 +1,360 @@
+#include "broker/segment_file.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <utility>
+
+#include <boost/interprocess/exceptions.hpp>
+#include <boost/interprocess/file_mapping.hpp>
+
+#include "common/clock.h"
+
+namespace gpuslice::broker {
+namespace {
+
+namespace bip = boost::interprocess;
+
+constexpr uint64_t kSegmentSize = sizeof(Segment);
+constexpr mode_t kFileMode = 0660;
+constexpr mode_t kDirectoryMode = 0770;
+
+class UniqueFd {
+ public:
+  explicit UniqueFd(int fd = -1) : fd_(fd) {}
+  ~UniqueFd() { if (fd_ >= 0) close(fd_); }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd) { if (fd_ >= 0) close(fd_); fd_ = fd; }
+
+ private:
+  int fd_;
+};
+
+std::string Strerror(int error) { return std::strerror(error); }
+
+std::string Hex(uint64_t value) {
+  char text[24];
+  std::snprintf(text, sizeof text, "0x%016" PRIx64, value);
+  return text;
+}
+
+std::string Octal(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof text, "0%03o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+
+// Refusals name the file, what is wrong and what would be valid; "stop and remove" is the remedy
+// for anything another build or a corruption left behind.
+std::string Refuse(const std::string& path, const std::string& why) {
+  return "gpuslice: refusing state file " + path + ": " + why;
+}
+
+const std::string kRemedy = "; stop every process using it and remove it";
+
+bool EnsureDirectory(const std::string& dir, OpenMode mode, std::string* error) {
+  struct stat st {};
+  if (stat(dir.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return true;
+    *error = "gpuslice: state directory " + dir + " is not a directory";
+    return false;
+  }
+  if (errno != ENOENT) {
+    *error = "gpuslice: cannot use state directory " + dir + ": " + Strerror(errno);
+    return false;
+  }
+  if (mode == OpenMode::kAttachExisting) {
+    *error = "gpuslice: state directory " + dir +
+             " does not exist: no gpuslice process has run on this node with this state directory";
+    return false;
+  }
+  if (mkdir(dir.c_str(), kDirectoryMode) != 0) {
+    if (errno == EEXIST) return EnsureDirectory(dir, OpenMode::kAttachExisting, error);
+    *error = "gpuslice: cannot create state directory " + dir + " (mode 0770; its parent must exist): " +
+             Strerror(errno);
+    return false;
+  }
+  // mkdir applied the umask; the mode is set explicitly instead (the umask is never changed).
+  UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+  if (fd.get() < 0 || fchmod(fd.get(), kDirectoryMode) != 0) {
+    *error = "gpuslice: cannot set mode 0770 on state directory " + dir + ": " + Strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+// Opens the file (creating it when allowed). O_NOFOLLOW: the state file itself is never a link.
+int OpenStateFile(const std::string& path, OpenMode mode, bool* writable, std::string* error) {
+  constexpr int kFlags = O_CLOEXEC | O_NOFOLLOW | O_NOCTTY;
+  *writable = true;
+  if (mode == OpenMode::kCreateOrAttach) {
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | kFlags, kFileMode);
+    if (fd >= 0) {
+      // open() applied the umask; set the mode explicitly instead (the umask is never changed).
+      if (fchmod(fd, kFileMode) != 0) {
+        *error = "gpuslice: cannot set mode 0660 on new state file " + path + ": " + Strerror(errno);
+        close(fd);
+        return -1;
+      }
+      return fd;
+    }
+    if (errno != EEXIST) {
+      *error = "gpuslice: cannot create state file " + path + ": " + Strerror(errno);
+      return -1;
+    }
+  }
+  int fd = open(path.c_str(), O_RDWR | kFlags);
+  if (fd < 0 && errno == EACCES && mode == OpenMode::kAttachExisting) {
+    *writable = false;  // a reader (gpuslicectl) without write permission still gets a view
+    fd = open(path.c_str(), O_RDONLY | kFlags);
+  }
+  if (fd >= 0) return fd;
+  if (errno == ELOOP) {
+    *error = Refuse(path, "it is a symbolic link; the state file must be a regular file");
+  } else if (errno == ENOENT) {
+    *error = "gpuslice: no state file " + path + ": no gpuslice process has run with this state directory";
+  } else if (errno == EISDIR) {
+    *error = Refuse(path, "it is a directory; the state file must be a regular file");
+  } else {
+    *error = "gpuslice: cannot open state file " + path + ": " + Strerror(errno);
+  }
+  return -1;
+}
+
+bool CheckFileKind(int fd, const std::string& path, struct stat* st, std::string* error) {
+  if (fstat(fd, st) != 0) {
+    *error = "gpuslice: cannot stat state file " + path + ": " + Strerror(errno);
+    return false;
+  }
+  if (!S_ISREG(st->st_mode)) {
+    *error = Refuse(path, "it is not a regular file; the state file must be a regular file of mode 0660");
+    return false;
+  }
+  if (st->st_mode & S_IWOTH) {
+    *error = Refuse(path, "it is world-writable (mode " + Octal(st->st_mode) +
+                              "); the state file must be mode 0660 or stricter (chmod o-w " + path + ")");
+    return false;
+  }
+  return true;
+}
+
+enum class Contents { kValid, kUninitialised, kInvalid };
+
+// Reads the header through the descriptor (nothing is mapped before it is validated).
+Contents Inspect(int fd, const std::string& path, std::string* error) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    *error = "gpuslice: cannot stat state file " + path + ": " + Strerror(errno);
+    return Contents::kInvalid;
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size == 0) return Contents::kUninitialised;
+  alignas(SegmentHeader) unsigned char buffer[sizeof(SegmentHeader)] = {};
+  const ssize_t got = pread(fd, buffer, sizeof buffer, 0);
+  if (got < 0) {
+    *error = "gpuslice: cannot read state file " + path + ": " + Strerror(errno);
+    return Contents::kInvalid;
+  }
+  const auto* header = std::launder(reinterpret_cast<const SegmentHeader*>(buffer));
+  // Only a creator that died before storing the magic leaves a full-size file without one.
+  if (size == kSegmentSize && header->magic == 0) return Contents::kUninitialised;
+  if (!ValidateHeader(*header, size, path, error)) return Contents::kInvalid;
+  std::atomic_thread_fence(std::memory_order_acquire);  // pairs with the creator's magic store
+  return Contents::kValid;
+}
+
+void InitialiseSegment(Segment* segment) {
+  SegmentHeader& header = segment->header;
+  header.layout_version = kLayoutVersion;
+  header.header_size = sizeof(SegmentHeader);
+  header.segment_size = kSegmentSize;
+  header.created_ns = MonotonicNanos();
+  header.max_gpus = kMaxGpus;
+  header.max_tenants = kMaxTenants;
+  header.max_processes = kMaxProcesses;
+  header.tenant_name_bytes = kTenantNameBytes;
+  InitRobustMutex(&header.table_mutex.mutex);
+  for (LedgerEntry& ledger : segment->ledgers) InitRobustMutex(&ledger.mutex.mutex);
+  // The magic goes last: whoever reads it reads a fully initialised segment.
+  std::atomic_ref<uint64_t>(header.magic).store(kMagic, std::memory_order_release);
+}
+
+// Maps the file Boost opens by name, after checking it is the very file validated through fd.
+bool Map(SegmentFile* file, const struct stat& validated, std::string* error) {
+  const bip::mode_t mode = file->writable ? bip::read_write : bip::read_only;
+  // Boost opens its own descriptor (without O_CLOEXEC) and closes it when `mapping` goes out of
+  // scope; the mapping stays valid. The liveness locks use file->fd, never this one.
+  bip::file_mapping mapping(file->path.c_str(), mode);
+  struct stat mapped {};
+  if (fstat(mapping.get_mapping_handle().handle, &mapped) != 0 || mapped.st_dev != validated.st_dev ||
+      mapped.st_ino != validated.st_ino) {
+    *error = Refuse(file->path, "it was replaced while being opened; retry");
+    return false;
+  }
+  bip::mapped_region region(mapping, mode, 0, kSegmentSize);
+  file->region.swap(region);
+  file->segment = static_cast<Segment*>(file->region.get_address());
+  file->device = validated.st_dev;
+  file->inode = validated.st_ino;
+  return true;
+}
+
+// Initialises an empty (or abandoned) file, holding the flock that serialises creators.
+bool Create(SegmentFile* file, std::string* error) {
+  const int fd = file->fd;
+  // An abandoned file may hold a dead creator's partial writes: start again from zeros. No one
+  // maps a file without magic, so nothing else can see this.
+  if (ftruncate(fd, 0) != 0 || ftruncate(fd, static_cast<off_t>(kSegmentSize)) != 0) {
+    *error = "gpuslice: cannot size state file " + file->path + ": " + Strerror(errno);
+    return false;
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    *error = "gpuslice: cannot stat state file " + file->path + ": " + Strerror(errno);
+    return false;
+  }
+  if (!Map(file, st, error)) return false;
+  InitialiseSegment(file->segment);
+  return true;
+}
+
+std::unique_ptr<SegmentFile> Open(const std::string& state_dir, OpenMode mode, std::string* error) {
+  if (state_dir.empty()) {
+    *error = "gpuslice: the state directory is empty; it must name a directory";
+    return nullptr;
+  }
+  if (!EnsureDirectory(state_dir, mode, error)) return nullptr;
+  auto file = std::make_unique<SegmentFile>();
+  file->path = state_dir + (state_dir.back() == '/' ? "" : "/") + kStateFileName;
+  file->fd = OpenStateFile(file->path, mode, &file->writable, error);
+  if (file->fd < 0) return nullptr;
+  file->owner_pid = getpid();
+  struct stat st {};
+  if (!CheckFileKind(file->fd, file->path, &st, error)) return nullptr;
+
+  Contents contents = Inspect(file->fd, file->path, error);
+  if (contents == Contents::kUninitialised) {
+    // Wait for a creator at work (it holds the flock); the kernel drops the flock if it died.
+    if (flock(file->fd, mode == OpenMode::kCreateOrAttach ? LOCK_EX : LOCK_SH) != 0) {
+      *error = "gpuslice: cannot lock state file " + file->path + ": " + Strerror(errno);
+      return nullptr;
+    }
+    contents = Inspect(file->fd, file->path, error);
+    if (contents == Contents::kUninitialised) {
+      if (mode == OpenMode::kAttachExisting) {
+        *error = "gpuslice: state file " + file->path +
+                 " is not initialised yet (its creator died or is still creating it); the next process "
+                 "that attaches through the shim initialises it";
+        return nullptr;
+      }
+      if (!Create(file.get(), error)) return nullptr;
+      flock(file->fd, LOCK_UN);
+      return file;
+    }
+    flock(file->fd, LOCK_UN);
+  }
+  if (contents == Contents::kInvalid) return nullptr;
+  if (!CheckFileKind(file->fd, file->path, &st, error)) return nullptr;
+  if (!Map(file.get(), st, error)) return nullptr;
+  return file;
+}
+
+}  // namespace
+
+SegmentFile::~SegmentFile() {
+  if (fd >= 0) close(fd);
+}
+
+bool ValidateHeader(const SegmentHeader& header, uint64_t file_size, const std::string& path, std::string* error) {
+  const std::string expected_size = std::to_string(kSegmentSize);
+  if (file_size < sizeof(SegmentHeader)) {
+    *error = Refuse(path, "it is truncated (" + std::to_string(file_size) + " bytes; a layout-version-" +
+                              std::to_string(kLayoutVersion) + " state file has " + expected_size + ")" + kRemedy);
+    return false;
+  }
+  if (header.magic != kMagic) {
+    *error = Refuse(path, "it is not a gpuslice state file (magic " + Hex(header.magic) + ", expected " +
+                              Hex(kMagic) + ")" + kRemedy);
+    return false;
+  }
+  if (header.layout_version != kLayoutVersion) {
+    *error = Refuse(path, "it has layout version " + std::to_string(header.layout_version) +
+                              ", this build reads version " + std::to_string(kLayoutVersion) + " only" + kRemedy +
+                              " (or run a gpuslice build of the same version)");
+    return false;
+  }
+  if (header.header_size != sizeof(SegmentHeader) || header.segment_size != kSegmentSize ||
+      file_size != kSegmentSize) {
+    *error = Refuse(path, "it has " + std::to_string(file_size) + " bytes (its header says " +
+                              std::to_string(header.segment_size) + "), a layout-version-" +
+                              std::to_string(kLayoutVersion) + " state file has " + expected_size +
+                              " (truncated or corrupt)" + kRemedy);
+    return false;
+  }
+  const auto corrupt = [&](const char* field, uint64_t value, uint64_t limit) {
+    *error = Refuse(path, std::string("it is corrupt (") + field + " " + std::to_string(value) + ", valid: " +
+                              std::to_string(limit) + ")" + kRemedy);
+    return false;
+  };
+  if (header.max_gpus != kMaxGpus) return corrupt("GPU table capacity", header.max_gpus, kMaxGpus);
+  if (header.max_tenants != kMaxTenants) return corrupt("tenant table capacity", header.max_tenants, kMaxTenants);
+  if (header.max_processes != kMaxProcesses) {
+    return corrupt("process table capacity", header.max_processes, kMaxProcesses);
+  }
+  if (header.tenant_name_bytes != kTenantNameBytes) {
+    return corrupt("tenant name size", header.tenant_name_bytes, kTenantNameBytes);
+  }
+  if (header.gpu_high_water.load() > kMaxGpus) {
+    return corrupt("GPU count", header.gpu_high_water.load(), kMaxGpus);
+  }
+  if (header.tenant_high_water.load() > kMaxTenants) {
+    return corrupt("tenant count", header.tenant_high_water.load(), kMaxTenants);
+  }
+  if (header.process_high_water.load() > kMaxProcesses) {
+    return corrupt("process count", header.process_high_water.load(), kMaxProcesses);
+  }
+  return true;
+}
+
+std::unique_ptr<SegmentFile> OpenSegmentFile(const std::string& state_dir, OpenMode mode, std::string* error) {
+  std::string ignored;
+  if (!error) error = &ignored;
+  // Boost.Interprocess reports failures by throwing; nothing may escape to the shim's C ABI.
+  try {
+    return Open(state_dir, mode, error);
+  } catch (const bip::interprocess_exception& e) {
+    *error = "gpuslice: cannot map state file in " + state_dir + ": " + e.what();
+  } catch (const std::exception& e) {
+    *error = std::string("gpuslice: cannot attach the broker state in ") + state_dir + ": " + e.what();
+  } catch (...) {
+    *error = "gpuslice: cannot attach the broker state in " + state_dir;
+  }
+  return nullptr;
+}
+
+bool ReopenSegmentDescriptor(SegmentFile* file, std::string* error) {
+  const int fd = open(file->path.c_str(), (file->writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW);
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0 || st.st_dev != file->device || st.st_ino != file->inode) {
+    if (fd >= 0) close(fd);
+    *error = "gpuslice: state file " + file->path + " was removed or replaced since it was mapped";
+    return false;
+  }
+  if (file->fd >= 0) close(file->fd);
+  file->fd = fd;
+  file->owner_pid = getpid();
+  return true;
+}
+
+}  // namespace gpuslice::broker

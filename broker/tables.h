@@ -1,0 +1,39 @@
+// Claiming entries of the GPU, tenant and process tables, and reaping dead processes. Every
+// function here runs with the header's table mutex held (lock order: table, then ledgers).
+//
+// An entry is claimed by writing its fields while its state is kFree and publishing it with one
+// final store of its state, so a claimant killed halfway leaves a free entry, which the next
+// claim simply overwrites: the table mutex needs no repair after its owner died.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "broker/segment_layout.h"
+
+namespace gpuslice::broker {
+
+// The tenant's index, claiming a free entry for a new name; -1 when the table is full. With
+// `recycle`, a full table reuses the entry of a tenant without registered processes (reap first).
+int FindOrClaimTenant(Segment* segment, std::string_view name, bool recycle);
+
+// The GPU's index (its total memory updated), claiming an entry for a new UUID; -1 when full.
+// With `recycle`, reuses the entry of a GPU no registered process has a ledger open on.
+int FindOrClaimGpu(Segment* segment, const uint8_t (&uuid)[16], uint64_t total_memory, bool recycle);
+
+// Claims a free process slot for `tenant` and takes its liveness lock through fd; -1 when full.
+int ClaimProcessSlot(Segment* segment, int fd, int tenant, int32_t pid);
+
+// Returns every byte the slot's process has charged to its tenant's ledgers, then frees the slot.
+// Safe to repeat after a reaper died halfway: each charge is zeroed with its subtraction.
+void ReturnChargesAndFree(Segment* segment, int slot);
+
+// Frees the slots of registered processes whose liveness lock is gone (they died, in whatever
+// PID namespace), returning their charges. `own_slot` is skipped: a process's own lock never
+// conflicts with its own descriptor, so it would look dead. Returns how many were reaped.
+int ReapDeadLocked(Segment* segment, int fd, int own_slot);
+
+// True when a registered process other than `except_slot` has the tenant's ledger on `gpu` open.
+bool OtherProcessHasLedgerOpen(const Segment& segment, int tenant, int gpu, int except_slot);
+
+}  // namespace gpuslice::broker

@@ -1,0 +1,10 @@
+// gpuslicectl's exit codes: what a script driving it branches on.
+#pragma once
+
+namespace gpuslice::ctl {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;  // the state could not be read (missing, incompatible, corrupt)
+inline constexpr int kExitUsage = 2;   // bad command line
+
+}  // namespace gpuslice::ctl

@@ -1,0 +1,43 @@
+// The one list of driver and NVML entry points libgpuslice.so intercepts, and of those it only
+// calls. Types come from the declarations in cuda.h / nvml_api.h (decltype), so a hook with the
+// wrong signature does not compile; adding a hook is one line here plus its definition.
+#pragma once
+
+// Exported and intercepted.
+#define GPUSLICE_DRIVER_HOOKS(X) \
+  X(cuInit)                      \
+  X(cuGetProcAddress)            \
+  X(cuGetProcAddress_v2)         \
+  X(cuMemAlloc_v2)               \
+  X(cuMemAllocPitch_v2)          \
+  X(cuMemAllocManaged)           \
+  X(cuMemFree_v2)                \
+  X(cuMemAllocAsync)             \
+  X(cuMemAllocAsync_ptsz)        \
+  X(cuMemAllocFromPoolAsync)     \
+  X(cuMemAllocFromPoolAsync_ptsz)\
+  X(cuMemFreeAsync)              \
+  X(cuMemFreeAsync_ptsz)         \
+  X(cuMemCreate)                 \
+  X(cuMemRelease)                \
+  X(cuArrayCreate_v2)            \
+  X(cuArray3DCreate_v2)          \
+  X(cuArrayDestroy)              \
+  X(cuMipmappedArrayCreate)      \
+  X(cuMipmappedArrayDestroy)     \
+  X(cuMemGetInfo_v2)             \
+  X(cuDeviceTotalMem_v2)         \
+  X(cuLaunchKernel)              \
+  X(cuLaunchKernel_ptsz)
+
+// Called by the shim, not intercepted.
+#define GPUSLICE_DRIVER_CALLS(X) \
+  X(cuCtxGetDevice)              \
+  X(cuDeviceGetUuid_v2)
+
+#define GPUSLICE_NVML_HOOKS(X) \
+  X(nvmlDeviceGetMemoryInfo)   \
+  X(nvmlDeviceGetMemoryInfo_v2)
+
+#define GPUSLICE_NVML_CALLS(X) \
+  X(nvmlDeviceGetUUID)

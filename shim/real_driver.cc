@@ -1,0 +1,197 @@
+#include "shim/real_driver.h"
+
+#include <dlfcn.h>
+#include <link.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <mutex>
+#include <string_view>
+
+#include "shim/log.h"
+
+namespace gpuslice::shim {
+namespace {
+
+using DlsymFn = DlsymFunction;
+
+struct NamedHook {
+  const char* name;
+  void* hook;
+};
+
+// Sorted by name at first use.
+NamedHook* SortedHooks(size_t* count) {
+  static NamedHook hooks[] = {
+#define GPUSLICE_NAMED(name) {#name, reinterpret_cast<void*>(&::name)},
+      GPUSLICE_DRIVER_HOOKS(GPUSLICE_NAMED) GPUSLICE_NVML_HOOKS(GPUSLICE_NAMED)
+#undef GPUSLICE_NAMED
+  };
+  static std::once_flag sorted;
+  std::call_once(sorted, [] {
+    std::sort(std::begin(hooks), std::end(hooks),
+              [](const NamedHook& a, const NamedHook& b) { return std::strcmp(a.name, b.name) < 0; });
+  });
+  *count = std::size(hooks);
+  return hooks;
+}
+
+// The cuGetProcAddress table generated from cudaTypedefs.h (tools/gen_proc_table.py), sorted
+// by base name then version.
+struct ProcRow {
+  const char* base;
+  int version;
+  const char* name;
+  const char* per_thread_name;
+};
+constexpr ProcRow kProcRows[] = {
+#define GPUSLICE_PROC(base, version, name, per_thread_name, pfn) {base, version, name, per_thread_name},
+#include "proc_table.inc"
+#undef GPUSLICE_PROC
+};
+
+// The export name the version rule gives for (symbol, version, flags), or nullptr.
+const char* ExportNameByRule(const char* symbol, int version, cuuint64_t flags) {
+  const ProcRow* first = std::lower_bound(std::begin(kProcRows), std::end(kProcRows), symbol,
+                                          [](const ProcRow& row, const char* s) { return std::strcmp(row.base, s) < 0; });
+  const ProcRow* chosen = nullptr;
+  for (const ProcRow* row = first; row != std::end(kProcRows) && std::strcmp(row->base, symbol) == 0; ++row) {
+    if (row->version <= version) chosen = row;
+  }
+  if (!chosen) return nullptr;
+  if ((flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && *chosen->per_thread_name)
+    return chosen->per_thread_name;
+  return chosen->name;
+}
+
+DlsymFn LoadRealDlsym() {
+  static std::atomic<DlsymFn> real{nullptr};
+  DlsymFn fn = real.load(std::memory_order_acquire);
+  if (fn) return fn;
+  // dlvsym is not interposed, so this finds glibc's dlsym (the current version first).
+  void* p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+  if (!p) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+  fn = reinterpret_cast<DlsymFn>(p);
+  real.store(fn, std::memory_order_release);
+  return fn;
+}
+
+// The base address of the object that defines `address`.
+const void* ObjectBase(const void* address) {
+  Dl_info info{};
+  return dladdr(address, &info) ? info.dli_fbase : nullptr;
+}
+
+RealDriver* LoadDriver() {
+  const char* configured = std::getenv("GPUSLICE_DRIVER_LIBRARY");
+  const std::string path = (configured && *configured) ? configured : "libcuda.so.1";
+  if (configured && *configured && configured[0] != '/') {
+    LogError("invalid GPUSLICE_DRIVER_LIBRARY='%s'; expected an absolute path, e.g. "
+             "/usr/lib/x86_64-linux-gnu/libcuda.so.1", configured);
+    return nullptr;
+  }
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    LogError("cannot load the CUDA driver %s: %s", path.c_str(), dlerror());
+    return nullptr;
+  }
+  auto* driver = new RealDriver();
+  driver->handle = handle;
+  struct link_map* map = nullptr;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map) driver->path = map->l_name;
+  void* init = RealDlsym(handle, "cuInit");
+  if (!init) {
+    LogError("%s is not a CUDA driver (no cuInit)", driver->path.c_str());
+    return nullptr;
+  }
+  // Forwarding to ourselves would recurse forever: refuse a "driver" that is gpuslice.
+  if (ObjectBase(init) == ObjectBase(reinterpret_cast<const void*>(&LoadDriver))) {
+    LogError("the CUDA driver found as %s is libgpuslice.so itself; set GPUSLICE_DRIVER_LIBRARY to the "
+             "real driver", path.c_str());
+    return nullptr;
+  }
+#define GPUSLICE_RESOLVE(name) \
+  driver->name = reinterpret_cast<decltype(driver->name)>(RealDlsym(handle, #name));
+  GPUSLICE_DRIVER_HOOKS(GPUSLICE_RESOLVE)
+  GPUSLICE_DRIVER_CALLS(GPUSLICE_RESOLVE)
+#undef GPUSLICE_RESOLVE
+  if (!driver->cuGetProcAddress_v2 || !driver->cuCtxGetDevice || !driver->cuDeviceGetUuid_v2 ||
+      !driver->cuDeviceTotalMem_v2 || !driver->cuMemGetInfo_v2) {
+    LogError("the CUDA driver %s lacks entry points gpuslice needs (CUDA 12 or newer is required)",
+             driver->path.c_str());
+    return nullptr;
+  }
+  return driver;
+}
+
+}  // namespace
+
+DlsymFunction GlibcDlsym() { return LoadRealDlsym(); }
+
+void* RealDlsym(void* handle, const char* name) {
+  DlsymFn fn = LoadRealDlsym();
+  return fn ? fn(handle, name) : nullptr;
+}
+
+const RealDriver* Real() {
+  static std::atomic<RealDriver*> loaded{nullptr};
+  static std::atomic<bool> failed{false};
+  static std::mutex mutex;
+  if (RealDriver* d = loaded.load(std::memory_order_acquire)) return d;
+  if (failed.load()) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (RealDriver* d = loaded.load()) return d;
+  RealDriver* d = LoadDriver();
+  if (!d) {
+    failed.store(true);
+    return nullptr;
+  }
+  loaded.store(d, std::memory_order_release);
+  return d;
+}
+
+const RealNvml* RealNvmlIfLoaded() {
+  static std::atomic<RealNvml*> loaded{nullptr};
+  static std::mutex mutex;
+  if (RealNvml* n = loaded.load(std::memory_order_acquire)) return n;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (RealNvml* n = loaded.load()) return n;
+  void* handle = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (!handle) return nullptr;
+  auto* nvml = new RealNvml();
+#define GPUSLICE_RESOLVE(name) nvml->name = reinterpret_cast<decltype(nvml->name)>(RealDlsym(handle, #name));
+  GPUSLICE_NVML_HOOKS(GPUSLICE_RESOLVE)
+  GPUSLICE_NVML_CALLS(GPUSLICE_RESOLVE)
+#undef GPUSLICE_RESOLVE
+  loaded.store(nvml, std::memory_order_release);
+  return nvml;
+}
+
+void* HookByName(const char* name) {
+  size_t count = 0;
+  NamedHook* hooks = SortedHooks(&count);
+  NamedHook* end = hooks + count;
+  NamedHook* it = std::lower_bound(hooks, end, name, [](const NamedHook& h, const char* n) { return std::strcmp(h.name, n) < 0; });
+  return (it != end && std::strcmp(it->name, name) == 0) ? it->hook : nullptr;
+}
+
+void* SubstituteHook(const char* symbol, int version, cuuint64_t flags, void* found) {
+  const RealDriver* real = Real();
+  if (!real || !found || !symbol) return found;
+  // By address: the driver handed out exactly one of the functions we intercept.
+#define GPUSLICE_BY_ADDRESS(name) \
+  if (found == reinterpret_cast<void*>(real->name)) return reinterpret_cast<void*>(&::name);
+  GPUSLICE_DRIVER_HOOKS(GPUSLICE_BY_ADDRESS)
+#undef GPUSLICE_BY_ADDRESS
+  // By the version rule: a driver may hand out internal entry points rather than its exports.
+  if (const char* name = ExportNameByRule(symbol, version, flags)) {
+    if (void* hook = HookByName(name)) return hook;
+  }
+  return found;
+}
+
+}  // namespace gpuslice::shim

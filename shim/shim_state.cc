@@ -1,0 +1,165 @@
+#include "shim/shim_state.h"
+
+#include <pthread.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "shim/log.h"
+#include "shim/real_driver.h"
+
+extern char** environ;
+
+namespace gpuslice::shim {
+namespace {
+
+std::mutex g_create_mutex;
+std::atomic<ShimState*> g_state{nullptr};
+std::atomic<bool> g_failed{false};
+// UUIDs of ledgers opened through CUDA ordinals, so NVML's view uses the same ledger.
+std::mutex g_uuid_mutex;
+std::map<std::string, int>* g_ledger_by_uuid = new std::map<std::string, int>();
+
+// A process without GPUSLICE_TENANT is a tenant of its own. PIDs repeat across containers, so
+// the name is random rather than derived from the PID.
+std::string OwnTenantName() {
+  uint64_t id = 0;
+  if (getrandom(&id, sizeof id, 0) != sizeof id) id = static_cast<uint64_t>(getpid()) * 0x9E3779B97F4A7C15ULL;
+  char name[32];
+  std::snprintf(name, sizeof name, "proc-%016llx", static_cast<unsigned long long>(id));
+  return name;
+}
+
+void ChildAfterFork() {
+  ShimState* parent = g_state.exchange(nullptr);
+  if (parent) parent->ForgetAfterFork();  // the parent's object is left behind, not freed
+  g_failed.store(false);
+  std::lock_guard<std::mutex> lock(g_uuid_mutex);
+  g_ledger_by_uuid->clear();
+}
+
+// Every later call retries the ledger (and fails the same way): one line, not one per call.
+void ReportLedgerErrorOnce(const std::string& error) {
+  static std::atomic<bool> reported{false};
+  if (!reported.exchange(true)) LogError("%s", error.c_str());
+}
+
+__attribute__((destructor)) void ShutdownAtExit() {
+  // Only the broker: calling the driver while the process exits is undefined behaviour.
+  if (ShimState* state = g_state.load()) state->Shutdown();
+}
+
+}  // namespace
+
+ShimState* ShimState::Get() {
+  if (ShimState* s = g_state.load(std::memory_order_acquire)) return s;
+  if (g_failed.load(std::memory_order_acquire)) return nullptr;
+  std::lock_guard<std::mutex> lock(g_create_mutex);
+  if (ShimState* s = g_state.load()) return s;
+  if (g_failed.load()) return nullptr;
+  ShimState* s = Create();
+  if (!s) {
+    g_failed.store(true, std::memory_order_release);
+    return nullptr;
+  }
+  g_state.store(s, std::memory_order_release);
+  return s;
+}
+
+ShimState* ShimState::Create() {
+  static std::once_flag atfork_once;
+  std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, ChildAfterFork); });
+
+  auto state = std::unique_ptr<ShimState>(new ShimState());
+  std::string error;
+  if (!ParseOptions(environ, &state->options_, &error)) {
+    LogError("%s", error.c_str() + std::strlen("gpuslice: "));
+    return nullptr;
+  }
+  state->broker_ = broker::Broker::Attach(state->options_.state_dir, &error);
+  if (!state->broker_) {
+    LogError("%s (GPUSLICE_STATE_DIR=%s)", error.c_str(), state->options_.state_dir.c_str());
+    return nullptr;
+  }
+  const std::string tenant = state->options_.tenant.empty() ? OwnTenantName() : state->options_.tenant;
+  if (!state->broker_->Register(tenant, &error)) {
+    LogError("%s", error.c_str());
+    return nullptr;
+  }
+  return state.release();
+}
+
+CUresult ShimState::LedgerForDevice(CUdevice device, int* ledger) {
+  if (device < 0 || device >= kMaxOrdinals) return CUDA_ERROR_INVALID_DEVICE;
+  if (const int cached = ledger_by_ordinal_[device].load(std::memory_order_acquire)) {
+    *ledger = cached - 1;
+    return CUDA_SUCCESS;
+  }
+  std::lock_guard<std::mutex> lock(ledger_mutex_);
+  if (const int cached = ledger_by_ordinal_[device].load()) {
+    *ledger = cached - 1;
+    return CUDA_SUCCESS;
+  }
+  const RealDriver* real = Real();
+  CUuuid uuid{};
+  size_t total = 0;
+  if (CUresult rc = real->cuDeviceGetUuid_v2(&uuid, device); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = real->cuDeviceTotalMem_v2(&total, device); rc != CUDA_SUCCESS) return rc;
+  const auto limit = options_.LimitFor(device);
+  const uint64_t quota = limit ? limit->QuotaFor(total) : broker::kUnlimited;
+  uint8_t bytes[16];
+  std::memcpy(bytes, uuid.bytes, sizeof bytes);
+  std::string error;
+  const int opened = broker_->OpenLedger(bytes, total, quota, &error);
+  if (opened < 0) {
+    ReportLedgerErrorOnce(error);
+    return kFailClosed;
+  }
+  {
+    std::lock_guard<std::mutex> uuid_lock(g_uuid_mutex);
+    (*g_ledger_by_uuid)[broker::FormatUuid(bytes)] = opened;
+  }
+  ledger_by_ordinal_[device].store(opened + 1, std::memory_order_release);
+  *ledger = opened;
+  return CUDA_SUCCESS;
+}
+
+CUresult ShimState::LedgerForCurrentContext(int* ledger) {
+  CUdevice device = 0;
+  if (CUresult rc = Real()->cuCtxGetDevice(&device); rc != CUDA_SUCCESS) return rc;
+  return LedgerForDevice(device, ledger);
+}
+
+int ShimState::LedgerForUuid(const uint8_t (&uuid)[16], uint64_t device_total) {
+  const std::string key = broker::FormatUuid(uuid);
+  {
+    std::lock_guard<std::mutex> lock(g_uuid_mutex);
+    if (auto it = g_ledger_by_uuid->find(key); it != g_ledger_by_uuid->end()) return it->second;
+  }
+  // Seen only through NVML (nvidia-smi never creates a context): per-ordinal limits cannot be
+  // matched to this GPU, so the global limit applies.
+  const uint64_t quota = options_.memory_limit ? options_.memory_limit->QuotaFor(device_total) : broker::kUnlimited;
+  std::string error;
+  const int opened = broker_->OpenLedger(uuid, device_total, quota, &error);
+  if (opened < 0) {
+    ReportLedgerErrorOnce(error);
+    return -1;
+  }
+  std::lock_guard<std::mutex> lock(g_uuid_mutex);
+  (*g_ledger_by_uuid)[key] = opened;
+  return opened;
+}
+
+void ShimState::Shutdown() { broker_->Unregister(); }
+
+void ShimState::ForgetAfterFork() {
+  // Only what must not outlive the parent: another thread may have held a map's lock at the
+  // fork, so the child never touches the parent's maps (the object is simply abandoned).
+  broker_->ForgetAfterFork();
+}
+
+}  // namespace gpuslice::shim

@@ -1,0 +1,62 @@
+// The shim's per-process state, created at the first CUDA call: options, the broker and this
+// process's registration in it, the ledger of each device it uses, and what each live
+// allocation charged. A configuration or broker error makes initialisation fail closed: the
+// error is printed once and every later call gets the same failure.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "broker/broker.h"
+#include "shim/allocation_map.h"
+#include "shim/driver_api.h"
+#include "shim/options.h"
+
+namespace gpuslice::shim {
+
+// The result a failed initialisation gives every intercepted call.
+inline constexpr CUresult kFailClosed = CUDA_ERROR_NOT_PERMITTED;
+
+class ShimState {
+ public:
+  // The state, initialising it on first use; nullptr when initialisation failed.
+  static ShimState* Get();
+
+  const ShimOptions& options() const { return options_; }
+  broker::Broker& broker() { return *broker_; }
+  AllocationMap& allocations() { return allocations_; }
+  AllocationMap& arrays() { return arrays_; }
+  AllocationMap& physical() { return physical_; }
+
+  // The ledger of this tenant on the device with CUDA ordinal `device`; opened on first use.
+  CUresult LedgerForDevice(CUdevice device, int* ledger);
+  // The ledger of the current context's device (the driver's error when there is none).
+  CUresult LedgerForCurrentContext(int* ledger);
+  // The ledger for a GPU seen through NVML (by UUID); -1 on error.
+  int LedgerForUuid(const uint8_t (&uuid)[16], uint64_t device_total);
+
+  // Orderly process exit: return every byte this process still has charged.
+  void Shutdown();
+  // In a forked child: forget the parent's registration and allocations.
+  void ForgetAfterFork();
+
+ private:
+  ShimState() = default;
+  static ShimState* Create();
+
+  ShimOptions options_;
+  std::unique_ptr<broker::Broker> broker_;
+  AllocationMap allocations_;  // device pointers
+  AllocationMap arrays_;       // CUarray / CUmipmappedArray handles
+  AllocationMap physical_;     // CUmemGenericAllocationHandle values
+  std::mutex ledger_mutex_;
+  static constexpr int kMaxOrdinals = 64;
+  std::atomic<int> ledger_by_ordinal_[kMaxOrdinals] = {};  // ledger + 1; 0 = not opened yet
+};
+
+// Bytes charged for a request of `size` bytes: rounded up to 512, as the driver aligns.
+inline uint64_t ChargeFor(uint64_t size) { return (size + 511) & ~uint64_t{511}; }
+
+}  // namespace gpuslice::shim

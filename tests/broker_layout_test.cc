@@ -1,0 +1,84 @@
+// Golden layout of the broker's state file. If this fails, the layout changed: bump
+// kLayoutVersion in broker/segment_layout.h (old files are then refused, never misread), update
+// the figures here and the table in docs/broker.md.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+
+#include "broker/segment_layout.h"
+
+namespace gpuslice::broker {
+namespace {
+
+TEST(BrokerLayoutTest, VersionOneLayoutIsUnchanged) {
+  ASSERT_EQ(kLayoutVersion, 1u) << "update the golden figures below for the new version";
+  EXPECT_EQ(kMagic, 0x31524B4253435047ULL);
+  EXPECT_EQ(kMaxGpus, 16);
+  EXPECT_EQ(kMaxTenants, 256);
+  EXPECT_EQ(kMaxProcesses, 1024);
+  EXPECT_EQ(kTenantNameBytes, 64);
+  EXPECT_EQ(kMaxLedgers, 4096);
+  EXPECT_EQ(kLivenessLockBase, 1ULL << 32);
+
+  EXPECT_EQ(sizeof(MutexSlot), 48u);
+  EXPECT_EQ(sizeof(SegmentHeader), 128u);
+  EXPECT_EQ(sizeof(GpuEntry), 32u);
+  EXPECT_EQ(sizeof(TenantEntry), 72u);
+  EXPECT_EQ(sizeof(LedgerEntry), 128u);
+  EXPECT_EQ(sizeof(ProcessEntry), 192u);
+  EXPECT_EQ(sizeof(Segment), 739968u);
+  EXPECT_EQ(alignof(Segment), 64u);
+
+  EXPECT_EQ(offsetof(SegmentHeader, magic), 0u);
+  EXPECT_EQ(offsetof(SegmentHeader, layout_version), 8u);
+  EXPECT_EQ(offsetof(SegmentHeader, header_size), 12u);
+  EXPECT_EQ(offsetof(SegmentHeader, segment_size), 16u);
+  EXPECT_EQ(offsetof(SegmentHeader, created_ns), 24u);
+  EXPECT_EQ(offsetof(SegmentHeader, max_gpus), 32u);
+  EXPECT_EQ(offsetof(SegmentHeader, max_tenants), 36u);
+  EXPECT_EQ(offsetof(SegmentHeader, max_processes), 40u);
+  EXPECT_EQ(offsetof(SegmentHeader, tenant_name_bytes), 44u);
+  EXPECT_EQ(offsetof(SegmentHeader, gpu_high_water), 48u);
+  EXPECT_EQ(offsetof(SegmentHeader, tenant_high_water), 52u);
+  EXPECT_EQ(offsetof(SegmentHeader, process_high_water), 56u);
+  EXPECT_EQ(offsetof(SegmentHeader, table_mutex), 64u);
+  EXPECT_EQ(offsetof(SegmentHeader, ledger_repairs), 112u);
+  EXPECT_EQ(offsetof(SegmentHeader, processes_reaped), 120u);
+
+  EXPECT_EQ(offsetof(GpuEntry, state), 0u);
+  EXPECT_EQ(offsetof(GpuEntry, total_memory), 8u);
+  EXPECT_EQ(offsetof(GpuEntry, uuid), 16u);
+
+  EXPECT_EQ(offsetof(TenantEntry, state), 0u);
+  EXPECT_EQ(offsetof(TenantEntry, name_length), 4u);
+  EXPECT_EQ(offsetof(TenantEntry, name), 8u);
+
+  EXPECT_EQ(offsetof(LedgerEntry, used), 0u);
+  EXPECT_EQ(offsetof(LedgerEntry, quota), 8u);
+  EXPECT_EQ(offsetof(LedgerEntry, mutex), 16u);
+  EXPECT_EQ(offsetof(LedgerEntry, state), 64u);
+
+  EXPECT_EQ(offsetof(ProcessEntry, state), 0u);
+  EXPECT_EQ(offsetof(ProcessEntry, pid), 4u);
+  EXPECT_EQ(offsetof(ProcessEntry, tenant), 8u);
+  EXPECT_EQ(offsetof(ProcessEntry, open_gpus), 12u);
+  EXPECT_EQ(offsetof(ProcessEntry, generation), 16u);
+  EXPECT_EQ(offsetof(ProcessEntry, started_ns), 24u);
+  EXPECT_EQ(offsetof(ProcessEntry, charged), 32u);
+
+  EXPECT_EQ(offsetof(Segment, header), 0u);
+  EXPECT_EQ(offsetof(Segment, gpus), 128u);
+  EXPECT_EQ(offsetof(Segment, tenants), 640u);
+  EXPECT_EQ(offsetof(Segment, processes), 19072u);
+  EXPECT_EQ(offsetof(Segment, ledgers), 215680u);
+}
+
+// The ledger's hot fields and its mutex share one cache line; processes never share one.
+TEST(BrokerLayoutTest, HotFieldsAreCacheLineAligned) {
+  EXPECT_EQ(offsetof(Segment, ledgers) % 64, 0u);
+  EXPECT_EQ(offsetof(Segment, processes) % 64, 0u);
+  EXPECT_LE(offsetof(LedgerEntry, mutex) + sizeof(MutexSlot), 64u);
+}
+
+}  // namespace
+}  // namespace gpuslice::broker

@@ -1,0 +1,250 @@
+// The ledger's rules, one process at a time (several Broker objects in one process stand for
+// several processes: each has its own descriptor, hence its own liveness lock).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "broker/broker.h"
+#include "tests/support/broker_test_util.h"
+
+namespace gpuslice::broker {
+namespace {
+
+using ::gpuslice::testing::BrokerTempDir;
+using ::gpuslice::testing::kMiB;
+using ::gpuslice::testing::kTestGpuTotal;
+using ::gpuslice::testing::kTestUuid;
+
+class BrokerLedgerTest : public ::testing::Test {
+ protected:
+  // A registered member of `tenant` with its ledger on the test GPU opened at `quota`.
+  std::unique_ptr<Broker> Member(const std::string& tenant, uint64_t quota, int* ledger) {
+    std::string error;
+    auto broker = Broker::Attach(dir_.state_dir(), &error);
+    EXPECT_NE(broker, nullptr) << error;
+    if (!broker) return nullptr;
+    EXPECT_TRUE(broker->Register(tenant, &error)) << error;
+    *ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, quota, &error);
+    EXPECT_GE(*ledger, 0) << error;
+    return broker;
+  }
+
+  BrokerTempDir dir_;
+};
+
+TEST_F(BrokerLedgerTest, ReservingExactlyTheQuotaSucceedsAndOneMoreByteFails) {
+  int ledger = -1;
+  auto broker = Member("alpha", 100 * kMiB, &ledger);
+  ASSERT_TRUE(broker);
+  EXPECT_EQ(broker->Quota(ledger), 100 * kMiB);
+  EXPECT_TRUE(broker->Reserve(ledger, 60 * kMiB));
+  EXPECT_TRUE(broker->Reserve(ledger, 40 * kMiB));
+  EXPECT_EQ(broker->Used(ledger), 100 * kMiB);
+  EXPECT_FALSE(broker->Reserve(ledger, 1));
+  EXPECT_EQ(broker->Used(ledger), 100 * kMiB) << "a refused reservation charges nothing";
+}
+
+TEST_F(BrokerLedgerTest, ReleaseMakesRoomAtOnce) {
+  int ledger = -1;
+  auto broker = Member("alpha", 100 * kMiB, &ledger);
+  ASSERT_TRUE(broker);
+  ASSERT_TRUE(broker->Reserve(ledger, 100 * kMiB));
+  ASSERT_FALSE(broker->Reserve(ledger, 1));
+  broker->Release(ledger, 1);
+  EXPECT_TRUE(broker->Reserve(ledger, 1));
+  broker->Release(ledger, 100 * kMiB);
+  EXPECT_EQ(broker->Used(ledger), 0u);
+}
+
+TEST_F(BrokerLedgerTest, ProcessesOfOneTenantShareTheQuota) {
+  int first_ledger = -1, second_ledger = -1;
+  auto first = Member("alpha", 100 * kMiB, &first_ledger);
+  auto second = Member("alpha", 100 * kMiB, &second_ledger);
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first_ledger, second_ledger);
+  EXPECT_TRUE(first->Reserve(first_ledger, 70 * kMiB));
+  EXPECT_FALSE(second->Reserve(second_ledger, 31 * kMiB));
+  EXPECT_TRUE(second->Reserve(second_ledger, 30 * kMiB));
+  EXPECT_EQ(first->Used(first_ledger), 100 * kMiB);
+}
+
+TEST_F(BrokerLedgerTest, TenantsHaveSeparateLedgersOnTheSameGpu) {
+  int alpha_ledger = -1, beta_ledger = -1;
+  auto alpha = Member("alpha", 10 * kMiB, &alpha_ledger);
+  auto beta = Member("beta", 20 * kMiB, &beta_ledger);
+  ASSERT_TRUE(alpha && beta);
+  EXPECT_NE(alpha_ledger, beta_ledger);
+  EXPECT_TRUE(alpha->Reserve(alpha_ledger, 10 * kMiB));
+  EXPECT_TRUE(beta->Reserve(beta_ledger, 20 * kMiB));
+  EXPECT_FALSE(beta->Reserve(alpha_ledger, 1)) << "a process may charge only its own tenant's ledger";
+}
+
+TEST_F(BrokerLedgerTest, UnlimitedQuotaAcceptsAnythingButAnOverflow) {
+  int ledger = -1;
+  auto broker = Member("alpha", kUnlimited, &ledger);
+  ASSERT_TRUE(broker);
+  EXPECT_TRUE(broker->Reserve(ledger, 1ULL << 62));
+  EXPECT_TRUE(broker->Reserve(ledger, 1ULL << 62));
+  EXPECT_FALSE(broker->Reserve(ledger, UINT64_MAX)) << "the total must not wrap around";
+}
+
+TEST_F(BrokerLedgerTest, ReleaseNeverReturnsMoreThanTheProcessReserved) {
+  int ledger = -1;
+  auto holder = Member("alpha", 100 * kMiB, &ledger);
+  auto other = Member("alpha", 100 * kMiB, &ledger);
+  ASSERT_TRUE(holder && other);
+  ASSERT_TRUE(holder->Reserve(ledger, 50 * kMiB));
+  ASSERT_TRUE(other->Reserve(ledger, 10 * kMiB));
+  other->Release(ledger, 40 * kMiB);
+  EXPECT_EQ(holder->Used(ledger), 50 * kMiB) << "only the other process's own 10 MiB came back";
+}
+
+TEST_F(BrokerLedgerTest, UnregisterReturnsEveryByteTheProcessHeld) {
+  int ledger = -1;
+  auto stays = Member("alpha", 100 * kMiB, &ledger);
+  auto leaves = Member("alpha", 100 * kMiB, &ledger);
+  ASSERT_TRUE(stays && leaves);
+  ASSERT_TRUE(stays->Reserve(ledger, 30 * kMiB));
+  ASSERT_TRUE(leaves->Reserve(ledger, 70 * kMiB));
+  leaves->Unregister();
+  EXPECT_EQ(stays->Used(ledger), 30 * kMiB);
+  EXPECT_FALSE(leaves->Reserve(ledger, 1)) << "an unregistered process charges nothing";
+  leaves.reset();
+  EXPECT_EQ(stays->Used(ledger), 30 * kMiB);
+}
+
+TEST_F(BrokerLedgerTest, DestroyingTheBrokerUnregisters) {
+  int ledger = -1;
+  auto stays = Member("alpha", 100 * kMiB, &ledger);
+  auto leaves = Member("alpha", 100 * kMiB, &ledger);
+  ASSERT_TRUE(stays && leaves);
+  ASSERT_TRUE(leaves->Reserve(ledger, 70 * kMiB));
+  leaves.reset();
+  EXPECT_EQ(stays->Used(ledger), 0u);
+}
+
+TEST_F(BrokerLedgerTest, LaterProcessAskingForAnotherQuotaIsRefusedWithBothValues) {
+  int ledger = -1;
+  auto first = Member("alpha", 100 * kMiB, &ledger);
+  ASSERT_TRUE(first);
+  std::string error;
+  auto second = Broker::Attach(dir_.state_dir(), &error);
+  ASSERT_TRUE(second) << error;
+  ASSERT_TRUE(second->Register("alpha", &error)) << error;
+  EXPECT_EQ(second->OpenLedger(kTestUuid, kTestGpuTotal, 200 * kMiB, &error), -1);
+  EXPECT_NE(error.find("104857600 bytes"), std::string::npos) << error;
+  EXPECT_NE(error.find("209715200 bytes"), std::string::npos) << error;
+  EXPECT_NE(error.find("alpha"), std::string::npos) << error;
+  EXPECT_EQ(first->Quota(ledger), 100 * kMiB);
+  EXPECT_FALSE(second->Reserve(ledger, 1)) << "a refused ledger is not open for the process";
+}
+
+TEST_F(BrokerLedgerTest, QuotaCanChangeOnceNoProcessHoldsTheLedger) {
+  int ledger = -1;
+  auto first = Member("alpha", 100 * kMiB, &ledger);
+  ASSERT_TRUE(first);
+  ASSERT_TRUE(first->Reserve(ledger, kMiB));
+  first.reset();
+  int again = -1;
+  auto second = Member("alpha", 200 * kMiB, &again);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(again, ledger);
+  EXPECT_EQ(second->Quota(again), 200 * kMiB);
+  EXPECT_TRUE(second->Reserve(again, 200 * kMiB));
+}
+
+TEST_F(BrokerLedgerTest, GpuTotalMemoryIsRecordedPerUuid) {
+  int ledger = -1;
+  auto broker = Member("alpha", kUnlimited, &ledger);
+  ASSERT_TRUE(broker);
+  uint8_t other_gpu[16] = {1};
+  std::string error;
+  const int other = broker->OpenLedger(other_gpu, 40ULL << 30, kUnlimited, &error);
+  ASSERT_GE(other, 0) << error;
+  EXPECT_NE(other, ledger);
+  Snapshot snapshot;
+  ASSERT_TRUE(TakeSnapshot(dir_.state_dir(), &snapshot, &error)) << error;
+  ASSERT_EQ(snapshot.gpus.size(), 2u);
+  EXPECT_EQ(snapshot.gpus[0].uuid, FormatUuid(kTestUuid));
+  EXPECT_EQ(snapshot.gpus[0].total_memory, kTestGpuTotal);
+  EXPECT_EQ(snapshot.gpus[1].total_memory, 40ULL << 30);
+}
+
+TEST_F(BrokerLedgerTest, TenantNamesMustBeOneTo63Bytes) {
+  std::string error;
+  auto broker = Broker::Attach(dir_.state_dir(), &error);
+  ASSERT_TRUE(broker) << error;
+  EXPECT_FALSE(broker->Register("", &error));
+  EXPECT_FALSE(broker->Register(std::string(64, 'x'), &error));
+  EXPECT_NE(error.find("1 to 63 bytes"), std::string::npos) << error;
+  EXPECT_TRUE(broker->Register(std::string(63, 'x'), &error)) << error;
+}
+
+TEST_F(BrokerLedgerTest, RegisteringAgainAsAnotherTenantIsRefused) {
+  std::string error;
+  auto broker = Broker::Attach(dir_.state_dir(), &error);
+  ASSERT_TRUE(broker) << error;
+  ASSERT_TRUE(broker->Register("alpha", &error)) << error;
+  EXPECT_TRUE(broker->Register("alpha", &error)) << error;
+  EXPECT_FALSE(broker->Register("beta", &error));
+  EXPECT_NE(error.find("alpha"), std::string::npos) << error;
+}
+
+TEST_F(BrokerLedgerTest, OpeningALedgerBeforeRegisteringFails) {
+  std::string error;
+  auto broker = Broker::Attach(dir_.state_dir(), &error);
+  ASSERT_TRUE(broker) << error;
+  EXPECT_EQ(broker->OpenLedger(kTestUuid, kTestGpuTotal, kMiB, &error), -1);
+  EXPECT_NE(error.find("register"), std::string::npos) << error;
+  EXPECT_FALSE(broker->Reserve(0, 1));
+}
+
+TEST_F(BrokerLedgerTest, SnapshotShowsEachTenantsQuotaUseAndProcesses) {
+  int alpha_ledger = -1, beta_ledger = -1;
+  auto alpha = Member("alpha", 100 * kMiB, &alpha_ledger);
+  auto beta = Member("beta", kUnlimited, &beta_ledger);
+  ASSERT_TRUE(alpha && beta);
+  ASSERT_TRUE(alpha->Reserve(alpha_ledger, 3 * kMiB));
+  Snapshot snapshot;
+  std::string error;
+  ASSERT_TRUE(TakeSnapshot(dir_.state_dir(), &snapshot, &error)) << error;
+  EXPECT_EQ(snapshot.path, dir_.state_file());
+  EXPECT_EQ(snapshot.layout_version, 1u);
+  ASSERT_EQ(snapshot.gpus.size(), 1u);
+  ASSERT_EQ(snapshot.gpus[0].tenants.size(), 2u);
+  const TenantView& a = snapshot.gpus[0].tenants[0];
+  EXPECT_EQ(a.name, "alpha");
+  EXPECT_EQ(a.quota, 100 * kMiB);
+  EXPECT_EQ(a.used, 3 * kMiB);
+  ASSERT_EQ(a.processes.size(), 1u);
+  EXPECT_EQ(a.processes[0].pid, getpid());
+  EXPECT_EQ(a.processes[0].charged, 3 * kMiB);
+  const TenantView& b = snapshot.gpus[0].tenants[1];
+  EXPECT_EQ(b.name, "beta");
+  EXPECT_EQ(b.quota, kUnlimited);
+  EXPECT_EQ(b.used, 0u);
+  EXPECT_EQ(b.processes.size(), 1u) << "a registered process with the ledger open is listed";
+}
+
+// The hot path: one uncontended Reserve + Release pair (no system call: robust mutex lock and
+// unlock in user space, four atomic stores).
+TEST_F(BrokerLedgerTest, UncontendedReserveAndReleaseStayUnderAMicrosecond) {
+  int ledger = -1;
+  auto broker = Member("alpha", kUnlimited, &ledger);
+  ASSERT_TRUE(broker);
+  constexpr int kRounds = 1'000'000;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kRounds; ++i) {
+    broker->Reserve(ledger, 4096);
+    broker->Release(ledger, 4096);
+  }
+  const double ns = ::gpuslice::testing::SecondsSince(start) * 1e9 / kRounds;
+  std::printf("Reserve+Release, uncontended: %.1f ns per pair\n", ns);
+  RecordProperty("reserve_release_ns", static_cast<int>(ns));
+  EXPECT_EQ(broker->Used(ledger), 0u);
+  EXPECT_LT(ns, 1000.0) << "the hot path must not make system calls";
+}
+
+}  // namespace
+}  // namespace gpuslice::broker

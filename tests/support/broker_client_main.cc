@@ -1,0 +1,70 @@
+// gpuslice-broker-test-client: one broker client process for tests that need an executable (the
+// PID-namespace test runs it under `unshare --pid --fork`). Attaches, registers, opens a ledger,
+// reserves, prints "ready pid=<its own pid> ..." and then holds (until killed) or unregisters.
+//
+//   gpuslice-broker-test-client --state DIR --tenant NAME [--quota BYTES] [--total BYTES]
+//                               [--uuid GPU-...] [--reserve BYTES] [--hold]
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "broker/broker.h"
+
+namespace {
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "gpuslice-broker-test-client: %s\n", message.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using gpuslice::broker::Broker;
+  std::string state_dir, tenant = "tenant", uuid_text = "GPU-00000000-0000-0000-0000-000000000001";
+  uint64_t quota = gpuslice::broker::kUnlimited, total = 80ULL << 30, reserve = 0;
+  bool hold = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (arg == "--hold") {
+      hold = true;
+    } else if (arg == "--state" && has_value) {
+      state_dir = argv[++i];
+    } else if (arg == "--tenant" && has_value) {
+      tenant = argv[++i];
+    } else if (arg == "--uuid" && has_value) {
+      uuid_text = argv[++i];
+    } else if (arg == "--quota" && has_value) {
+      quota = std::strtoull(argv[++i], nullptr, 10);
+    } else if (arg == "--total" && has_value) {
+      total = std::strtoull(argv[++i], nullptr, 10);
+    } else if (arg == "--reserve" && has_value) {
+      reserve = std::strtoull(argv[++i], nullptr, 10);
+    } else {
+      return Fail("unknown or incomplete argument " + arg);
+    }
+  }
+  if (state_dir.empty()) return Fail("--state DIR is required");
+  uint8_t uuid[16];
+  if (!gpuslice::broker::ParseUuid(uuid_text, uuid)) return Fail("bad --uuid " + uuid_text);
+
+  std::string error;
+  auto broker = Broker::Attach(state_dir, &error);
+  if (!broker) return Fail(error);
+  if (!broker->Register(tenant, &error)) return Fail(error);
+  const int ledger = broker->OpenLedger(uuid, total, quota, &error);
+  if (ledger < 0) return Fail(error);
+  if (reserve > 0 && !broker->Reserve(ledger, reserve)) return Fail("reservation refused");
+  std::printf("ready pid=%d ledger=%d used=%llu\n", static_cast<int>(getpid()), ledger,
+              static_cast<unsigned long long>(broker->Used(ledger)));
+  std::fflush(stdout);
+  if (hold) {
+    while (true) pause();
+  }
+  broker->Unregister();
+  return 0;
+}
