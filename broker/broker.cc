@@ -1,5 +1,8 @@
 #include "broker/broker.h"
 
+#include <cstring>
+
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,7 +65,13 @@ std::unique_ptr<Broker> Broker::AttachExisting(const std::string& state_dir, std
 }
 
 bool Broker::UseOwnDescriptor(std::string* error) {
-  if (file_->fd >= 0 && file_->owner_pid == getpid()) return true;
+  struct stat st {};
+  const bool ours = file_->fd >= 0 && fstat(file_->fd, &st) == 0 && st.st_dev == file_->device &&
+                    st.st_ino == file_->inode;
+  if (ours && file_->owner_pid == getpid()) return true;
+  // Closed by the application (which dropped the liveness lock with it): the number may name
+  // another file now, so it is not ours to close, and the registration is lost.
+  if (!ours) file_->fd = -1;
   ForgetAfterFork();
   return ReopenSegmentDescriptor(file_.get(), error);
 }
@@ -78,6 +87,7 @@ bool Broker::Register(const std::string& tenant, std::string* error) {
       *error = "gpuslice: tenant name '" + tenant + "' is invalid: it must be 1 to 63 bytes, without NUL";
       return false;
     }
+    if (slot_ >= 0 && !StillRegistered()) slot_ = -1;  // lost: register afresh
     if (slot_ >= 0) {
       if (TenantName(*segment, tenant_) == tenant) return true;
       *error = "gpuslice: this process is registered as tenant '" + TenantName(*segment, tenant_) +
@@ -113,6 +123,7 @@ bool Broker::Register(const std::string& tenant, std::string* error) {
     }
     slot_ = slot;
     tenant_ = tenant_index;
+    generation_ = segment->processes[slot].generation.load();
     return true;
   } catch (...) {
     *error = kNoMemory;
@@ -128,8 +139,10 @@ void Broker::Unregister() {
   }
   Segment* segment = file_->segment;
   RobustLock table(&segment->header.table_mutex.mutex);
-  ReturnChargesAndFree(segment, slot_);
-  UnlockByte(file_->fd, kLivenessLockBase + static_cast<uint64_t>(slot_));
+  if (StillRegistered()) {  // else it was reaped, and the slot may be another process's now
+    ReturnChargesAndFree(segment, slot_);
+    UnlockByte(file_->fd, kLivenessLockBase + static_cast<uint64_t>(slot_));
+  }
   slot_ = -1;
   tenant_ = -1;
 }
@@ -146,6 +159,11 @@ int Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, u
     Segment* segment = file_->segment;
     const int fd = file_->fd;
     RobustLock table(&segment->header.table_mutex.mutex);
+    if (!StillRegistered()) {
+      *error = "gpuslice: this process's broker registration was lost (its descriptor of " + file_->path +
+               " was closed); it must register again";
+      return -1;
+    }
     int gpu = FindOrClaimGpu(segment, uuid, device_total_bytes, /*recycle=*/false);
     if (gpu < 0) {
       ReapDeadLocked(segment, fd, slot_);
@@ -197,11 +215,18 @@ bool Broker::OwnsLedger(int ledger) const {
          ((file_->segment->processes[slot_].open_gpus.load(std::memory_order_relaxed) >> LedgerGpu(ledger)) & 1u);
 }
 
+bool Broker::StillRegistered() const {
+  const ProcessEntry& self = file_->segment->processes[slot_];
+  return self.state.load(std::memory_order_relaxed) == static_cast<uint32_t>(ProcessState::kRegistered) &&
+         self.generation.load(std::memory_order_relaxed) == generation_;
+}
+
 bool Broker::TryCharge(int ledger, uint64_t bytes) {
   Segment* segment = file_->segment;
   LedgerEntry& entry = segment->ledgers[ledger];
   std::atomic<uint64_t>& mine = segment->processes[slot_].charged[LedgerGpu(ledger)];
   LedgerLock lock(segment, ledger);
+  if (!StillRegistered()) return false;  // fail closed: the slot may be another process's now
   const uint64_t used = entry.used.load(std::memory_order_relaxed);
   const uint64_t quota = entry.quota.load(std::memory_order_relaxed);
   if (bytes > quota || used > quota - bytes) return false;
@@ -224,11 +249,29 @@ void Broker::Release(int ledger, uint64_t bytes) {
   LedgerEntry& entry = segment->ledgers[ledger];
   std::atomic<uint64_t>& mine = segment->processes[slot_].charged[LedgerGpu(ledger)];
   LedgerLock lock(segment, ledger);
+  if (!StillRegistered()) return;  // the reaper returned this process's charges already
   const uint64_t held = mine.load(std::memory_order_relaxed);
   const uint64_t returned = std::min(bytes, held);  // never more than this process reserved
   const uint64_t used = entry.used.load(std::memory_order_relaxed);
   entry.used.store(used - std::min(returned, used), std::memory_order_release);
   mine.store(held - returned, std::memory_order_release);
+}
+
+int Broker::FindLedger(const uint8_t (&uuid)[16]) const {
+  if (tenant_ < 0) return -1;
+  const Segment* segment = file_->segment;
+  uint64_t words[2];
+  std::memcpy(words, uuid, sizeof words);
+  const uint32_t gpus = std::min<uint32_t>(segment->header.gpu_high_water.load(), kMaxGpus);
+  for (uint32_t gpu = 0; gpu < gpus; ++gpu) {
+    const GpuEntry& entry = segment->gpus[gpu];
+    if (entry.state.load() != static_cast<uint32_t>(EntryState::kInUse) || entry.uuid[0].load() != words[0] ||
+        entry.uuid[1].load() != words[1])
+      continue;
+    const int ledger = LedgerIndex(tenant_, static_cast<int>(gpu));
+    return segment->ledgers[ledger].state.load() == static_cast<uint32_t>(EntryState::kInUse) ? ledger : -1;
+  }
+  return -1;
 }
 
 uint64_t Broker::Used(int ledger) const {

@@ -54,6 +54,10 @@ class Broker {
   // Returns bytes reserved by this process (a rolled-back reservation or a free).
   void Release(int ledger, uint64_t bytes);
 
+  // This process's tenant's ledger on the GPU with `uuid` if some process of the tenant opened
+  // it, else -1. Read-only (for views such as NVML's that must not set a quota).
+  int FindLedger(const uint8_t (&uuid)[16]) const;
+
   uint64_t Used(int ledger) const;
   uint64_t Quota(int ledger) const;
 
@@ -72,11 +76,15 @@ class Broker {
   // inherited from the parent, when it is not.
   bool UseOwnDescriptor(std::string* error);
   bool OwnsLedger(int ledger) const;
+  // False when this process's slot was reaped although it lives: it closed the descriptor holding
+  // its liveness lock. Checked under the ledger mutex before every charge.
+  bool StillRegistered() const;
   bool TryCharge(int ledger, uint64_t bytes);
 
   std::unique_ptr<SegmentFile> file_;
   int slot_ = -1;        // this process's slot, -1 until Register
   int tenant_ = -1;      // this process's tenant index
+  uint64_t generation_ = 0;  // the slot's generation at Register: a changed one means it was lost
 };
 
 // --- read-only view for gpuslicectl ---

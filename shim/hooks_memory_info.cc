@@ -81,7 +81,12 @@ nvmlReturn_t NarrowNvml(nvmlDevice_t device, Memory* memory) {
       !gpuslice::broker::ParseUuid(text, uuid))
     return NVML_SUCCESS;  // a GPU gpuslice cannot identify is reported as the driver sees it
   const int ledger = state->LedgerForUuid(uuid, memory->total);
-  if (ledger < 0) return NVML_ERROR_NO_PERMISSION;
+  if (ledger == ShimState::kNoLedger) return NVML_SUCCESS;
+  if (ledger < 0) {
+    // Refused: leave no figure of the whole device behind for a caller that ignores the result.
+    memory->total = memory->free = memory->used = 0;
+    return NVML_ERROR_NO_PERMISSION;
+  }
   ReapNowAndThen(state);
   const uint64_t quota = state->broker().Quota(ledger);
   if (quota == gpuslice::broker::kUnlimited) return NVML_SUCCESS;

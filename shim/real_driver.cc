@@ -86,10 +86,14 @@ const void* ObjectBase(const void* address) {
   return dladdr(address, &info) ? info.dli_fbase : nullptr;
 }
 
+// Set when GPUSLICE_DRIVER_LIBRARY itself is invalid: a configuration error, not a missing driver.
+std::atomic<bool> g_driver_library_invalid{false};
+
 RealDriver* LoadDriver() {
   const char* configured = std::getenv("GPUSLICE_DRIVER_LIBRARY");
   const std::string path = (configured && *configured) ? configured : "libcuda.so.1";
   if (configured && *configured && configured[0] != '/') {
+    g_driver_library_invalid.store(true);
     LogError("invalid GPUSLICE_DRIVER_LIBRARY='%s'; expected an absolute path, e.g. "
              "/usr/lib/x86_64-linux-gnu/libcuda.so.1", configured);
     return nullptr;
@@ -131,6 +135,8 @@ RealDriver* LoadDriver() {
 }  // namespace
 
 DlsymFunction GlibcDlsym() { return LoadRealDlsym(); }
+
+bool DriverLibraryInvalid() { return g_driver_library_invalid.load(); }
 
 void* RealDlsym(void* handle, const char* name) {
   DlsymFn fn = LoadRealDlsym();

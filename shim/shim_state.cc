@@ -140,8 +140,12 @@ int ShimState::LedgerForUuid(const uint8_t (&uuid)[16], uint64_t device_total) {
     std::lock_guard<std::mutex> lock(g_uuid_mutex);
     if (auto it = g_ledger_by_uuid->find(key); it != g_ledger_by_uuid->end()) return it->second;
   }
-  // Seen only through NVML (nvidia-smi never creates a context): per-ordinal limits cannot be
-  // matched to this GPU, so the global limit applies.
+  // Another process of the tenant may have opened this GPU's ledger through CUDA: use it as is.
+  if (const int found = broker_->FindLedger(uuid); found >= 0) return found;
+  // Seen only through NVML (nvidia-smi never creates a context), a GPU cannot be matched to a
+  // CUDA ordinal: with per-ordinal limits its quota is unknown here, so report the device as the
+  // driver does rather than set a quota that CUDA would then contradict.
+  if (!options_.memory_limit_per_ordinal.empty()) return kNoLedger;
   const uint64_t quota = options_.memory_limit ? options_.memory_limit->QuotaFor(device_total) : broker::kUnlimited;
   std::string error;
   const int opened = broker_->OpenLedger(uuid, device_total, quota, &error);

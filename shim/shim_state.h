@@ -34,7 +34,9 @@ class ShimState {
   CUresult LedgerForDevice(CUdevice device, int* ledger);
   // The ledger of the current context's device (the driver's error when there is none).
   CUresult LedgerForCurrentContext(int* ledger);
-  // The ledger for a GPU seen through NVML (by UUID); -1 on error.
+  // The ledger for a GPU seen through NVML (by UUID); -1 on error, kNoLedger when the GPU's quota
+  // cannot be known from NVML alone (per-ordinal limits and no CUDA process of the tenant on it).
+  static constexpr int kNoLedger = -2;
   int LedgerForUuid(const uint8_t (&uuid)[16], uint64_t device_total);
 
   // Orderly process exit: return every byte this process still has charged.

@@ -1,5 +1,6 @@
 // Crash safety: processes SIGKILLed at any instant — mid-reservation, mid-reap, holding a ledger's
 // or the table's mutex — never block the others, and their charges return to the tenant exactly.
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <random>
 #include <thread>
 #include <vector>
@@ -205,6 +207,44 @@ TEST_F(BrokerCrashTest, ForkedChildThatDidNotForgetNeverReapsItsLiveParent) {
   });
   EXPECT_EQ(children_.Wait(child), 0);
   EXPECT_EQ(parent->Used(ledger), 40 * kMiB);
+}
+
+// A process that closes every descriptor it did not open itself (some daemons do) drops its
+// liveness lock and is reaped although it lives: it must then fail closed, never charge a slot
+// that another process may have claimed since, and be able to register afresh.
+TEST_F(BrokerCrashTest, ProcessThatLostItsLivenessLockFailsClosedAndCanRegisterAgain) {
+  int ledger = -1;
+  auto careless = Member("alpha", 100 * kMiB, &ledger);
+  ASSERT_TRUE(careless);
+  ASSERT_TRUE(careless->Reserve(ledger, 30 * kMiB));
+  int replaced = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ignored;
+    if (std::filesystem::read_symlink(entry.path(), ignored) != dir_.state_file()) continue;
+    const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(dup2(null, std::stoi(entry.path().filename().string())), 0);  // the number now names /dev/null
+    close(null);
+    ++replaced;
+  }
+  ASSERT_EQ(replaced, 1) << "the broker keeps exactly one descriptor of the state file";
+
+  int other_ledger = -1;
+  auto other = Member("alpha", 100 * kMiB, &other_ledger);  // reaps the careless process on demand
+  ASSERT_TRUE(other);
+  EXPECT_TRUE(other->Reserve(other_ledger, 100 * kMiB)) << "the careless process's 30 MiB were returned";
+  EXPECT_FALSE(careless->Reserve(ledger, 1)) << "a process whose slot was reaped must fail closed";
+  careless->Release(ledger, 30 * kMiB);
+  EXPECT_EQ(other->Used(other_ledger), 100 * kMiB) << "its release must not touch another's charges";
+  std::string error;
+  EXPECT_EQ(careless->OpenLedger(kTestUuid, kTestGpuTotal, 100 * kMiB, &error), -1);
+  EXPECT_NE(error.find("lost"), std::string::npos) << error;
+
+  ASSERT_TRUE(careless->Register("alpha", &error)) << error;
+  ASSERT_GE(careless->OpenLedger(kTestUuid, kTestGpuTotal, 100 * kMiB, &error), 0) << error;
+  other->Release(other_ledger, 10 * kMiB);
+  EXPECT_TRUE(careless->Reserve(ledger, 10 * kMiB));
+  careless.reset();
+  EXPECT_EQ(other->Used(other_ledger), 90 * kMiB);
 }
 
 // The SIGKILL loop: children hammer one ledger (and reap, and re-register) while the test kills

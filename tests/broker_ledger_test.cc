@@ -243,7 +243,11 @@ TEST_F(BrokerLedgerTest, UncontendedReserveAndReleaseStayUnderAMicrosecond) {
   std::printf("Reserve+Release, uncontended: %.1f ns per pair\n", ns);
   RecordProperty("reserve_release_ns", static_cast<int>(ns));
   EXPECT_EQ(broker->Used(ledger), 0u);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "timing bound not checked under a sanitizer (" << ns << " ns)";
+#else
   EXPECT_LT(ns, 1000.0) << "the hot path must not make system calls";
+#endif
 }
 
 }  // namespace

@@ -50,8 +50,9 @@ TEST(BrokerPidNamespaceTest, ProcessInAnotherPidNamespaceIsLiveUntilKilledThenRe
   BrokerTempDir dir;
   const std::string client = ::gpuslice::testing::BinDir() + "/gpuslice-broker-test-client";
   ::gpuslice::testing::Subprocess contained(
-      {unshare, "--pid", "--fork", "--kill-child", client, "--state", dir.state_dir(), "--tenant", "boxed", "--quota",
-       std::to_string(100 * kMiB), "--reserve", std::to_string(60 * kMiB), "--hold"});
+      {unshare, "--pid", "--fork", "--kill-child", client, "--state", dir.state_dir(), "--tenant", "boxed", "--uuid",
+       FormatUuid(kTestUuid), "--total", std::to_string(kTestGpuTotal), "--quota", std::to_string(100 * kMiB),
+       "--reserve", std::to_string(60 * kMiB), "--hold"});
   ASSERT_TRUE(contained.WaitForOutput("ready ")) << contained.Wait(1000).err;
   EXPECT_NE(contained.StdoutSoFar().find("ready pid=1 "), std::string::npos)
       << "the client runs as PID 1 of its own namespace: " << contained.StdoutSoFar();

@@ -143,6 +143,27 @@ TEST_F(ShimMemoryInfoTest, NvmlOfAnotherTenantDoesNotCountTheFirstTenantsMemory)
   EXPECT_EQ(Stop(*holder).exit_code, 0);
 }
 
+// A per-device limit and NVML: NVML alone cannot tell which CUDA ordinal a GPU is, so before any
+// CUDA process of the tenant has opened the GPU it reports the device as the driver does — and
+// never sets a quota the CUDA program would then contradict. Once the program runs, NVML shows
+// its slice (docs/accounting.md).
+TEST_F(ShimMemoryInfoTest, NvmlAgreesWithAPerDeviceLimitOnceTheTenantUsesTheGpu) {
+  SetEnv("GPUSLICE_SIM_MEMORY", "4Gi");
+  const std::vector<std::string> team = {"GPUSLICE_TENANT=team", "GPUSLICE_MEMORY_LIMIT=4Gi",
+                                         "GPUSLICE_MEMORY_LIMIT_0=512Mi"};
+  const ProcessResult first = RunShimmed({App("dlsym"), "nvml"}, team);
+  ASSERT_EQ(first.exit_code, 0) << Describe(first);
+  EXPECT_EQ(EventOf(first.out, "nvml")["v2"].value("total", uint64_t{0}), 4 * kGi) << first.out;
+  // The CUDA program started after it still gets its 512 MiB quota.
+  auto holder = StartHolder({App("direct"), "alloc", "--chunk", "256Mi", "--count", "1"}, team);
+  EXPECT_EQ(EventOf(holder->StdoutSoFar(), "holding").value("allocated", -1), 1);
+  const ProcessResult r = RunShimmed({App("dlsym"), "nvml"}, team);
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(EventOf(r.out, "nvml")["v2"].value("total", uint64_t{0}), 512 * kMi) << r.out;
+  EXPECT_EQ(EventOf(r.out, "nvml")["v2"].value("used", uint64_t{0}), 256 * kMi) << r.out;
+  EXPECT_EQ(Stop(*holder).exit_code, 0);
+}
+
 TEST_F(ShimMemoryInfoTest, NvmlWithoutALimitShowsTheDeviceAsItIs) {
   SetEnv("GPUSLICE_SIM_MEMORY", "4Gi");
   const ProcessResult shimmed = RunShimmed({App("dlsym"), "nvml"});

@@ -4,6 +4,7 @@
 Usage: gen_error_names.py <cuda.h> <output.inc>
 Each row: GPUSLICE_ERROR(CUDA_ERROR_X, "one-line description from the header's comment").
 """
+import os
 import re
 import sys
 
@@ -31,6 +32,7 @@ def main() -> int:
             return 0
     except OSError:
         pass
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     with open(output, "w", encoding="utf-8") as out:
         out.write(content)
     return 0

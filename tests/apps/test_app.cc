@@ -358,14 +358,15 @@ int Churn(const DriverTable& d, const Options& o, const Session& s, const Alloca
 // The child of --fork-child: a process of its own, which must initialise the driver again.
 [[noreturn]] void RunForkedChild(const DriverTable& d, const Options& o) {
   Session s;
-  SetUp(d, o, &s);
-  Allocator allocator(d, o, s);
   Tally tally;
-  AllocateInto(d, allocator, o.fork_child, &tally);
+  if (!o.child_without_cuda) {
+    SetUp(d, o, &s);
+    AllocateInto(d, Allocator(d, o, s), o.fork_child, &tally);
+  }
   JsonLine()
       .Add("event", "child")
       .Add("pid", static_cast<int64_t>(getpid()))
-      .Add("init", ErrorName(d, s.init))
+      .Add("init", o.child_without_cuda ? std::string("none") : ErrorName(d, s.init))
       .Add("allocated", static_cast<int>(tally.items.size()))
       .Add("refused", tally.refused)
       .AddRaw("refusals", tally.RefusalsJson())
@@ -398,11 +399,13 @@ bool ParseOptions(int argc, char** argv, int first, const std::vector<std::strin
   for (int i = first + 1; i < argc; ++i) {
     const std::string flag = argv[i];
     const bool is_switch = flag == "--refill" || flag == "--churn" || flag == "--spawn-sleeper" ||
+                           flag == "--child-without-cuda" ||
                            std::find(app_switches.begin(), app_switches.end(), flag) != app_switches.end();
     if (is_switch) {
       if (flag == "--refill") o.refill = true;
       else if (flag == "--churn") o.churn = true;
       else if (flag == "--spawn-sleeper") o.spawn_sleeper = true;
+      else if (flag == "--child-without-cuda") o.child_without_cuda = true;
       else o.app_flags[flag] = "1";
       continue;
     }

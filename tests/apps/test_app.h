@@ -7,7 +7,7 @@
 //
 //   <app> <api> [--chunk 256Mi] [--count N] [--threads N] [--hold S] [--refill] [--start-at MS]
 //               [--churn] [--fork-child N] [--child-hold S] [--child-exit normal|kill]
-//               [--spawn-sleeper] [--device N]
+//               [--child-without-cuda] [--spawn-sleeper] [--device N]
 //   api: alloc pitch managed async pool vmm array array3d mipmap
 //
 // Output: JSON lines on stdout, written with one write(2) each (so a SIGKILL never leaves half a
@@ -76,6 +76,7 @@ struct Options {
   int fork_child = -1;     // fork a child that allocates this many chunks itself
   double child_hold_s = 0;
   bool child_exit_kill = false;  // the child ends with SIGKILL instead of exit(0)
+  bool child_without_cuda = false;  // the child never calls the driver (a CPU-only worker)
   bool spawn_sleeper = false;    // posix_spawn /bin/sleep (which uses no CUDA) while holding
   std::map<std::string, std::string> app_flags;  // the app's own flags, by name
 };
