@@ -63,3 +63,17 @@ CUresult CUDAAPI cuStreamCreate(CUstream* s, unsigned int) {
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuCtxGetCurrent(CUcontext* ctx) {
+  *ctx = reinterpret_cast<CUcontext>(&g_context_token);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuCtxSynchronize() { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* ctx) {
+  if (ctx) *ctx = reinterpret_cast<CUcontext>(&g_context_token);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamGetCtx(CUstream, CUcontext* ctx) {
+  *ctx = reinterpret_cast<CUcontext>(&g_context_token);
+  return CUDA_SUCCESS;
+}

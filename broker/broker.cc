@@ -257,6 +257,13 @@ void Broker::Release(int ledger, uint64_t bytes) {
   mine.store(held - returned, std::memory_order_release);
 }
 
+Segment* Broker::segment() const { return file_->segment; }
+
+bool Broker::IsProcessAlive(int slot) const {
+  if (slot == slot_) return true;
+  return file_->fd >= 0 && IsByteLockedByOther(file_->fd, kLivenessLockBase + static_cast<uint64_t>(slot));
+}
+
 int Broker::FindLedger(const uint8_t (&uuid)[16]) const {
   if (tenant_ < 0) return -1;
   const Segment* segment = file_->segment;

@@ -18,6 +18,7 @@
 namespace gpuslice::broker {
 
 struct SegmentFile;  // the mapped segment (segment_layout.h)
+struct Segment;
 
 inline constexpr uint64_t kUnlimited = UINT64_MAX;
 
@@ -68,6 +69,13 @@ class Broker {
   void ForgetAfterFork();
 
   const std::string& path() const;
+
+  // For the compute scheduler (broker/scheduler.h), which works on the same segment.
+  Segment* segment() const;
+  int slot() const { return slot_; }
+  int tenant() const { return tenant_; }
+  // True while the process in `slot` holds its liveness lock (any PID namespace).
+  bool IsProcessAlive(int slot) const;
 
  private:
   explicit Broker(std::unique_ptr<SegmentFile> file);

@@ -23,7 +23,7 @@
 namespace gpuslice::broker {
 
 inline constexpr uint64_t kMagic = 0x31524B4253435047ULL;  // "GPCSBKR1" little-endian
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;  // 2: compute time-slicing state
 inline constexpr char kStateFileName[] = "gpuslice.state";
 
 inline constexpr int kMaxGpus = 16;            // distinct GPU UUIDs (MIG instances count apiece)
@@ -74,12 +74,33 @@ struct SegmentHeader {
   std::atomic<uint64_t> processes_reaped;
 };
 
-// One physical GPU (or MIG instance), keyed by its 16-byte UUID.
-struct GpuEntry {
+enum class SharingMode : uint32_t {
+  kTimeslice = 0,  // gpuslice grants the GPU to one tenant at a time, in weighted fair quanta
+  kNone = 1,       // memory quotas only: no gating of launches
+  kMps = 2,        // no gating: MPS shares the SMs (the shim passes the limits to MPS)
+};
+
+// One physical GPU (or MIG instance), keyed by its 16-byte UUID. The second half is the compute
+// scheduler's state (broker/scheduler.h, docs/scheduling.md).
+struct alignas(64) GpuEntry {
   std::atomic<uint32_t> state;             // EntryState
   uint32_t reserved;
   std::atomic<uint64_t> total_memory;      // bytes, as the driver reports it
   std::atomic<uint64_t> uuid[2];           // the UUID's 16 bytes, in order
+  // Policy, set by gpuslicectl (0 = the default).
+  std::atomic<uint32_t> mode;              // SharingMode
+  std::atomic<uint32_t> reserved2;
+  std::atomic<uint64_t> quantum_ns;
+  // The grant. Read lock-free on every gated launch; changed under sched_mutex.
+  std::atomic<uint32_t> holder;            // tenant index + 1 holding the GPU; 0 = nobody
+  std::atomic<uint32_t> closing;           // 1: the holder must stop launching and drain
+  std::atomic<uint32_t> grant_seq;         // futex word, bumped at every change waiters care about
+  std::atomic<uint32_t> waiting;           // processes of any tenant waiting for the grant
+  std::atomic<uint64_t> grant_start_ns;    // CLOCK_MONOTONIC when the holder got the grant
+  std::atomic<uint64_t> vclock;            // virtual time of the last grant (bounds idle credit)
+  std::atomic<uint64_t> grants;            // grants made (diagnostics)
+  std::atomic<uint64_t> window_start_ns;   // the current measurement window (status shares)
+  MutexSlot sched_mutex;                   // guards grant decisions and every virtual time
 };
 
 struct TenantEntry {
@@ -97,6 +118,17 @@ struct alignas(64) LedgerEntry {
   MutexSlot mutex;                         // guards used, quota, state and every charged[gpu]
   std::atomic<uint32_t> state;             // EntryState: kInUse once a first process set the quota
   uint32_t reserved;
+  // Compute share on this GPU (changed under the GPU's sched_mutex).
+  std::atomic<uint32_t> request_pct;       // entitlement and weight, 1..100 (0: not set yet)
+  std::atomic<uint32_t> limit_pct;         // ceiling, 1..100
+  std::atomic<uint32_t> waiting;           // the tenant's processes waiting for the grant
+  std::atomic<uint32_t> reserved2;
+  std::atomic<uint64_t> vtime;             // virtual time: service / weight (scaled)
+  std::atomic<uint64_t> service_ns;        // device time granted so far
+  std::atomic<int64_t> tokens_ns;          // limit bucket: time it may still hold the GPU
+  std::atomic<uint64_t> tokens_at_ns;      // when the bucket was last refilled
+  std::atomic<uint64_t> window_service_ns; // service_ns at the start of the GPU's window
+  std::atomic<uint64_t> last_share_ppm;    // share of the last complete window, parts per million
 };
 
 enum class ProcessState : uint32_t {
@@ -113,6 +145,10 @@ struct alignas(64) ProcessEntry {
   std::atomic<uint64_t> started_ns;        // CLOCK_MONOTONIC at registration
   // Bytes this process holds on each GPU; changed only under that GPU's ledger mutex of its tenant.
   std::atomic<uint64_t> charged[kMaxGpus];
+  // 1: the process may have kernels in flight on the GPU (set when it launches, cleared by its
+  // monitor after a synchronisation that covered every launch). A grant moves on only when every
+  // process of the holder is idle.
+  std::atomic<uint32_t> busy[kMaxGpus];
 };
 
 struct Segment {

@@ -28,12 +28,24 @@
   X(cuMemGetInfo_v2)             \
   X(cuDeviceTotalMem_v2)         \
   X(cuLaunchKernel)              \
-  X(cuLaunchKernel_ptsz)
+  X(cuLaunchKernel_ptsz)         \
+  X(cuLaunchKernelEx)            \
+  X(cuLaunchKernelEx_ptsz)       \
+  X(cuLaunchCooperativeKernel)   \
+  X(cuLaunchCooperativeKernel_ptsz) \
+  X(cuGraphLaunch)               \
+  X(cuGraphLaunch_ptsz)
 
 // Called by the shim, not intercepted.
 #define GPUSLICE_DRIVER_CALLS(X) \
   X(cuCtxGetDevice)              \
-  X(cuDeviceGetUuid_v2)
+  X(cuDeviceGetUuid_v2)          \
+  X(cuCtxGetCurrent)             \
+  X(cuCtxSetCurrent)             \
+  X(cuCtxPushCurrent_v2)         \
+  X(cuCtxPopCurrent_v2)          \
+  X(cuCtxSynchronize)            \
+  X(cuStreamGetCtx)
 
 #define GPUSLICE_NVML_HOOKS(X) \
   X(nvmlDeviceGetMemoryInfo)   \

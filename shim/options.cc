@@ -89,6 +89,14 @@ const std::vector<OptionSpec>& OptionTable() {
        "Where the broker's shared segment lives; mount the same host directory into every container "
        "of the node.",
        "/run/gpuslice"},
+      {"GPUSLICE_COMPUTE_REQUEST", "percentage 1-100", "10",
+       "The share of each GPU's time the tenant is entitled to when it wants it, and its weight "
+       "among the tenants waiting for the GPU (requests over 100% in total are shared in proportion).",
+       "30"},
+      {"GPUSLICE_COMPUTE_LIMIT", "percentage 1-100", "100",
+       "The share of each GPU's time the tenant may never exceed, even when the GPU is otherwise idle; "
+       "100 lets it use any idle time.",
+       "50"},
       {"GPUSLICE_DRIVER_LIBRARY", "absolute path", "found as the dynamic loader finds libcuda.so.1",
        "The real CUDA driver library, when it is not where the loader looks.",
        "/usr/lib/x86_64-linux-gnu/libcuda.so.1"},
@@ -151,6 +159,12 @@ bool ParseOptions(char** environment, ShimOptions* out, std::string* error) {
     } else if (name == "GPUSLICE_STATE_DIR") {
       if (value.empty() || value[0] != '/') return Fail(error, name, value, Expected("GPUSLICE_STATE_DIR").c_str());
       options.state_dir = value;
+    } else if (name == "GPUSLICE_COMPUTE_REQUEST" || name == "GPUSLICE_COMPUTE_LIMIT") {
+      const auto percent = ParseUnsigned(value.ends_with("%") ? value.substr(0, value.size() - 1) : value);
+      if (!percent || *percent < 1 || *percent > 100)
+        return Fail(error, name, value, "a percentage from 1 to 100, e.g. 30");
+      (name == "GPUSLICE_COMPUTE_REQUEST" ? options.compute_request_pct : options.compute_limit_pct) =
+          static_cast<uint32_t>(*percent);
     } else if (name == "GPUSLICE_DRIVER_LIBRARY") {
       if (value.empty() || value[0] != '/')
         return Fail(error, name, value, Expected("GPUSLICE_DRIVER_LIBRARY").c_str());
@@ -165,6 +179,12 @@ bool ParseOptions(char** environment, ShimOptions* out, std::string* error) {
                ", e.g. GPUSLICE_MEMORY_LIMIT=4Gi";
       return false;
     }
+  }
+  if (options.compute_request_pct > options.compute_limit_pct) {
+    *error = "gpuslice: invalid GPUSLICE_COMPUTE_REQUEST='" + std::to_string(options.compute_request_pct) +
+             "' above GPUSLICE_COMPUTE_LIMIT='" + std::to_string(options.compute_limit_pct) +
+             "'; the request must not exceed the limit, e.g. GPUSLICE_COMPUTE_REQUEST=30 GPUSLICE_COMPUTE_LIMIT=50";
+    return false;
   }
   *out = std::move(options);
   return true;

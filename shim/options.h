@@ -37,6 +37,8 @@ struct ShimOptions {
   std::string tenant;                                   // GPUSLICE_TENANT ("" = the process alone)
   std::string state_dir = "/run/gpuslice";              // GPUSLICE_STATE_DIR
   std::string driver_library;                           // GPUSLICE_DRIVER_LIBRARY ("" = loader search)
+  uint32_t compute_request_pct = 0;                     // GPUSLICE_COMPUTE_REQUEST (0 = default weight)
+  uint32_t compute_limit_pct = 100;                     // GPUSLICE_COMPUTE_LIMIT
 
   // The limit for device ordinal n, if any.
   std::optional<MemoryLimit> LimitFor(int ordinal) const;

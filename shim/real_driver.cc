@@ -124,7 +124,9 @@ RealDriver* LoadDriver() {
   GPUSLICE_DRIVER_CALLS(GPUSLICE_RESOLVE)
 #undef GPUSLICE_RESOLVE
   if (!driver->cuGetProcAddress_v2 || !driver->cuCtxGetDevice || !driver->cuDeviceGetUuid_v2 ||
-      !driver->cuDeviceTotalMem_v2 || !driver->cuMemGetInfo_v2) {
+      !driver->cuDeviceTotalMem_v2 || !driver->cuMemGetInfo_v2 || !driver->cuCtxGetCurrent ||
+      !driver->cuCtxSetCurrent || !driver->cuCtxSynchronize || !driver->cuCtxPushCurrent_v2 ||
+      !driver->cuCtxPopCurrent_v2) {
     LogError("the CUDA driver %s lacks entry points gpuslice needs (CUDA 12 or newer is required)",
              driver->path.c_str());
     return nullptr;

@@ -8,8 +8,11 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "broker/broker.h"
+#include "broker/scheduler.h"
 #include "shim/allocation_map.h"
 #include "shim/driver_api.h"
 #include "shim/options.h"
@@ -39,6 +42,17 @@ class ShimState {
   static constexpr int kNoLedger = -2;
   int LedgerForUuid(const uint8_t (&uuid)[16], uint64_t device_total);
 
+  // The compute gate for launches on `stream` (docs/scheduling.md), nullptr when launches on
+  // it are not gated (sharing mode none/mps, or no usable ledger). `per_thread` is true for the
+  // _ptsz entry points (stream 0 is then the thread's own stream, on the same device).
+  broker::ComputeGate* GateForLaunch(CUstream stream);
+  broker::ComputeGate* GateForDevice(CUdevice device);
+  // The contexts this process launched from on a gate's GPU: what its monitor synchronises.
+  void NoteContext(broker::ComputeGate* gate);
+  void SynchronizeGate(broker::ComputeGate* gate);
+  // Every gate, for the monitor thread.
+  std::vector<broker::ComputeGate*> Gates();
+
   // Orderly process exit: return every byte this process still has charged.
   void Shutdown();
   // In a forked child: forget the parent's registration and allocations.
@@ -56,6 +70,13 @@ class ShimState {
   std::mutex ledger_mutex_;
   static constexpr int kMaxOrdinals = 64;
   std::atomic<int> ledger_by_ordinal_[kMaxOrdinals] = {};  // ledger + 1; 0 = not opened yet
+  // Compute gates, one per device ordinal used; the only one while the process uses one GPU.
+  std::unique_ptr<broker::ComputeGate> gates_[kMaxOrdinals];
+  std::atomic<broker::ComputeGate*> gate_by_ordinal_[kMaxOrdinals] = {};
+  std::atomic<broker::ComputeGate*> single_gate_{nullptr};
+  std::atomic<int> gate_count_{0};
+  std::mutex contexts_mutex_;
+  std::vector<std::pair<broker::ComputeGate*, CUcontext>> contexts_;
 };
 
 // Bytes charged for a request of `size` bytes: rounded up to 512, as the driver aligns.

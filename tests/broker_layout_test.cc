@@ -10,8 +10,8 @@
 namespace gpuslice::broker {
 namespace {
 
-TEST(BrokerLayoutTest, VersionOneLayoutIsUnchanged) {
-  ASSERT_EQ(kLayoutVersion, 1u) << "update the golden figures below for the new version";
+TEST(BrokerLayoutTest, VersionTwoLayoutIsUnchanged) {
+  ASSERT_EQ(kLayoutVersion, 2u) << "update the golden figures below for the new version";
   EXPECT_EQ(kMagic, 0x31524B4253435047ULL);
   EXPECT_EQ(kMaxGpus, 16);
   EXPECT_EQ(kMaxTenants, 256);
@@ -22,11 +22,11 @@ TEST(BrokerLayoutTest, VersionOneLayoutIsUnchanged) {
 
   EXPECT_EQ(sizeof(MutexSlot), 48u);
   EXPECT_EQ(sizeof(SegmentHeader), 128u);
-  EXPECT_EQ(sizeof(GpuEntry), 32u);
+  EXPECT_EQ(sizeof(GpuEntry), 192u);
   EXPECT_EQ(sizeof(TenantEntry), 72u);
-  EXPECT_EQ(sizeof(LedgerEntry), 128u);
-  EXPECT_EQ(sizeof(ProcessEntry), 192u);
-  EXPECT_EQ(sizeof(Segment), 739968u);
+  EXPECT_EQ(sizeof(LedgerEntry), 192u);
+  EXPECT_EQ(sizeof(ProcessEntry), 256u);
+  EXPECT_EQ(sizeof(Segment), 1070208u);
   EXPECT_EQ(alignof(Segment), 64u);
 
   EXPECT_EQ(offsetof(SegmentHeader, magic), 0u);
@@ -48,6 +48,9 @@ TEST(BrokerLayoutTest, VersionOneLayoutIsUnchanged) {
   EXPECT_EQ(offsetof(GpuEntry, state), 0u);
   EXPECT_EQ(offsetof(GpuEntry, total_memory), 8u);
   EXPECT_EQ(offsetof(GpuEntry, uuid), 16u);
+  EXPECT_EQ(offsetof(GpuEntry, mode), 32u);
+  EXPECT_EQ(offsetof(GpuEntry, holder), 48u);
+  EXPECT_EQ(offsetof(GpuEntry, sched_mutex), 96u);
 
   EXPECT_EQ(offsetof(TenantEntry, state), 0u);
   EXPECT_EQ(offsetof(TenantEntry, name_length), 4u);
@@ -57,6 +60,9 @@ TEST(BrokerLayoutTest, VersionOneLayoutIsUnchanged) {
   EXPECT_EQ(offsetof(LedgerEntry, quota), 8u);
   EXPECT_EQ(offsetof(LedgerEntry, mutex), 16u);
   EXPECT_EQ(offsetof(LedgerEntry, state), 64u);
+  EXPECT_EQ(offsetof(LedgerEntry, request_pct), 72u);
+  EXPECT_EQ(offsetof(LedgerEntry, vtime), 88u);
+  EXPECT_EQ(offsetof(LedgerEntry, last_share_ppm), 128u);
 
   EXPECT_EQ(offsetof(ProcessEntry, state), 0u);
   EXPECT_EQ(offsetof(ProcessEntry, pid), 4u);
@@ -65,12 +71,13 @@ TEST(BrokerLayoutTest, VersionOneLayoutIsUnchanged) {
   EXPECT_EQ(offsetof(ProcessEntry, generation), 16u);
   EXPECT_EQ(offsetof(ProcessEntry, started_ns), 24u);
   EXPECT_EQ(offsetof(ProcessEntry, charged), 32u);
+  EXPECT_EQ(offsetof(ProcessEntry, busy), 160u);
 
   EXPECT_EQ(offsetof(Segment, header), 0u);
   EXPECT_EQ(offsetof(Segment, gpus), 128u);
-  EXPECT_EQ(offsetof(Segment, tenants), 640u);
-  EXPECT_EQ(offsetof(Segment, processes), 19072u);
-  EXPECT_EQ(offsetof(Segment, ledgers), 215680u);
+  EXPECT_EQ(offsetof(Segment, tenants), 3200u);
+  EXPECT_EQ(offsetof(Segment, processes), 21632u);
+  EXPECT_EQ(offsetof(Segment, ledgers), 283776u);
 }
 
 // The ledger's hot fields and its mutex share one cache line; processes never share one.

@@ -103,8 +103,8 @@ TEST_F(BrokerSegmentFileTest, FileOfAnotherLayoutVersionIsRefusedNamingBoth) {
   const uint32_t version = kLayoutVersion + 1;
   WriteAt(dir_.state_file(), offsetof(SegmentHeader, layout_version), &version, sizeof version);
   const std::string error = AttachError();
-  EXPECT_NE(error.find("layout version 2"), std::string::npos) << error;
-  EXPECT_NE(error.find("version 1 only"), std::string::npos) << error;
+  EXPECT_NE(error.find("layout version " + std::to_string(kLayoutVersion + 1)), std::string::npos) << error;
+  EXPECT_NE(error.find("version " + std::to_string(kLayoutVersion) + " only"), std::string::npos) << error;
 }
 
 TEST_F(BrokerSegmentFileTest, TruncatedFileIsRefused) {

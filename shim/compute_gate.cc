@@ -1,0 +1,92 @@
+// Finding the compute gate of a launch, and the contexts a gate's monitor synchronises.
+#include <unordered_map>
+
+#include "shim/compute_monitor.h"
+#include "shim/log.h"
+#include "shim/real_driver.h"
+#include "shim/shim_state.h"
+
+namespace gpuslice::shim {
+
+broker::ComputeGate* ShimState::GateForDevice(CUdevice device) {
+  if (device < 0 || device >= kMaxOrdinals) return nullptr;
+  if (broker::ComputeGate* gate = gate_by_ordinal_[device].load(std::memory_order_acquire)) return gate;
+  int ledger = -1;
+  if (LedgerForDevice(device, &ledger) != CUDA_SUCCESS) return nullptr;
+  std::lock_guard<std::mutex> lock(ledger_mutex_);
+  if (broker::ComputeGate* gate = gate_by_ordinal_[device].load()) return gate;
+  auto gate = std::make_unique<broker::ComputeGate>(broker_.get(), ledger);
+  std::string error;
+  if (!gate->SetShare(options_.compute_request_pct ? options_.compute_request_pct : broker::kDefaultRequestPct,
+                      options_.compute_limit_pct, &error)) {
+    LogError("%s", error.c_str());
+    return nullptr;
+  }
+  broker::ComputeGate* raw = gate.get();
+  gates_[device] = std::move(gate);
+  gate_by_ordinal_[device].store(raw, std::memory_order_release);
+  // One GPU: launches need no lookup at all. A second GPU turns the shortcut off for good.
+  if (gate_count_.fetch_add(1) == 0) {
+    single_gate_.store(raw, std::memory_order_release);
+  } else {
+    single_gate_.store(nullptr, std::memory_order_release);
+  }
+  StartComputeMonitor(this);
+  return raw;
+}
+
+broker::ComputeGate* ShimState::GateForLaunch(CUstream stream) {
+  if (broker::ComputeGate* gate = single_gate_.load(std::memory_order_acquire)) return gate;
+  const RealDriver* real = Real();
+  CUdevice device = -1;
+  if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) {
+    if (real->cuCtxGetDevice(&device) != CUDA_SUCCESS) return nullptr;  // the launch reports it
+    return GateForDevice(device);
+  }
+  // Several GPUs: the stream's device, cached per thread (a driver call only the first time).
+  thread_local std::unordered_map<CUstream, int> device_of_stream;
+  if (auto it = device_of_stream.find(stream); it != device_of_stream.end()) return GateForDevice(it->second);
+  CUcontext context = nullptr;
+  if (!real->cuStreamGetCtx || real->cuStreamGetCtx(stream, &context) != CUDA_SUCCESS) return nullptr;
+  if (real->cuCtxPushCurrent_v2(context) != CUDA_SUCCESS) return nullptr;
+  real->cuCtxGetDevice(&device);
+  CUcontext popped = nullptr;
+  real->cuCtxPopCurrent_v2(&popped);
+  device_of_stream[stream] = device;
+  return GateForDevice(device);
+}
+
+void ShimState::NoteContext(broker::ComputeGate* gate) {
+  CUcontext context = nullptr;
+  if (Real()->cuCtxGetCurrent(&context) != CUDA_SUCCESS || !context) return;
+  std::lock_guard<std::mutex> lock(contexts_mutex_);
+  for (const auto& [g, c] : contexts_) {
+    if (g == gate && c == context) return;
+  }
+  contexts_.emplace_back(gate, context);
+}
+
+void ShimState::SynchronizeGate(broker::ComputeGate* gate) {
+  std::vector<CUcontext> contexts;
+  {
+    std::lock_guard<std::mutex> lock(contexts_mutex_);
+    for (const auto& [g, c] : contexts_) {
+      if (g == gate) contexts.push_back(c);
+    }
+  }
+  const RealDriver* real = Real();
+  for (CUcontext context : contexts) {
+    // On the monitor thread: make the context current there, then wait for all its work.
+    if (real->cuCtxSetCurrent(context) == CUDA_SUCCESS) real->cuCtxSynchronize();
+  }
+}
+
+std::vector<broker::ComputeGate*> ShimState::Gates() {
+  std::vector<broker::ComputeGate*> gates;
+  for (const auto& gate : gate_by_ordinal_) {
+    if (broker::ComputeGate* g = gate.load()) gates.push_back(g);
+  }
+  return gates;
+}
+
+}  // namespace gpuslice::shim
