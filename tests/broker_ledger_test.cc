@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "broker/broker.h"
+#include "broker/segment_layout.h"
 #include "tests/support/broker_test_util.h"
 
 namespace gpuslice::broker {
@@ -210,7 +211,7 @@ TEST_F(BrokerLedgerTest, SnapshotShowsEachTenantsQuotaUseAndProcesses) {
   std::string error;
   ASSERT_TRUE(TakeSnapshot(dir_.state_dir(), &snapshot, &error)) << error;
   EXPECT_EQ(snapshot.path, dir_.state_file());
-  EXPECT_EQ(snapshot.layout_version, kLayoutVersion);
+  EXPECT_EQ(snapshot.layout_version, broker::kLayoutVersion);
   ASSERT_EQ(snapshot.gpus.size(), 1u);
   ASSERT_EQ(snapshot.gpus[0].tenants.size(), 2u);
   const TenantView& a = snapshot.gpus[0].tenants[0];
