@@ -107,17 +107,41 @@ struct TenantView {
   uint64_t quota = kUnlimited;
   uint64_t used = 0;
   std::vector<ProcessView> processes;  // live processes with a charge or registered on the GPU
+  // Compute share (broker/scheduler.h). 0 = not set yet: the tenant's first process sets both at
+  // its first kernel launch on the GPU (GPUSLICE_COMPUTE_REQUEST / GPUSLICE_COMPUTE_LIMIT).
+  uint32_t request_pct = 0;
+  uint32_t limit_pct = 0;
+  uint32_t waiting = 0;        // its processes waiting for the grant now
+  uint64_t service_ns = 0;     // device time granted to it so far
+  // Its share of the GPU's time over the last complete measurement window, in parts per million;
+  // meaningful only when the GPU's share_window_complete is true.
+  uint64_t last_share_ppm = 0;
 };
 
 struct GpuView {
   std::string uuid;            // "GPU-..."
   uint64_t total_memory = 0;
   std::vector<TenantView> tenants;
+  // Compute policy, as gpuslicectl set wrote it.
+  uint32_t mode = 0;           // SharingMode (segment_layout.h): 0 timeslice, 1 none, 2 mps
+  uint64_t quantum_ns = 0;     // 0 = the built-in default (kDefaultQuantumNs)
+  // The grant, as it stood when read (lock-free: a consistent picture only at rest).
+  std::string holder;          // name of the tenant holding the GPU; "" = nobody
+  bool closing = false;        // the holder is draining to hand the GPU on
+  uint32_t waiting = 0;        // processes of any tenant waiting for the grant
+  uint64_t grants = 0;         // grants made since the GPU entry was created
+  // Shares are measured over windows of at least 10 s, rolled at hand-overs. window_start_ns is
+  // when the current window began (CLOCK_MONOTONIC), i.e. when the last complete one ended; 0
+  // before the first grant. share_window_complete: at least one window has completed, so the
+  // tenants' last_share_ppm are measurements (before that they read 0 and mean nothing).
+  uint64_t window_start_ns = 0;
+  bool share_window_complete = false;
 };
 
 struct Snapshot {
   std::string path;
   uint32_t layout_version = 0;
+  uint64_t taken_ns = 0;          // CLOCK_MONOTONIC when read (to age window_start_ns)
   std::vector<GpuView> gpus;
   uint64_t ledger_repairs = 0;    // ledgers repaired after a process died holding their lock
   uint64_t processes_reaped = 0;  // dead processes whose charges were returned

@@ -1,6 +1,7 @@
 // cuInit and cuGetProcAddress: where the shim initialises, and how the CUDA runtime (which
 // obtains every entry point through cuGetProcAddress) is handed gpuslice's hooks.
 #include "shim/driver_api.h"
+#include "shim/mps_settings.h"
 #include "shim/real_driver.h"
 #include "shim/shim_state.h"
 
@@ -14,7 +15,9 @@ using gpuslice::shim::SubstituteHook;
 CUresult CUDAAPI cuInit(unsigned int Flags) {
   const auto* real = Real();
   if (!real) return gpuslice::shim::DriverLibraryInvalid() ? kFailClosed : CUDA_ERROR_NO_DEVICE;
-  if (!ShimState::Get()) return kFailClosed;
+  ShimState* state = ShimState::Get();
+  if (!state) return kFailClosed;
+  gpuslice::shim::ApplyMpsSettings(state);
   return real->cuInit(Flags);
 }
 

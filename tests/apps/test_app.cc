@@ -637,6 +637,10 @@ int RunAllocations(const DriverTable& d, const Options& o, const std::string& ap
       .AddRaw("refill", refill)
       .Add("interrupted", interrupted);
   if (!after_child.empty()) result.AddRaw("after_child", after_child);
+  // What the MPS client would read at the driver's initialisation (sharing mode mps).
+  for (const char* name : {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"}) {
+    if (const char* value = getenv(name)) result.Add(name, std::string(value));
+  }
   result.Print();
   if (s.setup != CUDA_SUCCESS) return kExitSetupFailed;
   return failed ? kExitDriverFailure : kExitOk;
