@@ -21,6 +21,9 @@ constexpr uint64_t kWaitSliceNs = 500'000;
 // The limit's bucket holds at most this much of the limit: short bursts above it are allowed,
 // and over any longer window the tenant stays within its limit.
 constexpr uint64_t kLimitWindowNs = 100'000'000;
+// A tenant capped by its limit becomes eligible again only with this much in its bucket (or a
+// full bucket, for limits too small to hold it): fewer, longer grants waste less in hand-overs.
+constexpr int64_t kMinLimitedBurstNs = 5'000'000;
 // Shares shown by gpuslicectl are measured over windows of this length.
 constexpr uint64_t kShareWindowNs = 10'000'000'000ULL;
 // Virtual time advances by service × kVtimeScale / request.
@@ -155,8 +158,9 @@ int ComputeGate::PickNextLocked(uint64_t now, uint64_t* wake_after_ns) {
       continue;
     }
     RefillLocked(ledger, now);
-    if (Limit(ledger) < 100 && ledger.tokens_ns.load() <= 0) {
-      const uint64_t until = static_cast<uint64_t>(-ledger.tokens_ns.load()) * 100 / Limit(ledger) + 1;
+    const int64_t burst = std::min(kMinLimitedBurstNs, static_cast<int64_t>(kLimitWindowNs * Limit(ledger) / 100));
+    if (Limit(ledger) < 100 && ledger.tokens_ns.load() < burst) {
+      const uint64_t until = static_cast<uint64_t>(burst - ledger.tokens_ns.load()) * 100 / Limit(ledger) + 1;
       if (*wake_after_ns == 0 || until < *wake_after_ns) *wake_after_ns = until;
       continue;  // over its limit: not eligible until its bucket refills
     }

@@ -9,6 +9,7 @@
 #include "broker/ledger.h"
 #include "broker/segment_file.h"
 #include "broker/tables.h"
+#include "common/clock.h"
 #include "common/robust_mutex.h"
 
 namespace gpuslice::broker {
@@ -24,6 +25,11 @@ TenantView ViewTenant(const Segment& segment, int tenant, int gpu) {
   view.name.assign(entry.name, std::min<size_t>(entry.name_length, kTenantNameBytes - 1));
   view.quota = ledger.quota.load();
   view.used = ledger.used.load();
+  view.request_pct = ledger.request_pct.load();
+  view.limit_pct = ledger.limit_pct.load();
+  view.waiting = ledger.waiting.load();
+  view.service_ns = ledger.service_ns.load();
+  view.last_share_ppm = ledger.last_share_ppm.load();
   const uint32_t processes = std::min<uint32_t>(segment.header.process_high_water.load(), kMaxProcesses);
   for (uint32_t p = 0; p < processes; ++p) {
     const ProcessEntry& process = segment.processes[p];
@@ -37,6 +43,7 @@ TenantView ViewTenant(const Segment& segment, int tenant, int gpu) {
 
 void Fill(const Segment& segment, Snapshot* out) {
   out->layout_version = segment.header.layout_version;
+  out->taken_ns = MonotonicNanos();
   out->ledger_repairs = segment.header.ledger_repairs.load();
   out->processes_reaped = segment.header.processes_reaped.load();
   const uint32_t gpus = std::min<uint32_t>(segment.header.gpu_high_water.load(), kMaxGpus);
@@ -50,9 +57,26 @@ void Fill(const Segment& segment, Snapshot* out) {
     GpuView view;
     view.uuid = FormatUuid(uuid);
     view.total_memory = gpu.total_memory.load();
+    view.mode = gpu.mode.load();
+    view.quantum_ns = gpu.quantum_ns.load();
+    view.closing = gpu.closing.load() != 0;
+    view.waiting = gpu.waiting.load();
+    view.grants = gpu.grants.load();
+    view.window_start_ns = gpu.window_start_ns.load();
+    const uint32_t holder = gpu.holder.load();
+    if (holder != 0 && holder <= tenants && segment.tenants[holder - 1].state.load() == kInUse) {
+      const TenantEntry& entry = segment.tenants[holder - 1];
+      view.holder.assign(entry.name, std::min<size_t>(entry.name_length, kTenantNameBytes - 1));
+    }
     for (uint32_t t = 0; t < tenants; ++t) {
       if (segment.tenants[t].state.load() != kInUse) continue;
-      if (segment.ledgers[LedgerIndex(t, g)].state.load() != kInUse) continue;
+      const LedgerEntry& ledger = segment.ledgers[LedgerIndex(t, g)];
+      if (ledger.state.load() != kInUse) continue;
+      // The first window starts at the GPU's first grant, before anyone was served, so it sets
+      // every window_service_ns to 0; each later roll writes last_share_ppm and sets them to the
+      // service so far, which is not 0 for the tenants served in the window that ended.
+      if (view.window_start_ns != 0 && (ledger.window_service_ns.load() != 0 || ledger.last_share_ppm.load() != 0))
+        view.share_window_complete = true;
       view.tenants.push_back(ViewTenant(segment, static_cast<int>(t), static_cast<int>(g)));
     }
     out->gpus.push_back(std::move(view));

@@ -23,6 +23,7 @@ broker::ComputeGate* ShimState::GateForDevice(CUdevice device) {
     return nullptr;
   }
   broker::ComputeGate* raw = gate.get();
+  NoteContext(raw);  // the context of the first launch: what the monitor drains
   gates_[device] = std::move(gate);
   gate_by_ordinal_[device].store(raw, std::memory_order_release);
   // One GPU: launches need no lookup at all. A second GPU turns the shortcut off for good.

@@ -20,9 +20,11 @@ CUresult Gated(CUstream stream, Call call) {
   if (!gate || !gate->gated()) return call();
   if (!gate->TryEnter()) {
     state->NoteContext(gate);  // the monitor must be able to synchronise what we launch
-    do {
+    while (true) {
       gate->Acquire();
-    } while (!gate->TryEnter());
+      if (!gate->gated()) return call();  // the operator switched the GPU to mode none/mps
+      if (gate->TryEnter()) break;
+    }
   }
   const CUresult rc = call();
   gate->Exit();

@@ -68,15 +68,17 @@ const char* ExportNameByRule(const char* symbol, int version, cuuint64_t flags) 
   return chosen->name;
 }
 
-DlsymFn LoadRealDlsym() {
-  static std::atomic<DlsymFn> real{nullptr};
-  DlsymFn fn = real.load(std::memory_order_acquire);
+// Not instrumented, and calls nothing that is: a sanitizer runtime resolves its interceptors
+// with dlsym(RTLD_NEXT, ...) — our dlsym, which comes here — before it has initialised.
+__attribute__((no_sanitize("address", "undefined", "thread"))) DlsymFn LoadRealDlsym() {
+  static DlsymFn real = nullptr;
+  DlsymFn fn = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
   if (fn) return fn;
   // dlvsym is not interposed, so this finds glibc's dlsym (the current version first).
   void* p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
   if (!p) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
   fn = reinterpret_cast<DlsymFn>(p);
-  real.store(fn, std::memory_order_release);
+  __atomic_store_n(&real, fn, __ATOMIC_RELEASE);
   return fn;
 }
 
@@ -136,7 +138,7 @@ RealDriver* LoadDriver() {
 
 }  // namespace
 
-DlsymFunction GlibcDlsym() { return LoadRealDlsym(); }
+__attribute__((no_sanitize("address", "undefined", "thread"))) DlsymFunction GlibcDlsym() { return LoadRealDlsym(); }
 
 bool DriverLibraryInvalid() { return g_driver_library_invalid.load(); }
 
