@@ -41,6 +41,16 @@ void ResetLedger(Segment* segment, int ledger) {
   entry.state.store(kFree);
   entry.quota.store(0);
   entry.used.store(0);
+  // The compute share of a recycled tenant starts afresh (broker/scheduler.cc).
+  entry.request_pct.store(0);
+  entry.limit_pct.store(0);
+  entry.waiting.store(0);
+  entry.vtime.store(0);
+  entry.service_ns.store(0);
+  entry.tokens_ns.store(0);
+  entry.tokens_at_ns.store(0);
+  entry.window_service_ns.store(0);
+  entry.last_share_ppm.store(0);
 }
 
 bool IsRegistered(const ProcessEntry& process) { return process.state.load() == kRegistered; }
@@ -108,6 +118,16 @@ int FindOrClaimGpu(Segment* segment, const uint8_t (&uuid)[16], uint64_t total_m
   entry.uuid[0].store(words[0]);
   entry.uuid[1].store(words[1]);
   entry.total_memory.store(total_memory);
+  // A recycled GPU entry takes nothing of the previous GPU's scheduling with it.
+  entry.mode.store(0);
+  entry.quantum_ns.store(0);
+  entry.holder.store(0);
+  entry.closing.store(0);
+  entry.waiting.store(0);
+  entry.grant_start_ns.store(0);
+  entry.vclock.store(0);
+  entry.grants.store(0);
+  entry.window_start_ns.store(0);
   entry.state.store(kInUse);
   return chosen;
 }
@@ -133,6 +153,7 @@ int ClaimProcessSlot(Segment* segment, int fd, int tenant, int32_t pid) {
   process.open_gpus.store(0);
   process.started_ns.store(MonotonicNanos());
   for (auto& charged : process.charged) charged.store(0);  // already zero: freed slots hold none
+  for (auto& busy : process.busy) busy.store(0);  // a dead predecessor's flags must not pin a grant
   process.state.store(kRegistered);
   return chosen;
 }
