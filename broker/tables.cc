@@ -182,6 +182,7 @@ void ReturnChargesAndFree(Segment* segment, int slot) {
     process.charged[g].store(0);
   }
   process.open_gpus.store(0);
+  for (auto& busy : process.busy) busy.store(0);  // a dead process has nothing in flight
   process.state.store(kFree);
 }
 
