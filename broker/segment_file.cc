@@ -186,6 +186,9 @@ void InitialiseSegment(Segment* segment) {
   header.tenant_name_bytes = kTenantNameBytes;
   InitRobustMutex(&header.table_mutex.mutex);
   for (LedgerEntry& ledger : segment->ledgers) InitRobustMutex(&ledger.mutex.mutex);
+  // A zeroed pthread mutex is process-private: waiters in one process would never be woken by an
+  // unlock in another (gated launches hung until a signal), and a dead holder would never be noticed.
+  for (GpuEntry& gpu : segment->gpus) InitRobustMutex(&gpu.sched_mutex.mutex);
   // The magic goes last: whoever reads it reads a fully initialised segment.
   std::atomic_ref<uint64_t>(header.magic).store(kMagic, std::memory_order_release);
 }

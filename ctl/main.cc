@@ -1,16 +1,22 @@
 // gpuslicectl: the operators' view of gpuslice on a node. It reads the broker's shared segment
 // (it never changes a quota or a charge, beyond returning a dead process's charges as any tenant
-// would) and prints the shim's configuration reference. Errors: one line on stderr; exit codes
-// in exit_codes.h.
+// would), sets each GPU's compute policy (sharing mode and quantum), and prints the shim's
+// configuration reference. Errors: one line on stderr; exit codes in exit_codes.h.
 #include <CLI/CLI.hpp>
 
 #include "ctl/exit_codes.h"
 #include "ctl/options_command.h"
+#include "ctl/set_command.h"
 #include "ctl/status_command.h"
 
 namespace {
 
-constexpr char kStatusHelp[] = R"(Columns, per GPU (identified by its UUID, with its total memory):
+constexpr char kStatusHelp[] = R"help(Per GPU (identified by its UUID, with its total memory), first its compute policy:
+  compute: MODE, quantum Q   the sharing mode and quantum (gpuslicectl set); "(default)"
+                             when none was set (10 ms). In timeslice mode also the tenant
+                             holding the GPU now ("draining" while it finishes its kernels
+                             to hand over), the processes waiting for it and the grants made
+then a row per tenant, with these columns:
   TENANT / PID  a tenant (GPUSLICE_TENANT; a process without one is a tenant of its own,
                 named proc-<random hex>), then indented each of its live processes
                 ("pid N": the pid as the process saw itself, so it may be the pid inside
@@ -19,15 +25,56 @@ constexpr char kStatusHelp[] = R"(Columns, per GPU (identified by its UUID, with
                 process, the part it holds itself
   QUOTA         the tenant's limit on this GPU (GPUSLICE_MEMORY_LIMIT), or "unlimited"
   % QUOTA       USED as a share of QUOTA ("-" when unlimited)
+  REQUEST       the share of the GPU's time the tenant is entitled to when it wants it, and
+                its weight among those waiting (GPUSLICE_COMPUTE_REQUEST); "-" until its
+                first kernel launch on this GPU sets it
+  LIMIT         the share it may never exceed (GPUSLICE_COMPUTE_LIMIT); "-" likewise
+  SHARE         its measured share of the GPU's time over the last complete window (10 s or
+                more, ended when the line beneath says); "-" before the first window
+                completes, and in modes none and mps, where nothing is measured
 Each GPU ends with the quota committed: the sum of the tenants' quotas against the device's
 memory. Idle tenants (no live process, nothing used) are listed but not counted: they promise
 nothing, and the broker reuses their entries when its table fills. OVERSUBSCRIBED means the
 quotas cannot all be honoured at once (they add up to more than the device, or a tenant without
 a quota shares it), so a tenant may run out of memory below its quota while others are busy.
+Then the compute requested: the sum of the active tenants' requests. Requests may add up to
+more than 100%: the line then says "oversubscribed: requests are shared in proportion", and
+tenants that all want the GPU get it in proportion to their requests (60% and 90% get 40% and
+60%) rather than what each asked for; each still stays within its limit.
 Processes that died are reaped first and their memory returned to their tenant (when the
 state file is writable for you; otherwise the figures are shown as they stand).
+--json prints the same (keys documented in ctl/status_json.h): per GPU mode, quantum_ns,
+quantum_default, holder, grants, compute_requested_percent, compute_oversubscribed; per tenant
+compute_request_percent, compute_limit_percent, last_window_share_percent (null for "-").
 Exit status: 0, 1 when the state cannot be read (missing, incompatible or corrupt), 2 on
-usage errors.)";
+usage errors.)help";
+
+constexpr char kSetHelp[] =
+    R"help(Sets the compute policy of one GPU, or of every GPU in the broker, for every tenant on the
+node at once: running processes pick it up at their next launch or quantum; nothing restarts.
+Unspecified settings keep their value. Examples:
+  gpuslicectl set --gpu all --quantum 20ms
+  gpuslicectl set --gpu GPU-5b1c36a2-0f4d-5e8a-9c71-2a3b4c5d6e7f --mode none
+  gpuslicectl set --gpu all --quantum default --mode timeslice
+Modes:
+  timeslice  gpuslice grants the GPU to one tenant at a time, for a quantum, by weighted fair
+             queuing on the tenants' requests and within their limits (the default)
+  none       memory quotas only: launches are not gated, tenants share the GPU as the driver
+             schedules them
+  mps        launches are not gated: an MPS server (the operator starts it) shares the SMs;
+             processes started after the switch pass their limit to MPS
+             (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) and their memory limit in bytes
+             (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT)
+Quantum: how long a tenant holds the GPU while others wait, 1ms to 1s, written as a number
+and a unit (ns, us, ms, s): 10ms, 0.05s, 2500us, 2.5ms; "default" returns to the built-in
+10ms. Longer quanta cost less in hand-overs (each waits for the holder's kernels to finish)
+and add latency for the others; a kernel longer than the quantum still runs to its end.
+A GPU appears in the broker once a tenant has used it; `gpuslicectl status` lists them.
+Prints one line per GPU: "GPU <uuid>: mode OLD -> NEW, quantum OLD -> NEW" ("(unchanged)" for
+a setting that kept its value).
+Exit status: 0; 1 when the state cannot be changed (missing, incompatible, not writable for
+you, or no such GPU); 2 on usage errors (no --gpu, nothing to set, an unknown mode, a quantum
+that is not a duration or out of range, a malformed UUID).)help";
 
 constexpr char kOptionsHelp[] =
     "Lists every GPUSLICE_* variable the shim (libgpuslice.so) reads in a tenant's process: its\n"
@@ -40,18 +87,38 @@ constexpr char kOptionsHelp[] =
 
 int main(int argc, char** argv) {
   using namespace gpuslice::ctl;
-  CLI::App app("Operators' view of gpuslice on this node: tenants' GPU memory, quotas and processes.",
-               "gpuslicectl");
+  CLI::App app(
+      "Operators' view of gpuslice on this node: tenants' GPU memory, quotas, compute shares and\n"
+      "processes (status), each GPU's compute policy (set), the shim's variables (options).",
+      "gpuslicectl");
   app.require_subcommand(1);
 
   StatusOptions status;
   CLI::App* status_cmd =
-      app.add_subcommand("status", "Per GPU: each tenant's memory used and quota, and its processes");
+      app.add_subcommand("status", "Per GPU: compute policy and holder; per tenant: memory used / quota, compute "
+                                   "request / limit / measured share, processes");
   status_cmd->add_flag("--json", status.json, "Print one JSON object (bytes as integers, null for no quota)");
   status_cmd->add_option("--state-dir", status.state_dir,
                          "State directory (default: $GPUSLICE_STATE_DIR, else /run/gpuslice)")
       ->type_name("DIR");
   status_cmd->footer(kStatusHelp);
+
+  SetOptions set;
+  std::string set_gpu, set_quantum, set_mode;
+  CLI::App* set_cmd = app.add_subcommand("set", "Change a GPU's compute policy: sharing mode and quantum");
+  CLI::Option* gpu_opt =
+      set_cmd->add_option("--gpu", set_gpu, "The GPU: its UUID as gpuslicectl status prints it, or all")
+          ->type_name("UUID|all");
+  CLI::Option* quantum_opt =
+      set_cmd->add_option("--quantum", set_quantum, "Time slice: 1ms to 1s (10ms, 2500us, 0.05s), or default (10ms)")
+          ->type_name("DURATION");
+  CLI::Option* mode_opt =
+      set_cmd->add_option("--mode", set_mode, "timeslice (default), none (memory quotas only) or mps")
+          ->type_name("MODE");
+  set_cmd->add_option("--state-dir", set.state_dir,
+                      "State directory (default: $GPUSLICE_STATE_DIR, else /run/gpuslice)")
+      ->type_name("DIR");
+  set_cmd->footer(kSetHelp);
 
   bool markdown = false;
   CLI::App* options_cmd = app.add_subcommand("options", "The shim's environment variables: type, default, meaning");
@@ -64,5 +131,11 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? kExitOk : kExitUsage;  // --help exits 0
   }
   if (status_cmd->parsed()) return RunStatus(status);
+  if (set_cmd->parsed()) {
+    if (gpu_opt->count() > 0) set.gpu = set_gpu;
+    if (quantum_opt->count() > 0) set.quantum = set_quantum;
+    if (mode_opt->count() > 0) set.mode = set_mode;
+    return RunSet(set);
+  }
   return RunOptions(markdown);
 }

@@ -26,6 +26,8 @@ int Fail(const std::string& message) {
   return kExitFailed;
 }
 
+}  // namespace
+
 // The two ordinary reasons for having nothing to show get their own words; anything else about
 // the directory or the file is the broker's to judge (it knows what a compatible segment is).
 std::optional<std::string> ExplainAbsence(const std::string& dir) {
@@ -44,7 +46,12 @@ std::optional<std::string> ExplainAbsence(const std::string& dir) {
   return std::nullopt;
 }
 
-}  // namespace
+std::string WithoutBrokerPrefix(std::string error) {
+  // The broker speaks as "gpuslice: ..." (it also talks inside tenants' processes).
+  constexpr std::string_view kBrokerPrefix = "gpuslice: ";
+  if (error.starts_with(kBrokerPrefix)) error.erase(0, kBrokerPrefix.size());
+  return error;
+}
 
 std::string DefaultStateDir() {
   const char* env = std::getenv("GPUSLICE_STATE_DIR");
@@ -57,12 +64,7 @@ int RunStatus(const StatusOptions& options) {
 
   broker::Snapshot snapshot;
   std::string error;
-  if (!broker::TakeSnapshot(dir, &snapshot, &error)) {
-    // The broker speaks as "gpuslice: ..." (it also talks inside tenants' processes).
-    constexpr std::string_view kBrokerPrefix = "gpuslice: ";
-    if (error.starts_with(kBrokerPrefix)) error.erase(0, kBrokerPrefix.size());
-    return Fail(error);
-  }
+  if (!broker::TakeSnapshot(dir, &snapshot, &error)) return Fail(WithoutBrokerPrefix(error));
   SortForDisplay(&snapshot);
 
   // replace: the broker stores tenant names as bytes, and one that is not UTF-8 must not make the

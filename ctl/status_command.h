@@ -2,6 +2,7 @@
 // would) and prints who holds how much of each GPU.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace gpuslice::ctl {
@@ -17,5 +18,12 @@ std::string DefaultStateDir();
 
 // Prints the status on stdout; on failure one line on stderr. Returns the exit code.
 int RunStatus(const StatusOptions& options);
+
+// Why there is no segment to read in `dir`, in the operator's words (the directory is missing,
+// or no tenant has run yet); empty when there may be one (the broker then judges the file).
+std::optional<std::string> ExplainAbsence(const std::string& dir);
+
+// The broker's one-line error without its "gpuslice: " prefix (gpuslicectl adds its own).
+std::string WithoutBrokerPrefix(std::string error);
 
 }  // namespace gpuslice::ctl

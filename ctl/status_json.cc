@@ -8,18 +8,26 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-Json TenantJson(const broker::TenantView& tenant) {
+Json PercentOrNull(uint32_t pct) { return pct == 0 ? Json(nullptr) : Json(pct); }
+
+Json TenantJson(const broker::GpuView& gpu, const broker::TenantView& tenant) {
   Json processes = Json::array();
   for (const auto& process : tenant.processes) {
     processes.push_back({{"pid", process.pid}, {"charged_bytes", process.charged}});
   }
   // kUnlimited is a sentinel, not a size: a consumer summing quotas must not add 2^64-1.
   const bool limited = tenant.quota != broker::kUnlimited && tenant.quota != 0;
+  const auto share = LastSharePercent(gpu, tenant);
   return {{"name", tenant.name},
           {"used_bytes", tenant.used},
           {"quota_bytes", tenant.quota == broker::kUnlimited ? Json(nullptr) : Json(tenant.quota)},
           {"used_percent_of_quota", limited ? Json(Percent(tenant.used, tenant.quota)) : Json(nullptr)},
           {"idle", IsIdle(tenant)},
+          {"compute_request_percent", PercentOrNull(tenant.request_pct)},
+          {"compute_limit_percent", PercentOrNull(tenant.limit_pct)},
+          {"last_window_share_percent", share ? Json(*share) : Json(nullptr)},
+          {"compute_service_ns", tenant.service_ns},
+          {"waiting_processes", tenant.waiting},
           {"processes", std::move(processes)}};
 }
 
@@ -29,14 +37,27 @@ Json StatusJson(const broker::Snapshot& snapshot) {
   Json gpus = Json::array();
   for (const auto& gpu : snapshot.gpus) {
     Json tenants = Json::array();
-    for (const auto& tenant : gpu.tenants) tenants.push_back(TenantJson(tenant));
+    for (const auto& tenant : gpu.tenants) tenants.push_back(TenantJson(gpu, tenant));
     const Commitment commitment = CommitmentOf(gpu);
+    const ComputeDemand demand = ComputeDemandOf(gpu);
+    const auto window_age = ShareWindowAgeSeconds(snapshot, gpu);
     gpus.push_back({{"uuid", gpu.uuid},
                     {"total_memory_bytes", gpu.total_memory},
                     {"quota_committed_bytes", commitment.quota_bytes},
                     {"unlimited_tenants", commitment.unlimited_tenants},
                     {"idle_tenants", commitment.idle_tenants},
                     {"oversubscribed", commitment.oversubscribed},
+                    {"mode", ModeName(gpu.mode)},
+                    {"quantum_ns", EffectiveQuantumNs(gpu)},
+                    {"quantum_default", gpu.quantum_ns == 0},
+                    {"holder", gpu.holder.empty() ? Json(nullptr) : Json(gpu.holder)},
+                    {"closing", gpu.closing},
+                    {"waiting_processes", gpu.waiting},
+                    {"grants", gpu.grants},
+                    {"compute_requested_percent", demand.requested_pct},
+                    {"compute_unset_tenants", demand.unset_tenants},
+                    {"compute_oversubscribed", demand.oversubscribed},
+                    {"share_window_ended_seconds_ago", window_age ? Json(*window_age) : Json(nullptr)},
                     {"tenants", std::move(tenants)}});
   }
   return {{"state_file", snapshot.path}, {"layout_version", snapshot.layout_version}, {"gpus", std::move(gpus)}};

@@ -7,10 +7,26 @@
 //            "unlimited_tenants": int,       // active tenants without a quota
 //            "idle_tenants": int,            // tenants not counted (status_report.h)
 //            "oversubscribed": bool,
+//            "mode": "timeslice" | "none" | "mps",
+//            "quantum_ns": int,              // in force (the default when none was set)
+//            "quantum_default": bool,        // true: no quantum set, the built-in default applies
+//            "holder": str | null,           // tenant holding the GPU; null: nobody
+//            "closing": bool,                // the holder is draining to hand over
+//            "waiting_processes": int,       // processes of any tenant waiting for the grant
+//            "grants": int,                  // grants made so far
+//            "compute_requested_percent": int, // sum of the active tenants' requests
+//            "compute_unset_tenants": int,   // active tenants that have not launched yet
+//            "compute_oversubscribed": bool, // requests over 100%: shared in proportion
+//            "share_window_ended_seconds_ago": float | null,  // null: no complete window yet
 //            "tenants": [{"name": str, "used_bytes": int,
 //                         "quota_bytes": int | null,          // null: no quota
 //                         "used_percent_of_quota": float | null,
 //                         "idle": bool,
+//                         "compute_request_percent": int | null,  // null: not launched yet
+//                         "compute_limit_percent": int | null,
+//                         "last_window_share_percent": float | null,  // null: not measured yet
+//                         "compute_service_ns": int,          // device time granted so far
+//                         "waiting_processes": int,
 //                         "processes": [{"pid": int, "charged_bytes": int}]}]}]}
 #pragma once
 

@@ -2,6 +2,11 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "broker/scheduler.h"
+#include "broker/segment_layout.h"
+
 namespace gpuslice::ctl {
 
 bool IsIdle(const broker::TenantView& tenant) { return tenant.processes.empty() && tenant.used == 0; }
@@ -25,6 +30,46 @@ Commitment CommitmentOf(const broker::GpuView& gpu) {
       finite + static_cast<unsigned __int128>(commitment.unlimited_tenants) * gpu.total_memory;
   commitment.oversubscribed = promised > gpu.total_memory;
   return commitment;
+}
+
+std::string ModeName(uint32_t mode) {
+  switch (static_cast<broker::SharingMode>(mode)) {
+    case broker::SharingMode::kTimeslice: return "timeslice";
+    case broker::SharingMode::kNone: return "none";
+    case broker::SharingMode::kMps: return "mps";
+  }
+  return fmt::format("unknown ({})", mode);
+}
+
+uint64_t EffectiveQuantumNs(const broker::GpuView& gpu) {
+  return gpu.quantum_ns ? gpu.quantum_ns : broker::kDefaultQuantumNs;
+}
+
+ComputeDemand ComputeDemandOf(const broker::GpuView& gpu) {
+  ComputeDemand demand;
+  for (const auto& tenant : gpu.tenants) {
+    if (IsIdle(tenant)) continue;
+    if (tenant.request_pct == 0) {
+      ++demand.unset_tenants;
+    } else {
+      demand.requested_pct += tenant.request_pct;
+      ++demand.requesting_tenants;
+    }
+  }
+  demand.oversubscribed = demand.requested_pct > 100;
+  return demand;
+}
+
+std::optional<double> LastSharePercent(const broker::GpuView& gpu, const broker::TenantView& tenant) {
+  if (gpu.mode != static_cast<uint32_t>(broker::SharingMode::kTimeslice) || !gpu.share_window_complete)
+    return std::nullopt;
+  return static_cast<double>(tenant.last_share_ppm) / 10'000.0;
+}
+
+std::optional<double> ShareWindowAgeSeconds(const broker::Snapshot& snapshot, const broker::GpuView& gpu) {
+  if (!gpu.share_window_complete || gpu.window_start_ns == 0) return std::nullopt;
+  const uint64_t age = snapshot.taken_ns > gpu.window_start_ns ? snapshot.taken_ns - gpu.window_start_ns : 0;
+  return static_cast<double>(age) / 1e9;
 }
 
 void SortForDisplay(broker::Snapshot* snapshot) {

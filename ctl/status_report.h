@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "broker/broker.h"
 
@@ -25,6 +27,33 @@ struct Commitment {
 };
 
 Commitment CommitmentOf(const broker::GpuView& gpu);
+
+// The GPU's sharing mode as gpuslicectl set takes it: "timeslice", "none", "mps" ("unknown (N)"
+// for a value this build does not know).
+std::string ModeName(uint32_t mode);
+
+// The quantum in force: the GPU's own, or the built-in default when it has none (0).
+uint64_t EffectiveQuantumNs(const broker::GpuView& gpu);
+
+// How much of one GPU's time the active tenants ask for (GPUSLICE_COMPUTE_REQUEST). A tenant sets
+// its request at its first kernel launch on the GPU; until then it asks for nothing.
+struct ComputeDemand {
+  uint64_t requested_pct = 0;    // sum of the active tenants' requests
+  int requesting_tenants = 0;    // active tenants with a request
+  int unset_tenants = 0;         // active tenants that have not launched yet
+  // The requests add up to more than the whole GPU: no tenant can be given all it asked for
+  // while every one wants the GPU, so each gets request / sum of the requests of those waiting.
+  bool oversubscribed = false;
+};
+
+ComputeDemand ComputeDemandOf(const broker::GpuView& gpu);
+
+// The tenant's share of the GPU's time over the last complete window, as a percentage; empty
+// when no window has completed yet on that GPU or it is not time-sliced (nothing is measured).
+std::optional<double> LastSharePercent(const broker::GpuView& gpu, const broker::TenantView& tenant);
+
+// Seconds since the last complete share window ended; empty when there is none.
+std::optional<double> ShareWindowAgeSeconds(const broker::Snapshot& snapshot, const broker::GpuView& gpu);
 
 // Sorts tenants by name and their processes by pid, so repeated runs print the same lines in the
 // same place (the broker's own order is that of first use, which operators cannot predict).

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "broker/segment_layout.h"
 #include "ctl/status_report.h"
 #include "ctl/units.h"
 
@@ -16,7 +17,56 @@ struct Row {
   std::string used;
   std::string quota;
   std::string percent;
+  std::string request;
+  std::string limit;
+  std::string share;
 };
+
+std::string PercentCell(uint32_t pct) { return pct == 0 ? "-" : fmt::format("{}%", pct); }
+
+std::string ComputeLine(const broker::GpuView& gpu) {
+  const uint64_t quantum = EffectiveQuantumNs(gpu);
+  const std::string quantum_text =
+      fmt::format("quantum {}{}", FormatDuration(quantum), gpu.quantum_ns == 0 ? " (default)" : "");
+  switch (static_cast<broker::SharingMode>(gpu.mode)) {
+    case broker::SharingMode::kTimeslice: break;
+    case broker::SharingMode::kNone:
+      return fmt::format("compute: none (memory quotas only: launches are not gated), {}", quantum_text);
+    case broker::SharingMode::kMps:
+      return fmt::format("compute: mps (launches are not gated: MPS shares the SMs), {}", quantum_text);
+    default:
+      return fmt::format("compute: {}, {}", ModeName(gpu.mode), quantum_text);
+  }
+  std::string line = fmt::format("compute: timeslice, {}; held by {}", quantum_text,
+                                 gpu.holder.empty() ? "nobody" : gpu.holder);
+  if (!gpu.holder.empty() && gpu.closing) line += " (draining to hand over)";
+  if (gpu.waiting > 0) line += fmt::format(", {} process{} waiting", gpu.waiting, gpu.waiting == 1 ? "" : "es");
+  line += fmt::format("; {} grant{}", gpu.grants, gpu.grants == 1 ? "" : "s");
+  return line;
+}
+
+std::string DemandLine(const broker::GpuView& gpu) {
+  const ComputeDemand d = ComputeDemandOf(gpu);
+  if (d.requesting_tenants == 0 && d.unset_tenants == 0) return "compute requested: none (no active tenant)";
+  if (d.requesting_tenants == 0) {
+    return fmt::format("compute requested: none yet ({} tenant{} not launched yet)", d.unset_tenants,
+                       d.unset_tenants == 1 ? "" : "s");
+  }
+  std::string line = fmt::format("compute requested: {}% by {} tenant{}", d.requested_pct, d.requesting_tenants,
+                                 d.requesting_tenants == 1 ? "" : "s");
+  if (d.unset_tenants > 0) line += fmt::format(" ({} more not launched yet)", d.unset_tenants);
+  if (d.oversubscribed) line += " -- oversubscribed: requests are shared in proportion";
+  return line;
+}
+
+std::string ShareLine(const broker::Snapshot& snapshot, const broker::GpuView& gpu) {
+  if (gpu.mode != static_cast<uint32_t>(broker::SharingMode::kTimeslice))
+    return "SHARE: not measured (launches are not gated)";
+  if (const auto age = ShareWindowAgeSeconds(snapshot, gpu))
+    return fmt::format("SHARE: of the GPU's time in the last complete window (10 s or more), which ended {:.1f} s ago",
+                       *age);
+  return "SHARE: - until a first 10 s window of taking turns completes";
+}
 
 std::string QuotaText(uint64_t quota) { return quota == broker::kUnlimited ? "unlimited" : FormatBytes(quota); }
 
@@ -38,31 +88,37 @@ std::string CommitmentLine(const broker::GpuView& gpu) {
   return line;
 }
 
-void AppendGpu(const broker::GpuView& gpu, std::string* out) {
+void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, std::string* out) {
   *out += fmt::format("GPU {}  {} total\n", gpu.uuid, FormatBytes(gpu.total_memory));
+  *out += "  " + ComputeLine(gpu) + "\n";
   if (gpu.tenants.empty()) {
     *out += "  no tenants\n";
   } else {
     std::vector<Row> rows;
-    rows.push_back({"TENANT / PID", "USED", "QUOTA", "% QUOTA"});
+    rows.push_back({"TENANT / PID", "USED", "QUOTA", "% QUOTA", "REQUEST", "LIMIT", "SHARE"});
     for (const auto& tenant : gpu.tenants) {
+      const auto share = LastSharePercent(gpu, tenant);
       rows.push_back({tenant.name, FormatBytes(tenant.used), QuotaText(tenant.quota),
-                      tenant.quota == broker::kUnlimited ? "-" : FormatPercent(tenant.used, tenant.quota)});
+                      tenant.quota == broker::kUnlimited ? "-" : FormatPercent(tenant.used, tenant.quota),
+                      PercentCell(tenant.request_pct), PercentCell(tenant.limit_pct),
+                      share ? fmt::format("{:.1f}%", *share) : "-"});
       for (const auto& process : tenant.processes) {
-        rows.push_back({fmt::format("  pid {}", process.pid), FormatBytes(process.charged), "", ""});
+        rows.push_back({fmt::format("  pid {}", process.pid), FormatBytes(process.charged), "", "", "", "", ""});
       }
     }
     // Tenant names run to 63 bytes: size the first column to the longest one present.
     size_t name_width = 0;
     for (const auto& row : rows) name_width = std::max(name_width, row.name.size());
     for (const auto& row : rows) {
-      std::string line = fmt::format("  {:<{}}  {:>10}  {:>10}  {:>8}", row.name, name_width, row.used, row.quota,
-                                     row.percent);
+      std::string line = fmt::format("  {:<{}}  {:>10}  {:>10}  {:>8}  {:>7}  {:>5}  {:>6}", row.name, name_width,
+                                     row.used, row.quota, row.percent, row.request, row.limit, row.share);
       line.erase(line.find_last_not_of(' ') + 1);  // process rows leave the last columns empty
       *out += line + "\n";
     }
   }
   *out += "  " + CommitmentLine(gpu) + "\n";
+  *out += "  " + DemandLine(gpu) + "\n";
+  if (!gpu.tenants.empty()) *out += "  " + ShareLine(snapshot, gpu) + "\n";
 }
 
 }  // namespace
@@ -75,7 +131,7 @@ std::string RenderStatusTable(const broker::Snapshot& snapshot) {
   }
   for (const auto& gpu : snapshot.gpus) {
     out += "\n";
-    AppendGpu(gpu, &out);
+    AppendGpu(snapshot, gpu, &out);
   }
   return out;
 }

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  cmake g++ make python3
+  cmake g++ make python3 python3-yaml
   libfmt-dev libboost-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   gnuplot-nox

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstddef>
 #include <cstdio>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <iterator>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -25,7 +27,9 @@
 #include <nlohmann/json.hpp>
 
 #include "broker/broker.h"
+#include "broker/scheduler.h"
 #include "broker/segment_layout.h"
+#include "common/clock.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"
 
@@ -71,12 +75,22 @@ class TempDir {
 constexpr uint8_t kUuid[16] = {0x5b, 0x1c, 0x36, 0xa2, 0x0f, 0x4d, 0x5e, 0x8a,
                                0x9c, 0x71, 0x2a, 0x3b, 0x4c, 0x5d, 0x6e, 0x7f};
 
+// What a tenant process does on the compute side, as the shim's gate would at a first launch.
+struct ComputeShare {
+  uint32_t request_pct = 0;  // 0: SetShare is not called (the tenant has not launched)
+  uint32_t limit_pct = 100;
+  bool acquire = false;      // take the grant (and keep it: there is no monitor to hand it on)
+  // > 0: pretend a 10 s window completed 3 s ago in which the tenant had this share (no test
+  // waits 10 s for the scheduler to roll one).
+  uint64_t share_ppm = 0;
+};
+
 // A process of `tenant` that charged `bytes` on kUuid through the broker and holds them until
 // killed. A process registers once in its life, so every tenant process is a forked child.
 class TenantProcess {
  public:
   TenantProcess(const std::string& state_dir, const std::string& tenant, uint64_t device_total, uint64_t quota,
-                uint64_t bytes) {
+                uint64_t bytes, const ComputeShare& compute = {}) {
     int ready[2];
     if (pipe(ready) != 0) return;
     pid_ = fork();
@@ -88,6 +102,18 @@ class TenantProcess {
       if (broker && broker->Register(tenant, &error)) {
         const int ledger = broker->OpenLedger(kUuid, device_total, quota, &error);
         if (ledger >= 0 && (bytes == 0 || broker->Reserve(ledger, bytes))) ok = '1';
+        if (ok == '1' && compute.request_pct != 0) {
+          auto* gate = new broker::ComputeGate(broker.get(), ledger);  // lives until the process is killed
+          if (!gate->SetShare(compute.request_pct, compute.limit_pct, &error)) ok = '0';
+          if (ok == '1' && compute.acquire) gate->Acquire();
+          if (ok == '1' && compute.share_ppm != 0) {
+            broker::Segment* segment = broker->segment();
+            broker::LedgerEntry& entry = segment->ledgers[ledger];
+            entry.window_service_ns.store(compute.share_ppm * 10'000);  // what a roll leaves behind
+            entry.last_share_ppm.store(compute.share_ppm);
+            segment->gpus[ledger % broker::kMaxGpus].window_start_ns.store(MonotonicNanos() - 3'000'000'000ULL);
+          }
+        }
       }
       if (ok != '1') std::fprintf(stderr, "tenant %s: %s\n", tenant.c_str(), error.c_str());
       (void)!write(ready[1], &ok, 1);
@@ -139,8 +165,8 @@ class GpuslicectlTest : public SimTest {
   }
 
   std::unique_ptr<TenantProcess> Tenant(const std::string& name, uint64_t device_total, uint64_t quota,
-                                        uint64_t bytes) {
-    auto process = std::make_unique<TenantProcess>(state_dir_.path(), name, device_total, quota, bytes);
+                                        uint64_t bytes, const ComputeShare& compute = {}) {
+    auto process = std::make_unique<TenantProcess>(state_dir_.path(), name, device_total, quota, bytes, compute);
     EXPECT_TRUE(process->ready()) << name;
     return process;
   }
@@ -157,6 +183,12 @@ class GpuslicectlTest : public SimTest {
     EXPECT_TRUE(holder->WaitForOutput("\"event\":\"holding\""))
         << holder->StdoutSoFar() << holder->Wait(1000).err;
     return holder;
+  }
+
+  ProcessResult Set(std::vector<std::string> args) {
+    std::vector<std::string> argv = {Ctl(), "set", "--state-dir", state_dir_.path()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return gpuslice::testing::Run(argv);
   }
 
   TempDir state_dir_;
@@ -226,14 +258,16 @@ TEST_F(GpuslicectlTest, StatusTableShowsEachTenantItsUsageAgainstQuotaAndItsProc
   EXPECT_THAT(r.out, StartsWith("gpuslice state " + state_dir_.state_file() + " (layout " +
                                 std::to_string(broker::kLayoutVersion) + ")\n"));
   EXPECT_THAT(r.out, HasSubstr("\nGPU " + broker::FormatUuid(kUuid) + "  4 GiB total\n"));
-  EXPECT_THAT(r.out, ContainsRegex("\n  TENANT / PID +USED +QUOTA +% QUOTA\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  TENANT / PID +USED +QUOTA +% QUOTA +REQUEST +LIMIT +SHARE\n"));
   // Processes in pid order.
   const pid_t first = std::min(a1->pid(), a2->pid());
   const pid_t second = std::max(a1->pid(), a2->pid());
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +512 MiB +1 GiB +50.0%\n"
+  // No kernel launched yet: no compute request, limit or share.
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +512 MiB +1 GiB +50.0% +- +- +-\n"
                                    "    pid " + std::to_string(first) + " +256 MiB\n"
                                    "    pid " + std::to_string(second) + " +256 MiB\n"));
-  EXPECT_THAT(r.out, EndsWith("\n  quota committed: 1 GiB of 4 GiB (25.0%)\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n  quota committed: 1 GiB of 4 GiB (25.0%)\n"
+                               "  compute requested: none yet (1 tenant not launched yet)\n"));
 }
 
 TEST_F(GpuslicectlTest, StatusJsonShowsTheSameInBytes) {
@@ -278,7 +312,7 @@ TEST_F(GpuslicectlTest, StatusAfterTheHolderIsKilledShowsItsMemoryReturned) {
 
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +0 B +1 GiB +0.0%\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +0 B +1 GiB +0.0% +- +- +-\n"));
   EXPECT_THAT(r.out, Not(HasSubstr("pid ")));
   EXPECT_THAT(r.out, HasSubstr("quota committed: 0 B of 4 GiB (0.0%); 1 idle tenant not counted\n"));
 }
@@ -290,8 +324,8 @@ TEST_F(GpuslicectlTest, StatusFlagsQuotasThatAddUpToMoreThanTheDevice) {
 
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +256 MiB +768 MiB +33.3%\n    pid " + std::to_string(a->pid()) +
-                                   " +256 MiB\n  team-b +256 MiB +768 MiB +33.3%\n    pid " +
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +256 MiB +768 MiB +33.3% +- +- +-\n    pid " + std::to_string(a->pid()) +
+                                   " +256 MiB\n  team-b +256 MiB +768 MiB +33.3% +- +- +-\n    pid " +
                                    std::to_string(b->pid()) + " +256 MiB\n"));
   EXPECT_THAT(r.out, HasSubstr("quota committed: 1.5 GiB of 1 GiB (150.0%) -- OVERSUBSCRIBED"));
 
@@ -307,7 +341,7 @@ TEST_F(GpuslicectlTest, StatusShowsATenantWithoutAQuotaAsUnlimited) {
 
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-b +256 MiB +unlimited +-\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-b +256 MiB +unlimited +- +- +- +-\n"));
   EXPECT_THAT(r.out, HasSubstr("quota committed: 1 GiB of 4 GiB (25.0%), plus 1 tenant without a quota -- "
                                "OVERSUBSCRIBED"));
 
@@ -326,8 +360,8 @@ TEST_F(GpuslicectlTest, StatusDoesNotCountTheQuotaOfIdleTenants) {
 
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ContainsRegex("\n  proc-0123456789abcdef +0 B +unlimited +-\n  team-a "));
-  EXPECT_THAT(r.out, EndsWith("\n  quota committed: 1 GiB of 4 GiB (25.0%); 1 idle tenant not counted\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  proc-0123456789abcdef +0 B +unlimited +- +- +- +-\n  team-a "));
+  EXPECT_THAT(r.out, HasSubstr("\n  quota committed: 1 GiB of 4 GiB (25.0%); 1 idle tenant not counted\n"));
 
   const Json gpu = StatusJson()["gpus"][0];
   EXPECT_EQ(gpu["unlimited_tenants"], 0);
@@ -342,7 +376,7 @@ TEST_F(GpuslicectlTest, StatusShowsAWorkloadUnderTheShimAndForgetsItWhenKilled) 
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, ContainsRegex("\nGPU GPU-[0-9a-f-]+  4 GiB total\n"));
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +512 MiB +1 GiB +50.0%\n    pid " + std::to_string(holder->pid()) +
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +512 MiB +1 GiB +50.0%[^\n]*\n    pid " + std::to_string(holder->pid()) +
                                    " +512 MiB\n"));
   const Json tenant = StatusJson()["gpus"][0]["tenants"][0];
   EXPECT_EQ(tenant["used_bytes"], 512 * kMi);
@@ -355,6 +389,254 @@ TEST_F(GpuslicectlTest, StatusShowsAWorkloadUnderTheShimAndForgetsItWhenKilled) 
   const Json after = StatusJson()["gpus"][0]["tenants"][0];
   EXPECT_EQ(after["used_bytes"], 0u);
   EXPECT_EQ(after["processes"].size(), 0u);
+}
+
+// --- compute policy (gpuslicectl set) and compute shares in the status ---
+
+TEST_F(GpuslicectlTest, SetRefusesBadValuesWithOneLineUsageErrorsAndChangesNothing) {
+  auto a = Tenant("team-a", 4 * kGi, kGi, 0);
+  const std::string uuid = broker::FormatUuid(kUuid);
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{"--quantum", "20ms"}, "set needs --gpu: a GPU's UUID as `gpuslicectl status` prints it, or all"},
+      {{"--gpu", "all"}, "set changes nothing without --quantum or --mode"},
+      {{"--gpu", "all", "--mode", "fair"}, "--mode 'fair' is not a sharing mode: use timeslice"},
+      {{"--gpu", "all", "--mode", "Timeslice"}, "--mode 'Timeslice' is not a sharing mode"},
+      {{"--gpu", "all", "--quantum", "10"}, "--quantum '10' is not a duration: give a number and a unit"},
+      {{"--gpu", "all", "--quantum", "fast"}, "--quantum 'fast' is not a duration"},
+      {{"--gpu", "all", "--quantum", "-5ms"}, "--quantum '-5ms' is not a duration"},
+      {{"--gpu", "all", "--quantum", "10 min"}, "--quantum '10 min' is not a duration"},
+      {{"--gpu", "all", "--quantum", "1e3us"}, "--quantum '1e3us' is not a duration"},
+      {{"--gpu", "all", "--quantum", ""}, "--quantum '' is not a duration"},
+      {{"--gpu", "all", "--quantum", "500us"},
+       "--quantum 500us is out of range: a quantum is 1ms to 1s, or default (10 ms)"},
+      {{"--gpu", "all", "--quantum", "0.9ms"}, "--quantum 0.9ms is out of range"},
+      {{"--gpu", "all", "--quantum", "1.5s"}, "--quantum 1.5s is out of range"},
+      {{"--gpu", "all", "--quantum", "0ms"}, "--quantum 0ms is out of range"},
+      {{"--gpu", "all", "--quantum", "99999999999999999999999s"}, "is not a duration"},
+      {{"--gpu", "GPU-123", "--mode", "none"}, "--gpu 'GPU-123' is not a GPU UUID"},
+      {{"--gpu", uuid.substr(4), "--mode", "none"}, "is not a GPU UUID: give one as `gpuslicectl status` prints it"},
+  };
+  for (const Case& c : cases) {
+    const ProcessResult r = Set(c.args);
+    const std::string what = ::testing::PrintToString(c.args);
+    EXPECT_EQ(r.exit_code, 2) << what << r.err;
+    EXPECT_TRUE(IsOneLine(r.err)) << what << r.err;
+    EXPECT_THAT(r.err, StartsWith("gpuslicectl: ")) << what;
+    EXPECT_THAT(r.err, HasSubstr(c.says)) << what;
+    EXPECT_EQ(r.out, "") << what;
+  }
+  const Json gpu = StatusJson()["gpus"][0];
+  EXPECT_EQ(gpu["mode"], "timeslice");
+  EXPECT_EQ(gpu["quantum_default"], true) << "a refused set must not change anything";
+}
+
+TEST_F(GpuslicectlTest, SetOnAnUnknownGpuOrAMissingStateExplainsInOneLineAndExits1) {
+  const ProcessResult missing =
+      gpuslice::testing::Run({Ctl(), "set", "--state-dir", state_dir_.path() + "/absent", "--gpu", "all", "--quantum",
+                              "20ms"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_TRUE(IsOneLine(missing.err)) << missing.err;
+  EXPECT_THAT(missing.err, StartsWith("gpuslicectl: state directory " + state_dir_.path() + "/absent does not exist"));
+
+  const ProcessResult no_state = Set({"--gpu", "all", "--mode", "none"});
+  EXPECT_EQ(no_state.exit_code, 1);
+  EXPECT_THAT(no_state.err, HasSubstr("no gpuslice tenant has run on this node yet"));
+  EXPECT_FALSE(std::filesystem::exists(state_dir_.state_file())) << "set must never create the segment";
+
+  auto a = Tenant("team-a", 4 * kGi, kGi, 0);
+  const std::string other = "GPU-00000000-0000-0000-0000-000000000001";
+  const ProcessResult unknown = Set({"--gpu", other, "--quantum", "20ms"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_TRUE(IsOneLine(unknown.err)) << unknown.err;
+  EXPECT_EQ(unknown.err, "gpuslicectl: no GPU " + other + " in " + state_dir_.state_file() +
+                             ": a GPU appears there once a tenant has used it (gpuslicectl status lists them)\n");
+  EXPECT_EQ(unknown.out, "");
+}
+
+TEST_F(GpuslicectlTest, SetOnASegmentItCannotWriteExplainsAndExits1) {
+  auto a = Tenant("team-a", 4 * kGi, kGi, 0);
+  std::vector<std::string> argv = {Ctl(), "set", "--state-dir", state_dir_.path(), "--gpu", "all", "--quantum", "20ms"};
+  if (geteuid() == 0) {
+    // Root may write any file: run the tool as nobody, who may read the file but not write it.
+    constexpr char kSetpriv[] = "/usr/bin/setpriv";
+    if (access(kSetpriv, X_OK) != 0) GTEST_SKIP() << "running as root without " << kSetpriv << " to drop privileges";
+    argv.insert(argv.begin(), {kSetpriv, "--reuid=65534", "--regid=65534", "--clear-groups"});
+    ASSERT_EQ(chmod(state_dir_.path().c_str(), 0755), 0);
+    ASSERT_EQ(chmod(state_dir_.state_file().c_str(), 0444), 0);
+  } else {
+    ASSERT_EQ(chmod(state_dir_.state_file().c_str(), 0440), 0);
+  }
+  const ProcessResult r = gpuslice::testing::Run(argv);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(IsOneLine(r.err)) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("cannot change the policy: no write permission on " + state_dir_.state_file()));
+}
+
+TEST_F(GpuslicectlTest, SetThenStatusShowsTheNewModeAndQuantum) {
+  auto a = Tenant("team-a", 4 * kGi, kGi, 0);
+  const std::string uuid = broker::FormatUuid(kUuid);
+
+  Json gpu = StatusJson()["gpus"][0];
+  EXPECT_EQ(gpu["mode"], "timeslice");
+  EXPECT_EQ(gpu["quantum_ns"], broker::kDefaultQuantumNs);
+  EXPECT_EQ(gpu["quantum_default"], true);
+  ProcessResult r = Status();
+  EXPECT_THAT(r.out, HasSubstr("\n  compute: timeslice, quantum 10 ms (default); held by nobody; 0 grants\n"));
+
+  r = Set({"--gpu", uuid, "--quantum", "20ms", "--mode", "none"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "GPU " + uuid + ": mode timeslice -> none, quantum 10 ms (default) -> 20 ms\n");
+  EXPECT_EQ(r.err, "");
+  gpu = StatusJson()["gpus"][0];
+  EXPECT_EQ(gpu["mode"], "none");
+  EXPECT_EQ(gpu["quantum_ns"], 20'000'000u);
+  EXPECT_EQ(gpu["quantum_default"], false);
+  r = Status();
+  EXPECT_THAT(r.out, HasSubstr("\n  compute: none (memory quotas only: launches are not gated), quantum 20 ms\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n  SHARE: not measured (launches are not gated)\n"));
+
+  // Only what is given changes; every spelling of a duration is taken.
+  r = Set({"--gpu", "all", "--quantum", "0.05s"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "GPU " + uuid + ": mode none (unchanged), quantum 20 ms -> 50 ms\n");
+  r = Set({"--gpu", "all", "--quantum", "2500us", "--mode", "mps"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "GPU " + uuid + ": mode none -> mps, quantum 50 ms -> 2.5 ms\n");
+  gpu = StatusJson()["gpus"][0];
+  EXPECT_EQ(gpu["mode"], "mps");
+  EXPECT_EQ(gpu["quantum_ns"], 2'500'000u);
+  for (const auto& [text, ns] : std::vector<std::pair<std::string, uint64_t>>{
+           {"1ms", 1'000'000}, {"1s", 1'000'000'000}, {"1000000ns", 1'000'000}, {"7 ms", 7'000'000},
+           {"0.0125s", 12'500'000}, {"15\u00b5s", 0}}) {
+    r = Set({"--gpu", "all", "--quantum", text});
+    if (ns == 0) {  // 15 µs parses, and is out of range
+      EXPECT_EQ(r.exit_code, 2) << text;
+      EXPECT_THAT(r.err, HasSubstr("out of range")) << text;
+      continue;
+    }
+    ASSERT_EQ(r.exit_code, 0) << text << ": " << r.err;
+    EXPECT_EQ(StatusJson()["gpus"][0]["quantum_ns"], ns) << text;
+  }
+
+  r = Set({"--gpu", "all", "--quantum", "default", "--mode", "timeslice"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "GPU " + uuid + ": mode mps -> timeslice, quantum 12.5 ms -> 10 ms (default)\n");
+  gpu = StatusJson()["gpus"][0];
+  EXPECT_EQ(gpu["mode"], "timeslice");
+  EXPECT_EQ(gpu["quantum_ns"], broker::kDefaultQuantumNs);
+  EXPECT_EQ(gpu["quantum_default"], true);
+  r = Set({"--gpu", "all", "--mode", "timeslice"});
+  EXPECT_EQ(r.out, "GPU " + uuid + ": mode timeslice (unchanged), quantum 10 ms (default) (unchanged)\n");
+}
+
+TEST_F(GpuslicectlTest, StatusShowsTheHolderAndSetModeNoneEndsTheGrant) {
+  auto a = Tenant("team-a", 4 * kGi, kGi, 0, {.request_pct = 30, .limit_pct = 100, .acquire = true});
+
+  ProcessResult r = Status();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\n  compute: timeslice, quantum 10 ms (default); held by team-a; 1 grant\n"));
+  Json gpu = StatusJson()["gpus"][0];
+  EXPECT_EQ(gpu["holder"], "team-a");
+  EXPECT_EQ(gpu["grants"], 1);
+  EXPECT_EQ(gpu["closing"], false);
+  EXPECT_EQ(gpu["waiting_processes"], 0);
+
+  r = Set({"--gpu", "all", "--mode", "none"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  gpu = StatusJson()["gpus"][0];
+  EXPECT_TRUE(gpu["holder"].is_null()) << "launches are no longer gated: nobody holds the GPU";
+  EXPECT_EQ(gpu["mode"], "none");
+}
+
+TEST_F(GpuslicectlTest, StatusShowsEachTenantsComputeRequestAndLimit) {
+  auto a = Tenant("team-a", 4 * kGi, kGi, 256 * kMi, {.request_pct = 30, .limit_pct = 80});
+  auto b = Tenant("team-b", 4 * kGi, kGi, 0, {.request_pct = 50, .limit_pct = 100});
+  auto c = Tenant("team-c", 4 * kGi, kGi, 0);  // has not launched: no request yet
+
+  const ProcessResult r = Status();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +256 MiB +1 GiB +25.0% +30% +80% +-\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-b +0 B +1 GiB +0.0% +50% +100% +-\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-c +0 B +1 GiB +0.0% +- +- +-\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n  compute requested: 80% by 2 tenants (1 more not launched yet)\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n  SHARE: - until a first 10 s window of taking turns completes\n"));
+  EXPECT_THAT(r.out, Not(HasSubstr("oversubscribed")));
+
+  const Json gpu = StatusJson()["gpus"][0];
+  EXPECT_EQ(gpu["compute_requested_percent"], 80);
+  EXPECT_EQ(gpu["compute_unset_tenants"], 1);
+  EXPECT_EQ(gpu["compute_oversubscribed"], false);
+  EXPECT_TRUE(gpu["share_window_ended_seconds_ago"].is_null());
+  ASSERT_EQ(gpu["tenants"].size(), 3u);
+  EXPECT_EQ(gpu["tenants"][0]["compute_request_percent"], 30);
+  EXPECT_EQ(gpu["tenants"][0]["compute_limit_percent"], 80);
+  EXPECT_TRUE(gpu["tenants"][0]["last_window_share_percent"].is_null());
+  EXPECT_EQ(gpu["tenants"][1]["compute_request_percent"], 50);
+  EXPECT_EQ(gpu["tenants"][1]["compute_limit_percent"], 100);
+  EXPECT_TRUE(gpu["tenants"][2]["compute_request_percent"].is_null());
+  EXPECT_TRUE(gpu["tenants"][2]["compute_limit_percent"].is_null());
+}
+
+TEST_F(GpuslicectlTest, StatusSaysWhenTheActiveTenantsRequestMoreThanTheGpu) {
+  auto a = Tenant("team-a", 4 * kGi, kGi, 0, {.request_pct = 60});
+  auto b = Tenant("team-b", 4 * kGi, kGi, 0, {.request_pct = 70});
+  // A dead tenant's request no longer counts.
+  Tenant("team-c", 4 * kGi, kGi, 0, {.request_pct = 90})->Kill();
+
+  ProcessResult r = Status();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\n  compute requested: 130% by 2 tenants -- oversubscribed: requests are shared in "
+                               "proportion\n"));
+  Json gpu = StatusJson()["gpus"][0];
+  EXPECT_EQ(gpu["compute_requested_percent"], 130);
+  EXPECT_EQ(gpu["compute_oversubscribed"], true);
+
+  b->Kill();
+  r = Status();
+  EXPECT_THAT(r.out, HasSubstr("\n  compute requested: 60% by 1 tenant\n"));
+  EXPECT_EQ(StatusJson()["gpus"][0]["compute_oversubscribed"], false);
+}
+
+TEST_F(GpuslicectlTest, StatusShowsTheShareOfTheLastCompleteWindow) {
+  auto a = Tenant("team-a", 4 * kGi, kGi, 0, {.request_pct = 60, .limit_pct = 100, .share_ppm = 552'000});
+  auto b = Tenant("team-b", 4 * kGi, kGi, 0, {.request_pct = 40});
+
+  ProcessResult r = Status();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +0 B +1 GiB +0.0% +60% +100% +55.2%\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-b +0 B +1 GiB +0.0% +40% +100% +0.0%\n"))
+      << "a tenant that got nothing in a measured window has a share of 0, not '-'";
+  EXPECT_THAT(r.out, ContainsRegex("\n  SHARE: of the GPU's time in the last complete window \\(10 s or more\\), which "
+                                   "ended [0-9]+\\.[0-9] s ago\n"));
+  Json gpu = StatusJson()["gpus"][0];
+  EXPECT_GE(gpu["share_window_ended_seconds_ago"].get<double>(), 3.0);
+  EXPECT_NEAR(gpu["tenants"][0]["last_window_share_percent"].get<double>(), 55.2, 1e-9);
+  EXPECT_EQ(gpu["tenants"][1]["last_window_share_percent"], 0.0);
+
+  // Not gated, not measured: the last figure would be stale.
+  ASSERT_EQ(Set({"--gpu", "all", "--mode", "mps"}).exit_code, 0);
+  gpu = StatusJson()["gpus"][0];
+  EXPECT_TRUE(gpu["tenants"][0]["last_window_share_percent"].is_null());
+  EXPECT_THAT(Status().out, ContainsRegex("\n  team-a +0 B +1 GiB +0.0% +60% +100% +-\n"));
+}
+
+TEST_F(GpuslicectlTest, EveryGpuslicectlCommandTheReadmeShowsExists) {
+  const std::string readme = ReadFile(SourceDir() + "/README.md");
+  std::vector<std::string> commands;
+  for (size_t at = readme.find("gpuslicectl "); at != std::string::npos; at = readme.find("gpuslicectl ", at + 1)) {
+    size_t end = at + 12;
+    while (end < readme.size() && std::islower(static_cast<unsigned char>(readme[end]))) ++end;
+    if (end > at + 12) commands.push_back(readme.substr(at + 12, end - at - 12));
+  }
+  EXPECT_THAT(commands, ::testing::Contains("status"));
+  EXPECT_THAT(commands, ::testing::Contains("set")) << "README's \"Using it\" shows gpuslicectl set";
+  for (const std::string& command : commands) {
+    EXPECT_EQ(gpuslice::testing::Run({Ctl(), command, "--help"}).exit_code, 0) << "gpuslicectl " << command;
+  }
 }
 
 TEST_F(GpuslicectlTest, OptionsMarkdownIsExactlyTheReadmesEnvironmentReference) {
@@ -387,9 +669,20 @@ TEST_F(GpuslicectlTest, OptionsListsEveryVariableWithItsDefault) {
 TEST_F(GpuslicectlTest, HelpExplainsEveryColumnOfTheStatus) {
   const ProcessResult r = gpuslice::testing::Run({Ctl(), "status", "--help"});
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* column : {"TENANT / PID", "USED", "QUOTA", "% QUOTA", "OVERSUBSCRIBED", "--json", "--state-dir"}) {
+  for (const char* column : {"TENANT / PID", "USED", "QUOTA", "% QUOTA", "OVERSUBSCRIBED", "--json", "--state-dir",
+                             "REQUEST", "LIMIT", "SHARE", "(default)", "GPUSLICE_COMPUTE_REQUEST",
+                             "GPUSLICE_COMPUTE_LIMIT", "oversubscribed: requests are shared in proportion"}) {
     EXPECT_THAT(r.out, HasSubstr(column));
   }
+  const ProcessResult set = gpuslice::testing::Run({Ctl(), "set", "--help"});
+  EXPECT_EQ(set.exit_code, 0);
+  for (const char* text : {"--gpu", "UUID|all", "--quantum", "--mode", "--state-dir", "timeslice", "none", "mps",
+                           "default", "1ms to 1s", "10ms", "Exit status"}) {
+    EXPECT_THAT(set.out, HasSubstr(text));
+  }
+  const ProcessResult top = gpuslice::testing::Run({Ctl(), "--help"});
+  EXPECT_EQ(top.exit_code, 0);
+  for (const char* command : {"status", "set", "options"}) EXPECT_THAT(top.out, HasSubstr(command));
   const ProcessResult options = gpuslice::testing::Run({Ctl(), "options", "--help"});
   EXPECT_EQ(options.exit_code, 0);
   EXPECT_THAT(options.out, HasSubstr("--markdown"));
@@ -400,6 +693,8 @@ TEST_F(GpuslicectlTest, UsageErrorsExit2) {
   EXPECT_EQ(gpuslice::testing::Run({Ctl(), "status", "--no-such-flag"}).exit_code, 2);
   EXPECT_EQ(gpuslice::testing::Run({Ctl(), "frobnicate"}).exit_code, 2);
   EXPECT_EQ(gpuslice::testing::Run({Ctl(), "status", "--state-dir"}).exit_code, 2);
+  EXPECT_EQ(gpuslice::testing::Run({Ctl(), "set", "--gpu"}).exit_code, 2);
+  EXPECT_EQ(gpuslice::testing::Run({Ctl(), "set", "--gpu", "all", "--quantum", "10ms", "extra"}).exit_code, 2);
 }
 
 }  // namespace

@@ -240,6 +240,29 @@ TEST_F(WorkloadTest, LatencyReportsOrderedPercentilesAboveTheKernelTime) {
   EXPECT_THAT(result["elapsed_s"].get<double>(), AllOf(Ge(0.19), Le(10.0)));
 }
 
+TEST_F(WorkloadTest, LatencyWritesEveryRecordedLatencyToTheLatenciesFile) {
+  TempDir dir;
+  const std::string path = dir.path() + "/latencies.txt";
+  const ProcessResult r = RunWorkload({"latency", "--requests", "25", "--period-ms", "2", "--kernels-per-request", "2",
+                                       "--kernel-us", "100", "--latencies-file", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json result = Result(r);
+  std::ifstream in(path);
+  std::vector<double> latencies;
+  for (double us; in >> us;) latencies.push_back(us);
+  ASSERT_EQ(latencies.size(), 25u);
+  // The file holds the very samples the result summarises.
+  EXPECT_NEAR(*std::min_element(latencies.begin(), latencies.end()), result["min_us"].get<double>(), 0.002);
+  EXPECT_NEAR(*std::max_element(latencies.begin(), latencies.end()), result["max_us"].get<double>(), 0.002);
+}
+
+TEST_F(WorkloadTest, AnUnwritableLatenciesFileIsAUsageError) {
+  const ProcessResult r = RunWorkload({"latency", "--requests", "1", "--latencies-file", "/nonexistent-dir/x.txt"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--latencies-file"));
+  EXPECT_THAT(r.err, HasSubstr("/nonexistent-dir/x.txt"));
+}
+
 TEST_F(WorkloadTest, LatencyCountsThePeriodsARequestOverran) {
   // Each request takes 3 ms against a 1 ms period: at least two boundaries pass during each.
   const ProcessResult r = RunWorkload({"latency", "--requests", "10", "--period-ms", "1", "--kernels-per-request", "3",

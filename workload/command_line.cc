@@ -82,6 +82,8 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
   auto* latency_requests = latency_cmd->add_option("--requests", requests, "Stop after this many requests instead")
                                ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()));
   latency_duration->excludes(latency_requests);
+  latency_cmd->add_option("--latencies-file", latency.latencies_file,
+                          "Also write every recorded request latency (us, one a line) to this file");
 
   CLI::App* memory_cmd = app.add_subcommand("memory", "Allocations through one API: obtained versus refused");
   AddCommonOptions(memory_cmd, &common);

@@ -2,7 +2,10 @@
 // synchronisation, the shape of an inference server's traffic. Latency runs from the first
 // launch of a request to the return of its synchronisation. A request still running when the
 // next period begins makes that period missed: requests are never queued up to catch up.
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "workload/exit_codes.h"
@@ -23,9 +26,31 @@ Json Figures(const LatencySummary& l) {
               {"max_us", Ns(l.max)}, {"mean_us", Ns(l.mean)}, {"min_us", Ns(l.min)}};
 }
 
+// Every latency, in the order measured, so that tenants of several processes can be merged and
+// drawn as a distribution (the result line only has percentiles).
+bool WriteLatencies(std::FILE* file, const std::vector<double>& latencies_us) {
+  for (double us : latencies_us) std::fprintf(file, "%.3f\n", us);
+  return std::fflush(file) == 0 && !std::ferror(file);
+}
+
 }  // namespace
 
 int RunLatency(const CommonOptions& common, const LatencyOptions& options) {
+  // Opened before the driver so that a bad path is a usage error, not a wasted run.
+  std::FILE* latencies_file = nullptr;
+  if (!options.latencies_file.empty()) {
+    latencies_file = std::fopen(options.latencies_file.c_str(), "w");
+    if (latencies_file == nullptr) {
+      ReportError("--latencies-file: cannot open " + options.latencies_file + ": " + std::strerror(errno));
+      return kExitUsage;
+    }
+  }
+  struct Closer {
+    std::FILE* f;
+    ~Closer() {
+      if (f) std::fclose(f);
+    }
+  } closer{latencies_file};
   Session s("latency", common);
   if (const int rc = s.Open(); rc != kExitOk) return rc;
   SpinKernel kernel(s);
@@ -94,6 +119,10 @@ int RunLatency(const CommonOptions& common, const LatencyOptions& options) {
                  {"missed_periods", missed},
                  {"warmup_requests", 1},
                  {"elapsed_s", elapsed}};
+  if (latencies_file != nullptr && !WriteLatencies(latencies_file, latencies_us)) {
+    ReportError("--latencies-file: cannot write " + options.latencies_file + ": " + std::strerror(errno));
+    return kExitDriverFailed;
+  }
   result.update(Figures(Summarize(std::move(latencies_us))));
   result["stopped_by"] = stopped_by;
   s.Emit("result", result);

@@ -27,6 +27,7 @@ struct LatencyOptions {
   uint64_t kernel_us = 200;
   double duration_s = 5;
   std::optional<uint64_t> requests;  // when set, stop after this many instead of duration_s
+  std::string latencies_file;        // when set, every recorded latency (us) is written there, one a line
 };
 
 enum class MemoryApi { kAlloc, kPitch, kManaged, kAsync, kPool, kVmm, kArray };

@@ -1,0 +1,86 @@
+"""The device over time: every process's busy time and memory, sampled every interval.
+
+On the simulated GPU the figures are the simulator's ground truth (`gpuslice-sim status
+--json`), never what the workloads say about themselves. A real GPU has no per-process busy
+counter that time-slicing leaves honest, so there the busy time is what each workload reports
+having completed (kernels × kernel length) and memory is nvidia-smi's per-process figure.
+"""
+import dataclasses
+import json
+import subprocess
+import threading
+import time
+
+
+@dataclasses.dataclass
+class Sample:
+    t: float                # seconds since the run's start
+    device_busy_ns: int     # cumulative
+    procs: dict             # pid -> (cumulative busy ns, memory bytes now)
+
+
+class SimulatorSource:
+    def __init__(self, sim_tool, state_path, env):
+        self.argv = [sim_tool, "--state", state_path, "status", "--json"]
+        self.env = env
+
+    def __call__(self, processes):
+        try:
+            out = subprocess.run(self.argv, env=self.env, capture_output=True, text=True, timeout=10)
+        except subprocess.TimeoutExpired:
+            return None
+        if out.returncode != 0:
+            return None  # no process has created the devices yet
+        device = json.loads(out.stdout)["devices"][0]
+        return device["busy_ns"], {p["pid"]: (p["busy_ns"], p["memory_used"]) for p in device["processes"]}
+
+
+class RealGpuSource:
+    def __call__(self, processes):
+        memory = {}
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True, timeout=10).stdout
+            for line in out.splitlines():
+                pid, mib = (x.strip() for x in line.split(","))
+                if pid.isdigit() and mib.isdigit():
+                    memory[int(pid)] = int(mib) << 20
+        except (OSError, subprocess.SubprocessError, ValueError):
+            pass
+        procs = {p.pid: (p.estimated_busy_ns(), memory.get(p.pid, 0)) for p in processes if p.pid}
+        return sum(b for b, _ in procs.values()), procs
+
+
+class Sampler:
+    """Samples `source` every `interval` seconds on a thread of its own, from start() to stop()."""
+
+    def __init__(self, source, interval, processes, t0):
+        self.source = source
+        self.interval = interval
+        self.processes = processes  # the list grows as delayed workloads start
+        self.t0 = t0
+        self.samples = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="sampler", daemon=True)
+
+    def take(self):
+        before = time.monotonic()
+        taken = self.source(list(self.processes))
+        if taken is not None:
+            t = (before + time.monotonic()) / 2 - self.t0
+            self.samples.append(Sample(t=t, device_busy_ns=taken[0], procs=taken[1]))
+
+    def _loop(self):
+        deadline = time.monotonic()
+        while not self._stop.is_set():
+            self.take()
+            deadline += self.interval
+            self._stop.wait(max(0.0, deadline - time.monotonic()))
+
+    def start(self):
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        self.take()

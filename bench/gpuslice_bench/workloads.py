@@ -1,0 +1,127 @@
+"""One gpuslice-workload process of a tenant: its command line, its output as it comes, its end.
+
+Output is read line by line on a thread of its own, so that `ready` and `result` are timed when
+they are printed (the sampler's windows are cut by them) rather than when someone asks.
+"""
+import json
+import os
+import subprocess
+import threading
+import time
+
+from .quantities import parse_bytes
+
+
+def command_line(binary, workload, seconds, report_interval, label, latencies_path):
+    """gpuslice-workload's argv for `workload` running `seconds` (memory: holding that long)."""
+    p = workload.params
+    if workload.kind == "compute":
+        args = ["compute", "--kernel-us", str(p["kernel_us"]), "--depth", str(p["depth"]), "--duration", f"{seconds:.3f}"]
+    elif workload.kind == "latency":
+        args = ["latency", "--period-ms", f"{p['period_ms']:g}", "--kernels-per-request", str(p["kernels_per_request"]),
+                "--kernel-us", str(p["kernel_us"]), "--duration", f"{seconds:.3f}", "--latencies-file", latencies_path]
+    else:
+        hold = p["hold"] if p["hold"] is not None else seconds
+        args = ["memory", "--api", p["api"], "--chunk", str(parse_bytes(p["chunk"])), "--count", str(p["count"]),
+                "--hold", f"{hold:.3f}"] + (["--touch"] if p["touch"] else [])
+    args += ["--label", label, "--ready-line"]
+    if workload.kind != "memory":
+        args += ["--report-interval", f"{report_interval:g}"]
+    return [binary] + args
+
+
+class WorkloadProcess:
+    def __init__(self, tenant, workload, index, binary, env, seconds, report_interval, scratch_dir):
+        self.tenant = tenant
+        self.workload = workload
+        self.label = f"{tenant}/{workload.kind}{index}"
+        safe = self.label.replace("/", "-")
+        self.latencies_path = os.path.join(scratch_dir, safe + ".latencies") if workload.kind == "latency" else None
+        self.stderr_path = os.path.join(scratch_dir, safe + ".stderr")
+        self.argv = command_line(binary, workload, seconds, report_interval, self.label, self.latencies_path)
+        self.env = env
+        self.pid = None
+        self.ready_at = None      # time.monotonic() of the ready line
+        self.finished_at = None   # of the result line (or of the exit, if there was none)
+        self.result = None
+        self.holding = None
+        self.last_progress = None
+        self.returncode = None
+        self._proc = None
+        self._reader = None
+        self._ready = threading.Event()
+
+    def start(self):
+        with open(self.stderr_path, "w") as err:
+            self._proc = subprocess.Popen(self.argv, env=self.env, stdout=subprocess.PIPE, stderr=err, text=True,
+                                          start_new_session=True)
+        self.pid = self._proc.pid
+        self._reader = threading.Thread(target=self._read, name=self.label, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self._proc.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            now = time.monotonic()
+            kind = event.get("event")
+            if kind == "ready":
+                self.ready_at = now
+                self._ready.set()
+            elif kind == "progress":
+                self.last_progress = event
+            elif kind == "holding":
+                self.holding = event
+            elif kind == "result":
+                self.result = event
+                self.finished_at = now
+        self._proc.wait()
+        self.returncode = self._proc.returncode
+        if self.finished_at is None:
+            self.finished_at = time.monotonic()
+        self._ready.set()  # a process that died before its ready line wakes whoever waits for it
+
+    def wait_ready(self, timeout):
+        """True once the device context exists; False if the process ended or `timeout` passed first."""
+        return self._ready.wait(timeout) and self.ready_at is not None
+
+    def wait(self, timeout):
+        self._reader.join(timeout)
+        return not self._reader.is_alive()
+
+    def running(self):
+        return self._reader is not None and self._reader.is_alive()
+
+    def kill(self):
+        if self._proc and self._proc.poll() is None:
+            self._proc.kill()
+
+    def failure(self):
+        """None for a clean run; else one paragraph saying what went wrong."""
+        if self.returncode == 0 and self.result is not None:
+            return None
+        try:
+            with open(self.stderr_path) as f:
+                err = f.read().strip()[-2000:]
+        except OSError:
+            err = ""
+        how = f"exit {self.returncode}" if self.returncode is not None and self.returncode >= 0 else \
+            f"signal {-self.returncode}" if self.returncode is not None else "did not finish"
+        return f"{self.label} ({how}): {' '.join(self.argv)}" + (f"\n  {err}" if err else "")
+
+    def latencies_us(self):
+        if not self.latencies_path or not os.path.exists(self.latencies_path):
+            return []
+        with open(self.latencies_path) as f:
+            return [float(x) for x in f.read().split()]
+
+    def estimated_busy_ns(self):
+        """Kernel time the workload reports having completed (the real GPU has no ground truth here)."""
+        p, progress = self.workload.params, self.result or self.last_progress or {}
+        if self.workload.kind == "compute":
+            return progress.get("kernels", 0) * p["kernel_us"] * 1000
+        if self.workload.kind == "latency":
+            return progress.get("requests", 0) * p["kernels_per_request"] * p["kernel_us"] * 1000
+        return 0

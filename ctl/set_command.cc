@@ -1,0 +1,148 @@
+#include "ctl/set_command.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "broker/broker.h"
+#include "broker/scheduler.h"
+#include "broker/segment_file.h"
+#include "broker/segment_layout.h"
+#include "ctl/exit_codes.h"
+#include "ctl/status_command.h"
+#include "ctl/status_report.h"
+#include "ctl/units.h"
+
+namespace gpuslice::ctl {
+namespace {
+
+int Say(int code, const std::string& message) {
+  std::fprintf(stderr, "gpuslicectl: %s\n", message.c_str());
+  return code;
+}
+
+bool ParseMode(const std::string& text, broker::SharingMode* mode) {
+  for (auto candidate : {broker::SharingMode::kTimeslice, broker::SharingMode::kNone, broker::SharingMode::kMps}) {
+    if (text == ModeName(static_cast<uint32_t>(candidate))) {
+      *mode = candidate;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string QuantumText(uint64_t quantum_ns) {
+  return quantum_ns == 0 ? FormatDuration(broker::kDefaultQuantumNs) + " (default)" : FormatDuration(quantum_ns);
+}
+
+std::string Change(const std::string& before, const std::string& after) {
+  return before == after ? after + " (unchanged)" : before + " -> " + after;
+}
+
+struct Target {
+  int index;
+  uint8_t uuid[16];
+};
+
+}  // namespace
+
+int RunSet(const SetOptions& options) {
+  // 1. The command line, before anything is read: usage errors exit 2.
+  if (!options.gpu)
+    return Say(kExitUsage, "set needs --gpu: a GPU's UUID as `gpuslicectl status` prints it, or all");
+  if (!options.mode && !options.quantum)
+    return Say(kExitUsage, "set changes nothing without --quantum or --mode (see gpuslicectl set --help)");
+
+  std::optional<broker::SharingMode> mode;
+  if (options.mode) {
+    broker::SharingMode parsed;
+    if (!ParseMode(*options.mode, &parsed))
+      return Say(kExitUsage, fmt::format("--mode '{}' is not a sharing mode: use timeslice (tenants take turns), "
+                                         "none (memory quotas only) or mps",
+                                         *options.mode));
+    mode = parsed;
+  }
+
+  std::optional<uint64_t> quantum;  // 0: the built-in default
+  if (options.quantum) {
+    uint64_t ns = 0;
+    if (*options.quantum == "default") {
+      quantum = 0;
+    } else if (!ParseDuration(*options.quantum, &ns)) {
+      return Say(kExitUsage, fmt::format("--quantum '{}' is not a duration: give a number and a unit (ns, us, ms, "
+                                         "s) such as 10ms, 2500us or 0.05s, or default",
+                                         *options.quantum));
+    } else if (ns < kMinQuantumNs || ns > kMaxQuantumNs) {
+      return Say(kExitUsage, fmt::format("--quantum {} is out of range: a quantum is 1ms to 1s, or default ({})",
+                                         *options.quantum, FormatDuration(broker::kDefaultQuantumNs)));
+    } else {
+      quantum = ns;
+    }
+  }
+
+  const bool all = *options.gpu == "all";
+  uint8_t wanted[16] = {};
+  if (!all && !broker::ParseUuid(*options.gpu, wanted))
+    return Say(kExitUsage, fmt::format("--gpu '{}' is not a GPU UUID: give one as `gpuslicectl status` prints it "
+                                       "(GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx), or all",
+                                       *options.gpu));
+
+  // 2. The state: missing, incompatible or read-only exits 1.
+  const std::string dir = options.state_dir.empty() ? DefaultStateDir() : options.state_dir;
+  if (const auto why = ExplainAbsence(dir)) return Say(kExitFailed, *why);
+  std::string error;
+  std::unique_ptr<broker::SegmentFile> file;
+  try {
+    file = broker::OpenSegmentFile(dir, broker::OpenMode::kAttachExisting, &error);
+  } catch (...) {
+    error = "out of memory mapping the broker state";
+  }
+  if (!file) return Say(kExitFailed, WithoutBrokerPrefix(error));
+  if (!file->writable)
+    return Say(kExitFailed, fmt::format("cannot change the policy: no write permission on {} (run gpuslicectl set "
+                                        "as a member of the file's group, or as root)",
+                                        file->path));
+  broker::Segment* segment = file->segment;
+
+  std::vector<Target> targets;
+  const uint32_t gpus = std::min<uint32_t>(segment->header.gpu_high_water.load(), broker::kMaxGpus);
+  for (uint32_t g = 0; g < gpus; ++g) {
+    const broker::GpuEntry& gpu = segment->gpus[g];
+    if (gpu.state.load() != static_cast<uint32_t>(broker::EntryState::kInUse)) continue;
+    Target target{static_cast<int>(g), {}};
+    const uint64_t words[2] = {gpu.uuid[0].load(), gpu.uuid[1].load()};
+    std::memcpy(target.uuid, words, sizeof target.uuid);
+    if (all || std::memcmp(target.uuid, wanted, sizeof wanted) == 0) targets.push_back(target);
+  }
+  if (targets.empty()) {
+    return Say(kExitFailed, all ? fmt::format("no GPU in {} yet: a GPU appears there once a tenant has used it",
+                                              file->path)
+                                : fmt::format("no GPU {} in {}: a GPU appears there once a tenant has used it "
+                                              "(gpuslicectl status lists them)",
+                                              *options.gpu, file->path));
+  }
+
+  // 3. The change, GPU by GPU, each under its scheduler mutex (broker::SetGpuPolicy).
+  std::string report;
+  for (const Target& target : targets) {
+    broker::GpuEntry& gpu = segment->gpus[target.index];
+    const uint32_t old_mode = gpu.mode.load();
+    const uint64_t old_quantum = gpu.quantum_ns.load();
+    const auto new_mode = mode.value_or(static_cast<broker::SharingMode>(old_mode));
+    const uint64_t new_quantum = quantum.value_or(old_quantum);
+    if (!broker::SetGpuPolicy(segment, target.uuid, new_mode, new_quantum, &error))
+      return Say(kExitFailed, WithoutBrokerPrefix(error));
+    report += fmt::format("GPU {}: mode {}, quantum {}\n", broker::FormatUuid(target.uuid),
+                          Change(ModeName(old_mode), ModeName(static_cast<uint32_t>(new_mode))),
+                          Change(QuantumText(old_quantum), QuantumText(new_quantum)));
+  }
+  if (std::fwrite(report.data(), 1, report.size(), stdout) != report.size() || std::fflush(stdout) != 0)
+    return Say(kExitFailed, fmt::format("writing the report: {}", std::strerror(errno)));
+  return kExitOk;
+}
+
+}  // namespace gpuslice::ctl

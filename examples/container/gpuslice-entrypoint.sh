@@ -1,0 +1,394 @@
+#!/bin/sh
+# gpuslice-entrypoint: run a container's command under libgpuslice.so.
+#
+#   gpuslice-entrypoint [--check] [--library PATH] [--] COMMAND [ARG...]
+#
+# 1. Validates the GPUSLICE_* variables the container was given (by `docker run -e`, a pod's env,
+#    a device plugin) by the rules the shim itself applies, so that a typo or a bad value stops the
+#    container at once with one clear line, instead of at the program's first CUDA call.
+# 2. Checks the state directory (GPUSLICE_STATE_DIR, default /run/gpuslice): it must exist — a
+#    host directory mounted into every container of the node — and be writable.
+# 3. Adds the library to LD_PRELOAD, after whatever LD_PRELOAD already holds (never replacing it).
+# 4. exec's COMMAND: it becomes the container's main process, receives its signals, and its
+#    exit status is the container's.
+#
+# --check prints what it would do and runs nothing; --library names libgpuslice.so (default
+# /usr/local/lib/gpuslice/libgpuslice.so). Exit status: that of COMMAND; 2 when the configuration
+# or the usage is wrong (one line per problem on stderr); 127 when COMMAND is not found.
+#
+# POSIX sh (dash, busybox ash, bash); besides sh it uses env, sed, sort, id and, for the "did you
+# mean" suggestion, awk.
+# See examples/container/README.md.
+
+set -f # no pathname expansion anywhere: paths and values are taken as they are
+
+me=gpuslice-entrypoint
+library=/usr/local/lib/gpuslice/libgpuslice.so
+check=0
+errors=0
+state_dir_default=/run/gpuslice
+
+# The variables the shim reads (`gpuslicectl options`); tests/examples_test.cc keeps this list
+# in step with the shim's table.
+known_options="GPUSLICE_MEMORY_LIMIT GPUSLICE_MEMORY_LIMIT_<n> GPUSLICE_TENANT GPUSLICE_STATE_DIR GPUSLICE_COMPUTE_REQUEST GPUSLICE_COMPUTE_LIMIT GPUSLICE_DRIVER_LIBRARY"
+
+usage() {
+  cat <<EOF
+usage: $me [--check] [--library PATH] [--] COMMAND [ARG...]
+Validates the GPUSLICE_* environment, checks the state directory, appends libgpuslice.so to
+LD_PRELOAD and exec's COMMAND.
+  --check          print what would be done; run nothing
+  --library PATH   libgpuslice.so to preload (default $library)
+EOF
+}
+
+error() {
+  printf '%s: error: %s\n' "$me" "$*" >&2
+  errors=$((errors + 1))
+}
+
+warn() {
+  printf '%s: warning: %s\n' "$me" "$*" >&2
+}
+
+# --- The shim's value rules (shim/options.cc, common/quantity.cc) ---------------------------
+
+# A plain unsigned decimal integer of at most 20 characters (the shim's ParseUnsigned; whether
+# it fits 64 bits is checked by the caller).
+is_digits() {
+  case $1 in
+    '' | *[!0-9]*) return 1 ;;
+  esac
+  [ "${#1}" -le 20 ]
+}
+
+# $1 without leading zeros ("0" for zero).
+strip_zeros() {
+  set -- "${1#"${1%%[!0]*}"}"
+  printf '%s' "${1:-0}"
+}
+
+# Whether the decimal digit string $1 <= $2, for numbers of any length.
+number_le() {
+  a=$(strip_zeros "$1")
+  b=$(strip_zeros "$2")
+  [ "${#a}" -lt "${#b}" ] && return 0
+  [ "${#a}" -gt "${#b}" ] && return 1
+  while [ -n "$a" ]; do
+    da=${a%"${a#?}"}
+    db=${b%"${b#?}"}
+    [ "$da" -lt "$db" ] && return 0
+    [ "$da" -gt "$db" ] && return 1
+    a=${a#?}
+    b=${b#?}
+  done
+  return 0
+}
+
+# A byte quantity above 0: digits with an optional suffix Ki Mi Gi Ti (powers of 1024) or
+# k K M G T (powers of 1000), at most 2^64-1 bytes.
+is_quantity() {
+  q=$1
+  largest=18446744073709551615
+  for suffix_max in Ki:18014398509481983 Mi:17592186044415 Gi:17179869183 Ti:16777215 \
+    k:18446744073709551 K:18446744073709551 M:18446744073709 G:18446744073 T:18446744; do
+    suffix=${suffix_max%%:*}
+    case $q in
+      ?*"$suffix")
+        q=${q%"$suffix"}
+        largest=${suffix_max#*:}
+        break
+        ;;
+    esac
+  done
+  is_digits "$q" && number_le "$q" "$largest" && ! number_le "$q" 0
+}
+
+# A percentage 1 to 100, digits only.
+is_percent() {
+  is_digits "$1" && number_le "$1" 100 && ! number_le "$1" 0
+}
+
+# A memory limit: a quantity, or a percentage of the device such as 25%.
+is_memory_limit() {
+  case $1 in
+    *%) is_percent "${1%\%}" ;;
+    *) is_quantity "$1" ;;
+  esac
+}
+
+is_tenant() {
+  case $1 in
+    '' | *[!A-Za-z0-9._-]*) return 1 ;;
+  esac
+  [ "${#1}" -le 63 ]
+}
+
+is_absolute() {
+  case $1 in
+    /*) return 0 ;;
+  esac
+  return 1
+}
+
+# The known option nearest to a misspelt name (at most 3 edits), or nothing.
+suggestion() {
+  command -v awk >/dev/null 2>&1 || return 0
+  printf '%s\n' "$known_options" | awk -v name="$1" '
+    function distance(s, t,    i, j, m, n, d, cost) {
+      m = length(s); n = length(t)
+      for (i = 0; i <= m; i++) d[i, 0] = i
+      for (j = 0; j <= n; j++) d[0, j] = j
+      for (i = 1; i <= m; i++)
+        for (j = 1; j <= n; j++) {
+          cost = substr(s, i, 1) == substr(t, j, 1) ? 0 : 1
+          d[i, j] = d[i - 1, j] + 1
+          if (d[i, j - 1] + 1 < d[i, j]) d[i, j] = d[i, j - 1] + 1
+          if (d[i - 1, j - 1] + cost < d[i, j]) d[i, j] = d[i - 1, j - 1] + cost
+        }
+      return d[m, n]
+    }
+    { for (k = 1; k <= NF; k++) { dk = distance(name, $k); if (dk < best || best == "") { best = dk; word = $k } } }
+    END { if (best != "" && best < 4) print word }'
+}
+
+# Checks one GPUSLICE_* variable, as the shim would.
+check_variable() {
+  name=$1
+  value=$2
+  limit_help="a quantity above 0 (512Mi, 4Gi, 4G, bytes) or a percentage 1% to 100%, e.g. 4Gi"
+  case $name in
+    GPUSLICE_SIM_*) ;; # the simulated driver's, not the shim's
+    GPUSLICE_MEMORY_LIMIT)
+      is_memory_limit "$value" || error "invalid $name='$value'; expected $limit_help"
+      ;;
+    GPUSLICE_MEMORY_LIMIT_*)
+      ordinal=${name#GPUSLICE_MEMORY_LIMIT_}
+      if ! is_digits "$ordinal" || ! number_le "$ordinal" 63; then
+        error "unknown variable $name='$value'; per-device limits are GPUSLICE_MEMORY_LIMIT_<n> with n a device ordinal 0 to 63, e.g. GPUSLICE_MEMORY_LIMIT_1=2Gi"
+      elif ! is_memory_limit "$value"; then
+        error "invalid $name='$value'; expected $limit_help"
+      fi
+      ;;
+    GPUSLICE_TENANT)
+      is_tenant "$value" || error "invalid $name='$value'; expected a name of 1 to 63 of A-Z a-z 0-9 . _ -, e.g. team-a.inference"
+      ;;
+    GPUSLICE_STATE_DIR)
+      is_absolute "$value" || error "invalid $name='$value'; expected an absolute directory, e.g. /run/gpuslice"
+      ;;
+    GPUSLICE_COMPUTE_REQUEST | GPUSLICE_COMPUTE_LIMIT)
+      is_percent "${value%\%}" || error "invalid $name='$value'; expected a percentage from 1 to 100, e.g. 30"
+      ;;
+    GPUSLICE_DRIVER_LIBRARY)
+      is_absolute "$value" || error "invalid $name='$value'; expected an absolute path, e.g. /usr/lib/x86_64-linux-gnu/libcuda.so.1"
+      ;;
+    *)
+      # A misspelt limit must not silently mean "unlimited": the shim refuses it too.
+      hint=$(suggestion "$name")
+      error "unknown variable $name='$value'; ${hint:+did you mean $hint? }gpuslice reads $(printf '%s' "$known_options" | sed 's/ /, /g'), e.g. GPUSLICE_MEMORY_LIMIT=4Gi"
+      ;;
+  esac
+}
+
+# The names of the GPUSLICE_* variables in the environment, sorted.
+gpuslice_variables() {
+  # A value holding a newline could put a look-alike at the start of a line: every name is
+  # confirmed to be set before it is used.
+  env | sed -n 's/^\(GPUSLICE_[A-Za-z0-9_]*\)=.*/\1/p' | sort -u
+}
+
+value_of() {
+  eval "printf '%s' \"\${$1-}\""
+}
+
+is_set() {
+  eval "[ -n \"\${$1+set}\" ]"
+}
+
+# The mount holding directory $1 ("mount-point fstype"), from /proc/self/mountinfo.
+mount_of() {
+  [ -r /proc/self/mountinfo ] || return 1
+  real=$(cd "$1" 2>/dev/null && pwd -P) || return 1
+  best=
+  best_type=
+  while read -r line; do
+    # shellcheck disable=SC2086 # fields are separated by single spaces, paths escape theirs
+    set -- $line
+    point=$5
+    while [ "$#" -gt 0 ] && [ "$1" != "-" ]; do shift; done
+    fstype=${2-}
+    case $real/ in
+      "${point%/}"/*)
+        if [ "${#point}" -ge "${#best}" ]; then
+          best=$point
+          best_type=$fstype
+        fi
+        ;;
+    esac
+  done </proc/self/mountinfo
+  [ -n "$best" ] && printf '%s %s\n' "$best" "$best_type"
+}
+
+# One argument as the shell would need it written.
+quote() {
+  case $1 in
+    '' | *[!A-Za-z0-9_./:=@%+,-]*) printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")" ;;
+    *) printf '%s' "$1" ;;
+  esac
+}
+
+# --- Arguments ------------------------------------------------------------------------------
+
+while [ "$#" -gt 0 ]; do
+  case $1 in
+    --check) check=1 ;;
+    --library)
+      [ "$#" -ge 2 ] || {
+        printf '%s: error: --library needs a path\n' "$me" >&2
+        exit 2
+      }
+      library=$2
+      shift
+      ;;
+    --library=*) library=${1#--library=} ;;
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    --)
+      shift
+      break
+      ;;
+    -*)
+      printf '%s: error: unknown option %s\n' "$me" "$1" >&2
+      usage >&2
+      exit 2
+      ;;
+    *) break ;;
+  esac
+  shift
+done
+
+if [ "$#" -eq 0 ] && [ "$check" -eq 0 ]; then
+  printf '%s: error: no command to run\n' "$me" >&2
+  usage >&2
+  exit 2
+fi
+
+# --- The GPUSLICE_* variables ---------------------------------------------------------------
+
+for name in $(gpuslice_variables); do
+  is_set "$name" || continue
+  check_variable "$name" "$(value_of "$name")"
+done
+
+request=${GPUSLICE_COMPUTE_REQUEST-}
+limit=${GPUSLICE_COMPUTE_LIMIT-100}
+request=${request%\%}
+limit=${limit%\%}
+if [ -n "$request" ] && is_percent "$request" && is_percent "$limit" && ! number_le "$request" "$limit"; then
+  error "invalid GPUSLICE_COMPUTE_REQUEST='$GPUSLICE_COMPUTE_REQUEST' above GPUSLICE_COMPUTE_LIMIT='$limit'; the request must not exceed the limit, e.g. GPUSLICE_COMPUTE_REQUEST=30 GPUSLICE_COMPUTE_LIMIT=50"
+fi
+
+if ! is_set GPUSLICE_TENANT; then
+  warn "GPUSLICE_TENANT is not set: every process of this container is a tenant of its own, with a quota of its own; set it (e.g. to the pod's name or namespace) so that they share one"
+fi
+
+# --- The state directory ---------------------------------------------------------------------
+
+state_dir=${GPUSLICE_STATE_DIR-$state_dir_default}
+state_note=
+if is_absolute "$state_dir"; then
+  mount_help="mount the node's shared state directory there, the same host directory in every container of the node (docker run -v /run/gpuslice:$state_dir, or a hostPath volume of type DirectoryOrCreate in Kubernetes); without it the containers' tenants cannot see one another"
+  if [ ! -e "$state_dir" ]; then
+    error "the state directory $state_dir (GPUSLICE_STATE_DIR) does not exist: $mount_help"
+  elif [ ! -d "$state_dir" ]; then
+    error "the state directory $state_dir (GPUSLICE_STATE_DIR) is not a directory: $mount_help"
+  elif [ -e "$state_dir/gpuslice.state" ] && ! { [ -r "$state_dir/gpuslice.state" ] && [ -w "$state_dir/gpuslice.state" ]; }; then
+    error "$state_dir/gpuslice.state is not readable and writable by uid $(id -u) (groups $(id -G)): run the container in the file's group (Kubernetes: securityContext.supplementalGroups); the node's directory wants a group shared by every tenant and mode 2770"
+  elif [ ! -e "$state_dir/gpuslice.state" ] && ! { [ -w "$state_dir" ] && [ -x "$state_dir" ]; }; then
+    error "the state directory $state_dir is not writable by uid $(id -u) (groups $(id -G)), and the state file is not there yet: run the container in the directory's group (Kubernetes: securityContext.supplementalGroups); the node's directory wants a group shared by every tenant and mode 2770"
+  else
+    state_note="exists, writable"
+    if mount=$(mount_of "$state_dir"); then
+      point=${mount% *}
+      fstype=${mount##* }
+      case $fstype in
+        nfs* | cifs | smb* | fuse* | 9p | ceph | glusterfs | lustre)
+          error "the state directory $state_dir is on $fstype ($point): the broker's locks need a local file system of this node's kernel (tmpfs, as /run is, or a local disk)"
+          ;;
+      esac
+      if [ "$point" = / ]; then
+        warn "the state directory $state_dir is on the root file system, not mounted from the host: if other containers on this node share the GPU, $mount_help"
+        state_note="$state_note, on the root file system ($fstype)"
+      else
+        state_note="$state_note, on $point ($fstype)"
+      fi
+    fi
+  fi
+fi
+
+# --- The library and LD_PRELOAD ------------------------------------------------------------
+
+if ! is_absolute "$library"; then
+  error "--library $library is not an absolute path (LD_PRELOAD would look for it relative to each process's working directory)"
+elif [ ! -f "$library" ] || [ ! -r "$library" ]; then
+  error "$library is missing or unreadable: install libgpuslice.so there or name it with --library PATH"
+fi
+
+preload_has_library=0
+old_ifs=$IFS
+IFS=': '
+for entry in ${LD_PRELOAD-}; do
+  [ "$entry" = "$library" ] && preload_has_library=1
+done
+IFS=$old_ifs
+if [ "$preload_has_library" -eq 1 ]; then
+  new_preload=$LD_PRELOAD
+else
+  new_preload=${LD_PRELOAD:+$LD_PRELOAD:}$library
+fi
+
+if [ "$#" -gt 0 ] && ! command -v "$1" >/dev/null 2>&1; then
+  if [ "$check" -eq 1 ] || [ "$errors" -gt 0 ]; then
+    error "command not found: $1"
+  else
+    printf '%s: error: command not found: %s\n' "$me" "$1" >&2
+    exit 127
+  fi
+fi
+
+if [ "$errors" -gt 0 ]; then
+  printf '%s: %d problem(s) in the configuration; nothing was run\n' "$me" "$errors" >&2
+  exit 2
+fi
+
+# --- Run, or say what would be run ---------------------------------------------------------
+
+if [ "$check" -eq 1 ]; then
+  printf '%s: the configuration is valid; --check runs nothing\n' "$me"
+  printf 'tenant:          %s\n' "${GPUSLICE_TENANT:-(unset: each process alone)}"
+  printf 'memory limit:    %s\n' "${GPUSLICE_MEMORY_LIMIT:-(unset: unlimited)}"
+  for name in $(gpuslice_variables); do
+    case $name in
+      GPUSLICE_MEMORY_LIMIT_*) printf 'memory limit:    %s on device ordinal %s\n' "$(value_of "$name")" "${name#GPUSLICE_MEMORY_LIMIT_}" ;;
+    esac
+  done
+  printf 'compute request: %s\n' "${GPUSLICE_COMPUTE_REQUEST:-(unset: 10)}"
+  printf 'compute limit:   %s\n' "${GPUSLICE_COMPUTE_LIMIT:-(unset: 100)}"
+  [ -n "${GPUSLICE_DRIVER_LIBRARY-}" ] && printf 'driver library:  %s\n' "$GPUSLICE_DRIVER_LIBRARY"
+  printf 'state directory: %s (%s)\n' "$state_dir" "$state_note"
+  printf 'would set:       LD_PRELOAD=%s\n' "$new_preload"
+  if [ "$#" -gt 0 ]; then
+    printf 'would exec:     '
+    for arg in "$@"; do printf ' %s' "$(quote "$arg")"; done
+    printf '\n'
+  else
+    printf 'would exec:      (no command given)\n'
+  fi
+  exit 0
+fi
+
+LD_PRELOAD=$new_preload
+export LD_PRELOAD
+exec "$@"

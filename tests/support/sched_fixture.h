@@ -1,0 +1,85 @@
+// The compute scheduler's tests (tests/sched_*_test.cc): real gpuslice-workload processes,
+// preloaded as tenants or unmanaged, over the test's own simulated GPU, measured against the
+// simulator's per-process busy time through the fairness harness the benchmark also uses
+// (bench/fairness_harness.h). Margins are loose enough for a noisy 2-core CI; the exact figures
+// come from gpuslice-fairness-bench (docs/performance.md).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/fairness_harness.h"
+#include "broker/scheduler.h"
+#include "tests/support/shim_fixture.h"
+
+namespace gpuslice::testing {
+
+using fairness::BusyFraction;
+using fairness::Child;
+using fairness::Jain;
+using fairness::Sample;
+using fairness::SharesBetween;
+using fairness::SleepFor;
+using fairness::StartOptions;
+
+// A compute-bound tenant's workload: 1 ms kernels, two in flight, for longer than any test.
+inline const std::vector<std::string> kComputeBound = {"compute", "--kernel-us", "1000", "--depth", "2",
+                                                       "--duration", "120"};
+
+// "a=0.5012 b=0.4988" for failure messages.
+inline std::string DescribeShares(const std::map<std::string, double>& shares) {
+  std::string text;
+  for (const auto& [tenant, share] : shares) text += tenant + "=" + std::to_string(share) + " ";
+  return text;
+}
+
+class SchedTest : public ShimTest {
+ public:
+  fairness::Gpu& gpu() { return *gpu_; }
+
+ protected:
+  void SetUp() override {
+    ShimTest::SetUp();
+    gpu_ = std::make_unique<fairness::Gpu>(fairness::Paths{BinDir(), SimLibDir(), ShimPath()}, state_path(),
+                                           state_dir());
+  }
+  void TearDown() override {
+    gpu_.reset();  // kills what still runs
+    ShimTest::TearDown();
+  }
+
+  static StartOptions Managed(int request_pct, int limit_pct = 0) {
+    StartOptions o;
+    o.request_pct = request_pct;
+    o.limit_pct = limit_pct;
+    return o;
+  }
+  static StartOptions Unmanaged() {
+    StartOptions o;
+    o.managed = false;
+    return o;
+  }
+
+  // Starts a process of `tenant` and waits until its context is current; fails the test if not.
+  Child* Start(const std::string& tenant, const std::vector<std::string>& args, const StartOptions& options) {
+    Child* child = gpu_->StartReady(tenant, args, options);
+    EXPECT_NE(child, nullptr) << tenant << " did not start";
+    return child;
+  }
+
+  // The samples at the start and the end of `seconds` from now.
+  std::pair<Sample, Sample> Measure(double seconds) {
+    Sample a = gpu_->Take();
+    SleepFor(seconds);
+    return {a, gpu_->Take()};
+  }
+
+ private:
+  std::unique_ptr<fairness::Gpu> gpu_;
+};
+
+}  // namespace gpuslice::testing
