@@ -5,7 +5,8 @@
 // interval. Each figure is printed as one JSON line as soon as it is measured; a table of all of
 // them, with the targets of the issue, follows at the end. docs/performance.md records a run.
 //
-//   gpuslice-fairness-bench [--seconds 20] [--sweep-seconds 10] [--arrivals 50]
+//   gpuslice-fairness-bench [--seconds 20] [--sweep-seconds 10] [--arrivals 200] [--idle-pairs 3]
+//                           [--latency-rounds 3] [--window 10]
 //                           [--only equal,weighted,alone,limit,arrival,idle,latency,sweep]
 #include <CLI/CLI.hpp>
 #include <unistd.h>
@@ -32,7 +33,9 @@ struct Settings {
   double warmup = 1.0;        // after every process is ready, before the first sample
   double sample = 1.0;        // sample interval (the smallest window)
   double window = 10.0;       // the window of the ±pp and Jain figures
-  int arrivals = 50;
+  int arrivals = 200;
+  int idle_pairs = 3;
+  int latency_rounds = 3;     // rounds of the four latency configurations         // alternating gpuslice / unmanaged runs of the idle figures
   std::set<std::string> only;
   Paths paths;
 };
@@ -142,7 +145,20 @@ void AddRow(std::string scenario, std::string figure, std::string value, std::st
                     met < 0 ? "" : (met ? "met" : "MISSED")});
 }
 
-void Emit(Json j) { std::cout << j.dump() << std::endl; }
+// The machine's 1-minute load average (the figures are timing-sensitive: each line carries it).
+double Load1() {
+  double load = -1;
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &load) != 1) load = -1;
+    std::fclose(f);
+  }
+  return load;
+}
+
+void Emit(Json j) {
+  j["load1"] = Load1();
+  std::cout << j.dump() << std::endl;
+}
 
 void Fail(const std::string& scenario, const Run& run) {
   Emit({{"scenario", scenario}, {"error", run.error}});
@@ -349,54 +365,68 @@ void Arrival(const Settings& s) {
   AddRow(name, "1st 100 us kernel done, p50 / p99: unmanaged", pair(0));
   AddRow(name, "same, gpuslice, grant held by a departed tenant", pair(1));
   AddRow(name, "same, gpuslice, grant already the tenant's", pair(2));
-  AddRow(name, "grant wait (hand-over minus none), p99", Fmt("%.3f ms", wait_p99), "<= 1 ms", wait_p99 <= 1.0);
-  AddRow(name, "added vs unmanaged, p99", Fmt("%.3f ms", added_p99), "<= 1 ms", added_p99 <= 1.0);
+  AddRow(name, "hand-over minus none, p50 / p99", Fmt("%.3f", wait_p50) + " / " + Fmt("%.3f ms", wait_p99));
+  // The wait for the grant plus the gate's creation: an upper bound on the wait.
+  AddRow(name, "added vs unmanaged, p99", Fmt("%.3f ms", added_p99), "wait <= 1 ms", added_p99 <= 1.0);
 }
 
 // --- (f) idle time lost to hand-overs ---
+// Two compute-bound tenants, under gpuslice and unmanaged, in alternating pairs of runs so that
+// a busy machine's drift hits both sides alike: the figure is the median of the pairs'
+// differences (each pair's runs last `seconds`).
 struct IdleFigures {
-  double managed_idle = 0, unmanaged_idle = 0;
+  double managed_idle = 0, unmanaged_idle = 0, loss = 0, loss_min = 0, loss_max = 0;
   bool ok = false;
 };
-IdleFigures MeasureIdle(const Settings& s, double seconds, uint64_t quantum_ns, double unmanaged_idle = -1) {
+IdleFigures MeasureIdle(const Settings& s, double seconds, uint64_t quantum_ns) {
   IdleFigures f;
   const auto tenants = ComputeTenants({50, 50});
-  const Run managed = RunScenario(s, "idle", tenants,
-                                  {.managed = true, .seconds = seconds, .quantum_ns = quantum_ns, .set_policy = quantum_ns != 0});
-  if (!managed.ok) return f;
-  f.managed_idle = IdleOf(managed);
-  if (unmanaged_idle < 0) {
-    const Run unmanaged = RunScenario(s, "idle-unmanaged", tenants, {.managed = false, .seconds = seconds});
-    if (!unmanaged.ok) return f;
-    unmanaged_idle = IdleOf(unmanaged);
+  std::vector<double> managed, unmanaged, loss;
+  for (int pair = 0; pair < s.idle_pairs; ++pair) {
+    const Run m = RunScenario(s, "idle", tenants,
+                              {.managed = true, .seconds = seconds, .quantum_ns = quantum_ns, .set_policy = quantum_ns != 0});
+    const Run u = RunScenario(s, "idle-unmanaged", tenants, {.managed = false, .seconds = seconds});
+    if (!m.ok || !u.ok) return f;
+    managed.push_back(IdleOf(m));
+    unmanaged.push_back(IdleOf(u));
+    loss.push_back(managed.back() - unmanaged.back());
   }
-  f.unmanaged_idle = unmanaged_idle;
+  f.managed_idle = Percentile(managed, 0.5);
+  f.unmanaged_idle = Percentile(unmanaged, 0.5);
+  f.loss = Percentile(loss, 0.5);
+  f.loss_min = Percentile(loss, 0);
+  f.loss_max = Percentile(loss, 1);
   f.ok = true;
   return f;
 }
 
-double g_unmanaged_idle = -1;
+Json IdleJson(const IdleFigures& f, double seconds, int pairs) {
+  return {{"pairs", pairs},
+          {"seconds_per_run", seconds},
+          {"idle_gpuslice_median", Round(f.managed_idle)},
+          {"idle_unmanaged_median", Round(f.unmanaged_idle)},
+          {"idle_lost_to_handovers_median", Round(f.loss)},
+          {"idle_lost_min", Round(f.loss_min)},
+          {"idle_lost_max", Round(f.loss_max)}};
+}
 
 void Idle(const Settings& s) {
-  const IdleFigures f = MeasureIdle(s, s.seconds, 0);
+  const double seconds = s.seconds / 2;
+  const IdleFigures f = MeasureIdle(s, seconds, 0);
   if (!f.ok) {
     Run failed;
     failed.error = "idle run failed";
     return Fail("idle", failed);
   }
-  g_unmanaged_idle = f.unmanaged_idle;
-  const double loss = f.managed_idle - f.unmanaged_idle;
-  Emit({{"scenario", "idle"},
-        {"tenants", 2},
-        {"quantum_ms", broker::kDefaultQuantumNs / 1e6},
-        {"seconds", s.seconds},
-        {"idle_gpuslice", Round(f.managed_idle)},
-        {"idle_unmanaged", Round(f.unmanaged_idle)},
-        {"idle_lost_to_handovers", Round(loss)}});
-  AddRow("2 compute tenants, default quantum", "device idle, gpuslice / unmanaged",
+  Json out = {{"scenario", "idle"}, {"tenants", 2}, {"quantum_ms", broker::kDefaultQuantumNs / 1e6}};
+  out.update(IdleJson(f, seconds, s.idle_pairs));
+  Emit(out);
+  AddRow("2 compute tenants, default quantum", "device idle, gpuslice / unmanaged (medians)",
          Fmt("%.2f", f.managed_idle * 100) + " / " + Fmt("%.2f %%", f.unmanaged_idle * 100));
-  AddRow("2 compute tenants, default quantum", "idle lost to hand-overs", Fmt("%.2f pp", loss * 100), "<= 3 %",
-         loss <= 0.03);
+  AddRow("2 compute tenants, default quantum", "idle lost to hand-overs (median of pairs)", Fmt("%.2f pp", f.loss * 100),
+         "<= 3 %", f.loss <= 0.03);
+  AddRow("2 compute tenants, default quantum", "same, lowest / highest pair",
+         Fmt("%.2f", f.loss_min * 100) + " / " + Fmt("%.2f pp", f.loss_max * 100));
 }
 
 // --- (g) a latency-sensitive tenant beside a compute-bound one ---
@@ -426,67 +456,85 @@ Json LatencyJson(const Json& r) {
   return j;
 }
 
+// Solo and shared, unmanaged and under gpuslice, in `latency_rounds` rounds that run the four
+// configurations in turn (drift of a busy machine hits all alike); the figures are the medians
+// over the rounds of each configuration's p50 and p99.
 void Latency(const Settings& s) {
-  const LatencyFigures solo_u = MeasureLatency(s, s.seconds, false, false, 0);
-  const LatencyFigures solo_m = MeasureLatency(s, s.seconds, true, false, 0);
-  const LatencyFigures shared_u = MeasureLatency(s, s.seconds, false, true, 0);
-  const LatencyFigures shared_m = MeasureLatency(s, s.seconds, true, true, 0);
-  if (!solo_u.ok || !solo_m.ok || !shared_u.ok || !shared_m.ok) {
-    Run failed;
-    failed.error = "latency run failed";
-    return Fail("latency", failed);
+  const double seconds = s.seconds / 2;
+  const char* names[4] = {"solo_unmanaged", "solo_gpuslice", "shared_unmanaged", "shared_gpuslice"};
+  std::vector<double> p50[4], p99[4], share[4];
+  std::vector<int> missed[4];
+  for (int round = 0; round < s.latency_rounds; ++round) {
+    for (int c = 0; c < 4; ++c) {
+      const LatencyFigures f = MeasureLatency(s, seconds, c % 2 == 1, c >= 2, 0);
+      if (!f.ok) {
+        Run failed;
+        failed.error = std::string("latency run failed: ") + names[c];
+        return Fail("latency", failed);
+      }
+      p50[c].push_back(f.result.value("p50_us", 0.0) / 1e3);
+      p99[c].push_back(f.result.value("p99_us", 0.0) / 1e3);
+      missed[c].push_back(f.result.value("missed_periods", 0));
+      share[c].push_back(f.compute_share);
+    }
   }
-  auto p99 = [](const LatencyFigures& f) { return f.result.value("p99_us", 0.0) / 1e3; };
-  const double infl_u = p99(shared_u) - p99(solo_u), infl_m = p99(shared_m) - p99(solo_m);
-  Emit({{"scenario", "latency"},
-        {"latency_tenant", "latency --period-ms 20 --kernels-per-request 2 --kernel-us 500"},
-        {"compute_tenant", "compute --kernel-us 1000 --depth 2"},
-        {"requests_pct", "50/50"},
-        {"quantum_ms", broker::kDefaultQuantumNs / 1e6},
-        {"seconds", s.seconds},
-        {"solo_unmanaged", LatencyJson(solo_u.result)},
-        {"solo_gpuslice", LatencyJson(solo_m.result)},
-        {"shared_unmanaged", LatencyJson(shared_u.result)},
-        {"shared_gpuslice", LatencyJson(shared_m.result)},
-        {"compute_share_unmanaged", Round(shared_u.compute_share)},
-        {"compute_share_gpuslice", Round(shared_m.compute_share)},
-        {"p99_inflation_ms_unmanaged", Round(infl_u)},
-        {"p99_inflation_ms_gpuslice", Round(infl_m)}});
+  auto median = [](const std::vector<double>& v) { return Percentile(v, 0.5); };
+  Json out = {{"scenario", "latency"},
+              {"latency_tenant", "latency --period-ms 20 --kernels-per-request 2 --kernel-us 500"},
+              {"compute_tenant", "compute --kernel-us 1000 --depth 2"},
+              {"requests_pct", "50/50"},
+              {"quantum_ms", broker::kDefaultQuantumNs / 1e6},
+              {"rounds", s.latency_rounds},
+              {"seconds_per_run", seconds}};
+  for (int c = 0; c < 4; ++c) {
+    Json rounds = Json::array();
+    for (double v : p99[c]) rounds.push_back(Round(v, 3));
+    out[names[c]] = {{"p50_ms_median", Round(median(p50[c]), 3)},
+                     {"p99_ms_median", Round(median(p99[c]), 3)},
+                     {"p99_ms_rounds", rounds},
+                     {"missed_periods", missed[c]}};
+    if (c >= 2) out[names[c]]["compute_share_median"] = Round(median(share[c]));
+  }
+  const double infl_u = median(p99[2]) - median(p99[0]), infl_m = median(p99[3]) - median(p99[1]);
+  out["p99_inflation_ms_unmanaged"] = Round(infl_u, 3);
+  out["p99_inflation_ms_gpuslice"] = Round(infl_m, 3);
+  Emit(out);
   const std::string name = "latency tenant beside compute";
-  AddRow(name, "p99 solo, unmanaged / gpuslice", Fmt("%.2f", p99(solo_u)) + " / " + Fmt("%.2f ms", p99(solo_m)));
-  AddRow(name, "p99 shared, unmanaged / gpuslice", Fmt("%.2f", p99(shared_u)) + " / " + Fmt("%.2f ms", p99(shared_m)));
+  auto pair = [&](int a, int b, const std::vector<double>* v) {
+    return Fmt("%.2f", median(v[a])) + " / " + Fmt("%.2f ms", median(v[b]));
+  };
+  AddRow(name, "p50 solo, unmanaged / gpuslice", pair(0, 1, p50));
+  AddRow(name, "p99 solo, unmanaged / gpuslice", pair(0, 1, p99));
+  AddRow(name, "p50 shared, unmanaged / gpuslice", pair(2, 3, p50));
+  AddRow(name, "p99 shared, unmanaged / gpuslice", pair(2, 3, p99));
   AddRow(name, "p99 inflation, unmanaged", Fmt("%.2f ms", infl_u));
   const double quantum_ms = broker::kDefaultQuantumNs / 1e6;
   AddRow(name, "p99 inflation, gpuslice", Fmt("%.2f ms", infl_m), "about one quantum (" + Fmt("%.0f ms", quantum_ms) + ")",
          infl_m <= quantum_ms * 1.5);
   AddRow(name, "compute tenant's device share, unmanaged / gpuslice",
-         Fmt("%.1f", shared_u.compute_share * 100) + " / " + Fmt("%.1f %%", shared_m.compute_share * 100));
+         Fmt("%.1f", median(share[2]) * 100) + " / " + Fmt("%.1f %%", median(share[3]) * 100));
 }
 
 // --- (h) quantum sweep ---
 void Sweep(const Settings& s) {
-  double unmanaged_idle = g_unmanaged_idle;
   for (uint64_t quantum_ms : {2, 5, 10, 20, 50}) {
-    const IdleFigures idle = MeasureIdle(s, s.sweep_seconds, quantum_ms * 1'000'000, unmanaged_idle);
+    const double idle_seconds = s.sweep_seconds / 2;
+    const IdleFigures idle = MeasureIdle(s, idle_seconds, quantum_ms * 1'000'000);
     const LatencyFigures lat = MeasureLatency(s, s.sweep_seconds, true, true, quantum_ms * 1'000'000);
     if (!idle.ok || !lat.ok) {
       Run failed;
       failed.error = "sweep run failed at " + std::to_string(quantum_ms) + " ms";
       return Fail("sweep", failed);
     }
-    unmanaged_idle = idle.unmanaged_idle;
-    const double loss = idle.managed_idle - idle.unmanaged_idle;
     const double p99 = lat.result.value("p99_us", 0.0) / 1e3;
-    Emit({{"scenario", "sweep"},
-          {"quantum_ms", quantum_ms},
-          {"seconds", s.sweep_seconds},
-          {"idle_gpuslice", Round(idle.managed_idle)},
-          {"idle_unmanaged", Round(idle.unmanaged_idle)},
-          {"idle_lost_to_handovers", Round(loss)},
-          {"latency", LatencyJson(lat.result)},
-          {"compute_share_beside_latency", Round(lat.compute_share)}});
+    Json out = {{"scenario", "sweep"}, {"quantum_ms", quantum_ms}};
+    out.update(IdleJson(idle, idle_seconds, s.idle_pairs));
+    out["latency_seconds"] = s.sweep_seconds;
+    out["latency"] = LatencyJson(lat.result);
+    out["compute_share_beside_latency"] = Round(lat.compute_share);
+    Emit(out);
     AddRow("quantum " + std::to_string(quantum_ms) + " ms", "idle lost / latency p99 / compute share",
-           Fmt("%.2f pp", loss * 100) + " / " + Fmt("%.2f ms", p99) + " / " + Fmt("%.1f %%", lat.compute_share * 100));
+           Fmt("%.2f pp", idle.loss * 100) + " / " + Fmt("%.2f ms", p99) + " / " + Fmt("%.1f %%", lat.compute_share * 100));
   }
 }
 
@@ -526,6 +574,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--window", s.window, "window of the Jain and +-pp figures, seconds")->check(CLI::PositiveNumber);
   app.add_option("--arrivals", s.arrivals, "runs of the idle-GPU arrival scenario")->check(CLI::PositiveNumber);
+  app.add_option("--idle-pairs", s.idle_pairs, "alternating gpuslice/unmanaged run pairs per idle figure")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--latency-rounds", s.latency_rounds, "rounds of the latency scenario's four runs")
+      ->check(CLI::PositiveNumber);
   app.add_option("--only", only, "comma-separated: equal,weighted,alone,limit,arrival,idle,latency,sweep");
   CLI11_PARSE(app, argc, argv);
   std::stringstream list(only);

@@ -9,6 +9,12 @@
 // The driver is whatever libcuda.so.1 the loader finds: the simulated one by default (the
 // build sets the RUNPATH), or bench/null_driver.cc with LD_LIBRARY_PATH=<build>/nulldriver,
 // which isolates the shim's own cost from the driver's.
+//
+// The launch hook goes through the tenant's compute gate. By default the GPU's sharing mode is
+// timeslice and the benchmark's tenant, alone, holds the grant: BM_LaunchKernel_Shim measures
+// the gated fast path. `--gpuslice-mode=none` (before Google Benchmark's own flags) sets the
+// GPU's mode to none first (as `gpuslicectl set --mode none` would), so the same benchmark
+// measures pure pass-through.
 #include "shim/driver_api.h"  // first: declares every versioned name
 
 #include <benchmark/benchmark.h>
@@ -16,8 +22,12 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <string>
 
+#include "broker/broker.h"
+#include "broker/scheduler.h"
 #include "shim/real_driver.h"
 
 namespace {
@@ -34,8 +44,9 @@ constexpr const char* kPtx = R"(
 CUfunction g_noop = nullptr;
 CUstream g_stream = nullptr;
 
-// A private simulated GPU and broker segment, a context, and a no-op kernel.
-void Setup() {
+// A private simulated GPU and broker segment, a context, and a no-op kernel. With
+// `mode_none`, the GPU's sharing mode is set to none before the benchmarks run.
+void Setup(bool mode_none) {
   const std::string tag = std::to_string(getpid());
   setenv("GPUSLICE_SIM_STATE", ("/dev/shm/gpuslice-bench-" + tag).c_str(), 1);
   setenv("GPUSLICE_STATE_DIR", ("/tmp/gpuslice-bench-" + tag).c_str(), 1);
@@ -56,6 +67,26 @@ void Setup() {
   load(&module, kPtx);
   get_function(&g_noop, module, "noop");
   create_stream(&g_stream, CU_STREAM_NON_BLOCKING);
+  // One launch through the hook: the tenant's ledger and compute gate exist from here on, and
+  // the tenant, alone, holds the GPU's grant.
+  if (cuLaunchKernel(g_noop, 1, 1, 1, 1, 1, 1, 0, g_stream, nullptr, nullptr) != CUDA_SUCCESS) {
+    std::fprintf(stderr, "shim_overhead_bench: the first launch through the shim failed\n");
+    std::exit(1);
+  }
+  if (mode_none) {
+    CUuuid uuid{};
+    Real()->cuDeviceGetUuid_v2(&uuid, 0);
+    uint8_t bytes[16];
+    std::memcpy(bytes, uuid.bytes, sizeof bytes);
+    std::string error;
+    auto broker = gpuslice::broker::Broker::Attach(getenv("GPUSLICE_STATE_DIR"), &error);
+    if (!broker || !gpuslice::broker::SetGpuPolicy(broker->segment(), bytes, gpuslice::broker::SharingMode::kNone, 0, &error)) {
+      std::fprintf(stderr, "shim_overhead_bench: cannot set the sharing mode to none: %s\n", error.c_str());
+      std::exit(1);
+    }
+  }
+  benchmark::AddCustomContext("gpuslice_mode", mode_none ? "none (launches pass through)"
+                                                         : "timeslice (the tenant holds the grant: gated fast path)");
 }
 
 void Drain() {
@@ -111,10 +142,22 @@ BENCHMARK(BM_MemGetInfo_Shim)->Repetitions(5)->ReportAggregatesOnly(true);
 }  // namespace
 
 int main(int argc, char** argv) {
-  Setup();
+  bool mode_none = false;
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--gpuslice-mode=none") == 0) {
+      mode_none = true;
+    } else if (std::strcmp(argv[i], "--gpuslice-mode=timeslice") != 0) {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
+  Setup(mode_none);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   unlink(getenv("GPUSLICE_SIM_STATE"));
+  std::error_code ignored;
+  std::filesystem::remove_all(getenv("GPUSLICE_STATE_DIR"), ignored);
   return 0;
 }

@@ -16,6 +16,8 @@ namespace {
 
 // A new holder counts as busy for this long even before its first launch reaches the gate.
 constexpr uint64_t kIdleGraceNs = 100'000;
+// The least a grant lasts before a waiter that is owed the GPU may end it (OwedTheGpu).
+constexpr uint64_t kMinSliceNs = 1'000'000;
 // Waiters look at the grant at least this often (a dead or stuck holder, an expired quantum).
 constexpr uint64_t kWaitSliceNs = 500'000;
 // The limit's bucket holds at most this much of the limit: short bursts above it are allowed,
@@ -210,6 +212,20 @@ void ComputeGate::HandOverLocked(uint64_t now) {
   gpu_->holder.store(next >= 0 ? static_cast<uint32_t>(next + 1) : 0);
 }
 
+// A waiter far enough below the holder in virtual time need not wait out the whole quantum:
+// after a minimum slice the holder's grant ends as soon as the waiter, given one more quantum,
+// would still be behind the holder's virtual time including what it has held so far. Between
+// tenants that stay busy this never triggers before a full quantum (their virtual times stay
+// within a quantum of each other); a tenant that was idle (a latency-sensitive service between
+// requests) re-enters behind, and so gets the GPU after one minimum slice plus the drain.
+bool ComputeGate::OwedTheGpu(uint32_t holder_tenant, uint64_t held) const {
+  if (held < kMinSliceNs) return false;
+  const LedgerEntry& holder = segment_->ledgers[LedgerIndex(static_cast<int>(holder_tenant), gpu_index_)];
+  const uint64_t holder_vtime = holder.vtime.load() + held * kVtimeScale / Weight(holder);
+  const uint64_t quantum_vtime = QuantumNs() * kVtimeScale / Weight(holder);
+  return ledger_->vtime.load() + quantum_vtime < holder_vtime;
+}
+
 void ComputeGate::StartWaiting() {
   {
     SchedLock lock(segment_, gpu_index_);
@@ -251,8 +267,8 @@ void ComputeGate::Acquire() {
       }
     } else if (holder != holder_value_) {
       const uint64_t held = now - gpu_->grant_start_ns.load();
-      if (gpu_->closing.load() == 0 && held >= QuantumNs()) {
-        gpu_->closing.store(1);  // the holder's quantum is over: it drains, then hands over
+      if (gpu_->closing.load() == 0 && (held >= QuantumNs() || OwedTheGpu(holder - 1, held))) {
+        gpu_->closing.store(1);  // the holder's grant is over: it drains, then hands over
         Wake();
       }
       if (held >= kIdleGraceNs && HolderIsIdle(holder - 1)) {

@@ -82,6 +82,7 @@ class ComputeGate {
   void HandOverLocked(uint64_t now);
   int PickNextLocked(uint64_t now, uint64_t* wake_after_ns);
   bool TenantHasLiveProcess(uint32_t tenant) const;
+  bool OwedTheGpu(uint32_t holder_tenant, uint64_t held) const;
   void RefillLocked(LedgerEntry& ledger, uint64_t now) const;
   uint64_t QuantumNs() const;
   void Wake();

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU and driver: builds, then runs in one go every GPU-labelled
-# test and the demo against the real driver, and prints a short record of what the GPU is.
+# test, the demo and every bundled benchmark scenario (reduced form) against the real driver,
+# and prints a short record of what the GPU is.
 # Everything it prints is also written to $OUT (or ./gpu-check-out) for the record.
 # It never changes the GPU's settings (no nvidia-smi -c/-mig/-pm calls).
 set -uo pipefail
@@ -18,5 +19,8 @@ build=${GPUSLICE_BUILD_DIR:-build-gpu}
   echo "== simulator tests on this machine too"
   (cd "$build" && ctest -L sim -j"$(nproc)" 2>&1 | tail -4)
   echo "== demo on the real GPU"
-  python3 scripts/demo.py --build "$build" --real-gpu --seconds 5
+  "$build/bin/gpuslice-bench" inference-beside-training --real-gpu --modes solo,unmanaged,gpuslice,mps --duration 8 \
+    --table brief --report "$out/demo"
+  echo "== every bundled scenario on the real GPU, reduced form (reports in $out/report)"
+  "$build/bin/gpuslice-bench" all --real-gpu --quick --report "$out/report"
 } 2>&1 | tee "$out/gpu-check.log"

@@ -3,6 +3,9 @@
 // is granted the GPU at once.
 // Targets (docs/performance.md): alone >= 97% of device time, limit 30 -> <= 32%, first grant
 // <= 1 ms (p99); here, with CI margins: >= 90%, 15..35%, first kernel done within 50 ms.
+#include <algorithm>
+#include <cstdio>
+
 #include "tests/support/sched_fixture.h"
 
 namespace gpuslice::testing {
@@ -32,7 +35,7 @@ TEST_F(SchedAloneTest, NewTenantAtAnIdleGpuIsGrantedAtOnce) {
   // runs from just before its first launch to the end of the synchronisation after it.
   ASSERT_FALSE(gpu().RunToEnd("previous", {"compute", "--kernels", "20"}, Managed(50)).is_null());
   std::vector<double> elapsed_ms;
-  for (int i = 0; i < 10; ++i) {
+  for (int i = 0; i < 20; ++i) {
     const auto result = gpu().RunToEnd("arrival-" + std::to_string(i), {"compute", "--kernels", "1", "--kernel-us", "100"},
                                        Managed(50));
     ASSERT_FALSE(result.is_null()) << "arrival " << i << " failed";
@@ -42,8 +45,9 @@ TEST_F(SchedAloneTest, NewTenantAtAnIdleGpuIsGrantedAtOnce) {
   std::string all;
   for (double ms : elapsed_ms) all += std::to_string(ms) + " ";
   // One outlier is the machine's, not the scheduler's; two are not.
-  EXPECT_LE(elapsed_ms[8], 50.0) << "first kernel done after (ms): " << all;
-  EXPECT_LE(elapsed_ms[9], 250.0) << "first kernel done after (ms): " << all;
+  EXPECT_LE(elapsed_ms[18], 50.0) << "first kernel done after (ms): " << all;
+  EXPECT_LE(elapsed_ms[19], 250.0) << "first kernel done after (ms): " << all;
+  std::printf("first 100 us kernel done after (ms, sorted): %s\n", all.c_str());
 }
 
 }  // namespace

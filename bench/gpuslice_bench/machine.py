@@ -67,3 +67,21 @@ def clean_environment():
     """The caller's environment without anything that would change what the tenants get:
     gpuslice's and the simulator's settings, MPS client settings, and a preload."""
     return {k: v for k, v in os.environ.items() if not k.startswith(("GPUSLICE_", "CUDA_MPS_")) and k != "LD_PRELOAD"}
+
+
+def real_gpu_memory():
+    """Device 0's memory in bytes as nvidia-smi reports it, or None."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits", "-i", "0"],
+                             capture_output=True, text=True, timeout=20).stdout.strip()
+        return int(out.splitlines()[0]) << 20
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def real_gpu_name():
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
+                              capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return "NVIDIA GPU"

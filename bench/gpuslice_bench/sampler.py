@@ -2,8 +2,11 @@
 
 On the simulated GPU the figures are the simulator's ground truth (`gpuslice-sim status
 --json`), never what the workloads say about themselves. A real GPU has no per-process busy
-counter that time-slicing leaves honest, so there the busy time is what each workload reports
-having completed (kernels × kernel length) and memory is nvidia-smi's per-process figure.
+counter, so there the busy time is what each workload reports having completed (kernels ×
+kernel length, from its progress lines, interpolated to the sample's time) and memory is
+nvidia-smi's per-process figure. That estimate is only as honest as the kernels: a spin kernel
+that is switched out mid-spin by the hardware's time-slicing still ends on time, so unmanaged
+shares on a real GPU are overstated.
 """
 import dataclasses
 import json
@@ -36,6 +39,9 @@ class SimulatorSource:
 
 
 class RealGpuSource:
+    """Memory from nvidia-smi now; busy time filled in after the run (`fill_busy`), from the
+    workloads' progress reports interpolated to each sample's time."""
+
     def __call__(self, processes):
         memory = {}
         try:
@@ -47,8 +53,20 @@ class RealGpuSource:
                     memory[int(pid)] = int(mib) << 20
         except (OSError, subprocess.SubprocessError, ValueError):
             pass
-        procs = {p.pid: (p.estimated_busy_ns(), memory.get(p.pid, 0)) for p in processes if p.pid}
-        return sum(b for b, _ in procs.values()), procs
+        return 0, {p.pid: (0, memory.get(p.pid, 0)) for p in processes if p.pid}
+
+
+def fill_busy(samples, processes, t0):
+    """Gives real-GPU samples each process's reported busy time at the sample's time."""
+    for sample in samples:
+        total = 0
+        for p in processes:
+            if p.pid is None:
+                continue
+            busy = int(p.busy_at(t0 + sample.t))
+            total += busy
+            sample.procs[p.pid] = (busy, sample.procs.get(p.pid, (0, 0))[1])
+        sample.device_busy_ns = total
 
 
 class Sampler:

@@ -190,7 +190,9 @@ _KIND_KEYS = {
                 "depth": (_integer(1, 1024, " (kernels in flight)"), 2)},
     "latency": {"period_ms": (_number(0, 60_000, " (milliseconds)"), 10.0),
                 "kernels_per_request": (_integer(1, 1024), 3),
-                "kernel_us": (_integer(1, 60_000_000, " (microseconds)"), 200)},
+                "kernel_us": (_integer(1, 60_000_000, " (microseconds)"), 200),
+                # Not a workload option: the latency the service promises, for SLO attainment.
+                "slo_ms": (_number(0, 60_000, " (milliseconds)"), None)},
     "memory": {"api": (_one_of(MEMORY_APIS), "alloc"),
                "chunk": (_bytes, "64Mi"),
                "count": (_integer(1, 1 << 20), 1),

@@ -46,6 +46,7 @@ class WorkloadProcess:
         self.result = None
         self.holding = None
         self.last_progress = None
+        self.busy_points = []     # (monotonic time, cumulative kernel ns the workload reports done)
         self.returncode = None
         self._proc = None
         self._reader = None
@@ -72,11 +73,13 @@ class WorkloadProcess:
                 self._ready.set()
             elif kind == "progress":
                 self.last_progress = event
+                self._add_busy_point(event)
             elif kind == "holding":
                 self.holding = event
             elif kind == "result":
                 self.result = event
                 self.finished_at = now
+                self._add_busy_point(event)
         self._proc.wait()
         self.returncode = self._proc.returncode
         if self.finished_at is None:
@@ -117,11 +120,28 @@ class WorkloadProcess:
         with open(self.latencies_path) as f:
             return [float(x) for x in f.read().split()]
 
-    def estimated_busy_ns(self):
+    def _reported_busy_ns(self, event):
         """Kernel time the workload reports having completed (the real GPU has no ground truth here)."""
-        p, progress = self.workload.params, self.result or self.last_progress or {}
+        p = self.workload.params
         if self.workload.kind == "compute":
-            return progress.get("kernels", 0) * p["kernel_us"] * 1000
+            return event.get("kernels", 0) * p["kernel_us"] * 1000
         if self.workload.kind == "latency":
-            return progress.get("requests", 0) * p["kernels_per_request"] * p["kernel_us"] * 1000
+            return event.get("requests", 0) * p["kernels_per_request"] * p["kernel_us"] * 1000
         return 0
+
+    def _add_busy_point(self, event):
+        if self.ready_at is not None and "elapsed_s" in event:
+            # The workload's clock starts just after its ready line.
+            self.busy_points.append((self.ready_at + event["elapsed_s"], self._reported_busy_ns(event)))
+
+    def busy_at(self, when):
+        """Reported kernel time done by monotonic time `when`, interpolated between reports."""
+        before = (self.ready_at or when, 0)
+        for point in self.busy_points:
+            if point[0] >= when:
+                span = point[0] - before[0]
+                if span <= 0:
+                    return point[1]
+                return before[1] + (point[1] - before[1]) * (when - before[0]) / span
+            before = point
+        return before[1]

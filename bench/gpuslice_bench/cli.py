@@ -1,0 +1,192 @@
+"""gpuslice-bench's command line."""
+import argparse
+import glob
+import json
+import os
+import shlex
+import sys
+
+from . import benchmark, charts, overhead, summary, table
+from .machine import Paths, mps_unavailable_reason, real_driver_present, real_gpu_memory, real_gpu_name
+from .progress import Progress
+from .quantities import format_bytes
+from .runner import RunContext
+from .scenario import MODES, ScenarioError, load
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+EPILOG = """\
+SCENARIO is a YAML file, or the name of one in bench/scenarios/ (`all`: every one there).
+Each mode runs for the scenario's duration: solo (each tenant alone, the baseline), unmanaged
+(together, no sharing layer), gpuslice (together, under LD_PRELOAD=libgpuslice.so with the
+scenario's quotas, requests and limits) and mps (needs a real GPU and nvidia-cuda-mps-control;
+reported as skipped otherwise). The format and every figure are described in docs/benchmarks.md.
+
+Output: a progress line on stderr, a table on stdout, and a report folder per scenario
+(REPORT/<scenario>/): summary.md, results.json, SVG charts and their data.
+
+Exit status: 0 when every run finished and no quota was exceeded where enforced; 1 when a run
+failed or a quota was exceeded; 2 on a usage error, a bad scenario or missing build outputs.
+"""
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="gpuslice-bench", formatter_class=argparse.RawDescriptionHelpFormatter,
+                                description="Runs GPU-sharing scenarios and reports how much tenants slow each "
+                                            "other, with and without gpuslice.", epilog=EPILOG)
+    p.add_argument("scenarios", nargs="*", metavar="SCENARIO")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="the reduced form: --scale 0.2")
+    size.add_argument("--scale", type=float, metavar="F", help="multiply every time in the scenario by F")
+    size.add_argument("--duration", type=float, metavar="S",
+                      help="run each mode S seconds (the scenario's other times scale along)")
+    p.add_argument("--modes", metavar="M,M", help="run these modes instead of the scenario's: " + ", ".join(MODES))
+    p.add_argument("--report", default="report", metavar="DIR",
+                   help="write each scenario's report to DIR/<scenario>/ (default: report)")
+    gpu = p.add_mutually_exclusive_group()
+    gpu.add_argument("--real-gpu", action="store_true", help="use the installed NVIDIA driver and GPU")
+    gpu.add_argument("--sim", action="store_true", help="use the simulated GPU even when a real one is present")
+    p.add_argument("--build", metavar="DIR", help="the build tree (default: the one this program belongs to)")
+    p.add_argument("--overhead", action="store_true",
+                   help="also run shim_overhead_bench and report its medians (alone: report/overhead/)")
+    p.add_argument("--check", action="store_true", help="only read and check the scenarios")
+    p.add_argument("--list", action="store_true", help="list the bundled scenarios")
+    p.add_argument("--table", choices=("full", "brief"), default="full",
+                   help="stdout table: every figure (full) or share, p99 and refusals (brief, the demo's)")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.add_argument("--keep-scratch", action="store_true", help="keep each run's temporary folder (for debugging)")
+    return p
+
+
+def _resolve(names, scenario_dir):
+    paths = []
+    for name in names:
+        if name == "all":
+            paths += sorted(glob.glob(os.path.join(scenario_dir, "*.yaml")))
+        elif os.path.exists(name) or os.sep in name or name.endswith((".yaml", ".yml")):
+            paths.append(name)
+        elif os.path.exists(os.path.join(scenario_dir, name + ".yaml")):
+            paths.append(os.path.join(scenario_dir, name + ".yaml"))
+        else:
+            bundled = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(scenario_dir, "*.yaml")))
+            raise ScenarioError(f"{name}: no such file, nor a bundled scenario of that name "
+                                f"(bundled: {', '.join(bundled)}, or all)")
+    return paths
+
+
+def _modes(text):
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise ScenarioError(f"--modes: unknown mode {', '.join(bad) or '(none)'}; valid: {', '.join(MODES)}")
+    return modes
+
+
+def _write_json(path, document):
+    with open(path, "w") as f:
+        json.dump(document, f, indent=1)
+        f.write("\n")
+
+
+def main(source_dir, build_dir, argv=None):
+    args = _parser().parse_args(argv)
+    scenario_dir = os.path.join(source_dir, "bench", "scenarios")
+    if args.list:
+        for path in sorted(glob.glob(os.path.join(scenario_dir, "*.yaml"))):
+            try:
+                s = load(path)
+                first = s.description.split(". ")[0].rstrip(".")
+                print(f"{os.path.basename(path)[:-5]:<28} {first if len(first) <= 90 else first[:89] + '…'}")
+            except ScenarioError as e:
+                print(f"{os.path.basename(path)[:-5]:<28} (invalid: {e})")
+        return EXIT_OK
+    if not args.scenarios and not args.overhead:
+        _parser().print_usage(sys.stderr)
+        print("gpuslice-bench: name a scenario (or `all`, or --list them); see --help", file=sys.stderr)
+        return EXIT_USAGE
+    scale = 0.2 if args.quick else args.scale if args.scale is not None else 1.0
+    if scale <= 0 or (args.duration is not None and args.duration <= 0):
+        print("gpuslice-bench: --scale and --duration must be above 0", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        scenarios = [load(p) for p in _resolve(args.scenarios, scenario_dir)]
+        modes_override = _modes(args.modes) if args.modes else None
+    except ScenarioError as e:
+        print(f"gpuslice-bench: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.check:
+        for s in scenarios:
+            print(f"{s.path}: ok: {len(s.tenants)} tenants, modes {', '.join(s.modes)}, {s.duration:g} s per mode")
+        return EXIT_OK
+
+    paths = Paths(source_dir=source_dir, build_dir=os.path.abspath(args.build or build_dir))
+    simulated = args.sim or not (args.real_gpu or real_driver_present())
+    needs_shim = any("gpuslice" in (modes_override or s.modes) for s in scenarios)
+    missing = paths.missing(simulated, needs_shim) if scenarios else []
+    if missing:
+        print(f"gpuslice-bench: not built: {', '.join(missing)} (cmake --build {paths.build_dir})", file=sys.stderr)
+        return EXIT_USAGE
+    if scenarios and not charts.gnuplot_available():
+        print("gpuslice-bench: gnuplot is not installed: the report will have no charts "
+              "(scripts/install-deps.sh installs gnuplot-nox)", file=sys.stderr)
+    command = "gpuslice-bench " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    progress = Progress(quiet=args.quiet)
+    status = EXIT_OK
+
+    overhead_figures = None
+    if args.overhead:
+        progress.phase("overhead · shim_overhead_bench", 5 if args.quick else 40)
+        try:
+            overhead_figures = overhead.run(paths, args.quick)
+        except RuntimeError as e:
+            progress.note(f"overhead: {e}")
+            status = EXIT_FAILED
+        progress.done()
+        if overhead_figures:
+            print(overhead.text(overhead_figures))
+            if not scenarios:
+                folder = os.path.join(args.report, "overhead")
+                os.makedirs(folder, exist_ok=True)
+                _write_json(os.path.join(folder, "results.json"), overhead_figures)
+                with open(os.path.join(folder, "summary.md"), "w") as f:
+                    f.write("# Per-call overhead of the shim\n\n" + overhead.markdown(overhead_figures) + "\n")
+                print(f"\nreport: {folder}/summary.md")
+
+    for s in scenarios:
+        factor = args.duration / s.duration if args.duration is not None else scale
+        run_scenario = s.scaled(factor) if factor != 1.0 else s
+        if simulated:
+            gpu_memory = run_scenario.gpu_memory_bytes
+            description = f"simulated GPU ({format_bytes(gpu_memory)}, " \
+                          f"{(run_scenario.timeslice_us or 2000) / 1000:g} ms hardware timeslice)"
+        else:
+            gpu_memory = real_gpu_memory() or run_scenario.gpu_memory_bytes
+            description = f"{real_gpu_name()} (real GPU)"
+        unavailable = {}
+        reason = mps_unavailable_reason(simulated)
+        if reason:
+            unavailable["mps"] = reason
+        ctx = RunContext(paths=paths, simulated=simulated, gpu_memory=gpu_memory, progress=progress,
+                         keep_scratch=args.keep_scratch)
+        header = {"tool": "gpuslice-bench", "format": 1, "command": command, "scale": factor,
+                  "platform": {"simulated": simulated, "description": description, "gpu_memory": gpu_memory}}
+        outcome = benchmark.run_scenario(run_scenario, modes_override or list(s.modes), ctx, unavailable, header)
+        if overhead_figures:
+            outcome.results["overhead"] = overhead_figures
+        folder = os.path.join(args.report, s.name)
+        os.makedirs(folder, exist_ok=True)
+        drawn = []
+        if charts.gnuplot_available():
+            try:
+                drawn = charts.draw_all(folder, outcome.results, outcome.latencies)
+            except charts.ChartError as e:
+                print(f"gpuslice-bench: {e}", file=sys.stderr)
+                status = EXIT_FAILED
+        outcome.results["charts"] = drawn
+        _write_json(os.path.join(folder, "results.json"), outcome.results)
+        summary.write(folder, outcome.results, drawn, overhead_figures)
+        print(table.brief_report(outcome.results) if args.table == "brief" else table.text_report(outcome.results))
+        print(f"\nreport: {folder}/summary.md (charts: {', '.join(drawn) or 'none'})\n")
+        if outcome.failed:
+            status = EXIT_FAILED
+    return status

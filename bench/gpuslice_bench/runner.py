@@ -1,0 +1,181 @@
+"""One run: some of a scenario's tenants together on a fresh GPU, in one mode, for the duration.
+
+Modes differ only in each process's environment:
+  solo, unmanaged  the workload alone, no sharing layer (the hardware's own time-slicing);
+  gpuslice         LD_PRELOAD=libgpuslice.so with the tenant's name, quota, request and limit,
+                   over a broker state directory of the run's own;
+  mps              no shim; a private MPS daemon, the limits in the CUDA_MPS_* client variables.
+On the simulated GPU every run gets its own simulator state file (a new, empty device).
+"""
+import dataclasses
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+from .machine import clean_environment
+from .mps import MpsDaemon
+from .sampler import RealGpuSource, Sampler, SimulatorSource, fill_busy
+from .workloads import WorkloadProcess
+
+READY_TIMEOUT_S = 60
+FINISH_GRACE_S = 60
+
+
+class RunError(Exception):
+    """A run whose processes failed; str() says which and why."""
+
+
+@dataclasses.dataclass
+class ProcessRecord:
+    tenant: str
+    kind: str
+    label: str
+    pid: int
+    workload: object     # scenario.Workload
+    ready_at: float      # seconds from the run's start (≤ 0 for those started with it)
+    finished_at: float
+    result: dict
+    holding: dict
+    latencies_us: list
+
+
+@dataclasses.dataclass
+class RunRecord:
+    mode: str
+    tenants: list        # names
+    duration: float
+    samples: list        # sampler.Sample
+    processes: list      # ProcessRecord
+    wall_s: float
+
+
+@dataclasses.dataclass
+class RunContext:
+    paths: object        # machine.Paths
+    simulated: bool
+    gpu_memory: int      # bytes
+    progress: object     # progress.Progress
+    keep_scratch: bool = False
+
+
+_counter = 0
+
+
+def _sim_state_path():
+    global _counter
+    _counter += 1
+    return f"/dev/shm/gpuslice-bench-{os.getpid()}-{_counter}"
+
+
+def _tenant_env(base, mode, tenant, state_dir, ctx, mps):
+    env = dict(base)
+    if mode == "gpuslice":
+        env["LD_PRELOAD"] = ctx.paths.shim
+        env["GPUSLICE_STATE_DIR"] = state_dir
+        env["GPUSLICE_TENANT"] = tenant.name
+        if tenant.memory_quota is not None:
+            env["GPUSLICE_MEMORY_LIMIT"] = tenant.memory_quota
+        if tenant.request is not None:
+            env["GPUSLICE_COMPUTE_REQUEST"] = str(tenant.request)
+        if tenant.limit is not None:
+            env["GPUSLICE_COMPUTE_LIMIT"] = str(tenant.limit)
+    elif mode == "mps":
+        env.update(mps.client_env(tenant, ctx.gpu_memory))
+    return env
+
+
+def run(scenario, mode, tenants, ctx, label):
+    """Runs `tenants` (scenario.Tenant) together in `mode`; returns a RunRecord or raises RunError."""
+    scratch = tempfile.mkdtemp(prefix=f"gpuslice-bench-{scenario.name}-{mode}-")
+    base = clean_environment()
+    state_path = None
+    if ctx.simulated:
+        state_path = _sim_state_path()
+        base["LD_LIBRARY_PATH"] = ctx.paths.simlib + (":" + base["LD_LIBRARY_PATH"] if base.get("LD_LIBRARY_PATH") else "")
+        base["GPUSLICE_SIM_STATE"] = state_path
+        base["GPUSLICE_SIM_MEMORY"] = str(ctx.gpu_memory)
+        if scenario.timeslice_us:
+            base["GPUSLICE_SIM_TIMESLICE_US"] = str(scenario.timeslice_us)
+    state_dir = os.path.join(scratch, "gpuslice-state")
+    os.makedirs(state_dir, mode=0o700)
+    mps = MpsDaemon(scratch) if mode == "mps" else None
+    processes = []
+    # On a real GPU the progress lines are the only busy figures: report often enough to interpolate.
+    report_interval = scenario.sample_interval if ctx.simulated else max(0.05, scenario.sample_interval / 4)
+    try:
+        if mps:
+            mps.start(base)
+        for tenant in tenants:
+            env = _tenant_env(base, mode, tenant, state_dir, ctx, mps)
+            index = 0
+            for workload in tenant.workloads:
+                for _ in range(workload.processes):
+                    processes.append(WorkloadProcess(tenant.name, workload, index, ctx.paths.workload, env,
+                                                     scenario.duration - workload.start, report_interval,
+                                                     scratch))
+                    index += 1
+        record = _execute(scenario, mode, tenants, processes, ctx, base, state_path, label)
+        return record
+    finally:
+        for p in processes:
+            p.kill()
+        if mps:
+            mps.stop(base)
+        if state_path:
+            subprocess.run([ctx.paths.sim_tool, "--state", state_path, "reset"], env=base, capture_output=True)
+            if os.path.exists(state_path):
+                os.unlink(state_path)
+        if not ctx.keep_scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _fail(processes, what):
+    failures = [f for f in (p.failure() for p in processes if p.returncode is not None) if f]
+    for p in processes:
+        p.kill()
+    raise RunError(what + ("\n" + "\n".join(failures) if failures else ""))
+
+
+def _execute(scenario, mode, tenants, processes, ctx, base, state_path, label):
+    started = time.monotonic()
+    now_ones = [p for p in processes if p.workload.start == 0]
+    later = sorted((p for p in processes if p.workload.start > 0), key=lambda p: p.workload.start)
+    ctx.progress.phase(label, scenario.duration)
+    for p in now_ones:
+        p.start()
+    for p in now_ones:
+        if not p.wait_ready(READY_TIMEOUT_S):
+            _fail(processes, f"{p.label} did not become ready within {READY_TIMEOUT_S} s in mode {mode}")
+    t0 = time.monotonic()
+    ctx.progress.phase(label, scenario.duration)
+    source = SimulatorSource(ctx.paths.sim_tool, state_path, base) if ctx.simulated else RealGpuSource()
+    live = list(now_ones)
+    sampler = Sampler(source, scenario.sample_interval, live, t0)
+    sampler.start()
+    deadline = t0 + scenario.duration + FINISH_GRACE_S
+    try:
+        while True:
+            now = time.monotonic()
+            while later and now - t0 >= later[0].workload.start:
+                p = later.pop(0)
+                p.start()
+                live.append(p)
+            if not later and not any(p.running() for p in live):
+                break
+            if now > deadline:
+                _fail(processes, f"mode {mode}: still running {FINISH_GRACE_S} s after the scenario's duration")
+            failed = [p for p in live if not p.running() and p.failure()]
+            if failed:
+                _fail(processes, f"mode {mode}: a tenant process failed")
+            time.sleep(0.05)
+    finally:
+        sampler.stop()
+    if not ctx.simulated:
+        fill_busy(sampler.samples, processes, t0)
+    records = [ProcessRecord(tenant=p.tenant, kind=p.workload.kind, label=p.label, pid=p.pid, workload=p.workload,
+                             ready_at=(p.ready_at - t0) if p.ready_at else None, finished_at=p.finished_at - t0,
+                             result=p.result, holding=p.holding, latencies_us=p.latencies_us()) for p in processes]
+    return RunRecord(mode=mode, tenants=[t.name for t in tenants], duration=scenario.duration,
+                     samples=sampler.samples, processes=records, wall_s=time.monotonic() - started)
