@@ -10,6 +10,7 @@
 // PID namespaces) are returned to its tenant.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -90,7 +91,9 @@ class Broker {
   bool TryCharge(int ledger, uint64_t bytes);
 
   std::unique_ptr<SegmentFile> file_;
-  int slot_ = -1;        // this process's slot, -1 until Register
+  // This process's slot, -1 until Register. Atomic: the shim's compute monitor thread reads it
+  // (IsProcessAlive) while the exiting thread unregisters.
+  std::atomic<int> slot_{-1};
   int tenant_ = -1;      // this process's tenant index
   uint64_t generation_ = 0;  // the slot's generation at Register: a changed one means it was lost
 };

@@ -85,6 +85,12 @@ bool ComputeGate::SetShare(uint32_t request_pct, uint32_t limit_pct, std::string
     return false;
   }
   if (request != request_pct || limit != limit_pct) {
+    // A grant the tenant still holds (left by its exited processes) ends here, charged under the
+    // settings it was held under: a new limit's bucket must not pay for time held before it.
+    if (gpu_->holder.load() == holder_value_) {
+      HandOverLocked(MonotonicNanos());
+      Wake();
+    }
     ledger_->request_pct.store(request_pct);
     ledger_->limit_pct.store(limit_pct);
     ledger_->tokens_ns.store(static_cast<int64_t>(kLimitWindowNs * limit_pct / 100));

@@ -8,3 +8,8 @@ elseif(GPUSLICE_SANITIZE STREQUAL "thread")
 elseif(NOT GPUSLICE_SANITIZE STREQUAL "")
   message(FATAL_ERROR "GPUSLICE_SANITIZE must be '', 'address' or 'thread', not '${GPUSLICE_SANITIZE}'")
 endif()
+if(GPUSLICE_SANITIZE)
+  # Tests whose subject a sanitizer runtime changes (what ldd lists for the shim, how fast things
+  # run) check for it: GPUSLICE_SANITIZER_BUILD is "address" or "thread".
+  add_compile_definitions(GPUSLICE_SANITIZER_BUILD="${GPUSLICE_SANITIZE}")
+endif()

@@ -68,6 +68,7 @@ void ShimState::NoteContext(broker::ComputeGate* gate) {
 }
 
 void ShimState::SynchronizeGate(broker::ComputeGate* gate) {
+  std::lock_guard<std::mutex> pause(sync_mutex_);  // no context is being destroyed meanwhile
   std::vector<CUcontext> contexts;
   {
     std::lock_guard<std::mutex> lock(contexts_mutex_);
@@ -80,6 +81,16 @@ void ShimState::SynchronizeGate(broker::ComputeGate* gate) {
     // On the monitor thread: make the context current there, then wait for all its work.
     if (real->cuCtxSetCurrent(context) == CUDA_SUCCESS) real->cuCtxSynchronize();
   }
+}
+
+void ShimState::ForgetContexts(CUcontext context, CUdevice device) {
+  broker::ComputeGate* gate = nullptr;
+  if (!context) {
+    if (device < 0 || device >= kMaxOrdinals) return;
+    if (!(gate = gate_by_ordinal_[device].load())) return;
+  }
+  std::lock_guard<std::mutex> lock(contexts_mutex_);
+  std::erase_if(contexts_, [&](const auto& noted) { return context ? noted.second == context : noted.first == gate; });
 }
 
 std::vector<broker::ComputeGate*> ShimState::Gates() {

@@ -34,7 +34,10 @@
   X(cuLaunchCooperativeKernel)   \
   X(cuLaunchCooperativeKernel_ptsz) \
   X(cuGraphLaunch)               \
-  X(cuGraphLaunch_ptsz)
+  X(cuGraphLaunch_ptsz)          \
+  X(cuCtxDestroy_v2)             \
+  X(cuDevicePrimaryCtxRelease_v2) \
+  X(cuDevicePrimaryCtxReset_v2)
 
 // Called by the shim, not intercepted.
 #define GPUSLICE_DRIVER_CALLS(X) \
@@ -45,7 +48,8 @@
   X(cuCtxPushCurrent_v2)         \
   X(cuCtxPopCurrent_v2)          \
   X(cuCtxSynchronize)            \
-  X(cuStreamGetCtx)
+  X(cuStreamGetCtx)              \
+  X(cuDevicePrimaryCtxGetState)
 
 #define GPUSLICE_NVML_HOOKS(X) \
   X(nvmlDeviceGetMemoryInfo)   \

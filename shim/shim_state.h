@@ -50,6 +50,12 @@ class ShimState {
   // The contexts this process launched from on a gate's GPU: what its monitor synchronises.
   void NoteContext(broker::ComputeGate* gate);
   void SynchronizeGate(broker::ComputeGate* gate);
+  // Held around the application's context teardown (shim/hooks_context.cc): the driver forbids
+  // using a context while it is destroyed, so the monitor does not synchronise meanwhile.
+  std::unique_lock<std::mutex> PauseSynchronisation() { return std::unique_lock<std::mutex>(sync_mutex_); }
+  // The monitor stops synchronising `context` (nullptr: every context noted on `device`'s
+  // GPU); a later gated launch from a live one notes it again.
+  void ForgetContexts(CUcontext context, CUdevice device);
   // Every gate, for the monitor thread.
   std::vector<broker::ComputeGate*> Gates();
 
@@ -77,6 +83,7 @@ class ShimState {
   std::atomic<int> gate_count_{0};
   std::mutex contexts_mutex_;
   std::vector<std::pair<broker::ComputeGate*, CUcontext>> contexts_;
+  std::mutex sync_mutex_;  // held while the monitor synchronises, and around context teardown
 };
 
 // Bytes charged for a request of `size` bytes: rounded up to 512, as the driver aligns.

@@ -154,20 +154,29 @@ int SimState::RegisterProcess() {
   ReapLocked();
   // Prefer never-used slots, then the one that exited longest ago, so that the statistics of
   // recently ended processes stay readable as long as possible.
+  // A slot whose liveness lock is still held is passed over: its registrant was killed in here,
+  // and a dying process's robust mutexes pass on before the kernel closes its files.
+  bool locked[kMaxProcesses] = {};
   int chosen = -1;
-  uint64_t oldest_end = UINT64_MAX;
-  for (int i = 0; i < kMaxProcesses; ++i) {
-    const auto state = static_cast<SlotState>(segment_->slots[i].state.load());
-    if (state == SlotState::kFree) {
-      chosen = i;
-      break;
+  while (true) {
+    chosen = -1;
+    uint64_t oldest_end = UINT64_MAX;
+    for (int i = 0; i < kMaxProcesses; ++i) {
+      if (locked[i]) continue;
+      const auto state = static_cast<SlotState>(segment_->slots[i].state.load());
+      if (state == SlotState::kFree) {
+        chosen = i;
+        break;
+      }
+      if (state == SlotState::kExited && segment_->slots[i].ended_ns < oldest_end) {
+        oldest_end = segment_->slots[i].ended_ns;
+        chosen = i;
+      }
     }
-    if (state == SlotState::kExited && segment_->slots[i].ended_ns < oldest_end) {
-      oldest_end = segment_->slots[i].ended_ns;
-      chosen = i;
-    }
+    if (chosen < 0) return -1;
+    if (TryLockByte(fd_, kLivenessLockBase + static_cast<uint64_t>(chosen))) break;
+    locked[chosen] = true;
   }
-  if (chosen < 0 || !TryLockByte(fd_, kLivenessLockBase + static_cast<uint64_t>(chosen))) return -1;
   SimProcessSlot& slot = segment_->slots[chosen];
   slot.pid = static_cast<int32_t>(getpid());
   slot.started_ns = MonotonicNanos();

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -137,6 +138,15 @@ std::vector<std::string> UnsharePidNamespace(std::string* why) {
     const ProcessResult r = gpuslice::testing::Run(probe);
     if (r.exit_code == 0 && r.out == "1\n") {
       prefix.insert(prefix.begin(), "/usr/bin/env");
+#ifdef GPUSLICE_SANITIZER_BUILD
+      // The preloaded shim brings the sanitizer runtime into unshare too, and at unshare's exit
+      // LeakSanitizer cannot start its tracer (a process of the namespace, whose init is gone):
+      // no leak check in unshare itself, the inherited options again for the program.
+      const char* options = std::getenv("ASAN_OPTIONS");
+      const std::string inherited = options ? options : "";
+      prefix.insert(prefix.begin() + 1, "ASAN_OPTIONS=" + inherited + ":detect_leaks=0");
+      prefix.insert(prefix.end(), {"/usr/bin/env", "ASAN_OPTIONS=" + inherited});
+#endif
       return prefix;
     }
     *why = "unshare is unavailable or not permitted here: " + r.err;

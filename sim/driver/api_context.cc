@@ -1,6 +1,7 @@
 // Contexts: creation, the per-thread current-context stack, primary contexts, synchronisation.
 #include "driver_api.h"
 
+#include <memory>
 #include <vector>
 
 #include "driver_state.h"
@@ -10,12 +11,13 @@ namespace gpuslice::sim {
 
 // Waits for every stream of the context, then lets pools give back memory (a sync point).
 CUresult SynchronizeContext(CUctx_st* ctx) {
-  std::vector<CUstream_st*> streams;
+  // The executors, not the streams: another thread may destroy a stream meanwhile.
+  std::vector<std::shared_ptr<StreamExecutor>> executors;
   {
     std::lock_guard<std::mutex> lock(ctx->mutex);
-    streams = ctx->streams;
+    for (CUstream_st* s : ctx->streams) executors.push_back(s->executor);
   }
-  for (CUstream_st* s : streams) s->executor->Synchronize();
+  for (const auto& executor : executors) executor->Synchronize();
   TrimPoolsAtSynchronize(ctx->device);
   return CUDA_SUCCESS;
 }

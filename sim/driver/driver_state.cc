@@ -199,7 +199,7 @@ CUstream_st* Driver::CreateStream(CUctx_st* ctx, unsigned int flags, int priorit
   stream->context = ctx;
   stream->flags = flags;
   stream->priority = priority;
-  stream->executor = new StreamExecutor(&runner(ctx->device));
+  stream->executor = std::make_shared<StreamExecutor>(&runner(ctx->device));
   {
     std::lock_guard<std::mutex> lock(ctx->mutex);
     ctx->streams.push_back(stream);
@@ -217,7 +217,7 @@ void Driver::DestroyStream(CUstream_st* stream) {
   }
   // As documented for cuStreamDestroy: queued work still completes; the call does not wait
   // for the caller's sake, but the simulator's worker must finish before it is freed.
-  delete stream->executor;
+  stream->executor.reset();  // or later, by a context synchronisation still waiting for it
   delete stream;
 }
 

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -33,7 +34,9 @@ struct CUstream_st {
   CUctx_st* context = nullptr;
   unsigned int flags = 0;
   int priority = 0;
-  gpuslice::sim::StreamExecutor* executor = nullptr;
+  // Shared with a cuCtxSynchronize in progress on another thread, which may outlive the stream
+  // (the shim's compute monitor synchronises while the application destroys streams).
+  std::shared_ptr<gpuslice::sim::StreamExecutor> executor;
 };
 
 struct CUevent_st {
