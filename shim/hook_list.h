@@ -49,7 +49,12 @@
   X(cuCtxPopCurrent_v2)          \
   X(cuCtxSynchronize)            \
   X(cuStreamGetCtx)              \
-  X(cuDevicePrimaryCtxGetState)
+  X(cuDevicePrimaryCtxGetState)  \
+  X(cuEventCreate)               \
+  X(cuEventRecord)               \
+  X(cuEventRecord_ptsz)          \
+  X(cuEventQuery)                \
+  X(cuEventSynchronize)
 
 #define GPUSLICE_NVML_HOOKS(X) \
   X(nvmlDeviceGetMemoryInfo)   \

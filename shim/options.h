@@ -31,6 +31,13 @@ struct MemoryLimit {
   uint64_t QuotaFor(uint64_t device_total) const;
 };
 
+// GPUSLICE_COMPUTE_CLASS: how the compute scheduler treats the tenant's launches.
+enum class ComputeClass : uint8_t {
+  kLatency,     // its launches go first, held to its request when others want the GPU
+  kStandard,    // weighted fair sharing by request and limit
+  kBackground,  // runs only on GPU time no other tenant wants
+};
+
 struct ShimOptions {
   std::optional<MemoryLimit> memory_limit;              // GPUSLICE_MEMORY_LIMIT
   std::map<int, MemoryLimit> memory_limit_per_ordinal;  // GPUSLICE_MEMORY_LIMIT_<n>
@@ -39,6 +46,7 @@ struct ShimOptions {
   std::string driver_library;                           // GPUSLICE_DRIVER_LIBRARY ("" = loader search)
   uint32_t compute_request_pct = 0;                     // GPUSLICE_COMPUTE_REQUEST (0 = default weight)
   uint32_t compute_limit_pct = 100;                     // GPUSLICE_COMPUTE_LIMIT
+  ComputeClass compute_class = ComputeClass::kStandard;  // GPUSLICE_COMPUTE_CLASS
 
   // The limit for device ordinal n, if any.
   std::optional<MemoryLimit> LimitFor(int ordinal) const;
