@@ -12,8 +12,6 @@
 #include "shim/log.h"
 #include "shim/real_driver.h"
 
-extern char** environ;
-
 namespace gpuslice::shim {
 namespace {
 
@@ -75,11 +73,10 @@ ShimState* ShimState::Create() {
   std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, ChildAfterFork); });
 
   auto state = std::unique_ptr<ShimState>(new ShimState());
+  bool valid = false;
+  state->options_ = ProcessOptions(&valid);
+  if (!valid) return nullptr;  // already reported
   std::string error;
-  if (!ParseOptions(environ, &state->options_, &error)) {
-    LogError("%s", error.c_str() + std::strlen("gpuslice: "));
-    return nullptr;
-  }
   state->broker_ = broker::Broker::Attach(state->options_.state_dir, &error);
   if (!state->broker_) {
     LogError("%s (GPUSLICE_STATE_DIR=%s)", error.c_str(), state->options_.state_dir.c_str());
