@@ -131,6 +131,39 @@ CUresult ShimState::LedgerForCurrentContext(int* ledger) {
   return LedgerForDevice(device, ledger);
 }
 
+CUresult ShimState::LedgerAndContext(int* ledger, CUcontext* context) {
+  const RealDriver* real = Real();
+  if (CUresult rc = real->cuCtxGetCurrent(context); rc != CUDA_SUCCESS) return rc;
+  if (!*context) return CUDA_ERROR_INVALID_CONTEXT;
+  CUdevice device = 0;
+  if (CUresult rc = real->cuCtxGetDevice(&device); rc != CUDA_SUCCESS) return rc;
+  return LedgerForDevice(device, ledger);
+}
+
+void ShimState::Record(AllocationMap& map, uint64_t key, Charge charge) {
+  Charge stale;
+  if (map.Insert(key, charge, &stale)) broker_->Release(stale.ledger, stale.bytes);
+}
+
+ShimState::ContextCharges ShimState::TakeContextCharges(CUcontext context) {
+  ContextCharges taken;
+  if (!context) return taken;
+  allocations_.TakeContext(context, &taken.allocation_keys, &taken.allocations);
+  arrays_.TakeContext(context, &taken.array_keys, &taken.arrays);
+  return taken;
+}
+
+void ShimState::CreditContextCharges(const ContextCharges& charges) {
+  for (const Charge& c : charges.allocations) broker_->Release(c.ledger, c.bytes);
+  for (const Charge& c : charges.arrays) broker_->Release(c.ledger, c.bytes);
+}
+
+void ShimState::RestoreContextCharges(const ContextCharges& charges) {
+  for (size_t i = 0; i < charges.allocations.size(); ++i)
+    Record(allocations_, charges.allocation_keys[i], charges.allocations[i]);
+  for (size_t i = 0; i < charges.arrays.size(); ++i) Record(arrays_, charges.array_keys[i], charges.arrays[i]);
+}
+
 int ShimState::LedgerForUuid(const uint8_t (&uuid)[16], uint64_t device_total) {
   const std::string key = broker::FormatUuid(uuid);
   {
