@@ -2,10 +2,14 @@
 
 namespace gpuslice::shim {
 
-void AllocationMap::Insert(uint64_t key, Charge charge) {
+bool AllocationMap::Insert(uint64_t key, Charge charge, Charge* stale) {
   Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mutex);
-  shard.entries[key] = charge;
+  auto [it, inserted] = shard.entries.try_emplace(key, charge);
+  if (inserted) return false;
+  *stale = it->second;
+  it->second = charge;
+  return true;
 }
 
 bool AllocationMap::Take(uint64_t key, Charge* charge) {
@@ -18,19 +22,18 @@ bool AllocationMap::Take(uint64_t key, Charge* charge) {
   return true;
 }
 
-bool AllocationMap::Find(uint64_t key, Charge* charge) {
-  Shard& shard = ShardOf(key);
-  std::lock_guard<std::mutex> lock(shard.mutex);
-  auto it = shard.entries.find(key);
-  if (it == shard.entries.end()) return false;
-  *charge = it->second;
-  return true;
-}
-
-void AllocationMap::Clear() {
-  for (auto& shard : shards_) {
+void AllocationMap::TakeContext(const void* context, std::vector<uint64_t>* keys, std::vector<Charge>* charges) {
+  for (Shard& shard : shards_) {
     std::lock_guard<std::mutex> lock(shard.mutex);
-    shard.entries.clear();
+    for (auto it = shard.entries.begin(); it != shard.entries.end();) {
+      if (it->second.context == context) {
+        keys->push_back(it->first);
+        charges->push_back(it->second);
+        it = shard.entries.erase(it);
+      } else {
+        ++it;
+      }
+    }
   }
 }
 

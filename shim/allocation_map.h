@@ -1,26 +1,37 @@
 // What each live allocation charged, so that its free returns exactly that to the right
 // ledger. Sharded by address: allocations from many threads rarely meet on one lock.
+//
+// The hooks take an entry out BEFORE the driver frees the memory (and put it back if the free
+// fails): once the driver has freed an address it may hand it to another thread at once, whose
+// entry must not meet ours.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 namespace gpuslice::shim {
 
 struct Charge {
   uint64_t bytes = 0;
   int ledger = -1;
+  // The context whose destruction frees the allocation (cuMemAlloc, arrays...), or nullptr
+  // for memory that outlives contexts (stream-ordered pools, virtual-memory handles).
+  const void* context = nullptr;
 };
 
 class AllocationMap {
  public:
-  void Insert(uint64_t key, Charge charge);
+  // Records `charge` under `key`. An entry already there is stale (the driver does not hand out
+  // a live address twice: its memory was freed where gpuslice could not see it): it is never
+  // overwritten in silence but returned in *stale, to be credited. True when there was one.
+  bool Insert(uint64_t key, Charge charge, Charge* stale);
   // Removes and returns the entry; false when the key is unknown (not charged by us).
   bool Take(uint64_t key, Charge* charge);
-  bool Find(uint64_t key, Charge* charge);
-  void Clear();
+  // Removes and returns every entry of `context` (keys in *keys, charges in *charges, in step).
+  void TakeContext(const void* context, std::vector<uint64_t>* keys, std::vector<Charge>* charges);
 
  private:
   struct Shard {

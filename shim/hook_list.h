@@ -18,6 +18,8 @@
   X(cuMemAllocFromPoolAsync_ptsz)\
   X(cuMemFreeAsync)              \
   X(cuMemFreeAsync_ptsz)         \
+  X(cuMemPoolCreate)             \
+  X(cuMemPoolDestroy)            \
   X(cuMemCreate)                 \
   X(cuMemRelease)                \
   X(cuArrayCreate_v2)            \
@@ -49,6 +51,9 @@
   X(cuCtxPopCurrent_v2)          \
   X(cuCtxSynchronize)            \
   X(cuStreamGetCtx)              \
+  X(cuDeviceGetCount)            \
+  X(cuDeviceGetDefaultMemPool)   \
+  X(cuDevicePrimaryCtxRetain)    \
   X(cuDevicePrimaryCtxGetState)  \
   X(cuEventCreate)               \
   X(cuEventRecord)               \

@@ -1,50 +1,93 @@
-// Context teardown. The compute monitor synchronises the contexts this process launched from
+// Context teardown. The driver frees everything a context owns when the context goes
+// (cuCtxDestroy, cuDevicePrimaryCtxReset, the last cuDevicePrimaryCtxRelease): gpuslice
+// credits each of those allocations then, taking their charges out before the driver is called
+// and putting them back if it refuses (docs/accounting.md).
+//
+// The compute monitor synchronises the contexts this process launched from
 // (shim/compute_gate.cc) on its own thread; the driver forbids using a context while it is being
-// destroyed, so cuCtxDestroy and the primary context's release and reset run while the monitor
-// is paused, and the monitor forgets the contexts they destroyed.
+// destroyed, so teardown runs while the monitor is paused, and the monitor forgets the contexts
+// it destroyed.
 #include "shim/driver_api.h"
 #include "shim/real_driver.h"
 #include "shim/shim_state.h"
 
 using gpuslice::shim::Real;
+using gpuslice::shim::RealDriver;
 using gpuslice::shim::ShimState;
+
+namespace {
 
 #define GPUSLICE_REAL_OR_UNSUPPORTED(name) \
   const auto* real = Real();               \
   if (!real) return CUDA_ERROR_NOT_INITIALIZED; \
   if (!real->name) return CUDA_ERROR_NOT_SUPPORTED;
 
+// The device's primary context while it is active (retained by someone), else nullptr: there
+// is then nothing for a release or reset to destroy. Retained and released at once to learn it.
+CUcontext ActivePrimaryContext(const RealDriver* real, CUdevice dev) {
+  unsigned int flags = 0;
+  int active = 0;
+  if (!real->cuDevicePrimaryCtxGetState || !real->cuDevicePrimaryCtxRetain ||
+      real->cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active)
+    return nullptr;
+  CUcontext context = nullptr;
+  if (real->cuDevicePrimaryCtxRetain(&context, dev) != CUDA_SUCCESS) return nullptr;
+  real->cuDevicePrimaryCtxRelease_v2(dev);  // back to the count it had: destroys nothing
+  return context;
+}
+
+// Runs `destroy`, which destroys `context` when it returns CUDA_SUCCESS and `destroyed()` says
+// so, crediting what the context owned then.
+template <typename Destroy, typename Destroyed>
+CUresult TearDown(ShimState* state, CUcontext context, Destroy destroy, Destroyed destroyed) {
+  const ShimState::ContextCharges charges = state->TakeContextCharges(context);
+  const CUresult rc = destroy();
+  if (rc == CUDA_SUCCESS && destroyed()) {
+    state->CreditContextCharges(charges);
+  } else {
+    state->RestoreContextCharges(charges);
+  }
+  return rc;
+}
+
+// The primary context's release or reset (`call`), which destroys it when `destroyed()` holds
+// after the call succeeded.
+template <typename Call, typename Destroyed>
+CUresult TearDownPrimary(const RealDriver* real, CUdevice dev, Call call, Destroyed destroyed) {
+  ShimState* state = ShimState::Get();
+  if (!state) return call();
+  auto pause = state->PauseSynchronisation();
+  bool gone = false;
+  const CUresult rc = TearDown(state, ActivePrimaryContext(real, dev), call, [&] { return gone = destroyed(); });
+  if (rc == CUDA_SUCCESS && gone) state->ForgetContexts(nullptr, dev);
+  return rc;
+}
+
+}  // namespace
+
 CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuCtxDestroy_v2)
   ShimState* state = ShimState::Get();
   if (!state) return real->cuCtxDestroy_v2(ctx);
   auto pause = state->PauseSynchronisation();
-  const CUresult rc = real->cuCtxDestroy_v2(ctx);
+  const CUresult rc = TearDown(
+      state, ctx, [&] { return real->cuCtxDestroy_v2(ctx); }, [] { return true; });
   if (rc == CUDA_SUCCESS) state->ForgetContexts(ctx, -1);
   return rc;
 }
 
+// Only the last release destroys the primary context.
 CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuDevicePrimaryCtxRelease_v2)
-  ShimState* state = ShimState::Get();
-  if (!state) return real->cuDevicePrimaryCtxRelease_v2(dev);
-  auto pause = state->PauseSynchronisation();
-  const CUresult rc = real->cuDevicePrimaryCtxRelease_v2(dev);
-  unsigned int flags = 0;
-  int active = 0;
-  // The last release destroys the primary context.
-  if (rc == CUDA_SUCCESS && (!real->cuDevicePrimaryCtxGetState ||
-                             real->cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active))
-    state->ForgetContexts(nullptr, dev);
-  return rc;
+  return TearDownPrimary(real, dev, [&] { return real->cuDevicePrimaryCtxRelease_v2(dev); }, [&] {
+    unsigned int flags = 0;
+    int active = 0;
+    return !real->cuDevicePrimaryCtxGetState ||
+           real->cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active;
+  });
 }
 
 CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuDevicePrimaryCtxReset_v2)
-  ShimState* state = ShimState::Get();
-  if (!state) return real->cuDevicePrimaryCtxReset_v2(dev);
-  auto pause = state->PauseSynchronisation();
-  const CUresult rc = real->cuDevicePrimaryCtxReset_v2(dev);
-  if (rc == CUDA_SUCCESS) state->ForgetContexts(nullptr, dev);
-  return rc;
+  return TearDownPrimary(real, dev, [&] { return real->cuDevicePrimaryCtxReset_v2(dev); }, [] { return true; });
 }

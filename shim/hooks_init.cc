@@ -14,7 +14,7 @@ using gpuslice::shim::SubstituteHook;
 // real driver is never initialised, so the process cannot run unlimited.
 CUresult CUDAAPI cuInit(unsigned int Flags) {
   const auto* real = Real();
-  if (!real) return gpuslice::shim::DriverLibraryInvalid() ? kFailClosed : CUDA_ERROR_NO_DEVICE;
+  if (!real) return gpuslice::shim::OptionsInvalid() ? kFailClosed : CUDA_ERROR_NO_DEVICE;
   ShimState* state = ShimState::Get();
   if (!state) return kFailClosed;
   gpuslice::shim::ApplyMpsSettings(state);

@@ -1,7 +1,9 @@
 // Every device-allocation path, charged to the tenant's ledger before the driver is called and
 // credited when the memory is freed (docs/accounting.md):
-//   reserve in the shared ledger -> call the driver -> keep the charge, or roll it back.
+//   reserve in the shared ledger -> call the driver -> keep the charge, or roll it back;
+//   take the charge out -> call the driver's free -> credit it, or put it back.
 // Never check-then-allocate: concurrent allocations of a tenant can never exceed its quota.
+// Memory a context owns is also credited when the context is destroyed (hooks_context.cc).
 #include "shim/driver_api.h"  // first: declares every versioned name
 
 #include "common/array_bytes.h"
@@ -20,43 +22,66 @@ CUresult Enter(const RealDriver** real, ShimState** state) {
 }
 
 // Reserves `charge` on `ledger`, runs the driver call, rolls the reservation back if it fails,
-// and records the charge under the key the call produced.
+// and records the charge (owned by `context`) under the key the call produced.
 template <typename Call, typename Key>
-CUresult ChargeAround(ShimState* state, AllocationMap& map, int ledger, uint64_t charge, Call call, Key key) {
+CUresult ChargeAround(ShimState* state, AllocationMap& map, int ledger, const void* context, uint64_t charge,
+                      Call call, Key key) {
   if (!state->broker().Reserve(ledger, charge)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult rc = call();
   if (rc != CUDA_SUCCESS) {
     state->broker().Release(ledger, charge);
     return rc;
   }
-  map.Insert(key(), Charge{charge, ledger});
+  state->Record(map, key(), Charge{charge, ledger, context});
   return CUDA_SUCCESS;
 }
 
-// After the driver freed `key`: return what it was charged.
-void Credit(ShimState* state, AllocationMap& map, uint64_t key) {
-  Charge charge;
-  if (map.Take(key, &charge)) state->broker().Release(charge.ledger, charge.bytes);
-}
+// Frees `key` through `call`. The entry is taken out first: the moment the driver has freed
+// the memory another thread may be handed the same address and record its own charge under it.
+// If the driver refuses, the memory is still live and the entry goes back.
+using MapOf = AllocationMap& (ShimState::*)();
 
 template <typename Call>
-CUresult AllocateOnCurrentDevice(CUdeviceptr* dptr, size_t bytes, Call call) {
+CUresult FreeAndCredit(MapOf map_of, uint64_t key, Call call) {
+  ShimState* state = key ? ShimState::Get() : nullptr;
+  Charge charge;
+  const bool charged = state && (state->*map_of)().Take(key, &charge);
+  const CUresult rc = call();
+  if (!charged) return rc;
+  if (rc == CUDA_SUCCESS) {
+    state->broker().Release(charge.ledger, charge.bytes);
+  } else {
+    state->Record((state->*map_of)(), key, charge);
+  }
+  return rc;
+}
+
+// Memory a context owns, charged to the current context's device.
+template <typename Call>
+CUresult AllocateInCurrentContext(CUdeviceptr* dptr, size_t bytes, Call call) {
   const RealDriver* real = nullptr;
   ShimState* state = nullptr;
   if (CUresult rc = Enter(&real, &state); rc != CUDA_SUCCESS) return rc;
   if (!dptr || bytes == 0) return call();  // the driver reports its own argument errors
   int ledger = -1;
-  if (CUresult rc = state->LedgerForCurrentContext(&ledger); rc != CUDA_SUCCESS) return rc;
-  return ChargeAround(state, state->allocations(), ledger, ChargeFor(bytes), call, [&] { return uint64_t{*dptr}; });
+  CUcontext context = nullptr;
+  if (CUresult rc = state->LedgerAndContext(&ledger, &context); rc != CUDA_SUCCESS) return rc;
+  return ChargeAround(state, state->allocations(), ledger, context, ChargeFor(bytes), call,
+                      [&] { return uint64_t{*dptr}; });
 }
 
-template <typename Call>
-CUresult FreeDevicePointer(CUdeviceptr dptr, Call call) {
-  const CUresult rc = call();
-  if (rc == CUDA_SUCCESS && dptr) {
-    if (ShimState* state = ShimState::Get()) Credit(state, state->allocations(), dptr);
-  }
-  return rc;
+// Stream-ordered memory: charged to the ledger `find_ledger` gives (the stream's or the pool's
+// device), owned by no context.
+template <typename FindLedger, typename Call>
+CUresult AllocateStreamOrdered(CUdeviceptr* dptr, size_t bytes, FindLedger find_ledger, Call call) {
+  const RealDriver* real = nullptr;
+  ShimState* state = nullptr;
+  if (CUresult rc = Enter(&real, &state); rc != CUDA_SUCCESS) return rc;
+  if (!dptr || bytes == 0) return call();
+  int ledger = -1;
+  if (CUresult rc = find_ledger(state, &ledger); rc != CUDA_SUCCESS) return rc;
+  return ChargeAround(state, state->allocations(), ledger, nullptr, ChargeFor(bytes), call,
+                      [&] { return uint64_t{*dptr}; });
 }
 
 template <typename Call>
@@ -66,17 +91,15 @@ CUresult CreateArrayOfBytes(std::optional<uint64_t> bytes, const void* handle_ou
   if (CUresult rc = Enter(&real, &state); rc != CUDA_SUCCESS) return rc;
   if (!bytes || !handle_out || *bytes == 0) return call();  // invalid or sparse: nothing to charge
   int ledger = -1;
-  if (CUresult rc = state->LedgerForCurrentContext(&ledger); rc != CUDA_SUCCESS) return rc;
-  return ChargeAround(state, state->arrays(), ledger, ChargeFor(*bytes), call, [&] { return *key_source; });
+  CUcontext context = nullptr;
+  if (CUresult rc = state->LedgerAndContext(&ledger, &context); rc != CUDA_SUCCESS) return rc;
+  return ChargeAround(state, state->arrays(), ledger, context, ChargeFor(*bytes), call, [&] { return *key_source; });
 }
 
-template <typename Call>
-CUresult DestroyArray(uint64_t key, Call call) {
-  const CUresult rc = call();
-  if (rc == CUDA_SUCCESS) {
-    if (ShimState* state = ShimState::Get()) Credit(state, state->arrays(), key);
-  }
-  return rc;
+// a * b, saturated: a charge that cannot be represented admits no quota.
+uint64_t SaturatingProduct(uint64_t a, uint64_t b) {
+  uint64_t product = 0;
+  return __builtin_mul_overflow(a, b, &product) ? UINT64_MAX : product;
 }
 
 CUDA_ARRAY3D_DESCRIPTOR As3D(const CUDA_ARRAY_DESCRIPTOR& d) {
@@ -94,15 +117,16 @@ CUDA_ARRAY3D_DESCRIPTOR As3D(const CUDA_ARRAY_DESCRIPTOR& d) {
 using namespace gpuslice::shim;
 
 CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
-  return AllocateOnCurrentDevice(dptr, bytesize, [&] { return Real()->cuMemAlloc_v2(dptr, bytesize); });
+  return AllocateInCurrentContext(dptr, bytesize, [&] { return Real()->cuMemAlloc_v2(dptr, bytesize); });
 }
 
 CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
-  return AllocateOnCurrentDevice(dptr, bytesize, [&] { return Real()->cuMemAllocManaged(dptr, bytesize, flags); });
+  return AllocateInCurrentContext(dptr, bytesize, [&] { return Real()->cuMemAllocManaged(dptr, bytesize, flags); });
 }
 
 // The pitch is only known after the call: reserve for the narrowest legal pitch (rows padded
-// to 512 bytes), then settle the difference once the driver has chosen.
+// to 512 bytes), then settle the difference once the driver has chosen. Sizes that overflow
+// saturate: such a request is refused as out of memory, never charged as a small one.
 CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
                                     unsigned int ElementSizeBytes) {
   auto call = [&] { return Real()->cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes); };
@@ -110,64 +134,93 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t Wi
   ShimState* state = nullptr;
   if (CUresult rc = Enter(&real, &state); rc != CUDA_SUCCESS) return rc;
   if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0) return call();
-  const uint64_t row = (static_cast<uint64_t>(WidthInBytes) + 511) & ~uint64_t{511};
-  if (Height > UINT64_MAX / row) return call();
   int ledger = -1;
-  if (CUresult rc = state->LedgerForCurrentContext(&ledger); rc != CUDA_SUCCESS) return rc;
-  const uint64_t estimate = ChargeFor(row * Height);
+  CUcontext context = nullptr;
+  if (CUresult rc = state->LedgerAndContext(&ledger, &context); rc != CUDA_SUCCESS) return rc;
+  const uint64_t estimate = ChargeFor(SaturatingProduct(ChargeFor(WidthInBytes), Height));
   if (!state->broker().Reserve(ledger, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;
   if (CUresult rc = call(); rc != CUDA_SUCCESS) {
     state->broker().Release(ledger, estimate);
     return rc;
   }
-  const uint64_t actual = ChargeFor(static_cast<uint64_t>(*pPitch) * Height);
+  const uint64_t actual = ChargeFor(SaturatingProduct(*pPitch, Height));
   if (actual > estimate && !state->broker().Reserve(ledger, actual - estimate)) {
     real->cuMemFree_v2(*dptr);
     state->broker().Release(ledger, estimate);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   if (actual < estimate) state->broker().Release(ledger, estimate - actual);
-  state->allocations().Insert(*dptr, Charge{actual, ledger});
+  state->Record(state->allocations(), *dptr, Charge{actual, ledger, context});
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
-  return FreeDevicePointer(dptr, [&] { return Real() ? Real()->cuMemFree_v2(dptr) : CUDA_ERROR_NOT_INITIALIZED; });
+  return FreeAndCredit(&ShimState::allocations, dptr,
+                       [&] { return Real() ? Real()->cuMemFree_v2(dptr) : CUDA_ERROR_NOT_INITIALIZED; });
 }
 
 // Stream-ordered allocations are charged when asked for and credited when freed, whatever
-// the pool keeps cached in between (docs/accounting.md).
+// the pool keeps cached in between, on the ledger of the device the memory lives on: the
+// stream's, or the pool's (docs/accounting.md).
 CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
-  return AllocateOnCurrentDevice(dptr, bytesize, [&] { return Real()->cuMemAllocAsync(dptr, bytesize, hStream); });
+  return AllocateStreamOrdered(
+      dptr, bytesize, [&](ShimState* state, int* ledger) { return state->LedgerForStream(hStream, ledger); },
+      [&] { return Real()->cuMemAllocAsync(dptr, bytesize, hStream); });
 }
 
 CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
-  return AllocateOnCurrentDevice(dptr, bytesize,
-                                 [&] { return Real()->cuMemAllocAsync_ptsz(dptr, bytesize, hStream); });
+  return AllocateStreamOrdered(
+      dptr, bytesize, [&](ShimState* state, int* ledger) { return state->LedgerForStream(hStream, ledger); },
+      [&] { return Real()->cuMemAllocAsync_ptsz(dptr, bytesize, hStream); });
 }
 
 CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
-  return AllocateOnCurrentDevice(dptr, bytesize,
-                                 [&] { return Real()->cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream); });
+  return AllocateStreamOrdered(
+      dptr, bytesize, [&](ShimState* state, int* ledger) { return state->LedgerForPool(pool, hStream, ledger); },
+      [&] { return Real()->cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream); });
 }
 
 CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
                                               CUstream hStream) {
-  return AllocateOnCurrentDevice(
-      dptr, bytesize, [&] { return Real()->cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream); });
+  return AllocateStreamOrdered(
+      dptr, bytesize, [&](ShimState* state, int* ledger) { return state->LedgerForPool(pool, hStream, ledger); },
+      [&] { return Real()->cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream); });
 }
 
 CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
-  return FreeDevicePointer(dptr, [&] { return Real() ? Real()->cuMemFreeAsync(dptr, hStream) : CUDA_ERROR_NOT_INITIALIZED; });
+  return FreeAndCredit(&ShimState::allocations, dptr,
+                       [&] { return Real() ? Real()->cuMemFreeAsync(dptr, hStream) : CUDA_ERROR_NOT_INITIALIZED; });
 }
 
 CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
-  return FreeDevicePointer(
-      dptr, [&] { return Real() ? Real()->cuMemFreeAsync_ptsz(dptr, hStream) : CUDA_ERROR_NOT_INITIALIZED; });
+  return FreeAndCredit(&ShimState::allocations, dptr, [&] {
+    return Real() ? Real()->cuMemFreeAsync_ptsz(dptr, hStream) : CUDA_ERROR_NOT_INITIALIZED;
+  });
+}
+
+// Pools the application creates, with their device: what cuMemAllocFromPoolAsync charges.
+CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps) {
+  const RealDriver* real = Real();
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  const CUresult rc = real->cuMemPoolCreate(pool, poolProps);
+  if (rc == CUDA_SUCCESS && pool && poolProps && poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+    if (ShimState* state = ShimState::Get()) state->NotePool(*pool, poolProps->location.id);
+  }
+  return rc;
+}
+
+CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
+  const RealDriver* real = Real();
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  const CUresult rc = real->cuMemPoolDestroy(pool);
+  if (rc == CUDA_SUCCESS) {
+    if (ShimState* state = ShimState::Get()) state->ForgetPool(pool);
+  }
+  return rc;
 }
 
 // Physical memory of the virtual-memory API: charged at cuMemCreate when it lives on a device,
-// credited at cuMemRelease of the handle.
+// credited at cuMemRelease of the handle. Handles belong to the process, not to a context.
 CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
                              unsigned long long flags) {
   auto call = [&] { return Real()->cuMemCreate(handle, size, prop, flags); };
@@ -177,17 +230,13 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, 
   if (!handle || !prop || size == 0 || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return call();
   int ledger = -1;
   if (CUresult rc = state->LedgerForDevice(prop->location.id, &ledger); rc != CUDA_SUCCESS) return rc;
-  return ChargeAround(state, state->physical(), ledger, size, call, [&] { return uint64_t{*handle}; });
+  return ChargeAround(state, state->physical(), ledger, nullptr, ChargeFor(size), call,
+                      [&] { return uint64_t{*handle}; });
 }
 
 CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
-  const RealDriver* real = Real();
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  const CUresult rc = real->cuMemRelease(handle);
-  if (rc == CUDA_SUCCESS) {
-    if (ShimState* state = ShimState::Get()) Credit(state, state->physical(), handle);
-  }
-  return rc;
+  return FreeAndCredit(&ShimState::physical, handle,
+                       [&] { return Real() ? Real()->cuMemRelease(handle) : CUDA_ERROR_NOT_INITIALIZED; });
 }
 
 CUresult CUDAAPI cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* pAllocateArray) {
@@ -223,12 +272,12 @@ CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_AR
 }
 
 CUresult CUDAAPI cuArrayDestroy(CUarray hArray) {
-  return DestroyArray(reinterpret_cast<uint64_t>(hArray),
-                      [&] { return Real() ? Real()->cuArrayDestroy(hArray) : CUDA_ERROR_NOT_INITIALIZED; });
+  return FreeAndCredit(&ShimState::arrays, reinterpret_cast<uint64_t>(hArray),
+                       [&] { return Real() ? Real()->cuArrayDestroy(hArray) : CUDA_ERROR_NOT_INITIALIZED; });
 }
 
 CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
-  return DestroyArray(reinterpret_cast<uint64_t>(hMipmappedArray), [&] {
+  return FreeAndCredit(&ShimState::arrays, reinterpret_cast<uint64_t>(hMipmappedArray), [&] {
     return Real() ? Real()->cuMipmappedArrayDestroy(hMipmappedArray) : CUDA_ERROR_NOT_INITIALIZED;
   });
 }

@@ -11,7 +11,9 @@ namespace {
 constexpr std::string_view kPrefix = "GPUSLICE_";
 // Variables of the simulated driver share the prefix but are not the shim's.
 constexpr std::string_view kSimulatorPrefix = "GPUSLICE_SIM_";
-constexpr std::string_view kPerOrdinalLimit = "GPUSLICE_MEMORY_LIMIT_";
+// A declaration's name ending in this is one variable per device ordinal.
+constexpr std::string_view kOrdinalSuffix = "<n>";
+constexpr uint64_t kMaxOrdinal = 63;
 
 bool ValidTenant(std::string_view name) {
   if (name.empty() || name.size() > 63) return false;
@@ -23,9 +25,80 @@ bool ValidTenant(std::string_view name) {
   return true;
 }
 
-bool Fail(std::string* error, std::string_view name, std::string_view value, const char* expected) {
-  *error = "gpuslice: invalid " + std::string(name) + "='" + std::string(value) + "'; expected " + expected;
+bool AbsolutePath(std::string_view value) { return !value.empty() && value[0] == '/'; }
+
+std::optional<uint32_t> ParsePercent(std::string_view value) {
+  const auto percent = ParseUnsigned(value.ends_with("%") ? value.substr(0, value.size() - 1) : value);
+  if (!percent || *percent < 1 || *percent > 100) return std::nullopt;
+  return static_cast<uint32_t>(*percent);
+}
+
+// ---- How each option's value is parsed and stored (the `apply` of its declaration). ----
+
+bool ApplyMemoryLimit(int, std::string_view value, ShimOptions* out) {
+  out->memory_limit = ParseMemoryLimit(value);
+  return out->memory_limit.has_value();
+}
+
+bool ApplyMemoryLimitForOrdinal(int ordinal, std::string_view value, ShimOptions* out) {
+  const auto limit = ParseMemoryLimit(value);
+  if (!limit) return false;
+  out->memory_limit_per_ordinal[ordinal] = *limit;
+  return true;
+}
+
+bool ApplyTenant(int, std::string_view value, ShimOptions* out) {
+  if (!ValidTenant(value)) return false;
+  out->tenant = value;
+  return true;
+}
+
+bool ApplyStateDir(int, std::string_view value, ShimOptions* out) {
+  if (!AbsolutePath(value)) return false;
+  out->state_dir = value;
+  return true;
+}
+
+bool ApplyComputeRequest(int, std::string_view value, ShimOptions* out) {
+  const auto percent = ParsePercent(value);
+  if (percent) out->compute_request_pct = *percent;
+  return percent.has_value();
+}
+
+bool ApplyComputeLimit(int, std::string_view value, ShimOptions* out) {
+  const auto percent = ParsePercent(value);
+  if (percent) out->compute_limit_pct = *percent;
+  return percent.has_value();
+}
+
+bool ApplyComputeClass(int, std::string_view value, ShimOptions* out) {
+  for (ComputeClass c : {ComputeClass::kLatency, ComputeClass::kStandard, ComputeClass::kBackground}) {
+    if (value == ComputeClassName(c)) {
+      out->compute_class = c;
+      return true;
+    }
+  }
   return false;
+}
+
+bool ApplyDriverLibrary(int, std::string_view value, ShimOptions* out) {
+  if (!AbsolutePath(value)) return false;
+  out->driver_library = value;
+  return true;
+}
+
+// ---- Matching names and reporting errors. ----
+
+bool PerOrdinal(const OptionSpec& spec) { return std::string_view(spec.name).ends_with(kOrdinalSuffix); }
+
+// "GPUSLICE_MEMORY_LIMIT_" for "GPUSLICE_MEMORY_LIMIT_<n>".
+std::string_view OrdinalPrefix(const OptionSpec& spec) {
+  const std::string_view name(spec.name);
+  return name.substr(0, name.size() - kOrdinalSuffix.size());
+}
+
+std::string Assignment(std::string_view name, std::string_view value) {
+  return std::string(name) + "='" + std::string(value) + "'";
 }
 
 size_t EditDistance(std::string_view a, std::string_view b) {
@@ -57,49 +130,87 @@ std::string Suggestion(std::string_view name) {
   return best;
 }
 
-const OptionSpec* Spec(std::string_view name) {
-  for (const auto& spec : OptionTable()) {
-    if (name == spec.name) return &spec;
-  }
-  return nullptr;
+std::string UnknownVariable(std::string_view name, std::string_view value) {
+  // A misspelt limit must not silently mean "unlimited".
+  const std::string suggestion = Suggestion(name);
+  std::string known;
+  for (const auto& spec : OptionTable()) known += (known.empty() ? "" : ", ") + std::string(spec.name);
+  return "gpuslice: unknown variable " + Assignment(name, value) + "; " +
+         (suggestion.empty() ? "" : "did you mean " + suggestion + "? ") + "gpuslice reads " + known +
+         ", e.g. GPUSLICE_MEMORY_LIMIT=4Gi";
 }
 
-std::string Expected(const char* name) {
-  const OptionSpec* spec = Spec(name);
-  return std::string(spec->type) + ", e.g. " + spec->example;
+// Applies one GPUSLICE_* variable; false with the error line when it is unknown or invalid.
+bool ApplyVariable(std::string_view name, std::string_view value, ShimOptions* out, std::string* error) {
+  for (const auto& spec : OptionTable()) {
+    int ordinal = -1;
+    if (PerOrdinal(spec)) {
+      const std::string_view prefix = OrdinalPrefix(spec);
+      if (!name.starts_with(prefix)) continue;
+      const auto n = ParseUnsigned(name.substr(prefix.size()));
+      if (!n || *n > kMaxOrdinal) {
+        *error = "gpuslice: unknown variable " + Assignment(name, value) + "; per-device variables are " +
+                 spec.name + " with n a device ordinal 0 to " + std::to_string(kMaxOrdinal) + ", e.g. " +
+                 std::string(prefix) + "1=" + spec.example;
+        return false;
+      }
+      ordinal = static_cast<int>(*n);
+    } else if (name != spec.name) {
+      continue;
+    }
+    if (spec.apply(ordinal, value, out)) return true;
+    *error = "gpuslice: invalid " + Assignment(name, value) + "; expected " + spec.type + ", e.g. " + spec.example;
+    return false;
+  }
+  *error = UnknownVariable(name, value);
+  return false;
 }
 
 }  // namespace
 
+const char* ComputeClassName(ComputeClass compute_class) {
+  switch (compute_class) {
+    case ComputeClass::kLatency: return "latency";
+    case ComputeClass::kStandard: return "standard";
+    case ComputeClass::kBackground: return "background";
+  }
+  return "standard";
+}
+
 const std::vector<OptionSpec>& OptionTable() {
+  // Exact names are matched before per-ordinal prefixes: GPUSLICE_MEMORY_LIMIT comes first.
   static const std::vector<OptionSpec> kTable = {
-      {"GPUSLICE_MEMORY_LIMIT", "quantity or percentage", "unlimited",
+      {"GPUSLICE_MEMORY_LIMIT", "quantity above 0 or percentage 1% to 100%", "unlimited",
        "The tenant's GPU memory quota on each GPU it uses: 512Mi, 4Gi, 4G, plain bytes, or a percentage "
        "of the device such as 25%. Allocations beyond it fail with CUDA_ERROR_OUT_OF_MEMORY.",
-       "4Gi"},
-      {"GPUSLICE_MEMORY_LIMIT_<n>", "quantity or percentage", "GPUSLICE_MEMORY_LIMIT",
-       "Overrides GPUSLICE_MEMORY_LIMIT for the process's device ordinal n (as this process numbers "
-       "its devices).",
-       "GPUSLICE_MEMORY_LIMIT_1=2Gi"},
-      {"GPUSLICE_TENANT", "name", "the process alone",
-       "The tenant: every process with the same name shares one quota per physical GPU. 1 to 63 of "
-       "A-Z a-z 0-9 . _ -",
-       "team-a.inference"},
+       "4Gi", ApplyMemoryLimit},
+      {"GPUSLICE_MEMORY_LIMIT_<n>", "quantity above 0 or percentage 1% to 100%", "GPUSLICE_MEMORY_LIMIT",
+       "Overrides GPUSLICE_MEMORY_LIMIT for the process's device ordinal n (0 to 63, as this process "
+       "numbers its devices).",
+       "2Gi", ApplyMemoryLimitForOrdinal},
+      {"GPUSLICE_TENANT", "name of 1 to 63 of A-Z a-z 0-9 . _ -", "the process alone",
+       "The tenant: every process with the same name shares one quota per physical GPU.",
+       "team-a.inference", ApplyTenant},
       {"GPUSLICE_STATE_DIR", "absolute directory", "/run/gpuslice",
        "Where the broker's shared segment lives; mount the same host directory into every container "
        "of the node.",
-       "/run/gpuslice"},
+       "/run/gpuslice", ApplyStateDir},
       {"GPUSLICE_COMPUTE_REQUEST", "percentage 1-100", "10",
        "The share of each GPU's time the tenant is entitled to when it wants it, and its weight "
        "among the tenants waiting for the GPU (requests over 100% in total are shared in proportion).",
-       "30"},
+       "30", ApplyComputeRequest},
       {"GPUSLICE_COMPUTE_LIMIT", "percentage 1-100", "100",
        "The share of each GPU's time the tenant may never exceed, even when the GPU is otherwise idle; "
        "100 lets it use any idle time.",
-       "50"},
+       "50", ApplyComputeLimit},
+      {"GPUSLICE_COMPUTE_CLASS", "latency, standard or background", "standard",
+       "The tenant's compute class: latency (its launches go first, held to its request when others "
+       "want the GPU), standard (weighted fair sharing by request and limit) or background (runs only "
+       "on GPU time no other tenant wants).",
+       "latency", ApplyComputeClass},
       {"GPUSLICE_DRIVER_LIBRARY", "absolute path", "found as the dynamic loader finds libcuda.so.1",
        "The real CUDA driver library, when it is not where the loader looks.",
-       "/usr/lib/x86_64-linux-gnu/libcuda.so.1"},
+       "/usr/lib/x86_64-linux-gnu/libcuda.so.1", ApplyDriverLibrary},
   };
   return kTable;
 }
@@ -130,64 +241,27 @@ std::optional<MemoryLimit> ShimOptions::LimitFor(int ordinal) const {
 
 bool ParseOptions(char** environment, ShimOptions* out, std::string* error) {
   ShimOptions options;
+  std::string first_error;
   for (char** entry = environment; entry && *entry; ++entry) {
     const std::string_view item(*entry);
     if (!item.starts_with(kPrefix) || item.starts_with(kSimulatorPrefix)) continue;
     const size_t eq = item.find('=');
     if (eq == std::string_view::npos) continue;
-    const std::string_view name = item.substr(0, eq);
-    const std::string_view value = item.substr(eq + 1);
-    if (name == "GPUSLICE_MEMORY_LIMIT") {
-      options.memory_limit = ParseMemoryLimit(value);
-      if (!options.memory_limit)
-        return Fail(error, name, value, "a quantity above 0 (512Mi, 4Gi, 4G, bytes) or a percentage 1% to 100%, e.g. 4Gi");
-    } else if (name.starts_with(kPerOrdinalLimit)) {
-      const auto ordinal = ParseUnsigned(name.substr(kPerOrdinalLimit.size()));
-      if (!ordinal || *ordinal > 63) {
-        *error = "gpuslice: unknown variable " + std::string(name) + "='" + std::string(value) +
-                 "'; per-device limits are GPUSLICE_MEMORY_LIMIT_<n> with n a device ordinal 0 to 63, e.g. "
-                 "GPUSLICE_MEMORY_LIMIT_1=2Gi";
-        return false;
-      }
-      const auto limit = ParseMemoryLimit(value);
-      if (!limit)
-        return Fail(error, name, value, "a quantity above 0 (512Mi, 4Gi, 4G, bytes) or a percentage 1% to 100%, e.g. 2Gi");
-      options.memory_limit_per_ordinal[static_cast<int>(*ordinal)] = *limit;
-    } else if (name == "GPUSLICE_TENANT") {
-      if (!ValidTenant(value)) return Fail(error, name, value, Expected("GPUSLICE_TENANT").c_str());
-      options.tenant = value;
-    } else if (name == "GPUSLICE_STATE_DIR") {
-      if (value.empty() || value[0] != '/') return Fail(error, name, value, Expected("GPUSLICE_STATE_DIR").c_str());
-      options.state_dir = value;
-    } else if (name == "GPUSLICE_COMPUTE_REQUEST" || name == "GPUSLICE_COMPUTE_LIMIT") {
-      const auto percent = ParseUnsigned(value.ends_with("%") ? value.substr(0, value.size() - 1) : value);
-      if (!percent || *percent < 1 || *percent > 100)
-        return Fail(error, name, value, "a percentage from 1 to 100, e.g. 30");
-      (name == "GPUSLICE_COMPUTE_REQUEST" ? options.compute_request_pct : options.compute_limit_pct) =
-          static_cast<uint32_t>(*percent);
-    } else if (name == "GPUSLICE_DRIVER_LIBRARY") {
-      if (value.empty() || value[0] != '/')
-        return Fail(error, name, value, Expected("GPUSLICE_DRIVER_LIBRARY").c_str());
-      options.driver_library = value;
-    } else {
-      // A misspelt limit must not silently mean "unlimited".
-      const std::string suggestion = Suggestion(name);
-      std::string known;
-      for (const auto& spec : OptionTable()) known += (known.empty() ? "" : ", ") + std::string(spec.name);
-      *error = "gpuslice: unknown variable " + std::string(name) + "='" + std::string(value) + "'; " +
-               (suggestion.empty() ? "" : "did you mean " + suggestion + "? ") + "gpuslice reads " + known +
-               ", e.g. GPUSLICE_MEMORY_LIMIT=4Gi";
-      return false;
-    }
+    std::string variable_error;
+    if (!ApplyVariable(item.substr(0, eq), item.substr(eq + 1), &options, &variable_error) && first_error.empty())
+      first_error = std::move(variable_error);
   }
-  if (options.compute_request_pct > options.compute_limit_pct) {
-    *error = "gpuslice: invalid GPUSLICE_COMPUTE_REQUEST='" + std::to_string(options.compute_request_pct) +
-             "' above GPUSLICE_COMPUTE_LIMIT='" + std::to_string(options.compute_limit_pct) +
-             "'; the request must not exceed the limit, e.g. GPUSLICE_COMPUTE_REQUEST=30 GPUSLICE_COMPUTE_LIMIT=50";
-    return false;
+  // The only rule between two options.
+  if (first_error.empty() && options.compute_request_pct > options.compute_limit_pct) {
+    first_error = "gpuslice: invalid GPUSLICE_COMPUTE_REQUEST='" + std::to_string(options.compute_request_pct) +
+                  "' above GPUSLICE_COMPUTE_LIMIT='" + std::to_string(options.compute_limit_pct) +
+                  "'; the request must not exceed the limit, e.g. GPUSLICE_COMPUTE_REQUEST=30 "
+                  "GPUSLICE_COMPUTE_LIMIT=50";
   }
   *out = std::move(options);
-  return true;
+  if (first_error.empty()) return true;
+  *error = std::move(first_error);
+  return false;
 }
 
 }  // namespace gpuslice::shim

@@ -1,6 +1,8 @@
-// Every GPUSLICE_* option the shim reads: one table (name, type, default, meaning) that the
-// parser, the error messages, `gpuslicectl options` and the README's environment reference
-// all come from. Read once, at the first CUDA call.
+// Every GPUSLICE_* option the shim reads, declared once (shim/options.cc): each declaration
+// carries the name, the documented type, default and meaning, an example, and the function that
+// parses and validates a value into ShimOptions. The parser, its error lines, `gpuslicectl
+// options` and the README's environment reference all come from that one list. Read once, at
+// the first CUDA call (shim/process_options.cc).
 #pragma once
 
 #include <cstdint>
@@ -12,15 +14,20 @@
 
 namespace gpuslice::shim {
 
+struct ShimOptions;
+
 struct OptionSpec {
-  const char* name;     // a trailing "_<n>" means "per device ordinal n"
-  const char* type;
-  const char* fallback; // the default, as the docs show it
+  const char* name;      // a trailing "_<n>" means "per device ordinal n"
+  const char* type;      // what a valid value is, as the docs and the error line say it
+  const char* fallback;  // the default, as the docs show it
   const char* meaning;
-  const char* example;  // a valid value, quoted in error messages
+  const char* example;   // a valid value, quoted in error messages
+  // Stores `value` into *out; false when it is not valid. `ordinal` is the n of a per-ordinal
+  // option, else -1.
+  bool (*apply)(int ordinal, std::string_view value, ShimOptions* out);
 };
 
-// The table, in documentation order.
+// The declarations, in documentation order.
 const std::vector<OptionSpec>& OptionTable();
 
 // A memory limit: bytes, or a percentage of the device's memory.
@@ -37,6 +44,8 @@ enum class ComputeClass : uint8_t {
   kStandard,    // weighted fair sharing by request and limit
   kBackground,  // runs only on GPU time no other tenant wants
 };
+// "latency", "standard", "background".
+const char* ComputeClassName(ComputeClass compute_class);
 
 struct ShimOptions {
   std::optional<MemoryLimit> memory_limit;              // GPUSLICE_MEMORY_LIMIT
@@ -53,10 +62,17 @@ struct ShimOptions {
 };
 
 // Parses the environment. On any bad or unknown GPUSLICE_* variable returns false with one line
-// in *error naming the variable, its value and a valid example.
+// in *error naming the (first such) variable, its value and a valid example; *out then holds the
+// variables that were valid, for the driver's loader only (the shim fails closed).
 bool ParseOptions(char** environment, ShimOptions* out, std::string* error);
 
 // Parses one limit ("512Mi", "4Gi", "4G", "1048576", "25%").
 std::optional<MemoryLimit> ParseMemoryLimit(std::string_view text);
+
+// This process's options, parsed from the environment at the first call and kept: the driver's
+// loader (GPUSLICE_DRIVER_LIBRARY) and the shim's state read the same parse, so a bad variable
+// is reported (once, on stderr) whether or not a driver can be loaded. *valid is false after
+// such a report; the options are then ParseOptions' partial result.
+const ShimOptions& ProcessOptions(bool* valid);
 
 }  // namespace gpuslice::shim

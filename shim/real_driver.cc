@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "shim/log.h"
+#include "shim/options.h"
 
 namespace gpuslice::shim {
 namespace {
@@ -88,21 +89,22 @@ const void* ObjectBase(const void* address) {
   return dladdr(address, &info) ? info.dli_fbase : nullptr;
 }
 
-// Set when GPUSLICE_DRIVER_LIBRARY itself is invalid: a configuration error, not a missing driver.
-std::atomic<bool> g_driver_library_invalid{false};
+// Set when a GPUSLICE_* variable is invalid: a configuration error, not a missing driver.
+std::atomic<bool> g_options_invalid{false};
 
 RealDriver* LoadDriver() {
-  const char* configured = std::getenv("GPUSLICE_DRIVER_LIBRARY");
-  const std::string path = (configured && *configured) ? configured : "libcuda.so.1";
-  if (configured && *configured && configured[0] != '/') {
-    g_driver_library_invalid.store(true);
-    LogError("invalid GPUSLICE_DRIVER_LIBRARY='%s'; expected an absolute path, e.g. "
-             "/usr/lib/x86_64-linux-gnu/libcuda.so.1", configured);
-    return nullptr;
-  }
+  // Every option is checked before a driver is looked for: a typo is reported even when none
+  // can be loaded. With a bad option the driver is still loaded if it can be (quietly: the
+  // option's line is the one that matters), so that cuGetProcAddress works and it is cuInit that
+  // fails closed — unless GPUSLICE_DRIVER_LIBRARY itself is the bad one.
+  bool valid = false;
+  const ShimOptions& options = ProcessOptions(&valid);
+  g_options_invalid.store(!valid);
+  if (!valid && options.driver_library.empty() && std::getenv("GPUSLICE_DRIVER_LIBRARY")) return nullptr;
+  const std::string path = options.driver_library.empty() ? "libcuda.so.1" : options.driver_library;
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
-    LogError("cannot load the CUDA driver %s: %s", path.c_str(), dlerror());
+    if (valid) LogError("cannot load the CUDA driver %s: %s", path.c_str(), dlerror());
     return nullptr;
   }
   auto* driver = new RealDriver();
@@ -140,7 +142,7 @@ RealDriver* LoadDriver() {
 
 __attribute__((no_sanitize("address", "undefined", "thread"))) DlsymFunction GlibcDlsym() { return LoadRealDlsym(); }
 
-bool DriverLibraryInvalid() { return g_driver_library_invalid.load(); }
+bool OptionsInvalid() { return g_options_invalid.load(); }
 
 void* RealDlsym(void* handle, const char* name) {
   DlsymFn fn = LoadRealDlsym();

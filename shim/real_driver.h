@@ -29,9 +29,9 @@ struct RealNvml {
 // The real driver, loading it on first use. nullptr (and one line on stderr, once) when it
 // cannot be loaded or is gpuslice itself.
 const RealDriver* Real();
-// True when Real() failed because GPUSLICE_DRIVER_LIBRARY is invalid (cuInit then fails closed,
-// like any other bad GPUSLICE_* value, rather than reporting no device).
-bool DriverLibraryInvalid();
+// True when Real() failed because a GPUSLICE_* variable is invalid (cuInit then fails closed
+// rather than reporting no device).
+bool OptionsInvalid();
 // The real NVML if the process has loaded libnvidia-ml.so.1 (it is never loaded by gpuslice).
 const RealNvml* RealNvmlIfLoaded();
 

@@ -13,8 +13,6 @@
 #include "shim/log.h"
 #include "shim/real_driver.h"
 
-extern char** environ;
-
 namespace gpuslice::shim {
 namespace {
 
@@ -76,11 +74,10 @@ ShimState* ShimState::Create() {
   std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, ChildAfterFork); });
 
   auto state = std::unique_ptr<ShimState>(new ShimState());
+  bool valid = false;
+  state->options_ = ProcessOptions(&valid);
+  if (!valid) return nullptr;  // already reported
   std::string error;
-  if (!ParseOptions(environ, &state->options_, &error)) {
-    LogError("%s", error.c_str() + std::strlen("gpuslice: "));
-    return nullptr;
-  }
   state->broker_ = broker::Broker::Attach(state->options_.state_dir, &error);
   if (!state->broker_) {
     LogError("%s (GPUSLICE_STATE_DIR=%s)", error.c_str(), state->options_.state_dir.c_str());
@@ -133,6 +130,39 @@ CUresult ShimState::LedgerForCurrentContext(int* ledger) {
   CUdevice device = 0;
   if (CUresult rc = Real()->cuCtxGetDevice(&device); rc != CUDA_SUCCESS) return rc;
   return LedgerForDevice(device, ledger);
+}
+
+CUresult ShimState::LedgerAndContext(int* ledger, CUcontext* context) {
+  const RealDriver* real = Real();
+  if (CUresult rc = real->cuCtxGetCurrent(context); rc != CUDA_SUCCESS) return rc;
+  if (!*context) return CUDA_ERROR_INVALID_CONTEXT;
+  CUdevice device = 0;
+  if (CUresult rc = real->cuCtxGetDevice(&device); rc != CUDA_SUCCESS) return rc;
+  return LedgerForDevice(device, ledger);
+}
+
+void ShimState::Record(AllocationMap& map, uint64_t key, Charge charge) {
+  Charge stale;
+  if (map.Insert(key, charge, &stale)) broker_->Release(stale.ledger, stale.bytes);
+}
+
+ShimState::ContextCharges ShimState::TakeContextCharges(CUcontext context) {
+  ContextCharges taken;
+  if (!context) return taken;
+  allocations_.TakeContext(context, &taken.allocation_keys, &taken.allocations);
+  arrays_.TakeContext(context, &taken.array_keys, &taken.arrays);
+  return taken;
+}
+
+void ShimState::CreditContextCharges(const ContextCharges& charges) {
+  for (const Charge& c : charges.allocations) broker_->Release(c.ledger, c.bytes);
+  for (const Charge& c : charges.arrays) broker_->Release(c.ledger, c.bytes);
+}
+
+void ShimState::RestoreContextCharges(const ContextCharges& charges) {
+  for (size_t i = 0; i < charges.allocations.size(); ++i)
+    Record(allocations_, charges.allocation_keys[i], charges.allocations[i]);
+  for (size_t i = 0; i < charges.arrays.size(); ++i) Record(arrays_, charges.array_keys[i], charges.arrays[i]);
 }
 
 int ShimState::LedgerForUuid(const uint8_t (&uuid)[16], uint64_t device_total) {

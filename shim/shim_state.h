@@ -38,6 +38,28 @@ class ShimState {
   CUresult LedgerForDevice(CUdevice device, int* ledger);
   // The ledger of the current context's device (the driver's error when there is none).
   CUresult LedgerForCurrentContext(int* ledger);
+  // The same, and the current context itself: what owns an allocation made now.
+  CUresult LedgerAndContext(int* ledger, CUcontext* context);
+  // Stream-ordered memory is charged to the device it lives on (shim/memory_devices.cc): the
+  // stream's device for cuMemAllocAsync, the pool's for cuMemAllocFromPoolAsync.
+  CUresult LedgerForStream(CUstream stream, int* ledger);
+  CUresult LedgerForPool(CUmemoryPool pool, CUstream stream, int* ledger);
+  // Pools created by the application, with their device (cuMemPoolCreate / cuMemPoolDestroy).
+  void NotePool(CUmemoryPool pool, CUdevice device);
+  void ForgetPool(CUmemoryPool pool);
+
+  // Context teardown (shim/hooks_context.cc): the charges of every allocation and array the
+  // context owns, taken out before the driver destroys it, then credited — or put back if the
+  // driver refused.
+  struct ContextCharges {
+    std::vector<uint64_t> allocation_keys, array_keys;
+    std::vector<Charge> allocations, arrays;
+  };
+  ContextCharges TakeContextCharges(CUcontext context);
+  void CreditContextCharges(const ContextCharges& charges);
+  void RestoreContextCharges(const ContextCharges& charges);
+  // Records a new allocation's charge; a stale entry under the same key is credited.
+  void Record(AllocationMap& map, uint64_t key, Charge charge);
   // The ledger for a GPU seen through NVML (by UUID); -1 on error, kNoLedger when the GPU's quota
   // cannot be known from NVML alone (per-ordinal limits and no CUDA process of the tenant on it).
   static constexpr int kNoLedger = -2;
@@ -87,9 +109,14 @@ class ShimState {
   std::mutex contexts_mutex_;
   std::vector<std::pair<broker::ComputeGate*, CUcontext>> contexts_;
   std::mutex sync_mutex_;  // held while the monitor synchronises, and around context teardown
+  std::mutex pools_mutex_;
+  std::vector<std::pair<CUmemoryPool, CUdevice>> pools_;  // created pools, and default pools seen
 };
 
-// Bytes charged for a request of `size` bytes: rounded up to 512, as the driver aligns.
-inline uint64_t ChargeFor(uint64_t size) { return (size + 511) & ~uint64_t{511}; }
+// Bytes charged for a request of `size` bytes: rounded up to 512, as the driver aligns. A size
+// that cannot be rounded saturates (no quota admits it) rather than wrapping to a small charge.
+inline uint64_t ChargeFor(uint64_t size) {
+  return size > UINT64_MAX - 511 ? UINT64_MAX : (size + 511) & ~uint64_t{511};
+}
 
 }  // namespace gpuslice::shim

@@ -661,7 +661,7 @@ TEST_F(GpuslicectlTest, OptionsMarkdownIsExactlyTheReadmesEnvironmentReference) 
 TEST_F(GpuslicectlTest, OptionsListsEveryVariableWithItsDefault) {
   const ProcessResult r = gpuslice::testing::Run({Ctl(), "options"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, StartsWith("GPUSLICE_MEMORY_LIMIT\n    type: quantity or percentage\n    default: unlimited\n"));
+  EXPECT_THAT(r.out, StartsWith("GPUSLICE_MEMORY_LIMIT\n    type: quantity above 0 or percentage 1% to 100%\n    default: unlimited\n"));
   EXPECT_THAT(r.out, HasSubstr("GPUSLICE_STATE_DIR\n"));
   EXPECT_THAT(r.out, HasSubstr("    default: /run/gpuslice\n"));
 }

@@ -57,7 +57,7 @@ TEST_P(ShimBadSettingTest, FailsClosedWithOneLineNamingTheVariableTheValueAndAnE
   for (const DriverPath& path : {kDirect, kProcAddress}) {
     SCOPED_TRACE(path.name);
     const ProcessResult r = RunAlloc(path, env);
-    if (path.app == "dlsym" && bad.name == "GPUSLICE_DRIVER_LIBRARY" && !bad.value.empty()) {
+    if (path.app == "dlsym" && bad.name == "GPUSLICE_DRIVER_LIBRARY") {
       // Without a driver to load, cuGetProcAddress itself fails and the program never gets as
       // far as cuInit: closed as well, with the same single line.
       EXPECT_EQ(r.exit_code, 2) << Describe(r);
@@ -85,12 +85,37 @@ INSTANTIATE_TEST_SUITE_P(
                       BadSetting{"GPUSLICE_STATE_DIR", "relative/dir"},
                       BadSetting{"GPUSLICE_DRIVER_LIBRARY", "libcuda.so.1"},
                       BadSetting{"GPUSLICE_DRIVER_LIBRARY", ""}, BadSetting{"GPUSLICE_MEMORY_LIMT", "1Gi"},
+                      BadSetting{"GPUSLICE_COMPUTE_CLASS", "fast"}, BadSetting{"GPUSLICE_COMPUTE_CLASS", ""},
                       BadSetting{"GPUSLICE_TENNANT", "team"}, BadSetting{"GPUSLICE_LIMIT", "1Gi"}),
     [](const auto& info) {
       std::string name = info.param.name.substr(9) + "_" + std::to_string(info.index);
       for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
       return name;
     });
+
+// GPUSLICE_DRIVER_LIBRARY is one option among the others: every variable is checked before a
+// driver is looked for, so a typo is reported even when no driver can be loaded (before, the
+// only line was "cannot load the CUDA driver" and the typo went unreported).
+TEST_F(ShimConfigTest, ATypoIsReportedEvenWhenTheDriverCannotBeLoaded) {
+  const ProcessResult r = RunAlloc(kDirect, {"GPUSLICE_DRIVER_LIBRARY=/nonexistent/libcuda.so.1",
+                                             "GPUSLICE_MEMORY_LIMT=1Gi"});
+  ExpectFailsClosed(r, {"unknown variable GPUSLICE_MEMORY_LIMT='1Gi'", "did you mean GPUSLICE_MEMORY_LIMIT?"});
+  // Control: valid options and the same missing driver give the loader's line, not a typo's.
+  const ProcessResult control = RunAlloc(kDirect, {"GPUSLICE_DRIVER_LIBRARY=/nonexistent/libcuda.so.1"});
+  const std::vector<std::string> lines = GpusliceLines(control.err);
+  ASSERT_EQ(lines.size(), 1u) << control.err;
+  EXPECT_THAT(lines[0], HasSubstr("cannot load the CUDA driver /nonexistent/libcuda.so.1"));
+}
+
+TEST_F(ShimConfigTest, EveryComputeClassIsAcceptedAndAnyOtherFailsClosed) {
+  for (const char* value : {"latency", "standard", "background"}) {
+    const ProcessResult r = RunAlloc(kDirect, {std::string("GPUSLICE_COMPUTE_CLASS=") + value});
+    EXPECT_EQ(r.exit_code, 0) << value << ": " << Describe(r);
+    EXPECT_TRUE(GpusliceLines(r.err).empty()) << r.err;
+  }
+  ExpectFailsClosed(RunAlloc(kDirect, {"GPUSLICE_COMPUTE_CLASS=realtime"}),
+                    {"invalid GPUSLICE_COMPUTE_CLASS='realtime'", "latency, standard or background"});
+}
 
 TEST_F(ShimConfigTest, ValidSpellingsOfEveryValueAreAccepted) {
   for (const std::vector<std::string>& env : std::vector<std::vector<std::string>>{

@@ -75,7 +75,48 @@ INSTANTIATE_TEST_SUITE_P(
                       Bad{"GPUSLICE_TENANT=", "GPUSLICE_TENANT"},
                       Bad{"GPUSLICE_STATE_DIR=relative/dir", "GPUSLICE_STATE_DIR"},
                       Bad{"GPUSLICE_DRIVER_LIBRARY=libcuda.so.1", "GPUSLICE_DRIVER_LIBRARY"},
+                      Bad{"GPUSLICE_COMPUTE_CLASS=fast", "GPUSLICE_COMPUTE_CLASS"},
+                      Bad{"GPUSLICE_COMPUTE_CLASS=Latency", "GPUSLICE_COMPUTE_CLASS"},
+                      Bad{"GPUSLICE_COMPUTE_CLASS=", "GPUSLICE_COMPUTE_CLASS"},
                       Bad{"GPUSLICE_MEMORY_LIMT=4Gi", "GPUSLICE_MEMORY_LIMT"}));
+
+TEST(ShimOptionsTest, ComputeClassIsStandardUnlessOneOfTheThreeIsNamed) {
+  ShimOptions options;
+  std::string error;
+  ASSERT_TRUE(Parse({}, &options, &error)) << error;
+  EXPECT_EQ(options.compute_class, ComputeClass::kStandard);
+  const std::pair<const char*, ComputeClass> classes[] = {{"latency", ComputeClass::kLatency},
+                                                          {"standard", ComputeClass::kStandard},
+                                                          {"background", ComputeClass::kBackground}};
+  for (const auto& [text, expected] : classes) {
+    ASSERT_TRUE(Parse({std::string("GPUSLICE_COMPUTE_CLASS=") + text}, &options, &error)) << error;
+    EXPECT_EQ(options.compute_class, expected) << text;
+    EXPECT_STREQ(ComputeClassName(expected), text);
+  }
+}
+
+TEST(ShimOptionsTest, ABadComputeClassNamesTheValidValues) {
+  ShimOptions options;
+  std::string error;
+  ASSERT_FALSE(Parse({"GPUSLICE_COMPUTE_CLASS=realtime"}, &options, &error));
+  EXPECT_EQ(error,
+            "gpuslice: invalid GPUSLICE_COMPUTE_CLASS='realtime'; expected latency, standard or background, e.g. "
+            "latency");
+}
+
+// Every declared option parses its own example and refuses a value that is none of its type,
+// so no declaration can be left without a working parser.
+TEST(ShimOptionsTest, EveryDeclarationAcceptsItsExampleAndRefusesGarbage) {
+  for (const OptionSpec& spec : OptionTable()) {
+    std::string name = spec.name;
+    if (const size_t n = name.find("<n>"); n != std::string::npos) name.replace(n, 3, "1");
+    ShimOptions options;
+    std::string error;
+    EXPECT_TRUE(Parse({name + "=" + spec.example}, &options, &error)) << error;
+    EXPECT_FALSE(Parse({name + "=#garbage#"}, &options, &error)) << name;
+    EXPECT_NE(error.find(std::string("expected ") + spec.type + ", e.g. " + spec.example), std::string::npos) << error;
+  }
+}
 
 TEST(ShimOptionsTest, MisspeltVariableSuggestsTheRealOne) {
   ShimOptions options;

@@ -30,7 +30,7 @@ state_dir_default=/run/gpuslice
 
 # The variables the shim reads (`gpuslicectl options`); tests/examples_test.cc keeps this list
 # in step with the shim's table.
-known_options="GPUSLICE_MEMORY_LIMIT GPUSLICE_MEMORY_LIMIT_<n> GPUSLICE_TENANT GPUSLICE_STATE_DIR GPUSLICE_COMPUTE_REQUEST GPUSLICE_COMPUTE_LIMIT GPUSLICE_DRIVER_LIBRARY"
+known_options="GPUSLICE_MEMORY_LIMIT GPUSLICE_MEMORY_LIMIT_<n> GPUSLICE_TENANT GPUSLICE_STATE_DIR GPUSLICE_COMPUTE_REQUEST GPUSLICE_COMPUTE_LIMIT GPUSLICE_COMPUTE_CLASS GPUSLICE_DRIVER_LIBRARY"
 
 usage() {
   cat <<EOF
@@ -178,6 +178,12 @@ check_variable() {
       ;;
     GPUSLICE_COMPUTE_REQUEST | GPUSLICE_COMPUTE_LIMIT)
       is_percent "${value%\%}" || error "invalid $name='$value'; expected a percentage from 1 to 100, e.g. 30"
+      ;;
+    GPUSLICE_COMPUTE_CLASS)
+      case $value in
+        latency | standard | background) ;;
+        *) error "invalid $name='$value'; expected latency, standard or background, e.g. latency" ;;
+      esac
       ;;
     GPUSLICE_DRIVER_LIBRARY)
       is_absolute "$value" || error "invalid $name='$value'; expected an absolute path, e.g. /usr/lib/x86_64-linux-gnu/libcuda.so.1"
@@ -376,6 +382,7 @@ if [ "$check" -eq 1 ]; then
   done
   printf 'compute request: %s\n' "${GPUSLICE_COMPUTE_REQUEST:-(unset: 10)}"
   printf 'compute limit:   %s\n' "${GPUSLICE_COMPUTE_LIMIT:-(unset: 100)}"
+  printf 'compute class:   %s\n' "${GPUSLICE_COMPUTE_CLASS:-(unset: standard)}"
   [ -n "${GPUSLICE_DRIVER_LIBRARY-}" ] && printf 'driver library:  %s\n' "$GPUSLICE_DRIVER_LIBRARY"
   printf 'state directory: %s (%s)\n' "$state_dir" "$state_note"
   printf 'would set:       LD_PRELOAD=%s\n' "$new_preload"

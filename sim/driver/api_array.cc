@@ -17,6 +17,7 @@ struct CUmipmappedArray_st;
 
 struct CUarray_st {
   int device = 0;
+  const CUctx_st* context = nullptr;     // destroying it destroys the array
   CUDA_ARRAY3D_DESCRIPTOR desc{};
   bool created_3d = false;               // by cuArray3DCreate (or a mipmap level)
   uint64_t charged = 0;                  // device bytes charged for it (0 for a mipmap level)
@@ -25,6 +26,7 @@ struct CUarray_st {
 
 struct CUmipmappedArray_st {
   int device = 0;
+  const CUctx_st* context = nullptr;
   CUDA_ARRAY3D_DESCRIPTOR desc{};
   unsigned int levels = 0;
   uint64_t charged = 0;
@@ -39,6 +41,42 @@ using gpuslice::ArrayBytes;
 using gpuslice::LevelDescriptor;
 using gpuslice::MipmappedArrayBytes;
 
+// The live arrays and mipmapped arrays (not mipmap levels), for DestroyArraysOfContext.
+std::mutex g_live_mutex;
+std::vector<CUarray_st*> g_live_arrays;
+std::vector<CUmipmappedArray_st*> g_live_mipmaps;
+
+template <typename T>
+void Track(std::vector<T*>& live, T* handle) {
+  std::lock_guard<std::mutex> lock(g_live_mutex);
+  live.push_back(handle);
+}
+
+template <typename T>
+void Untrack(std::vector<T*>& live, T* handle) {
+  std::lock_guard<std::mutex> lock(g_live_mutex);
+  live.erase(std::remove(live.begin(), live.end(), handle), live.end());
+}
+
+void DestroyArrayNow(Driver* d, CUarray_st* array) {
+  Untrack(g_live_arrays, array);
+  d->Unregister(array);
+  if (array->charged) d->CreditDevice(array->device, array->charged);
+  delete array;
+}
+
+void DestroyMipmappedArrayNow(Driver* d, CUmipmappedArray_st* mipmap) {
+  Untrack(g_live_mipmaps, mipmap);
+  d->Unregister(mipmap);
+  for (CUarray_st* level : mipmap->level_arrays) {
+    if (!level) continue;
+    d->Unregister(level);
+    delete level;
+  }
+  if (mipmap->charged) d->CreditDevice(mipmap->device, mipmap->charged);
+  delete mipmap;
+}
+
 CUresult CreateArray(CUarray* handle, const CUDA_ARRAY3D_DESCRIPTOR& desc, bool created_3d) {
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
@@ -50,15 +88,32 @@ CUresult CreateArray(CUarray* handle, const CUDA_ARRAY3D_DESCRIPTOR& desc, bool 
   if (charged && d->ChargeDevice(ctx->device, charged) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
   auto* array = new CUarray_st();
   array->device = ctx->device;
+  array->context = ctx;
   array->desc = desc;
   array->created_3d = created_3d;
   array->charged = charged;
   d->Register(array);
+  Track(g_live_arrays, array);
   *handle = array;
   return CUDA_SUCCESS;
 }
 
 }  // namespace
+
+void DestroyArraysOfContext(Driver* driver, const CUctx_st* ctx) {
+  std::vector<CUarray_st*> arrays;
+  std::vector<CUmipmappedArray_st*> mipmaps;
+  {
+    std::lock_guard<std::mutex> lock(g_live_mutex);
+    for (CUarray_st* a : g_live_arrays)
+      if (a->context == ctx) arrays.push_back(a);
+    for (CUmipmappedArray_st* m : g_live_mipmaps)
+      if (m->context == ctx) mipmaps.push_back(m);
+  }
+  for (CUarray_st* a : arrays) DestroyArrayNow(driver, a);
+  for (CUmipmappedArray_st* m : mipmaps) DestroyMipmappedArrayNow(driver, m);
+}
+
 }  // namespace gpuslice::sim
 
 using namespace gpuslice::sim;
@@ -96,9 +151,7 @@ CUresult CUDAAPI cuArrayDestroy(CUarray hArray) {
   if (!hArray || !d->IsRegistered(hArray)) return CUDA_ERROR_INVALID_HANDLE;
   // A level of a mipmapped array belongs to it and goes with cuMipmappedArrayDestroy.
   if (hArray->owner) return CUDA_ERROR_INVALID_HANDLE;
-  d->Unregister(hArray);
-  if (hArray->charged) d->CreditDevice(hArray->device, hArray->charged);
-  delete hArray;
+  DestroyArrayNow(d, hArray);
   return CUDA_SUCCESS;
 }
 
@@ -137,11 +190,13 @@ CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_AR
   if (charged && d->ChargeDevice(ctx->device, charged) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
   auto* mipmap = new CUmipmappedArray_st();
   mipmap->device = ctx->device;
+  mipmap->context = ctx;
   mipmap->desc = *pMipmappedArrayDesc;
   mipmap->levels = numMipmapLevels;
   mipmap->charged = charged;
   mipmap->level_arrays.assign(numMipmapLevels, nullptr);
   d->Register(mipmap);
+  Track(g_live_mipmaps, mipmap);
   *pHandle = mipmap;
   return CUDA_SUCCESS;
 }
@@ -172,13 +227,6 @@ CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!hMipmappedArray || !d->IsRegistered(hMipmappedArray)) return CUDA_ERROR_INVALID_HANDLE;
-  d->Unregister(hMipmappedArray);
-  for (CUarray_st* level : hMipmappedArray->level_arrays) {
-    if (!level) continue;
-    d->Unregister(level);
-    delete level;
-  }
-  if (hMipmappedArray->charged) d->CreditDevice(hMipmappedArray->device, hMipmappedArray->charged);
-  delete hMipmappedArray;
+  DestroyMipmappedArrayNow(d, hMipmappedArray);
   return CUDA_SUCCESS;
 }

@@ -68,7 +68,7 @@ CUresult Allocate(CUdeviceptr* dptr, size_t bytes, AllocationKind kind) {
   CUctx_st* ctx = nullptr;
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
   if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-  return d->AllocateDeviceMemory(ctx->device, bytes, kind, nullptr, dptr);
+  return d->AllocateDeviceMemory(ctx->device, bytes, kind, nullptr, dptr, ctx);
 }
 
 }  // namespace
@@ -148,6 +148,7 @@ CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) 
   a.size = bytesize;
   a.kind = AllocationKind::kHost;
   a.device = ctx->device;
+  a.context = ctx;
   d->AddRange(a);  // pinned host memory is device-accessible
   *pp = p;
   return CUDA_SUCCESS;

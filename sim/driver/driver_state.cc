@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 namespace gpuslice::sim {
@@ -97,7 +98,7 @@ CUresult Driver::ChargeDevice(int device, uint64_t bytes) {
 void Driver::CreditDevice(int device, uint64_t bytes) { state_->CreditMemory(device, slot_, bytes); }
 
 CUresult Driver::AllocateDeviceMemory(int device, size_t size, AllocationKind kind, CUmemoryPool pool,
-                                      CUdeviceptr* out) {
+                                      CUdeviceptr* out, const CUctx_st* owner) {
   // Managed memory lives in host memory until touched on the device and may oversubscribe
   // the GPU, so it does not take device capacity here (docs/simulator.md).
   const uint64_t charged = kind == AllocationKind::kManaged ? 0 : ChargedBytes(size);
@@ -115,6 +116,7 @@ CUresult Driver::AllocateDeviceMemory(int device, size_t size, AllocationKind ki
   a.device = device;
   a.kind = kind;
   a.pool = pool;
+  a.context = owner;
   AddRange(a);
   *out = a.base;
   return CUDA_SUCCESS;
@@ -175,6 +177,22 @@ CUresult Driver::DestroyContext(CUctx_st* ctx) {
     streams = ctx->streams;
   }
   for (CUstream_st* s : streams) DestroyStream(s);
+  // What the context owns goes with it (gpuslice credits it then: docs/accounting.md).
+  std::vector<Allocation> owned;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [base, a] : ranges_)
+      if (a.context == ctx) owned.push_back(a);
+  }
+  for (const Allocation& a : owned) {
+    if (a.kind == AllocationKind::kHost) {
+      RemoveRange(a.base, nullptr);
+      std::free(reinterpret_cast<void*>(a.base));
+    } else {
+      FreeDeviceMemory(a.base);
+    }
+  }
+  DestroyArraysOfContext(this, ctx);
   Unregister(ctx);
   ForgetContextEverywhere(ctx);
   state_->device(ctx->device).processes[slot_].contexts.fetch_sub(1);

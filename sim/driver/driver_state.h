@@ -28,6 +28,9 @@ struct Allocation {
   int device = 0;
   AllocationKind kind = AllocationKind::kDevice;
   CUmemoryPool pool = nullptr;
+  // The context that owns it (kDevice, kManaged, kHost): destroying the context frees it, as
+  // the real driver does. nullptr for pool and virtual-memory ranges, which outlive contexts.
+  const CUctx_st* context = nullptr;
 };
 
 class Driver {
@@ -51,7 +54,7 @@ class Driver {
 
   // Device memory: charges the device-wide capacity first, then maps host memory behind it.
   CUresult AllocateDeviceMemory(int device, size_t size, AllocationKind kind, CUmemoryPool pool,
-                                CUdeviceptr* out);
+                                CUdeviceptr* out, const CUctx_st* owner = nullptr);
   // Frees an allocation made by AllocateDeviceMemory (kind must match when given).
   CUresult FreeDeviceMemory(CUdeviceptr base, Allocation* freed = nullptr);
   // Charges / credits device bytes that are not a mapped allocation (contexts, arrays, VMM).
@@ -66,6 +69,8 @@ class Driver {
   // The device's primary context (created on first retain).
   CUctx_st* PrimaryContext(int device);
   CUresult CreateContext(int device, unsigned int flags, bool primary, CUctx_st** out);
+  // Destroys the context and frees everything it owns: its streams, its device, managed and
+  // pinned host allocations and its arrays (the caller has synchronised it).
   CUresult DestroyContext(CUctx_st* ctx);
   CUstream_st* CreateStream(CUctx_st* ctx, unsigned int flags, int priority);
   void DestroyStream(CUstream_st* stream);
@@ -115,6 +120,8 @@ void SetCurrentContext(CUctx_st* ctx);
 void PushContext(CUctx_st* ctx);
 CUctx_st* PopContext();
 void ForgetContextEverywhere(CUctx_st* ctx);
+// Destroys every CUDA array and mipmapped array created in `ctx` (api_array.cc).
+void DestroyArraysOfContext(Driver* driver, const CUctx_st* ctx);
 
 // Bytes rounded up the way the simulator charges allocations.
 inline uint64_t ChargedBytes(size_t size) { return (static_cast<uint64_t>(size) + 511) & ~uint64_t{511}; }

@@ -66,6 +66,14 @@ DriverTable DirectCalls() {
     return cuMipmappedArrayCreate(mipmap, desc, levels);
   };
   d.mipmapped_array_destroy = [](CUmipmappedArray mipmap) { return cuMipmappedArrayDestroy(mipmap); };
+  d.ctx_create = [](CUcontext* ctx, CUctxCreateParams* params, unsigned int flags, CUdevice device) {
+    return cuCtxCreate(ctx, params, flags, device);
+  };
+  d.ctx_destroy = [](CUcontext ctx) { return cuCtxDestroy(ctx); };
+  d.primary_ctx_release = [](CUdevice device) { return cuDevicePrimaryCtxRelease(device); };
+  d.primary_ctx_reset = [](CUdevice device) { return cuDevicePrimaryCtxReset(device); };
+  d.stream_create = [](CUstream* stream, unsigned int flags) { return cuStreamCreate(stream, flags); };
+  d.stream_destroy = [](CUstream stream) { return cuStreamDestroy(stream); };
   return d;
 }
 

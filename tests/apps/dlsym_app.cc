@@ -59,7 +59,13 @@ using gpuslice::testapp::JsonLine;
   X(array3d_create, "cuArray3DCreate_v2", nullptr, "cuArray3DCreate")                                 \
   X(array_destroy, "cuArrayDestroy", nullptr, "cuArrayDestroy")                                       \
   X(mipmapped_array_create, "cuMipmappedArrayCreate", nullptr, "cuMipmappedArrayCreate")              \
-  X(mipmapped_array_destroy, "cuMipmappedArrayDestroy", nullptr, "cuMipmappedArrayDestroy")
+  X(mipmapped_array_destroy, "cuMipmappedArrayDestroy", nullptr, "cuMipmappedArrayDestroy")          \
+  X(ctx_create, "cuCtxCreate_v4", nullptr, "cuCtxCreate")                                             \
+  X(ctx_destroy, "cuCtxDestroy_v2", nullptr, "cuCtxDestroy")                                          \
+  X(primary_ctx_release, "cuDevicePrimaryCtxRelease_v2", nullptr, "cuDevicePrimaryCtxRelease")        \
+  X(primary_ctx_reset, "cuDevicePrimaryCtxReset_v2", nullptr, "cuDevicePrimaryCtxReset")              \
+  X(stream_create, "cuStreamCreate", nullptr, "cuStreamCreate")                                       \
+  X(stream_destroy, "cuStreamDestroy_v2", nullptr, "cuStreamDestroy")
 
 void Complain(const std::string& line) { std::fprintf(stderr, "gpuslice-test-dlsym: %s\n", line.c_str()); }
 

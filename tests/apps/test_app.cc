@@ -13,6 +13,7 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string_view>
 #include <thread>
 
@@ -99,6 +100,7 @@ struct Session {
   CUdevice device = 0;
   CUcontext ctx = nullptr;
   CUmemoryPool pool = nullptr;
+  CUstream stream = nullptr;  // of async/pool allocations (--stream-device), else stream 0
   size_t granularity = 0;
   CUresult init = CUDA_ERROR_UNKNOWN;
   CUresult setup = CUDA_ERROR_UNKNOWN;  // first failure after cuInit, or success
@@ -167,16 +169,20 @@ class Allocator {
     if (api == "alloc") return d_.mem_alloc(&item->ptr, o_.chunk);
     if (api == "managed") return d_.mem_alloc_managed(&item->ptr, o_.chunk, CU_MEM_ATTACH_GLOBAL);
     if (api == "pitch") {
-      const CUDA_ARRAY_DESCRIPTOR shape = Array2D(o_.chunk);
+      CUDA_ARRAY_DESCRIPTOR shape = Array2D(o_.chunk);
+      if (o_.pitch_width) {
+        shape.Width = o_.pitch_width;
+        shape.Height = 2;
+      }
       size_t pitch = 0;
       rc = d_.mem_alloc_pitch(&item->ptr, &pitch, shape.Width, shape.Height, 4);
       if (rc == CUDA_SUCCESS) item->bytes = pitch * shape.Height;
       return rc;
     }
     if (api == "async" || api == "pool") {
-      rc = api == "async" ? d_.mem_alloc_async(&item->ptr, o_.chunk, nullptr)
-                          : d_.mem_alloc_from_pool_async(&item->ptr, o_.chunk, s_.pool, nullptr);
-      if (rc == CUDA_SUCCESS && d_.stream_synchronize(nullptr) != CUDA_SUCCESS) *unexpected = true;
+      rc = api == "async" ? d_.mem_alloc_async(&item->ptr, o_.chunk, s_.stream)
+                          : d_.mem_alloc_from_pool_async(&item->ptr, o_.chunk, s_.pool, s_.stream);
+      if (rc == CUDA_SUCCESS && d_.stream_synchronize(s_.stream) != CUDA_SUCCESS) *unexpected = true;
       return rc;
     }
     if (api == "vmm") {
@@ -208,7 +214,7 @@ class Allocator {
     const std::string& api = o_.api;
     if (api == "alloc" || api == "managed" || api == "pitch") return d_.mem_free(item.ptr) == CUDA_SUCCESS;
     if (api == "async" || api == "pool")
-      return d_.mem_free_async(item.ptr, nullptr) == CUDA_SUCCESS && d_.stream_synchronize(nullptr) == CUDA_SUCCESS;
+      return d_.mem_free_async(item.ptr, s_.stream) == CUDA_SUCCESS && d_.stream_synchronize(s_.stream) == CUDA_SUCCESS;
     if (api == "vmm")
       return d_.mem_unmap(item.ptr, item.bytes) == CUDA_SUCCESS && d_.mem_release(item.handle) == CUDA_SUCCESS &&
              d_.mem_address_free(item.ptr, item.bytes) == CUDA_SUCCESS;
@@ -232,17 +238,34 @@ class Allocator {
 
 // cuInit, the primary context of --device made current, and what the API needs (a pool, the
 // VMM granularity). Called again in a forked child, which starts with the driver uninitialised.
+// A stream on device `ordinal` (its primary context made current for the call) and, for the
+// pool api, a pool on it: --stream-device.
+CUresult SetUpStreamDevice(const DriverTable& d, const Options& o, Session* s) {
+  CUdevice device = 0;
+  CUcontext ctx = nullptr;
+  CUresult rc = d.device_get(&device, o.stream_device);
+  if (rc == CUDA_SUCCESS) rc = d.primary_ctx_retain(&ctx, device);
+  if (rc == CUDA_SUCCESS) rc = d.ctx_set_current(ctx);
+  if (rc == CUDA_SUCCESS) rc = d.stream_create(&s->stream, CU_STREAM_NON_BLOCKING);
+  return rc;
+}
+
 void SetUp(const DriverTable& d, const Options& o, Session* s) {
   s->init = d.init(0);
   CUresult rc = s->init;
+  if (rc == CUDA_SUCCESS && o.stream_device >= 0) rc = SetUpStreamDevice(d, o, s);
   if (rc == CUDA_SUCCESS) rc = d.device_get(&s->device, o.device);
-  if (rc == CUDA_SUCCESS) rc = d.primary_ctx_retain(&s->ctx, s->device);
-  if (rc == CUDA_SUCCESS) rc = d.ctx_set_current(s->ctx);
+  if (rc == CUDA_SUCCESS && o.teardown == "destroy") {
+    rc = d.ctx_create(&s->ctx, nullptr, 0, s->device);  // made current
+  } else {
+    if (rc == CUDA_SUCCESS) rc = d.primary_ctx_retain(&s->ctx, s->device);
+    if (rc == CUDA_SUCCESS) rc = d.ctx_set_current(s->ctx);
+  }
   if (rc == CUDA_SUCCESS && o.api == "pool") {
     CUmemPoolProps props{};
     props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
     props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    props.location.id = s->device;
+    props.location.id = o.stream_device >= 0 ? o.stream_device : s->device;
     rc = d.mem_pool_create(&s->pool, &props);
   }
   if (rc == CUDA_SUCCESS && o.api == "vmm") {
@@ -329,6 +352,54 @@ Tally AllocateConcurrently(const DriverTable& d, const Options& o, const Session
   }
   for (auto& w : workers) w.join();
   return total;
+}
+
+// --pairs: every thread allocates one chunk and frees it at once, `o.pairs` times. A free that
+// races another thread's allocation of the same address is where a charge can be lost.
+struct PairsResult {
+  int refused = 0;
+  bool unexpected = false;
+  uint64_t shared_addresses = 0;  // addresses handed to more than one thread
+};
+
+PairsResult AllocateAndFreePairs(const DriverTable& d, const Options& o, const Session& s,
+                                 const Allocator& allocator) {
+  std::mutex mutex;
+  PairsResult result;
+  std::map<CUdeviceptr, std::set<int>> threads_of_address;
+  std::vector<std::thread> workers;
+  for (int t = 0; t < o.threads; ++t) {
+    workers.emplace_back([&, t] {
+      if (s.ctx) d.ctx_set_current(s.ctx);
+      WaitUntilRealtime(o.start_at_ms);
+      std::set<CUdeviceptr> seen;
+      int refused = 0;
+      bool unexpected = false;
+      for (int i = 0; i < o.pairs; ++i) {
+        Item item;
+        if (allocator.Allocate(&item, &unexpected) != CUDA_SUCCESS) {
+          ++refused;
+          continue;
+        }
+        seen.insert(item.ptr);
+        if (!allocator.Free(item)) unexpected = true;
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      result.refused += refused;
+      result.unexpected = result.unexpected || unexpected;
+      for (CUdeviceptr p : seen) threads_of_address[p].insert(t);
+    });
+  }
+  for (auto& w : workers) w.join();
+  for (const auto& [address, threads] : threads_of_address) result.shared_addresses += threads.size() > 1;
+  return result;
+}
+
+// --teardown: the driver frees everything the context holds; the items are gone with it.
+CUresult TearDownContext(const DriverTable& d, const Options& o, Session* s) {
+  if (o.teardown == "destroy") return d.ctx_destroy(s->ctx);
+  if (o.teardown == "reset") return d.primary_ctx_reset(s->device);
+  return d.primary_ctx_release(s->device);  // the only retain: the last release
 }
 
 // Allocates and frees at random until killed: a test SIGKILLs it at a random moment, which may
@@ -431,6 +502,19 @@ bool ParseOptions(int argc, char** argv, int first, const std::vector<std::strin
       const auto ms = ParseUnsigned(value);
       ok = ms.has_value();
       if (ok) o.start_at_ms = static_cast<int64_t>(*ms);
+    } else if (flag == "--pairs") {
+      ok = ParseInt(value, 1, 1 << 24, &o.pairs);
+    } else if (flag == "--teardown") {
+      o.teardown = value;
+      ok = o.teardown == "destroy" || o.teardown == "reset" || o.teardown == "release";
+    } else if (flag == "--after-teardown") {
+      ok = ParseInt(value, 1, 1 << 20, &o.after_teardown);
+    } else if (flag == "--pitch-width") {
+      const auto bytes = ParseUnsigned(value);
+      ok = bytes && *bytes > 0;
+      if (ok) o.pitch_width = *bytes;
+    } else if (flag == "--stream-device") {
+      ok = ParseInt(value, 0, 63, &o.stream_device);
     } else if (flag == "--fork-child") {
       ok = ParseInt(value, 0, 1 << 20, &o.fork_child);
     } else if (flag == "--child-hold") {
@@ -530,6 +614,17 @@ int RunAllocations(const DriverTable& d, const Options& o, const std::string& ap
   const CUresult total_rc = d.device_total_mem(&total_mem, s.device);
   const std::string mem_before = MemInfo(d);
 
+  if (o.pairs > 0) {
+    const PairsResult pairs = AllocateAndFreePairs(d, o, s, allocator);
+    JsonLine()
+        .Add("event", "pairs")
+        .Add("pairs", static_cast<int64_t>(o.pairs) * o.threads)
+        .Add("refused", pairs.refused)
+        .Add("shared_addresses", pairs.shared_addresses)
+        .Add("unexpected", pairs.unexpected)
+        .Print();
+  }
+
   Tally tally = AllocateConcurrently(d, o, s, allocator);
   const int allocated = static_cast<int>(tally.items.size());
   const int refused = tally.refused;
@@ -554,6 +649,25 @@ int RunAllocations(const DriverTable& d, const Options& o, const std::string& ap
     }
     refill += "]";
     failed = failed || again.unexpected;
+    tally.Merge(std::move(again));
+  }
+
+  std::string after_teardown;
+  if (!o.teardown.empty()) {
+    const CUresult torn = TearDownContext(d, o, &s);
+    if (torn == CUDA_SUCCESS) tally.items.clear();  // freed by the driver with the context
+    CUresult rc = torn == CUDA_SUCCESS ? d.primary_ctx_retain(&s.ctx, s.device) : torn;
+    if (rc == CUDA_SUCCESS) rc = d.ctx_set_current(s.ctx);
+    Tally again;
+    if (rc == CUDA_SUCCESS) AllocateInto(d, allocator, o.after_teardown, &again);
+    after_teardown = JsonLine()
+                         .Add("teardown", ErrorName(d, torn))
+                         .Add("context", ErrorName(d, rc))
+                         .Add("allocated", static_cast<int>(again.items.size()))
+                         .Add("refused", again.refused)
+                         .AddRaw("refusals", again.RefusalsJson())
+                         .Text();
+    failed = failed || rc != CUDA_SUCCESS || again.unexpected;
     tally.Merge(std::move(again));
   }
 
@@ -611,6 +725,7 @@ int RunAllocations(const DriverTable& d, const Options& o, const std::string& ap
   }
   const std::string mem_after = MemInfo(d);
   if (s.pool) d.mem_pool_destroy(s.pool);
+  if (s.stream) d.stream_destroy(s.stream);
 
   JsonLine result;
   result.Add("event", "result")
@@ -637,6 +752,7 @@ int RunAllocations(const DriverTable& d, const Options& o, const std::string& ap
       .AddRaw("refill", refill)
       .Add("interrupted", interrupted);
   if (!after_child.empty()) result.AddRaw("after_child", after_child);
+  if (!after_teardown.empty()) result.AddRaw("after_teardown", after_teardown);
   // What the MPS client would read at the driver's initialisation (sharing mode mps).
   for (const char* name : {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"}) {
     if (const char* value = getenv(name)) result.Add(name, std::string(value));

@@ -7,8 +7,18 @@
 //
 //   <app> <api> [--chunk 256Mi] [--count N] [--threads N] [--hold S] [--refill] [--start-at MS]
 //               [--churn] [--fork-child N] [--child-hold S] [--child-exit normal|kill]
-//               [--child-without-cuda] [--spawn-sleeper] [--device N]
+//               [--child-without-cuda] [--spawn-sleeper] [--device N] [--pairs N]
+//               [--teardown destroy|reset|release --after-teardown N] [--stream-device N]
 //   api: alloc pitch managed async pool vmm array array3d mipmap
+//
+//   --pairs N: first, each thread allocates and at once frees one chunk, N times (a "pairs"
+//   line reports the refusals, and how many addresses more than one thread was handed).
+//   --teardown: after allocating, the context is destroyed with everything in it (cuCtxDestroy
+//   of a context made with cuCtxCreate, or the primary context's reset or last release), a new
+//   one made current, and --after-teardown chunks allocated in it ("after_teardown").
+//   --stream-device N: async and pool allocations go on a stream of device N (and the pool is
+//   created on N) while --device's context is current.
+//   --pitch-width BYTES: the pitch api asks for 2 rows of BYTES (any size, to probe overflow).
 //
 // Output: JSON lines on stdout, written with one write(2) each (so a SIGKILL never leaves half a
 // line, and a fork never duplicates buffered output). Exit codes: 0 success, allocations refused
@@ -61,6 +71,12 @@ struct DriverTable {
   PFN_cuArrayDestroy_v2000 array_destroy = nullptr;
   PFN_cuMipmappedArrayCreate_v5000 mipmapped_array_create = nullptr;
   PFN_cuMipmappedArrayDestroy_v5000 mipmapped_array_destroy = nullptr;
+  PFN_cuCtxCreate_v12050 ctx_create = nullptr;
+  PFN_cuCtxDestroy_v4000 ctx_destroy = nullptr;
+  PFN_cuDevicePrimaryCtxRelease_v11000 primary_ctx_release = nullptr;
+  PFN_cuDevicePrimaryCtxReset_v11000 primary_ctx_reset = nullptr;
+  PFN_cuStreamCreate_v2000 stream_create = nullptr;
+  PFN_cuStreamDestroy_v4000 stream_destroy = nullptr;
 };
 
 struct Options {
@@ -78,6 +94,11 @@ struct Options {
   bool child_exit_kill = false;  // the child ends with SIGKILL instead of exit(0)
   bool child_without_cuda = false;  // the child never calls the driver (a CPU-only worker)
   bool spawn_sleeper = false;    // posix_spawn /bin/sleep (which uses no CUDA) while holding
+  int pairs = 0;                 // alloc/free pairs per thread before the allocations
+  std::string teardown;          // "", "destroy", "reset" or "release"
+  int after_teardown = 0;        // chunks allocated in a new context after the teardown
+  int stream_device = -1;        // the device of the stream (and pool) of async/pool allocations
+  uint64_t pitch_width = 0;      // --pitch-width: the pitch api asks for rows this wide, 2 of them
   std::map<std::string, std::string> app_flags;  // the app's own flags, by name
 };
 
