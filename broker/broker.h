@@ -114,8 +114,15 @@ struct TenantView {
   // its first kernel launch on the GPU (GPUSLICE_COMPUTE_REQUEST / GPUSLICE_COMPUTE_LIMIT).
   uint32_t request_pct = 0;
   uint32_t limit_pct = 0;
-  uint32_t waiting = 0;        // its processes waiting for the grant now
+  uint32_t waiting = 0;        // its processes waiting for the grant, now (a fresh waiting stamp)
+  uint32_t compute_class = 0;  // ComputeClass (segment_layout.h): 0 standard, 1 latency, 2 background
   uint64_t service_ns = 0;     // device time granted to it so far
+  // Counters since its ledger was created: grants received, waits for the grant and their total
+  // time, allocations refused over its quota.
+  uint64_t grants_received = 0;
+  uint64_t waits = 0;
+  uint64_t wait_ns = 0;
+  uint64_t refused_allocations = 0;
   // Its share of the GPU's time over the last complete measurement window, in parts per million;
   // meaningful only when the GPU's share_window_complete is true.
   uint64_t last_share_ppm = 0;
@@ -128,6 +135,7 @@ struct GpuView {
   // Compute policy, as gpuslicectl set wrote it.
   uint32_t mode = 0;           // SharingMode (segment_layout.h): 0 timeslice, 1 none, 2 mps
   uint64_t quantum_ns = 0;     // 0 = the built-in default (kDefaultQuantumNs)
+  uint64_t budget_ns = 0;      // 0 = the built-in default (kDefaultBudgetNs)
   // The grant, as it stood when read (lock-free: a consistent picture only at rest).
   std::string holder;          // name of the tenant holding the GPU; "" = nobody
   bool closing = false;        // the holder is draining to hand the GPU on

@@ -8,6 +8,7 @@
 #include "broker/broker.h"
 #include "broker/ledger.h"
 #include "broker/segment_file.h"
+#include "broker/grant_policy.h"
 #include "broker/tables.h"
 #include "common/clock.h"
 #include "common/robust_mutex.h"
@@ -27,8 +28,13 @@ TenantView ViewTenant(const Segment& segment, int tenant, int gpu) {
   view.used = ledger.used.load();
   view.request_pct = ledger.request_pct.load();
   view.limit_pct = ledger.limit_pct.load();
-  view.waiting = ledger.waiting.load();
+  view.waiting = 0;
   view.service_ns = ledger.service_ns.load();
+  view.compute_class = ledger.compute_class.load();
+  view.grants_received = ledger.grants_received.load();
+  view.waits = ledger.waits.load();
+  view.wait_ns = ledger.wait_ns.load();
+  view.refused_allocations = ledger.refused_allocations.load();
   view.last_share_ppm = ledger.last_share_ppm.load();
   const uint32_t processes = std::min<uint32_t>(segment.header.process_high_water.load(), kMaxProcesses);
   for (uint32_t p = 0; p < processes; ++p) {
@@ -36,6 +42,10 @@ TenantView ViewTenant(const Segment& segment, int tenant, int gpu) {
     if (process.state.load() != kRegistered || process.tenant.load() != tenant) continue;
     const uint64_t charged = process.charged[gpu].load();
     if (charged == 0 && !(process.open_gpus.load() & (1u << gpu))) continue;
+    // Waiting now: its waiting stamp is within the lease (a stale one is a stopped or dead waiter).
+    const uint64_t stamp = process.sched[gpu].waiting_ns.load();
+    const uint64_t now = MonotonicNanos();
+    if (stamp != 0 && (stamp >= now || now - stamp < LeaseOf(segment.gpus[gpu]))) ++view.waiting;
     view.processes.push_back(ProcessView{process.pid.load(), charged});
   }
   return view;
@@ -59,8 +69,9 @@ void Fill(const Segment& segment, Snapshot* out) {
     view.total_memory = gpu.total_memory.load();
     view.mode = gpu.mode.load();
     view.quantum_ns = gpu.quantum_ns.load();
+    view.budget_ns = gpu.budget_ns.load();
     view.closing = gpu.closing.load() != 0;
-    view.waiting = gpu.waiting.load();
+    view.waiting = 0;  // summed over its tenants below
     view.grants = gpu.grants.load();
     view.window_start_ns = gpu.window_start_ns.load();
     const uint32_t holder = gpu.holder.load();
@@ -78,6 +89,7 @@ void Fill(const Segment& segment, Snapshot* out) {
       if (view.window_start_ns != 0 && (ledger.window_service_ns.load() != 0 || ledger.last_share_ppm.load() != 0))
         view.share_window_complete = true;
       view.tenants.push_back(ViewTenant(segment, static_cast<int>(t), static_cast<int>(g)));
+      view.waiting += view.tenants.back().waiting;
     }
     out->gpus.push_back(std::move(view));
   }

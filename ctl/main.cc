@@ -12,10 +12,12 @@
 namespace {
 
 constexpr char kStatusHelp[] = R"help(Per GPU (identified by its UUID, with its total memory), first its compute policy:
-  compute: MODE, quantum Q   the sharing mode and quantum (gpuslicectl set); "(default)"
-                             when none was set (10 ms). In timeslice mode also the tenant
-                             holding the GPU now ("draining" while it finishes its kernels
-                             to hand over), the processes waiting for it and the grants made
+  compute: MODE, quantum Q, budget B
+                             the sharing mode, quantum and queued-work budget (gpuslicectl
+                             set); "(default)" when none was set (10 ms, 2 ms). In timeslice
+                             mode also the tenant holding the GPU now ("draining" while it
+                             finishes its kernels to hand over), the processes waiting for
+                             it and the grants made
 then a row per tenant, with these columns:
   TENANT / PID  a tenant (GPUSLICE_TENANT; a process without one is a tenant of its own,
                 named proc-<random hex>), then indented each of its live processes
@@ -29,6 +31,9 @@ then a row per tenant, with these columns:
                 its weight among those waiting (GPUSLICE_COMPUTE_REQUEST); "-" until its
                 first kernel launch on this GPU sets it
   LIMIT         the share it may never exceed (GPUSLICE_COMPUTE_LIMIT); "-" likewise
+  CLASS         its compute class (GPUSLICE_COMPUTE_CLASS): standard, latency (its launches
+                go first while it stays within its request) or background (runs only on
+                time no other tenant wants); "-" likewise
   SHARE         its measured share of the GPU's time over the last complete window (10 s or
                 more, ended when the line beneath says); "-" before the first window
                 completes, and in modes none and mps, where nothing is measured
@@ -44,8 +49,10 @@ tenants that all want the GPU get it in proportion to their requests (60% and 90
 Processes that died are reaped first and their memory returned to their tenant (when the
 state file is writable for you; otherwise the figures are shown as they stand).
 --json prints the same (keys documented in ctl/status_json.h): per GPU mode, quantum_ns,
-quantum_default, holder, grants, compute_requested_percent, compute_oversubscribed; per tenant
-compute_request_percent, compute_limit_percent, last_window_share_percent (null for "-").
+quantum_default, budget_ns, budget_default, holder, grants, compute_requested_percent,
+compute_oversubscribed; per tenant compute_request_percent, compute_limit_percent,
+compute_class, last_window_share_percent (null for "-"), grants_received, waits,
+wait_seconds_total, refused_allocations.
 Exit status: 0, 1 when the state cannot be read (missing, incompatible or corrupt), 2 on
 usage errors.)help";
 
@@ -56,6 +63,7 @@ Unspecified settings keep their value. Examples:
   gpuslicectl set --gpu all --quantum 20ms
   gpuslicectl set --gpu GPU-5b1c36a2-0f4d-5e8a-9c71-2a3b4c5d6e7f --mode none
   gpuslicectl set --gpu all --quantum default --mode timeslice
+  gpuslicectl set --gpu all --budget 1ms
 Modes:
   timeslice  gpuslice grants the GPU to one tenant at a time, for a quantum, by weighted fair
              queuing on the tenants' requests and within their limits (the default)
@@ -69,12 +77,17 @@ Quantum: how long a tenant holds the GPU while others wait, 1ms to 1s, written a
 and a unit (ns, us, ms, s): 10ms, 0.05s, 2500us, 2.5ms; "default" returns to the built-in
 10ms. Longer quanta cost less in hand-overs (each waits for the holder's kernels to finish)
 and add latency for the others; a kernel longer than the quantum still runs to its end.
+Budget: while other tenants share the GPU, how much work (by the measured kernel length) the
+holder may keep queued, 100us to 100ms, or "default" (2ms); at least one kernel always goes
+through. A hand-over waits for the holder's queued work, so the budget bounds how long a
+waiting tenant waits once the holder's grant ends; a smaller one can leave the GPU idle
+between the holder's kernels while its next launch is let through.
 A GPU appears in the broker once a tenant has used it; `gpuslicectl status` lists them.
-Prints one line per GPU: "GPU <uuid>: mode OLD -> NEW, quantum OLD -> NEW" ("(unchanged)" for
-a setting that kept its value).
+Prints one line per GPU: "GPU <uuid>: mode OLD -> NEW, quantum OLD -> NEW, budget OLD -> NEW"
+("(unchanged)" for a setting that kept its value).
 Exit status: 0; 1 when the state cannot be changed (missing, incompatible, not writable for
 you, or no such GPU); 2 on usage errors (no --gpu, nothing to set, an unknown mode, a quantum
-that is not a duration or out of range, a malformed UUID).)help";
+or budget that is not a duration or out of range, a malformed UUID).)help";
 
 constexpr char kOptionsHelp[] =
     "Lists every GPUSLICE_* variable the shim (libgpuslice.so) reads in a tenant's process: its\n"
@@ -104,8 +117,9 @@ int main(int argc, char** argv) {
   status_cmd->footer(kStatusHelp);
 
   SetOptions set;
-  std::string set_gpu, set_quantum, set_mode;
-  CLI::App* set_cmd = app.add_subcommand("set", "Change a GPU's compute policy: sharing mode and quantum");
+  std::string set_gpu, set_quantum, set_mode, set_budget;
+  CLI::App* set_cmd =
+      app.add_subcommand("set", "Change a GPU's compute policy: sharing mode, quantum and queued-work budget");
   CLI::Option* gpu_opt =
       set_cmd->add_option("--gpu", set_gpu, "The GPU: its UUID as gpuslicectl status prints it, or all")
           ->type_name("UUID|all");
@@ -115,6 +129,11 @@ int main(int argc, char** argv) {
   CLI::Option* mode_opt =
       set_cmd->add_option("--mode", set_mode, "timeslice (default), none (memory quotas only) or mps")
           ->type_name("MODE");
+  CLI::Option* budget_opt =
+      set_cmd
+          ->add_option("--budget", set_budget,
+                       "Work a holder may keep queued while others share the GPU: 100us to 100ms, or default (2ms)")
+          ->type_name("DURATION");
   set_cmd->add_option("--state-dir", set.state_dir,
                       "State directory (default: $GPUSLICE_STATE_DIR, else /run/gpuslice)")
       ->type_name("DIR");
@@ -135,6 +154,7 @@ int main(int argc, char** argv) {
     if (gpu_opt->count() > 0) set.gpu = set_gpu;
     if (quantum_opt->count() > 0) set.quantum = set_quantum;
     if (mode_opt->count() > 0) set.mode = set_mode;
+    if (budget_opt->count() > 0) set.budget = set_budget;
     return RunSet(set);
   }
   return RunOptions(markdown);

@@ -39,6 +39,10 @@ std::string QuantumText(uint64_t quantum_ns) {
   return quantum_ns == 0 ? FormatDuration(broker::kDefaultQuantumNs) + " (default)" : FormatDuration(quantum_ns);
 }
 
+std::string BudgetText(uint64_t budget_ns) {
+  return budget_ns == 0 ? FormatDuration(broker::kDefaultBudgetNs) + " (default)" : FormatDuration(budget_ns);
+}
+
 std::string Change(const std::string& before, const std::string& after) {
   return before == after ? after + " (unchanged)" : before + " -> " + after;
 }
@@ -54,8 +58,8 @@ int RunSet(const SetOptions& options) {
   // 1. The command line, before anything is read: usage errors exit 2.
   if (!options.gpu)
     return Say(kExitUsage, "set needs --gpu: a GPU's UUID as `gpuslicectl status` prints it, or all");
-  if (!options.mode && !options.quantum)
-    return Say(kExitUsage, "set changes nothing without --quantum or --mode (see gpuslicectl set --help)");
+  if (!options.mode && !options.quantum && !options.budget)
+    return Say(kExitUsage, "set changes nothing without --quantum, --mode or --budget (see gpuslicectl set --help)");
 
   std::optional<broker::SharingMode> mode;
   if (options.mode) {
@@ -81,6 +85,23 @@ int RunSet(const SetOptions& options) {
                                          *options.quantum, FormatDuration(broker::kDefaultQuantumNs)));
     } else {
       quantum = ns;
+    }
+  }
+
+  std::optional<uint64_t> budget;  // 0: the built-in default
+  if (options.budget) {
+    uint64_t ns = 0;
+    if (*options.budget == "default") {
+      budget = 0;
+    } else if (!ParseDuration(*options.budget, &ns)) {
+      return Say(kExitUsage, fmt::format("--budget '{}' is not a duration: give a number and a unit (ns, us, ms, "
+                                         "s) such as 2ms or 500us, or default",
+                                         *options.budget));
+    } else if (ns < kMinBudgetNs || ns > kMaxBudgetNs) {
+      return Say(kExitUsage, fmt::format("--budget {} is out of range: a budget is 100us to 100ms, or default ({})",
+                                         *options.budget, FormatDuration(broker::kDefaultBudgetNs)));
+    } else {
+      budget = ns;
     }
   }
 
@@ -134,11 +155,15 @@ int RunSet(const SetOptions& options) {
     const uint64_t old_quantum = gpu.quantum_ns.load();
     const auto new_mode = mode.value_or(static_cast<broker::SharingMode>(old_mode));
     const uint64_t new_quantum = quantum.value_or(old_quantum);
-    if (!broker::SetGpuPolicy(segment, target.uuid, new_mode, new_quantum, &error))
+    const uint64_t old_budget = gpu.budget_ns.load();
+    const uint64_t new_budget = budget.value_or(old_budget);
+    if (!broker::SetGpuPolicy(segment, target.uuid, new_mode, new_quantum, &error) ||
+        !broker::SetGpuBudget(segment, target.uuid, new_budget, &error))
       return Say(kExitFailed, WithoutBrokerPrefix(error));
-    report += fmt::format("GPU {}: mode {}, quantum {}\n", broker::FormatUuid(target.uuid),
+    report += fmt::format("GPU {}: mode {}, quantum {}, budget {}\n", broker::FormatUuid(target.uuid),
                           Change(ModeName(old_mode), ModeName(static_cast<uint32_t>(new_mode))),
-                          Change(QuantumText(old_quantum), QuantumText(new_quantum)));
+                          Change(QuantumText(old_quantum), QuantumText(new_quantum)),
+                          Change(BudgetText(old_budget), BudgetText(new_budget)));
   }
   if (std::fwrite(report.data(), 1, report.size(), stdout) != report.size() || std::fflush(stdout) != 0)
     return Say(kExitFailed, fmt::format("writing the report: {}", std::strerror(errno)));

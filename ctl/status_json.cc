@@ -25,9 +25,14 @@ Json TenantJson(const broker::GpuView& gpu, const broker::TenantView& tenant) {
           {"idle", IsIdle(tenant)},
           {"compute_request_percent", PercentOrNull(tenant.request_pct)},
           {"compute_limit_percent", PercentOrNull(tenant.limit_pct)},
+          {"compute_class", tenant.request_pct == 0 ? Json(nullptr) : Json(ClassName(tenant.compute_class))},
           {"last_window_share_percent", share ? Json(*share) : Json(nullptr)},
           {"compute_service_ns", tenant.service_ns},
           {"waiting_processes", tenant.waiting},
+          {"grants_received", tenant.grants_received},
+          {"waits", tenant.waits},
+          {"wait_seconds_total", static_cast<double>(tenant.wait_ns) / 1e9},
+          {"refused_allocations", tenant.refused_allocations},
           {"processes", std::move(processes)}};
 }
 
@@ -50,6 +55,8 @@ Json StatusJson(const broker::Snapshot& snapshot) {
                     {"mode", ModeName(gpu.mode)},
                     {"quantum_ns", EffectiveQuantumNs(gpu)},
                     {"quantum_default", gpu.quantum_ns == 0},
+                    {"budget_ns", EffectiveBudgetNs(gpu)},
+                    {"budget_default", gpu.budget_ns == 0},
                     {"holder", gpu.holder.empty() ? Json(nullptr) : Json(gpu.holder)},
                     {"closing", gpu.closing},
                     {"waiting_processes", gpu.waiting},

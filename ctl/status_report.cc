@@ -45,6 +45,19 @@ uint64_t EffectiveQuantumNs(const broker::GpuView& gpu) {
   return gpu.quantum_ns ? gpu.quantum_ns : broker::kDefaultQuantumNs;
 }
 
+uint64_t EffectiveBudgetNs(const broker::GpuView& gpu) {
+  return gpu.budget_ns ? gpu.budget_ns : broker::kDefaultBudgetNs;
+}
+
+std::string ClassName(uint32_t compute_class) {
+  switch (static_cast<broker::ComputeClass>(compute_class)) {
+    case broker::ComputeClass::kStandard: return "standard";
+    case broker::ComputeClass::kLatency: return "latency";
+    case broker::ComputeClass::kBackground: return "background";
+  }
+  return fmt::format("unknown ({})", compute_class);
+}
+
 ComputeDemand ComputeDemandOf(const broker::GpuView& gpu) {
   ComputeDemand demand;
   for (const auto& tenant : gpu.tenants) {

@@ -34,6 +34,10 @@ std::string ModeName(uint32_t mode);
 
 // The quantum in force: the GPU's own, or the built-in default when it has none (0).
 uint64_t EffectiveQuantumNs(const broker::GpuView& gpu);
+// The queued-work budget in force, likewise.
+uint64_t EffectiveBudgetNs(const broker::GpuView& gpu);
+// A tenant's compute class as GPUSLICE_COMPUTE_CLASS names it: "standard", "latency", "background".
+std::string ClassName(uint32_t compute_class);
 
 // How much of one GPU's time the active tenants ask for (GPUSLICE_COMPUTE_REQUEST). A tenant sets
 // its request at its first kernel launch on the GPU; until then it asks for nothing.

@@ -19,6 +19,7 @@ struct Row {
   std::string percent;
   std::string request;
   std::string limit;
+  std::string compute_class;
   std::string share;
 };
 
@@ -27,7 +28,8 @@ std::string PercentCell(uint32_t pct) { return pct == 0 ? "-" : fmt::format("{}%
 std::string ComputeLine(const broker::GpuView& gpu) {
   const uint64_t quantum = EffectiveQuantumNs(gpu);
   const std::string quantum_text =
-      fmt::format("quantum {}{}", FormatDuration(quantum), gpu.quantum_ns == 0 ? " (default)" : "");
+      fmt::format("quantum {}{}", FormatDuration(quantum), gpu.quantum_ns == 0 ? " (default)" : "") +
+      fmt::format(", budget {}{}", FormatDuration(EffectiveBudgetNs(gpu)), gpu.budget_ns == 0 ? " (default)" : "");
   switch (static_cast<broker::SharingMode>(gpu.mode)) {
     case broker::SharingMode::kTimeslice: break;
     case broker::SharingMode::kNone:
@@ -95,23 +97,25 @@ void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, std
     *out += "  no tenants\n";
   } else {
     std::vector<Row> rows;
-    rows.push_back({"TENANT / PID", "USED", "QUOTA", "% QUOTA", "REQUEST", "LIMIT", "SHARE"});
+    rows.push_back({"TENANT / PID", "USED", "QUOTA", "% QUOTA", "REQUEST", "LIMIT", "CLASS", "SHARE"});
     for (const auto& tenant : gpu.tenants) {
       const auto share = LastSharePercent(gpu, tenant);
       rows.push_back({tenant.name, FormatBytes(tenant.used), QuotaText(tenant.quota),
                       tenant.quota == broker::kUnlimited ? "-" : FormatPercent(tenant.used, tenant.quota),
                       PercentCell(tenant.request_pct), PercentCell(tenant.limit_pct),
+                      tenant.request_pct == 0 ? "-" : ClassName(tenant.compute_class),
                       share ? fmt::format("{:.1f}%", *share) : "-"});
       for (const auto& process : tenant.processes) {
-        rows.push_back({fmt::format("  pid {}", process.pid), FormatBytes(process.charged), "", "", "", "", ""});
+        rows.push_back({fmt::format("  pid {}", process.pid), FormatBytes(process.charged), "", "", "", "", "", ""});
       }
     }
     // Tenant names run to 63 bytes: size the first column to the longest one present.
     size_t name_width = 0;
     for (const auto& row : rows) name_width = std::max(name_width, row.name.size());
     for (const auto& row : rows) {
-      std::string line = fmt::format("  {:<{}}  {:>10}  {:>10}  {:>8}  {:>7}  {:>5}  {:>6}", row.name, name_width,
-                                     row.used, row.quota, row.percent, row.request, row.limit, row.share);
+      std::string line =
+          fmt::format("  {:<{}}  {:>10}  {:>10}  {:>8}  {:>7}  {:>5}  {:>10}  {:>6}", row.name, name_width, row.used,
+                      row.quota, row.percent, row.request, row.limit, row.compute_class, row.share);
       line.erase(line.find_last_not_of(' ') + 1);  // process rows leave the last columns empty
       *out += line + "\n";
     }

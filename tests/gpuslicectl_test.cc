@@ -258,12 +258,12 @@ TEST_F(GpuslicectlTest, StatusTableShowsEachTenantItsUsageAgainstQuotaAndItsProc
   EXPECT_THAT(r.out, StartsWith("gpuslice state " + state_dir_.state_file() + " (layout " +
                                 std::to_string(broker::kLayoutVersion) + ")\n"));
   EXPECT_THAT(r.out, HasSubstr("\nGPU " + broker::FormatUuid(kUuid) + "  4 GiB total\n"));
-  EXPECT_THAT(r.out, ContainsRegex("\n  TENANT / PID +USED +QUOTA +% QUOTA +REQUEST +LIMIT +SHARE\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  TENANT / PID +USED +QUOTA +% QUOTA +REQUEST +LIMIT +CLASS +SHARE\n"));
   // Processes in pid order.
   const pid_t first = std::min(a1->pid(), a2->pid());
   const pid_t second = std::max(a1->pid(), a2->pid());
   // No kernel launched yet: no compute request, limit or share.
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +512 MiB +1 GiB +50.0% +- +- +-\n"
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +512 MiB +1 GiB +50.0% +- +- +- +-\n"
                                    "    pid " + std::to_string(first) + " +256 MiB\n"
                                    "    pid " + std::to_string(second) + " +256 MiB\n"));
   EXPECT_THAT(r.out, HasSubstr("\n  quota committed: 1 GiB of 4 GiB (25.0%)\n"
@@ -312,7 +312,7 @@ TEST_F(GpuslicectlTest, StatusAfterTheHolderIsKilledShowsItsMemoryReturned) {
 
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +0 B +1 GiB +0.0% +- +- +-\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +0 B +1 GiB +0.0% +- +- +- +-\n"));
   EXPECT_THAT(r.out, Not(HasSubstr("pid ")));
   EXPECT_THAT(r.out, HasSubstr("quota committed: 0 B of 4 GiB (0.0%); 1 idle tenant not counted\n"));
 }
@@ -324,8 +324,8 @@ TEST_F(GpuslicectlTest, StatusFlagsQuotasThatAddUpToMoreThanTheDevice) {
 
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +256 MiB +768 MiB +33.3% +- +- +-\n    pid " + std::to_string(a->pid()) +
-                                   " +256 MiB\n  team-b +256 MiB +768 MiB +33.3% +- +- +-\n    pid " +
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +256 MiB +768 MiB +33.3% +- +- +- +-\n    pid " + std::to_string(a->pid()) +
+                                   " +256 MiB\n  team-b +256 MiB +768 MiB +33.3% +- +- +- +-\n    pid " +
                                    std::to_string(b->pid()) + " +256 MiB\n"));
   EXPECT_THAT(r.out, HasSubstr("quota committed: 1.5 GiB of 1 GiB (150.0%) -- OVERSUBSCRIBED"));
 
@@ -341,7 +341,7 @@ TEST_F(GpuslicectlTest, StatusShowsATenantWithoutAQuotaAsUnlimited) {
 
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-b +256 MiB +unlimited +- +- +- +-\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-b +256 MiB +unlimited +- +- +- +- +-\n"));
   EXPECT_THAT(r.out, HasSubstr("quota committed: 1 GiB of 4 GiB (25.0%), plus 1 tenant without a quota -- "
                                "OVERSUBSCRIBED"));
 
@@ -360,7 +360,7 @@ TEST_F(GpuslicectlTest, StatusDoesNotCountTheQuotaOfIdleTenants) {
 
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ContainsRegex("\n  proc-0123456789abcdef +0 B +unlimited +- +- +- +-\n  team-a "));
+  EXPECT_THAT(r.out, ContainsRegex("\n  proc-0123456789abcdef +0 B +unlimited +- +- +- +- +-\n  team-a "));
   EXPECT_THAT(r.out, HasSubstr("\n  quota committed: 1 GiB of 4 GiB (25.0%); 1 idle tenant not counted\n"));
 
   const Json gpu = StatusJson()["gpus"][0];
@@ -402,7 +402,7 @@ TEST_F(GpuslicectlTest, SetRefusesBadValuesWithOneLineUsageErrorsAndChangesNothi
   };
   const std::vector<Case> cases = {
       {{"--quantum", "20ms"}, "set needs --gpu: a GPU's UUID as `gpuslicectl status` prints it, or all"},
-      {{"--gpu", "all"}, "set changes nothing without --quantum or --mode"},
+      {{"--gpu", "all"}, "set changes nothing without --quantum, --mode or --budget"},
       {{"--gpu", "all", "--mode", "fair"}, "--mode 'fair' is not a sharing mode: use timeslice"},
       {{"--gpu", "all", "--mode", "Timeslice"}, "--mode 'Timeslice' is not a sharing mode"},
       {{"--gpu", "all", "--quantum", "10"}, "--quantum '10' is not a duration: give a number and a unit"},
@@ -485,27 +485,27 @@ TEST_F(GpuslicectlTest, SetThenStatusShowsTheNewModeAndQuantum) {
   EXPECT_EQ(gpu["quantum_ns"], broker::kDefaultQuantumNs);
   EXPECT_EQ(gpu["quantum_default"], true);
   ProcessResult r = Status();
-  EXPECT_THAT(r.out, HasSubstr("\n  compute: timeslice, quantum 10 ms (default); held by nobody; 0 grants\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n  compute: timeslice, quantum 10 ms (default), budget 2 ms (default); held by nobody; 0 grants\n"));
 
   r = Set({"--gpu", uuid, "--quantum", "20ms", "--mode", "none"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "GPU " + uuid + ": mode timeslice -> none, quantum 10 ms (default) -> 20 ms\n");
+  EXPECT_EQ(r.out, "GPU " + uuid + ": mode timeslice -> none, quantum 10 ms (default) -> 20 ms, budget 2 ms (default) (unchanged)\n");
   EXPECT_EQ(r.err, "");
   gpu = StatusJson()["gpus"][0];
   EXPECT_EQ(gpu["mode"], "none");
   EXPECT_EQ(gpu["quantum_ns"], 20'000'000u);
   EXPECT_EQ(gpu["quantum_default"], false);
   r = Status();
-  EXPECT_THAT(r.out, HasSubstr("\n  compute: none (memory quotas only: launches are not gated), quantum 20 ms\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n  compute: none (memory quotas only: launches are not gated), quantum 20 ms, budget 2 ms (default)\n"));
   EXPECT_THAT(r.out, HasSubstr("\n  SHARE: not measured (launches are not gated)\n"));
 
   // Only what is given changes; every spelling of a duration is taken.
   r = Set({"--gpu", "all", "--quantum", "0.05s"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "GPU " + uuid + ": mode none (unchanged), quantum 20 ms -> 50 ms\n");
+  EXPECT_EQ(r.out, "GPU " + uuid + ": mode none (unchanged), quantum 20 ms -> 50 ms, budget 2 ms (default) (unchanged)\n");
   r = Set({"--gpu", "all", "--quantum", "2500us", "--mode", "mps"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "GPU " + uuid + ": mode none -> mps, quantum 50 ms -> 2.5 ms\n");
+  EXPECT_EQ(r.out, "GPU " + uuid + ": mode none -> mps, quantum 50 ms -> 2.5 ms, budget 2 ms (default) (unchanged)\n");
   gpu = StatusJson()["gpus"][0];
   EXPECT_EQ(gpu["mode"], "mps");
   EXPECT_EQ(gpu["quantum_ns"], 2'500'000u);
@@ -524,13 +524,26 @@ TEST_F(GpuslicectlTest, SetThenStatusShowsTheNewModeAndQuantum) {
 
   r = Set({"--gpu", "all", "--quantum", "default", "--mode", "timeslice"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "GPU " + uuid + ": mode mps -> timeslice, quantum 12.5 ms -> 10 ms (default)\n");
+  EXPECT_EQ(r.out, "GPU " + uuid + ": mode mps -> timeslice, quantum 12.5 ms -> 10 ms (default), budget 2 ms (default) (unchanged)\n");
   gpu = StatusJson()["gpus"][0];
   EXPECT_EQ(gpu["mode"], "timeslice");
   EXPECT_EQ(gpu["quantum_ns"], broker::kDefaultQuantumNs);
+
+  // The queued-work budget: set, shown, back to the default; out of range refused.
+  r = Set({"--gpu", "all", "--budget", "500us"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "GPU " + uuid + ": mode timeslice (unchanged), quantum 10 ms (default) (unchanged), budget 2 ms (default) -> 500 us\n");
+  EXPECT_EQ(StatusJson()["gpus"][0]["budget_ns"], 500'000u);
+  EXPECT_EQ(StatusJson()["gpus"][0]["budget_default"], false);
+  r = Set({"--gpu", "all", "--budget", "1s"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--budget 1s is out of range: a budget is 100us to 100ms"));
+  r = Set({"--gpu", "all", "--budget", "default"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(StatusJson()["gpus"][0]["budget_ns"], broker::kDefaultBudgetNs);
   EXPECT_EQ(gpu["quantum_default"], true);
   r = Set({"--gpu", "all", "--mode", "timeslice"});
-  EXPECT_EQ(r.out, "GPU " + uuid + ": mode timeslice (unchanged), quantum 10 ms (default) (unchanged)\n");
+  EXPECT_EQ(r.out, "GPU " + uuid + ": mode timeslice (unchanged), quantum 10 ms (default) (unchanged), budget 2 ms (default) (unchanged)\n");
 }
 
 TEST_F(GpuslicectlTest, StatusShowsTheHolderAndSetModeNoneEndsTheGrant) {
@@ -538,7 +551,7 @@ TEST_F(GpuslicectlTest, StatusShowsTheHolderAndSetModeNoneEndsTheGrant) {
 
   ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("\n  compute: timeslice, quantum 10 ms (default); held by team-a; 1 grant\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n  compute: timeslice, quantum 10 ms (default), budget 2 ms (default); held by team-a; 1 grant\n"));
   Json gpu = StatusJson()["gpus"][0];
   EXPECT_EQ(gpu["holder"], "team-a");
   EXPECT_EQ(gpu["grants"], 1);
@@ -559,9 +572,9 @@ TEST_F(GpuslicectlTest, StatusShowsEachTenantsComputeRequestAndLimit) {
 
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +256 MiB +1 GiB +25.0% +30% +80% +-\n"));
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-b +0 B +1 GiB +0.0% +50% +100% +-\n"));
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-c +0 B +1 GiB +0.0% +- +- +-\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +256 MiB +1 GiB +25.0% +30% +80% +standard +-\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-b +0 B +1 GiB +0.0% +50% +100% +standard +-\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-c +0 B +1 GiB +0.0% +- +- +- +-\n"));
   EXPECT_THAT(r.out, HasSubstr("\n  compute requested: 80% by 2 tenants (1 more not launched yet)\n"));
   EXPECT_THAT(r.out, HasSubstr("\n  SHARE: - until a first 10 s window of taking turns completes\n"));
   EXPECT_THAT(r.out, Not(HasSubstr("oversubscribed")));
@@ -607,8 +620,8 @@ TEST_F(GpuslicectlTest, StatusShowsTheShareOfTheLastCompleteWindow) {
 
   ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +0 B +1 GiB +0.0% +60% +100% +55.2%\n"));
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-b +0 B +1 GiB +0.0% +40% +100% +0.0%\n"))
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +0 B +1 GiB +0.0% +60% +100% +standard +55.2%\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-b +0 B +1 GiB +0.0% +40% +100% +standard +0.0%\n"))
       << "a tenant that got nothing in a measured window has a share of 0, not '-'";
   EXPECT_THAT(r.out, ContainsRegex("\n  SHARE: of the GPU's time in the last complete window \\(10 s or more\\), which "
                                    "ended [0-9]+\\.[0-9] s ago\n"));
@@ -621,7 +634,7 @@ TEST_F(GpuslicectlTest, StatusShowsTheShareOfTheLastCompleteWindow) {
   ASSERT_EQ(Set({"--gpu", "all", "--mode", "mps"}).exit_code, 0);
   gpu = StatusJson()["gpus"][0];
   EXPECT_TRUE(gpu["tenants"][0]["last_window_share_percent"].is_null());
-  EXPECT_THAT(Status().out, ContainsRegex("\n  team-a +0 B +1 GiB +0.0% +60% +100% +-\n"));
+  EXPECT_THAT(Status().out, ContainsRegex("\n  team-a +0 B +1 GiB +0.0% +60% +100% +standard +-\n"));
 }
 
 TEST_F(GpuslicectlTest, EveryGpuslicectlCommandTheReadmeShowsExists) {

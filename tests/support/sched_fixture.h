@@ -41,17 +41,6 @@ class SchedTest : public ShimTest {
  public:
   fairness::Gpu& gpu() { return *gpu_; }
 
- protected:
-  void SetUp() override {
-    ShimTest::SetUp();
-    gpu_ = std::make_unique<fairness::Gpu>(fairness::Paths{BinDir(), SimLibDir(), ShimPath()}, state_path(),
-                                           state_dir());
-  }
-  void TearDown() override {
-    gpu_.reset();  // kills what still runs
-    ShimTest::TearDown();
-  }
-
   static StartOptions Managed(int request_pct, int limit_pct = 0) {
     StartOptions o;
     o.request_pct = request_pct;
@@ -62,6 +51,17 @@ class SchedTest : public ShimTest {
     StartOptions o;
     o.managed = false;
     return o;
+  }
+
+ protected:
+  void SetUp() override {
+    ShimTest::SetUp();
+    gpu_ = std::make_unique<fairness::Gpu>(fairness::Paths{BinDir(), SimLibDir(), ShimPath()}, state_path(),
+                                           state_dir());
+  }
+  void TearDown() override {
+    gpu_.reset();  // kills what still runs
+    ShimTest::TearDown();
   }
 
   // Starts a process of `tenant` and waits until its context is current; fails the test if not.
