@@ -1,26 +1,21 @@
-// Compute time-slicing: the GPU is granted to one tenant at a time for a quantum, by weighted
-// fair queuing, through state in the broker segment (docs/scheduling.md).
+// Compute time-slicing, one process's handle on one GPU: the grant is held by one tenant at a
+// time and moves by weighted fair queuing (broker/grant_policy.h; docs/scheduling.md).
 //
-// Each process has one ComputeGate per GPU it launches on. Launch hooks call TryEnter/Exit
-// around the driver call — a handful of atomic operations on memory the process already has
-// cached, no lock, no system call — and Acquire when the gate is shut. A monitor thread per
-// process (shim/compute_monitor.cc) calls Monitor to drain its in-flight work when the grant
-// must move, and to hand the grant on.
+// The process publishes what it does on the GPU in its ProcessGpuState (in-flight launches,
+// waiting, heartbeat, latency priority) and reads the grant. The launch hooks and the process's
+// monitor thread (shim/launch_tracker.h, shim/compute_monitor.cc) own the process-local half:
+// which launches are in flight and when they complete. Nothing here calls the driver.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string>
-#include <vector>
 
 #include "broker/broker.h"
+#include "broker/grant_policy.h"
 #include "broker/segment_layout.h"
 
 namespace gpuslice::broker {
-
-inline constexpr uint64_t kDefaultQuantumNs = 10'000'000;
-inline constexpr uint32_t kDefaultRequestPct = 10;
 
 class ComputeGate {
  public:
@@ -29,77 +24,80 @@ class ComputeGate {
   ComputeGate(const ComputeGate&) = delete;
   ComputeGate& operator=(const ComputeGate&) = delete;
 
-  // Sets (first process of the tenant on this GPU) or checks the tenant's request and limit.
-  bool SetShare(uint32_t request_pct, uint32_t limit_pct, std::string* error);
+  // Sets (first process of the tenant on this GPU) or checks the tenant's request, limit and
+  // class; every process of a tenant must agree.
+  bool SetShare(uint32_t request_pct, uint32_t limit_pct, ComputeClass cls, std::string* error);
 
   SharingMode mode() const { return static_cast<SharingMode>(gpu_->mode.load(std::memory_order_relaxed)); }
   bool gated() const { return mode() == SharingMode::kTimeslice; }
+  ComputeClass compute_class() const { return class_; }
+  // Limited and non-standard tenants track every launch's completion, also when alone.
+  bool always_tracked() const { return class_ != ComputeClass::kStandard || limit_pct_ < 100; }
 
-  // The fast path. True: the tenant holds the GPU and the caller may launch, then must call
-  // Exit. False: the gate is shut; call Acquire and try again.
-  bool TryEnter() {
-    in_flight_.fetch_add(1);  // announce before looking (seq_cst: see docs/scheduling.md)
-    if (Open()) {
-      if (busy_->load(std::memory_order_relaxed) == 0) {
-        busy_->store(1);
-        if (!Open()) {  // the grant moved while we marked ourselves busy: do not launch
-          in_flight_.fetch_sub(1);
-          return false;
-        }
-      }
-      return true;
-    }
-    in_flight_.fetch_sub(1);
-    return false;
+  // The fast path's test: this tenant holds the grant, it is not closing, and no latency work
+  // has priority (latency tenants pass their own priority).
+  bool GrantOpen() const {
+    return gpu_->holder.load() == holder_value_ && gpu_->closing.load() == 0 &&
+           (class_ == ComputeClass::kLatency || gpu_->priority.load() == 0);
   }
-  // After the launch call returned: one more launch submitted, one fewer in the gate.
-  void Exit() { in_flight_.fetch_add(kLaunchUnit - 1, std::memory_order_release); }
+  // This process's published state on the GPU.
+  ProcessGpuState& published() { return *mine_; }
 
-  // Blocks until this tenant holds the GPU (the slow path).
+  // Latency class: true when this launch may pass the grant (the tenant is within its request),
+  // and then the priority lease is taken. RenewPriority extends it while work is in flight.
+  bool TakePriority(uint64_t now);
+  void RenewPriority(uint64_t now);
+  void DropPriority();
+  // Latency work done outside the grant is charged as if granted.
+  void ChargePriorityWork(uint64_t ns, uint64_t now);
+
+  // The slow path: blocks until GrantOpen() or the GPU is no longer gated. Interruptible: the
+  // thread sleeps in futex waits of at most half a millisecond; signals are delivered.
   void Acquire();
 
-  // One step of the process's monitor: drains and reports idleness when the grant must move,
-  // ends an expired or exhausted quantum, hands the grant on. `synchronize` waits for every
-  // kernel this process launched on the GPU. Returns how long the monitor may sleep.
-  uint64_t Monitor(void (*synchronize)(void* context), void* context);
+  // One step of the grant protocol (broker/grant_policy.h); wakes waiters when it changed.
+  void Advance(uint64_t now);
+  // Another tenant has a live process with this GPU open.
+  bool OthersPresent() const;
+  // Another tenant has a process waiting for the grant.
+  bool OthersWaiting(uint64_t now) const;
+  bool HeldByUs() const { return gpu_->holder.load() == holder_value_; }
+  bool Closing() const { return gpu_->closing.load() != 0; }
+  uint64_t BudgetNs() const { return BudgetOf(*gpu_); }
+  uint64_t LeaseNs() const { return LeaseOf(*gpu_); }
+
+  // This process leaves the GPU (exit): its state is cleared, and a grant its tenant holds moves
+  // on unless another live process of the tenant still has the GPU open.
+  void Leave();
 
   // Waits (futex) until the GPU's grant state changes or timeout_ns pass.
   void WaitForChange(uint64_t timeout_ns);
+  void Wake();
 
   int gpu_index() const { return gpu_index_; }
 
  private:
-  static constexpr uint64_t kLaunchUnit = 1ULL << 32;  // high half: launches; low half: in the gate
-
-  bool Open() const {
-    return gpu_->holder.load() == holder_value_ && gpu_->closing.load() == 0;
-  }
-  bool HolderIsIdle(uint32_t holder_tenant) const;
-  void StartWaiting();
-  void StopWaiting();
-  // Ends the current grant (charging its holder) and grants the GPU to the next tenant. Call
-  // with sched_mutex held.
-  void HandOverLocked(uint64_t now);
-  int PickNextLocked(uint64_t now, uint64_t* wake_after_ns);
-  bool TenantHasLiveProcess(uint32_t tenant) const;
-  bool OwedTheGpu(uint32_t holder_tenant, uint64_t held) const;
-  void RefillLocked(LedgerEntry& ledger, uint64_t now) const;
-  uint64_t QuantumNs() const;
-  void Wake();
+  bool TenantHasOtherLiveProcess() const;
+  void CountWait(uint64_t waited_ns);
 
   Broker* broker_;
   Segment* segment_;
   GpuEntry* gpu_;
   LedgerEntry* ledger_;
-  std::atomic<uint32_t>* busy_;
+  ProcessGpuState* mine_;
   int gpu_index_;
   int tenant_;
   uint32_t holder_value_;  // tenant + 1
-  std::atomic<uint64_t> in_flight_{0};
+  ComputeClass class_ = ComputeClass::kStandard;
+  uint32_t limit_pct_ = 100;
+  GrantPolicy policy_;
+  std::atomic<int> waiting_threads_{0};
 };
 
 // Policy, for gpuslicectl: the GPU's sharing mode and quantum (0 = the default).
 bool SetGpuPolicy(Segment* segment, const uint8_t (&uuid)[16], SharingMode mode, uint64_t quantum_ns,
                   std::string* error);
+// The work a holder may keep queued on the GPU while other tenants share it (0 = the default).
+bool SetGpuBudget(Segment* segment, const uint8_t (&uuid)[16], uint64_t budget_ns, std::string* error);
 
 }  // namespace gpuslice::broker

@@ -23,7 +23,8 @@
 namespace gpuslice::broker {
 
 inline constexpr uint64_t kMagic = 0x31524B4253435047ULL;  // "GPCSBKR1" little-endian
-inline constexpr uint32_t kLayoutVersion = 2;  // 2: compute time-slicing state
+inline constexpr uint32_t kLayoutVersion = 3;  // 2: compute time-slicing; 3: in-flight tracking, leases,
+                                               // classes, per-process waiting, counters
 inline constexpr char kStateFileName[] = "gpuslice.state";
 
 inline constexpr int kMaxGpus = 16;            // distinct GPU UUIDs (MIG instances count apiece)
@@ -89,17 +90,21 @@ struct alignas(64) GpuEntry {
   std::atomic<uint64_t> uuid[2];           // the UUID's 16 bytes, in order
   // Policy, set by gpuslicectl (0 = the default).
   std::atomic<uint32_t> mode;              // SharingMode
-  std::atomic<uint32_t> reserved2;
+  // 1 while a latency-class process may have priority work on the GPU (a hint: each process's
+  // own priority_until_ns is the truth; whoever finds them all expired clears it).
+  std::atomic<uint32_t> priority;
   std::atomic<uint64_t> quantum_ns;
   // The grant. Read lock-free on every gated launch; changed under sched_mutex.
   std::atomic<uint32_t> holder;            // tenant index + 1 holding the GPU; 0 = nobody
   std::atomic<uint32_t> closing;           // 1: the holder must stop launching and drain
   std::atomic<uint32_t> grant_seq;         // futex word, bumped at every change waiters care about
-  std::atomic<uint32_t> waiting;           // processes of any tenant waiting for the grant
+  std::atomic<uint32_t> waiting;           // processes waiting, as counted at the last decision
   std::atomic<uint64_t> grant_start_ns;    // CLOCK_MONOTONIC when the holder got the grant
   std::atomic<uint64_t> vclock;            // virtual time of the last grant (bounds idle credit)
   std::atomic<uint64_t> grants;            // grants made (diagnostics)
   std::atomic<uint64_t> window_start_ns;   // the current measurement window (status shares)
+  std::atomic<uint64_t> budget_ns;         // policy: work a holder may keep queued (0 = default)
+  std::atomic<uint64_t> holder_active_ns;  // the holder was last seen with work: what it is charged to
   MutexSlot sched_mutex;                   // guards grant decisions and every virtual time
 };
 
@@ -117,11 +122,11 @@ struct alignas(64) LedgerEntry {
   std::atomic<uint64_t> quota;             // bytes; UINT64_MAX = unlimited
   MutexSlot mutex;                         // guards used, quota, state and every charged[gpu]
   std::atomic<uint32_t> state;             // EntryState: kInUse once a first process set the quota
-  uint32_t reserved;
+  std::atomic<uint32_t> compute_class;     // ComputeClass, set with request and limit
   // Compute share on this GPU (changed under the GPU's sched_mutex).
   std::atomic<uint32_t> request_pct;       // entitlement and weight, 1..100 (0: not set yet)
   std::atomic<uint32_t> limit_pct;         // ceiling, 1..100
-  std::atomic<uint32_t> waiting;           // the tenant's processes waiting for the grant
+  std::atomic<uint32_t> waiting;           // its processes waiting, as counted at the last decision
   std::atomic<uint32_t> reserved2;
   std::atomic<uint64_t> vtime;             // virtual time: service / weight (scaled)
   std::atomic<uint64_t> service_ns;        // device time granted so far
@@ -129,7 +134,44 @@ struct alignas(64) LedgerEntry {
   std::atomic<uint64_t> tokens_at_ns;      // when the bucket was last refilled
   std::atomic<uint64_t> window_service_ns; // service_ns at the start of the GPU's window
   std::atomic<uint64_t> last_share_ppm;    // share of the last complete window, parts per million
+  // Latency class: priority bucket (fills at request % of real time); while it holds time the
+  // tenant's launches pass the grant.
+  std::atomic<int64_t> priority_tokens_ns;
+  std::atomic<uint64_t> priority_tokens_at_ns;
+  // Counters (gpuslicectl, exporter): only ever increased, by atomic adds that a SIGKILL cannot
+  // tear. Waits are bucketed by kWaitBucketsNs (an implicit last bucket above the largest).
+  std::atomic<uint64_t> refused_allocations;
+  std::atomic<uint64_t> refused_bytes;
+  std::atomic<uint64_t> grants_received;
+  std::atomic<uint64_t> waits;
+  std::atomic<uint64_t> wait_ns;
+  std::atomic<uint64_t> wait_buckets[8];
 };
+
+// Upper bounds of the wait histogram's buckets; the eighth counts every longer wait.
+inline constexpr uint64_t kWaitBucketsNs[7] = {100'000, 1'000'000, 5'000'000, 10'000'000,
+                                               50'000'000, 100'000'000, 1'000'000'000};
+
+enum class ComputeClass : uint32_t {
+  kStandard = 0,    // weighted fair sharing by request and limit
+  kLatency = 1,     // launches pass the grant while within its request; others' queues are cut
+  kBackground = 2,  // granted only when no standard or latency tenant waits
+};
+
+// What one process does on one GPU, written by the process itself (launching threads and its
+// monitor) and read by every scheduler decision. Times are CLOCK_MONOTONIC nanoseconds.
+struct ProcessGpuState {
+  // Launches not yet seen complete; kUntrackedWork set: work launched while untracked (the tenant
+  // was alone), of unknown extent until the monitor confirms the GPU finished it.
+  std::atomic<uint32_t> inflight;
+  std::atomic<uint32_t> grace_ns;          // how long inflight must stay 0 before it counts as idle
+  std::atomic<uint64_t> idle_since_ns;     // when inflight last became 0
+  std::atomic<uint64_t> heartbeat_ns;      // renewed by its monitor: a stale one is stopped or stuck
+  std::atomic<uint64_t> waiting_ns;        // 0, or renewed by its threads waiting for the grant
+  std::atomic<uint64_t> priority_until_ns; // latency class: its launches pass the grant until then
+  std::atomic<uint64_t> busy_since_ns;     // when inflight last became non-zero
+};
+inline constexpr uint32_t kUntrackedWork = 1u << 31;
 
 enum class ProcessState : uint32_t {
   kFree = 0,
@@ -145,10 +187,8 @@ struct alignas(64) ProcessEntry {
   std::atomic<uint64_t> started_ns;        // CLOCK_MONOTONIC at registration
   // Bytes this process holds on each GPU; changed only under that GPU's ledger mutex of its tenant.
   std::atomic<uint64_t> charged[kMaxGpus];
-  // 1: the process may have kernels in flight on the GPU (set when it launches, cleared by its
-  // monitor after a synchronisation that covered every launch). A grant moves on only when every
-  // process of the holder is idle.
-  std::atomic<uint32_t> busy[kMaxGpus];
+  // Its scheduling state on each GPU (broker/scheduler.h); zeroed when the slot is claimed.
+  ProcessGpuState sched[kMaxGpus];
 };
 
 struct Segment {

@@ -51,6 +51,29 @@ void ResetLedger(Segment* segment, int ledger) {
   entry.tokens_at_ns.store(0);
   entry.window_service_ns.store(0);
   entry.last_share_ppm.store(0);
+  entry.compute_class.store(0);
+  entry.priority_tokens_ns.store(0);
+  entry.priority_tokens_at_ns.store(0);
+  entry.refused_allocations.store(0);
+  entry.refused_bytes.store(0);
+  entry.grants_received.store(0);
+  entry.waits.store(0);
+  entry.wait_ns.store(0);
+  for (auto& bucket : entry.wait_buckets) bucket.store(0);
+}
+
+// A slot's scheduling state says nothing once its process is gone: a dead predecessor's
+// in-flight work or waiting stamp must not pin a grant.
+void ClearSchedState(ProcessEntry& process) {
+  for (ProcessGpuState& gpu : process.sched) {
+    gpu.inflight.store(0);
+    gpu.grace_ns.store(0);
+    gpu.idle_since_ns.store(0);
+    gpu.heartbeat_ns.store(0);
+    gpu.waiting_ns.store(0);
+    gpu.priority_until_ns.store(0);
+    gpu.busy_since_ns.store(0);
+  }
 }
 
 bool IsRegistered(const ProcessEntry& process) { return process.state.load() == kRegistered; }
@@ -128,6 +151,8 @@ int FindOrClaimGpu(Segment* segment, const uint8_t (&uuid)[16], uint64_t total_m
   entry.vclock.store(0);
   entry.grants.store(0);
   entry.window_start_ns.store(0);
+  entry.budget_ns.store(0);
+  entry.priority.store(0);
   entry.state.store(kInUse);
   return chosen;
 }
@@ -153,7 +178,7 @@ int ClaimProcessSlot(Segment* segment, int fd, int tenant, int32_t pid) {
   process.open_gpus.store(0);
   process.started_ns.store(MonotonicNanos());
   for (auto& charged : process.charged) charged.store(0);  // already zero: freed slots hold none
-  for (auto& busy : process.busy) busy.store(0);  // a dead predecessor's flags must not pin a grant
+  ClearSchedState(process);
   process.state.store(kRegistered);
   return chosen;
 }
@@ -182,7 +207,7 @@ void ReturnChargesAndFree(Segment* segment, int slot) {
     process.charged[g].store(0);
   }
   process.open_gpus.store(0);
-  for (auto& busy : process.busy) busy.store(0);  // a dead process has nothing in flight
+  ClearSchedState(process);
   process.state.store(kFree);
 }
 

@@ -2,33 +2,33 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <utility>
 
+#include "common/clock.h"
 #include "shim/shim_state.h"
 
 namespace gpuslice::shim {
 namespace {
 
 std::atomic<ShimState*> g_monitored{nullptr};
+pthread_t g_thread;
+pid_t g_thread_pid = 0;  // the process that started g_thread (a forked child has no such thread)
 
 void* MonitorLoop(void* arg) {
   auto* state = static_cast<ShimState*>(arg);
   while (g_monitored.load() == state) {
     uint64_t sleep_ns = 5'000'000;
-    const auto gates = state->Gates();
-    for (broker::ComputeGate* gate : gates) {
-      if (!gate->gated()) continue;
-      std::pair<ShimState*, broker::ComputeGate*> target{state, gate};
-      auto synchronize = [](void* context) {
-        auto* t = static_cast<std::pair<ShimState*, broker::ComputeGate*>*>(context);
-        t->first->SynchronizeGate(t->second);
-      };
-      sleep_ns = std::min(sleep_ns, gate->Monitor(synchronize, &target));
+    const auto trackers = state->Trackers();
+    for (LaunchTracker* tracker : trackers) {
+      if (!tracker->gate()->gated()) continue;
+      sleep_ns = std::min(sleep_ns, tracker->MonitorStep(MonotonicNanos()));
     }
-    if (!gates.empty()) gates.front()->WaitForChange(sleep_ns);
+    if (g_monitored.load() != state) break;
+    if (!trackers.empty()) trackers.front()->gate()->WaitForChange(sleep_ns);
   }
   return nullptr;
 }
@@ -46,9 +46,21 @@ void StartComputeMonitor(ShimState* state) {
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_t thread;
-  if (pthread_create(&thread, nullptr, MonitorLoop, state) == 0) pthread_detach(thread);
+  if (pthread_create(&g_thread, nullptr, MonitorLoop, state) == 0) g_thread_pid = getpid();
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+bool StopComputeMonitor(ShimState* state) {
+  ShimState* expected = state;
+  if (!g_monitored.compare_exchange_strong(expected, nullptr)) return true;  // none running for it
+  if (g_thread_pid != getpid()) return true;  // started in the parent: no thread here
+  for (LaunchTracker* tracker : state->Trackers()) tracker->gate()->Wake();
+  timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += 1;
+  if (pthread_timedjoin_np(g_thread, nullptr, &deadline) != 0) return false;
+  g_thread_pid = 0;
+  return true;
 }
 
 }  // namespace gpuslice::shim

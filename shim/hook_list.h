@@ -54,7 +54,12 @@
   X(cuDeviceGetCount)            \
   X(cuDeviceGetDefaultMemPool)   \
   X(cuDevicePrimaryCtxRetain)    \
-  X(cuDevicePrimaryCtxGetState)
+  X(cuDevicePrimaryCtxGetState)  \
+  X(cuEventCreate)               \
+  X(cuEventRecord)               \
+  X(cuEventRecord_ptsz)          \
+  X(cuEventQuery)                \
+  X(cuEventSynchronize)
 
 #define GPUSLICE_NVML_HOOKS(X) \
   X(nvmlDeviceGetMemoryInfo)   \

@@ -3,8 +3,9 @@
 // Copies and memsets are not gated: they run on the copy engines, which time-slicing of the SMs
 // does not share out.
 //
-// The fast path — the tenant holds the grant — is the gate's TryEnter/Exit around the driver
-// call: no lock, no system call, no other driver call.
+// The fast path — the tenant holds the grant — is the tracker's TryEnter/Exit around the driver
+// call: alone on the GPU, a few atomic operations; shared, also one event recorded behind the
+// launch (shim/launch_tracker.h).
 #include "shim/driver_api.h"
 #include "shim/real_driver.h"
 #include "shim/shim_state.h"
@@ -12,22 +13,24 @@
 namespace gpuslice::shim {
 namespace {
 
+// `per_thread`: a _ptsz entry point (stream 0 is the calling thread's own stream).
 template <typename Call>
-CUresult Gated(CUstream stream, Call call) {
+CUresult Gated(CUstream stream, bool per_thread, Call call) {
   ShimState* state = ShimState::Get();
   if (!state) return kFailClosed;
-  broker::ComputeGate* gate = state->GateForLaunch(stream);
-  if (!gate || !gate->gated()) return call();
-  if (!gate->TryEnter()) {
-    state->NoteContext(gate);  // the monitor must be able to synchronise what we launch
+  LaunchTracker* tracker = state->TrackerForLaunch(stream);
+  if (!tracker || !tracker->gate()->gated()) return call();
+  LaunchTracker::Entry entry;
+  if (!tracker->TryEnter(&entry)) {
+    state->NoteContext(tracker->gate());  // the monitor must be able to synchronise what we launch
     while (true) {
-      gate->Acquire();
-      if (!gate->gated()) return call();  // the operator switched the GPU to mode none/mps
-      if (gate->TryEnter()) break;
+      tracker->Wait();
+      if (!tracker->gate()->gated()) return call();  // the operator switched the GPU to mode none/mps
+      if (tracker->TryEnter(&entry)) break;
     }
   }
   const CUresult rc = call();
-  gate->Exit();
+  tracker->Exit(entry, rc, stream, per_thread);
   return rc;
 }
 
@@ -46,7 +49,7 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
                                 unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                                 unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuLaunchKernel)
-  return Gated(hStream, [&] {
+  return Gated(hStream, false, [&] {
     return real->cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
                                 hStream, kernelParams, extra);
   });
@@ -57,7 +60,7 @@ CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsign
                                      unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                      void** kernelParams, void** extra) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuLaunchKernel_ptsz)
-  return Gated(hStream, [&] {
+  return Gated(hStream, true, [&] {
     return real->cuLaunchKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
                                      sharedMemBytes, hStream, kernelParams, extra);
   });
@@ -65,13 +68,13 @@ CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsign
 
 CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuLaunchKernelEx)
-  return Gated(config ? config->hStream : nullptr, [&] { return real->cuLaunchKernelEx(config, f, kernelParams, extra); });
+  return Gated(config ? config->hStream : nullptr, false, [&] { return real->cuLaunchKernelEx(config, f, kernelParams, extra); });
 }
 
 CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** kernelParams,
                                        void** extra) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuLaunchKernelEx_ptsz)
-  return Gated(config ? config->hStream : nullptr,
+  return Gated(config ? config->hStream : nullptr, true,
                [&] { return real->cuLaunchKernelEx_ptsz(config, f, kernelParams, extra); });
 }
 
@@ -80,7 +83,7 @@ CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, 
                                            unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                            void** kernelParams) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuLaunchCooperativeKernel)
-  return Gated(hStream, [&] {
+  return Gated(hStream, false, [&] {
     return real->cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
                                            sharedMemBytes, hStream, kernelParams);
   });
@@ -92,7 +95,7 @@ CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridD
                                                 unsigned int sharedMemBytes, CUstream hStream,
                                                 void** kernelParams) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuLaunchCooperativeKernel_ptsz)
-  return Gated(hStream, [&] {
+  return Gated(hStream, true, [&] {
     return real->cuLaunchCooperativeKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
                                                 sharedMemBytes, hStream, kernelParams);
   });
@@ -100,10 +103,10 @@ CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridD
 
 CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuGraphLaunch)
-  return Gated(hStream, [&] { return real->cuGraphLaunch(hGraphExec, hStream); });
+  return Gated(hStream, false, [&] { return real->cuGraphLaunch(hGraphExec, hStream); });
 }
 
 CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuGraphLaunch_ptsz)
-  return Gated(hStream, [&] { return real->cuGraphLaunch_ptsz(hGraphExec, hStream); });
+  return Gated(hStream, true, [&] { return real->cuGraphLaunch_ptsz(hGraphExec, hStream); });
 }

@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "shim/compute_monitor.h"
 #include "shim/log.h"
 #include "shim/real_driver.h"
 
@@ -188,7 +189,13 @@ int ShimState::LedgerForUuid(const uint8_t (&uuid)[16], uint64_t device_total) {
   return opened;
 }
 
-void ShimState::Shutdown() { broker_->Unregister(); }
+void ShimState::Shutdown() {
+  // The monitor writes into this process's slot: it stops first. One that cannot be stopped (it
+  // is stuck in the driver) keeps the slot, which is reaped once the process is gone.
+  if (!StopComputeMonitor(this)) return;
+  for (LaunchTracker* tracker : Trackers()) tracker->gate()->Leave();
+  broker_->Unregister();
+}
 
 void ShimState::ForgetAfterFork() {
   // Only what must not outlive the parent: another thread may have held a map's lock at the

@@ -14,6 +14,7 @@
 #include "broker/broker.h"
 #include "broker/scheduler.h"
 #include "shim/allocation_map.h"
+#include "shim/launch_tracker.h"
 #include "shim/driver_api.h"
 #include "shim/options.h"
 
@@ -67,24 +68,25 @@ class ShimState {
   static constexpr int kNoLedger = -2;
   int LedgerForUuid(const uint8_t (&uuid)[16], uint64_t device_total);
 
-  // The compute gate for launches on `stream` (docs/scheduling.md), nullptr when launches on
-  // it are not gated (sharing mode none/mps, or no usable ledger). `per_thread` is true for the
-  // _ptsz entry points (stream 0 is then the thread's own stream, on the same device).
-  broker::ComputeGate* GateForLaunch(CUstream stream);
-  broker::ComputeGate* GateForDevice(CUdevice device);
-  // The contexts this process launched from on a gate's GPU: what its monitor synchronises.
+  // The compute gate (and this process's launch tracking) for launches on `stream`
+  // (docs/scheduling.md); nullptr when launches cannot be gated (no usable ledger).
+  LaunchTracker* TrackerForLaunch(CUstream stream);
+  LaunchTracker* TrackerForDevice(CUdevice device);
+  // The contexts this process launched from on a gate's GPU: what its monitor synchronises when
+  // it must confirm that work launched untracked has finished.
   void NoteContext(broker::ComputeGate* gate);
   void SynchronizeGate(broker::ComputeGate* gate);
   // Held around the application's context teardown (shim/hooks_context.cc): the driver forbids
   // using a context while it is destroyed, so the monitor does not synchronise meanwhile.
   std::unique_lock<std::mutex> PauseSynchronisation() { return std::unique_lock<std::mutex>(sync_mutex_); }
   // The monitor stops synchronising `context` (nullptr: every context noted on `device`'s
-  // GPU); a later gated launch from a live one notes it again.
+  // GPU) and stops following its launches; a later gated launch from a live one notes it again.
   void ForgetContexts(CUcontext context, CUdevice device);
-  // Every gate, for the monitor thread.
-  std::vector<broker::ComputeGate*> Gates();
+  // Every gate's tracker, for the monitor thread.
+  std::vector<LaunchTracker*> Trackers();
 
-  // Orderly process exit: return every byte this process still has charged.
+  // Orderly process exit: stop and join the compute monitor, leave every GPU's grant, return
+  // every byte this process still has charged.
   void Shutdown();
   // In a forked child: forget the parent's registration and allocations.
   void ForgetAfterFork();
@@ -103,8 +105,9 @@ class ShimState {
   std::atomic<int> ledger_by_ordinal_[kMaxOrdinals] = {};  // ledger + 1; 0 = not opened yet
   // Compute gates, one per device ordinal used; the only one while the process uses one GPU.
   std::unique_ptr<broker::ComputeGate> gates_[kMaxOrdinals];
-  std::atomic<broker::ComputeGate*> gate_by_ordinal_[kMaxOrdinals] = {};
-  std::atomic<broker::ComputeGate*> single_gate_{nullptr};
+  std::unique_ptr<LaunchTracker> trackers_[kMaxOrdinals];
+  std::atomic<LaunchTracker*> tracker_by_ordinal_[kMaxOrdinals] = {};
+  std::atomic<LaunchTracker*> single_tracker_{nullptr};
   std::atomic<int> gate_count_{0};
   std::mutex contexts_mutex_;
   std::vector<std::pair<broker::ComputeGate*, CUcontext>> contexts_;

@@ -10,8 +10,8 @@
 namespace gpuslice::broker {
 namespace {
 
-TEST(BrokerLayoutTest, VersionTwoLayoutIsUnchanged) {
-  ASSERT_EQ(kLayoutVersion, 2u) << "update the golden figures below for the new version";
+TEST(BrokerLayoutTest, VersionThreeLayoutIsUnchanged) {
+  ASSERT_EQ(kLayoutVersion, 3u) << "update the golden figures below for the new version";
   EXPECT_EQ(kMagic, 0x31524B4253435047ULL);
   EXPECT_EQ(kMaxGpus, 16);
   EXPECT_EQ(kMaxTenants, 256);
@@ -24,9 +24,10 @@ TEST(BrokerLayoutTest, VersionTwoLayoutIsUnchanged) {
   EXPECT_EQ(sizeof(SegmentHeader), 128u);
   EXPECT_EQ(sizeof(GpuEntry), 192u);
   EXPECT_EQ(sizeof(TenantEntry), 72u);
-  EXPECT_EQ(sizeof(LedgerEntry), 192u);
-  EXPECT_EQ(sizeof(ProcessEntry), 256u);
-  EXPECT_EQ(sizeof(Segment), 1070208u);
+  EXPECT_EQ(sizeof(LedgerEntry), 256u);
+  EXPECT_EQ(sizeof(ProcessGpuState), 48u);
+  EXPECT_EQ(sizeof(ProcessEntry), 960u);
+  EXPECT_EQ(sizeof(Segment), 2053248u);
   EXPECT_EQ(alignof(Segment), 64u);
 
   EXPECT_EQ(offsetof(SegmentHeader, magic), 0u);
@@ -49,8 +50,11 @@ TEST(BrokerLayoutTest, VersionTwoLayoutIsUnchanged) {
   EXPECT_EQ(offsetof(GpuEntry, total_memory), 8u);
   EXPECT_EQ(offsetof(GpuEntry, uuid), 16u);
   EXPECT_EQ(offsetof(GpuEntry, mode), 32u);
+  EXPECT_EQ(offsetof(GpuEntry, priority), 36u);
   EXPECT_EQ(offsetof(GpuEntry, holder), 48u);
-  EXPECT_EQ(offsetof(GpuEntry, sched_mutex), 96u);
+  EXPECT_EQ(offsetof(GpuEntry, budget_ns), 96u);
+  EXPECT_EQ(offsetof(GpuEntry, holder_active_ns), 104u);
+  EXPECT_EQ(offsetof(GpuEntry, sched_mutex), 112u);
 
   EXPECT_EQ(offsetof(TenantEntry, state), 0u);
   EXPECT_EQ(offsetof(TenantEntry, name_length), 4u);
@@ -60,9 +64,13 @@ TEST(BrokerLayoutTest, VersionTwoLayoutIsUnchanged) {
   EXPECT_EQ(offsetof(LedgerEntry, quota), 8u);
   EXPECT_EQ(offsetof(LedgerEntry, mutex), 16u);
   EXPECT_EQ(offsetof(LedgerEntry, state), 64u);
+  EXPECT_EQ(offsetof(LedgerEntry, compute_class), 68u);
   EXPECT_EQ(offsetof(LedgerEntry, request_pct), 72u);
   EXPECT_EQ(offsetof(LedgerEntry, vtime), 88u);
   EXPECT_EQ(offsetof(LedgerEntry, last_share_ppm), 128u);
+  EXPECT_EQ(offsetof(LedgerEntry, priority_tokens_ns), 136u);
+  EXPECT_EQ(offsetof(LedgerEntry, refused_allocations), 152u);
+  EXPECT_EQ(offsetof(LedgerEntry, wait_buckets), 192u);
 
   EXPECT_EQ(offsetof(ProcessEntry, state), 0u);
   EXPECT_EQ(offsetof(ProcessEntry, pid), 4u);
@@ -71,13 +79,13 @@ TEST(BrokerLayoutTest, VersionTwoLayoutIsUnchanged) {
   EXPECT_EQ(offsetof(ProcessEntry, generation), 16u);
   EXPECT_EQ(offsetof(ProcessEntry, started_ns), 24u);
   EXPECT_EQ(offsetof(ProcessEntry, charged), 32u);
-  EXPECT_EQ(offsetof(ProcessEntry, busy), 160u);
+  EXPECT_EQ(offsetof(ProcessEntry, sched), 160u);
 
   EXPECT_EQ(offsetof(Segment, header), 0u);
   EXPECT_EQ(offsetof(Segment, gpus), 128u);
   EXPECT_EQ(offsetof(Segment, tenants), 3200u);
   EXPECT_EQ(offsetof(Segment, processes), 21632u);
-  EXPECT_EQ(offsetof(Segment, ledgers), 283776u);
+  EXPECT_EQ(offsetof(Segment, ledgers), 1004672u);
 }
 
 // The ledger's hot fields and its mutex share one cache line; processes never share one.

@@ -1,0 +1,350 @@
+#include "broker/grant_policy.h"
+
+#include <algorithm>
+
+#include "broker/ledger.h"
+#include "common/robust_mutex.h"
+
+namespace gpuslice::broker {
+namespace {
+
+constexpr uint32_t kRegistered = static_cast<uint32_t>(ProcessState::kRegistered);
+
+// Holds the GPU's scheduler mutex. Nothing it guards needs repair after an owner died: every
+// field is rewritten whole by the next decision.
+class SchedLock {
+ public:
+  explicit SchedLock(GpuEntry* gpu) : lock_(&gpu->sched_mutex.mutex) {}
+
+ private:
+  RobustLock lock_;
+};
+
+uint64_t Elapsed(uint64_t since, uint64_t now) { return now > since ? now - since : 0; }
+
+}  // namespace
+
+uint64_t QuantumOf(const GpuEntry& gpu) {
+  const uint64_t quantum = gpu.quantum_ns.load(std::memory_order_relaxed);
+  return quantum ? quantum : kDefaultQuantumNs;
+}
+
+uint64_t BudgetOf(const GpuEntry& gpu) {
+  const uint64_t budget = gpu.budget_ns.load(std::memory_order_relaxed);
+  return budget ? budget : kDefaultBudgetNs;
+}
+
+uint64_t LeaseOf(const GpuEntry& gpu) { return std::max(2 * QuantumOf(gpu), kMinLeaseNs); }
+
+uint32_t WeightOf(const LedgerEntry& ledger) {
+  const uint32_t request = ledger.request_pct.load(std::memory_order_relaxed);
+  return request ? std::min<uint32_t>(request, 100) : kDefaultRequestPct;
+}
+
+uint32_t LimitOf(const LedgerEntry& ledger) {
+  const uint32_t limit = ledger.limit_pct.load(std::memory_order_relaxed);
+  return limit ? std::min<uint32_t>(limit, 100) : 100;
+}
+
+ComputeClass ClassOf(const LedgerEntry& ledger) {
+  const uint32_t value = ledger.compute_class.load(std::memory_order_relaxed);
+  return value <= static_cast<uint32_t>(ComputeClass::kBackground) ? static_cast<ComputeClass>(value)
+                                                                    : ComputeClass::kStandard;
+}
+
+int64_t BucketNow(int64_t tokens, uint64_t tokens_at, uint32_t pct, uint64_t now) {
+  const int64_t cap = static_cast<int64_t>(kBucketWindowNs * pct / 100);
+  const int64_t gained = static_cast<int64_t>(std::min<uint64_t>(Elapsed(tokens_at, now), kBucketWindowNs) * pct / 100);
+  return std::clamp(tokens + gained, -cap, cap);
+}
+
+GrantPolicy::GrantPolicy(Segment* segment, int gpu, Liveness alive)
+    : segment_(segment), gpu_(&segment->gpus[gpu]), gpu_index_(gpu), alive_(std::move(alive)) {}
+
+uint32_t GrantPolicy::ProcessHighWater() const {
+  return std::min<uint32_t>(segment_->header.process_high_water.load(), kMaxProcesses);
+}
+
+uint32_t GrantPolicy::TenantHighWater() const {
+  return std::min<uint32_t>(segment_->header.tenant_high_water.load(), kMaxTenants);
+}
+
+bool GrantPolicy::Live(int slot) const { return alive_(slot); }
+
+bool GrantPolicy::Fresh(const ProcessEntry&, uint64_t stamp, uint64_t now) const {
+  return stamp != 0 && (stamp >= now || now - stamp < LeaseOf(*gpu_));
+}
+
+GrantPolicy::Activity GrantPolicy::HolderActivity(int tenant, uint64_t now, uint64_t* went_idle_ns) const {
+  bool live = false, draining = false, waiting = false, between = false;
+  uint64_t went_idle = 0;
+  for (uint32_t i = 0; i < ProcessHighWater(); ++i) {
+    const ProcessEntry& p = segment_->processes[i];
+    if (p.state.load() != kRegistered || p.tenant.load() != tenant) continue;
+    const ProcessGpuState& st = p.sched[gpu_index_];
+    const uint32_t inflight = st.inflight.load();
+    const uint64_t waiting_ns = st.waiting_ns.load();
+    if (inflight == 0 && waiting_ns == 0 && st.idle_since_ns.load() == 0) continue;  // never used the GPU
+    if (!Live(static_cast<int>(i))) continue;
+    live = true;
+    if (inflight != 0 && Fresh(p, st.heartbeat_ns.load(), now)) draining = true;
+    if (Fresh(p, waiting_ns, now)) waiting = true;
+    const uint64_t grace = std::clamp<uint64_t>(st.grace_ns.load(), kMinGraceNs, kMaxGraceNs);
+    if (inflight == 0 && Elapsed(st.idle_since_ns.load(), now) < grace) between = true;
+    if (inflight == 0) went_idle = std::max(went_idle, st.idle_since_ns.load());
+  }
+  if (went_idle_ns) *went_idle_ns = went_idle;
+  if (draining) return Activity::kDraining;
+  if (waiting) return Activity::kWaiting;
+  if (between) return Activity::kBetweenLaunches;
+  return live ? Activity::kIdle : Activity::kGone;
+}
+
+int GrantPolicy::CountWaitingTenants(int except, uint64_t now) const {
+  int count = 0;
+  const uint32_t tenants = TenantHighWater();
+  for (uint32_t t = 0; t < tenants; ++t) {
+    if (static_cast<int>(t) == except) continue;
+    for (uint32_t i = 0; i < ProcessHighWater(); ++i) {
+      const ProcessEntry& p = segment_->processes[i];
+      if (p.state.load() != kRegistered || p.tenant.load() != static_cast<int32_t>(t)) continue;
+      if (!Fresh(p, p.sched[gpu_index_].waiting_ns.load(), now) || !Live(static_cast<int>(i))) continue;
+      ++count;
+      break;
+    }
+  }
+  return count;
+}
+
+bool GrantPolicy::PriorityActive(uint64_t now) const {
+  for (uint32_t i = 0; i < ProcessHighWater(); ++i) {
+    const ProcessEntry& p = segment_->processes[i];
+    if (p.state.load() != kRegistered) continue;
+    if (p.sched[gpu_index_].priority_until_ns.load() > now && Live(static_cast<int>(i))) return true;
+  }
+  return false;
+}
+
+// The system's virtual time: the holder's, including the grant it holds now.
+uint64_t GrantPolicy::SystemVtime(uint64_t now) const {
+  const uint32_t holder = gpu_->holder.load();
+  uint64_t v = gpu_->vclock.load();
+  if (holder != 0 && holder <= TenantHighWater()) {
+    const LedgerEntry& h = segment_->ledgers[LedgerIndex(static_cast<int>(holder - 1), gpu_index_)];
+    v = std::max(v, h.vtime.load() + Elapsed(gpu_->grant_start_ns.load(), now) * kVtimeScale / WeightOf(h));
+  }
+  return v;
+}
+
+void GrantPolicy::RefreshWaitingLocked(uint64_t now) {
+  const uint32_t tenants = TenantHighWater();
+  uint32_t total = 0;
+  for (uint32_t t = 0; t < tenants; ++t) {
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < ProcessHighWater(); ++i) {
+      const ProcessEntry& p = segment_->processes[i];
+      if (p.state.load() != kRegistered || p.tenant.load() != static_cast<int32_t>(t)) continue;
+      if (Fresh(p, p.sched[gpu_index_].waiting_ns.load(), now) && Live(static_cast<int>(i))) ++count;
+    }
+    LedgerEntry& l = segment_->ledgers[LedgerIndex(static_cast<int>(t), gpu_index_)];
+    const uint32_t before = l.waiting.exchange(count);
+    if (before == 0 && count != 0 && gpu_->holder.load() != t + 1) {
+      // It starts waiting: credit for the time it did not want the GPU is bounded, so a tenant
+      // that slept for an hour re-enters at most two quanta behind the system's virtual time
+      // (the holder's, including its current grant) instead of monopolising the GPU to catch up.
+      const uint64_t credit = 2 * QuantumOf(*gpu_) * kVtimeScale / WeightOf(l);
+      const uint64_t system = SystemVtime(now);
+      if (system > credit && l.vtime.load() < system - credit) l.vtime.store(system - credit);
+    }
+    total += count;
+  }
+  gpu_->waiting.store(total);
+}
+
+// The waiting, eligible tenant furthest below its entitlement (smallest virtual time); standard
+// and latency tenants before background ones.
+int GrantPolicy::PickNext(uint64_t now, uint64_t* retry_after_ns) {
+  int best = -1, best_background = -1;
+  uint64_t best_vtime = UINT64_MAX, best_background_vtime = UINT64_MAX;
+  *retry_after_ns = 0;
+  const uint32_t tenants = TenantHighWater();
+  for (uint32_t t = 0; t < tenants; ++t) {
+    LedgerEntry& l = segment_->ledgers[LedgerIndex(static_cast<int>(t), gpu_index_)];
+    if (l.waiting.load() == 0) continue;
+    const uint32_t limit = LimitOf(l);
+    if (limit < 100) {
+      const int64_t tokens = BucketNow(l.tokens_ns.load(), l.tokens_at_ns.load(), limit, now);
+      const int64_t burst = std::min(kMinLimitedBurstNs, static_cast<int64_t>(kBucketWindowNs * limit / 100));
+      if (tokens < burst) {
+        const uint64_t until = static_cast<uint64_t>(burst - tokens) * 100 / limit + 1;
+        if (*retry_after_ns == 0 || until < *retry_after_ns) *retry_after_ns = until;
+        continue;  // over its limit: not eligible until its bucket refills
+      }
+    }
+    const uint64_t v = l.vtime.load();
+    if (ClassOf(l) == ComputeClass::kBackground) {
+      if (v < best_background_vtime) best_background_vtime = v, best_background = static_cast<int>(t);
+    } else if (v < best_vtime) {
+      best_vtime = v, best = static_cast<int>(t);
+    }
+  }
+  return best >= 0 ? best : best_background;
+}
+
+void GrantPolicy::ChargeLocked(int tenant, uint64_t ns, uint64_t now) {
+  LedgerEntry& l = segment_->ledgers[LedgerIndex(tenant, gpu_index_)];
+  l.vtime.fetch_add(ns * kVtimeScale / WeightOf(l));
+  l.service_ns.fetch_add(ns);
+  const uint32_t limit = LimitOf(l);
+  if (limit < 100) {
+    l.tokens_ns.store(BucketNow(l.tokens_ns.load(), l.tokens_at_ns.load(), limit, now) - static_cast<int64_t>(ns));
+    l.tokens_at_ns.store(now);
+  }
+}
+
+void GrantPolicy::ChargePriorityWork(int tenant, uint64_t ns, uint64_t now) {
+  SchedLock lock(gpu_);
+  ChargeLocked(tenant, ns, now);
+  LedgerEntry& l = segment_->ledgers[LedgerIndex(tenant, gpu_index_)];
+  l.priority_tokens_ns.store(BucketNow(l.priority_tokens_ns.load(), l.priority_tokens_at_ns.load(), WeightOf(l), now) -
+                             static_cast<int64_t>(ns));
+  l.priority_tokens_at_ns.store(now);
+}
+
+void GrantPolicy::RollShareWindowLocked(uint64_t now) {
+  const uint64_t window_start = gpu_->window_start_ns.load();
+  if (window_start != 0 && now - window_start < kShareWindowNs) return;
+  const uint32_t tenants = TenantHighWater();
+  for (uint32_t t = 0; t < tenants; ++t) {
+    LedgerEntry& l = segment_->ledgers[LedgerIndex(static_cast<int>(t), gpu_index_)];
+    if (window_start != 0) {
+      const uint64_t served = l.service_ns.load() - l.window_service_ns.load();
+      l.last_share_ppm.store(served * 1'000'000 / (now - window_start));
+    }
+    l.window_service_ns.store(l.service_ns.load());
+  }
+  gpu_->window_start_ns.store(now);
+}
+
+void GrantPolicy::HandOverLocked(uint64_t now) {
+  const uint32_t holder = gpu_->holder.load();
+  const uint64_t start = gpu_->grant_start_ns.load();
+  if (holder != 0 && holder <= TenantHighWater()) {
+    // Charged up to its last activity: nothing for time it held the GPU idle, or after it died.
+    const uint64_t active = std::clamp(gpu_->holder_active_ns.load(), start, now);
+    ChargeLocked(static_cast<int>(holder - 1), active - start, now);
+  }
+  RollShareWindowLocked(now);
+  uint64_t retry_after = 0;
+  const int next = PickNext(now, &retry_after);
+  if (next >= 0) {
+    LedgerEntry& chosen = segment_->ledgers[LedgerIndex(next, gpu_index_)];
+    gpu_->vclock.store(std::max(gpu_->vclock.load(), chosen.vtime.load()));
+    gpu_->grants.fetch_add(1);
+    chosen.grants_received.fetch_add(1);
+  }
+  gpu_->grant_start_ns.store(now);
+  gpu_->holder_active_ns.store(now);
+  gpu_->closing.store(0);
+  gpu_->holder.store(next >= 0 ? static_cast<uint32_t>(next + 1) : 0);
+}
+
+// A waiter far enough below the holder in virtual time need not wait out the whole quantum:
+// after a minimum slice the grant ends as soon as the waiter, given one more quantum, would still
+// be behind the holder. Between tenants that stay busy this never triggers before a full quantum;
+// a tenant that was idle (a service between requests) re-enters behind, and so gets the GPU
+// after one minimum slice and the holder's bounded drain.
+bool GrantPolicy::Owed(int waiter, int holder, uint64_t held) const {
+  if (held < kMinSliceNs) return false;
+  const LedgerEntry& h = segment_->ledgers[LedgerIndex(holder, gpu_index_)];
+  const LedgerEntry& w = segment_->ledgers[LedgerIndex(waiter, gpu_index_)];
+  const uint64_t holder_vtime = h.vtime.load() + held * kVtimeScale / WeightOf(h);
+  const uint64_t quantum_vtime = QuantumOf(*gpu_) * kVtimeScale / WeightOf(h);
+  return w.vtime.load() + quantum_vtime < holder_vtime;
+}
+
+bool GrantPolicy::ShouldCloseLocked(int holder, uint64_t now) const {
+  const LedgerEntry& h = segment_->ledgers[LedgerIndex(holder, gpu_index_)];
+  const uint64_t start = gpu_->grant_start_ns.load();
+  const uint64_t held = Elapsed(start, now);
+  const uint32_t limit = LimitOf(h);
+  if (limit < 100) {
+    // The bucket as the grant began, plus what it gained while held, less the time held.
+    const int64_t at_start = BucketNow(h.tokens_ns.load(), h.tokens_at_ns.load(), limit, start);
+    if (at_start + static_cast<int64_t>(held * limit / 100) <= static_cast<int64_t>(held)) return true;
+  }
+  const bool background = ClassOf(h) == ComputeClass::kBackground;
+  const uint32_t tenants = TenantHighWater();
+  for (uint32_t t = 0; t < tenants; ++t) {
+    if (static_cast<int>(t) == holder) continue;
+    const LedgerEntry& w = segment_->ledgers[LedgerIndex(static_cast<int>(t), gpu_index_)];
+    if (w.waiting.load() == 0) continue;
+    const bool waiter_background = ClassOf(w) == ComputeClass::kBackground;
+    if (background && !waiter_background) return true;  // background yields at once
+    if (waiter_background && !background) continue;      // and is never owed anything
+    if (held >= QuantumOf(*gpu_) || Owed(static_cast<int>(t), holder, held)) return true;
+  }
+  return false;
+}
+
+bool GrantPolicy::AdvanceLocked(uint64_t now) {
+  bool changed = false;
+  RefreshWaitingLocked(now);
+  if (gpu_->priority.load() != 0 && !PriorityActive(now)) {
+    gpu_->priority.store(0);
+    changed = true;
+  }
+  uint32_t holder = gpu_->holder.load();
+  if (holder > TenantHighWater()) {  // not a tenant: a corrupt value is dropped, not followed
+    gpu_->holder.store(0);
+    holder = 0;
+    changed = true;
+  }
+  if (holder == 0) {
+    uint64_t retry_after = 0;
+    if (PickNext(now, &retry_after) >= 0) {
+      HandOverLocked(now);
+      changed = true;
+    }
+    return changed;
+  }
+  const int h = static_cast<int>(holder - 1);
+  uint64_t went_idle = 0;
+  Activity activity = HolderActivity(h, now, &went_idle);
+  if (activity == Activity::kGone) {
+    HandOverLocked(now);
+    return true;
+  }
+  // What the holder is charged to: now while it has work, else when its last process went idle.
+  const bool working = activity == Activity::kDraining || activity == Activity::kWaiting;
+  const uint64_t active = working ? now : std::min(went_idle, now);
+  if (active > gpu_->holder_active_ns.load()) gpu_->holder_active_ns.store(active);
+  const bool close = ShouldCloseLocked(h, now);
+  const bool settled = Elapsed(gpu_->grant_start_ns.load(), now) >= kMinGraceNs;  // a new holder's first launch
+  if (!close && !(activity == Activity::kIdle && settled)) return changed;
+  // Close the gate before the last look at the holder: a launch either sees it closed, or the
+  // look sees the launch's in-flight count (docs/scheduling.md, "no overlap").
+  const bool was_closing = gpu_->closing.exchange(1) != 0;
+  if (close && !was_closing) changed = true;
+  activity = HolderActivity(h, now);
+  const bool drained = activity != Activity::kDraining;
+  if ((close && drained) || activity == Activity::kIdle || activity == Activity::kGone) {
+    HandOverLocked(now);
+    return true;
+  }
+  if (!close && !was_closing) gpu_->closing.store(0);  // an idleness probe that found work
+  return changed;
+}
+
+bool GrantPolicy::Advance(uint64_t now) {
+  SchedLock lock(gpu_);
+  return AdvanceLocked(now);
+}
+
+void GrantPolicy::ReleaseIfHeldBy(int tenant, uint64_t now) {
+  SchedLock lock(gpu_);
+  if (gpu_->holder.load() != static_cast<uint32_t>(tenant + 1)) return;
+  HandOverLocked(now);
+}
+
+}  // namespace gpuslice::broker

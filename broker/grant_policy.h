@@ -1,0 +1,103 @@
+// Who holds a GPU, decided from the shared segment, the time and who is alive — nothing else.
+// Every participant (a process waiting for the grant, the holder's monitor) calls Advance; the
+// decisions are the same whoever makes them, so no daemon is needed. The clock and liveness are
+// handed in, so that tests drive the policy in fake time (tests/sched_policy_test.cc).
+//
+// What a process publishes (ProcessGpuState, segment_layout.h) and what the policy reads of it:
+//  - inflight > 0 (or kUntrackedWork): it has work on the GPU; the grant moves only once it is 0.
+//  - inflight == 0 for less than its grace_ns: it is between two launches of one stream of work
+//    (a synchronous launcher), not idle.
+//  - waiting_ns fresh: a thread of it waits for the grant.
+//  - heartbeat_ns stale (older than the lease): its monitor is stopped (SIGSTOP, a debugger) or
+//    starved; its queued kernels finish on the GPU without it, and the others go on.
+//  - priority_until_ns in the future: latency-class work that passes the grant.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "broker/segment_layout.h"
+
+namespace gpuslice::broker {
+
+inline constexpr uint64_t kDefaultQuantumNs = 10'000'000;
+inline constexpr uint64_t kDefaultBudgetNs = 2'000'000;
+inline constexpr uint32_t kDefaultRequestPct = 10;
+// The least a lease (heartbeat, waiting stamp, priority) lasts, however short the quantum.
+inline constexpr uint64_t kMinLeaseNs = 20'000'000;
+// Bounds of a process's idle grace (a few times its own launch gaps).
+inline constexpr uint64_t kMinGraceNs = 200'000;
+inline constexpr uint64_t kMaxGraceNs = 2'000'000;
+// The least a grant lasts before a waiter that is owed the GPU may end it.
+inline constexpr uint64_t kMinSliceNs = 1'000'000;
+// The limit's and the latency priority's buckets hold at most this much of their percentage.
+inline constexpr uint64_t kBucketWindowNs = 100'000'000;
+// A tenant capped by its limit becomes eligible again only with this much in its bucket.
+inline constexpr int64_t kMinLimitedBurstNs = 5'000'000;
+// Shares shown by gpuslicectl are measured over windows of this length.
+inline constexpr uint64_t kShareWindowNs = 10'000'000'000ULL;
+// Virtual time advances by service × kVtimeScale / request.
+inline constexpr uint64_t kVtimeScale = 100;
+
+uint64_t QuantumOf(const GpuEntry& gpu);
+uint64_t BudgetOf(const GpuEntry& gpu);
+uint64_t LeaseOf(const GpuEntry& gpu);  // max(2 quanta, kMinLeaseNs)
+uint32_t WeightOf(const LedgerEntry& ledger);
+uint32_t LimitOf(const LedgerEntry& ledger);
+ComputeClass ClassOf(const LedgerEntry& ledger);
+
+// A bucket that fills at pct % of real time up to pct % of kBucketWindowNs (and never falls below
+// minus that much, so one long charge cannot lock a tenant out for long).
+int64_t BucketNow(int64_t tokens, uint64_t tokens_at, uint32_t pct, uint64_t now);
+
+class GrantPolicy {
+ public:
+  using Liveness = std::function<bool(int slot)>;
+  GrantPolicy(Segment* segment, int gpu, Liveness alive);
+
+  // One step of the protocol: counts who waits, clears expired priority, ends the holder's grant
+  // when it must end (quantum over and others waiting, a waiter owed the GPU, a latency waiter,
+  // a background holder beside a standard waiter, its limit reached), and hands the GPU on when
+  // the holder has drained, is idle, is gone or has stopped responding. Takes the GPU's
+  // scheduler mutex. Returns true when the grant changed (waiters should be woken).
+  bool Advance(uint64_t now);
+
+  // The holder's activity, as Advance judges it.
+  enum class Activity { kGone, kIdle, kBetweenLaunches, kWaiting, kDraining };
+  // went_idle_ns: when its last process with no work went idle.
+  Activity HolderActivity(int tenant, uint64_t now, uint64_t* went_idle_ns = nullptr) const;
+
+  // Latency-class work done outside the grant: charged like a grant of `ns` (scheduler mutex).
+  void ChargePriorityWork(int tenant, uint64_t ns, uint64_t now);
+  // The tenant's last process leaves: the grant it holds moves on, charged to its last activity.
+  void ReleaseIfHeldBy(int tenant, uint64_t now);
+
+  // Tenants other than `except` with a live process whose waiting stamp is fresh.
+  int CountWaitingTenants(int except, uint64_t now) const;
+  // True while some live process's latency priority has not expired.
+  bool PriorityActive(uint64_t now) const;
+
+  // For tests and tools: the tenant Advance would grant the GPU to next (-1: none eligible).
+  int PickNext(uint64_t now, uint64_t* retry_after_ns);
+
+ private:
+  bool AdvanceLocked(uint64_t now);
+  void HandOverLocked(uint64_t now);
+  void ChargeLocked(int tenant, uint64_t ns, uint64_t now);
+  void RollShareWindowLocked(uint64_t now);
+  bool ShouldCloseLocked(int holder, uint64_t now) const;
+  bool Owed(int waiter, int holder, uint64_t held) const;
+  void RefreshWaitingLocked(uint64_t now);
+  uint64_t SystemVtime(uint64_t now) const;
+  bool Fresh(const ProcessEntry& p, uint64_t stamp, uint64_t now) const;
+  bool Live(int slot) const;
+  uint32_t ProcessHighWater() const;
+  uint32_t TenantHighWater() const;
+
+  Segment* segment_;
+  GpuEntry* gpu_;
+  int gpu_index_;
+  Liveness alive_;
+};
+
+}  // namespace gpuslice::broker

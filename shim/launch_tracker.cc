@@ -1,0 +1,269 @@
+#include "shim/launch_tracker.h"
+
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+
+#include "common/clock.h"
+#include "shim/real_driver.h"
+#include "shim/shim_state.h"
+
+namespace gpuslice::shim {
+namespace {
+
+using broker::kUntrackedWork;
+
+// A blocked launcher looks at its oldest launch this often (a fraction of a kernel, bounded).
+constexpr uint64_t kMinPollNs = 20'000;
+constexpr uint64_t kMaxPollNs = 200'000;
+constexpr uint32_t kMaxBudgetKernels = 1024;
+
+void SleepNanos(uint64_t ns) {
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  nanosleep(&ts, nullptr);  // a signal ends it early: the caller loops and re-checks
+}
+
+}  // namespace
+
+LaunchTracker::LaunchTracker(ShimState* state, broker::ComputeGate* gate)
+    : state_(state), gate_(gate), published_(&gate->published()) {
+  tracking_.store(gate->always_tracked());
+}
+
+bool LaunchTracker::TryEnter(Entry* entry) {
+  if (!tracking_.load(std::memory_order_relaxed)) {
+    untracked_inside_.fetch_add(1);  // seq_cst: pairs with the monitor's switch to tracking
+    if (!tracking_.load()) {
+      if ((published_->inflight.load(std::memory_order_relaxed) & kUntrackedWork) == 0)
+        published_->inflight.fetch_or(kUntrackedWork);  // before the grant check: "no overlap"
+      if (gate_->GrantOpen()) {
+        *entry = Entry::kUntracked;
+        return true;
+      }
+      untracked_inside_.fetch_sub(1);
+      return false;
+    }
+    untracked_inside_.fetch_sub(1);
+  }
+  if (bounded_.load(std::memory_order_relaxed) && queued_.load(std::memory_order_relaxed) >= budget_kernels_.load(std::memory_order_relaxed))
+    return false;  // enough queued while others share the GPU: wait for a completion
+  if (gate_->compute_class() == broker::ComputeClass::kLatency && gate_->TakePriority(MonotonicNanos())) {
+    CountUp(MonotonicNanos(), true);
+    *entry = Entry::kPriority;
+    return true;
+  }
+  // Count the launch before looking at the grant; a hand-over closes the gate before it looks
+  // at the count (seq_cst on both sides), so one of the two sees the other.
+  CountUp(0, false);
+  if (gate_->GrantOpen()) {
+    *entry = Entry::kTracked;
+    return true;
+  }
+  CountDown(1, 0);
+  return false;
+}
+
+void LaunchTracker::CountUp(uint64_t now, bool priority) {
+  const uint32_t before = published_->inflight.fetch_add(1);
+  if (before != 0) return;
+  // Idle until now: how long since its last launch completed tells this process's launch gaps,
+  // from which its idle grace is set (a synchronous launcher must not look idle between kernels).
+  if (now == 0) now = MonotonicNanos();
+  published_->busy_since_ns.store(now);
+  priority_busy_.store(priority, std::memory_order_relaxed);
+  const uint64_t idle_since = published_->idle_since_ns.load(std::memory_order_relaxed);
+  if (idle_since != 0 && now > idle_since && now - idle_since < broker::kMaxGraceNs) {
+    const uint64_t gap = now - idle_since;
+    const uint64_t ewma = gap_ns_.load(std::memory_order_relaxed);
+    const uint64_t updated = ewma == 0 ? gap : (ewma * 7 + gap) / 8;
+    gap_ns_.store(updated, std::memory_order_relaxed);
+    published_->grace_ns.store(static_cast<uint32_t>(std::clamp<uint64_t>(4 * updated + 50'000, broker::kMinGraceNs,
+                                                                            broker::kMaxGraceNs)));
+  }
+}
+
+void LaunchTracker::CountDown(uint32_t completed, uint64_t now) {
+  if (completed == 0) return;
+  const uint32_t after = published_->inflight.fetch_sub(completed) - completed;
+  if (after != 0) return;
+  if (now == 0) now = MonotonicNanos();
+  published_->idle_since_ns.store(now);
+  if (priority_busy_.exchange(false, std::memory_order_relaxed)) {
+    const uint64_t since = published_->busy_since_ns.load();
+    gate_->ChargePriorityWork(now > since ? now - since : 0, now);
+  }
+}
+
+void LaunchTracker::Exit(Entry entry, CUresult launched, CUstream stream, bool per_thread) {
+  if (entry == Entry::kUntracked) {
+    untracked_inside_.fetch_sub(1, std::memory_order_release);
+    return;
+  }
+  if (launched != CUDA_SUCCESS) {
+    CountDown(1, 0);  // nothing was queued
+    return;
+  }
+  if (!RecordCompletionEvent(stream, per_thread, MonotonicNanos())) {
+    // No event to follow it by (a stream of another context, the driver out of events): the
+    // launch counts as work of unknown extent, which the monitor confirms by synchronising.
+    published_->inflight.fetch_or(kUntrackedWork);
+    CountDown(1, 0);
+  }
+}
+
+bool LaunchTracker::RecordCompletionEvent(CUstream stream, bool per_thread, uint64_t now) {
+  const RealDriver* real = Real();
+  CUcontext context = nullptr;
+  if (real->cuCtxGetCurrent(&context) != CUDA_SUCCESS || !context) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  CUevent event = nullptr;
+  auto& pool = free_events_[context];
+  if (!pool.empty()) {
+    event = pool.back();
+    pool.pop_back();
+  } else if (real->cuEventCreate(&event, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS) {
+    return false;
+  }
+  const auto record = per_thread && real->cuEventRecord_ptsz ? real->cuEventRecord_ptsz : real->cuEventRecord;
+  if (record(event, stream) != CUDA_SUCCESS) {
+    pool.push_back(event);
+    return false;
+  }
+  pending_.push_back(Pending{event, context, now});
+  queued_.store(static_cast<uint32_t>(pending_.size()), std::memory_order_relaxed);
+  return true;
+}
+
+uint32_t LaunchTracker::Poll(uint64_t now) {
+  uint32_t completed = 0;
+  uint32_t left = 0;
+  {
+    auto pause = state_->PauseSynchronisation();  // no context is destroyed under our queries
+    std::lock_guard<std::mutex> lock(mutex_);
+    const RealDriver* real = Real();
+    while (!pending_.empty()) {
+      const Pending& oldest = pending_.front();
+      const CUresult rc = real->cuEventQuery(oldest.event);
+      if (rc == CUDA_ERROR_NOT_READY) break;
+      // Completed (or its context is gone, which ends its work too).
+      if (rc == CUDA_SUCCESS) free_events_[oldest.context].push_back(oldest.event);
+      const uint64_t started = std::max(oldest.launched_ns, last_completion_ns_);
+      if (now > started) {
+        const uint64_t measured = now - started;
+        const uint64_t ewma = kernel_ns_.load(std::memory_order_relaxed);
+        kernel_ns_.store((ewma * 3 + measured) / 4, std::memory_order_relaxed);
+      }
+      last_completion_ns_ = now;
+      pending_.pop_front();
+      ++completed;
+    }
+    left = static_cast<uint32_t>(pending_.size());
+    queued_.store(left, std::memory_order_relaxed);
+  }
+  CountDown(completed, now);
+  return left;
+}
+
+// Sleeps until the oldest queued launch completes (the event is created with blocking sync, so
+// the driver wakes the thread at completion rather than it spinning), or a short while.
+void LaunchTracker::WaitForOldest() {
+  CUevent oldest = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!pending_.empty()) oldest = pending_.front().event;
+  }
+  const RealDriver* real = Real();
+  if (!oldest || !real->cuEventSynchronize || real->cuEventSynchronize(oldest) != CUDA_SUCCESS)
+    SleepNanos(std::clamp<uint64_t>(kernel_ns_.load(std::memory_order_relaxed) / 16, kMinPollNs, kMaxPollNs));
+}
+
+void LaunchTracker::UpdateBudget() {
+  const uint64_t kernel = std::max<uint64_t>(kernel_ns_.load(std::memory_order_relaxed), 1);
+  const uint64_t kernels = (gate_->BudgetNs() + kernel - 1) / kernel;
+  budget_kernels_.store(static_cast<uint32_t>(std::clamp<uint64_t>(kernels, 1, kMaxBudgetKernels)),
+                        std::memory_order_relaxed);
+}
+
+void LaunchTracker::Wait() {
+  while (gate_->gated()) {
+    const uint64_t now = MonotonicNanos();
+    const bool over_budget = bounded_.load() && tracking_.load() && queued_.load() >= budget_kernels_.load();
+    if (over_budget) {
+      if (Poll(now) < budget_kernels_.load()) return;
+      WaitForOldest();
+      continue;
+    }
+    if (gate_->GrantOpen()) return;
+    if (gate_->compute_class() == broker::ComputeClass::kLatency && tracking_.load()) {
+      // A latency launch within its request passes the grant: TryEnter takes the priority.
+      if (gate_->TakePriority(now)) return;
+    }
+    gate_->Acquire();
+    return;
+  }
+}
+
+void LaunchTracker::ConfirmUntrackedWorkDone(uint64_t now) {
+  // No launch is on the untracked path once this reads 0 after tracking was switched on (each
+  // increments the count before reading the switch).
+  while (untracked_inside_.load() != 0) sched_yield();
+  state_->SynchronizeGate(gate_);
+  const uint32_t after = published_->inflight.fetch_and(~kUntrackedWork) & ~kUntrackedWork;
+  if (after == 0) published_->idle_since_ns.store(now);
+}
+
+uint64_t LaunchTracker::MonitorStep(uint64_t now) {
+  published_->heartbeat_ns.store(now);
+  const bool others = gate_->OthersPresent();
+  const bool want_tracking = others || gate_->always_tracked();
+  if (want_tracking && !tracking_.load()) tracking_.store(true);
+  bounded_.store(others);
+  const uint32_t left = Poll(now);
+  UpdateBudget();
+  if (!want_tracking && tracking_.load() && left == 0) tracking_.store(false);
+  if (tracking_.load() && (published_->inflight.load() & kUntrackedWork)) {
+    ConfirmUntrackedWorkDone(now);
+    now = MonotonicNanos();
+    published_->heartbeat_ns.store(now);
+  }
+  // Latency priority lasts while this process has work in flight or is between two launches.
+  if (published_->priority_until_ns.load() != 0) {
+    const uint64_t grace = std::clamp<uint64_t>(published_->grace_ns.load(), broker::kMinGraceNs, broker::kMaxGraceNs);
+    if (published_->inflight.load() != 0 || now - published_->idle_since_ns.load() < grace) {
+      gate_->RenewPriority(now);
+    } else {
+      gate_->DropPriority();
+    }
+  }
+  gate_->Advance(now);
+  const bool mine = gate_->HeldByUs();
+  if (mine && (gate_->Closing() || (others && gate_->OthersWaiting(now)))) return 100'000;
+  if (published_->priority_until_ns.load() != 0) return 200'000;
+  if (others) return left ? 200'000 : 1'000'000;
+  return left ? 1'000'000 : 5'000'000;
+}
+
+void LaunchTracker::ForgetContext(CUcontext context) {
+  uint32_t gone = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (!context || it->context == context) {
+        it = pending_.erase(it);
+        ++gone;
+      } else {
+        ++it;
+      }
+    }
+    if (context) {
+      free_events_.erase(context);
+    } else {
+      free_events_.clear();
+    }
+    queued_.store(static_cast<uint32_t>(pending_.size()), std::memory_order_relaxed);
+  }
+  CountDown(gone, 0);
+}
+
+}  // namespace gpuslice::shim

@@ -1,0 +1,341 @@
+// The grant policy (broker/grant_policy.h) in fake time: hand-over order, drains, idleness,
+// leases, classes and charging, decided from a segment set up by hand. No process, no clock:
+// every case states the exact instant each thing happens, so each rule is checked on its own
+// and each has its counter-case (the same situation a moment earlier or later, or without the
+// fact the rule depends on) that must come out the other way.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <set>
+
+#include "broker/grant_policy.h"
+#include "broker/ledger.h"
+#include "common/robust_mutex.h"
+
+namespace gpuslice::broker {
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+constexpr uint64_t kUs = 1'000;
+constexpr uint64_t kT0 = 1'000'000 * kMs;  // fake "now" starts far from 0
+
+// One GPU (index 0), tenants and their processes, written into the segment as the shim would.
+class FakeNode {
+ public:
+  FakeNode() : segment_(new Segment()) {
+    InitRobustMutex(&segment_->gpus[0].sched_mutex.mutex);
+    segment_->gpus[0].state.store(static_cast<uint32_t>(EntryState::kInUse));
+  }
+
+  Segment* segment() { return segment_.get(); }
+  GpuEntry& gpu() { return segment_->gpus[0]; }
+  LedgerEntry& ledger(int tenant) { return segment_->ledgers[LedgerIndex(tenant, 0)]; }
+  ProcessGpuState& state(int slot) { return segment_->processes[slot].sched[0]; }
+
+  // A tenant; returns its index.
+  int Tenant(uint32_t request, uint32_t limit = 100, ComputeClass cls = ComputeClass::kStandard) {
+    const int t = static_cast<int>(segment_->header.tenant_high_water.fetch_add(1));
+    segment_->tenants[t].state.store(static_cast<uint32_t>(EntryState::kInUse));
+    LedgerEntry& l = ledger(t);
+    l.state.store(static_cast<uint32_t>(EntryState::kInUse));
+    l.request_pct.store(request);
+    l.limit_pct.store(limit);
+    l.compute_class.store(static_cast<uint32_t>(cls));
+    l.tokens_ns.store(static_cast<int64_t>(kBucketWindowNs * limit / 100));
+    l.tokens_at_ns.store(kT0);
+    l.priority_tokens_ns.store(static_cast<int64_t>(kBucketWindowNs * request / 100));
+    l.priority_tokens_at_ns.store(kT0);
+    return t;
+  }
+  // A live process of `tenant`, with the GPU open; returns its slot.
+  int Process(int tenant) {
+    const int slot = static_cast<int>(segment_->header.process_high_water.fetch_add(1));
+    ProcessEntry& p = segment_->processes[slot];
+    p.tenant.store(tenant);
+    p.open_gpus.store(1);
+    p.state.store(static_cast<uint32_t>(ProcessState::kRegistered));
+    alive_.insert(slot);
+    return slot;
+  }
+  void Kill(int slot) { alive_.erase(slot); }
+
+  // What the shim publishes.
+  void Launch(int slot, uint64_t now) {
+    state(slot).inflight.fetch_add(1);
+    state(slot).heartbeat_ns.store(now);
+  }
+  void CompleteAll(int slot, uint64_t now) {
+    state(slot).inflight.store(0);
+    state(slot).idle_since_ns.store(now);
+    state(slot).heartbeat_ns.store(now);
+  }
+  void Wait(int slot, uint64_t now) {
+    state(slot).waiting_ns.store(now);
+    state(slot).heartbeat_ns.store(now);
+  }
+  void StopWaiting(int slot) { state(slot).waiting_ns.store(0); }
+
+  GrantPolicy Policy() {
+    return GrantPolicy(segment_.get(), 0, [this](int slot) { return alive_.count(slot) != 0; });
+  }
+  // The tenant holding the GPU, -1 for nobody.
+  int Holder() { return static_cast<int>(gpu().holder.load()) - 1; }
+
+ private:
+  std::unique_ptr<Segment> segment_;
+  std::set<int> alive_;
+};
+
+TEST(GrantPolicyTest, AnIdleGpuIsGrantedToTheFirstWaiterAtOnce) {
+  FakeNode node;
+  const int a = node.Tenant(50);
+  const int pa = node.Process(a);
+  auto policy = node.Policy();
+  EXPECT_FALSE(policy.Advance(kT0)) << "nobody waits: nothing to grant";
+  EXPECT_EQ(node.Holder(), -1);
+  node.Wait(pa, kT0);
+  EXPECT_TRUE(policy.Advance(kT0));
+  EXPECT_EQ(node.Holder(), a);
+}
+
+TEST(GrantPolicyTest, TheGrantGoesToTheWaiterFurthestBelowItsEntitlement) {
+  FakeNode node;
+  const int a = node.Tenant(50), b = node.Tenant(50), c = node.Tenant(50);
+  const int pa = node.Process(a), pb = node.Process(b), pc = node.Process(c);
+  node.ledger(a).vtime.store(300);
+  node.ledger(b).vtime.store(100);
+  node.ledger(c).vtime.store(200);
+  for (int p : {pa, pb, pc}) node.Wait(p, kT0);
+  auto policy = node.Policy();
+  policy.Advance(kT0);
+  EXPECT_EQ(node.Holder(), b);
+  // Counter-case: b does not wait, c is next.
+  FakeNode other;
+  const int a2 = other.Tenant(50), b2 = other.Tenant(50), c2 = other.Tenant(50);
+  const int qa = other.Process(a2);
+  other.Process(b2);
+  const int qc = other.Process(c2);
+  other.ledger(a2).vtime.store(300);
+  other.ledger(b2).vtime.store(100);
+  other.ledger(c2).vtime.store(200);
+  other.Wait(qa, kT0);
+  other.Wait(qc, kT0);
+  other.Policy().Advance(kT0);
+  EXPECT_EQ(other.Holder(), c2);
+}
+
+// The quantum ends while the holder still has a kernel queued: the gate closes at once, the
+// grant moves only when that kernel has completed.
+TEST(GrantPolicyTest, AClosedGrantMovesOnlyOnceTheHoldersWorkHasCompleted) {
+  FakeNode node;
+  const int a = node.Tenant(50), b = node.Tenant(50);
+  const int pa = node.Process(a), pb = node.Process(b);
+  auto policy = node.Policy();
+  node.Wait(pa, kT0);
+  policy.Advance(kT0);
+  node.StopWaiting(pa);
+  ASSERT_EQ(node.Holder(), a);
+  node.Launch(pa, kT0 + 10 * kUs);
+  node.Wait(pb, kT0 + 1 * kMs);
+  policy.Advance(kT0 + 5 * kMs);
+  EXPECT_EQ(node.gpu().closing.load(), 0u) << "b is not owed the GPU yet, and the quantum runs";
+  node.Launch(pa, kT0 + 10 * kMs);
+  node.Wait(pb, kT0 + 10 * kMs);
+  policy.Advance(kT0 + 10 * kMs + 1);
+  EXPECT_EQ(node.gpu().closing.load(), 1u) << "the quantum is over and b waits";
+  EXPECT_EQ(node.Holder(), a) << "a still has work in flight";
+  node.CompleteAll(pa, kT0 + 12 * kMs);
+  node.Wait(pb, kT0 + 12 * kMs);
+  policy.Advance(kT0 + 12 * kMs);
+  EXPECT_EQ(node.Holder(), b);
+  EXPECT_EQ(node.gpu().closing.load(), 0u);
+  EXPECT_EQ(node.ledger(a).service_ns.load(), 12 * kMs) << "charged the whole grant, drain included";
+}
+
+// A synchronous launcher leaves the GPU empty for microseconds between a completion and its
+// next launch: within its grace that is not idleness; past it, it is.
+TEST(GrantPolicyTest, AHolderBetweenTwoLaunchesKeepsTheGrantUntilItsGraceRunsOut) {
+  FakeNode node;
+  const int a = node.Tenant(50), b = node.Tenant(50);
+  const int pa = node.Process(a), pb = node.Process(b);
+  auto policy = node.Policy();
+  node.Wait(pa, kT0);
+  policy.Advance(kT0);
+  node.StopWaiting(pa);
+  node.state(pa).grace_ns.store(300 * kUs);
+  node.Launch(pa, kT0 + 10 * kUs);
+  node.CompleteAll(pa, kT0 + 2 * kMs);
+  node.Wait(pb, kT0 + 2 * kMs);
+  policy.Advance(kT0 + 2 * kMs + 250 * kUs);
+  EXPECT_EQ(node.Holder(), a) << "250 us after its last completion, within its 300 us grace";
+  EXPECT_EQ(node.gpu().closing.load(), 0u) << "the idleness probe must reopen the gate";
+  node.Wait(pb, kT0 + 2 * kMs + 350 * kUs);
+  policy.Advance(kT0 + 2 * kMs + 350 * kUs);
+  EXPECT_EQ(node.Holder(), b) << "past its grace a is idle and the waiter gets the GPU";
+  EXPECT_EQ(node.ledger(a).service_ns.load(), 2 * kMs) << "charged up to when it went idle, not the grace";
+}
+
+// A holder whose monitor stops renewing its lease (SIGSTOP, a debugger) loses the grant: its
+// queued kernels finish on the GPU without it.
+TEST(GrantPolicyTest, AStoppedHolderLosesTheGrantWhenItsLeaseRunsOut) {
+  FakeNode node;
+  const int a = node.Tenant(50), b = node.Tenant(50);
+  const int pa = node.Process(a), pb = node.Process(b);
+  auto policy = node.Policy();
+  node.Wait(pa, kT0);
+  policy.Advance(kT0);
+  node.StopWaiting(pa);
+  node.Launch(pa, kT0 + 1 * kMs);  // then frozen: no heartbeat after this
+  const uint64_t lease = LeaseOf(node.gpu());
+  ASSERT_EQ(lease, 20 * kMs);
+  for (uint64_t t = kT0 + 2 * kMs; t < kT0 + 1 * kMs + lease; t += kMs) {
+    node.Wait(pb, t);
+    policy.Advance(t);
+    ASSERT_EQ(node.Holder(), a) << "within its lease at +" << (t - kT0) / kMs << " ms";
+  }
+  node.Wait(pb, kT0 + 1 * kMs + lease);
+  policy.Advance(kT0 + 1 * kMs + lease);
+  EXPECT_EQ(node.Holder(), b);
+}
+
+TEST(GrantPolicyTest, AHolderThatDiedIsReplacedAtOnceAndChargedOnlyWhileItLived) {
+  FakeNode node;
+  const int a = node.Tenant(50), b = node.Tenant(50);
+  const int pa = node.Process(a), pb = node.Process(b);
+  auto policy = node.Policy();
+  node.Wait(pa, kT0);
+  policy.Advance(kT0);
+  node.StopWaiting(pa);
+  node.Launch(pa, kT0 + 1 * kMs);
+  policy.Advance(kT0 + 3 * kMs);  // seen busy at +3 ms
+  node.Kill(pa);
+  node.Wait(pb, kT0 + 8 * kMs);
+  policy.Advance(kT0 + 8 * kMs);
+  EXPECT_EQ(node.Holder(), b);
+  EXPECT_EQ(node.ledger(a).service_ns.load(), 3 * kMs) << "nothing after it was last seen alive and busy";
+}
+
+// A waiter that dies stops counting at once: the tenant's remaining idle process does not make
+// it "waiting", and the holder, alone, keeps the GPU.
+TEST(GrantPolicyTest, ADeadWaiterStopsCountingAtOnce) {
+  FakeNode node;
+  const int a = node.Tenant(50), b = node.Tenant(50);
+  const int pa = node.Process(a);
+  const int pb_waiter = node.Process(b);
+  node.Process(b);  // an idle process of b stays alive
+  auto policy = node.Policy();
+  node.Wait(pa, kT0);
+  policy.Advance(kT0);
+  node.StopWaiting(pa);
+  node.Launch(pa, kT0 + 10 * kUs);
+  node.Wait(pb_waiter, kT0 + 1 * kMs);
+  policy.Advance(kT0 + 1 * kMs);
+  EXPECT_EQ(policy.CountWaitingTenants(a, kT0 + 1 * kMs), 1);
+  node.Kill(pb_waiter);
+  EXPECT_EQ(policy.CountWaitingTenants(a, kT0 + 1 * kMs + 1), 0);
+  node.Launch(pa, kT0 + 30 * kMs);  // a keeps working (its monitor renews its lease)
+  policy.Advance(kT0 + 30 * kMs);
+  EXPECT_EQ(node.Holder(), a);
+  EXPECT_EQ(node.gpu().closing.load(), 0u) << "no quantum ends for a waiter that is gone";
+}
+
+TEST(GrantPolicyTest, AWaiterOwedTheGpuEndsTheGrantAfterTheMinimumSlice) {
+  FakeNode node;
+  const int a = node.Tenant(70), b = node.Tenant(30);
+  const int pa = node.Process(a), pb = node.Process(b);
+  auto policy = node.Policy();
+  node.ledger(a).vtime.store(1000 * kMs);
+  node.Wait(pa, kT0);
+  policy.Advance(kT0);
+  node.StopWaiting(pa);
+  node.Launch(pa, kT0 + 10 * kUs);
+  // b starts waiting far behind: re-enters two quanta behind the holder.
+  node.Wait(pb, kT0 + 100 * kUs);
+  policy.Advance(kT0 + 100 * kUs);
+  EXPECT_EQ(node.gpu().closing.load(), 0u) << "before the minimum slice";
+  node.Wait(pb, kT0 + kMinSliceNs + 100 * kUs);
+  policy.Advance(kT0 + kMinSliceNs + 100 * kUs);
+  EXPECT_EQ(node.gpu().closing.load(), 1u) << "b is owed the GPU: the grant ends after 1 ms, not 10";
+  EXPECT_LT(node.ledger(b).vtime.load(), node.ledger(a).vtime.load());
+}
+
+TEST(GrantPolicyTest, ABackgroundHolderYieldsAtOnceAndIsGrantedOnlyWhenNobodyElseWaits) {
+  FakeNode node;
+  const int bg = node.Tenant(50, 100, ComputeClass::kBackground), st = node.Tenant(50);
+  const int pbg = node.Process(bg), pst = node.Process(st);
+  auto policy = node.Policy();
+  node.ledger(st).vtime.store(1'000'000 * kMs);  // far ahead: a standard tenant would wait for it
+  node.Wait(pbg, kT0);
+  policy.Advance(kT0);
+  node.StopWaiting(pbg);
+  ASSERT_EQ(node.Holder(), bg) << "nobody else wants the GPU";
+  node.Launch(pbg, kT0 + 10 * kUs);
+  node.Wait(pst, kT0 + 20 * kUs);
+  policy.Advance(kT0 + 20 * kUs);
+  EXPECT_EQ(node.gpu().closing.load(), 1u) << "a standard waiter ends a background grant at once";
+  node.CompleteAll(pbg, kT0 + 500 * kUs);
+  node.Wait(pbg, kT0 + 500 * kUs);
+  node.Wait(pst, kT0 + 500 * kUs);
+  policy.Advance(kT0 + 500 * kUs);
+  EXPECT_EQ(node.Holder(), st) << "granted although its virtual time is far ahead";
+}
+
+TEST(GrantPolicyTest, LatencyPriorityLastsWhileItsLeaseIsRenewedAndDiesWithItsProcess) {
+  FakeNode node;
+  const int lat = node.Tenant(30, 100, ComputeClass::kLatency);
+  const int plat = node.Process(lat);
+  auto policy = node.Policy();
+  node.state(plat).priority_until_ns.store(kT0 + 20 * kMs);
+  node.gpu().priority.store(1);
+  policy.Advance(kT0 + 5 * kMs);
+  EXPECT_EQ(node.gpu().priority.load(), 1u);
+  node.Kill(plat);
+  policy.Advance(kT0 + 6 * kMs);
+  EXPECT_EQ(node.gpu().priority.load(), 0u) << "a dead process's priority does not hold the others back";
+}
+
+TEST(GrantPolicyTest, ALimitedHolderIsClosedWhenItsBucketIsUsedUp) {
+  FakeNode node;
+  const int a = node.Tenant(25, 30);
+  const int pa = node.Process(a);
+  auto policy = node.Policy();
+  node.Wait(pa, kT0);
+  policy.Advance(kT0);
+  node.StopWaiting(pa);
+  node.Launch(pa, kT0 + 10 * kUs);
+  // The bucket holds 30 ms and fills at 30%: it runs dry after about 30 / 0.7 = 43 ms held.
+  node.Launch(pa, kT0 + 40 * kMs);
+  policy.Advance(kT0 + 40 * kMs);
+  EXPECT_EQ(node.gpu().closing.load(), 0u);
+  node.Launch(pa, kT0 + 45 * kMs);
+  policy.Advance(kT0 + 45 * kMs);
+  EXPECT_EQ(node.gpu().closing.load(), 1u) << "alone, but over its limit";
+}
+
+TEST(GrantPolicyTest, AnIdleHolderIsNotChargedForTheTimeItHeldTheGpuIdle) {
+  FakeNode node;
+  const int a = node.Tenant(50);
+  const int pa = node.Process(a);
+  auto policy = node.Policy();
+  node.Wait(pa, kT0);
+  policy.Advance(kT0);
+  node.StopWaiting(pa);
+  node.Launch(pa, kT0 + 10 * kUs);
+  node.CompleteAll(pa, kT0 + 4 * kMs);
+  policy.Advance(kT0 + 4000 * kMs);  // four seconds later, alone and idle: released
+  EXPECT_EQ(node.Holder(), -1);
+  EXPECT_EQ(node.ledger(a).service_ns.load(), 4 * kMs);
+}
+
+TEST(GrantPolicyTest, ACorruptHolderValueIsDroppedNotFollowed) {
+  FakeNode node;
+  const int a = node.Tenant(50);
+  const int pa = node.Process(a);
+  node.gpu().holder.store(0xFFFFFFF0u);
+  node.Wait(pa, kT0);
+  node.Policy().Advance(kT0);
+  EXPECT_EQ(node.Holder(), a);
+}
+
+}  // namespace
+}  // namespace gpuslice::broker
