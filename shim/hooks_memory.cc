@@ -7,19 +7,10 @@
 #include "shim/driver_api.h"  // first: declares every versioned name
 
 #include "common/array_bytes.h"
-#include "shim/real_driver.h"
-#include "shim/shim_state.h"
+#include "shim/hook_entry.h"
 
 namespace gpuslice::shim {
 namespace {
-
-// The real driver and the shim's state, or the error the call must return.
-CUresult Enter(const RealDriver** real, ShimState** state) {
-  *real = Real();
-  if (!*real) return CUDA_ERROR_NOT_INITIALIZED;
-  *state = ShimState::Get();
-  return *state ? CUDA_SUCCESS : kFailClosed;
-}
 
 // Reserves `charge` on `ledger`, runs the driver call, rolls the reservation back if it fails,
 // and records the charge (owned by `context`) under the key the call produced.
@@ -61,7 +52,7 @@ template <typename Call>
 CUresult AllocateInCurrentContext(CUdeviceptr* dptr, size_t bytes, Call call) {
   const RealDriver* real = nullptr;
   ShimState* state = nullptr;
-  if (CUresult rc = Enter(&real, &state); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = EnterHook(&real, &state); rc != CUDA_SUCCESS) return rc;
   if (!dptr || bytes == 0) return call();  // the driver reports its own argument errors
   int ledger = -1;
   CUcontext context = nullptr;
@@ -76,7 +67,7 @@ template <typename FindLedger, typename Call>
 CUresult AllocateStreamOrdered(CUdeviceptr* dptr, size_t bytes, FindLedger find_ledger, Call call) {
   const RealDriver* real = nullptr;
   ShimState* state = nullptr;
-  if (CUresult rc = Enter(&real, &state); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = EnterHook(&real, &state); rc != CUDA_SUCCESS) return rc;
   if (!dptr || bytes == 0) return call();
   int ledger = -1;
   if (CUresult rc = find_ledger(state, &ledger); rc != CUDA_SUCCESS) return rc;
@@ -88,7 +79,7 @@ template <typename Call>
 CUresult CreateArrayOfBytes(std::optional<uint64_t> bytes, const void* handle_out, uint64_t* key_source, Call call) {
   const RealDriver* real = nullptr;
   ShimState* state = nullptr;
-  if (CUresult rc = Enter(&real, &state); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = EnterHook(&real, &state); rc != CUDA_SUCCESS) return rc;
   if (!bytes || !handle_out || *bytes == 0) return call();  // invalid or sparse: nothing to charge
   int ledger = -1;
   CUcontext context = nullptr;
@@ -132,7 +123,7 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t Wi
   auto call = [&] { return Real()->cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes); };
   const RealDriver* real = nullptr;
   ShimState* state = nullptr;
-  if (CUresult rc = Enter(&real, &state); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = EnterHook(&real, &state); rc != CUDA_SUCCESS) return rc;
   if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0) return call();
   int ledger = -1;
   CUcontext context = nullptr;
@@ -226,7 +217,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, 
   auto call = [&] { return Real()->cuMemCreate(handle, size, prop, flags); };
   const RealDriver* real = nullptr;
   ShimState* state = nullptr;
-  if (CUresult rc = Enter(&real, &state); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = EnterHook(&real, &state); rc != CUDA_SUCCESS) return rc;
   if (!handle || !prop || size == 0 || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return call();
   int ledger = -1;
   if (CUresult rc = state->LedgerForDevice(prop->location.id, &ledger); rc != CUDA_SUCCESS) return rc;

@@ -5,8 +5,7 @@
 
 #include "common/clock.h"
 #include "shim/driver_api.h"
-#include "shim/real_driver.h"
-#include "shim/shim_state.h"
+#include "shim/hook_entry.h"
 
 namespace gpuslice::shim {
 namespace {
@@ -39,10 +38,9 @@ void Narrow(ShimState* state, int ledger, Bytes* free, Bytes* total) {
 using namespace gpuslice::shim;
 
 CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
-  const RealDriver* real = Real();
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  ShimState* state = ShimState::Get();
-  if (!state) return kFailClosed;
+  const RealDriver* real = nullptr;
+  ShimState* state = nullptr;
+  if (CUresult rc = EnterHook(&real, &state); rc != CUDA_SUCCESS) return rc;
   const CUresult rc = real->cuMemGetInfo_v2(free, total);
   if (rc != CUDA_SUCCESS) return rc;
   int ledger = -1;
@@ -53,10 +51,9 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
 }
 
 CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
-  const RealDriver* real = Real();
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  ShimState* state = ShimState::Get();
-  if (!state) return kFailClosed;
+  const RealDriver* real = nullptr;
+  ShimState* state = nullptr;
+  if (CUresult rc = EnterHook(&real, &state); rc != CUDA_SUCCESS) return rc;
   const CUresult rc = real->cuDeviceTotalMem_v2(bytes, dev);
   if (rc != CUDA_SUCCESS) return rc;
   int ledger = -1;

@@ -11,8 +11,11 @@ bool DefaultStream(CUstream stream) {
   return stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD;
 }
 
-// The device of a stream's context: made current for one query, as the CUDA 12.0 API allows.
-CUresult DeviceOfStream(const RealDriver* real, CUstream stream, CUdevice* device) {
+}  // namespace
+
+// The stream's context is made current for one query, as the CUDA 12.0 API allows.
+CUresult ShimState::DeviceOfStream(CUstream stream, CUdevice* device) {
+  const RealDriver* real = Real();
   if (DefaultStream(stream)) return real->cuCtxGetDevice(device);  // the current context's
   CUcontext context = nullptr;
   if (!real->cuStreamGetCtx) return CUDA_ERROR_NOT_SUPPORTED;
@@ -24,11 +27,9 @@ CUresult DeviceOfStream(const RealDriver* real, CUstream stream, CUdevice* devic
   return rc;
 }
 
-}  // namespace
-
 CUresult ShimState::LedgerForStream(CUstream stream, int* ledger) {
   CUdevice device = 0;
-  if (CUresult rc = DeviceOfStream(Real(), stream, &device); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = DeviceOfStream(stream, &device); rc != CUDA_SUCCESS) return rc;
   return LedgerForDevice(device, ledger);
 }
 

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string_view>
 
+#include "common/proc_rows.h"
 #include "shim/log.h"
 #include "shim/options.h"
 
@@ -41,21 +42,8 @@ NamedHook* SortedHooks(size_t* count) {
   return hooks;
 }
 
-// The cuGetProcAddress table generated from cudaTypedefs.h (tools/gen_proc_table.py), sorted
-// by base name then version.
-struct ProcRow {
-  const char* base;
-  int version;
-  const char* name;
-  const char* per_thread_name;
-};
-constexpr ProcRow kProcRows[] = {
-#define GPUSLICE_PROC(base, version, name, per_thread_name, pfn) {base, version, name, per_thread_name},
-#include "proc_table.inc"
-#undef GPUSLICE_PROC
-};
-
-// The export name the version rule gives for (symbol, version, flags), or nullptr.
+// The export name the version rule gives for (symbol, version, flags), or nullptr (the rows of
+// common/proc_rows.h are sorted by base name then version).
 const char* ExportNameByRule(const char* symbol, int version, cuuint64_t flags) {
   const ProcRow* first = std::lower_bound(std::begin(kProcRows), std::end(kProcRows), symbol,
                                           [](const ProcRow& row, const char* s) { return std::strcmp(row.base, s) < 0; });

@@ -43,6 +43,9 @@ class ShimState {
   // Stream-ordered memory is charged to the device it lives on (shim/memory_devices.cc): the
   // stream's device for cuMemAllocAsync, the pool's for cuMemAllocFromPoolAsync.
   CUresult LedgerForStream(CUstream stream, int* ledger);
+  // The device of `stream`'s context (stream 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD: the
+  // current context's), without a cache: a destroyed stream's handle may name another later.
+  static CUresult DeviceOfStream(CUstream stream, CUdevice* device);
   CUresult LedgerForPool(CUmemoryPool pool, CUstream stream, int* ledger);
   // Pools created by the application, with their device (cuMemPoolCreate / cuMemPoolDestroy).
   void NotePool(CUmemoryPool pool, CUdevice device);

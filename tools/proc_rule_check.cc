@@ -17,22 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace {
-
-struct Row {
-  const char* base;
-  int version;
-  const char* name;
-  const char* per_thread_name;
-};
-
-constexpr Row kRows[] = {
-#define GPUSLICE_PROC(base, version, name, per_thread_name, pfn) {base, version, name, per_thread_name},
-#include "proc_table.inc"
-#undef GPUSLICE_PROC
-};
-
-}  // namespace
+#include "common/proc_rows.h"
 
 int main(int argc, char** argv) {
   void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -50,7 +35,7 @@ int main(int argc, char** argv) {
 
   nlohmann::json examples = nlohmann::json::array();
   size_t checked = 0, mismatches = 0;
-  for (const Row& row : kRows) {
+  for (const gpuslice::ProcRow& row : gpuslice::kProcRows) {
     for (const bool per_thread : {false, true}) {
       const cuuint64_t flags = per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
       const std::string expected = (per_thread && *row.per_thread_name) ? row.per_thread_name : row.name;
