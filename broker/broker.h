@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "broker/checked_index.h"
+
 namespace gpuslice::broker {
 
 struct SegmentFile;  // the mapped segment (segment_layout.h)
@@ -88,7 +90,7 @@ class Broker {
   // False when this process's slot was reaped although it lives: it closed the descriptor holding
   // its liveness lock. Checked under the ledger mutex before every charge.
   bool StillRegistered() const;
-  bool TryCharge(int ledger, uint64_t bytes);
+  bool TryCharge(LedgerId ledger, uint64_t bytes);
 
   std::unique_ptr<SegmentFile> file_;
   // This process's slot, -1 until Register. Atomic: the shim's compute monitor thread reads it
