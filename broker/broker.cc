@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <optional>
 #include <string_view>
 
 #include "broker/checked_index.h"
@@ -197,12 +198,15 @@ int Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, u
     if (entry.state.load() == kInUse && entry.quota.load() != quota) ReapDeadLocked(segment, fd, own);
     uint64_t current = quota;
     {
-      LedgerLock lock(segment, ledger, /*report=*/false);
-      if (!lock.locked()) {  // the caller reports *error (the shim: once); fail closed on this GPU
+      std::optional<LedgerLock> lock;
+      if (!KnownBroken(ledger)) lock.emplace(segment, ledger, /*report=*/false);
+      if (!lock || !lock->locked()) {  // the caller reports *error (the shim: once); fail closed
+        const LockFailure failure = lock ? lock->failure() : LockFailure::kBadState;
+        MarkBroken(ledger);
         if (!already_open) self.open_gpus.fetch_and(~bit);
         *error = LockFaultLine(segment, "the memory ledger lock of tenant '" + TenantName(*segment, tenant_) +
                                             "' on " + FormatUuid(uuid),
-                               lock.failure(), "this tenant's allocations on this GPU are refused");
+                               failure, "this tenant's allocations on this GPU are refused");
         return -1;
       }
       if (entry.state.load() != kInUse) {
@@ -247,8 +251,12 @@ bool Broker::TryCharge(LedgerId ledger, uint64_t bytes) {
   Segment* segment = file_->segment;
   LedgerEntry& entry = At(*segment, ledger);
   std::atomic<uint64_t>& mine = At(At(*segment, *ProcessSlot::From(slot_)).charged, ledger.gpu());
+  if (KnownBroken(ledger)) return false;
   LedgerLock lock(segment, ledger);
-  if (!lock.locked()) return false;  // reported once by LedgerLock; fail closed on this GPU
+  if (!lock.locked()) {  // reported once by LedgerLock; fail closed on this GPU
+    MarkBroken(ledger);
+    return false;
+  }
   if (!StillRegistered()) return false;  // fail closed: the slot may be another process's now
   const uint64_t used = entry.used.load(std::memory_order_relaxed);
   const uint64_t quota = entry.quota.load(std::memory_order_relaxed);
@@ -275,14 +283,26 @@ void Broker::Release(int ledger, uint64_t bytes) {
   const LedgerId id = *LedgerId::From(ledger);
   LedgerEntry& entry = At(*segment, id);
   std::atomic<uint64_t>& mine = At(At(*segment, *ProcessSlot::From(slot_)).charged, id.gpu());
+  if (KnownBroken(id)) return;  // the charge stays: the ledger refuses anyway (fail closed)
   LedgerLock lock(segment, id);
-  if (!lock.locked()) return;  // the charge stays: the ledger refuses anyway (fail closed)
+  if (!lock.locked()) {
+    MarkBroken(id);
+    return;
+  }
   if (!StillRegistered()) return;  // the reaper returned this process's charges already
   const uint64_t held = mine.load(std::memory_order_relaxed);
   const uint64_t returned = std::min(bytes, held);  // never more than this process reserved
   const uint64_t used = entry.used.load(std::memory_order_relaxed);
   entry.used.store(used - std::min(returned, used), std::memory_order_release);
   mine.store(held - returned, std::memory_order_release);
+}
+
+bool Broker::KnownBroken(LedgerId ledger) const {
+  return (broken_ledgers_[ledger.value() / 64].load(std::memory_order_relaxed) >> (ledger.value() % 64)) & 1u;
+}
+
+void Broker::MarkBroken(LedgerId ledger) {
+  broken_ledgers_[ledger.value() / 64].fetch_or(uint64_t{1} << (ledger.value() % 64), std::memory_order_relaxed);
 }
 
 Segment* Broker::segment() const { return file_->segment; }

@@ -18,7 +18,7 @@ constexpr mode_t kDirectoryMode = 0770;
 
 std::string Octal(mode_t mode) {
   char text[8];
-  std::snprintf(text, sizeof text, "0%03o", static_cast<unsigned>(mode & 07777));
+  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
   return text;
 }
 
@@ -78,13 +78,15 @@ bool CheckComponent(const std::string& component, bool is_state_dir, const std::
   return true;
 }
 
-// Every component of an absolute, resolved path, from "/" down to the state directory itself.
-bool CheckPath(const std::string& resolved, const std::string& dir, std::string* error) {
-  if (!CheckComponent("/", resolved == "/", dir, error)) return false;
+// Every component of an absolute, resolved path, from "/" down to its last, which is the state
+// directory itself (`ends_in_state_dir`) or the parent it is about to be created in.
+bool CheckPath(const std::string& resolved, bool ends_in_state_dir, const std::string& dir, std::string* error) {
+  if (!CheckComponent("/", ends_in_state_dir && resolved == "/", dir, error)) return false;
   for (size_t at = resolved.find('/', 1); ; at = resolved.find('/', at + 1)) {
     const std::string component = resolved.substr(0, at);
-    if (component.size() > 1 && !CheckComponent(component, at == std::string::npos, dir, error)) return false;
-    if (at == std::string::npos) return true;
+    const bool last = at == std::string::npos;
+    if (component.size() > 1 && !CheckComponent(component, ends_in_state_dir && last, dir, error)) return false;
+    if (last) return true;
   }
 }
 
@@ -100,7 +102,7 @@ bool Create(const std::string& dir, std::string* error) {
              std::strerror(errno);
     return false;
   }
-  if (!CheckPath(resolved_parent, dir, error)) return false;
+  if (!CheckPath(resolved_parent, /*ends_in_state_dir=*/false, dir, error)) return false;
   const std::string target = resolved_parent + (resolved_parent == "/" ? "" : "/") + name;
   if (mkdir(target.c_str(), kDirectoryMode) != 0) {
     if (errno == EEXIST) return true;  // created meanwhile by another process: checked next
@@ -145,7 +147,7 @@ bool CheckStateDirectory(const std::string& dir, DirectoryUse use, std::string* 
     }
     return false;
   }
-  return CheckPath(*resolved, dir, error);
+  return CheckPath(*resolved, /*ends_in_state_dir=*/true, dir, error);
 }
 
 }  // namespace gpuslice::broker
