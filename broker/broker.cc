@@ -8,9 +8,12 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <optional>
 #include <string_view>
 
+#include "broker/checked_index.h"
 #include "broker/ledger.h"
+#include "broker/lock_fault.h"
 #include "broker/segment_file.h"
 #include "broker/tables.h"
 #include "common/process_lock.h"
@@ -30,8 +33,10 @@ std::string Bytes(uint64_t bytes) {
 }
 
 std::string TenantName(const Segment& segment, int tenant) {
-  const TenantEntry& entry = segment.tenants[tenant];
-  return std::string(entry.name, std::min<size_t>(entry.name_length, kTenantNameBytes - 1));
+  const auto index = TenantIndex::From(tenant);
+  if (!index) return "?";
+  const TenantEntry& entry = At(segment, *index);
+  return std::string(entry.name, NameLength(entry));
 }
 
 }  // namespace
@@ -99,31 +104,32 @@ bool Broker::Register(const std::string& tenant, std::string* error) {
       return false;
     }
     const int fd = file_->fd;
-    RobustLock table(&segment->header.table_mutex.mutex);  // claims are idempotent: no repair needed
-    int tenant_index = FindOrClaimTenant(segment, tenant, /*recycle=*/false);
-    if (tenant_index < 0) {
-      ReapDeadLocked(segment, fd, -1);
+    TableLock table(segment, error);  // claims are idempotent: no repair needed
+    if (!table.locked()) return false;
+    std::optional<TenantIndex> tenant_index = FindOrClaimTenant(segment, tenant, /*recycle=*/false);
+    if (!tenant_index) {
+      ReapDeadLocked(segment, fd, std::nullopt);
       tenant_index = FindOrClaimTenant(segment, tenant, /*recycle=*/true);
     }
-    if (tenant_index < 0) {
+    if (!tenant_index) {
       *error = "gpuslice: the tenant table of " + file_->path + " is full (" + std::to_string(kMaxTenants) +
                " tenants with live processes)";
       return false;
     }
     const pid_t pid = getpid();
-    int slot = ClaimProcessSlot(segment, fd, tenant_index, pid);
-    if (slot < 0) {
-      ReapDeadLocked(segment, fd, -1);
-      slot = ClaimProcessSlot(segment, fd, tenant_index, pid);
+    std::optional<ProcessSlot> slot = ClaimProcessSlot(segment, fd, *tenant_index, pid);
+    if (!slot) {
+      ReapDeadLocked(segment, fd, std::nullopt);
+      slot = ClaimProcessSlot(segment, fd, *tenant_index, pid);
     }
-    if (slot < 0) {
+    if (!slot) {
       *error = "gpuslice: the process table of " + file_->path + " is full (" + std::to_string(kMaxProcesses) +
                " live processes)";
       return false;
     }
-    slot_ = slot;
-    tenant_ = tenant_index;
-    generation_ = segment->processes[slot].generation.load();
+    slot_ = slot->value();
+    tenant_ = tenant_index->value();
+    generation_ = At(*segment, *slot).generation.load();
     return true;
   } catch (...) {
     *error = kNoMemory;
@@ -138,11 +144,14 @@ void Broker::Unregister() {
     return;
   }
   Segment* segment = file_->segment;
-  RobustLock table(&segment->header.table_mutex.mutex);
-  if (StillRegistered()) {  // else it was reaped, and the slot may be another process's now
-    ReturnChargesAndFree(segment, slot_);
-    UnlockByte(file_->fd, kLivenessLockBase + static_cast<uint64_t>(slot_));
+  TableLock table(segment, nullptr);
+  // Without the table lock the slot stays registered; dropping the liveness lock lets a reaper
+  // that can lock the table return its charges.
+  if (table.locked() && StillRegistered()) {  // else it was reaped: it may be another's now
+    ReturnChargesAndFree(segment, *ProcessSlot::From(slot_));
   }
+  // Only this descriptor's own lock can be released through it: always safe.
+  UnlockByte(file_->fd, kLivenessLockBase + static_cast<uint64_t>(slot_));
   slot_ = -1;
   tenant_ = -1;
 }
@@ -158,40 +167,53 @@ int Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, u
     }
     Segment* segment = file_->segment;
     const int fd = file_->fd;
-    RobustLock table(&segment->header.table_mutex.mutex);
+    TableLock table(segment, error);
+    if (!table.locked()) return -1;
     if (!StillRegistered()) {
       *error = "gpuslice: this process's broker registration was lost (its descriptor of " + file_->path +
                " was closed); it must register again";
       return -1;
     }
-    int gpu = FindOrClaimGpu(segment, uuid, device_total_bytes, /*recycle=*/false);
-    if (gpu < 0) {
-      ReapDeadLocked(segment, fd, slot_);
+    const ProcessSlot own = *ProcessSlot::From(slot_);
+    const TenantIndex tenant = *TenantIndex::From(tenant_);
+    std::optional<GpuIndex> gpu = FindOrClaimGpu(segment, uuid, device_total_bytes, /*recycle=*/false);
+    if (!gpu) {
+      ReapDeadLocked(segment, fd, own);
       gpu = FindOrClaimGpu(segment, uuid, device_total_bytes, /*recycle=*/true);
     }
-    if (gpu < 0) {
+    if (!gpu) {
       *error = "gpuslice: the GPU table of " + file_->path + " is full (" + std::to_string(kMaxGpus) +
                " GPUs in use); cannot add " + FormatUuid(uuid);
       return -1;
     }
-    const int ledger = LedgerIndex(tenant_, gpu);
-    LedgerEntry& entry = segment->ledgers[ledger];
-    ProcessEntry& self = segment->processes[slot_];
-    const uint32_t bit = 1u << gpu;
+    const LedgerId ledger = LedgerId::Of(tenant, *gpu);
+    LedgerEntry& entry = At(*segment, ledger);
+    ProcessEntry& self = At(*segment, own);
+    const uint32_t bit = gpu->bit();
     const bool already_open = self.open_gpus.load() & bit;
     // Published before the ledger's mutex is taken: whoever reaps this process then visits the
     // ledger, and so repairs it should this process die holding that mutex.
     self.open_gpus.fetch_or(bit);
     // Dead processes must not pin an old quota (see below).
-    if (entry.state.load() == kInUse && entry.quota.load() != quota) ReapDeadLocked(segment, fd, slot_);
+    if (entry.state.load() == kInUse && entry.quota.load() != quota) ReapDeadLocked(segment, fd, own);
     uint64_t current = quota;
     {
-      LedgerLock lock(segment, ledger);
+      std::optional<LedgerLock> lock;
+      if (!KnownBroken(ledger)) lock.emplace(segment, ledger, /*report=*/false);
+      if (!lock || !lock->locked()) {  // the caller reports *error (the shim: once); fail closed
+        const LockFailure failure = lock ? lock->failure() : LockFailure::kBadState;
+        MarkBroken(ledger);
+        if (!already_open) self.open_gpus.fetch_and(~bit);
+        *error = LockFaultLine(segment, "the memory ledger lock of tenant '" + TenantName(*segment, tenant_) +
+                                            "' on " + FormatUuid(uuid),
+                               failure, "this tenant's allocations on this GPU are refused");
+        return -1;
+      }
       if (entry.state.load() != kInUse) {
         entry.quota.store(quota);  // the tenant's first process on this GPU sets the quota
         entry.state.store(kInUse);
       } else if ((current = entry.quota.load()) != quota && !already_open && entry.used.load() == 0 &&
-                 !OtherProcessHasLedgerOpen(*segment, tenant_, gpu, slot_)) {
+                 !OtherProcessHasLedgerOpen(*segment, tenant, *gpu, own)) {
         entry.quota.store(quota);  // nobody holds the ledger any more: a new first process
         current = quota;
       }
@@ -203,7 +225,7 @@ int Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, u
                " (every process of a tenant must have the same limit on a GPU)";
       return -1;
     }
-    return ledger;
+    return ledger.value();
   } catch (...) {
     *error = kNoMemory;
     return -1;
@@ -211,50 +233,76 @@ int Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, u
 }
 
 bool Broker::OwnsLedger(int ledger) const {
-  return slot_ >= 0 && ledger >= 0 && ledger < kMaxLedgers && LedgerTenant(ledger) == tenant_ &&
-         ((file_->segment->processes[slot_].open_gpus.load(std::memory_order_relaxed) >> LedgerGpu(ledger)) & 1u);
+  const auto id = LedgerId::From(ledger);
+  const auto slot = ProcessSlot::From(slot_);
+  return id && slot && id->tenant().value() == tenant_ &&
+         (At(*file_->segment, *slot).open_gpus.load(std::memory_order_relaxed) & id->gpu().bit());
 }
 
 bool Broker::StillRegistered() const {
-  const ProcessEntry& self = file_->segment->processes[slot_];
+  const auto slot = ProcessSlot::From(slot_);
+  if (!slot) return false;
+  const ProcessEntry& self = At(*file_->segment, *slot);
   return self.state.load(std::memory_order_relaxed) == static_cast<uint32_t>(ProcessState::kRegistered) &&
          self.generation.load(std::memory_order_relaxed) == generation_;
 }
 
-bool Broker::TryCharge(int ledger, uint64_t bytes) {
+bool Broker::TryCharge(LedgerId ledger, uint64_t bytes) {
   Segment* segment = file_->segment;
-  LedgerEntry& entry = segment->ledgers[ledger];
-  std::atomic<uint64_t>& mine = segment->processes[slot_].charged[LedgerGpu(ledger)];
+  LedgerEntry& entry = At(*segment, ledger);
+  std::atomic<uint64_t>& mine = At(At(*segment, *ProcessSlot::From(slot_)).charged, ledger.gpu());
+  if (KnownBroken(ledger)) return false;
   LedgerLock lock(segment, ledger);
+  if (!lock.locked()) {  // reported once by LedgerLock; fail closed on this GPU
+    MarkBroken(ledger);
+    return false;
+  }
   if (!StillRegistered()) return false;  // fail closed: the slot may be another process's now
   const uint64_t used = entry.used.load(std::memory_order_relaxed);
   const uint64_t quota = entry.quota.load(std::memory_order_relaxed);
-  if (bytes > quota || used > quota - bytes) return false;
+  const uint64_t held = mine.load(std::memory_order_relaxed);
+  // The last test keeps a forged charge of this process from wrapping (unlimited quotas).
+  if (bytes > quota || used > quota - bytes || held > UINT64_MAX - bytes) return false;
   // A SIGKILL may fall between these stores: the next locker recomputes `used` from the charges.
   entry.used.store(used + bytes, std::memory_order_release);
-  mine.store(mine.load(std::memory_order_relaxed) + bytes, std::memory_order_release);
+  mine.store(held + bytes, std::memory_order_release);
   return true;
 }
 
 bool Broker::Reserve(int ledger, uint64_t bytes) {
   if (!OwnsLedger(ledger)) return false;
-  if (TryCharge(ledger, bytes)) return true;
+  const LedgerId id = *LedgerId::From(ledger);
+  if (TryCharge(id, bytes)) return true;
   ReapDeadProcesses();  // what is missing may be held by processes that died
-  return OwnsLedger(ledger) && TryCharge(ledger, bytes);
+  return OwnsLedger(ledger) && TryCharge(id, bytes);
 }
 
 void Broker::Release(int ledger, uint64_t bytes) {
   if (!OwnsLedger(ledger) || bytes == 0) return;
   Segment* segment = file_->segment;
-  LedgerEntry& entry = segment->ledgers[ledger];
-  std::atomic<uint64_t>& mine = segment->processes[slot_].charged[LedgerGpu(ledger)];
-  LedgerLock lock(segment, ledger);
+  const LedgerId id = *LedgerId::From(ledger);
+  LedgerEntry& entry = At(*segment, id);
+  std::atomic<uint64_t>& mine = At(At(*segment, *ProcessSlot::From(slot_)).charged, id.gpu());
+  if (KnownBroken(id)) return;  // the charge stays: the ledger refuses anyway (fail closed)
+  LedgerLock lock(segment, id);
+  if (!lock.locked()) {
+    MarkBroken(id);
+    return;
+  }
   if (!StillRegistered()) return;  // the reaper returned this process's charges already
   const uint64_t held = mine.load(std::memory_order_relaxed);
   const uint64_t returned = std::min(bytes, held);  // never more than this process reserved
   const uint64_t used = entry.used.load(std::memory_order_relaxed);
   entry.used.store(used - std::min(returned, used), std::memory_order_release);
   mine.store(held - returned, std::memory_order_release);
+}
+
+bool Broker::KnownBroken(LedgerId ledger) const {
+  return (broken_ledgers_[ledger.value() / 64].load(std::memory_order_relaxed) >> (ledger.value() % 64)) & 1u;
+}
+
+void Broker::MarkBroken(LedgerId ledger) {
+  broken_ledgers_[ledger.value() / 64].fetch_or(uint64_t{1} << (ledger.value() % 64), std::memory_order_relaxed);
 }
 
 Segment* Broker::segment() const { return file_->segment; }
@@ -265,30 +313,30 @@ bool Broker::IsProcessAlive(int slot) const {
 }
 
 int Broker::FindLedger(const uint8_t (&uuid)[16]) const {
-  if (tenant_ < 0) return -1;
-  const Segment* segment = file_->segment;
+  const auto tenant = TenantIndex::From(tenant_);
+  if (!tenant) return -1;
+  const Segment& segment = *file_->segment;
   uint64_t words[2];
   std::memcpy(words, uuid, sizeof words);
-  const uint32_t gpus = std::min<uint32_t>(segment->header.gpu_high_water.load(), kMaxGpus);
-  for (uint32_t gpu = 0; gpu < gpus; ++gpu) {
-    const GpuEntry& entry = segment->gpus[gpu];
+  for (GpuIndex gpu : UsedGpus(segment)) {
+    const GpuEntry& entry = At(segment, gpu);
     if (entry.state.load() != static_cast<uint32_t>(EntryState::kInUse) || entry.uuid[0].load() != words[0] ||
         entry.uuid[1].load() != words[1])
       continue;
-    const int ledger = LedgerIndex(tenant_, static_cast<int>(gpu));
-    return segment->ledgers[ledger].state.load() == static_cast<uint32_t>(EntryState::kInUse) ? ledger : -1;
+    const LedgerId ledger = LedgerId::Of(*tenant, gpu);
+    return At(segment, ledger).state.load() == static_cast<uint32_t>(EntryState::kInUse) ? ledger.value() : -1;
   }
   return -1;
 }
 
 uint64_t Broker::Used(int ledger) const {
-  if (ledger < 0 || ledger >= kMaxLedgers) return 0;
-  return file_->segment->ledgers[ledger].used.load(std::memory_order_acquire);
+  const auto id = LedgerId::From(ledger);
+  return id ? At(*file_->segment, *id).used.load(std::memory_order_acquire) : 0;
 }
 
 uint64_t Broker::Quota(int ledger) const {
-  if (ledger < 0 || ledger >= kMaxLedgers) return 0;
-  return file_->segment->ledgers[ledger].quota.load(std::memory_order_acquire);
+  const auto id = LedgerId::From(ledger);
+  return id ? At(*file_->segment, *id).quota.load(std::memory_order_acquire) : 0;
 }
 
 void Broker::ReapDeadProcesses() {
@@ -300,8 +348,8 @@ void Broker::ReapDeadProcesses() {
     return;
   }
   Segment* segment = file_->segment;
-  RobustLock table(&segment->header.table_mutex.mutex);
-  ReapDeadLocked(segment, file_->fd, slot_);
+  TableLock table(segment, nullptr);
+  if (table.locked()) ReapDeadLocked(segment, file_->fd, ProcessSlot::From(slot_));
 }
 
 void Broker::ForgetAfterFork() {

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "broker/checked_index.h"
+
 namespace gpuslice::broker {
 
 struct SegmentFile;  // the mapped segment (segment_layout.h)
@@ -88,7 +90,11 @@ class Broker {
   // False when this process's slot was reaped although it lives: it closed the descriptor holding
   // its liveness lock. Checked under the ledger mutex before every charge.
   bool StillRegistered() const;
-  bool TryCharge(int ledger, uint64_t bytes);
+  bool TryCharge(LedgerId ledger, uint64_t bytes);
+  // Ledgers whose lock this process found in a bad state (or held past the timeout): refused
+  // at once from then on, rather than after another wait at every call.
+  bool KnownBroken(LedgerId ledger) const;
+  void MarkBroken(LedgerId ledger);
 
   std::unique_ptr<SegmentFile> file_;
   // This process's slot, -1 until Register. Atomic: the shim's compute monitor thread reads it
@@ -96,6 +102,7 @@ class Broker {
   std::atomic<int> slot_{-1};
   int tenant_ = -1;      // this process's tenant index
   uint64_t generation_ = 0;  // the slot's generation at Register: a changed one means it was lost
+  std::atomic<uint64_t> broken_ledgers_[kMaxLedgers / 64] = {};  // bit per ledger
 };
 
 // --- read-only view for gpuslicectl ---

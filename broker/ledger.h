@@ -10,22 +10,30 @@
 
 #include <cstdint>
 
+#include "broker/checked_index.h"
 #include "broker/segment_layout.h"
 #include "common/robust_mutex.h"
 
 namespace gpuslice::broker {
 
+// Raw ledger numbers, as the Broker API hands them out (int ledger = tenant * kMaxGpus + gpu).
+// New code: LedgerId (broker/checked_index.h), which cannot be out of range.
 inline int LedgerIndex(int tenant, int gpu) { return tenant * kMaxGpus + gpu; }
 inline int LedgerTenant(int ledger) { return ledger / kMaxGpus; }
 inline int LedgerGpu(int ledger) { return ledger % kMaxGpus; }
 
-// Holds a ledger's robust mutex, with the ledger repaired if the previous holder died.
+// Holds a ledger's robust mutex, with the ledger repaired if the previous holder died. A mutex
+// in a bad state, or held past kRobustLockTimeoutNs, is not taken: locked() is false, the fault
+// has been reported (broker/lock_fault.h), and the caller must leave the ledger alone.
 class LedgerLock {
  public:
-  LedgerLock(Segment* segment, int ledger);
+  // `report`: false when the caller reports the failure itself (in an error it returns).
+  LedgerLock(Segment* segment, LedgerId ledger, bool report = true);
   LedgerLock(const LedgerLock&) = delete;
   LedgerLock& operator=(const LedgerLock&) = delete;
 
+  [[nodiscard]] bool locked() const { return lock_.locked(); }
+  LockFailure failure() const { return lock_.failure(); }
   bool repaired() const { return lock_.previous_owner_died(); }
 
  private:
@@ -34,6 +42,6 @@ class LedgerLock {
 
 // The sum of charged[gpu] over the processes registered as `tenant`. Call with the ledger's mutex
 // held (so those charges cannot change); slots claimed or freed meanwhile are read consistently.
-uint64_t SumRegisteredCharges(const Segment& segment, int tenant, int gpu);
+uint64_t SumRegisteredCharges(const Segment& segment, TenantIndex tenant, GpuIndex gpu);
 
 }  // namespace gpuslice::broker

@@ -16,7 +16,10 @@
 #include <boost/interprocess/exceptions.hpp>
 #include <boost/interprocess/file_mapping.hpp>
 
+#include "broker/lock_fault.h"
+#include "broker/state_dir.h"
 #include "common/clock.h"
+#include "common/process_lock.h"
 
 namespace gpuslice::broker {
 namespace {
@@ -25,7 +28,6 @@ namespace bip = boost::interprocess;
 
 constexpr uint64_t kSegmentSize = sizeof(Segment);
 constexpr mode_t kFileMode = 0660;
-constexpr mode_t kDirectoryMode = 0770;
 
 class UniqueFd {
  public:
@@ -61,37 +63,11 @@ std::string Refuse(const std::string& path, const std::string& why) {
   return "gpuslice: refusing state file " + path + ": " + why;
 }
 
-const std::string kRemedy = "; stop every process using it and remove it";
+const std::string kRemedy = "; once no gpuslice process uses it (fuser -v shows who has it open), remove it";
 
-bool EnsureDirectory(const std::string& dir, OpenMode mode, std::string* error) {
-  struct stat st {};
-  if (stat(dir.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return true;
-    *error = "gpuslice: state directory " + dir + " is not a directory";
-    return false;
-  }
-  if (errno != ENOENT) {
-    *error = "gpuslice: cannot use state directory " + dir + ": " + Strerror(errno);
-    return false;
-  }
-  if (mode == OpenMode::kAttachExisting) {
-    *error = "gpuslice: state directory " + dir +
-             " does not exist: no gpuslice process has run on this node with this state directory";
-    return false;
-  }
-  if (mkdir(dir.c_str(), kDirectoryMode) != 0) {
-    if (errno == EEXIST) return EnsureDirectory(dir, OpenMode::kAttachExisting, error);
-    *error = "gpuslice: cannot create state directory " + dir + " (mode 0770; its parent must exist): " +
-             Strerror(errno);
-    return false;
-  }
-  // mkdir applied the umask; the mode is set explicitly instead (the umask is never changed).
-  UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
-  if (fd.get() < 0 || fchmod(fd.get(), kDirectoryMode) != 0) {
-    *error = "gpuslice: cannot set mode 0770 on state directory " + dir + ": " + Strerror(errno);
-    return false;
-  }
-  return true;
+// True while some registered process holds its liveness lock on the file: the segment is live.
+bool AnyProcessAlive(int fd) {
+  return IsRangeLockedByOther(fd, kLivenessLockBase, static_cast<uint64_t>(kMaxProcesses));
 }
 
 // Opens the file (creating it when allowed). O_NOFOLLOW: the state file itself is never a link.
@@ -208,6 +184,7 @@ bool Map(SegmentFile* file, const struct stat& validated, std::string* error) {
   bip::mapped_region region(mapping, mode, 0, kSegmentSize);
   file->region.swap(region);
   file->segment = static_cast<Segment*>(file->region.get_address());
+  RememberSegmentPath(file->segment, file->path);
   file->device = validated.st_dev;
   file->inode = validated.st_ino;
   return true;
@@ -216,30 +193,41 @@ bool Map(SegmentFile* file, const struct stat& validated, std::string* error) {
 // Initialises an empty (or abandoned) file, holding the flock that serialises creators.
 bool Create(SegmentFile* file, std::string* error) {
   const int fd = file->fd;
-  // An abandoned file may hold a dead creator's partial writes: start again from zeros. No one
-  // maps a file without magic, so nothing else can see this.
-  if (ftruncate(fd, 0) != 0 || ftruncate(fd, static_cast<off_t>(kSegmentSize)) != 0) {
-    *error = "gpuslice: cannot size state file " + file->path + ": " + Strerror(errno);
-    return false;
-  }
   struct stat st {};
   if (fstat(fd, &st) != 0) {
     *error = "gpuslice: cannot stat state file " + file->path + ": " + Strerror(errno);
     return false;
   }
+  // A segment without magic whose processes still hold their liveness locks was not abandoned
+  // by a creator: its magic was overwritten while tenants use it. Initialising it again would
+  // reset every ledger under them (a 1 GiB tenant could then hold 2 GiB): refuse instead.
+  if (AnyProcessAlive(fd)) {
+    *error = Refuse(file->path, "it is corrupt (its header has no valid magic) while gpuslice processes still use "
+                                "it; stop them (fuser -v shows who has it open), then remove it");
+    return false;
+  }
+  // An abandoned file may hold a dead creator's partial writes: start again from zeros. A file
+  // of the right size is zeroed through the mapping rather than truncated, so that a reader that
+  // mapped it (a gpuslicectl, a process about to register) never touches a page past the end.
+  const bool sized = static_cast<uint64_t>(st.st_size) == kSegmentSize;
+  if (!sized && (ftruncate(fd, 0) != 0 || ftruncate(fd, static_cast<off_t>(kSegmentSize)) != 0 || fstat(fd, &st) != 0)) {
+    *error = "gpuslice: cannot size state file " + file->path + ": " + Strerror(errno);
+    return false;
+  }
   if (!Map(file, st, error)) return false;
+  if (sized) std::memset(static_cast<void*>(file->segment), 0, kSegmentSize);
   InitialiseSegment(file->segment);
   return true;
 }
 
 std::unique_ptr<SegmentFile> Open(const std::string& state_dir, OpenMode mode, std::string* error) {
-  if (state_dir.empty()) {
-    *error = "gpuslice: the state directory is empty; it must name a directory";
+  std::string dir;
+  if (!CheckStateDirectory(state_dir, mode == OpenMode::kCreateOrAttach ? DirectoryUse::kCreateIfMissing
+                                                                        : DirectoryUse::kMustExist,
+                           &dir, error))
     return nullptr;
-  }
-  if (!EnsureDirectory(state_dir, mode, error)) return nullptr;
   auto file = std::make_unique<SegmentFile>();
-  file->path = state_dir + (state_dir.back() == '/' ? "" : "/") + kStateFileName;
+  file->path = dir + (dir.back() == '/' ? "" : "/") + kStateFileName;
   file->fd = OpenStateFile(file->path, mode, &file->writable, error);
   if (file->fd < 0) return nullptr;
   file->owner_pid = getpid();
@@ -255,6 +243,11 @@ std::unique_ptr<SegmentFile> Open(const std::string& state_dir, OpenMode mode, s
     }
     contents = Inspect(file->fd, file->path, error);
     if (contents == Contents::kUninitialised) {
+      if (mode == OpenMode::kAttachExisting && AnyProcessAlive(file->fd)) {
+        *error = Refuse(file->path, "it is corrupt (its header has no valid magic) while gpuslice processes still "
+                                    "use it; stop them (fuser -v shows who has it open), then remove it");
+        return nullptr;
+      }
       if (mode == OpenMode::kAttachExisting) {
         *error = "gpuslice: state file " + file->path +
                  " is not initialised yet (its creator died or is still creating it); the next process "
@@ -276,6 +269,7 @@ std::unique_ptr<SegmentFile> Open(const std::string& state_dir, OpenMode mode, s
 }  // namespace
 
 SegmentFile::~SegmentFile() {
+  if (segment) ForgetSegmentPath(segment);
   if (fd >= 0) close(fd);
 }
 

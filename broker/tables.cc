@@ -15,29 +15,27 @@ constexpr uint32_t kFree = static_cast<uint32_t>(EntryState::kFree);
 constexpr uint32_t kInUse = static_cast<uint32_t>(EntryState::kInUse);
 constexpr uint32_t kRegistered = static_cast<uint32_t>(ProcessState::kRegistered);
 
-uint32_t HighWater(const std::atomic<uint32_t>& mark, int capacity) {
-  return std::min(mark.load(), static_cast<uint32_t>(capacity));
-}
-
 // A free entry below the high-water mark, else the first never-used one (raising the mark
-// before the entry is written, so that a claimed entry is always below it). -1 when full.
-template <typename Entry, int N>
-int FreeEntry(Entry (&entries)[N], std::atomic<uint32_t>* mark) {
-  const uint32_t high_water = HighWater(*mark, N);
-  for (uint32_t i = 0; i < high_water; ++i) {
-    if (entries[i].state.load() == kFree) return static_cast<int>(i);
+// before the entry is written, so that a claimed entry is always below it). nullopt when full.
+template <typename Index, typename Entry>
+std::optional<Index> FreeEntry(Entry (&entries)[Index::kCount], std::atomic<uint32_t>* mark) {
+  const IndexRange<Index> used(mark->load());
+  for (Index i : used) {
+    if (entries[i.value()].state.load() == kFree) return i;
   }
-  if (high_water == static_cast<uint32_t>(N)) return -1;
-  mark->store(high_water + 1);
-  return static_cast<int>(high_water);
+  const auto next = Index::From(used.size());
+  if (next) mark->store(static_cast<uint32_t>(used.size() + 1));
+  return next;
 }
 
 // A ledger whose tenant or GPU entry is (re)claimed starts unset. No registered process has a
 // charge on it (that is what made the entry free or recyclable), so `used` is zero already
-// unless a holder died mid-update; the lock repairs that first.
-void ResetLedger(Segment* segment, int ledger) {
+// unless a holder died mid-update; the lock repairs that first. A ledger whose lock is broken
+// is left as it is: it keeps refusing (fail closed) until the file is removed.
+void ResetLedger(Segment* segment, LedgerId ledger) {
   LedgerLock lock(segment, ledger);
-  LedgerEntry& entry = segment->ledgers[ledger];
+  if (!lock.locked()) return;
+  LedgerEntry& entry = At(*segment, ledger);
   entry.state.store(kFree);
   entry.quota.store(0);
   entry.used.store(0);
@@ -80,64 +78,69 @@ bool IsRegistered(const ProcessEntry& process) { return process.state.load() == 
 
 }  // namespace
 
-int FindOrClaimTenant(Segment* segment, std::string_view name, bool recycle) {
-  const uint32_t high_water = HighWater(segment->header.tenant_high_water, kMaxTenants);
-  for (uint32_t i = 0; i < high_water; ++i) {
-    const TenantEntry& entry = segment->tenants[i];
+std::optional<TenantIndex> FindOrClaimTenant(Segment* segment, std::string_view name, bool recycle) {
+  for (TenantIndex i : UsedTenants(*segment)) {
+    const TenantEntry& entry = At(*segment, i);
     if (entry.state.load() == kInUse && entry.name_length == name.size() &&
         std::memcmp(entry.name, name.data(), name.size()) == 0) {
-      return static_cast<int>(i);
+      return i;
     }
   }
-  int chosen = FreeEntry(segment->tenants, &segment->header.tenant_high_water);
-  if (chosen < 0 && recycle) {
+  std::optional<TenantIndex> chosen = FreeEntry<TenantIndex>(segment->tenants, &segment->header.tenant_high_water);
+  if (!chosen && recycle) {
     std::bitset<kMaxTenants> busy;
-    for (uint32_t p = 0; p < HighWater(segment->header.process_high_water, kMaxProcesses); ++p) {
-      const int tenant = segment->processes[p].tenant.load();
-      if (IsRegistered(segment->processes[p]) && tenant >= 0 && tenant < kMaxTenants) busy.set(tenant);
+    for (ProcessSlot p : UsedProcessSlots(*segment)) {
+      const ProcessEntry& process = At(*segment, p);
+      if (!IsRegistered(process)) continue;
+      if (const auto tenant = TenantOf(process)) busy.set(static_cast<size_t>(tenant->value()));
     }
-    for (int t = 0; t < kMaxTenants && chosen < 0; ++t) {
-      if (!busy.test(t)) chosen = t;
+    for (TenantIndex t : AllIndices<TenantIndex>()) {
+      if (!busy.test(static_cast<size_t>(t.value()))) {
+        chosen = t;
+        break;
+      }
     }
   }
-  if (chosen < 0) return -1;
-  TenantEntry& entry = segment->tenants[chosen];
+  if (!chosen) return std::nullopt;
+  TenantEntry& entry = At(*segment, *chosen);
   entry.state.store(kFree);  // a recycled entry: unpublished before it is rewritten
-  for (int gpu = 0; gpu < kMaxGpus; ++gpu) ResetLedger(segment, LedgerIndex(chosen, gpu));
+  for (GpuIndex gpu : AllIndices<GpuIndex>()) ResetLedger(segment, LedgerId::Of(*chosen, gpu));
   std::memset(entry.name, 0, sizeof entry.name);
-  std::memcpy(entry.name, name.data(), name.size());
-  entry.name_length = static_cast<uint32_t>(name.size());
+  std::memcpy(entry.name, name.data(), std::min<size_t>(name.size(), kTenantNameBytes - 1));
+  entry.name_length = static_cast<uint32_t>(std::min<size_t>(name.size(), kTenantNameBytes - 1));
   entry.state.store(kInUse);
   return chosen;
 }
 
-int FindOrClaimGpu(Segment* segment, const uint8_t (&uuid)[16], uint64_t total_memory, bool recycle) {
+std::optional<GpuIndex> FindOrClaimGpu(Segment* segment, const uint8_t (&uuid)[16], uint64_t total_memory,
+                                       bool recycle) {
   uint64_t words[2];
   std::memcpy(words, uuid, sizeof words);
-  const uint32_t high_water = HighWater(segment->header.gpu_high_water, kMaxGpus);
-  for (uint32_t i = 0; i < high_water; ++i) {
-    GpuEntry& entry = segment->gpus[i];
+  for (GpuIndex i : UsedGpus(*segment)) {
+    GpuEntry& entry = At(*segment, i);
     if (entry.state.load() == kInUse && entry.uuid[0].load() == words[0] && entry.uuid[1].load() == words[1]) {
       if (entry.total_memory.load() != total_memory) entry.total_memory.store(total_memory);
-      return static_cast<int>(i);
+      return i;
     }
   }
-  int chosen = FreeEntry(segment->gpus, &segment->header.gpu_high_water);
-  if (chosen < 0 && recycle) {
+  std::optional<GpuIndex> chosen = FreeEntry<GpuIndex>(segment->gpus, &segment->header.gpu_high_water);
+  if (!chosen && recycle) {
     uint32_t open = 0;
-    for (uint32_t p = 0; p < HighWater(segment->header.process_high_water, kMaxProcesses); ++p) {
-      if (IsRegistered(segment->processes[p])) open |= segment->processes[p].open_gpus.load();
+    for (ProcessSlot p : UsedProcessSlots(*segment)) {
+      if (IsRegistered(At(*segment, p))) open |= At(*segment, p).open_gpus.load();
     }
-    for (int g = 0; g < kMaxGpus && chosen < 0; ++g) {
-      if (!(open & (1u << g))) chosen = g;
+    for (GpuIndex g : AllIndices<GpuIndex>()) {
+      if (!(open & g.bit())) {
+        chosen = g;
+        break;
+      }
     }
   }
-  if (chosen < 0) return -1;
-  GpuEntry& entry = segment->gpus[chosen];
+  if (!chosen) return std::nullopt;
+  GpuEntry& entry = At(*segment, *chosen);
   entry.state.store(kFree);
   // Tenants past the high-water mark have never had a ledger on any GPU.
-  const uint32_t tenants = HighWater(segment->header.tenant_high_water, kMaxTenants);
-  for (uint32_t t = 0; t < tenants; ++t) ResetLedger(segment, LedgerIndex(static_cast<int>(t), chosen));
+  for (TenantIndex t : UsedTenants(*segment)) ResetLedger(segment, LedgerId::Of(t, *chosen));
   entry.uuid[0].store(words[0]);
   entry.uuid[1].store(words[1]);
   entry.total_memory.store(total_memory);
@@ -157,23 +160,25 @@ int FindOrClaimGpu(Segment* segment, const uint8_t (&uuid)[16], uint64_t total_m
   return chosen;
 }
 
-int ClaimProcessSlot(Segment* segment, int fd, int tenant, int32_t pid) {
+std::optional<ProcessSlot> ClaimProcessSlot(Segment* segment, int fd, TenantIndex tenant, int32_t pid) {
   const uint64_t base = kLivenessLockBase;
-  uint32_t high_water = HighWater(segment->header.process_high_water, kMaxProcesses);
-  int chosen = -1;
-  for (uint32_t i = 0; i < high_water && chosen < 0; ++i) {
+  const IndexRange<ProcessSlot> used = UsedProcessSlots(*segment);
+  std::optional<ProcessSlot> chosen;
+  for (ProcessSlot i : used) {
     // A free slot whose byte is still locked belongs to no one we can reason about: skip it.
-    if (segment->processes[i].state.load() == kFree && TryLockByte(fd, base + i)) chosen = static_cast<int>(i);
+    if (At(*segment, i).state.load() == kFree && TryLockByte(fd, base + static_cast<uint64_t>(i.value()))) {
+      chosen = i;
+      break;
+    }
   }
-  while (chosen < 0 && high_water < static_cast<uint32_t>(kMaxProcesses)) {
-    segment->header.process_high_water.store(high_water + 1);
-    if (TryLockByte(fd, base + high_water)) chosen = static_cast<int>(high_water);
-    ++high_water;
+  for (auto next = ProcessSlot::From(used.size()); !chosen && next; next = ProcessSlot::From(next->value() + 1)) {
+    segment->header.process_high_water.store(static_cast<uint32_t>(next->value() + 1));
+    if (TryLockByte(fd, base + static_cast<uint64_t>(next->value()))) chosen = next;
   }
-  if (chosen < 0) return -1;
-  ProcessEntry& process = segment->processes[chosen];
+  if (!chosen) return std::nullopt;
+  ProcessEntry& process = At(*segment, *chosen);
   process.generation.fetch_add(1);  // before anything else: lock-free readers see the reuse
-  process.tenant.store(tenant);
+  process.tenant.store(tenant.value());
   process.pid.store(pid);
   process.open_gpus.store(0);
   process.started_ns.store(MonotonicNanos());
@@ -183,58 +188,68 @@ int ClaimProcessSlot(Segment* segment, int fd, int tenant, int32_t pid) {
   return chosen;
 }
 
-void ReturnChargesAndFree(Segment* segment, int slot) {
-  ProcessEntry& process = segment->processes[slot];
-  const int tenant = process.tenant.load();
+void ReturnChargesAndFree(Segment* segment, ProcessSlot slot) {
+  ProcessEntry& process = At(*segment, slot);
+  const std::optional<TenantIndex> tenant = TenantOf(process);
   uint32_t gpus = process.open_gpus.load();
-  for (int g = 0; g < kMaxGpus; ++g) {
-    if (process.charged[g].load() != 0) gpus |= 1u << g;
+  for (GpuIndex g : AllIndices<GpuIndex>()) {
+    if (At(process.charged, g).load() != 0) gpus |= g.bit();
   }
-  for (int g = 0; g < kMaxGpus; ++g) {
-    if (!(gpus & (1u << g))) continue;
-    if (tenant < 0 || tenant >= kMaxTenants) {  // corrupt: nothing to return the charge to
-      process.charged[g].store(0);
+  for (GpuIndex g : AllIndices<GpuIndex>()) {
+    if (!(gpus & g.bit())) continue;
+    if (!tenant) {  // corrupt: nothing to return the charge to
+      At(process.charged, g).store(0);
       continue;
     }
     // Also visits ledgers this process opened without a charge: if it died holding one's mutex
     // mid-update, locking it here repairs the total.
-    const int ledger = LedgerIndex(tenant, g);
+    const LedgerId ledger = LedgerId::Of(*tenant, g);
     LedgerLock lock(segment, ledger);
-    LedgerEntry& entry = segment->ledgers[ledger];
-    const uint64_t charged = process.charged[g].load();
-    const uint64_t used = entry.used.load();
-    entry.used.store(used - std::min(charged, used));
-    process.charged[g].store(0);
+    if (lock.locked()) {
+      LedgerEntry& entry = At(*segment, ledger);
+      const uint64_t charged = At(process.charged, g).load();
+      const uint64_t used = entry.used.load();
+      entry.used.store(used - std::min(charged, used));
+    }
+    // With the ledger's lock broken its `used` keeps the charge (it refuses anyway); the slot is
+    // freed all the same, so that every later reap does not wait for that lock again.
+    At(process.charged, g).store(0);
   }
   process.open_gpus.store(0);
   ClearSchedState(process);
   process.state.store(kFree);
 }
 
-int ReapDeadLocked(Segment* segment, int fd, int own_slot) {
+int ReapDeadLocked(Segment* segment, int fd, std::optional<ProcessSlot> own_slot) {
   if (fd < 0) return 0;  // no descriptor to ask the kernel through: everyone would look dead
   int reaped = 0;
-  const uint32_t high_water = HighWater(segment->header.process_high_water, kMaxProcesses);
-  for (uint32_t i = 0; i < high_water; ++i) {
-    if (static_cast<int>(i) == own_slot || !IsRegistered(segment->processes[i])) continue;
-    if (IsByteLockedByOther(fd, kLivenessLockBase + i)) continue;
-    ReturnChargesAndFree(segment, static_cast<int>(i));
+  for (ProcessSlot i : UsedProcessSlots(*segment)) {
+    if (i == own_slot || !IsRegistered(At(*segment, i))) continue;
+    if (IsByteLockedByOther(fd, kLivenessLockBase + static_cast<uint64_t>(i.value()))) continue;
+    ReturnChargesAndFree(segment, i);
     segment->header.processes_reaped.fetch_add(1, std::memory_order_relaxed);
     ++reaped;
   }
   return reaped;
 }
 
-bool OtherProcessHasLedgerOpen(const Segment& segment, int tenant, int gpu, int except_slot) {
-  const uint32_t high_water = HighWater(segment.header.process_high_water, kMaxProcesses);
-  for (uint32_t i = 0; i < high_water; ++i) {
-    const ProcessEntry& process = segment.processes[i];
-    if (static_cast<int>(i) != except_slot && IsRegistered(process) && process.tenant.load() == tenant &&
-        (process.open_gpus.load() & (1u << gpu))) {
+bool OtherProcessHasLedgerOpen(const Segment& segment, TenantIndex tenant, GpuIndex gpu,
+                               std::optional<ProcessSlot> except_slot) {
+  for (ProcessSlot i : UsedProcessSlots(segment)) {
+    const ProcessEntry& process = At(segment, i);
+    if (i != except_slot && IsRegistered(process) && process.tenant.load() == tenant.value() &&
+        (process.open_gpus.load() & gpu.bit())) {
       return true;
     }
   }
   return false;
+}
+
+bool OtherProcessHasLedgerOpen(const Segment& segment, int tenant, int gpu, int except_slot) {
+  const auto checked_tenant = TenantIndex::From(tenant);
+  const auto checked_gpu = GpuIndex::From(gpu);
+  if (!checked_tenant || !checked_gpu) return true;
+  return OtherProcessHasLedgerOpen(segment, *checked_tenant, *checked_gpu, ProcessSlot::From(except_slot));
 }
 
 }  // namespace gpuslice::broker

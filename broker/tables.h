@@ -4,36 +4,46 @@
 // An entry is claimed by writing its fields while its state is kFree and publishing it with one
 // final store of its state, so a claimant killed halfway leaves a free entry, which the next
 // claim simply overwrites: the table mutex needs no repair after its owner died.
+//
+// Every index and count read from the segment goes through broker/checked_index.h: a forged
+// tenant, GPU mask or high-water mark is clamped or ignored, never used to reach past a table.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
+#include "broker/checked_index.h"
 #include "broker/segment_layout.h"
 
 namespace gpuslice::broker {
 
-// The tenant's index, claiming a free entry for a new name; -1 when the table is full. With
+// The tenant's index, claiming a free entry for a new name; nullopt when the table is full. With
 // `recycle`, a full table reuses the entry of a tenant without registered processes (reap first).
-int FindOrClaimTenant(Segment* segment, std::string_view name, bool recycle);
+std::optional<TenantIndex> FindOrClaimTenant(Segment* segment, std::string_view name, bool recycle);
 
-// The GPU's index (its total memory updated), claiming an entry for a new UUID; -1 when full.
-// With `recycle`, reuses the entry of a GPU no registered process has a ledger open on.
-int FindOrClaimGpu(Segment* segment, const uint8_t (&uuid)[16], uint64_t total_memory, bool recycle);
+// The GPU's index (its total memory updated), claiming an entry for a new UUID; nullopt when
+// full. With `recycle`, reuses the entry of a GPU no registered process has a ledger open on.
+std::optional<GpuIndex> FindOrClaimGpu(Segment* segment, const uint8_t (&uuid)[16], uint64_t total_memory,
+                                       bool recycle);
 
-// Claims a free process slot for `tenant` and takes its liveness lock through fd; -1 when full.
-int ClaimProcessSlot(Segment* segment, int fd, int tenant, int32_t pid);
+// Claims a free process slot for `tenant` and takes its liveness lock through fd; nullopt when full.
+std::optional<ProcessSlot> ClaimProcessSlot(Segment* segment, int fd, TenantIndex tenant, int32_t pid);
 
 // Returns every byte the slot's process has charged to its tenant's ledgers, then frees the slot.
 // Safe to repeat after a reaper died halfway: each charge is zeroed with its subtraction.
-void ReturnChargesAndFree(Segment* segment, int slot);
+void ReturnChargesAndFree(Segment* segment, ProcessSlot slot);
 
 // Frees the slots of registered processes whose liveness lock is gone (they died, in whatever
 // PID namespace), returning their charges. `own_slot` is skipped: a process's own lock never
 // conflicts with its own descriptor, so it would look dead. Returns how many were reaped.
-int ReapDeadLocked(Segment* segment, int fd, int own_slot);
+int ReapDeadLocked(Segment* segment, int fd, std::optional<ProcessSlot> own_slot);
 
 // True when a registered process other than `except_slot` has the tenant's ledger on `gpu` open.
+bool OtherProcessHasLedgerOpen(const Segment& segment, TenantIndex tenant, GpuIndex gpu,
+                               std::optional<ProcessSlot> except_slot);
+// The same with raw numbers (broker/scheduler.cc); out-of-range ones answer true (fail closed:
+// the caller then treats the ledger as shared and changes nothing).
 bool OtherProcessHasLedgerOpen(const Segment& segment, int tenant, int gpu, int except_slot);
 
 }  // namespace gpuslice::broker

@@ -21,4 +21,8 @@ void UnlockByte(int fd, uint64_t offset);
 // True when some open file description other than fd's holds a lock on the byte.
 bool IsByteLockedByOther(int fd, uint64_t offset);
 
+// True when some open file description other than fd's holds a lock on any byte of
+// [offset, offset + length).
+bool IsRangeLockedByOther(int fd, uint64_t offset, uint64_t length);
+
 }  // namespace gpuslice

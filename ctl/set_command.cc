@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "broker/broker.h"
+#include "broker/checked_index.h"
 #include "broker/scheduler.h"
 #include "broker/segment_file.h"
 #include "broker/segment_layout.h"
@@ -48,7 +49,7 @@ std::string Change(const std::string& before, const std::string& after) {
 }
 
 struct Target {
-  int index;
+  broker::GpuIndex index;
   uint8_t uuid[16];
 };
 
@@ -130,11 +131,10 @@ int RunSet(const SetOptions& options) {
   broker::Segment* segment = file->segment;
 
   std::vector<Target> targets;
-  const uint32_t gpus = std::min<uint32_t>(segment->header.gpu_high_water.load(), broker::kMaxGpus);
-  for (uint32_t g = 0; g < gpus; ++g) {
-    const broker::GpuEntry& gpu = segment->gpus[g];
+  for (broker::GpuIndex g : broker::UsedGpus(*segment)) {
+    const broker::GpuEntry& gpu = broker::At(*segment, g);
     if (gpu.state.load() != static_cast<uint32_t>(broker::EntryState::kInUse)) continue;
-    Target target{static_cast<int>(g), {}};
+    Target target{g, {}};
     const uint64_t words[2] = {gpu.uuid[0].load(), gpu.uuid[1].load()};
     std::memcpy(target.uuid, words, sizeof target.uuid);
     if (all || std::memcmp(target.uuid, wanted, sizeof wanted) == 0) targets.push_back(target);
@@ -150,7 +150,7 @@ int RunSet(const SetOptions& options) {
   // 3. The change, GPU by GPU, each under its scheduler mutex (broker::SetGpuPolicy).
   std::string report;
   for (const Target& target : targets) {
-    broker::GpuEntry& gpu = segment->gpus[target.index];
+    broker::GpuEntry& gpu = broker::At(*segment, target.index);
     const uint32_t old_mode = gpu.mode.load();
     const uint64_t old_quantum = gpu.quantum_ns.load();
     const auto new_mode = mode.value_or(static_cast<broker::SharingMode>(old_mode));

@@ -9,6 +9,9 @@ packages=(
   libfmt-dev libboost-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   gnuplot-nox
+  # libFuzzer targets (scripts/fuzz.sh): Debian's clang and its runtime libraries, which hold
+  # libclang_rt.fuzzer and the sanitizers' runtimes for clang.
+  clang libclang-rt-dev
 )
 
 missing=()

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Every test under a sanitizer: `address` (ASan + UBSan, built in build-asan) or `thread` (TSan,
 # built in build-tsan). The tests pass the sanitizer's options and suppressions (tests/lsan.supp,
-# tests/tsan.supp) to every process they start. Extra arguments go to ctest.
+# tests/tsan.supp) to every process they start. Extra arguments go to ctest. With
+# GPUSLICE_SANITIZED_TARGETS (space-separated build targets, e.g. some test programs), only those
+# are built: pair it with a ctest -R that selects their tests (the others report *_NOT_BUILT).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 flags=()
@@ -16,6 +18,8 @@ sanitizer=$1
 shift
 scripts/install-deps.sh
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUSLICE_SANITIZE="$sanitizer" "${flags[@]}" >/dev/null
-cmake --build "$build" -j"$(nproc)"
+targets=()
+for target in ${GPUSLICE_SANITIZED_TARGETS:-}; do targets+=(--target "$target"); done
+cmake --build "$build" -j"$(nproc)" "${targets[@]}"
 cd "$build"
 ctest --output-on-failure -j"$(nproc)" --timeout 600 "$@"

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "broker/checked_index.h"
 #include "broker/segment_layout.h"
 #include "shim/shim_state.h"
 
@@ -11,10 +12,10 @@ namespace gpuslice::shim {
 namespace {
 
 bool AnyGpuInMpsMode(const broker::Segment& segment) {
-  const uint32_t gpus = std::min<uint32_t>(segment.header.gpu_high_water.load(), broker::kMaxGpus);
-  for (uint32_t g = 0; g < gpus; ++g) {
-    if (segment.gpus[g].state.load() == static_cast<uint32_t>(broker::EntryState::kInUse) &&
-        segment.gpus[g].mode.load() == static_cast<uint32_t>(broker::SharingMode::kMps))
+  for (broker::GpuIndex g : broker::UsedGpus(segment)) {
+    const broker::GpuEntry& gpu = broker::At(segment, g);
+    if (gpu.state.load() == static_cast<uint32_t>(broker::EntryState::kInUse) &&
+        gpu.mode.load() == static_cast<uint32_t>(broker::SharingMode::kMps))
       return true;
   }
   return false;
@@ -42,7 +43,9 @@ void ApplyMpsSettings(ShimState* state) {
   // this is the one moment gpuslice writes to the process's environment.
   if (options.compute_limit_pct < 100 && !std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"))
     setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string(options.compute_limit_pct).c_str(), 0);
-  const int ordinals = static_cast<int>(std::max<uint32_t>(8, segment->header.gpu_high_water.load()));
+  // The GPU count is read from the segment: clamped to the table (a forged one must not make
+  // this loop run for billions of ordinals).
+  const int ordinals = std::max(8, broker::UsedGpus(*segment).size());
   const std::string pinned = PinnedMemoryLimits(options, ordinals);
   if (!pinned.empty() && !std::getenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"))
     setenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", pinned.c_str(), 0);

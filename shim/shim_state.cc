@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "broker/lock_fault.h"
 #include "shim/compute_monitor.h"
 #include "shim/log.h"
 #include "shim/real_driver.h"
@@ -73,6 +74,9 @@ ShimState* ShimState::Create() {
   static std::once_flag atfork_once;
   std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, ChildAfterFork); });
 
+  // A lock of the segment in a bad state is reported as one line of the shim's (the broker then
+  // fails closed on what that lock guards: broker/lock_fault.h).
+  broker::SetFaultReporter([](const char* line) { LogError("%s", line); });
   auto state = std::unique_ptr<ShimState>(new ShimState());
   bool valid = false;
   state->options_ = ProcessOptions(&valid);

@@ -1,0 +1,125 @@
+#include "broker/lock_fault.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "broker/checked_index.h"
+
+namespace gpuslice::broker {
+namespace {
+
+std::atomic<FaultReporter> g_reporter{nullptr};
+std::atomic<uint64_t> g_lock_timeout_ns{kRobustLockTimeoutNs};
+
+// Few segments are ever mapped in one process (one in the shim); the table is tiny.
+std::mutex& PathsMutex() {
+  static auto* mutex = new std::mutex();  // never destroyed: used from exit-time destructors
+  return *mutex;
+}
+std::vector<std::pair<const Segment*, std::string>>& Paths() {
+  static auto* paths = new std::vector<std::pair<const Segment*, std::string>>();
+  return *paths;
+}
+
+// Locks already reported, so that a broken ledger prints one line, not one per allocation.
+constexpr int kMaxReported = 64;
+const void* g_reported[kMaxReported];
+int g_reported_count = 0;
+
+std::string PathOf(const Segment* segment) {
+  std::lock_guard<std::mutex> lock(PathsMutex());
+  for (const auto& [mapped, path] : Paths())
+    if (mapped == segment) return path;
+  return "the broker's state file";
+}
+
+void Emit(const std::string& line) {
+  if (FaultReporter reporter = g_reporter.load()) {
+    reporter(line.c_str());
+    return;
+  }
+  std::string out = line + "\n";
+  (void)!write(STDERR_FILENO, out.data(), out.size());
+}
+
+}  // namespace
+
+void SetFaultReporter(FaultReporter reporter) { g_reporter.store(reporter); }
+
+uint64_t LockTimeoutNs() { return g_lock_timeout_ns.load(std::memory_order_relaxed); }
+void SetLockTimeoutForTesting(uint64_t timeout_ns) { g_lock_timeout_ns.store(timeout_ns); }
+
+void RememberSegmentPath(const Segment* segment, const std::string& path) {
+  try {
+    std::lock_guard<std::mutex> lock(PathsMutex());
+    Paths().emplace_back(segment, path);
+  } catch (...) {
+    // Out of memory: the lines then say "the broker's state file" instead of its path.
+  }
+}
+
+void ForgetSegmentPath(const Segment* segment) {
+  std::lock_guard<std::mutex> lock(PathsMutex());
+  std::erase_if(Paths(), [&](const auto& entry) { return entry.first == segment; });
+}
+
+std::string LockFaultLine(const Segment* segment, const std::string& lock, LockFailure failure,
+                          const std::string& refused) {
+  const std::string path = PathOf(segment);
+  return "gpuslice: " + lock + " in " + path + " " + DescribeLockFailure(failure) + ": " + refused +
+         "; once no gpuslice process uses it (gpuslicectl status lists them), remove " + path +
+         " and start again";
+}
+
+void ReportLockFault(const Segment* segment, const void* mutex, const std::string& lock, LockFailure failure,
+                     const std::string& refused) {
+  try {
+    {
+      std::lock_guard<std::mutex> guard(PathsMutex());
+      if (std::find(g_reported, g_reported + g_reported_count, mutex) != g_reported + g_reported_count) return;
+      if (g_reported_count < kMaxReported) g_reported[g_reported_count++] = mutex;
+    }
+    Emit(LockFaultLine(segment, lock, failure, refused));
+  } catch (...) {
+    // Out of memory: the refusal itself still happens.
+  }
+}
+
+void ReportLedgerLockFault(const Segment* segment, int ledger, LockFailure failure) {
+  const auto id = LedgerId::From(ledger);
+  if (!id) return;
+  const TenantEntry& tenant = At(*segment, id->tenant());
+  try {
+    std::string name(tenant.name, NameLength(tenant));
+    // Bytes anyone could have written: the line stays one printable line.
+    for (char& c : name)
+      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+    ReportLockFault(segment, &At(*segment, *id).mutex, "the memory ledger lock of tenant '" + name + "' on GPU entry " +
+                                                         std::to_string(id->gpu().value()),
+                    failure, "that tenant's allocations on that GPU are refused");
+  } catch (...) {
+  }
+}
+
+TableLock::TableLock(Segment* segment, std::string* error)
+    : lock_(&segment->header.table_mutex.mutex, LockTimeoutNs()) {
+  if (lock_.locked()) return;
+  constexpr char kLock[] = "the table lock";
+  constexpr char kRefused[] = "no process can register, open a GPU or be reaped";
+  if (!error) {
+    ReportLockFault(segment, &segment->header.table_mutex, kLock, lock_.failure(), kRefused);
+    return;
+  }
+  try {
+    *error = LockFaultLine(segment, kLock, lock_.failure(), kRefused);  // the caller reports it
+  } catch (...) {
+  }
+}
+
+}  // namespace gpuslice::broker
