@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test under a sanitizer: `address` (ASan + UBSan, built in build-asan) or `thread` (TSan,
 # built in build-tsan). The tests pass the sanitizer's options and suppressions (tests/lsan.supp,
-# tests/tsan.supp) to every process they start. Extra arguments go to ctest.
+# tests/tsan.supp) to every process they start. Extra arguments go to ctest. Ends with the
+# counts, as scripts/test.sh does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 flags=()
@@ -17,5 +18,11 @@ shift
 scripts/install-deps.sh
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUSLICE_SANITIZE="$sanitizer" "${flags[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)"
-cd "$build"
-ctest --output-on-failure -j"$(nproc)" --timeout 600 "$@"
+junit=$(cd "$build" && pwd)/Testing/ctest-junit.xml
+rm -f "$junit"
+status=0
+(cd "$build" && ctest --output-on-failure -j"$(nproc)" --timeout 600 --output-junit "$junit" "$@") || status=$?
+echo
+# Each skipped test with its reason, then "N passed, N failed, N skipped" (as scripts/test.sh).
+scripts/ctest-summary.py "$junit" || status=$((status ? status : 1))
+exit "$status"
