@@ -12,24 +12,13 @@
 #include <string>
 
 #include "gpuslice/sim_query.h"
+#include "tests/support/proc_rows.h"
 #include "tests/support/sim_driver_helpers.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"
 
 namespace gpuslice::testing {
 namespace {
-
-struct Row {
-  const char* base;
-  int version;
-  const char* name;
-  const char* per_thread_name;
-};
-constexpr Row kRows[] = {
-#define GPUSLICE_PROC(base, version, name, per_thread_name, pfn) {base, version, name, per_thread_name},
-#include "proc_table.inc"
-#undef GPUSLICE_PROC
-};
 
 void* SimHandle() {
   static void* const handle = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
@@ -56,7 +45,7 @@ TEST_F(SimInternalEntryPointsTest, EveryAnswerIsAFunctionOfTheLibraryThatIsNotIt
   Dl_info self{};
   ASSERT_NE(dladdr(dlsym(SimHandle(), "cuInit"), &self), 0);
   int answered = 0;
-  for (const Row& row : kRows) {
+  for (const ProcRow& row : kProcRows) {
     for (const bool per_thread : {false, true}) {
       const char* name = (per_thread && *row.per_thread_name) ? row.per_thread_name : row.name;
       const cuuint64_t flags = per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
@@ -134,7 +123,7 @@ TEST(SimProcAddressModeTest, AnInvalidModeFailsEveryLookupWithOneLineNamingTheVa
 }
 
 TEST(SimProcAddressModeTest, ExportsIsTheDefaultAndCanBeNamed) {
-  for (const std::string& value : {"", "exports"}) {
+  for (const std::string value : {"", "exports"}) {
     const ProcessResult r = gpuslice::testing::Run({BinDir() + "/gpuslice-proc-rule-check"},
                                 {"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_SIM_PROC_ADDRESS=" + value});
     EXPECT_EQ(r.exit_code, 0) << value << ": " << r.out << r.err;

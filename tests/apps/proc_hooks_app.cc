@@ -21,21 +21,9 @@
 #include <vector>
 
 #include "shim/hook_list.h"
+#include "tests/support/proc_rows.h"
 
 namespace {
-
-struct Row {
-  const char* base;
-  int version;
-  const char* name;
-  const char* per_thread_name;
-};
-
-constexpr Row kRows[] = {
-#define GPUSLICE_PROC(base, version, name, per_thread_name, pfn) {base, version, name, per_thread_name},
-#include "proc_table.inc"
-#undef GPUSLICE_PROC
-};
 
 constexpr const char* kHooks[] = {
 #define GPUSLICE_HOOK_NAME(name) #name,
@@ -67,7 +55,7 @@ int main() {
   int checked = 0, into_shim = 0, exports = 0;
   std::vector<std::string> missed, absent;
   for (const char* hook : kHooks) {
-    for (const Row& row : kRows) {
+    for (const gpuslice::testing::ProcRow& row : gpuslice::testing::kProcRows) {
       for (const bool per_thread : {false, true}) {
         const char* answer_name = per_thread ? row.per_thread_name : row.name;
         if (std::strcmp(answer_name, hook) != 0) continue;
