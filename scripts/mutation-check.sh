@@ -6,7 +6,8 @@
 # Not part of CI: it rebuilds once per sabotage and runs timing-sensitive tests; expect an hour
 # for the whole list on 2 cores (the recorded run in docs/testing.md says what was run).
 #
-#   scripts/mutation-check.sh [--list] [--dry-run] [--jobs N] [--scratch DIR] [--no-baseline] [NAME...]
+#   scripts/mutation-check.sh [--list] [--dry-run] [--jobs N] [--scratch DIR] [--no-baseline]
+#                             [--tests REGEX] [NAME...]
 #
 #   NAME...        only these sabotages (default: all; --list shows them)
 #   --dry-run      only check that each edit still applies to the code, and show it (no build)
@@ -14,6 +15,8 @@
 #                  that a second run rebuilds little)
 #   --no-baseline  skip the run of the same tests on the unsabotaged copy (a test that fails
 #                  there proves nothing when it fails under a sabotage)
+#   --tests REGEX  run these tests (a ctest -R regex) for every sabotage instead of its own list:
+#                  a quicker check that one test notices
 #
 # Exit status: 0 when every sabotage selected was applied and caught; 1 otherwise (a sabotage
 # whose pattern no longer matches the code is reported as NOT APPLIED: update its edit here).
@@ -25,6 +28,7 @@ jobs=2
 baseline=1
 list=0
 dry_run=0
+only_tests=
 selected=()
 while (($#)); do
   case $1 in
@@ -33,7 +37,8 @@ while (($#)); do
     --jobs) jobs=$2; shift ;;
     --scratch) scratch=$2; shift ;;
     --no-baseline) baseline=0 ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --tests) only_tests=$2; shift ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "mutation-check: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) selected+=("$1") ;;
   esac
@@ -135,6 +140,9 @@ sabotage sim-internal-entry-points-off sim/driver/api_proc_address.cc \
   '^(SimInternalEntryPoints|ShimProcAddressRule)' \
   'GPUSLICE_SIM_PROC_ADDRESS=internal hands out the exports after all'
 
+if [[ -n $only_tests ]]; then
+  for i in "${!tests[@]}"; do tests[$i]=$only_tests; done
+fi
 if ((list)); then
   for i in "${!names[@]}"; do printf '%-34s %-28s %s\n' "${names[$i]}" "${files[$i]}" "${whys[$i]}"; done
   exit 0
