@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -105,25 +106,31 @@ INSTANTIATE_TEST_SUITE_P(ProcAddressPrograms, ShimProcAddressRuleQuotaTest,
 // it would have the whole device, as the unmanaged control does.
 class ShimProcAddressRuleLaunchTest : public SchedTest {
  protected:
-  void SetUp() override {
-    SchedTest::SetUp();
-    SetEnv("GPUSLICE_SIM_PROC_ADDRESS", "internal");  // inherited by every workload started
+  // The harness gives a workload only the GPUSLICE_* variables it is told: the mode goes here.
+  static StartOptions Internal(StartOptions options) {
+    options.env.push_back(kInternal);
+    return options;
   }
 };
 
 TEST_F(ShimProcAddressRuleLaunchTest, ComputeLimitHoldsWhenTheDriverAnswersWithInternalEntryPoints) {
-  ASSERT_NE(Start("capped", kComputeBound, Managed(25, 30)), nullptr);
+  ASSERT_NE(Start("capped", kComputeBound, Internal(Managed(25, 30))), nullptr);
   SleepFor(0.5);
   const auto [a, b] = Measure(2);
-  // Measured 0.30 (limit 30%); ungated it is ~1.0. The bound leaves room for a loaded machine.
-  EXPECT_LE(BusyFraction(a, b, "capped"), 0.5);
+  const double busy = BusyFraction(a, b, "capped");
+  std::printf("capped at 30%%, internal entry points: busy %.3f of the device\n", busy);
+  // Measured 0.25 (limit 30%); with the version rule removed, launches are not gated: 0.97.
+  // The bound leaves room for a loaded machine.
+  EXPECT_LE(busy, 0.5);
 }
 
 TEST_F(ShimProcAddressRuleLaunchTest, WithoutTheShimTheSameWorkloadHasTheWholeDevice) {
-  ASSERT_NE(Start("unmanaged", kComputeBound, Unmanaged()), nullptr);
+  ASSERT_NE(Start("unmanaged", kComputeBound, Internal(Unmanaged())), nullptr);
   SleepFor(0.5);
   const auto [a, b] = Measure(2);
-  EXPECT_GE(BusyFraction(a, b, "unmanaged"), 0.8);
+  const double busy = BusyFraction(a, b, "unmanaged");
+  std::printf("unmanaged, internal entry points: busy %.3f of the device\n", busy);
+  EXPECT_GE(busy, 0.7);
 }
 
 }  // namespace
