@@ -4,6 +4,7 @@
 # tests/tsan.supp) to every process they start. Extra arguments go to ctest. With
 # GPUSLICE_SANITIZED_TARGETS (space-separated build targets, e.g. some test programs), only those
 # are built: pair it with a ctest -R that selects their tests (the others report *_NOT_BUILT).
+# Ends with the counts, as scripts/test.sh does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 flags=()
@@ -21,5 +22,11 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUSLICE_SANITIZE="$s
 targets=()
 for target in ${GPUSLICE_SANITIZED_TARGETS:-}; do targets+=(--target "$target"); done
 cmake --build "$build" -j"$(nproc)" "${targets[@]}"
-cd "$build"
-ctest --output-on-failure -j"$(nproc)" --timeout 600 "$@"
+junit=$(cd "$build" && pwd)/Testing/ctest-junit.xml
+rm -f "$junit"
+status=0
+(cd "$build" && ctest --output-on-failure -j"$(nproc)" --timeout 600 --output-junit "$junit" "$@") || status=$?
+echo
+# Each skipped test with its reason, then "N passed, N failed, N skipped" (as scripts/test.sh).
+scripts/ctest-summary.py "$junit" || status=$((status ? status : 1))
+exit "$status"

@@ -32,12 +32,15 @@ std::ostream& operator<<(std::ostream& os, const BadSetting& s) { return os << s
 class ShimConfigTest : public ShimTest {
  protected:
   // The program's cuInit fails closed, with `line_has` in the shim's single line on stderr, and
-  // nothing is allocated.
-  void ExpectFailsClosed(const ProcessResult& r, const std::vector<std::string>& line_has) {
+  // every allocation is refused with `refusal`.
+  void ExpectFailsClosed(const ProcessResult& r, const std::vector<std::string>& line_has,
+                         const std::string& refusal = "CUDA_ERROR_NOT_PERMITTED") {
     EXPECT_EQ(r.exit_code, 3) << "cuInit must fail: " << Describe(r);
     const Json result = ResultOf(r);
     EXPECT_EQ(result.value("init", ""), "CUDA_ERROR_NOT_PERMITTED") << r.out;
     EXPECT_EQ(result.value("allocated", -1), 0) << r.out;
+    // Refused by the shim, with the shim's code: not merely "nothing allocated".
+    EXPECT_EQ(result["refusals"], Json({{refusal, 2}})) << r.out;
     const std::vector<std::string> lines = GpusliceLines(r.err);
     ASSERT_EQ(lines.size(), 1u) << "exactly one line from gpuslice:\n" << r.err;
     for (const std::string& text : line_has) EXPECT_THAT(lines[0], HasSubstr(text));
@@ -66,7 +69,12 @@ TEST_P(ShimBadSettingTest, FailsClosedWithOneLineNamingTheVariableTheValueAndAnE
       EXPECT_THAT(lines[0], HasSubstr(bad.name + "='" + bad.value + "'"));
       continue;
     }
-    ExpectFailsClosed(r, {bad.name + "='" + bad.value + "'", "e.g."});
+    // With no driver loaded at all (GPUSLICE_DRIVER_LIBRARY not an absolute path), the memory
+    // hooks answer as the driver does before a successful cuInit; with every other bad setting
+    // the driver is loaded and the shim itself refuses.
+    const bool no_driver = bad.name == "GPUSLICE_DRIVER_LIBRARY" && !bad.value.empty();
+    ExpectFailsClosed(r, {bad.name + "='" + bad.value + "'", "e.g."},
+                      no_driver ? "CUDA_ERROR_NOT_INITIALIZED" : "CUDA_ERROR_NOT_PERMITTED");
   }
   // Options are checked before the broker is attached: nothing was created.
   EXPECT_TRUE(StateDirEntries().empty());
@@ -146,10 +154,18 @@ TEST_F(ShimConfigTest, AStateDirectoryThatCannotBeCreatedIsRefused) {
 }
 
 TEST_F(ShimConfigTest, AStateDirectoryThatCannotBeWrittenIsRefused) {
-  if (geteuid() == 0) GTEST_SKIP() << "root writes into a mode 0500 directory anyway";
   const std::string locked = state_dir() + "/locked";
   ASSERT_EQ(mkdir(locked.c_str(), 0500), 0);
-  ExpectFailsClosed(RunAlloc(kDirect, {"GPUSLICE_STATE_DIR=" + locked}), {locked});
+  std::vector<std::string> argv = kDirect.Command("alloc", {"--chunk", "256Mi", "--count", "2"});
+  if (geteuid() == 0) {
+    // Root writes into a mode 0500 directory anyway: the program runs as nobody, who may enter
+    // the test's directory but not write into `locked` (as in CI, which runs as root).
+    constexpr char kSetpriv[] = "/usr/bin/setpriv";
+    if (access(kSetpriv, X_OK) != 0) GTEST_SKIP() << "running as root without " << kSetpriv << " to drop privileges";
+    argv.insert(argv.begin(), {kSetpriv, "--reuid=65534", "--regid=65534", "--clear-groups"});
+    ASSERT_EQ(chmod(state_dir().c_str(), 0755), 0);
+  }
+  ExpectFailsClosed(RunShimmed(argv, {"GPUSLICE_STATE_DIR=" + locked}), {locked});
 }
 
 TEST_F(ShimConfigTest, ACorruptSegmentIsRefusedAndLeftAlone) {

@@ -70,6 +70,7 @@ TEST_F(ShimTenantTest, ATenantsQuotaIsFixedByItsFirstProcess) {
                                      {"GPUSLICE_TENANT=team", "GPUSLICE_MEMORY_LIMIT=2Gi"});
   const Json result = ResultOf(r);
   EXPECT_EQ(result.value("allocated", -1), 0) << r.out;
+  EXPECT_EQ(result["refusals"], Json({{"CUDA_ERROR_NOT_PERMITTED", 4}})) << "refused by the shim: " << r.out;
   const std::vector<std::string> lines = GpusliceLines(r.err);
   ASSERT_EQ(lines.size(), 1u) << "one line, not one per refused call:\n" << r.err;
   EXPECT_THAT(lines[0], HasSubstr("team"));

@@ -6,8 +6,11 @@
 // for per-thread default stream semantics). The (base, version) -> export name table is generated
 // from cudaTypedefs.h by tools/gen_proc_table.py; the function itself is whatever this library
 // exports under that name, so a function the simulated driver does not implement is reported as
-// not found rather than handed out as a pointer to something else.
+// not found rather than handed out as a pointer to something else. With
+// GPUSLICE_SIM_PROC_ADDRESS=internal the answer is an internal entry point that forwards to that
+// export instead of the export itself, as some real drivers answer (internal_entry_points.h).
 #include "driver_api.h"
+#include "internal_entry_points.h"
 
 #include <dlfcn.h>
 
@@ -106,12 +109,19 @@ CUresult Lookup(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flag
   void* function = nullptr;
   // Both stream modes at once is a contradiction, not a choice: rejected like an unknown bit.
   const bool bad_flags = (flags & ~kKnownFlags) != 0 || flags == kKnownFlags;
-  if (symbol != nullptr && pfn != nullptr && !bad_flags) {
+  const gpuslice::sim::ProcAddressMode mode = gpuslice::sim::CurrentProcAddressMode();
+  // A misconfigured simulator answers nothing rather than silently the default.
+  if (symbol != nullptr && pfn != nullptr && !bad_flags && mode != gpuslice::sim::ProcAddressMode::kInvalid) {
     result = CUDA_ERROR_NOT_FOUND;
     if (const ProcEntry* entry = FindEntry(symbol, cudaVersion, &status)) {
       const bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0 &&
                               entry->per_thread_export_name[0] != '\0';
-      function = ExportedFunction(per_thread ? entry->per_thread_export_name : entry->export_name);
+      const char* name = per_thread ? entry->per_thread_export_name : entry->export_name;
+      function = ExportedFunction(name);
+      if (function != nullptr && mode == gpuslice::sim::ProcAddressMode::kInternal) {
+        // Only a name cuda.h does not declare has no trampoline (and cannot be defined here).
+        if (void* internal = gpuslice::sim::InternalEntryPoint(name, function)) function = internal;
+      }
       if (function != nullptr) {
         status = CU_GET_PROC_ADDRESS_SUCCESS;
         result = CUDA_SUCCESS;

@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# Does the suite notice when gpuslice stops doing what it promises? Copies the tree to a scratch
+# directory, applies one deliberate sabotage at a time to the copy (a small, named edit of one
+# file), rebuilds, runs the tests that should notice, and reports which of them failed — the
+# tests that "catch" the sabotage. Every sabotage must be caught by at least one test.
+# Not part of CI: it rebuilds once per sabotage and runs timing-sensitive tests; expect an hour
+# for the whole list on 2 cores (the recorded run in docs/testing.md says what was run).
+#
+#   scripts/mutation-check.sh [--list] [--dry-run] [--jobs N] [--scratch DIR] [--no-baseline]
+#                             [--tests REGEX] [NAME...]
+#
+#   NAME...        only these sabotages (default: all; --list shows them)
+#   --dry-run      only check that each edit still applies to the code, and show it (no build)
+#   --scratch DIR  where the copy and its build go (default: $TMPDIR/gpuslice-mutation; kept, so
+#                  that a second run rebuilds little)
+#   --no-baseline  skip the run of the same tests on the unsabotaged copy (a test that fails
+#                  there proves nothing when it fails under a sabotage)
+#   --tests REGEX  run these tests (a ctest -R regex) for every sabotage instead of its own list:
+#                  a quicker check that one test notices
+#
+# Exit status: 0 when every sabotage selected was applied and caught; 1 otherwise (a sabotage
+# whose pattern no longer matches the code is reported as NOT APPLIED: update its edit here).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+scratch=${TMPDIR:-/tmp}/gpuslice-mutation
+jobs=2
+baseline=1
+list=0
+dry_run=0
+only_tests=
+selected=()
+while (($#)); do
+  case $1 in
+    --list) list=1 ;;
+    --dry-run) dry_run=1 ;;
+    --jobs) jobs=$2; shift ;;
+    --scratch) scratch=$2; shift ;;
+    --no-baseline) baseline=0 ;;
+    --tests) only_tests=$2; shift ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "mutation-check: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) selected+=("$1") ;;
+  esac
+  shift
+done
+
+# ---------------------------------------------------------------------------------------------
+# The sabotages. Each: a name, the file it edits, a perl substitution applied to the whole file
+# (perl -0pe: ^ and $ with /m match lines), the ctest regex of the tests that should catch it,
+# and what it breaks. The edit must change the file, or the sabotage is reported NOT APPLIED.
+names=() files=() edits=() tests=() whys=()
+sabotage() { names+=("$1"); files+=("$2"); edits+=("$3"); tests+=("$4"); whys+=("$5"); }
+
+# Scheduler (broker/scheduler.cc, shim/hooks_launch.cc): written against the scheduler before
+# its rewrite; when a pattern stops matching, the run says NOT APPLIED and the edit needs updating.
+sabotage gating-off shim/hooks_launch.cc \
+  's/^(  broker::ComputeGate\* gate = state->GateForLaunch\(stream\);)$/  return call();  \/\/ SABOTAGE\n$1/m' \
+  '^(Sched|ShimProcAddressRuleLaunchTest)' \
+  'launches never wait for the tenant'"'"'s grant: no compute scheduling at all'
+sabotage weights-ignored broker/scheduler.cc \
+  's/return request \? request : kDefaultRequestPct;/return kDefaultRequestPct;  \/\/ SABOTAGE/' \
+  '^Sched' \
+  'every tenant has the default weight, whatever GPUSLICE_COMPUTE_REQUEST says'
+sabotage limits-ignored broker/scheduler.cc \
+  's/return limit \? limit : 100;/return 100;  \/\/ SABOTAGE/' \
+  '^(Sched|ShimProcAddressRuleLaunchTest)' \
+  'GPUSLICE_COMPUTE_LIMIT caps nothing'
+
+# Memory accounting.
+sabotage quota-ignored broker/broker.cc \
+  's/^(\s*)if \(bytes > quota \|\| used > quota - bytes\) return false;$/$1\/\/ SABOTAGE: no quota check/m' \
+  '^(BrokerLedgerTest|ShimMemoryQuota|ShimInterposition)' \
+  'a reservation is granted whatever the quota'
+sabotage accounting-credit-skipped shim/hooks_memory.cc \
+  's/if \(map\.Take\(key, &charge\)\) state->broker\(\)\.Release\(charge\.ledger, charge\.bytes\);/map.Take(key, \&charge);  \/\/ SABOTAGE/' \
+  '^(ShimMemoryQuota|ShimCrashTest|ShimInterposition)' \
+  'freeing memory does not return its charge to the tenant'
+sabotage memory-info-not-narrowed shim/hooks_memory_info.cc \
+  's/^  Narrow\(state, ledger, free, total\);$/  \/\/ SABOTAGE: the whole device is reported/m' \
+  '^ShimMemoryInfo' \
+  'cuMemGetInfo reports the device, not the tenant'"'"'s slice'
+
+# Reclaiming a dead process's charges: one sabotage per path (broker_reclaim_paths_test.cc).
+sabotage reclaim-on-allocation-off broker/broker.cc \
+  's/^  ReapDeadProcesses\(\);  \/\/ what is missing may be held by processes that died$/  \/\/ SABOTAGE: no reap on a refused reservation/m' \
+  '^(BrokerCrashTest|ShimCrashTest|BrokerReclaimPaths|ShimReclaimPaths)' \
+  'a reservation that does not fit does not reclaim what dead processes hold'
+sabotage reclaim-on-register-tenants-off broker/broker.cc \
+  's/(if \(tenant_index < 0\) \{\n\s*)ReapDeadLocked\(segment, fd, -1\);/$1\/\/ SABOTAGE/' \
+  '^(BrokerCrashTest|BrokerReclaimPaths)' \
+  'a full tenant table is not cleared of dead processes when a new tenant registers'
+sabotage reclaim-on-register-processes-off broker/broker.cc \
+  's/(if \(slot < 0\) \{\n\s*)ReapDeadLocked\(segment, fd, -1\);/$1\/\/ SABOTAGE/' \
+  '^(BrokerCrashTest|BrokerReclaimPaths)' \
+  'a full process table is not cleared of dead processes when a process registers'
+sabotage reclaim-on-new-gpu-off broker/broker.cc \
+  's/(if \(gpu < 0\) \{\n\s*)ReapDeadLocked\(segment, fd, slot_\);/$1\/\/ SABOTAGE/' \
+  '^(BrokerCrashTest|BrokerReclaimPaths)' \
+  'a full GPU table is not cleared of dead processes'"'"' GPUs when a new GPU is opened'
+sabotage reclaim-on-new-quota-off broker/broker.cc \
+  's/entry\.quota\.load\(\) != quota\) ReapDeadLocked\(segment, fd, slot_\);/entry.quota.load() != quota) {}  \/\/ SABOTAGE/' \
+  '^(BrokerCrashTest|BrokerLedgerTest|BrokerReclaimPaths|ShimTenantTest)' \
+  'a dead process pins its tenant'"'"'s old quota'
+sabotage reclaim-by-gpuslicectl-off broker/snapshot.cc \
+  's/^(\s*)ReapDeadLocked\(segment, file->fd, \/\*own_slot=\*\/-1\);$/$1\/\/ SABOTAGE: no reap/m' \
+  '^(GpuslicectlTest|BrokerReclaimPaths)' \
+  'gpuslicectl status shows dead processes'"'"' memory as held'
+sabotage reclaim-on-memory-query-off shim/hooks_memory_info.cc \
+  's/if \(last_reap_ns\.compare_exchange_strong\(last, now\)\) state->broker\(\)\.ReapDeadProcesses\(\);/(void)state;  \/\/ SABOTAGE/' \
+  '^(ShimMemoryInfo|ShimReclaimPaths|ShimCrashTest)' \
+  'cuMemGetInfo and NVML keep counting dead processes'"'"' memory'
+
+# Crash and fork safety.
+sabotage torn-ledger-not-repaired broker/ledger.cc \
+  's/(segment->header\.ledger_repairs\.fetch_add\(1, std::memory_order_relaxed\);\n)\s*segment->ledgers\[ledger\]\.used\.store\(SumRegisteredCharges\(\*segment, LedgerTenant\(ledger\), LedgerGpu\(ledger\)\),\n\s*std::memory_order_release\);/$1    \/\/ SABOTAGE: the total is not recomputed/' \
+  '^(BrokerCrashTest|ShimCrashTest)' \
+  'a ledger left mid-update by a process that died holding its mutex keeps a wrong total'
+sabotage fork-child-keeps-parent-registration shim/shim_state.cc \
+  's/if \(parent\) parent->ForgetAfterFork\(\);/(void)parent;  \/\/ SABOTAGE/' \
+  '^(ShimForkTest|ShimCrashTest)' \
+  'a forked child goes on as its parent'"'"'s registration instead of registering afresh'
+
+# Failing closed, and interposition.
+sabotage fail-open-config shim/shim_state.cc \
+  's/(LogError\("%s", error\.c_str\(\) \+ std::strlen\("gpuslice: "\)\);\n)(\s*)return nullptr;/$1$2state->options_ = ShimOptions();  \/\/ SABOTAGE: bad settings mean the defaults/' \
+  '^(ShimBadSetting|ShimConfigTest)' \
+  'a bad or unknown GPUSLICE_* variable runs the process with the defaults (no quota)'
+sabotage proc-address-substitution-off shim/hooks_init.cc \
+  's/\*pfn = SubstituteHook\(symbol, cudaVersion, flags, \*pfn\);/(void)SubstituteHook;  \/\/ SABOTAGE/g' \
+  '^(ShimInterposition|ShimStreamOrderedInterposition|ShimProcAddressRule)' \
+  'cuGetProcAddress hands out the driver'"'"'s functions, not the shim'"'"'s hooks'
+sabotage proc-address-version-rule-off shim/real_driver.cc \
+  's/^(  \/\/ By the version rule: )/  return found;  \/\/ SABOTAGE\n$1/m' \
+  '^(ShimInterposition|ShimProcAddressRule)' \
+  'an answer of cuGetProcAddress that is not an export (an internal entry point) is not replaced'
+# The simulator mode the previous one is tested with.
+sabotage sim-internal-entry-points-off sim/driver/api_proc_address.cc \
+  's/mode == gpuslice::sim::ProcAddressMode::kInternal\)/false \/* SABOTAGE *\/)/' \
+  '^(SimInternalEntryPoints|ShimProcAddressRule)' \
+  'GPUSLICE_SIM_PROC_ADDRESS=internal hands out the exports after all'
+
+if [[ -n $only_tests ]]; then
+  for i in "${!tests[@]}"; do tests[$i]=$only_tests; done
+fi
+if ((list)); then
+  for i in "${!names[@]}"; do printf '%-34s %-28s %s\n' "${names[$i]}" "${files[$i]}" "${whys[$i]}"; done
+  exit 0
+fi
+chosen=()
+if ((${#selected[@]})); then
+  for want in "${selected[@]}"; do
+    found=0
+    for i in "${!names[@]}"; do [[ ${names[$i]} == "$want" ]] && { chosen+=("$i"); found=1; }; done
+    ((found)) || { echo "mutation-check: no sabotage named $want (see --list)" >&2; exit 2; }
+  done
+else
+  chosen=("${!names[@]}")
+fi
+
+if ((dry_run)); then
+  status=0
+  for i in "${chosen[@]}"; do
+    if perl -0pe "${edits[$i]}" "$root/${files[$i]}" | diff -u "$root/${files[$i]}" - >"${TMPDIR:-/tmp}/mutation-dry.diff"; then
+      printf '%-34s NOT APPLIED: its pattern no longer matches %s\n' "${names[$i]}" "${files[$i]}"
+      status=1
+    else
+      printf '%-34s applies to %s:\n' "${names[$i]}" "${files[$i]}"
+      grep '^[-+][^-+]' "${TMPDIR:-/tmp}/mutation-dry.diff" | sed 's/^/    /'
+    fi
+  done
+  rm -f "${TMPDIR:-/tmp}/mutation-dry.diff"
+  exit $status
+fi
+
+# ---------------------------------------------------------------------------------------------
+copy=$scratch/gpuslice
+build=$copy/build
+log=$scratch/log
+mkdir -p "$copy" "$log"
+say() { printf '%s\n' "$*" | tee -a "$log/summary.txt"; }
+: >"$log/summary.txt"
+
+# The working tree as it is (committed or not), without what git ignores.
+git -C "$root" ls-files -z --cached --others --exclude-standard |
+  (cd "$root" && tar --null -T - -cf -) | tar -C "$copy" -xf -
+
+# ccache: the copy's paths are not the tree's, so hash neither the directory nor absolute paths.
+export CCACHE_BASEDIR=/ CCACHE_NOHASHDIR=1
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+cmake -S "$copy" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >"$log/configure.txt"
+
+build_all() { nice -n 15 cmake --build "$build" -j"$jobs" >"$1" 2>&1; }
+# Rebuilds what the tests of `regex` run: their programs (whose dependencies bring the shim, the
+# simulated driver and the tools), not every test program of the tree.
+build_for() {
+  local regex=$1 out=$2 targets
+  targets=$( (cd "$build" && ctest -N -R "$regex" --show-only=json-v1) | python3 -c '
+import json, os, sys
+tests = json.load(sys.stdin)["tests"]
+print(" ".join(sorted({os.path.basename(t["command"][0]) for t in tests if t.get("command")})))')
+  nice -n 15 cmake --build "$build" -j"$jobs" --target gpuslice $targets >"$out" 2>&1
+}
+# The tests of `regex` that failed, one per line (ctest's "The following tests FAILED" list).
+run_tests() {
+  local regex=$1 out=$2
+  (cd "$build" && nice -n 15 ctest -R "$regex" -j"$jobs" --timeout 300 >"$out" 2>&1) || true
+  sed -n '/The following tests FAILED:/,$p' "$out" | sed -nE 's/^[[:space:]]*[0-9]+ - ([^ ]+) \(.*$/\1/p'
+}
+
+union=$(for i in "${chosen[@]}"; do printf '%s\n' "${tests[$i]}"; done | sort -u | paste -sd'|')
+say "mutation check of $root ($(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD || echo ', with uncommitted changes')), $(date -u '+%Y-%m-%d %H:%M UTC')"
+# Everything once (ctest must know every test program), then only what the tests run.
+if ! build_all "$log/build-baseline.txt"; then
+  say "the unsabotaged copy does not build: see $log/build-baseline.txt"
+  exit 1
+fi
+
+declare -A flaky=()
+if ((baseline)); then
+  while read -r t; do [[ -n $t ]] && flaky[$t]=1; done < <(run_tests "$union" "$log/tests-baseline.txt")
+  if ((${#flaky[@]})); then
+    say "baseline: these tests fail without any sabotage and are not counted as catching one: ${!flaky[*]}"
+  else
+    say "baseline: every selected test passes on the unsabotaged copy"
+  fi
+fi
+
+missed=0
+for i in "${chosen[@]}"; do
+  name=${names[$i]} file=${files[$i]}
+  pristine=$root/$file target=$copy/$file
+  perl -0pe "${edits[$i]}" "$pristine" >"$target.sabotaged"
+  if cmp -s "$pristine" "$target.sabotaged"; then
+    rm -f "$target.sabotaged"
+    say "$(printf '%-34s NOT APPLIED: its pattern no longer matches %s; update it in scripts/mutation-check.sh' "$name" "$file")"
+    missed=1
+    continue
+  fi
+  mv "$target.sabotaged" "$target"
+  diff -u "$pristine" "$target" >"$log/$name.diff" || true
+  if ! build_for "${tests[$i]}" "$log/$name-build.txt"; then
+    say "$(printf '%-34s BUILD FAILED (see %s)' "$name" "$log/$name-build.txt")"
+    missed=1
+  else
+    caught=()
+    while read -r t; do [[ -n $t && -z ${flaky[$t]:-} ]] && caught+=("$t"); done \
+      < <(run_tests "${tests[$i]}" "$log/$name-tests.txt")
+    ran=$(sed -nE 's/.*tests passed, [0-9]+ tests failed out of ([0-9]+).*/\1/p' "$log/$name-tests.txt")
+    if ((${#caught[@]})); then
+      say "$(printf '%-34s CAUGHT by %d of %s tests run: %s' "$name" "${#caught[@]}" "${ran:-?}" "${caught[*]}")"
+    else
+      say "$(printf '%-34s MISSED: all %s tests of %s pass' "$name" "${ran:-?}" "${tests[$i]}")"
+      missed=1
+    fi
+  fi
+  cp -p "$pristine" "$target"
+  touch "$target"  # newer than the sabotaged build: the next build restores it
+done
+say "logs: $log"
+exit $missed
