@@ -4,10 +4,12 @@
 // configuration reference. Errors: one line on stderr; exit codes in exit_codes.h.
 #include <CLI/CLI.hpp>
 
+#include "common/version.h"
 #include "ctl/exit_codes.h"
 #include "ctl/options_command.h"
 #include "ctl/set_command.h"
 #include "ctl/status_command.h"
+#include "ctl/subcommand_hint.h"
 
 namespace {
 
@@ -92,6 +94,7 @@ int main(int argc, char** argv) {
       "processes (status), each GPU's compute policy (set), the shim's variables (options).",
       "gpuslicectl");
   app.require_subcommand(1);
+  app.set_version_flag("--version", "gpuslicectl " GPUSLICE_VERSION, "Print the version and exit");
 
   StatusOptions status;
   CLI::App* status_cmd =
@@ -125,6 +128,11 @@ int main(int argc, char** argv) {
   options_cmd->add_flag("--markdown", markdown, "Print the Markdown table of README.md's environment reference");
   options_cmd->footer(kOptionsHelp);
 
+  // CLI11 answers a misspelt subcommand with "A subcommand is required": name it instead.
+  if (const auto unknown = UnknownSubcommand(argc, argv, {"status", "set", "options"})) {
+    std::fprintf(stderr, "gpuslicectl: %s\nRun with --help for more information.\n", unknown->c_str());
+    return kExitUsage;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -50,7 +50,7 @@ Json StatusJson(const broker::Snapshot& snapshot) {
                     {"mode", ModeName(gpu.mode)},
                     {"quantum_ns", EffectiveQuantumNs(gpu)},
                     {"quantum_default", gpu.quantum_ns == 0},
-                    {"holder", gpu.holder.empty() ? Json(nullptr) : Json(gpu.holder)},
+                    {"holder", ActiveHolder(gpu).empty() ? Json(nullptr) : Json(ActiveHolder(gpu))},
                     {"closing", gpu.closing},
                     {"waiting_processes", gpu.waiting},
                     {"grants", gpu.grants},

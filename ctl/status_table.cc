@@ -37,9 +37,10 @@ std::string ComputeLine(const broker::GpuView& gpu) {
     default:
       return fmt::format("compute: {}, {}", ModeName(gpu.mode), quantum_text);
   }
-  std::string line = fmt::format("compute: timeslice, {}; held by {}", quantum_text,
-                                 gpu.holder.empty() ? "nobody" : gpu.holder);
-  if (!gpu.holder.empty() && gpu.closing) line += " (draining to hand over)";
+  const std::string holder = ActiveHolder(gpu);
+  std::string line = fmt::format("compute: timeslice, {}; {}", quantum_text,
+                                 holder.empty() && gpu.waiting == 0 ? "idle" : "held by " + (holder.empty() ? "nobody" : holder));
+  if (!holder.empty() && gpu.closing) line += " (draining to hand over)";
   if (gpu.waiting > 0) line += fmt::format(", {} process{} waiting", gpu.waiting, gpu.waiting == 1 ? "" : "es");
   line += fmt::format("; {} grant{}", gpu.grants, gpu.grants == 1 ? "" : "s");
   return line;

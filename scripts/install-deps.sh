@@ -9,6 +9,7 @@ packages=(
   libfmt-dev libboost-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   gnuplot-nox
+  dpkg-dev file
 )
 
 missing=()
