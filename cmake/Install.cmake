@@ -53,3 +53,10 @@ add_custom_command(OUTPUT ${help_stamp}
           ${PROJECT_SOURCE_DIR}/cmake/HelpTexts.cmake
   COMMENT "Writing every tool's --help to help/")
 add_custom_target(gpuslice-help-texts ALL DEPENDS ${help_stamp})
+
+# The build tree keeps the installed layout's library path too (<build>/lib/gpuslice/), so that
+# <build>/bin/gpuslice-entrypoint finds <build>/lib/gpuslice/libgpuslice.so as an installed one
+# finds its own.
+add_custom_target(gpuslice-build-layout ALL
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/lib/gpuslice
+  COMMAND ${CMAKE_COMMAND} -E create_symlink ../libgpuslice.so ${CMAKE_BINARY_DIR}/lib/gpuslice/libgpuslice.so)

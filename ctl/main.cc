@@ -31,9 +31,12 @@ then a row per tenant, with these columns:
                 its weight among those waiting (GPUSLICE_COMPUTE_REQUEST); "-" until its
                 first kernel launch on this GPU sets it
   LIMIT         the share it may never exceed (GPUSLICE_COMPUTE_LIMIT); "-" likewise
-  SHARE         its measured share of the GPU's time over the last complete window (10 s or
-                more, ended when the line beneath says); "-" before the first window
-                completes, and in modes none and mps, where nothing is measured
+  SHARE         the time the tenant held the GPU (its turns, including the drain of its
+                kernels at each hand-over) as a share of the last complete window, which
+                runs from a hand-over to the first hand-over at least 10 s later and ended
+                when the line beneath says. It counts turns, not device time: idle time in
+                a turn is the holder's. "-" before the first window completes, and in modes
+                none and mps, where nothing is measured
 Each GPU ends with the quota committed: the sum of the tenants' quotas against the device's
 memory. Idle tenants (no live process, nothing used) are listed but not counted: they promise
 nothing, and the broker reuses their entries when its table fills. OVERSUBSCRIBED means the

@@ -611,8 +611,9 @@ TEST_F(GpuslicectlTest, StatusShowsTheShareOfTheLastCompleteWindow) {
   EXPECT_THAT(r.out, ContainsRegex("\n  team-a +0 B +1 GiB +0.0% +60% +100% +55.2%\n"));
   EXPECT_THAT(r.out, ContainsRegex("\n  team-b +0 B +1 GiB +0.0% +40% +100% +0.0%\n"))
       << "a tenant that got nothing in a measured window has a share of 0, not '-'";
-  EXPECT_THAT(r.out, ContainsRegex("\n  SHARE: of the GPU's time in the last complete window \\(10 s or more\\), which "
-                                   "ended [0-9]+\\.[0-9] s ago\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  SHARE: time each tenant held the GPU \\(its turns, drain included\\) in the last "
+                                   "complete window \\(hand-over to hand-over, 10 s or more\\), which ended [0-9]+\\.[0-9] s "
+                                   "ago\n"));
   Json gpu = StatusJson()["gpus"][0];
   EXPECT_GE(gpu["share_window_ended_seconds_ago"].get<double>(), 3.0);
   EXPECT_NEAR(gpu["tenants"][0]["last_window_share_percent"].get<double>(), 55.2, 1e-9);
