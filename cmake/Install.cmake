@@ -41,15 +41,18 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "gpuslice maintainers <gpuslice@localhost>")
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)  # the tools' shared libraries (fmt); the library needs only glibc
+# vector_add_driver links libcuda.so.1, the node's driver (or the packaged simulated one): not a
+# package dependency, but dpkg-shlibdeps must find it to look past it.
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${GPUSLICE_SIM_LIB_DIR})
 set(CPACK_STRIP_FILES ON)
 include(CPack)
 
 # Every tool's --help as text files, regenerated when a tool changes.
 set(help_stamp ${CMAKE_BINARY_DIR}/help/gpuslicectl.txt)
 add_custom_command(OUTPUT ${help_stamp}
-  COMMAND ${CMAKE_COMMAND} -DBIN=${CMAKE_BINARY_DIR}/bin -DOUT=${CMAKE_BINARY_DIR}/help
+  COMMAND ${CMAKE_COMMAND} -DBIN=${CMAKE_BINARY_DIR}/bin -DOUT=${CMAKE_BINARY_DIR}/help -DSIMLIB=${GPUSLICE_SIM_LIB_DIR}
           -P ${PROJECT_SOURCE_DIR}/cmake/HelpTexts.cmake
-  DEPENDS gpuslicectl gpuslice-sim gpuslice-workload vector_add_driver ${CMAKE_BINARY_DIR}/bin/gpuslice-entrypoint
+  DEPENDS gpuslicectl gpuslice-sim gpuslice-workload vector_add_driver gpuslice_sim_cuda ${CMAKE_BINARY_DIR}/bin/gpuslice-entrypoint
           ${PROJECT_SOURCE_DIR}/cmake/HelpTexts.cmake
   COMMENT "Writing every tool's --help to help/")
 add_custom_target(gpuslice-help-texts ALL DEPENDS ${help_stamp})

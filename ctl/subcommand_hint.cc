@@ -40,7 +40,7 @@ std::optional<std::string> UnknownSubcommand(int argc, char** argv, const std::v
       }
     }
     return fmt::format("unknown subcommand '{}'{}; the subcommands are {}", word,
-                       nearest.empty() ? "" : fmt::format(": did you mean {}?", nearest),
+                       nearest.empty() ? "" : fmt::format(" (did you mean {}?)", nearest),
                        fmt::join(subcommands, ", "));
   }
   return std::nullopt;

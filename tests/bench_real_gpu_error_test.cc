@@ -30,7 +30,7 @@ TEST(BenchRealGpuError, WithoutADriverTheWorkloadsOwnMessageComesAtOnceAndTheRep
   const std::string report = mkdtemp(pattern);
   const auto start = std::chrono::steady_clock::now();
   // No LD_LIBRARY_PATH: the loader finds no libcuda.so.1, as on a machine without the driver.
-  const ProcessResult r = Run({"/usr/bin/env", "-u", "LD_LIBRARY_PATH", BinDir() + "/gpuslice-bench", "--real-gpu",
+  const ProcessResult r = gpuslice::testing::Run({"/usr/bin/env", "-u", "LD_LIBRARY_PATH", BinDir() + "/gpuslice-bench", "--real-gpu",
                                "--duration", "2", "--modes", "solo", "--quiet", "--report", report,
                                "two-equal-trainers"},
                               {}, 170000);

@@ -39,6 +39,7 @@
 #include <nlohmann/json.hpp>
 
 #include "broker/broker.h"
+#include "broker/segment_layout.h"
 #include "common/clock.h"
 #include "gpuslice/sim_query.h"
 #include "tests/support/subprocess.h"
@@ -288,7 +289,7 @@ TEST_F(ExamplesRunTest, TheWalkthroughRunsAsDocumentedAndKeepsItsPromises) {
   script += "ls " + broker_dir + " 2>&1; ls " + sim_state + " 2>&1; echo '@@ end'\n";
 
   Sampler sampler(sim_state, broker_dir);
-  const ProcessResult r = Run({"/bin/sh", "-c", script}, {}, 240000);
+  const ProcessResult r = gpuslice::testing::Run({"/bin/sh", "-c", script}, {}, 240000);
   sampler.Stop();
   fs::remove_all(scratch);
   unlink(sim_state.c_str());
@@ -369,7 +370,7 @@ TEST_F(ExamplesRunTest, TheWalkthroughRunsAsDocumentedAndKeepsItsPromises) {
 
 // Every document of a YAML file, as JSON (python3 with PyYAML does the parsing).
 Json LoadYaml(const std::string& path) {
-  const ProcessResult r = Run({"/usr/bin/env", "python3", "-c",
+  const ProcessResult r = gpuslice::testing::Run({"/usr/bin/env", "python3", "-c",
                                "import json, sys, yaml\n"
                                "with open(sys.argv[1]) as f:\n"
                                "    print(json.dumps([d for d in yaml.safe_load_all(f) if d is not None]))\n",
@@ -446,7 +447,7 @@ class ManifestTest : public SimTest {
 TEST_F(ManifestTest, PodGpusliceRunsItsSampleWithinItsQuota) {
   const auto containers = ContainersOf(SourceDir() + "/examples/kubernetes/pod-gpuslice.yaml", state_dir_, 1);
   ASSERT_EQ(containers.size(), 1u);
-  const ProcessResult r = Run(containers[0].argv, containers[0].env);
+  const ProcessResult r = gpuslice::testing::Run(containers[0].argv, containers[0].env);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("cuDeviceTotalMem 4294967296 B (4.00 GiB)")) << "the pod's 4Gi quota";
   EXPECT_THAT(r.out, HasSubstr("holding 12582912 B (12.00 MiB) for 1 s"));
@@ -455,7 +456,7 @@ TEST_F(ManifestTest, PodGpusliceRunsItsSampleWithinItsQuota) {
 TEST_F(ManifestTest, PodMigRunsItsSampleWithoutGpuslice) {
   const auto containers = ContainersOf(SourceDir() + "/examples/kubernetes/pod-mig.yaml", state_dir_, 1);
   ASSERT_EQ(containers.size(), 1u);
-  const ProcessResult r = Run(containers[0].argv, containers[0].env);
+  const ProcessResult r = gpuslice::testing::Run(containers[0].argv, containers[0].env);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("cuDeviceTotalMem 85899345920 B (80.00 GiB)")) << "the whole (simulated) device";
 }
@@ -499,7 +500,7 @@ TEST_F(ManifestTest, TwoTenantsGivesTheInferenceServiceItsWeightedTurn) {
       for (const auto& p : sim.devices[0].processes)
         if (p.pid == pods[0]->pid()) f.device_pct = 100.0 * p.busy_ns / (kSeconds * 1e9);
     }
-    Run({BinDir() + "/gpuslice-sim", "reset"});
+    gpuslice::testing::Run({BinDir() + "/gpuslice-sim", "reset"});
     return f;
   };
   const Figures unmanaged = run_both(false);

@@ -394,10 +394,10 @@ TEST_F(ExamplesTest, WrapperHintForAStateDirectoryThatIsAFileNamesADirectory) {
 // A read-only mount is named as the cause, not the uid or the group (it is not writable for
 // root either). Needs a mount namespace of its own (unshare -rm).
 TEST_F(ExamplesTest, WrapperNamesAReadOnlyStateDirectoryMount) {
-  if (gpuslice::testing::Run({"unshare", "-rm", "true"}).exit_code != 0)
+  if (gpuslice::testing::Run({"/usr/bin/unshare", "-rm", "true"}).exit_code != 0)
     GTEST_SKIP() << "no user and mount namespaces here (unshare -rm)";
   const ProcessResult r = gpuslice::testing::Run(
-      {"unshare", "-rm", "sh", "-c",
+      {"/usr/bin/unshare", "-rm", "sh", "-c",
        "mount --bind \"$0\" \"$0\" && mount -o remount,ro,bind \"$0\" || exit 99; shift; exec \"$@\"", state_dir(),
        "/bin/sh", Wrapper(), "--library", ShimPath(), "true"},
       {"GPUSLICE_STATE_DIR=" + state_dir(), "GPUSLICE_TENANT=t"});

@@ -564,7 +564,7 @@ TEST_F(GpuslicectlTest, StatusShowsEachTenantsComputeRequestAndLimit) {
   EXPECT_THAT(r.out, ContainsRegex("\n  team-b +0 B +1 GiB +0.0% +50% +100% +-\n"));
   EXPECT_THAT(r.out, ContainsRegex("\n  team-c +0 B +1 GiB +0.0% +- +- +-\n"));
   EXPECT_THAT(r.out, HasSubstr("\n  compute requested: 80% by 2 tenants (1 more not launched yet)\n"));
-  EXPECT_THAT(r.out, HasSubstr("\n  SHARE: - until a first 10 s window of taking turns completes\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n  SHARE: - until a first window of taking turns (10 s or more) completes\n"));
   EXPECT_THAT(r.out, Not(HasSubstr("oversubscribed")));
 
   const Json gpu = StatusJson()["gpus"][0];
@@ -706,12 +706,12 @@ TEST_F(GpuslicectlTest, StatusShowsAGpuWhoseHolderHasNoProcessLeftAsIdle) {
 // A state directory mounted read-only (a node-wide view for operators): the help promises the
 // figures as they stand, not a failure. Needs a mount namespace of its own (unshare -rm).
 TEST_F(GpuslicectlTest, StatusOnAReadOnlyMountShowsTheFiguresAsTheyStand) {
-  if (gpuslice::testing::Run({"unshare", "-rm", "true"}).exit_code != 0)
+  if (gpuslice::testing::Run({"/usr/bin/unshare", "-rm", "true"}).exit_code != 0)
     GTEST_SKIP() << "no user and mount namespaces here (unshare -rm)";
   auto a = Tenant("team-a", 4 * kGi, kGi, 256 * kMi);
   const std::string dir = state_dir_.path();
   const ProcessResult r = gpuslice::testing::Run(
-      {"unshare", "-rm", "sh", "-c",
+      {"/usr/bin/unshare", "-rm", "sh", "-c",
        "mount --bind \"$0\" \"$0\" && mount -o remount,ro,bind \"$0\" && touch \"$0/probe\" 2>/dev/null; "
        "[ ! -e \"$0/probe\" ] || exit 99; exec \"$1\" status --state-dir \"$0\"",
        dir, Ctl()});
@@ -723,7 +723,7 @@ TEST_F(GpuslicectlTest, StatusOnAReadOnlyMountShowsTheFiguresAsTheyStand) {
 TEST_F(GpuslicectlTest, AMisspeltSubcommandIsNamedWithTheNearestOne) {
   ProcessResult r = gpuslice::testing::Run({Ctl(), "statu"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, StartsWith("gpuslicectl: unknown subcommand 'statu': did you mean status?; the subcommands are "
+  EXPECT_THAT(r.err, StartsWith("gpuslicectl: unknown subcommand 'statu' (did you mean status?); the subcommands are "
                                 "status, set, options\n"));
   EXPECT_THAT(r.err, Not(HasSubstr("A subcommand is required")));
   r = gpuslice::testing::Run({Ctl(), "optoins", "--markdown"});

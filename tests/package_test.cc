@@ -5,6 +5,7 @@
 // answers --version with the one version of CMakeLists.txt.
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -30,9 +31,15 @@ constexpr char kLibrary[] = "/usr/local/lib/gpuslice/libgpuslice.so";
 
 std::string BuildDir() { return fs::path(BinDir()).parent_path().string(); }
 
+// The workload's result line (one JSON object a line); an empty object when there is none.
 Json LastJsonLine(const std::string& out) {
-  const size_t start = out.rfind('{');
-  return start == std::string::npos ? Json() : Json::parse(out.substr(start), nullptr, false);
+  Json last = Json::object();
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    const Json event = Json::parse(line, nullptr, false);
+    if (!event.is_discarded() && event.is_object() && event.value("event", "") == "result") last = event;
+  }
+  return last;
 }
 
 class PackageTest : public SimTest {
@@ -40,15 +47,18 @@ class PackageTest : public SimTest {
   static void SetUpTestSuite() {
     char pattern[] = "/tmp/gpuslice-package-test-XXXXXX";
     scratch_ = new std::string(mkdtemp(pattern));
-    // The package is built once for the suite (cpack installs the build tree into a staging
-    // directory and archives it; a few seconds).
-    const ProcessResult cpack = Run({"cpack", "-G", "DEB", "--config", BuildDir() + "/CPackConfig.cmake", "-B",
+    // One test, so that the package is built once (about a minute on a loaded 2-core machine):
+    // the package is built once per test process (cpack brings the build up to date, installs it
+    // into a staging directory and archives it). Nothing here may throw or assert: a failure in
+    // SetUpTestSuite would read as a skip; SetUp fails the test instead.
+    const ProcessResult cpack = gpuslice::testing::Run({"/usr/bin/env", "cpack", "-G", "DEB", "--config", BuildDir() + "/CPackConfig.cmake", "-B",
                                      *scratch_ + "/out"},
                                     {}, 280000);
     cpack_log_ = new std::string(cpack.out + cpack.err);
-    for (const auto& entry : fs::directory_iterator(*scratch_ + "/out"))
+    std::error_code error;
+    for (const auto& entry : fs::directory_iterator(*scratch_ + "/out", error))
       if (entry.path().extension() == ".deb") deb_ = new std::string(entry.path().string());
-    if (deb_) Run({"dpkg-deb", "-x", *deb_, *scratch_ + "/root"});
+    if (deb_) gpuslice::testing::Run({"/usr/bin/env", "dpkg-deb", "-x", *deb_, *scratch_ + "/root"});
   }
   static void TearDownTestSuite() { fs::remove_all(*scratch_); }
 
@@ -68,8 +78,8 @@ std::string* PackageTest::scratch_ = nullptr;
 std::string* PackageTest::cpack_log_ = nullptr;
 std::string* PackageTest::deb_ = nullptr;
 
-TEST_F(PackageTest, TheDebInstallsTheOneLayoutAndItsToolsRunWithTheProjectsVersion) {
-  const ProcessResult fields = Run({"dpkg-deb", "-f", *deb_, "Package", "Version", "Depends"});
+TEST_F(PackageTest, TheDebUnpackedIntoAScratchRootInstallsTheOneLayoutAndRuns) {
+  const ProcessResult fields = gpuslice::testing::Run({"/usr/bin/env", "dpkg-deb", "-f", *deb_, "Package", "Version", "Depends"});
   ASSERT_EQ(fields.exit_code, 0) << fields.err;
   EXPECT_THAT(fields.out, HasSubstr("Package: gpuslice\n"));
   EXPECT_THAT(fields.out, HasSubstr(std::string("Version: ") + GPUSLICE_VERSION + "\n"));
@@ -90,28 +100,26 @@ TEST_F(PackageTest, TheDebInstallsTheOneLayoutAndItsToolsRunWithTheProjectsVersi
 
   // Every installed tool answers --version with the project's version.
   for (const std::string tool : {"gpuslicectl", "gpuslice-entrypoint", "gpuslice-sim", "gpuslice-workload"}) {
-    const ProcessResult r = Run({Installed("bin/" + tool), "--version"});
+    const ProcessResult r = gpuslice::testing::Run({Installed("bin/" + tool), "--version"});
     EXPECT_EQ(r.exit_code, 0) << tool << ": " << r.err;
     EXPECT_EQ(r.out, tool + " " + GPUSLICE_VERSION + "\n");
   }
   // The build tree's own tools, not installed, say the same.
   for (const std::string tool : {"gpuslice-bench", "gpuslice-fairness-bench"}) {
-    const ProcessResult r = Run({BinDir() + "/" + tool, "--version"});
+    const ProcessResult r = gpuslice::testing::Run({BinDir() + "/" + tool, "--version"});
     EXPECT_EQ(r.exit_code, 0) << tool << ": " << r.err;
     EXPECT_EQ(r.out, tool + " " + GPUSLICE_VERSION + "\n");
   }
 
-  const ProcessResult options = Run({Installed("bin/gpuslicectl"), "options"});
+  const ProcessResult options = gpuslice::testing::Run({Installed("bin/gpuslicectl"), "options"});
   ASSERT_EQ(options.exit_code, 0) << options.err;
   EXPECT_THAT(options.out, StartsWith("GPUSLICE_MEMORY_LIMIT\n"));
   EXPECT_THAT(options.out, HasSubstr("GPUSLICE_COMPUTE_REQUEST\n"));
-}
 
-// The packaged wrapper preloads the packaged library (found beside its bin/, so also under a
-// scratch root) over the packaged simulated driver: 6 chunks of 256 MiB against a 1 GiB quota
-// give 4; without the wrapper the same program obtains all 6.
-TEST_F(PackageTest, ThePackagedWrapperPreloadsThePackagedLibraryOverThePackagedSimulatedDriver) {
-  const std::string state_dir = *scratch_ + "/state-" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  // The packaged wrapper preloads the packaged library (found beside its bin/, so also under a
+  // scratch root) over the packaged simulated driver: 6 chunks of 256 MiB against a 1 GiB quota
+  // give 4; without the wrapper the same program obtains all 6.
+  const std::string state_dir = *scratch_ + "/state";
   fs::create_directories(state_dir);
   const std::vector<std::string> env = {"LD_LIBRARY_PATH=" + Installed("lib/gpuslice/sim"),
                                         "GPUSLICE_STATE_DIR=" + state_dir, "GPUSLICE_TENANT=packaged",
@@ -119,23 +127,23 @@ TEST_F(PackageTest, ThePackagedWrapperPreloadsThePackagedLibraryOverThePackagedS
   const std::vector<std::string> workload = {Installed("bin/gpuslice-workload"), "memory", "--chunk", "256Mi",
                                              "--count", "6"};
 
-  const ProcessResult check = Run({Installed("bin/gpuslice-entrypoint"), "--check", "true"}, env);
+  const ProcessResult check = gpuslice::testing::Run({Installed("bin/gpuslice-entrypoint"), "--check", "true"}, env);
   ASSERT_EQ(check.exit_code, 0) << check.err;
   EXPECT_THAT(check.out, HasSubstr("would set:       LD_PRELOAD=" + Root() + kLibrary + "\n"));
 
   std::vector<std::string> wrapped = {Installed("bin/gpuslice-entrypoint")};
   wrapped.insert(wrapped.end(), workload.begin(), workload.end());
-  const ProcessResult under = Run(wrapped, env);
+  const ProcessResult under = gpuslice::testing::Run(wrapped, env);
   ASSERT_EQ(under.exit_code, 0) << under.err;
   const Json result = LastJsonLine(under.out);
   EXPECT_EQ(result.value("allocated", -1), 4) << under.out;
   EXPECT_EQ(result.value("refused", -1), 2) << under.out;
 
-  const ProcessResult without = Run(workload, env);  // control: no preload, no quota
+  const ProcessResult without = gpuslice::testing::Run(workload, env);  // control: no preload, no quota
   ASSERT_EQ(without.exit_code, 0) << without.err;
   EXPECT_EQ(LastJsonLine(without.out).value("allocated", -1), 6) << without.out;
 
-  const ProcessResult status = Run({Installed("bin/gpuslicectl"), "status", "--state-dir", state_dir});
+  const ProcessResult status = gpuslice::testing::Run({Installed("bin/gpuslicectl"), "status", "--state-dir", state_dir});
   ASSERT_EQ(status.exit_code, 0) << status.err;
   EXPECT_THAT(status.out, HasSubstr("packaged"));
 }
