@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -278,12 +279,20 @@ TEST_F(ExamplesRunTest, TheWalkthroughRunsAsDocumentedAndKeepsItsPromises) {
     text = Replace(text, "/dev/shm/walkthrough-gpu", sim_state);
     return Replace(text, "/tmp/gpuslice-walkthrough", broker_dir);
   };
-  std::string script = "cd " + scratch + "\n";
+  // The output goes to a file the script itself can read: a backgrounded sample's output comes
+  // before the next command in the README, so the script waits for its "holding" line.
+  const std::string output = scratch + "/output";
+  std::string script = "cd " + scratch + "\nexec >" + output + " 2>&1\nholds=0\n";
   for (const auto& line : w.setup) script += ours(line) + "\n";
   for (size_t i = 0; i < w.commands.size(); ++i) {
     script += fmt::format("echo '@@ step {}'\n", i) + ours(w.commands[i]) + "\n";
-    // A backgrounded command's output comes before the next command in the README: let it.
-    if (w.commands[i].ends_with("&")) script += "sleep 2\n";
+    if (w.commands[i].ends_with("&") && w.commands[i].find("--hold") != std::string::npos) {
+      script += "holds=$((holds + 1)); tries=0\n"
+                "while [ \"$(grep -c '^holding ' " + output + ")\" -lt $holds ] && [ $tries -lt 600 ]; do "
+                "sleep 0.1; tries=$((tries + 1)); done\n";
+    } else if (w.commands[i].ends_with("&")) {
+      script += "sleep 0.5\n";  // as a person types the next command
+    }
   }
   script += "echo '@@ cleanup'\n" + ours(w.cleanup) + "\necho \"@@ cleanup-status $?\"\n";
   script += "ls " + broker_dir + " 2>&1; ls " + sim_state + " 2>&1; echo '@@ end'\n";
@@ -291,10 +300,12 @@ TEST_F(ExamplesRunTest, TheWalkthroughRunsAsDocumentedAndKeepsItsPromises) {
   Sampler sampler(sim_state, broker_dir);
   const ProcessResult r = gpuslice::testing::Run({"/bin/sh", "-c", script}, {}, 240000);
   sampler.Stop();
+  const std::string out = ReadFile(output);
   fs::remove_all(scratch);
   unlink(sim_state.c_str());
-  const std::string out = r.out;
   SCOPED_TRACE(out + "\nstderr:\n" + r.err);
+  // GPUSLICE_PRINT_WALKTHROUGH=1: the run's output, which examples/README.md quotes.
+  if (std::getenv("GPUSLICE_PRINT_WALKTHROUGH")) std::printf("%s", out.c_str());
 
   // The sample alone sees the whole 16 GiB device; under the preload, each tenant its quota.
   EXPECT_THAT(StepOutput(out, "step 0"), HasSubstr("cuDeviceTotalMem 17179869184 B (16.00 GiB)"));
@@ -340,6 +351,8 @@ TEST_F(ExamplesRunTest, TheWalkthroughRunsAsDocumentedAndKeepsItsPromises) {
       Sampler::BusyAt(samples, inference, both_to) - Sampler::BusyAt(samples, inference, both_from);
   const double training_busy = Sampler::BusyAt(samples, training, both_to) - Sampler::BusyAt(samples, training, both_from);
   const double inference_pct = 100.0 * inference_busy / (inference_busy + training_busy);
+  std::printf("device split while both computed: inference %.1f%%, training %.1f%% over %.1f s\n", inference_pct,
+              100.0 - inference_pct, (both_to - both_from) / 1e9);
   promises.Check(std::abs(inference_pct - 60.0) <= 3.0,
                  fmt::format("requests 60/40: the device split {:.1f}/{:.1f} over the {:.1f} s both computed (±3 "
                              "points)",
@@ -356,6 +369,7 @@ TEST_F(ExamplesRunTest, TheWalkthroughRunsAsDocumentedAndKeepsItsPromises) {
       const double truth = 100.0 * (Sampler::BusyAt(samples, pids, w1) - Sampler::BusyAt(samples, pids, w0)) / (w1 - w0);
       const auto it = samples[i].share_ppm.find(name);
       const double share = it == samples[i].share_ppm.end() ? 0.0 : it->second / 10'000.0;
+      std::printf("window of %.1f s: %s SHARE %.1f%%, device time %.1f%%\n", (w1 - w0) / 1e9, name, share, truth);
       promises.Check(std::abs(share - truth) <= 3.0,
                      fmt::format("SHARE of {} over a {:.1f} s window: {:.1f}%, device time {:.1f}% (±3 points)", name,
                                  (w1 - w0) / 1e9, share, truth));
@@ -483,7 +497,10 @@ TEST_F(ManifestTest, TwoTenantsGivesTheInferenceServiceItsWeightedTurn) {
     std::vector<std::unique_ptr<Subprocess>> pods;
     for (const auto& c : containers) {
       std::vector<std::string> argv = c.argv;
-      if (!managed) argv.erase(argv.begin());  // the command without the wrapper
+      if (!managed) {  // the command without the wrapper
+        argv.erase(argv.begin());
+        if (argv[0].find('/') == std::string::npos) argv[0] = BinDir() + "/" + argv[0];
+      }
       pods.push_back(std::make_unique<Subprocess>(argv, c.env));
     }
     const ProcessResult server = pods[0]->Wait(kSeconds * 1000 + 60000);
