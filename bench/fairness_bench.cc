@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "common/version.h"
 #include "bench/fairness_harness.h"
 #include "broker/scheduler.h"
 
@@ -589,6 +590,7 @@ int main(int argc, char** argv) {
   Settings s;
   std::string only;
   CLI::App app{"gpuslice-fairness-bench: the compute scheduler against its targets, on the simulated GPU"};
+  app.set_version_flag("--version", "gpuslice-fairness-bench " GPUSLICE_VERSION, "Print the version and exit");
   app.add_option("--seconds", s.seconds, "measured seconds per run")->check(CLI::PositiveNumber);
   app.add_option("--sweep-seconds", s.sweep_seconds, "measured seconds per run of the quantum sweep")
       ->check(CLI::PositiveNumber);

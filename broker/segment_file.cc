@@ -91,8 +91,8 @@ int OpenStateFile(const std::string& path, OpenMode mode, bool* writable, std::s
     }
   }
   int fd = open(path.c_str(), O_RDWR | kFlags);
-  if (fd < 0 && errno == EACCES && mode == OpenMode::kAttachExisting) {
-    *writable = false;  // a reader (gpuslicectl) without write permission still gets a view
+  if (fd < 0 && (errno == EACCES || errno == EROFS) && mode == OpenMode::kAttachExisting) {
+    *writable = false;  // a reader (gpuslicectl) without write permission, or on a read-only mount, still gets a view
     fd = open(path.c_str(), O_RDONLY | kFlags);
   }
   if (fd >= 0) return fd;

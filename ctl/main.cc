@@ -4,10 +4,12 @@
 // configuration reference. Errors: one line on stderr; exit codes in exit_codes.h.
 #include <CLI/CLI.hpp>
 
+#include "common/version.h"
 #include "ctl/exit_codes.h"
 #include "ctl/options_command.h"
 #include "ctl/set_command.h"
 #include "ctl/status_command.h"
+#include "ctl/subcommand_hint.h"
 
 namespace {
 
@@ -34,9 +36,12 @@ then a row per tenant, with these columns:
   CLASS         its compute class (GPUSLICE_COMPUTE_CLASS): standard, latency (its launches
                 go first while it stays within its request) or background (runs only on
                 time no other tenant wants); "-" likewise
-  SHARE         its measured share of the GPU's time over the last complete window (10 s or
-                more, ended when the line beneath says); "-" before the first window
-                completes, and in modes none and mps, where nothing is measured
+  SHARE         the time the tenant used the GPU (from each grant until its last process
+                went idle, the drain of its kernels at each hand-over included, plus its
+                latency-class work) as a share of the last complete window, which runs from
+                a hand-over to the first hand-over at least 10 s later and ended when the
+                line beneath says. "-" before the first window completes, and in modes
+                none and mps, where nothing is measured
 Each GPU ends with the quota committed: the sum of the tenants' quotas against the device's
 memory. Idle tenants (no live process, nothing used) are listed but not counted: they promise
 nothing, and the broker reuses their entries when its table fills. OVERSUBSCRIBED means the
@@ -105,6 +110,7 @@ int main(int argc, char** argv) {
       "processes (status), each GPU's compute policy (set), the shim's variables (options).",
       "gpuslicectl");
   app.require_subcommand(1);
+  app.set_version_flag("--version", "gpuslicectl " GPUSLICE_VERSION, "Print the version and exit");
 
   StatusOptions status;
   CLI::App* status_cmd =
@@ -144,6 +150,11 @@ int main(int argc, char** argv) {
   options_cmd->add_flag("--markdown", markdown, "Print the Markdown table of README.md's environment reference");
   options_cmd->footer(kOptionsHelp);
 
+  // CLI11 answers a misspelt subcommand with "A subcommand is required": name it instead.
+  if (const auto unknown = UnknownSubcommand(argc, argv, {"status", "set", "options"})) {
+    std::fprintf(stderr, "gpuslicectl: %s\nRun with --help for more information.\n", unknown->c_str());
+    return kExitUsage;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

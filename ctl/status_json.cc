@@ -57,7 +57,7 @@ Json StatusJson(const broker::Snapshot& snapshot) {
                     {"quantum_default", gpu.quantum_ns == 0},
                     {"budget_ns", EffectiveBudgetNs(gpu)},
                     {"budget_default", gpu.budget_ns == 0},
-                    {"holder", gpu.holder.empty() ? Json(nullptr) : Json(gpu.holder)},
+                    {"holder", ActiveHolder(gpu).empty() ? Json(nullptr) : Json(ActiveHolder(gpu))},
                     {"closing", gpu.closing},
                     {"waiting_processes", gpu.waiting},
                     {"grants", gpu.grants},

@@ -85,6 +85,13 @@ std::optional<double> ShareWindowAgeSeconds(const broker::Snapshot& snapshot, co
   return static_cast<double>(age) / 1e9;
 }
 
+std::string ActiveHolder(const broker::GpuView& gpu) {
+  if (gpu.holder.empty()) return "";
+  for (const auto& tenant : gpu.tenants)
+    if (tenant.name == gpu.holder && !tenant.processes.empty()) return gpu.holder;
+  return "";
+}
+
 void SortForDisplay(broker::Snapshot* snapshot) {
   for (auto& gpu : snapshot->gpus) {
     std::sort(gpu.tenants.begin(), gpu.tenants.end(),

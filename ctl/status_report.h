@@ -59,6 +59,11 @@ std::optional<double> LastSharePercent(const broker::GpuView& gpu, const broker:
 // Seconds since the last complete share window ended; empty when there is none.
 std::optional<double> ShareWindowAgeSeconds(const broker::Snapshot& snapshot, const broker::GpuView& gpu);
 
+// The tenant holding the GPU, or "" when nobody does. A grant outlives its holder's processes in
+// the segment (the scheduler hands it over only when someone else asks), so a holder with no live
+// process on this GPU holds nothing: the GPU is idle, and is shown so.
+std::string ActiveHolder(const broker::GpuView& gpu);
+
 // Sorts tenants by name and their processes by pid, so repeated runs print the same lines in the
 // same place (the broker's own order is that of first use, which operators cannot predict).
 void SortForDisplay(broker::Snapshot* snapshot);

@@ -39,9 +39,10 @@ std::string ComputeLine(const broker::GpuView& gpu) {
     default:
       return fmt::format("compute: {}, {}", ModeName(gpu.mode), quantum_text);
   }
-  std::string line = fmt::format("compute: timeslice, {}; held by {}", quantum_text,
-                                 gpu.holder.empty() ? "nobody" : gpu.holder);
-  if (!gpu.holder.empty() && gpu.closing) line += " (draining to hand over)";
+  const std::string holder = ActiveHolder(gpu);
+  std::string line = fmt::format("compute: timeslice, {}; {}", quantum_text,
+                                 holder.empty() && gpu.waiting == 0 ? "idle" : "held by " + (holder.empty() ? "nobody" : holder));
+  if (!holder.empty() && gpu.closing) line += " (draining to hand over)";
   if (gpu.waiting > 0) line += fmt::format(", {} process{} waiting", gpu.waiting, gpu.waiting == 1 ? "" : "es");
   line += fmt::format("; {} grant{}", gpu.grants, gpu.grants == 1 ? "" : "s");
   return line;
@@ -65,9 +66,10 @@ std::string ShareLine(const broker::Snapshot& snapshot, const broker::GpuView& g
   if (gpu.mode != static_cast<uint32_t>(broker::SharingMode::kTimeslice))
     return "SHARE: not measured (launches are not gated)";
   if (const auto age = ShareWindowAgeSeconds(snapshot, gpu))
-    return fmt::format("SHARE: of the GPU's time in the last complete window (10 s or more), which ended {:.1f} s ago",
+    return fmt::format("SHARE: time each tenant held the GPU (its turns, drain included) in the last complete window "
+                       "(hand-over to hand-over, 10 s or more), which ended {:.1f} s ago",
                        *age);
-  return "SHARE: - until a first 10 s window of taking turns completes";
+  return "SHARE: - until a first window of taking turns (10 s or more) completes";
 }
 
 std::string QuotaText(uint64_t quota) { return quota == broker::kUnlimited ? "unlimited" : FormatBytes(quota); }

@@ -12,6 +12,8 @@ packages=(
   # libFuzzer targets (scripts/fuzz.sh): Debian's clang and its runtime libraries, which hold
   # libclang_rt.fuzzer and the sanitizers' runtimes for clang.
   clang libclang-rt-dev
+  # The package and its test (cpack's DEB generator; file(1) for its dependencies).
+  dpkg-dev file
 )
 
 missing=()

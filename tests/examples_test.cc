@@ -25,6 +25,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/version.h"
 #include "examples/sample/vector_add_kernel.h"
 #include "gpuslice/sim_query.h"
 #include "tests/support/shim_fixture.h"
@@ -357,6 +358,59 @@ TEST_F(ExamplesTest, WrapperUsageErrors) {
   EXPECT_THAT(r.out, HasSubstr("usage: gpuslice-entrypoint [--check] [--library PATH] [--] COMMAND [ARG...]"));
 }
 
+// The usage names the built-in default, not the path --library was given.
+TEST_F(ExamplesTest, WrapperUsageShowsTheRealDefaultLibrary) {
+  ProcessResult r = RunWrapper({"--help"});  // RunWrapper passes --library <the build's library>
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.out, HasSubstr("(default /usr/local/lib/gpuslice/libgpuslice.so)"));
+  EXPECT_THAT(r.out, Not(HasSubstr(ShimPath())));
+  r = RunWrapper({"--bogus", "true"}, {"GPUSLICE_TENANT=t"});
+  EXPECT_THAT(r.err, HasSubstr("(default /usr/local/lib/gpuslice/libgpuslice.so)"));
+}
+
+// The build's copy (<build>/bin/gpuslice-entrypoint) carries the project's version and, like an
+// installed one, finds the library of its own tree (<build>/lib/gpuslice/libgpuslice.so).
+TEST_F(ExamplesTest, TheBuiltWrapperHasTheProjectsVersionAndFindsItsLibrary) {
+  const std::string built = BinDir() + "/gpuslice-entrypoint";
+  ProcessResult r = gpuslice::testing::Run({built, "--version"});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(r.out, std::string("gpuslice-entrypoint ") + GPUSLICE_VERSION + "\n");
+  r = gpuslice::testing::Run({built, "--check", "true"}, {"GPUSLICE_STATE_DIR=" + state_dir(), "GPUSLICE_TENANT=t"});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.out, HasSubstr("would set:       LD_PRELOAD=" + std::filesystem::path(BinDir()).parent_path().string() +
+                               "/lib/gpuslice/libgpuslice.so\n"));
+}
+
+// A file where the directory should be: the hint mounts the default directory, never a
+// directory over the file (`-v /run/gpuslice:/etc/hostname`).
+TEST_F(ExamplesTest, WrapperHintForAStateDirectoryThatIsAFileNamesADirectory) {
+  const std::string file = state_dir() + "/a-file";
+  std::ofstream(file) << "x";
+  const ProcessResult r = RunWrapper({"true"}, {"GPUSLICE_TENANT=t", "GPUSLICE_STATE_DIR=" + file});
+  EXPECT_EQ(r.exit_code, kWrapperConfigError) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("set GPUSLICE_STATE_DIR to a directory (default /run/gpuslice)"));
+  EXPECT_THAT(r.err, HasSubstr("docker run -v /run/gpuslice:/run/gpuslice"));
+  EXPECT_THAT(r.err, Not(HasSubstr(":" + file)));
+}
+
+// A read-only mount is named as the cause, not the uid or the group (it is not writable for
+// root either). Needs a mount namespace of its own (unshare -rm).
+TEST_F(ExamplesTest, WrapperNamesAReadOnlyStateDirectoryMount) {
+  if (gpuslice::testing::Run({"/usr/bin/unshare", "-rm", "true"}).exit_code != 0)
+    GTEST_SKIP() << "no user and mount namespaces here (unshare -rm)";
+  const ProcessResult r = gpuslice::testing::Run(
+      {"/usr/bin/unshare", "-rm", "sh", "-c",
+       "mount --bind \"$0\" \"$0\" && mount -o remount,ro,bind \"$0\" || exit 99; shift; exec \"$@\"", state_dir(),
+       "/bin/sh", Wrapper(), "--library", ShimPath(), "true"},
+      {"GPUSLICE_STATE_DIR=" + state_dir(), "GPUSLICE_TENANT=t"});
+  ASSERT_NE(r.exit_code, 99) << Describe(r);
+  EXPECT_EQ(r.exit_code, kWrapperConfigError) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("the state directory " + state_dir() + " is on a read-only mount (" + state_dir() +
+                               "): the broker writes its state file there; mount the node's directory read-write"));
+  EXPECT_THAT(r.err, Not(HasSubstr("not writable by uid")));
+  EXPECT_THAT(r.err, Not(HasSubstr("mode 2770")));
+}
+
 TEST_F(ExamplesTest, WrapperIsPosixShell) {
   const std::string shellcheck = "/usr/bin/shellcheck";
   if (!Exists(shellcheck)) GTEST_SKIP() << shellcheck << " is not installed";
@@ -642,8 +696,18 @@ TEST(ExamplesDockerfile, CopiesPathsThatExistAndInstallsWhatTheWrapperExpects) {
         EXPECT_TRUE(Exists(SourceDir() + "/" + source)) << line << ": " << source << " is not in the repository";
         copied.insert(source);
       } else {
-        // From the build stage's build tree: the same outputs as this build's.
+        // From the build stage: its Debian package (what cpack makes of this build, installed by
+        // apt; tests/package_test.cc checks its contents), or outputs of its build tree.
         ASSERT_EQ(from, "build") << line;
+        if (source == "/gpuslice.deb") {
+          EXPECT_THAT(dockerfile, HasSubstr("cpack -G DEB && cp gpuslice_*.deb /gpuslice.deb"));
+          EXPECT_THAT(dockerfile, HasSubstr("apt-get install -y --no-install-recommends " + destination));
+          for (const char* path : {"/usr/local/lib/gpuslice/libgpuslice.so", "/usr/local/bin/gpuslicectl",
+                                   "/usr/local/bin/gpuslice-entrypoint", "/usr/local/bin/gpuslice-workload",
+                                   "/usr/local/bin/vector_add_driver"})
+            installed.insert(path);
+          continue;
+        }
         ASSERT_EQ(source.rfind("/src/build/", 0), 0u) << line;
         EXPECT_TRUE(Exists(build_dir + "/" + source.substr(11))) << line << ": the build does not produce " << source;
       }
@@ -660,8 +724,11 @@ TEST(ExamplesDockerfile, CopiesPathsThatExistAndInstallsWhatTheWrapperExpects) {
     if (dir == "tests" || dir == "fuzz") continue;
     EXPECT_TRUE(copied.count(dir)) << "the Dockerfile does not copy " << dir << "/, which CMakeLists.txt configures";
   }
-  for (const char* file : {"CMakeLists.txt", "cmake", "include", "examples/container/gpuslice-entrypoint.sh"})
-    EXPECT_TRUE(copied.count(file)) << file;
+  for (const char* file : {"CMakeLists.txt", "cmake", "include", "examples"}) EXPECT_TRUE(copied.count(file)) << file;
+  // The package installs where the image and every document say (the prefix and the layout).
+  const std::string install = ReadFile(SourceDir() + "/cmake/Install.cmake");
+  EXPECT_THAT(install, HasSubstr("\ninstall(TARGETS gpuslice LIBRARY DESTINATION lib/gpuslice)\n"));
+  EXPECT_THAT(install, HasSubstr("\nset(CPACK_PACKAGING_INSTALL_PREFIX /usr/local)\n"));
 
   // The library lands where the wrapper looks by default, and the wrapper is the entrypoint.
   EXPECT_TRUE(installed.count("/usr/local/lib/gpuslice/libgpuslice.so"));

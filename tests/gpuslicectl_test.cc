@@ -30,6 +30,7 @@
 #include "broker/scheduler.h"
 #include "broker/segment_layout.h"
 #include "common/clock.h"
+#include "common/version.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"
 
@@ -485,7 +486,7 @@ TEST_F(GpuslicectlTest, SetThenStatusShowsTheNewModeAndQuantum) {
   EXPECT_EQ(gpu["quantum_ns"], broker::kDefaultQuantumNs);
   EXPECT_EQ(gpu["quantum_default"], true);
   ProcessResult r = Status();
-  EXPECT_THAT(r.out, HasSubstr("\n  compute: timeslice, quantum 10 ms (default), budget 2 ms (default); held by nobody; 0 grants\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n  compute: timeslice, quantum 10 ms (default), budget 2 ms (default); idle; 0 grants\n"));
 
   r = Set({"--gpu", uuid, "--quantum", "20ms", "--mode", "none"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -576,7 +577,7 @@ TEST_F(GpuslicectlTest, StatusShowsEachTenantsComputeRequestAndLimit) {
   EXPECT_THAT(r.out, ContainsRegex("\n  team-b +0 B +1 GiB +0.0% +50% +100% +standard +-\n"));
   EXPECT_THAT(r.out, ContainsRegex("\n  team-c +0 B +1 GiB +0.0% +- +- +- +-\n"));
   EXPECT_THAT(r.out, HasSubstr("\n  compute requested: 80% by 2 tenants (1 more not launched yet)\n"));
-  EXPECT_THAT(r.out, HasSubstr("\n  SHARE: - until a first 10 s window of taking turns completes\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n  SHARE: - until a first window of taking turns (10 s or more) completes\n"));
   EXPECT_THAT(r.out, Not(HasSubstr("oversubscribed")));
 
   const Json gpu = StatusJson()["gpus"][0];
@@ -623,8 +624,9 @@ TEST_F(GpuslicectlTest, StatusShowsTheShareOfTheLastCompleteWindow) {
   EXPECT_THAT(r.out, ContainsRegex("\n  team-a +0 B +1 GiB +0.0% +60% +100% +standard +55.2%\n"));
   EXPECT_THAT(r.out, ContainsRegex("\n  team-b +0 B +1 GiB +0.0% +40% +100% +standard +0.0%\n"))
       << "a tenant that got nothing in a measured window has a share of 0, not '-'";
-  EXPECT_THAT(r.out, ContainsRegex("\n  SHARE: of the GPU's time in the last complete window \\(10 s or more\\), which "
-                                   "ended [0-9]+\\.[0-9] s ago\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  SHARE: time each tenant held the GPU \\(its turns, drain included\\) in the last "
+                                   "complete window \\(hand-over to hand-over, 10 s or more\\), which ended [0-9]+\\.[0-9] s "
+                                   "ago\n"));
   Json gpu = StatusJson()["gpus"][0];
   EXPECT_GE(gpu["share_window_ended_seconds_ago"].get<double>(), 3.0);
   EXPECT_NEAR(gpu["tenants"][0]["last_window_share_percent"].get<double>(), 55.2, 1e-9);
@@ -699,6 +701,56 @@ TEST_F(GpuslicectlTest, HelpExplainsEveryColumnOfTheStatus) {
   const ProcessResult options = gpuslice::testing::Run({Ctl(), "options", "--help"});
   EXPECT_EQ(options.exit_code, 0);
   EXPECT_THAT(options.out, HasSubstr("--markdown"));
+}
+
+TEST_F(GpuslicectlTest, StatusShowsAGpuWhoseHolderHasNoProcessLeftAsIdle) {
+  auto a = Tenant("team-a", 4 * kGi, kGi, 0, {.request_pct = 30, .limit_pct = 100, .acquire = true});
+  auto b = Tenant("team-b", 4 * kGi, kGi, 0, {.request_pct = 30});
+  ASSERT_THAT(Status().out, HasSubstr("; held by team-a; 1 grant\n"));
+
+  a->Kill();  // the grant stays in the segment until someone else asks for the GPU
+  const ProcessResult r = Status();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\n  compute: timeslice, quantum 10 ms (default), budget 2 ms (default); idle; 1 grant\n"));
+  EXPECT_THAT(r.out, Not(HasSubstr("held by team-a")));
+  EXPECT_TRUE(StatusJson()["gpus"][0]["holder"].is_null());
+}
+
+// A state directory mounted read-only (a node-wide view for operators): the help promises the
+// figures as they stand, not a failure. Needs a mount namespace of its own (unshare -rm).
+TEST_F(GpuslicectlTest, StatusOnAReadOnlyMountShowsTheFiguresAsTheyStand) {
+  if (gpuslice::testing::Run({"/usr/bin/unshare", "-rm", "true"}).exit_code != 0)
+    GTEST_SKIP() << "no user and mount namespaces here (unshare -rm)";
+  auto a = Tenant("team-a", 4 * kGi, kGi, 256 * kMi);
+  const std::string dir = state_dir_.path();
+  const ProcessResult r = gpuslice::testing::Run(
+      {"/usr/bin/unshare", "-rm", "sh", "-c",
+       "mount --bind \"$0\" \"$0\" && mount -o remount,ro,bind \"$0\" && touch \"$0/probe\" 2>/dev/null; "
+       "[ ! -e \"$0/probe\" ] || exit 99; exec \"$1\" status --state-dir \"$0\"",
+       dir, Ctl()});
+  EXPECT_NE(r.exit_code, 99) << "the bind mount did not become read-only";
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +256 MiB +1 GiB +25.0%"));
+}
+
+TEST_F(GpuslicectlTest, AMisspeltSubcommandIsNamedWithTheNearestOne) {
+  ProcessResult r = gpuslice::testing::Run({Ctl(), "statu"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, StartsWith("gpuslicectl: unknown subcommand 'statu' (did you mean status?); the subcommands are "
+                                "status, set, options\n"));
+  EXPECT_THAT(r.err, Not(HasSubstr("A subcommand is required")));
+  r = gpuslice::testing::Run({Ctl(), "optoins", "--markdown"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("did you mean options?"));
+  r = gpuslice::testing::Run({Ctl(), "frobnicate"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, StartsWith("gpuslicectl: unknown subcommand 'frobnicate'; the subcommands are"));
+}
+
+TEST_F(GpuslicectlTest, VersionPrintsTheProjectsVersion) {
+  const ProcessResult r = gpuslice::testing::Run({Ctl(), "--version"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, std::string("gpuslicectl ") + GPUSLICE_VERSION + "\n");
 }
 
 TEST_F(GpuslicectlTest, UsageErrorsExit2) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/quantity.h"
+#include "common/version.h"
 #include "workload/exit_codes.h"
 
 namespace gpuslice::workload {
@@ -42,6 +43,7 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
   CLI::App app("Driver-API workloads for gpuslice: compute throughput, request latency, memory allocation.",
                "gpuslice-workload");
   app.require_subcommand(1);
+  app.set_version_flag("--version", "gpuslice-workload " GPUSLICE_VERSION, "Print the version and exit");
 
   CommonOptions& common = out->common;
   ComputeOptions& compute = out->compute;

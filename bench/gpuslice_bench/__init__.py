@@ -6,3 +6,6 @@ over time), runner (one mode of one scenario), entitlement and metrics (the figu
 /work/shared/REFERENCE.md §5), table, charts and summary (what people read), overhead (the
 shim's per-call cost), progress (the live line on stderr) and cli.
 """
+
+# project(VERSION) from CMakeLists.txt, set by <build>/bin/gpuslice-bench; "unreleased" from the source tree.
+VERSION = "unreleased"

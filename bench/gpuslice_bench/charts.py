@@ -47,13 +47,21 @@ def _draw(folder, name, script):
 
 
 def share_chart(folder, results, mode):
-    """share-<mode>.svg: per tenant its share of GPU time per window (solid) and its entitlement (dashed)."""
+    """share-<mode>.svg: per tenant its share of GPU time per window (solid) and its entitlement (dashed).
+    Windows that run past the first tenant's end are left out: the workloads stopped during them, so
+    their shares would fall towards 0 and read as a collapse of the sharing."""
     timeline = results["modes"][mode]["timeline"]
     tenants = [t["name"] for t in results["scenario"]["tenants"]]
     dat = os.path.join("data", f"share-{mode}.dat")
     with open(os.path.join(folder, dat), "w") as f:
         f.write("# window midpoint (s), GPU busy %, then per tenant: share %, entitled %  (" + ", ".join(tenants) + ")\n")
+        past_end = timeline.get("past_end") or [False] * len(timeline["t"])
+        dropped = sum(past_end)
+        if dropped:
+            f.write(f"# {dropped} window(s) after the first tenant stopped left out (partial: the workloads ended in them)\n")
         for i, t in enumerate(timeline["t"]):
+            if past_end[i]:
+                continue
             cells = [f"{t:.3f}", f"{100 * timeline['utilisation'][i]:.2f}"]
             for name in tenants:
                 # Entitlement is only defined where no process started or stopped: elsewhere a gap.

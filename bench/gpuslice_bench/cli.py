@@ -35,6 +35,7 @@ def _parser():
                                 description="Runs GPU-sharing scenarios and reports how much tenants slow each "
                                             "other, with and without gpuslice.", epilog=EPILOG)
     p.add_argument("scenarios", nargs="*", metavar="SCENARIO")
+    p.add_argument("--version", action="version", version="gpuslice-bench " + sys.modules[__package__].VERSION)
     size = p.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="the reduced form: --scale 0.2")
     size.add_argument("--scale", type=float, metavar="F", help="multiply every time in the scenario by F")
@@ -171,6 +172,11 @@ def main(source_dir, build_dir, argv=None):
         header = {"tool": "gpuslice-bench", "format": 1, "command": command, "scale": factor,
                   "platform": {"simulated": simulated, "description": description, "gpu_memory": gpu_memory}}
         outcome = benchmark.run_scenario(run_scenario, modes_override or list(s.modes), ctx, unavailable, header)
+        if not simulated:
+            # Labelled by what ran: the device the workloads reached, or that none did.
+            outcome.results["platform"]["description"] = \
+                f"{', '.join(sorted(ctx.devices_seen))} (real GPU)" if ctx.devices_seen else \
+                "no GPU: --real-gpu, but no workload reached a device (see each mode's reason)"
         if overhead_figures:
             outcome.results["overhead"] = overhead_figures
         folder = os.path.join(args.report, s.name)

@@ -58,7 +58,9 @@ def timeline(record, tenants):
             busy = sum(b.procs.get(pid, (0, 0))[0] - a.procs.get(pid, (0, 0))[0] for pid in pids[t.name])
             share[t.name] = busy / 1e9 / dt
         steady = b.t <= end and not any(a.t < e < b.t for e in events)
-        rows.append({"t0": a.t, "t1": b.t, "dt": dt, "steady": steady,
+        # A window that runs past the first tenant's end is partly after the workloads stopped: its
+        # shares fall towards 0 for lack of demand, not of service (the chart leaves it out).
+        rows.append({"t0": a.t, "t1": b.t, "dt": dt, "steady": steady, "past_end": b.t > end,
                      "share": share, "demand": demand, "entitled": entitled,
                      "utilisation": (b.device_busy_ns - a.device_busy_ns) / 1e9 / dt})
     return rows
@@ -166,6 +168,7 @@ def run_figures(mode, tenant_figs, rows, enforcing):
 
 def timeline_json(rows, tenants):
     return {"t": [round((r["t0"] + r["t1"]) / 2, 3) for r in rows], "steady": [r["steady"] for r in rows],
+            "past_end": [r["past_end"] for r in rows],
             "utilisation": [round(r["utilisation"], 4) for r in rows],
             "share": {t.name: [round(r["share"][t.name], 4) for r in rows] for t in tenants},
             "entitled": {t.name: [round(r["entitled"][t.name], 4) for r in rows] for t in tenants}}

@@ -58,6 +58,9 @@ class RunContext:
     gpu_memory: int      # bytes
     progress: object     # progress.Progress
     keep_scratch: bool = False
+    # The devices the workloads' contexts were on (their ready lines): what the report is
+    # labelled with, rather than what was asked for.
+    devices_seen: set = dataclasses.field(default_factory=set)
 
 
 _counter = 0
@@ -138,6 +141,26 @@ def _fail(processes, what):
     raise RunError(what + ("\n" + "\n".join(failures) if failures else ""))
 
 
+def _wait_ready(starting, processes, mode, ctx):
+    """Returns once every process in `starting` has its context; fails at once, with the process's
+    own message, when one exits before that (a missing driver, a bad setting), rather than
+    waiting out the others' timeout."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while True:
+        for p in starting:
+            if p.ready_at is None and not p.running() and p.returncode is not None:
+                _fail(processes, f"mode {mode}: {p.label} exited before its device context existed")
+        if all(p.ready_at is not None for p in starting):
+            break
+        if time.monotonic() > deadline:
+            late = ", ".join(p.label for p in starting if p.ready_at is None)
+            _fail(processes, f"mode {mode}: {late} did not become ready within {READY_TIMEOUT_S} s")
+        time.sleep(0.02)
+    for p in starting:
+        if p.device_name:
+            ctx.devices_seen.add(p.device_name)
+
+
 def _execute(scenario, mode, tenants, processes, ctx, base, state_path, label):
     started = time.monotonic()
     now_ones = [p for p in processes if p.workload.start == 0]
@@ -145,9 +168,7 @@ def _execute(scenario, mode, tenants, processes, ctx, base, state_path, label):
     ctx.progress.phase(label, scenario.duration)
     for p in now_ones:
         p.start()
-    for p in now_ones:
-        if not p.wait_ready(READY_TIMEOUT_S):
-            _fail(processes, f"{p.label} did not become ready within {READY_TIMEOUT_S} s in mode {mode}")
+    _wait_ready(now_ones, processes, mode, ctx)
     t0 = time.monotonic()
     ctx.progress.phase(label, scenario.duration)
     source = SimulatorSource(ctx.paths.sim_tool, state_path, base) if ctx.simulated else RealGpuSource()

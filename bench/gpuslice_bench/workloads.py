@@ -42,6 +42,7 @@ class WorkloadProcess:
         self.env = env
         self.pid = None
         self.ready_at = None      # time.monotonic() of the ready line
+        self.device_name = None   # the device its context is on, as the driver named it
         self.finished_at = None   # of the result line (or of the exit, if there was none)
         self.result = None
         self.holding = None
@@ -70,6 +71,7 @@ class WorkloadProcess:
             kind = event.get("event")
             if kind == "ready":
                 self.ready_at = now
+                self.device_name = event.get("device_name")
                 self._ready.set()
             elif kind == "progress":
                 self.last_progress = event

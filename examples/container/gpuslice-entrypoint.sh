@@ -13,7 +13,9 @@
 #    exit status is the container's.
 #
 # --check prints what it would do and runs nothing; --library names libgpuslice.so (default
-# /usr/local/lib/gpuslice/libgpuslice.so). Exit status: that of COMMAND; 2 when the configuration
+# <prefix>/lib/gpuslice/libgpuslice.so beside this script's <prefix>/bin, else
+# /usr/local/lib/gpuslice/libgpuslice.so, where the image, `cmake --install` and the .deb put it).
+# --version prints the version. Exit status: that of COMMAND; 2 when the configuration
 # or the usage is wrong (one line per problem on stderr); 127 when COMMAND is not found.
 #
 # POSIX sh (dash, busybox ash, bash); besides sh it uses env, sed, sort, id and, for the "did you
@@ -23,7 +25,17 @@
 set -f # no pathname expansion anywhere: paths and values are taken as they are
 
 me=gpuslice-entrypoint
+# Replaced by the build (examples/CMakeLists.txt) with project(VERSION) in the copy it installs.
+version=unreleased
 library=/usr/local/lib/gpuslice/libgpuslice.so
+# Installed under another prefix (cmake --install --prefix X, a scratch root): the library beside
+# this script's bin/ is the one installed with it.
+case $0 in
+  */bin/*)
+    [ -f "${0%/bin/*}/lib/gpuslice/libgpuslice.so" ] && library=${0%/bin/*}/lib/gpuslice/libgpuslice.so
+    ;;
+esac
+library_default=$library
 check=0
 errors=0
 state_dir_default=/run/gpuslice
@@ -38,7 +50,8 @@ usage: $me [--check] [--library PATH] [--] COMMAND [ARG...]
 Validates the GPUSLICE_* environment, checks the state directory, appends libgpuslice.so to
 LD_PRELOAD and exec's COMMAND.
   --check          print what would be done; run nothing
-  --library PATH   libgpuslice.so to preload (default $library)
+  --library PATH   libgpuslice.so to preload (default $library_default)
+  --version        print the version and exit
 EOF
 }
 
@@ -211,16 +224,19 @@ is_set() {
   eval "[ -n \"\${$1+set}\" ]"
 }
 
-# The mount holding directory $1 ("mount-point fstype"), from /proc/self/mountinfo.
+# The mount holding directory $1 ("mount-point fstype options"), from /proc/self/mountinfo
+# (options: the mount's own, "ro" or "rw" first).
 mount_of() {
   [ -r /proc/self/mountinfo ] || return 1
   real=$(cd "$1" 2>/dev/null && pwd -P) || return 1
   best=
   best_type=
+  best_options=
   while read -r line; do
     # shellcheck disable=SC2086 # fields are separated by single spaces, paths escape theirs
     set -- $line
     point=$5
+    options=$6
     while [ "$#" -gt 0 ] && [ "$1" != "-" ]; do shift; done
     fstype=${2-}
     case $real/ in
@@ -228,11 +244,22 @@ mount_of() {
         if [ "${#point}" -ge "${#best}" ]; then
           best=$point
           best_type=$fstype
+          best_options=$options
         fi
         ;;
     esac
   done </proc/self/mountinfo
-  [ -n "$best" ] && printf '%s %s\n' "$best" "$best_type"
+  [ -n "$best" ] && printf '%s %s %s\n' "$best" "$best_type" "$best_options"
+}
+
+# The mount point holding directory $1 when that mount is read-only ("ro" in its options).
+read_only_mount() {
+  found=$(mount_of "$1") || return 1
+  options=${found##* }
+  case ,$options, in
+    *,ro,*) printf '%s\n' "${found%% *}" ;;
+    *) return 1 ;;
+  esac
 }
 
 # One argument as the shell would need it written.
@@ -259,6 +286,10 @@ while [ "$#" -gt 0 ]; do
     --library=*) library=${1#--library=} ;;
     -h | --help)
       usage
+      exit 0
+      ;;
+    --version)
+      printf '%s %s\n' "$me" "$version"
       exit 0
       ;;
     --)
@@ -309,7 +340,11 @@ if is_absolute "$state_dir"; then
   if [ ! -e "$state_dir" ]; then
     error "the state directory $state_dir (GPUSLICE_STATE_DIR) does not exist: $mount_help"
   elif [ ! -d "$state_dir" ]; then
-    error "the state directory $state_dir (GPUSLICE_STATE_DIR) is not a directory: $mount_help"
+    # A file there (e.g. one the runtime mounts, such as /etc/hostname) cannot be mounted over
+    # with a directory: the hint names the default place instead of this path.
+    error "the state directory $state_dir (GPUSLICE_STATE_DIR) is not a directory: set GPUSLICE_STATE_DIR to a directory (default $state_dir_default) and mount the node's shared state directory there, the same host directory in every container of the node (docker run -v /run/gpuslice:$state_dir_default, or a hostPath volume of type DirectoryOrCreate in Kubernetes)"
+  elif read_only=$(read_only_mount "$state_dir"); then
+    error "the state directory $state_dir is on a read-only mount ($read_only): the broker writes its state file there; mount the node's directory read-write (docker run -v /run/gpuslice:$state_dir without :ro; Kubernetes: readOnly: false on the volume mount)"
   elif [ -e "$state_dir/gpuslice.state" ] && ! { [ -r "$state_dir/gpuslice.state" ] && [ -w "$state_dir/gpuslice.state" ]; }; then
     error "$state_dir/gpuslice.state is not readable and writable by uid $(id -u) (groups $(id -G)): run the container in the file's group (Kubernetes: securityContext.supplementalGroups); the node's directory wants a group shared by every tenant and mode 2770"
   elif [ ! -e "$state_dir/gpuslice.state" ] && ! { [ -w "$state_dir" ] && [ -x "$state_dir" ]; }; then
@@ -317,8 +352,9 @@ if is_absolute "$state_dir"; then
   else
     state_note="exists, writable"
     if mount=$(mount_of "$state_dir"); then
-      point=${mount% *}
-      fstype=${mount##* }
+      point=${mount%% *}
+      fstype=${mount#* }
+      fstype=${fstype%% *}
       case $fstype in
         nfs* | cifs | smb* | fuse* | 9p | ceph | glusterfs | lustre)
           error "the state directory $state_dir is on $fstype ($point): the broker's locks need a local file system of this node's kernel (tmpfs, as /run is, or a local disk)"

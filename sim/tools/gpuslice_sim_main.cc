@@ -15,6 +15,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "common/version.h"
 #include "gpuslice/sim_query.h"
 
 namespace {
@@ -138,6 +139,7 @@ int main(int argc, char** argv) {
       "Inspect and reset the simulated GPUs that the simulated libcuda.so.1 and libnvidia-ml.so.1 share.",
       "gpuslice-sim"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "gpuslice-sim " GPUSLICE_VERSION, "Print the version and exit");
   app.fallthrough();  // --state is accepted after the subcommand too
   std::string state_path = gpuslice::simquery::StatePath();
   app.add_option("--state", state_path, "the state file (default: $GPUSLICE_SIM_STATE, else /dev/shm/gpuslice-sim)")
