@@ -9,7 +9,7 @@ import dataclasses
 import os
 import time
 
-from . import metrics, runner
+from . import metrics, runner, targets
 
 
 @dataclasses.dataclass
@@ -103,8 +103,11 @@ def run_scenario(scenario, modes, ctx, unavailable, header):
                     latencies.setdefault((mode, p.tenant), []).extend(p.latencies_us)
             results["modes"][mode] = {"status": "ran", "tenants": figs,
                                       "run": metrics.run_figures(mode, figs, rows, mode in metrics.ENFORCING_MODES),
-                                      "timeline": metrics.timeline_json(rows, tenants), "wall_s": round(record.wall_s, 1)}
+                                      "timeline": metrics.timeline_json(rows, tenants, metrics.steady_end(record)),
+                                      "events": record.events, "wall_s": round(record.wall_s, 1)}
     for values in latencies.values():
         values.sort()
+    # Evaluated from the results document alone; a missed target is reported, never a failure.
+    results["targets"] = targets.evaluate(scenario.targets, results)
     violations = sum((m.get("run") or {}).get("quota_violations") or 0 for m in results["modes"].values())
     return Outcome(results=results, latencies=latencies, failed=bool(failures) or violations > 0)

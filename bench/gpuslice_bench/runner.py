@@ -9,6 +9,7 @@ On the simulated GPU every run gets its own simulator state file (a new, empty d
 """
 import dataclasses
 import os
+import signal
 import shutil
 import subprocess
 import tempfile
@@ -39,6 +40,7 @@ class ProcessRecord:
     result: dict
     holding: dict
     latencies_us: list
+    killed: bool = False  # by one of the scenario's events (expected to end without a result)
 
 
 @dataclasses.dataclass
@@ -49,6 +51,7 @@ class RunRecord:
     samples: list        # sampler.Sample
     processes: list      # ProcessRecord
     wall_s: float
+    events: list = dataclasses.field(default_factory=list)  # {at_s, signal, tenant, pids} as sent
 
 
 @dataclasses.dataclass
@@ -81,6 +84,8 @@ def _tenant_env(base, mode, tenant, state_dir, ctx, mps):
             env["GPUSLICE_COMPUTE_REQUEST"] = str(tenant.request)
         if tenant.limit is not None:
             env["GPUSLICE_COMPUTE_LIMIT"] = str(tenant.limit)
+        if tenant.compute_class is not None:
+            env["GPUSLICE_COMPUTE_CLASS"] = tenant.compute_class
     elif mode == "mps":
         env.update(mps.client_env(tenant, ctx.gpu_memory))
     return env
@@ -110,11 +115,12 @@ def run(scenario, mode, tenants, ctx, label):
         for tenant in tenants:
             env = _tenant_env(base, mode, tenant, state_dir, ctx, mps)
             index = 0
-            for workload in tenant.workloads:
+            for workload_index, workload in enumerate(tenant.workloads):
                 for _ in range(workload.processes):
                     processes.append(WorkloadProcess(tenant.name, workload, index, ctx.paths.workload, env,
                                                      scenario.duration - workload.start, report_interval,
                                                      scratch))
+                    processes[-1].workload_index = workload_index  # what an event's `workload` names
                     index += 1
         record = _execute(scenario, mode, tenants, processes, ctx, base, state_path, label)
         return record
@@ -155,6 +161,10 @@ def _execute(scenario, mode, tenants, processes, ctx, base, state_path, label):
     sampler = Sampler(source, scenario.sample_interval, live, t0)
     sampler.start()
     deadline = t0 + scenario.duration + FINISH_GRACE_S
+    # The scenario's signals, in every mode but solo (the undisturbed baseline).
+    names = {t.name for t in tenants}
+    pending = sorted((e for e in scenario.events if e.tenant in names and mode != "solo"), key=lambda e: e.at)
+    sent = []
     try:
         while True:
             now = time.monotonic()
@@ -162,11 +172,13 @@ def _execute(scenario, mode, tenants, processes, ctx, base, state_path, label):
                 p = later.pop(0)
                 p.start()
                 live.append(p)
+            while pending and now - t0 >= pending[0].at:
+                sent.append(_send(pending.pop(0), processes, now - t0))
             if not later and not any(p.running() for p in live):
                 break
             if now > deadline:
                 _fail(processes, f"mode {mode}: still running {FINISH_GRACE_S} s after the scenario's duration")
-            failed = [p for p in live if not p.running() and p.failure()]
+            failed = [p for p in live if not p.running() and not p.killed and p.failure()]
             if failed:
                 _fail(processes, f"mode {mode}: a tenant process failed")
             time.sleep(0.05)
@@ -176,6 +188,24 @@ def _execute(scenario, mode, tenants, processes, ctx, base, state_path, label):
         fill_busy(sampler.samples, processes, t0)
     records = [ProcessRecord(tenant=p.tenant, kind=p.workload.kind, label=p.label, pid=p.pid, workload=p.workload,
                              ready_at=(p.ready_at - t0) if p.ready_at else None, finished_at=p.finished_at - t0,
-                             result=p.result, holding=p.holding, latencies_us=p.latencies_us()) for p in processes]
+                             result=p.result, holding=p.holding, latencies_us=p.latencies_us(), killed=p.killed)
+               for p in processes]
     return RunRecord(mode=mode, tenants=[t.name for t in tenants], duration=scenario.duration,
-                     samples=sampler.samples, processes=records, wall_s=time.monotonic() - started)
+                     samples=sampler.samples, processes=records, wall_s=time.monotonic() - started, events=sent)
+
+
+def _send(event, processes, at):
+    """Sends `event`'s signal to the processes it selects; returns what was sent, and when."""
+    chosen = [p for p in processes if p.tenant == event.tenant and p.pid is not None and p.returncode is None
+              and (event.workload is None or p.workload_index == event.workload)]
+    if event.processes is not None:
+        chosen = chosen[:event.processes]
+    for p in chosen:
+        if event.signal == "KILL":
+            p.killed = True  # before the signal, so the run does not take its end for a failure
+        try:
+            os.kill(p.pid, getattr(signal, "SIG" + event.signal))
+        except ProcessLookupError:
+            pass
+    return {"at_s": round(at, 4), "signal": event.signal, "tenant": event.tenant, "workload": event.workload,
+            "pids": [p.pid for p in chosen]}

@@ -48,6 +48,8 @@ class WorkloadProcess:
         self.last_progress = None
         self.busy_points = []     # (monotonic time, cumulative kernel ns the workload reports done)
         self.returncode = None
+        self.workload_index = 0   # which of the tenant's workloads (set by the runner)
+        self.killed = False       # SIGKILLed by a scenario's event: no result is expected
         self._proc = None
         self._reader = None
         self._ready = threading.Event()
