@@ -97,7 +97,8 @@ TEST(BenchScenariosTest, TheLibraryHasTheDocumentedScenarios) {
   for (const char* name : {"two-equal-trainers", "weighted-75-25", "inference-beside-training", "eight-small-tenants",
                            "memory-hog", "four-equal-tenants", "eight-equal-tenants", "weighted-50-30-20",
                            "alone-request-25", "alone-limit-30", "latency-beside-compute", "sync-beside-async",
-                           "latency-class", "latency-standard", "stalled-holder", "dying-waiters"})
+                           "latency-class", "latency-standard", "stalled-holder", "dying-waiters",
+                           "arrival-at-idle-gpu"})
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
 }
 

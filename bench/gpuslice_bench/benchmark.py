@@ -50,7 +50,8 @@ def _solo_figures(scenario, solo_records, ctx):
         fig["np"] = 1.0 if ("kernels_per_s" in fig or "latency" in fig) else None
         if rep != t.name:
             fig["solo_run_shared_with"] = rep
-        latencies = [us for p in record.processes if p.tenant == rep and p.kind == "latency" for us in p.latencies_us]
+        latencies = [us for p in record.processes if p.tenant == rep and p.kind in ("latency", "arrival")
+                     for us in p.latencies_us]
         figures[t.name] = (fig, latencies)
     return figures
 
@@ -99,7 +100,7 @@ def run_scenario(scenario, modes, ctx, unavailable, header):
                                                       solo.get(t.name))
                     for t in tenants}
             for p in record.processes:
-                if p.kind == "latency":
+                if p.kind in ("latency", "arrival"):
                     latencies.setdefault((mode, p.tenant), []).extend(p.latencies_us)
             results["modes"][mode] = {"status": "ran", "tenants": figs,
                                       "run": metrics.run_figures(mode, figs, rows, mode in metrics.ENFORCING_MODES),

@@ -108,6 +108,11 @@ def tenant_figures(record, tenant, rows, gpu_memory):
             slo_us = min(slos) * 1000
             fig["slo_ms"] = min(slos)
             fig["slo_attainment"] = sum(1 for us in merged if us <= slo_us) / len(merged)
+    arrivals = [p for p in procs if p.kind == "arrival" and p.result]
+    if arrivals:
+        # Each arrival's time from its first launch to that kernel's end is its latency.
+        fig["latency"] = latency_summary([us for p in arrivals for us in p.latencies_us])
+        fig["requests_per_s"] = sum(p.result["arrivals"] / max(p.result["elapsed_s"], 1e-9) for p in arrivals)
     memory = [p for p in procs if p.kind == "memory" and p.result]
     if memory:
         refusals = {}

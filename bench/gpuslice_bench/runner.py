@@ -18,6 +18,7 @@ import time
 from .machine import clean_environment
 from .mps import MpsDaemon
 from .sampler import RealGpuSource, Sampler, SimulatorSource, fill_busy
+from .arrivals import ArrivalProcess
 from .workloads import WorkloadProcess
 
 READY_TIMEOUT_S = 60
@@ -117,12 +118,19 @@ def run(scenario, mode, tenants, ctx, label):
             index = 0
             for workload_index, workload in enumerate(tenant.workloads):
                 for _ in range(workload.processes):
-                    processes.append(WorkloadProcess(tenant.name, workload, index, ctx.paths.workload, env,
-                                                     scenario.duration - workload.start, report_interval,
-                                                     scratch))
+                    # A process started long before the last one is ready (many processes on a
+                    # busy machine) must not end early: each may run READY_TIMEOUT_S longer and
+                    # is stopped with SIGTERM at the run's end (_execute).
+                    seconds = scenario.duration - workload.start + READY_TIMEOUT_S
+                    if workload.kind == "arrival":
+                        processes.append(ArrivalProcess(tenant.name, workload, index, ctx.paths.workload, env,
+                                                        seconds, scratch))
+                    else:
+                        processes.append(WorkloadProcess(tenant.name, workload, index, ctx.paths.workload, env,
+                                                         seconds, report_interval, scratch))
                     processes[-1].workload_index = workload_index  # what an event's `workload` names
                     index += 1
-        record = _execute(scenario, mode, tenants, processes, ctx, base, state_path, label)
+        record = _execute(scenario, mode, tenants, processes, ctx, base, state_path, label, state_dir)
         return record
     finally:
         for p in processes:
@@ -144,7 +152,19 @@ def _fail(processes, what):
     raise RunError(what + ("\n" + "\n".join(failures) if failures else ""))
 
 
-def _execute(scenario, mode, tenants, processes, ctx, base, state_path, label):
+def _set_quantum(quantum_ms, ctx, base, state_dir, processes):
+    """gpuslicectl set --quantum, once the tenants' processes have brought the GPU into the broker."""
+    argv = [ctx.paths.bin("gpuslicectl"), "set", "--gpu", "all", "--quantum", f"{quantum_ms:g}ms"]
+    try:
+        out = subprocess.run(argv, env=dict(base, GPUSLICE_STATE_DIR=state_dir), capture_output=True, text=True,
+                             timeout=30)
+    except (OSError, subprocess.SubprocessError) as e:
+        _fail(processes, f"{' '.join(argv)}: {e}")
+    if out.returncode != 0:
+        _fail(processes, f"{' '.join(argv)} failed (exit {out.returncode}): {out.stderr.strip()}")
+
+
+def _execute(scenario, mode, tenants, processes, ctx, base, state_path, label, state_dir):
     started = time.monotonic()
     now_ones = [p for p in processes if p.workload.start == 0]
     later = sorted((p for p in processes if p.workload.start > 0), key=lambda p: p.workload.start)
@@ -154,6 +174,8 @@ def _execute(scenario, mode, tenants, processes, ctx, base, state_path, label):
     for p in now_ones:
         if not p.wait_ready(READY_TIMEOUT_S):
             _fail(processes, f"{p.label} did not become ready within {READY_TIMEOUT_S} s in mode {mode}")
+    if mode == "gpuslice" and scenario.quantum_ms:
+        _set_quantum(scenario.quantum_ms, ctx, base, state_dir, processes)
     t0 = time.monotonic()
     ctx.progress.phase(label, scenario.duration)
     source = SimulatorSource(ctx.paths.sim_tool, state_path, base) if ctx.simulated else RealGpuSource()
@@ -164,7 +186,7 @@ def _execute(scenario, mode, tenants, processes, ctx, base, state_path, label):
     # The scenario's signals, in every mode but solo (the undisturbed baseline).
     names = {t.name for t in tenants}
     pending = sorted((e for e in scenario.events if e.tenant in names and mode != "solo"), key=lambda e: e.at)
-    sent = []
+    sent, ended = [], False
     try:
         while True:
             now = time.monotonic()
@@ -174,6 +196,10 @@ def _execute(scenario, mode, tenants, processes, ctx, base, state_path, label):
                 live.append(p)
             while pending and now - t0 >= pending[0].at:
                 sent.append(_send(pending.pop(0), processes, now - t0))
+            if now - t0 >= scenario.duration and not ended:
+                ended = True
+                for p in live:
+                    p.terminate()  # the workload prints its result line and exits
             if not later and not any(p.running() for p in live):
                 break
             if now > deadline:

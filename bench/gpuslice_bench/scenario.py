@@ -13,7 +13,7 @@ from .quantities import parse_bytes
 from . import targets as _targets  # (they import this module back for its checks)
 
 MODES = ("solo", "unmanaged", "gpuslice", "mps")
-KINDS = ("compute", "latency", "memory")
+KINDS = ("compute", "latency", "memory", "arrival")
 MEMORY_APIS = ("alloc", "pitch", "managed", "async", "pool", "vmm", "array")
 _TENANT_NAME = re.compile(r"^[A-Za-z0-9._-]{1,63}$")
 _SCENARIO_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
@@ -68,7 +68,7 @@ class Tenant:
 
     @property
     def latency_sensitive(self):
-        return self.has("latency")
+        return self.has("latency") or self.has("arrival")
 
     def signature(self):
         return tuple(w.signature() for w in self.workloads)
@@ -101,6 +101,7 @@ class Scenario:
     tenants: tuple
     events: tuple = ()
     targets: tuple = ()    # targets.Target, checked against the results after the run
+    quantum_ms: float = None  # gpuslice's quantum (gpuslicectl set); None: its default
 
     @property
     def gpu_memory_bytes(self):
@@ -124,6 +125,7 @@ class Scenario:
     def to_json(self):
         return {"name": self.name, "description": self.description, "path": self.path,
                 "duration_s": self.duration, "gpu_memory": self.gpu_memory, "timeslice_us": self.timeslice_us,
+                "quantum_ms": self.quantum_ms,
                 "modes": list(self.modes), "sample_interval_s": self.sample_interval,
                 "events": [e.to_json() for e in self.events],
                 "targets": [t.to_json() for t in self.targets],
@@ -225,6 +227,11 @@ _KIND_KEYS = {
                "count": (_integer(1, 1 << 20), 1),
                "hold": (_number(0, 86400, " (seconds)", low_inclusive=True), None),
                "touch": (_boolean, False)},
+    # Not a gpuslice-workload kind: processes of one kernel each, started one after another.
+    "arrival": {"count": (_integer(1, 100_000), 100),
+                "kernel_us": (_integer(1, 60_000_000, " (microseconds)"), 100),
+                "new_tenant": (_boolean, False),
+                "gap_ms": (_number(0, 60_000, " (milliseconds)", low_inclusive=True), 0.0)},
 }
 _WORKLOAD_KEYS = ("kind", "processes", "start")
 
@@ -337,7 +344,9 @@ class _Reader:
                           _matching(_SCENARIO_NAME, "expected 1 to 100 of A-Z a-z 0-9 . _ - (it names the report folder)"))
         description = self.check(top["description"], "description", _text)
         duration = self.check(top["duration"], "duration", _number(0, 3600, " (seconds each mode runs)"))
-        gpu = self.mapping(top.get("gpu", {}), "gpu", [], ["memory", "timeslice_us"])
+        gpu = self.mapping(top.get("gpu", {}), "gpu", [], ["memory", "timeslice_us", "quantum_ms"])
+        quantum = self.check(gpu["quantum_ms"], "gpu.quantum_ms", _number(0.999, 1000, " (milliseconds, 1 to 1000)")) \
+            if "quantum_ms" in gpu else None
         gpu_memory = self.check(gpu.get("memory", "80Gi"), "gpu.memory", _bytes)
         timeslice = self.check(gpu["timeslice_us"], "gpu.timeslice_us", _integer(100, 1_000_000, " (microseconds)")) \
             if "timeslice_us" in gpu else None
@@ -367,7 +376,7 @@ class _Reader:
         targets = self.items(top, "targets", lambda v, w: _targets.read_target(self, v, w, parsed, modes, events))
         return Scenario(path=self.path, name=name, description=description, duration=duration, gpu_memory=gpu_memory,
                         timeslice_us=timeslice, modes=tuple(modes), sample_interval=interval, tenants=tuple(parsed),
-                        events=tuple(events), targets=tuple(targets))
+                        events=tuple(events), targets=tuple(targets), quantum_ms=quantum)
 
     def items(self, top, key, read):
         """The optional list `key`, each item read by read(value, where)."""

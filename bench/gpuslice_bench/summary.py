@@ -22,6 +22,9 @@ def _workload_text(w):
                 f"{w['kernel_us']} µs kernels")
         if w.get("slo_ms"):
             text += f" (SLO {w['slo_ms']:g} ms)"
+    elif w["kind"] == "arrival":
+        text = (f"arrival: {w['count']} processes one after another, one {w['kernel_us']} µs kernel each"
+                + (", each a new tenant" if w.get("new_tenant") else ""))
     else:
         text = f"memory: {w['count']} × {w['chunk']} ({w['api']})"
         if w.get("hold") is not None:

@@ -354,8 +354,13 @@ def evaluate(targets, results):
             met = measured >= bound
         else:
             met = abs(measured - bound) <= t.tolerance
+        bound_text = _format(unit, bound)
+        if t.comparison == "within":
+            bound_text += " ± " + (f"{100 * t.tolerance:g} points" if unit == "fraction" else _format(unit, t.tolerance))
+        else:
+            bound_text = ("≤ " if t.comparison == "at_most" else "≥ ") + bound_text
         entry.update(measured=measured, bound=bound, met=met, measured_text=_format(unit, measured),
-                     bound_text=_format(unit, bound))
+                     bound_text=bound_text)
         out.append(entry)
     return out
 
@@ -367,7 +372,7 @@ def text(evaluated):
         if e["met"] is None:
             verdict = f"not measured ({e['why']})"
         else:
-            verdict = ("met" if e["met"] else "NOT MET") + f": {e['measured_text']} (bound {e['bound_text']})"
+            verdict = ("met" if e["met"] else "NOT MET") + f": {e['measured_text']} (target {e['bound_text']})"
         lines.append(f"  {e['target']}: {verdict}")
         lines.append(f"      source: {e['source']}")
     return "\n".join(lines)
@@ -378,4 +383,4 @@ def markdown(evaluated):
     rows = [[e["target"], e.get("measured_text", "-"), e.get("bound_text", "-"),
              "not measured: " + e["why"] if e["met"] is None else "yes" if e["met"] else "**no**", e["source"]]
             for e in evaluated]
-    return md(["target", "measured", "bound", "met", "source"], rows)
+    return md(["target", "measured", "target value", "met", "source"], rows)

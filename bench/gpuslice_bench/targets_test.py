@@ -74,8 +74,8 @@ class TargetsTest(unittest.TestCase):
         self.assertEqual(got[1]["target"], "svc p99_ms under gpuslice ≤ p99_ms unmanaged")
         self.assertEqual(got[0]["source"], "a")
         printed = text(got)
-        self.assertIn("NOT MET: 85.0% (bound 80.0%)", printed)
-        self.assertIn("met: 4.00 ms (bound 6.30 ms)", printed)
+        self.assertIn("NOT MET: 85.0% (target 80.0% ± 3 points)", printed)
+        self.assertIn("met: 4.00 ms (target ≤ 6.30 ms)", printed)
 
     def test_a_mode_that_did_not_run_is_not_measured_rather_than_failed(self):
         got = self.check("  - {metric: share, tenant: svc, mode: mps, at_least: 0.1, source: x}\n", results())

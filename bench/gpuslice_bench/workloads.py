@@ -103,6 +103,11 @@ class WorkloadProcess:
         if self._proc and self._proc.poll() is None:
             self._proc.kill()
 
+    def terminate(self):
+        """Ends the run early; the workload still prints its result line."""
+        if self._proc and self._proc.poll() is None:
+            self._proc.terminate()
+
     def failure(self):
         """None for a clean run; else one paragraph saying what went wrong."""
         if self.returncode == 0 and self.result is not None:
