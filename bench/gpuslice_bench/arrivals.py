@@ -15,6 +15,8 @@ import subprocess
 import threading
 import time
 
+from .workloads import stderr_tail
+
 
 class ArrivalProcess:
     def __init__(self, tenant, workload, index, binary, env, seconds, scratch_dir):
@@ -94,11 +96,7 @@ class ArrivalProcess:
     def failure(self):
         if self.returncode in (0, None):
             return None
-        try:
-            with open(self.stderr_path) as f:
-                err = f.read().strip()[-2000:]
-        except OSError:
-            err = ""
+        err = stderr_tail(self.stderr_path)
         return f"{self.label} (an arrival exited {self.returncode}): {' '.join(self.argv or [])}" + \
             (f"\n  {err}" if err else "")
 

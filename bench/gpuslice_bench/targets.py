@@ -314,7 +314,7 @@ def _ref_text(target):
     parts.append(" ".join(x for x in (whose, what, mode) if x))
     if b.plus:
         unit = METRICS[target.metric][1]
-        parts.append(("+ " if b.plus > 0 else "− ") + (f"{abs(b.plus) * 100:g} points" if unit == "fraction"
+        parts.append(("+ " if b.plus > 0 else "− ") + (f"{abs(b.plus) * 100:g} point" + ("" if abs(b.plus) == 0.01 else "s") if unit == "fraction"
                                                       else f"{abs(b.plus):g} ms" if unit == "ms" else f"{abs(b.plus):g}"))
     return " ".join(parts)
 

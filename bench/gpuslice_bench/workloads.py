@@ -30,6 +30,15 @@ def command_line(binary, workload, seconds, report_interval, label, latencies_pa
     return [binary] + args
 
 
+def stderr_tail(path):
+    """The end of a process's stderr file, for a failure's message ("" when there is none)."""
+    try:
+        with open(path) as f:
+            return f.read().strip()[-2000:]
+    except OSError:
+        return ""
+
+
 class WorkloadProcess:
     def __init__(self, tenant, workload, index, binary, env, seconds, report_interval, scratch_dir):
         self.tenant = tenant
@@ -112,11 +121,7 @@ class WorkloadProcess:
         """None for a clean run; else one paragraph saying what went wrong."""
         if self.returncode == 0 and self.result is not None:
             return None
-        try:
-            with open(self.stderr_path) as f:
-                err = f.read().strip()[-2000:]
-        except OSError:
-            err = ""
+        err = stderr_tail(self.stderr_path)
         how = f"exit {self.returncode}" if self.returncode is not None and self.returncode >= 0 else \
             f"signal {-self.returncode}" if self.returncode is not None else "did not finish"
         return f"{self.label} ({how}): {' '.join(self.argv)}" + (f"\n  {err}" if err else "")
