@@ -24,7 +24,9 @@ scenario's quotas, requests and limits) and mps (needs a real GPU and nvidia-cud
 reported as skipped otherwise). The format and every figure are described in docs/benchmarks.md.
 
 Output: a progress line on stderr, a table on stdout, and a report folder per scenario
-(REPORT/<scenario>/): summary.md, results.json, SVG charts and their data.
+(REPORT/<scenario>/): summary.md, results.json, SVG charts and their data. A scenario's
+targets are printed after the table as met, NOT MET (with the measured value) or not measured;
+they never change the exit status.
 
 Exit status: 0 when every run finished and no quota was exceeded where enforced; 1 when a run
 failed or a quota was exceeded; 2 on a usage error, a bad scenario or missing build outputs.
