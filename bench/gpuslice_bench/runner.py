@@ -9,16 +9,16 @@ On the simulated GPU every run gets its own simulator state file (a new, empty d
 """
 import dataclasses
 import os
-import signal
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
 
+from .arrivals import ArrivalProcess
 from .machine import clean_environment
 from .mps import MpsDaemon
 from .sampler import RealGpuSource, Sampler, SimulatorSource, fill_busy
-from .arrivals import ArrivalProcess
 from .workloads import WorkloadProcess
 
 READY_TIMEOUT_S = 60
