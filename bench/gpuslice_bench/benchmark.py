@@ -9,7 +9,7 @@ import dataclasses
 import os
 import time
 
-from . import metrics, runner
+from . import metrics, runner, targets
 
 
 @dataclasses.dataclass
@@ -50,7 +50,8 @@ def _solo_figures(scenario, solo_records, ctx):
         fig["np"] = 1.0 if ("kernels_per_s" in fig or "latency" in fig) else None
         if rep != t.name:
             fig["solo_run_shared_with"] = rep
-        latencies = [us for p in record.processes if p.tenant == rep and p.kind == "latency" for us in p.latencies_us]
+        latencies = [us for p in record.processes if p.tenant == rep and p.kind in ("latency", "arrival")
+                     for us in p.latencies_us]
         figures[t.name] = (fig, latencies)
     return figures
 
@@ -99,12 +100,15 @@ def run_scenario(scenario, modes, ctx, unavailable, header):
                                                       solo.get(t.name))
                     for t in tenants}
             for p in record.processes:
-                if p.kind == "latency":
+                if p.kind in ("latency", "arrival"):
                     latencies.setdefault((mode, p.tenant), []).extend(p.latencies_us)
             results["modes"][mode] = {"status": "ran", "tenants": figs,
                                       "run": metrics.run_figures(mode, figs, rows, mode in metrics.ENFORCING_MODES),
-                                      "timeline": metrics.timeline_json(rows, tenants), "wall_s": round(record.wall_s, 1)}
+                                      "timeline": metrics.timeline_json(rows, tenants, metrics.steady_end(record)),
+                                      "events": record.events, "wall_s": round(record.wall_s, 1)}
     for values in latencies.values():
         values.sort()
+    # Evaluated from the results document alone; a missed target is reported, never a failure.
+    results["targets"] = targets.evaluate(scenario.targets, results)
     violations = sum((m.get("run") or {}).get("quota_violations") or 0 for m in results["modes"].values())
     return Outcome(results=results, latencies=latencies, failed=bool(failures) or violations > 0)

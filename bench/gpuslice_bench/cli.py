@@ -1,5 +1,6 @@
 """gpuslice-bench's command line."""
 import argparse
+import dataclasses
 import glob
 import json
 import os
@@ -23,7 +24,9 @@ scenario's quotas, requests and limits) and mps (needs a real GPU and nvidia-cud
 reported as skipped otherwise). The format and every figure are described in docs/benchmarks.md.
 
 Output: a progress line on stderr, a table on stdout, and a report folder per scenario
-(REPORT/<scenario>/): summary.md, results.json, SVG charts and their data.
+(REPORT/<scenario>/): summary.md, results.json, SVG charts and their data. A scenario's
+targets are printed after the table as met, NOT MET (with the measured value) or not measured;
+they never change the exit status.
 
 Exit status: 0 when every run finished and no quota was exceeded where enforced; 1 when a run
 failed or a quota was exceeded; 2 on a usage error, a bad scenario or missing build outputs.
@@ -41,6 +44,8 @@ def _parser():
     size.add_argument("--scale", type=float, metavar="F", help="multiply every time in the scenario by F")
     size.add_argument("--duration", type=float, metavar="S",
                       help="run each mode S seconds (the scenario's other times scale along)")
+    p.add_argument("--quantum", type=float, metavar="MS",
+                   help="gpuslice's quantum in milliseconds for the gpuslice runs (overrides gpu.quantum_ms)")
     p.add_argument("--modes", metavar="M,M", help="run these modes instead of the scenario's: " + ", ".join(MODES))
     p.add_argument("--report", default="report", metavar="DIR",
                    help="write each scenario's report to DIR/<scenario>/ (default: report)")
@@ -106,8 +111,9 @@ def main(source_dir, build_dir, argv=None):
         print("gpuslice-bench: name a scenario (or `all`, or --list them); see --help", file=sys.stderr)
         return EXIT_USAGE
     scale = 0.2 if args.quick else args.scale if args.scale is not None else 1.0
-    if scale <= 0 or (args.duration is not None and args.duration <= 0):
-        print("gpuslice-bench: --scale and --duration must be above 0", file=sys.stderr)
+    if scale <= 0 or (args.duration is not None and args.duration <= 0) or \
+            (args.quantum is not None and not 1 <= args.quantum <= 1000):
+        print("gpuslice-bench: --scale and --duration must be above 0, --quantum from 1 to 1000 (ms)", file=sys.stderr)
         return EXIT_USAGE
     try:
         scenarios = [load(p) for p in _resolve(args.scenarios, scenario_dir)]
@@ -156,6 +162,8 @@ def main(source_dir, build_dir, argv=None):
     for s in scenarios:
         factor = args.duration / s.duration if args.duration is not None else scale
         run_scenario = s.scaled(factor) if factor != 1.0 else s
+        if args.quantum is not None:
+            run_scenario = dataclasses.replace(run_scenario, quantum_ms=args.quantum)
         if simulated:
             gpu_memory = run_scenario.gpu_memory_bytes
             description = f"simulated GPU ({format_bytes(gpu_memory)}, " \

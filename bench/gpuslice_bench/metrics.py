@@ -34,13 +34,19 @@ def _tenant_memory(sample, pids):
     return sum(sample.procs.get(pid, (0, 0))[1] for pid in pids)
 
 
+def steady_end(record):
+    """The steady state ends when the first tenant stops computing (memory holders end with it);
+    a process a scenario's event killed ends early on purpose and does not end it."""
+    workers = [p for p in record.processes if p.kind != "memory" and not p.killed] or \
+        [p for p in record.processes if not p.killed] or record.processes
+    return min(p.finished_at for p in workers)
+
+
 def timeline(record, tenants):
     """One row per window: per tenant busy share, demand and entitlement; device utilisation."""
     pids = {t.name: [p.pid for p in record.processes if p.tenant == t.name] for t in tenants}
     events = [e for p in record.processes for e in (p.ready_at, p.finished_at) if e is not None]
-    # The steady state ends when the first tenant stops computing (memory holders end with it).
-    workers = [p for p in record.processes if p.kind != "memory"] or record.processes
-    end = min(p.finished_at for p in workers)
+    end = steady_end(record)
     rows = []
     for a, b in zip(record.samples, record.samples[1:]):
         dt = b.t - a.t
@@ -88,11 +94,12 @@ def tenant_figures(record, tenant, rows, gpu_memory):
     """Everything measured about `tenant` in one run (no comparison with solo yet)."""
     procs = [p for p in record.processes if p.tenant == tenant.name]
     fig = {"processes": len(procs)}
-    compute = [p for p in procs if p.kind == "compute"]
+    # A process killed by a scenario's event printed no result: it counts for busy time only.
+    compute = [p for p in procs if p.kind == "compute" and p.result]
     if compute:
         fig["kernels_per_s"] = sum(p.result["kernels_per_s"] for p in compute)
         fig["busy_fraction_reported"] = sum(p.result["busy_fraction"] for p in compute)
-    latency = [p for p in procs if p.kind == "latency"]
+    latency = [p for p in procs if p.kind == "latency" and p.result]
     if latency:
         merged = [us for p in latency for us in p.latencies_us]
         fig["latency"] = latency_summary(merged)
@@ -103,7 +110,12 @@ def tenant_figures(record, tenant, rows, gpu_memory):
             slo_us = min(slos) * 1000
             fig["slo_ms"] = min(slos)
             fig["slo_attainment"] = sum(1 for us in merged if us <= slo_us) / len(merged)
-    memory = [p for p in procs if p.kind == "memory"]
+    arrivals = [p for p in procs if p.kind == "arrival" and p.result]
+    if arrivals:
+        # Each arrival's time from its first launch to that kernel's end is its latency.
+        fig["latency"] = latency_summary([us for p in arrivals for us in p.latencies_us])
+        fig["requests_per_s"] = sum(p.result["arrivals"] / max(p.result["elapsed_s"], 1e-9) for p in arrivals)
+    memory = [p for p in procs if p.kind == "memory" and p.result]
     if memory:
         refusals = {}
         for p in memory:
@@ -166,9 +178,11 @@ def run_figures(mode, tenant_figs, rows, enforcing):
     return run
 
 
-def timeline_json(rows, tenants):
+def timeline_json(rows, tenants, end=None):
     return {"t": [round((r["t0"] + r["t1"]) / 2, 3) for r in rows], "steady": [r["steady"] for r in rows],
             "past_end": [r["past_end"] for r in rows],
+            "t0": [round(r["t0"], 4) for r in rows], "t1": [round(r["t1"], 4) for r in rows],
+            "end_s": None if end is None else round(end, 4),
             "utilisation": [round(r["utilisation"], 4) for r in rows],
             "share": {t.name: [round(r["share"][t.name], 4) for r in rows] for t in tenants},
             "entitled": {t.name: [round(r["entitled"][t.name], 4) for r in rows] for t in tenants}}

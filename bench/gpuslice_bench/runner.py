@@ -10,10 +10,12 @@ On the simulated GPU every run gets its own simulator state file (a new, empty d
 import dataclasses
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
 
+from .arrivals import ArrivalProcess
 from .machine import clean_environment
 from .mps import MpsDaemon
 from .sampler import RealGpuSource, Sampler, SimulatorSource, fill_busy
@@ -39,6 +41,7 @@ class ProcessRecord:
     result: dict
     holding: dict
     latencies_us: list
+    killed: bool = False  # by one of the scenario's events (expected to end without a result)
 
 
 @dataclasses.dataclass
@@ -49,6 +52,7 @@ class RunRecord:
     samples: list        # sampler.Sample
     processes: list      # ProcessRecord
     wall_s: float
+    events: list = dataclasses.field(default_factory=list)  # {at_s, signal, tenant, pids} as sent
 
 
 @dataclasses.dataclass
@@ -84,6 +88,8 @@ def _tenant_env(base, mode, tenant, state_dir, ctx, mps):
             env["GPUSLICE_COMPUTE_REQUEST"] = str(tenant.request)
         if tenant.limit is not None:
             env["GPUSLICE_COMPUTE_LIMIT"] = str(tenant.limit)
+        if tenant.compute_class is not None:
+            env["GPUSLICE_COMPUTE_CLASS"] = tenant.compute_class
     elif mode == "mps":
         env.update(mps.client_env(tenant, ctx.gpu_memory))
     return env
@@ -113,13 +119,21 @@ def run(scenario, mode, tenants, ctx, label):
         for tenant in tenants:
             env = _tenant_env(base, mode, tenant, state_dir, ctx, mps)
             index = 0
-            for workload in tenant.workloads:
+            for workload_index, workload in enumerate(tenant.workloads):
                 for _ in range(workload.processes):
-                    processes.append(WorkloadProcess(tenant.name, workload, index, ctx.paths.workload, env,
-                                                     scenario.duration - workload.start, report_interval,
-                                                     scratch))
+                    # A process started long before the last one is ready (many processes on a
+                    # busy machine) must not end early: each may run READY_TIMEOUT_S longer and
+                    # is stopped with SIGTERM at the run's end (_execute).
+                    seconds = scenario.duration - workload.start + READY_TIMEOUT_S
+                    if workload.kind == "arrival":
+                        processes.append(ArrivalProcess(tenant.name, workload, index, ctx.paths.workload, env,
+                                                        seconds, scratch))
+                    else:
+                        processes.append(WorkloadProcess(tenant.name, workload, index, ctx.paths.workload, env,
+                                                         seconds, report_interval, scratch))
+                    processes[-1].workload_index = workload_index  # what an event's `workload` names
                     index += 1
-        record = _execute(scenario, mode, tenants, processes, ctx, base, state_path, label)
+        record = _execute(scenario, mode, tenants, processes, ctx, base, state_path, label, state_dir)
         return record
     finally:
         for p in processes:
@@ -161,7 +175,19 @@ def _wait_ready(starting, processes, mode, ctx):
             ctx.devices_seen.add(p.device_name)
 
 
-def _execute(scenario, mode, tenants, processes, ctx, base, state_path, label):
+def _set_quantum(quantum_ms, ctx, base, state_dir, processes):
+    """gpuslicectl set --quantum, once the tenants' processes have brought the GPU into the broker."""
+    argv = [ctx.paths.bin("gpuslicectl"), "set", "--gpu", "all", "--quantum", f"{quantum_ms:g}ms"]
+    try:
+        out = subprocess.run(argv, env=dict(base, GPUSLICE_STATE_DIR=state_dir), capture_output=True, text=True,
+                             timeout=30)
+    except (OSError, subprocess.SubprocessError) as e:
+        _fail(processes, f"{' '.join(argv)}: {e}")
+    if out.returncode != 0:
+        _fail(processes, f"{' '.join(argv)} failed (exit {out.returncode}): {out.stderr.strip()}")
+
+
+def _execute(scenario, mode, tenants, processes, ctx, base, state_path, label, state_dir):
     started = time.monotonic()
     now_ones = [p for p in processes if p.workload.start == 0]
     later = sorted((p for p in processes if p.workload.start > 0), key=lambda p: p.workload.start)
@@ -169,6 +195,8 @@ def _execute(scenario, mode, tenants, processes, ctx, base, state_path, label):
     for p in now_ones:
         p.start()
     _wait_ready(now_ones, processes, mode, ctx)
+    if mode == "gpuslice" and scenario.quantum_ms:
+        _set_quantum(scenario.quantum_ms, ctx, base, state_dir, processes)
     t0 = time.monotonic()
     ctx.progress.phase(label, scenario.duration)
     source = SimulatorSource(ctx.paths.sim_tool, state_path, base) if ctx.simulated else RealGpuSource()
@@ -176,6 +204,10 @@ def _execute(scenario, mode, tenants, processes, ctx, base, state_path, label):
     sampler = Sampler(source, scenario.sample_interval, live, t0)
     sampler.start()
     deadline = t0 + scenario.duration + FINISH_GRACE_S
+    # The scenario's signals, in every mode but solo (the undisturbed baseline).
+    names = {t.name for t in tenants}
+    pending = sorted((e for e in scenario.events if e.tenant in names and mode != "solo"), key=lambda e: e.at)
+    sent, ended = [], False
     try:
         while True:
             now = time.monotonic()
@@ -183,11 +215,17 @@ def _execute(scenario, mode, tenants, processes, ctx, base, state_path, label):
                 p = later.pop(0)
                 p.start()
                 live.append(p)
+            while pending and now - t0 >= pending[0].at:
+                sent.append(_send(pending.pop(0), processes, now - t0))
+            if now - t0 >= scenario.duration and not ended:
+                ended = True
+                for p in live:
+                    p.terminate()  # the workload prints its result line and exits
             if not later and not any(p.running() for p in live):
                 break
             if now > deadline:
                 _fail(processes, f"mode {mode}: still running {FINISH_GRACE_S} s after the scenario's duration")
-            failed = [p for p in live if not p.running() and p.failure()]
+            failed = [p for p in live if not p.running() and not p.killed and p.failure()]
             if failed:
                 _fail(processes, f"mode {mode}: a tenant process failed")
             time.sleep(0.05)
@@ -197,6 +235,24 @@ def _execute(scenario, mode, tenants, processes, ctx, base, state_path, label):
         fill_busy(sampler.samples, processes, t0)
     records = [ProcessRecord(tenant=p.tenant, kind=p.workload.kind, label=p.label, pid=p.pid, workload=p.workload,
                              ready_at=(p.ready_at - t0) if p.ready_at else None, finished_at=p.finished_at - t0,
-                             result=p.result, holding=p.holding, latencies_us=p.latencies_us()) for p in processes]
+                             result=p.result, holding=p.holding, latencies_us=p.latencies_us(), killed=p.killed)
+               for p in processes]
     return RunRecord(mode=mode, tenants=[t.name for t in tenants], duration=scenario.duration,
-                     samples=sampler.samples, processes=records, wall_s=time.monotonic() - started)
+                     samples=sampler.samples, processes=records, wall_s=time.monotonic() - started, events=sent)
+
+
+def _send(event, processes, at):
+    """Sends `event`'s signal to the processes it selects; returns what was sent, and when."""
+    chosen = [p for p in processes if p.tenant == event.tenant and p.pid is not None and p.returncode is None
+              and (event.workload is None or p.workload_index == event.workload)]
+    if event.processes is not None:
+        chosen = chosen[:event.processes]
+    for p in chosen:
+        if event.signal == "KILL":
+            p.killed = True  # before the signal, so the run does not take its end for a failure
+        try:
+            os.kill(p.pid, getattr(signal, "SIG" + event.signal))
+        except ProcessLookupError:
+            pass
+    return {"at_s": round(at, 4), "signal": event.signal, "tenant": event.tenant, "workload": event.workload,
+            "pids": [p.pid for p in chosen]}

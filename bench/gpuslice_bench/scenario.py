@@ -10,14 +10,17 @@ import re
 import yaml
 
 from .quantities import parse_bytes
+from . import targets as _targets  # (they import this module back for its checks)
 
 MODES = ("solo", "unmanaged", "gpuslice", "mps")
-KINDS = ("compute", "latency", "memory")
+KINDS = ("compute", "latency", "memory", "arrival")
 MEMORY_APIS = ("alloc", "pitch", "managed", "async", "pool", "vmm", "array")
 _TENANT_NAME = re.compile(r"^[A-Za-z0-9._-]{1,63}$")
 _SCENARIO_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 MAX_TENANTS = 32
-MAX_PROCESSES = 64
+MAX_PROCESSES = 128
+CLASSES = ("latency", "standard", "background")  # GPUSLICE_COMPUTE_CLASS
+SIGNALS = ("STOP", "CONT", "KILL", "TERM")
 
 
 class ScenarioError(Exception):
@@ -43,6 +46,7 @@ class Tenant:
     memory_quota: str = None   # as written: "8Gi", "25%", or None for no quota
     request: int = None        # GPUSLICE_COMPUTE_REQUEST; None: the shim's default (10)
     limit: int = None          # GPUSLICE_COMPUTE_LIMIT; None: 100
+    compute_class: str = None  # GPUSLICE_COMPUTE_CLASS; None: the shim's default (standard)
 
     def quota_bytes(self, gpu_memory):
         if self.memory_quota is None:
@@ -64,10 +68,24 @@ class Tenant:
 
     @property
     def latency_sensitive(self):
-        return self.has("latency")
+        return self.has("latency") or self.has("arrival")
 
     def signature(self):
         return tuple(w.signature() for w in self.workloads)
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """A signal sent, `at` seconds into a run, to some of a tenant's processes."""
+    at: float
+    signal: str
+    tenant: str
+    workload: int = None   # index into the tenant's workloads; None: every workload
+    processes: int = None  # how many of the selected processes (the first ones); None: all
+
+    def to_json(self):
+        return {"at": self.at, "signal": self.signal, "tenant": self.tenant, "workload": self.workload,
+                "processes": self.processes}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +99,9 @@ class Scenario:
     modes: tuple
     sample_interval: float
     tenants: tuple
+    events: tuple = ()
+    targets: tuple = ()    # targets.Target, checked against the results after the run
+    quantum_ms: float = None  # gpuslice's quantum (gpuslicectl set); None: its default
 
     @property
     def gpu_memory_bytes(self):
@@ -92,16 +113,24 @@ class Scenario:
             w, start=w.start * factor,
             params=dict(w.params, hold=w.params["hold"] * factor) if w.params.get("hold") is not None else w.params)
             for w in t.workloads)
+        # A target's window is a slice of the run and shrinks with it; its bounds (and the delay
+        # after an event a target allows) are the target's own and do not.
         return dataclasses.replace(
             self, duration=self.duration * factor,
             sample_interval=min(self.sample_interval, max(0.25, self.sample_interval * factor)),
-            tenants=tuple(dataclasses.replace(t, workloads=workloads(t)) for t in self.tenants))
+            tenants=tuple(dataclasses.replace(t, workloads=workloads(t)) for t in self.tenants),
+            events=tuple(dataclasses.replace(e, at=e.at * factor) for e in self.events),
+            targets=tuple(t.scaled(factor) for t in self.targets))
 
     def to_json(self):
         return {"name": self.name, "description": self.description, "path": self.path,
                 "duration_s": self.duration, "gpu_memory": self.gpu_memory, "timeslice_us": self.timeslice_us,
+                "quantum_ms": self.quantum_ms,
                 "modes": list(self.modes), "sample_interval_s": self.sample_interval,
+                "events": [e.to_json() for e in self.events],
+                "targets": [t.to_json() for t in self.targets],
                 "tenants": [{"name": t.name, "memory_quota": t.memory_quota, "request": t.request, "limit": t.limit,
+                             "class": t.compute_class,
                              "workloads": [dict(kind=w.kind, processes=w.processes, start=w.start, **w.params)
                                            for w in t.workloads]} for t in self.tenants]}
 
@@ -198,6 +227,11 @@ _KIND_KEYS = {
                "count": (_integer(1, 1 << 20), 1),
                "hold": (_number(0, 86400, " (seconds)", low_inclusive=True), None),
                "touch": (_boolean, False)},
+    # Not a gpuslice-workload kind: processes of one kernel each, started one after another.
+    "arrival": {"count": (_integer(1, 100_000), 100),
+                "kernel_us": (_integer(1, 60_000_000, " (microseconds)"), 100),
+                "new_tenant": (_boolean, False),
+                "gap_ms": (_number(0, 60_000, " (milliseconds)", low_inclusive=True), 0.0)},
 }
 _WORKLOAD_KEYS = ("kind", "processes", "start")
 
@@ -270,24 +304,49 @@ class _Reader:
             self.fail(where + ".workloads", "a tenant is a trainer (compute) or a service (latency), not both: "
                       "make them two tenants")
         quota = self.check(value["memory_quota"], where + ".memory_quota", _quota) if "memory_quota" in value else None
-        request = limit = None
+        request = limit = compute_class = None
         if "compute" in value:
-            compute = self.mapping(value["compute"], where + ".compute", [], ["request", "limit"])
+            compute = self.mapping(value["compute"], where + ".compute", [], ["request", "limit", "class"])
+            if "class" in compute:
+                compute_class = self.check(compute["class"], where + ".compute.class", _one_of(CLASSES))
             percent = _integer(1, 100, " (percent of the GPU's time)")
             request = self.check(compute["request"], where + ".compute.request", percent) if "request" in compute else None
             limit = self.check(compute["limit"], where + ".compute.limit", percent) if "limit" in compute else None
             if request is not None and limit is not None and limit < request:
                 self.fail(where + ".compute.limit", f"expected a limit at least the request ({request})", limit)
-        return Tenant(name=name, workloads=workloads, memory_quota=quota, request=request, limit=limit)
+        return Tenant(name=name, workloads=workloads, memory_quota=quota, request=request, limit=limit,
+                      compute_class=compute_class)
+
+    def event(self, value, where, tenants, duration):
+        self.mapping(value, where, ["at", "signal", "tenant"], ["workload", "processes"])
+        at = self.check(value["at"], where + ".at", _number(0, unit=" (seconds after the run starts)"))
+        if at >= duration:
+            self.fail(where + ".at", f"expected a number of seconds below the duration ({duration:g})", value["at"])
+        signal = self.check(value["signal"], where + ".signal", _one_of(SIGNALS))
+        names = [t.name for t in tenants]
+        name = self.check(value["tenant"], where + ".tenant", _one_of(names))
+        tenant = tenants[names.index(name)]
+        workload = None
+        if "workload" in value:
+            workload = self.check(value["workload"], where + ".workload",
+                                  _integer(0, len(tenant.workloads) - 1, f" (an index into {name}'s workloads)"))
+        chosen = tenant.workloads if workload is None else (tenant.workloads[workload],)
+        processes = None
+        if "processes" in value:
+            processes = self.check(value["processes"], where + ".processes",
+                                   _integer(1, sum(w.processes for w in chosen), f" (of {name}'s processes)"))
+        return Event(at=at, signal=signal, tenant=name, workload=workload, processes=processes)
 
     def scenario(self, doc):
         top = self.mapping(doc, "top level", ["name", "description", "duration", "modes", "tenants"],
-                           ["gpu", "sample_interval"])
+                           ["gpu", "sample_interval", "events", "targets"])
         name = self.check(top["name"], "name",
                           _matching(_SCENARIO_NAME, "expected 1 to 100 of A-Z a-z 0-9 . _ - (it names the report folder)"))
         description = self.check(top["description"], "description", _text)
         duration = self.check(top["duration"], "duration", _number(0, 3600, " (seconds each mode runs)"))
-        gpu = self.mapping(top.get("gpu", {}), "gpu", [], ["memory", "timeslice_us"])
+        gpu = self.mapping(top.get("gpu", {}), "gpu", [], ["memory", "timeslice_us", "quantum_ms"])
+        quantum = self.check(gpu["quantum_ms"], "gpu.quantum_ms", _number(0.999, 1000, " (milliseconds, 1 to 1000)")) \
+            if "quantum_ms" in gpu else None
         gpu_memory = self.check(gpu.get("memory", "80Gi"), "gpu.memory", _bytes)
         timeslice = self.check(gpu["timeslice_us"], "gpu.timeslice_us", _integer(100, 1_000_000, " (microseconds)")) \
             if "timeslice_us" in gpu else None
@@ -313,8 +372,19 @@ class _Reader:
             quota = t.quota_bytes(gpu_bytes)
             if quota is not None and quota > gpu_bytes:
                 self.fail(f"tenants[{i}].memory_quota", f"expected at most the GPU's memory ({gpu_memory})", t.memory_quota)
+        events = self.items(top, "events", lambda v, w: self.event(v, w, parsed, duration))
+        targets = self.items(top, "targets", lambda v, w: _targets.read_target(self, v, w, parsed, modes, events))
         return Scenario(path=self.path, name=name, description=description, duration=duration, gpu_memory=gpu_memory,
-                        timeslice_us=timeslice, modes=tuple(modes), sample_interval=interval, tenants=tuple(parsed))
+                        timeslice_us=timeslice, modes=tuple(modes), sample_interval=interval, tenants=tuple(parsed),
+                        events=tuple(events), targets=tuple(targets), quantum_ms=quantum)
+
+    def items(self, top, key, read):
+        """The optional list `key`, each item read by read(value, where)."""
+        if key not in top:
+            return []
+        if not isinstance(top[key], list):
+            self.fail(key, "expected a list of mappings", top[key])
+        return [read(v, f"{key}[{i}]") for i, v in enumerate(top[key])]
 
 
 class _StrictLoader(yaml.SafeLoader):

@@ -52,7 +52,7 @@ class ScenarioTest(unittest.TestCase):
              "tenants[0].compute.limit: expected a limit at least the request (70), got 60"),
             (VALID.replace("start: 2, hold: 4", "start: 2, hold: 9"), "tenants[0].workloads[1].hold"),
             (VALID.replace("name: train", "name: svc"), "tenants[1].name: tenant 'svc' is defined twice"),
-            (VALID.replace("processes: 2", "processes: 0"), "tenants[1].processes: expected an integer from 1 to 64"),
+            (VALID.replace("processes: 2", "processes: 0"), "tenants[1].processes: expected an integer from 1 to 128"),
             (VALID.replace("kind: compute", "kind: gpu"), "tenants[1].workload.kind: expected one of compute, latency, memory"),
             (VALID.replace("25%", "125%"), "tenants[0].memory_quota: expected a percentage from 1% to 100%"),
         ]:

@@ -4,6 +4,7 @@ import os
 from . import table
 from .overhead import markdown as overhead_markdown
 from .quantities import format_bytes
+from .targets import markdown as targets_markdown
 
 CHART_CAPTIONS = {
     "share": "Each tenant's share of the GPU's time per {interval:g} s window (solid) against what it is "
@@ -21,6 +22,9 @@ def _workload_text(w):
                 f"{w['kernel_us']} µs kernels")
         if w.get("slo_ms"):
             text += f" (SLO {w['slo_ms']:g} ms)"
+    elif w["kind"] == "arrival":
+        text = (f"arrival: {w['count']} processes one after another, one {w['kernel_us']} µs kernel each"
+                + (", each a new tenant" if w.get("new_tenant") else ""))
     else:
         text = f"memory: {w['count']} × {w['chunk']} ({w['api']})"
         if w.get("hold") is not None:
@@ -38,8 +42,15 @@ def _tenants_table(results):
         request = t["request"] if t["request"] is not None else "10 (default)"
         limit = t["limit"] if t["limit"] is not None else 100
         rows.append([t["name"], "; ".join(_workload_text(w) for w in t["workloads"]),
-                     t["memory_quota"] or "none", f"{request}% / {limit}%"])
-    return table.markdown(["tenant", "workload", "memory quota", "compute request / limit"], rows)
+                     t["memory_quota"] or "none", f"{request}% / {limit}%", t.get("class") or "standard (default)"])
+    table_text = table.markdown(["tenant", "workload", "memory quota", "compute request / limit", "class"], rows)
+    events = results["scenario"].get("events") or []
+    if events:
+        table_text += "\n\nEvents (every mode but solo): " + "; ".join(
+            f"at {e['at']:g} s SIG{e['signal']} to " + (f"{e['processes']} of " if e.get("processes") else "") +
+            f"{e['tenant']}" + (f"'s workload {e['workload']}" if e.get("workload") is not None else "")
+            for e in events) + "."
+    return table_text
 
 
 def _over_quota(fig, mode):
@@ -115,6 +126,11 @@ def write(folder, results, charts, overhead=None):
              "any tenant in any steady window; quota violations: samples in which a tenant held more device "
              "memory than its quota (must be 0 where quotas are enforced).", "",
              table.markdown(table.RUN_HEADER, table.run_rows(results)), ""]
+    if results.get("targets"):
+        met = sum(1 for e in results["targets"] if e["met"])
+        lines += ["## Targets", "", f"{met} of {len(results['targets'])} met. Each target is carried by the scenario "
+                  "file and evaluated from `results.json`; a missed target does not change the exit status.", "",
+                  targets_markdown(results["targets"]), ""]
     latency = _latency_table(results)
     if latency:
         lines += ["## Latency", "", "Every request of the tenant's processes; a missed period is a period boundary that "

@@ -113,11 +113,20 @@ def markdown(header, rows, drop_empty=False):
     return "\n".join(out)
 
 
+def _targets_text(results):
+    from .targets import text
+    evaluated = results.get("targets")
+    if not evaluated:
+        return []
+    met = sum(1 for e in evaluated if e["met"])
+    return ["", f"targets: {met} of {len(evaluated)} met", text(evaluated)]
+
+
 def text_report(results):
     s = results["scenario"]
     head = f"{s['name']}: {results['platform']['description']}, {s['duration_s']:g} s per mode"
     return "\n".join([head, "", _text(TENANT_HEADER, tenant_rows(results)), "",
-                      _text(RUN_HEADER, run_rows(results))])
+                      _text(RUN_HEADER, run_rows(results))] + _targets_text(results))
 
 
 def _refusals_brief(fig, mode):
@@ -171,4 +180,4 @@ def brief_report(results):
         run = r["run"]
         lines.append(f"{mode}: GPU busy {pct(run['gpu_utilisation'])}, Jain's fairness {num(run['jain'], 2)}, "
                      f"worst share error {pct(run['worst_share_error'])}, quotas: {_quotas_brief(run)}")
-    return "\n".join(lines)
+    return "\n".join(lines + _targets_text(results))

@@ -30,6 +30,15 @@ def command_line(binary, workload, seconds, report_interval, label, latencies_pa
     return [binary] + args
 
 
+def stderr_tail(path):
+    """The end of a process's stderr file, for a failure's message ("" when there is none)."""
+    try:
+        with open(path) as f:
+            return f.read().strip()[-2000:]
+    except OSError:
+        return ""
+
+
 class WorkloadProcess:
     def __init__(self, tenant, workload, index, binary, env, seconds, report_interval, scratch_dir):
         self.tenant = tenant
@@ -49,6 +58,8 @@ class WorkloadProcess:
         self.last_progress = None
         self.busy_points = []     # (monotonic time, cumulative kernel ns the workload reports done)
         self.returncode = None
+        self.workload_index = 0   # which of the tenant's workloads (set by the runner)
+        self.killed = False       # SIGKILLed by a scenario's event: no result is expected
         self._proc = None
         self._reader = None
         self._ready = threading.Event()
@@ -103,15 +114,16 @@ class WorkloadProcess:
         if self._proc and self._proc.poll() is None:
             self._proc.kill()
 
+    def terminate(self):
+        """Ends the run early; the workload still prints its result line."""
+        if self._proc and self._proc.poll() is None:
+            self._proc.terminate()
+
     def failure(self):
         """None for a clean run; else one paragraph saying what went wrong."""
         if self.returncode == 0 and self.result is not None:
             return None
-        try:
-            with open(self.stderr_path) as f:
-                err = f.read().strip()[-2000:]
-        except OSError:
-            err = ""
+        err = stderr_tail(self.stderr_path)
         how = f"exit {self.returncode}" if self.returncode is not None and self.returncode >= 0 else \
             f"signal {-self.returncode}" if self.returncode is not None else "did not finish"
         return f"{self.label} ({how}): {' '.join(self.argv)}" + (f"\n  {err}" if err else "")

@@ -1,8 +1,8 @@
 // The compute scheduler's tests (tests/sched_*_test.cc): real gpuslice-workload processes,
 // preloaded as tenants or unmanaged, over the test's own simulated GPU, measured against the
-// simulator's per-process busy time through the fairness harness the benchmark also uses
-// (bench/fairness_harness.h). Margins are loose enough for a noisy 2-core CI; the exact figures
-// come from gpuslice-fairness-bench (docs/performance.md).
+// simulator's per-process busy time through the fairness harness (tests/support/fairness_harness.h).
+// Margins are loose enough for a noisy 2-core CI; the exact figures, and the targets, come from
+// gpuslice-bench's scenarios (docs/benchmarks.md, docs/performance.md).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/fairness_harness.h"
+#include "tests/support/fairness_harness.h"
 #include "broker/scheduler.h"
 #include "tests/support/shim_fixture.h"
 

@@ -1,7 +1,8 @@
 // Running compute-sharing scenarios as real processes over the simulated GPU, and measuring them
 // against its ground truth: the per-process device busy time the simulator records
-// (include/gpuslice/sim_query.h). Used by gpuslice-fairness-bench (bench/fairness_bench.cc) and by
-// the scheduler tests (tests/sched_*_test.cc).
+// (include/gpuslice/sim_query.h). The scheduler tests' support (tests/sched_*_test.cc); the
+// benchmarks of the same scenarios, with their targets, are gpuslice-bench's
+// (bench/scenarios/, docs/benchmarks.md).
 //
 // Every process is a `gpuslice-workload`, started either unmanaged (the simulated driver alone:
 // the hardware's equal time-slicing) or managed (LD_PRELOAD=libgpuslice.so as a tenant with a
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "broker/segment_layout.h"
+#include "tests/support/subprocess.h"
 
 namespace gpuslice::fairness {
 
@@ -31,34 +33,29 @@ struct Paths {
   std::string shim_path;    // libgpuslice.so
 };
 
-// A child process whose stdout and stderr go to temporary files.
+// A tenant's process: a testing::Subprocess that drops every inherited GPUSLICE_* variable and
+// LD_PRELOAD, then gets `env` ("NAME=value"), and reads the workload's result line.
 class Child {
  public:
-  // argv[0] is a path. The child drops every inherited GPUSLICE_* variable and LD_PRELOAD, then
-  // gets `env` ("NAME=value").
-  Child(const std::vector<std::string>& argv, const std::vector<std::string>& env);
-  ~Child();  // SIGKILLs the child if it still runs
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
+  Child(const std::vector<std::string>& argv, const std::vector<std::string>& env)
+      : process_(argv, env, testing::Inherit::kAllButGpuslice) {}
 
-  pid_t pid() const { return pid_; }
-  bool running() const { return !reaped_; }
-  void Kill(int signal);
+  pid_t pid() const { return process_.pid(); }
+  bool running() const { return process_.running(); }
+  void Kill(int signal) { process_.Kill(signal); }
   // Exit code (-1 when killed by a signal, or when it outlived timeout_ms and was SIGKILLed).
-  int Wait(int timeout_ms = 60000);
+  int Wait(int timeout_ms = 60000) { return process_.Wait(timeout_ms).exit_code; }
   // True once stdout contains `text`; false on timeout or when the child exits first.
-  bool WaitForOutput(const std::string& text, int timeout_ms = 30000);
-  std::string Stdout() const;
-  std::string Stderr() const;
+  bool WaitForOutput(const std::string& text, int timeout_ms = 30000) {
+    return process_.WaitForOutput(text, timeout_ms);
+  }
+  std::string Stdout() const { return process_.StdoutSoFar(); }
+  std::string Stderr() const { return process_.StderrSoFar(); }
   // The workload's last {"event":"result",...} line; null when there is none.
   Json Result() const;
 
  private:
-  pid_t pid_ = -1;
-  bool reaped_ = false;
-  int exit_code_ = -1;
-  std::string out_path_;
-  std::string err_path_;
+  testing::Subprocess process_;  // SIGKILLed by its destructor if it still runs
 };
 
 // One process's figures at a sample.

@@ -1,19 +1,13 @@
-#include "bench/fairness_harness.h"
+#include "tests/support/fairness_harness.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -21,24 +15,7 @@
 #include "broker/scheduler.h"
 #include "gpuslice/sim_query.h"
 
-extern char** environ;
-
 namespace gpuslice::fairness {
-namespace {
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string TempPath(const char* tag) {
-  static std::atomic<int> counter{0};
-  return "/tmp/gpuslice-fair-" + std::to_string(getpid()) + "-" + std::to_string(++counter) + "." + tag;
-}
-
-}  // namespace
 
 uint64_t NowNs() {
   timespec ts{};
@@ -59,87 +36,6 @@ double Percentile(std::vector<double> values, double q) {
 }
 
 // --- Child ---
-
-Child::Child(const std::vector<std::string>& argv, const std::vector<std::string>& env)
-    : out_path_(TempPath("out")), err_path_(TempPath("err")) {
-  // Everything the child needs is prepared before fork (the parent may have threads).
-  std::vector<std::string> names;
-  for (char** e = environ; *e; ++e) {
-    if (std::strncmp(*e, "GPUSLICE_", 9) == 0 || std::strncmp(*e, "LD_PRELOAD=", 11) == 0)
-      names.emplace_back(*e, std::strcspn(*e, "="));
-  }
-  std::vector<std::string> args_storage = argv;
-  std::vector<char*> args;
-  for (auto& a : args_storage) args.push_back(a.data());
-  args.push_back(nullptr);
-  std::vector<std::string> env_storage = env;
-  pid_ = fork();
-  if (pid_ == 0) {
-    const int out = open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const int err = open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(out, 1);
-    dup2(err, 2);
-    for (const auto& name : names) unsetenv(name.c_str());
-    for (auto& e : env_storage) putenv(e.data());
-    execv(args[0], args.data());
-    dprintf(2, "exec %s failed: %s\n", args[0], std::strerror(errno));
-    _exit(127);
-  }
-  if (pid_ < 0) reaped_ = true;
-}
-
-Child::~Child() {
-  if (!reaped_ && pid_ > 0) {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
-  unlink(out_path_.c_str());
-  unlink(err_path_.c_str());
-}
-
-void Child::Kill(int signal) {
-  if (!reaped_ && pid_ > 0) kill(pid_, signal);
-}
-
-int Child::Wait(int timeout_ms) {
-  if (reaped_) return exit_code_;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  int status = 0;
-  while (true) {
-    const pid_t rc = waitpid(pid_, &status, WNOHANG);
-    if (rc == pid_) break;
-    if (rc < 0 && errno != EINTR) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  reaped_ = true;
-  exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return exit_code_;
-}
-
-bool Child::WaitForOutput(const std::string& text, int timeout_ms) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (Stdout().find(text) != std::string::npos) return true;
-    if (!reaped_) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        reaped_ = true;
-        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      }
-    }
-    if (reaped_) return Stdout().find(text) != std::string::npos;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return false;
-}
-
-std::string Child::Stdout() const { return ReadFile(out_path_); }
-std::string Child::Stderr() const { return ReadFile(err_path_); }
 
 Json Child::Result() const {
   Json found;
