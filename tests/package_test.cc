@@ -105,7 +105,7 @@ TEST_F(PackageTest, TheDebUnpackedIntoAScratchRootInstallsTheOneLayoutAndRuns) {
     EXPECT_EQ(r.out, tool + " " + GPUSLICE_VERSION + "\n");
   }
   // The build tree's own tools, not installed, say the same.
-  for (const std::string tool : {"gpuslice-bench", "gpuslice-fairness-bench"}) {
+  for (const std::string tool : {"gpuslice-bench"}) {
     const ProcessResult r = gpuslice::testing::Run({BinDir() + "/" + tool, "--version"});
     EXPECT_EQ(r.exit_code, 0) << tool << ": " << r.err;
     EXPECT_EQ(r.out, tool + " " + GPUSLICE_VERSION + "\n");
