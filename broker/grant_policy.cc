@@ -75,7 +75,8 @@ bool GrantPolicy::Fresh(const ProcessEntry&, uint64_t stamp, uint64_t now) const
   return stamp != 0 && (stamp >= now || now - stamp < LeaseOf(*gpu_));
 }
 
-GrantPolicy::Activity GrantPolicy::HolderActivity(int tenant, uint64_t now, uint64_t* went_idle_ns) const {
+GrantPolicy::Activity GrantPolicy::HolderActivity(int tenant, uint64_t now, uint64_t* went_idle_ns,
+                                                  uint32_t* most_queued) const {
   bool live = false, draining = false, waiting = false, between = false;
   uint64_t went_idle = 0;
   for (uint32_t i = 0; i < ProcessHighWater(); ++i) {
@@ -87,7 +88,11 @@ GrantPolicy::Activity GrantPolicy::HolderActivity(int tenant, uint64_t now, uint
     if (inflight == 0 && waiting_ns == 0 && st.idle_since_ns.load() == 0) continue;  // never used the GPU
     if (!Live(static_cast<int>(i))) continue;
     live = true;
-    if (inflight != 0 && Fresh(p, st.heartbeat_ns.load(), now)) draining = true;
+    if (inflight != 0 && Fresh(p, st.heartbeat_ns.load(), now)) {
+      draining = true;
+      // Work of unknown extent counts as more than one kernel.
+      if (most_queued) *most_queued = std::max(*most_queued, (inflight & kUntrackedWork) ? 2u : inflight);
+    }
     if (Fresh(p, waiting_ns, now)) waiting = true;
     const uint64_t grace = std::clamp<uint64_t>(st.grace_ns.load(), kMinGraceNs, kMaxGraceNs);
     if (inflight == 0 && Elapsed(st.idle_since_ns.load(), now) < grace) between = true;
@@ -263,7 +268,7 @@ bool GrantPolicy::Owed(int waiter, int holder, uint64_t held) const {
   return w.vtime.load() + quantum_vtime < holder_vtime;
 }
 
-bool GrantPolicy::ShouldCloseLocked(int holder, uint64_t now) const {
+GrantPolicy::CloseReason GrantPolicy::ShouldCloseLocked(int holder, uint64_t now) const {
   const LedgerEntry& h = segment_->ledgers[LedgerIndex(holder, gpu_index_)];
   const uint64_t start = gpu_->grant_start_ns.load();
   const uint64_t held = Elapsed(start, now);
@@ -271,20 +276,22 @@ bool GrantPolicy::ShouldCloseLocked(int holder, uint64_t now) const {
   if (limit < 100) {
     // The bucket as the grant began, plus what it gained while held, less the time held.
     const int64_t at_start = BucketNow(h.tokens_ns.load(), h.tokens_at_ns.load(), limit, start);
-    if (at_start + static_cast<int64_t>(held * limit / 100) <= static_cast<int64_t>(held)) return true;
+    if (at_start + static_cast<int64_t>(held * limit / 100) <= static_cast<int64_t>(held)) return CloseReason::kLimit;
   }
   const bool background = ClassOf(h) == ComputeClass::kBackground;
+  CloseReason reason = CloseReason::kNone;
   const uint32_t tenants = TenantHighWater();
   for (uint32_t t = 0; t < tenants; ++t) {
     if (static_cast<int>(t) == holder) continue;
     const LedgerEntry& w = segment_->ledgers[LedgerIndex(static_cast<int>(t), gpu_index_)];
     if (w.waiting.load() == 0) continue;
     const bool waiter_background = ClassOf(w) == ComputeClass::kBackground;
-    if (background && !waiter_background) return true;  // background yields at once
-    if (waiter_background && !background) continue;      // and is never owed anything
-    if (held >= QuantumOf(*gpu_) || Owed(static_cast<int>(t), holder, held)) return true;
+    if (background && !waiter_background) return CloseReason::kYield;  // background yields at once
+    if (waiter_background && !background) continue;                    // and is never owed anything
+    if (Owed(static_cast<int>(t), holder, held)) return CloseReason::kYield;
+    if (held >= QuantumOf(*gpu_)) reason = CloseReason::kQuantum;
   }
-  return false;
+  return reason;
 }
 
 bool GrantPolicy::AdvanceLocked(uint64_t now) {
@@ -319,15 +326,20 @@ bool GrantPolicy::AdvanceLocked(uint64_t now) {
   const bool working = activity == Activity::kDraining || activity == Activity::kWaiting;
   const uint64_t active = working ? now : std::min(went_idle, now);
   if (active > gpu_->holder_active_ns.load()) gpu_->holder_active_ns.store(active);
-  const bool close = ShouldCloseLocked(h, now);
+  const CloseReason reason = ShouldCloseLocked(h, now);
+  const bool close = reason != CloseReason::kNone;
   const bool settled = Elapsed(gpu_->grant_start_ns.load(), now) >= kMinGraceNs;  // a new holder's first launch
   if (!close && !(activity == Activity::kIdle && settled)) return changed;
   // Close the gate before the last look at the holder: a launch either sees it closed, or the
   // look sees the launch's in-flight count (docs/scheduling.md, "no overlap").
   const bool was_closing = gpu_->closing.exchange(1) != 0;
   if (close && !was_closing) changed = true;
-  activity = HolderActivity(h, now);
-  const bool drained = activity != Activity::kDraining;
+  uint32_t most_queued = 0;
+  activity = HolderActivity(h, now, nullptr, &most_queued);
+  // Yielding to a waiter that is owed the GPU (or to anyone, from background), the holder's
+  // running kernel need not finish first: the waiter's work joins it, time-sliced by the
+  // hardware, as it would be without gpuslice; the holder launches nothing more meanwhile.
+  const bool drained = activity != Activity::kDraining || (reason == CloseReason::kYield && most_queued <= 1);
   if ((close && drained) || activity == Activity::kIdle || activity == Activity::kGone) {
     HandOverLocked(now);
     return true;

@@ -64,8 +64,10 @@ class GrantPolicy {
 
   // The holder's activity, as Advance judges it.
   enum class Activity { kGone, kIdle, kBetweenLaunches, kWaiting, kDraining };
-  // went_idle_ns: when its last process with no work went idle.
-  Activity HolderActivity(int tenant, uint64_t now, uint64_t* went_idle_ns = nullptr) const;
+  // went_idle_ns: when its last process with no work went idle; most_queued: the most launches
+  // in flight in one of its processes.
+  Activity HolderActivity(int tenant, uint64_t now, uint64_t* went_idle_ns = nullptr,
+                          uint32_t* most_queued = nullptr) const;
 
   // Latency-class work done outside the grant: charged like a grant of `ns` (scheduler mutex).
   void ChargePriorityWork(int tenant, uint64_t ns, uint64_t now);
@@ -85,7 +87,10 @@ class GrantPolicy {
   void HandOverLocked(uint64_t now);
   void ChargeLocked(int tenant, uint64_t ns, uint64_t now);
   void RollShareWindowLocked(uint64_t now);
-  bool ShouldCloseLocked(int holder, uint64_t now) const;
+  // Why the holder's grant must end now: its limit, its quantum while others wait, or a yield
+  // (a waiter owed the GPU, or a background holder beside a standard or latency waiter).
+  enum class CloseReason { kNone, kLimit, kQuantum, kYield };
+  CloseReason ShouldCloseLocked(int holder, uint64_t now) const;
   bool Owed(int waiter, int holder, uint64_t held) const;
   void RefreshWaitingLocked(uint64_t now);
   uint64_t SystemVtime(uint64_t now) const;
@@ -98,6 +103,10 @@ class GrantPolicy {
   GpuEntry* gpu_;
   int gpu_index_;
   Liveness alive_;
+  // Liveness asked during the current decision (0 unknown, 1 alive, -1 dead); used only while
+  // deciding_, under the scheduler mutex.
+  mutable int8_t live_cache_[kMaxProcesses] = {};
+  bool deciding_ = false;
 };
 
 }  // namespace gpuslice::broker

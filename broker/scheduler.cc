@@ -153,12 +153,17 @@ void ComputeGate::CountWait(uint64_t waited_ns) {
 void ComputeGate::Acquire() {
   const uint64_t start = MonotonicNanos();
   waiting_threads_.fetch_add(1);
+  bool first = true;
   while (gated() && !GrantOpen()) {
     const uint32_t seen = gpu_->grant_seq.load();
     const uint64_t now = MonotonicNanos();
     mine_->waiting_ns.store(now);  // renewed every slice: a stopped or dead waiter goes stale
     mine_->heartbeat_ns.store(now);
-    Advance(now);
+    // A decision made by someone else in the last quarter slice stands: a hundred waiters must
+    // not take the scheduler mutex (and scan every process) two thousand times a second each.
+    const uint64_t last = gpu_->last_decision_ns.load();
+    if (first || last > now || now - last >= kWaitSliceNs / 4) Advance(now);
+    first = false;
     if (!gated() || GrantOpen()) break;
     FutexWait(&gpu_->grant_seq, seen, kWaitSliceNs);
   }

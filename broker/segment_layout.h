@@ -105,6 +105,7 @@ struct alignas(64) GpuEntry {
   std::atomic<uint64_t> window_start_ns;   // the current measurement window (status shares)
   std::atomic<uint64_t> budget_ns;         // policy: work a holder may keep queued (0 = default)
   std::atomic<uint64_t> holder_active_ns;  // the holder was last seen with work: what it is charged to
+  std::atomic<uint64_t> last_decision_ns;  // the last grant decision: waiters leave the next to others
   MutexSlot sched_mutex;                   // guards grant decisions and every virtual time
 };
 

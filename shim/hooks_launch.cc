@@ -26,7 +26,7 @@ CUresult Gated(CUstream stream, bool per_thread, Call call) {
     while (true) {
       tracker->Wait();
       if (!tracker->gate()->gated()) return call();  // the operator switched the GPU to mode none/mps
-      if (tracker->TryEnter(&entry)) break;
+      if (tracker->TryEnter(&entry, true)) break;
     }
   }
   const CUresult rc = call();

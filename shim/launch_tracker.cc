@@ -31,7 +31,7 @@ LaunchTracker::LaunchTracker(ShimState* state, broker::ComputeGate* gate)
   tracking_.store(gate->always_tracked());
 }
 
-bool LaunchTracker::TryEnter(Entry* entry) {
+bool LaunchTracker::TryEnter(Entry* entry, bool waited) {
   if (!tracking_.load(std::memory_order_relaxed)) {
     untracked_inside_.fetch_add(1);  // seq_cst: pairs with the monitor's switch to tracking
     if (!tracking_.load()) {
@@ -48,39 +48,44 @@ bool LaunchTracker::TryEnter(Entry* entry) {
   }
   if (bounded_.load(std::memory_order_relaxed) && queued_.load(std::memory_order_relaxed) >= budget_kernels_.load(std::memory_order_relaxed))
     return false;  // enough queued while others share the GPU: wait for a completion
-  if (gate_->compute_class() == broker::ComputeClass::kLatency && gate_->TakePriority(MonotonicNanos())) {
-    CountUp(MonotonicNanos(), true);
-    *entry = Entry::kPriority;
-    return true;
+  if (gate_->compute_class() == broker::ComputeClass::kLatency) {
+    const uint64_t now = MonotonicNanos();
+    if (gate_->TakePriority(now)) {
+      NoteLaunch(published_->inflight.fetch_add(1), now, waited, true);
+      *entry = Entry::kPriority;
+      return true;
+    }
   }
   // Count the launch before looking at the grant; a hand-over closes the gate before it looks
-  // at the count (seq_cst on both sides), so one of the two sees the other.
-  CountUp(0, false);
-  if (gate_->GrantOpen()) {
-    *entry = Entry::kTracked;
-    return true;
+  // at the count (seq_cst on both sides), so one of the two sees the other. A launch turned away
+  // takes its count back without touching the idle figures: it never ran.
+  const uint32_t before = published_->inflight.fetch_add(1);
+  if (!gate_->GrantOpen()) {
+    published_->inflight.fetch_sub(1);
+    return false;
   }
-  CountDown(1, 0);
-  return false;
+  NoteLaunch(before, 0, waited, false);
+  *entry = Entry::kTracked;
+  return true;
 }
 
-void LaunchTracker::CountUp(uint64_t now, bool priority) {
-  const uint32_t before = published_->inflight.fetch_add(1);
+// A launch got in with `before` launches in flight. From idle: how long since its last launch
+// completed tells this process's launch gaps, from which its idle grace is set (a synchronous
+// launcher must not look idle between kernels). A launch that first waited for the grant or the
+// budget says nothing about the program's own gaps.
+void LaunchTracker::NoteLaunch(uint32_t before, uint64_t now, bool waited, bool priority) {
   if (before != 0) return;
-  // Idle until now: how long since its last launch completed tells this process's launch gaps,
-  // from which its idle grace is set (a synchronous launcher must not look idle between kernels).
   if (now == 0) now = MonotonicNanos();
   published_->busy_since_ns.store(now);
   priority_busy_.store(priority, std::memory_order_relaxed);
   const uint64_t idle_since = published_->idle_since_ns.load(std::memory_order_relaxed);
-  if (idle_since != 0 && now > idle_since && now - idle_since < broker::kMaxGraceNs) {
-    const uint64_t gap = now - idle_since;
-    const uint64_t ewma = gap_ns_.load(std::memory_order_relaxed);
-    const uint64_t updated = ewma == 0 ? gap : (ewma * 7 + gap) / 8;
-    gap_ns_.store(updated, std::memory_order_relaxed);
-    published_->grace_ns.store(static_cast<uint32_t>(std::clamp<uint64_t>(4 * updated + 50'000, broker::kMinGraceNs,
-                                                                            broker::kMaxGraceNs)));
-  }
+  if (waited || idle_since == 0 || now <= idle_since || now - idle_since >= broker::kMaxGraceNs) return;
+  const uint64_t gap = now - idle_since;
+  const uint64_t ewma = gap_ns_.load(std::memory_order_relaxed);
+  const uint64_t updated = ewma == 0 ? gap : (ewma * 7 + gap) / 8;
+  gap_ns_.store(updated, std::memory_order_relaxed);
+  published_->grace_ns.store(
+      static_cast<uint32_t>(std::clamp<uint64_t>(4 * updated + 50'000, broker::kMinGraceNs, broker::kMaxGraceNs)));
 }
 
 void LaunchTracker::CountDown(uint32_t completed, uint64_t now) {

@@ -40,8 +40,8 @@ class LaunchTracker {
   enum class Entry : uint8_t { kUntracked, kTracked, kPriority };
 
   // The fast path. True: the caller may launch now and must then call Exit. False: call Wait,
-  // then try again.
-  bool TryEnter(Entry* entry);
+  // then try again (with `waited`).
+  bool TryEnter(Entry* entry, bool waited = false);
   void Exit(Entry entry, CUresult launched, CUstream stream, bool per_thread);
   // The slow path: blocks (interruptibly) until the grant is this tenant's again or enough of its
   // queued work has completed.
@@ -68,7 +68,7 @@ class LaunchTracker {
   // Takes completed launches off the queue; returns how many are still in flight.
   uint32_t Poll(uint64_t now);
   void CountDown(uint32_t completed, uint64_t now);
-  void CountUp(uint64_t now, bool priority);
+  void NoteLaunch(uint32_t before, uint64_t now, bool waited, bool priority);
   bool RecordCompletionEvent(CUstream stream, bool per_thread, uint64_t now);
   void ConfirmUntrackedWorkDone(uint64_t now);
   void WaitForOldest();

@@ -33,8 +33,19 @@ void DeviceArbiter::Acquire() {
     if (owner == 0 && a.owner.compare_exchange_strong(owner, me)) break;
     if (owner == 0) continue;
     if (!FutexWait(&a.sequence, seen, kLivenessCheckNs)) {
-      // Timed out: the owner may have died holding the device.
+      // Timed out: the owner may have died holding the device, or be stopped (SIGSTOP, a
+      // debugger) in the middle of its turn. The hardware preempts a context at the end of its
+      // timeslice whatever its process does; a turn that has overrun two timeslices is one whose
+      // process no longer runs, and its kernel is preempted (DeviceRunner credits it only the
+      // time it could have run).
       const uint32_t stuck = a.owner.load();
+      const uint64_t turn = MonotonicNanos() - a.owner_since_ns.load();
+      if (stuck != 0 && stuck != me && turn > 2 * device_->config.timeslice_ns &&
+          state_->IsAlive(static_cast<int>(stuck) - 1)) {
+        uint32_t expected = stuck;
+        if (a.owner.compare_exchange_strong(expected, me)) break;
+        continue;
+      }
       if (stuck != 0 && stuck != me && !state_->IsAlive(static_cast<int>(stuck) - 1)) {
         state_->ReapDeadProcesses();  // also withdraws the dead process's pending turn
         uint32_t expected = stuck;

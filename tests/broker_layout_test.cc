@@ -54,7 +54,8 @@ TEST(BrokerLayoutTest, VersionThreeLayoutIsUnchanged) {
   EXPECT_EQ(offsetof(GpuEntry, holder), 48u);
   EXPECT_EQ(offsetof(GpuEntry, budget_ns), 96u);
   EXPECT_EQ(offsetof(GpuEntry, holder_active_ns), 104u);
-  EXPECT_EQ(offsetof(GpuEntry, sched_mutex), 112u);
+  EXPECT_EQ(offsetof(GpuEntry, last_decision_ns), 112u);
+  EXPECT_EQ(offsetof(GpuEntry, sched_mutex), 120u);
 
   EXPECT_EQ(offsetof(TenantEntry, state), 0u);
   EXPECT_EQ(offsetof(TenantEntry, name_length), 4u);

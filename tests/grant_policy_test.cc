@@ -185,7 +185,8 @@ TEST(GrantPolicyTest, AStoppedHolderLosesTheGrantWhenItsLeaseRunsOut) {
   node.Wait(pa, kT0);
   policy.Advance(kT0);
   node.StopWaiting(pa);
-  node.Launch(pa, kT0 + 1 * kMs);  // then frozen: no heartbeat after this
+  node.Launch(pa, kT0 + 1 * kMs);  // two kernels queued, then frozen: no heartbeat after this
+  node.Launch(pa, kT0 + 1 * kMs);
   const uint64_t lease = LeaseOf(node.gpu());
   ASSERT_EQ(lease, 20 * kMs);
   for (uint64_t t = kT0 + 2 * kMs; t < kT0 + 1 * kMs + lease; t += kMs) {
@@ -253,10 +254,18 @@ TEST(GrantPolicyTest, AWaiterOwedTheGpuEndsTheGrantAfterTheMinimumSlice) {
   node.Wait(pb, kT0 + 100 * kUs);
   policy.Advance(kT0 + 100 * kUs);
   EXPECT_EQ(node.gpu().closing.load(), 0u) << "before the minimum slice";
+  EXPECT_LT(node.ledger(b).vtime.load(), node.ledger(a).vtime.load());
+  node.Launch(pa, kT0 + 200 * kUs);  // a second kernel queued behind the running one
   node.Wait(pb, kT0 + kMinSliceNs + 100 * kUs);
   policy.Advance(kT0 + kMinSliceNs + 100 * kUs);
   EXPECT_EQ(node.gpu().closing.load(), 1u) << "b is owed the GPU: the grant ends after 1 ms, not 10";
-  EXPECT_LT(node.ledger(b).vtime.load(), node.ledger(a).vtime.load());
+  EXPECT_EQ(node.Holder(), a) << "two kernels queued: the queued one must go first";
+  // One completes: only the running one is left, and b's work may join it.
+  node.state(pa).inflight.store(1);
+  node.state(pa).heartbeat_ns.store(kT0 + 2 * kMs);
+  node.Wait(pb, kT0 + 2 * kMs);
+  policy.Advance(kT0 + 2 * kMs);
+  EXPECT_EQ(node.Holder(), b) << "an owed waiter does not wait for the holder's running kernel";
 }
 
 TEST(GrantPolicyTest, ABackgroundHolderYieldsAtOnceAndIsGrantedOnlyWhenNobodyElseWaits) {
@@ -270,9 +279,11 @@ TEST(GrantPolicyTest, ABackgroundHolderYieldsAtOnceAndIsGrantedOnlyWhenNobodyEls
   node.StopWaiting(pbg);
   ASSERT_EQ(node.Holder(), bg) << "nobody else wants the GPU";
   node.Launch(pbg, kT0 + 10 * kUs);
+  node.Launch(pbg, kT0 + 10 * kUs);
   node.Wait(pst, kT0 + 20 * kUs);
   policy.Advance(kT0 + 20 * kUs);
   EXPECT_EQ(node.gpu().closing.load(), 1u) << "a standard waiter ends a background grant at once";
+  EXPECT_EQ(node.Holder(), bg) << "its queued kernel goes first";
   node.CompleteAll(pbg, kT0 + 500 * kUs);
   node.Wait(pbg, kT0 + 500 * kUs);
   node.Wait(pst, kT0 + 500 * kUs);

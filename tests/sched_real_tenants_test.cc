@@ -56,16 +56,19 @@ TEST_F(SchedRealTenantsTest, ControlWithoutGpusliceTheSynchronousLauncherGetsLes
 
 // --- a latency-class service beside a trainer ---
 // The service (request 30, a request of three 300 us kernels every 10 ms) is of class latency:
-// its launches pass the trainer's grant, whose queue is cut to one kernel, so a request waits at
-// most for the trainer's running kernel (4 ms) to be time-sliced. Unmanaged, each of its kernels
-// also queues behind the trainer's eight.
+// its launches pass the trainer's grant, whose queue is held to one kernel, so a request waits
+// only for the trainer's running kernel to be time-sliced with it. On this simulated GPU that is
+// what the hardware's 2 ms time-slicing gives without gpuslice too (measured: p99 3.1 ms either
+// way, alone 1.1 ms; docs/performance.md), so the control is the class policy itself: the same
+// service declared `background` is never granted the GPU while the trainer wants it.
 const std::vector<std::string> kService = {"latency", "--period-ms", "10", "--kernels-per-request", "3",
                                            "--kernel-us", "300", "--duration", "4"};
 const std::vector<std::string> kTrainer = {"compute", "--kernel-us", "4000", "--depth", "8", "--duration", "60"};
 
 struct ServiceFigures {
   double p99_ms = 1e9;
-  double trainer_busy = 0;
+  double other_busy = 0;
+  int requests = 0;
 };
 
 ServiceFigures ServiceBesideTrainer(SchedRealTenantsTest* test, bool managed, const std::string& service_class) {
@@ -82,62 +85,57 @@ ServiceFigures ServiceBesideTrainer(SchedRealTenantsTest* test, bool managed, co
   const auto result = svc->Result();
   EXPECT_FALSE(result.is_null()) << svc->Stdout();
   f.p99_ms = result.value("p99_us", 1e9) / 1e3;
-  f.trainer_busy = BusyFraction(a, b, "trainer");
-  std::printf("%s (%s): service %s; trainer busy %.3f\n", managed ? "gpuslice" : "unmanaged", service_class.c_str(),
-              result.dump().c_str(), f.trainer_busy);
+  f.requests = result.value("requests", 0);
+  f.other_busy = BusyFraction(a, b, "trainer");
+  std::printf("%s (%s): service p99 %.2f ms, %d requests; trainer busy %.3f\n", managed ? "gpuslice" : "unmanaged",
+              service_class.c_str(), f.p99_ms, f.requests, f.other_busy);
   return f;
 }
 
-// Measured (5 runs each, loaded machine): gpuslice latency class p99 2.6-3.4 ms; unmanaged
-// 5.9-9.5 ms. Alone the service's p99 is about 1 ms.
-constexpr double kLatencyP99AtMostMs = 5.0;
+// The target: p99 <= alone (1.1 ms) + the trainer's kernel (4 ms) + 1 ms; measured
+// (5 runs, quiet machine) 3.1-3.3 ms; background control: at most a few requests, p99 > 1 s.
+constexpr double kLatencyP99AtMostMs = 6.1;
 
 TEST_F(SchedRealTenantsTest, ALatencyClassServiceWaitsOnlyForTheTrainersRunningKernel) {
   const ServiceFigures f = ServiceBesideTrainer(this, true, "latency");
   EXPECT_LE(f.p99_ms, kLatencyP99AtMostMs);
-  EXPECT_GE(f.trainer_busy, 0.6) << "the trainer keeps the time the service leaves";
+  EXPECT_GE(f.requests, 380) << "every period served";
+  EXPECT_GE(f.other_busy, 0.7) << "the trainer keeps the time the service leaves (unmanaged: 0.90)";
 }
 
-TEST_F(SchedRealTenantsTest, ControlWithoutGpusliceTheServiceWaitsForTheTrainersQueue) {
-  EXPECT_GT(ServiceBesideTrainer(this, false, "").p99_ms, kLatencyP99AtMostMs);
+TEST_F(SchedRealTenantsTest, ControlTheSameServiceAsBackgroundWaitsForTheTrainer) {
+  EXPECT_GT(ServiceBesideTrainer(this, true, "background").p99_ms, kLatencyP99AtMostMs);
 }
 
 // --- a background tenant ---
-// A background batch job beside a periodic standard service runs only on the time the service
-// leaves: the service's latency stays near what it is alone, and the batch job still gets most
-// of the idle time. Control: the same job as a standard tenant with the same request delays the
-// service by up to a quantum.
+// A synchronous launcher (request 50) beside a batch job that keeps eight kernels queued: when
+// the batch job is `background`, the launcher keeps nearly all of the GPU it would have alone
+// (the batch job runs only in the gaps it leaves); the control, the same job as `standard` with
+// the same request, takes its half.
 const std::vector<std::string> kBatch = {"compute", "--kernel-us", "1000", "--depth", "8", "--duration", "60"};
-const std::vector<std::string> kPeriodic = {"latency", "--period-ms", "10", "--kernels-per-request", "2",
-                                            "--kernel-us", "1000", "--duration", "4"};
+const std::vector<std::string> kSyncService = {"compute", "--kernel-us", "1000", "--depth", "1", "--duration", "60"};
 
-ServiceFigures ServiceBesideBatch(SchedRealTenantsTest* test, const std::string& batch_class) {
-  ServiceFigures f;
+double ServiceShareBesideBatch(SchedRealTenantsTest* test, const std::string& batch_class) {
   EXPECT_NE(test->gpu().StartReady("batch", kBatch, WithClass(SchedTest::Managed(50), batch_class)), nullptr);
-  Child* svc = test->gpu().StartReady("service", kPeriodic, SchedTest::Managed(50));
-  EXPECT_NE(svc, nullptr);
-  if (!svc) return f;
+  EXPECT_NE(test->gpu().StartReady("service", kSyncService, SchedTest::Managed(50)), nullptr);
+  SleepFor(0.5);
   const Sample a = test->gpu().Take();
-  EXPECT_EQ(svc->Wait(30000), 0) << svc->Stderr();
+  SleepFor(3);
   const Sample b = test->gpu().Take();
-  const auto result = svc->Result();
-  f.p99_ms = result.value("p99_us", 1e9) / 1e3;
-  f.trainer_busy = BusyFraction(a, b, "batch");
-  std::printf("batch %s: service %s; batch busy %.3f\n", batch_class.c_str(), result.dump().c_str(), f.trainer_busy);
-  return f;
+  const double service = BusyFraction(a, b, "service"), batch = BusyFraction(a, b, "batch");
+  std::printf("batch %s: service busy %.3f, batch busy %.3f\n", batch_class.c_str(), service, batch);
+  return service;
 }
 
-// Measured (5 runs each): background p99 3.1-4.2 ms, batch busy 0.55-0.70; standard p99 9-14 ms.
-constexpr double kBesideBackgroundP99AtMostMs = 6.5;
+// Measured (5 runs): beside background 0.90-0.95 of the device; beside standard 0.48-0.50.
+constexpr double kBesideBackgroundAtLeast = 0.75;
 
-TEST_F(SchedRealTenantsTest, ABackgroundTenantRunsOnlyOnTimeTheServiceLeavesIdle) {
-  const ServiceFigures f = ServiceBesideBatch(this, "background");
-  EXPECT_LE(f.p99_ms, kBesideBackgroundP99AtMostMs);
-  EXPECT_GE(f.trainer_busy, 0.45) << "the batch job gets most of the ~78% the service leaves";
+TEST_F(SchedRealTenantsTest, ABackgroundTenantRunsOnlyOnTimeTheOthersLeave) {
+  EXPECT_GE(ServiceShareBesideBatch(this, "background"), kBesideBackgroundAtLeast);
 }
 
-TEST_F(SchedRealTenantsTest, ControlAStandardBatchJobDelaysTheService) {
-  EXPECT_GT(ServiceBesideBatch(this, "standard").p99_ms, kBesideBackgroundP99AtMostMs);
+TEST_F(SchedRealTenantsTest, ControlAStandardBatchJobTakesItsShare) {
+  EXPECT_LT(ServiceShareBesideBatch(this, "standard"), kBesideBackgroundAtLeast);
 }
 
 // --- a holder that is stopped (SIGSTOP, docker pause, a debugger) ---

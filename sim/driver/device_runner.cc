@@ -50,7 +50,9 @@ void DeviceRunner::RunKernel(uint64_t duration_ns) {
     }
     const uint64_t start = now;
     SleepUntilNanos(start + std::min(remaining, slice_end - now));
-    const uint64_t ran = MonotonicNanos() - start;
+    uint64_t ran = MonotonicNanos() - start;
+    // Preempted meanwhile (the process was stopped past its turn): it ran until its turn ended.
+    if (!arbiter_.owns()) ran = std::min(ran, slice_end > start ? slice_end - start : 0);
     stats.busy_ns.fetch_add(ran);
     device_->busy_ns.fetch_add(ran);
     remaining = ran >= remaining ? 0 : remaining - ran;
