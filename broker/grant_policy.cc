@@ -69,7 +69,13 @@ uint32_t GrantPolicy::TenantHighWater() const {
   return std::min<uint32_t>(segment_->header.tenant_high_water.load(), kMaxTenants);
 }
 
-bool GrantPolicy::Live(int slot) const { return alive_(slot); }
+// Within one decision a process's liveness is asked once (it is a system call).
+bool GrantPolicy::Live(int slot) const {
+  if (!deciding_ || slot < 0 || slot >= kMaxProcesses) return alive_(slot);
+  int8_t& known = live_cache_[slot];
+  if (known == 0) known = alive_(slot) ? 1 : -1;
+  return known > 0;
+}
 
 bool GrantPolicy::Fresh(const ProcessEntry&, uint64_t stamp, uint64_t now) const {
   return stamp != 0 && (stamp >= now || now - stamp < LeaseOf(*gpu_));
@@ -143,14 +149,16 @@ uint64_t GrantPolicy::SystemVtime(uint64_t now) const {
 
 void GrantPolicy::RefreshWaitingLocked(uint64_t now) {
   const uint32_t tenants = TenantHighWater();
+  uint32_t counts[kMaxTenants] = {};
+  for (uint32_t i = 0; i < ProcessHighWater(); ++i) {
+    const ProcessEntry& p = segment_->processes[i];
+    const int32_t t = p.tenant.load();
+    if (p.state.load() != kRegistered || t < 0 || static_cast<uint32_t>(t) >= tenants) continue;
+    if (Fresh(p, p.sched[gpu_index_].waiting_ns.load(), now) && Live(static_cast<int>(i))) ++counts[t];
+  }
   uint32_t total = 0;
   for (uint32_t t = 0; t < tenants; ++t) {
-    uint32_t count = 0;
-    for (uint32_t i = 0; i < ProcessHighWater(); ++i) {
-      const ProcessEntry& p = segment_->processes[i];
-      if (p.state.load() != kRegistered || p.tenant.load() != static_cast<int32_t>(t)) continue;
-      if (Fresh(p, p.sched[gpu_index_].waiting_ns.load(), now) && Live(static_cast<int>(i))) ++count;
-    }
+    const uint32_t count = counts[t];
     LedgerEntry& l = segment_->ledgers[LedgerIndex(static_cast<int>(t), gpu_index_)];
     const uint32_t before = l.waiting.exchange(count);
     if (before == 0 && count != 0 && gpu_->holder.load() != t + 1) {
@@ -350,7 +358,12 @@ bool GrantPolicy::AdvanceLocked(uint64_t now) {
 
 bool GrantPolicy::Advance(uint64_t now) {
   SchedLock lock(gpu_);
-  return AdvanceLocked(now);
+  std::fill(std::begin(live_cache_), std::end(live_cache_), 0);
+  deciding_ = true;
+  const bool changed = AdvanceLocked(now);
+  deciding_ = false;
+  gpu_->last_decision_ns.store(now);
+  return changed;
 }
 
 void GrantPolicy::ReleaseIfHeldBy(int tenant, uint64_t now) {

@@ -52,28 +52,52 @@ done
 names=() files=() edits=() tests=() whys=()
 sabotage() { names+=("$1"); files+=("$2"); edits+=("$3"); tests+=("$4"); whys+=("$5"); }
 
-# Scheduler (broker/scheduler.cc, shim/hooks_launch.cc): written against the scheduler before
-# its rewrite; when a pattern stops matching, the run says NOT APPLIED and the edit needs updating.
+# Scheduler (broker/grant_policy.cc, broker/scheduler.cc, shim/launch_tracker.cc,
+# shim/hooks_launch.cc): each rule of docs/scheduling.md broken on its own.
 sabotage gating-off shim/hooks_launch.cc \
-  's/^(  broker::ComputeGate\* gate = state->GateForLaunch\(stream\);)$/  return call();  \/\/ SABOTAGE\n$1/m' \
+  's/^(  LaunchTracker\* tracker = state->TrackerForLaunch\(stream\);)$/  return call();  \/\/ SABOTAGE\n$1/m' \
   '^(Sched|ShimProcAddressRuleLaunchTest)' \
   'launches never wait for the tenant'"'"'s grant: no compute scheduling at all'
-sabotage weights-ignored broker/scheduler.cc \
-  's/return request \? request : kDefaultRequestPct;/return kDefaultRequestPct;  \/\/ SABOTAGE/' \
-  '^Sched' \
+sabotage weights-ignored broker/grant_policy.cc \
+  's/return request \? std::min<uint32_t>\(request, 100\) : kDefaultRequestPct;/return kDefaultRequestPct;  \/\/ SABOTAGE/' \
+  '^(Sched|GrantPolicy)' \
   'every tenant has the default weight, whatever GPUSLICE_COMPUTE_REQUEST says'
-sabotage limits-ignored broker/scheduler.cc \
-  's/return limit \? limit : 100;/return 100;  \/\/ SABOTAGE/' \
-  '^(Sched|ShimProcAddressRuleLaunchTest)' \
+sabotage limits-ignored broker/grant_policy.cc \
+  's/return limit \? std::min<uint32_t>\(limit, 100\) : 100;/return 100;  \/\/ SABOTAGE/' \
+  '^(Sched|GrantPolicy|ShimProcAddressRuleLaunchTest)' \
   'GPUSLICE_COMPUTE_LIMIT caps nothing'
+sabotage idle-between-launches broker/grant_policy.cc \
+  's/if \(inflight == 0 && Elapsed\(st\.idle_since_ns\.load\(\), now\) < grace\) between = true;/\/\/ SABOTAGE: no grace/' \
+  '^(Sched|GrantPolicy)' \
+  'an empty queue between two kernels of a synchronous launcher counts as idleness'
+sabotage lease-ignored broker/grant_policy.cc \
+  's/if \(inflight != 0 && Fresh\(p, st\.heartbeat_ns\.load\(\), now\)\) \{/if (inflight != 0) {  \/\/ SABOTAGE: no lease/' \
+  '^(Sched|GrantPolicy)' \
+  'a stopped holder keeps the grant for as long as it is stopped'
+sabotage dead-waiters-count broker/grant_policy.cc \
+  's/if \(Fresh\(p, p\.sched\[gpu_index_\]\.waiting_ns\.load\(\), now\) && Live\(static_cast<int>\(i\)\)\) \+\+counts\[t\];/if (p.sched[gpu_index_].waiting_ns.load() != 0) ++counts[t];  \/\/ SABOTAGE/' \
+  '^(Sched|GrantPolicy)' \
+  'a waiter that died or was stopped keeps counting'
+sabotage no-budget shim/launch_tracker.cc \
+  's/bounded_\.store\(others\);/bounded_.store(false);  \/\/ SABOTAGE/' \
+  '^(Sched|GrantPolicy)' \
+  'a holder keeps its whole backlog queued while others share the GPU'
+sabotage classes-ignored broker/grant_policy.cc \
+  's/return value <= static_cast<uint32_t>\(ComputeClass::kBackground\) \? static_cast<ComputeClass>\(value\)\n\s*: ComputeClass::kStandard;/return ComputeClass::kStandard;  \/\/ SABOTAGE/' \
+  '^(Sched|GrantPolicy)' \
+  'GPUSLICE_COMPUTE_CLASS changes nothing in the grant decisions'
+sabotage idle-charged broker/grant_policy.cc \
+  's/const uint64_t active = working \? now : std::min\(went_idle, now\);/const uint64_t active = now;  \/\/ SABOTAGE/' \
+  '^(Sched|GrantPolicy)' \
+  'a holder is charged for the time it held the GPU idle'
 
 # Memory accounting.
 sabotage quota-ignored broker/broker.cc \
-  's/^(\s*)if \(bytes > quota \|\| used > quota - bytes\) return false;$/$1\/\/ SABOTAGE: no quota check/m' \
+  's/^(\s*)if \(bytes > quota \|\| used > quota - bytes \|\| held > UINT64_MAX - bytes\) return false;$/$1\/\/ SABOTAGE: no quota check/m' \
   '^(BrokerLedgerTest|ShimMemoryQuota|ShimInterposition)' \
   'a reservation is granted whatever the quota'
 sabotage accounting-credit-skipped shim/hooks_memory.cc \
-  's/if \(map\.Take\(key, &charge\)\) state->broker\(\)\.Release\(charge\.ledger, charge\.bytes\);/map.Take(key, \&charge);  \/\/ SABOTAGE/' \
+  's/^(\s*)state->broker\(\)\.Release\(charge\.ledger, charge\.bytes\);$/$1\/\/ SABOTAGE: the free credits nothing/m' \
   '^(ShimMemoryQuota|ShimCrashTest|ShimInterposition)' \
   'freeing memory does not return its charge to the tenant'
 sabotage memory-info-not-narrowed shim/hooks_memory_info.cc \
@@ -87,23 +111,23 @@ sabotage reclaim-on-allocation-off broker/broker.cc \
   '^(BrokerCrashTest|ShimCrashTest|BrokerReclaimPaths|ShimReclaimPaths)' \
   'a reservation that does not fit does not reclaim what dead processes hold'
 sabotage reclaim-on-register-tenants-off broker/broker.cc \
-  's/(if \(tenant_index < 0\) \{\n\s*)ReapDeadLocked\(segment, fd, -1\);/$1\/\/ SABOTAGE/' \
+  's/(if \(!tenant_index\) \{\n\s*)ReapDeadLocked\(segment, fd, std::nullopt\);/$1\/\/ SABOTAGE/' \
   '^(BrokerCrashTest|BrokerReclaimPaths)' \
   'a full tenant table is not cleared of dead processes when a new tenant registers'
 sabotage reclaim-on-register-processes-off broker/broker.cc \
-  's/(if \(slot < 0\) \{\n\s*)ReapDeadLocked\(segment, fd, -1\);/$1\/\/ SABOTAGE/' \
+  's/(if \(!slot\) \{\n\s*)ReapDeadLocked\(segment, fd, std::nullopt\);/$1\/\/ SABOTAGE/' \
   '^(BrokerCrashTest|BrokerReclaimPaths)' \
   'a full process table is not cleared of dead processes when a process registers'
 sabotage reclaim-on-new-gpu-off broker/broker.cc \
-  's/(if \(gpu < 0\) \{\n\s*)ReapDeadLocked\(segment, fd, slot_\);/$1\/\/ SABOTAGE/' \
+  's/(if \(!gpu\) \{\n\s*)ReapDeadLocked\(segment, fd, own\);/$1\/\/ SABOTAGE/' \
   '^(BrokerCrashTest|BrokerReclaimPaths)' \
   'a full GPU table is not cleared of dead processes'"'"' GPUs when a new GPU is opened'
 sabotage reclaim-on-new-quota-off broker/broker.cc \
-  's/entry\.quota\.load\(\) != quota\) ReapDeadLocked\(segment, fd, slot_\);/entry.quota.load() != quota) {}  \/\/ SABOTAGE/' \
+  's/entry\.quota\.load\(\) != quota\) ReapDeadLocked\(segment, fd, own\);/entry.quota.load() != quota) {}  \/\/ SABOTAGE/' \
   '^(BrokerCrashTest|BrokerLedgerTest|BrokerReclaimPaths|ShimTenantTest)' \
   'a dead process pins its tenant'"'"'s old quota'
 sabotage reclaim-by-gpuslicectl-off broker/snapshot.cc \
-  's/^(\s*)ReapDeadLocked\(segment, file->fd, \/\*own_slot=\*\/-1\);$/$1\/\/ SABOTAGE: no reap/m' \
+  's/if \(table\.locked\(\)\) ReapDeadLocked\(segment, file->fd, std::nullopt\);/\/\/ SABOTAGE: no reap/' \
   '^(GpuslicectlTest|BrokerReclaimPaths)' \
   'gpuslicectl status shows dead processes'"'"' memory as held'
 sabotage reclaim-on-memory-query-off shim/hooks_memory_info.cc \
@@ -113,7 +137,7 @@ sabotage reclaim-on-memory-query-off shim/hooks_memory_info.cc \
 
 # Crash and fork safety.
 sabotage torn-ledger-not-repaired broker/ledger.cc \
-  's/(segment->header\.ledger_repairs\.fetch_add\(1, std::memory_order_relaxed\);\n)\s*segment->ledgers\[ledger\]\.used\.store\(SumRegisteredCharges\(\*segment, LedgerTenant\(ledger\), LedgerGpu\(ledger\)\),\n\s*std::memory_order_release\);/$1    \/\/ SABOTAGE: the total is not recomputed/' \
+  's/(ledger_repairs\.fetch_add\(1, std::memory_order_relaxed\);\n)\s*At\(\*segment, ledger\)\.used\.store\(SumRegisteredCharges\(\*segment, ledger\.tenant\(\), ledger\.gpu\(\)\),\n\s*std::memory_order_release\);/$1    \/\/ SABOTAGE: the total is not recomputed/' \
   '^(BrokerCrashTest|ShimCrashTest)' \
   'a ledger left mid-update by a process that died holding its mutex keeps a wrong total'
 sabotage fork-child-keeps-parent-registration shim/shim_state.cc \
@@ -123,7 +147,7 @@ sabotage fork-child-keeps-parent-registration shim/shim_state.cc \
 
 # Failing closed, and interposition.
 sabotage fail-open-config shim/shim_state.cc \
-  's/(LogError\("%s", error\.c_str\(\) \+ std::strlen\("gpuslice: "\)\);\n)(\s*)return nullptr;/$1$2state->options_ = ShimOptions();  \/\/ SABOTAGE: bad settings mean the defaults/' \
+  's/if \(!valid\) return nullptr;  \/\/ already reported/if (!valid) state->options_ = ShimOptions();  \/\/ SABOTAGE: bad settings mean the defaults/' \
   '^(ShimBadSetting|ShimConfigTest)' \
   'a bad or unknown GPUSLICE_* variable runs the process with the defaults (no quota)'
 sabotage proc-address-substitution-off shim/hooks_init.cc \

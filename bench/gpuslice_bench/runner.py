@@ -171,7 +171,7 @@ def _wait_ready(starting, processes, mode, ctx):
             _fail(processes, f"mode {mode}: {late} did not become ready within {READY_TIMEOUT_S} s")
         time.sleep(0.02)
     for p in starting:
-        if p.device_name:
+        if getattr(p, "device_name", None):  # arrivals are many short processes, named by none
             ctx.devices_seen.add(p.device_name)
 
 
