@@ -1,6 +1,7 @@
 #include "broker/grant_policy.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "broker/ledger.h"
 #include "common/robust_mutex.h"
@@ -71,7 +72,8 @@ uint32_t GrantPolicy::TenantHighWater() const {
 
 // Within one decision a process's liveness is asked once (it is a system call).
 bool GrantPolicy::Live(int slot) const {
-  if (!deciding_ || slot < 0 || slot >= kMaxProcesses) return alive_(slot);
+  if (decider_.load(std::memory_order_relaxed) != std::this_thread::get_id() || slot < 0 || slot >= kMaxProcesses)
+    return alive_(slot);
   int8_t& known = live_cache_[slot];
   if (known == 0) known = alive_(slot) ? 1 : -1;
   return known > 0;
@@ -359,9 +361,9 @@ bool GrantPolicy::AdvanceLocked(uint64_t now) {
 bool GrantPolicy::Advance(uint64_t now) {
   SchedLock lock(gpu_);
   std::fill(std::begin(live_cache_), std::end(live_cache_), 0);
-  deciding_ = true;
+  decider_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   const bool changed = AdvanceLocked(now);
-  deciding_ = false;
+  decider_.store(std::thread::id(), std::memory_order_relaxed);
   gpu_->last_decision_ns.store(now);
   return changed;
 }

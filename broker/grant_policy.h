@@ -13,7 +13,9 @@
 //  - priority_until_ns in the future: latency-class work that passes the grant.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <thread>
 #include <functional>
 
 #include "broker/segment_layout.h"
@@ -103,10 +105,10 @@ class GrantPolicy {
   GpuEntry* gpu_;
   int gpu_index_;
   Liveness alive_;
-  // Liveness asked during the current decision (0 unknown, 1 alive, -1 dead); used only while
-  // deciding_, under the scheduler mutex.
+  // Liveness asked during the current decision (0 unknown, 1 alive, -1 dead): used only by the
+  // thread deciding (under the scheduler mutex), whose id decider_ holds meanwhile.
   mutable int8_t live_cache_[kMaxProcesses] = {};
-  bool deciding_ = false;
+  std::atomic<std::thread::id> decider_{};
 };
 
 }  // namespace gpuslice::broker
