@@ -338,6 +338,37 @@ TEST(GrantPolicyTest, AnIdleHolderIsNotChargedForTheTimeItHeldTheGpuIdle) {
   EXPECT_EQ(node.ledger(a).service_ns.load(), 4 * kMs);
 }
 
+// Two tenants that always want the GPU, requests 75 and 25: each grant is a whole quantum, and
+// the larger request gets three grants for every one of the other's.
+TEST(GrantPolicyTest, RequestsAreWeightsThreeGrantsToOneFor75And25) {
+  FakeNode node;
+  const int a = node.Tenant(75), b = node.Tenant(25);
+  const int pa = node.Process(a), pb = node.Process(b);
+  auto policy = node.Policy();
+  int grants[2] = {0, 0};
+  uint64_t t = kT0;
+  for (int i = 0; i < 40; ++i) {
+    node.Wait(pa, t);
+    node.Wait(pb, t);
+    policy.Advance(t);
+    const int holder = node.Holder();
+    ASSERT_GE(holder, 0);
+    ++grants[holder];
+    const int slot = holder == a ? pa : pb;
+    node.StopWaiting(slot);
+    node.Launch(slot, t + 10 * kUs);
+    t += QuantumOf(node.gpu()) + 10 * kUs;  // a full quantum while the other waits
+    node.Wait(holder == a ? pb : pa, t);
+    node.Launch(slot, t);
+    policy.Advance(t);  // closes the grant
+    node.CompleteAll(slot, t + 1 * kMs);
+    t += 1 * kMs;
+    node.Wait(slot, t);
+  }
+  EXPECT_EQ(grants[a], 30) << "a: " << grants[a] << ", b: " << grants[b];
+  EXPECT_EQ(grants[b], 10);
+}
+
 TEST(GrantPolicyTest, ACorruptHolderValueIsDroppedNotFollowed) {
   FakeNode node;
   const int a = node.Tenant(50);
