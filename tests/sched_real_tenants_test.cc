@@ -80,12 +80,16 @@ ServiceFigures ServiceBesideTrainer(SchedRealTenantsTest* test, bool managed, co
   EXPECT_NE(svc, nullptr);
   if (!svc) return f;
   const Sample a = test->gpu().Take();
-  EXPECT_EQ(svc->Wait(30000), 0) << svc->Stderr();
+  // A starved background service may still be blocked in a launch when its run should end: it
+  // is then killed, reports nothing, and counts as never served.
+  const bool may_starve = service_class == "background";
+  const int exit_code = svc->Wait(may_starve ? 10000 : 30000);
+  if (!may_starve) EXPECT_EQ(exit_code, 0) << svc->Stderr();
   const Sample b = test->gpu().Take();
   const auto result = svc->Result();
-  EXPECT_FALSE(result.is_null()) << svc->Stdout();
-  f.p99_ms = result.value("p99_us", 1e9) / 1e3;
-  f.requests = result.value("requests", 0);
+  if (!may_starve) EXPECT_FALSE(result.is_null()) << svc->Stdout();
+  f.p99_ms = result.is_null() ? 1e9 : result.value("p99_us", 1e9) / 1e3;
+  f.requests = result.is_null() ? 0 : result.value("requests", 0);
   f.other_busy = BusyFraction(a, b, "trainer");
   std::printf("%s (%s): service p99 %.2f ms, %d requests; trainer busy %.3f\n", managed ? "gpuslice" : "unmanaged",
               service_class.c_str(), f.p99_ms, f.requests, f.other_busy);
