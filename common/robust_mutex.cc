@@ -30,9 +30,21 @@ int ExpectedKind() {
   return kind;
 }
 
+// The deadline is on the monotonic clock (a wall-clock step must not shorten or stretch it),
+// except under ThreadSanitizer: GCC 12's libtsan does not intercept pthread_mutex_clocklock, so it
+// would never see the lock taken and report each unlock as "unlock of an unlocked mutex" (and
+// miss the happens-before the lock gives). It does intercept pthread_mutex_timedlock, whose
+// deadline is on the realtime clock; a TSan build is never deployed, so the clock step does not
+// matter there.
+#if defined(__SANITIZE_THREAD__)
+constexpr clockid_t kDeadlineClock = CLOCK_REALTIME;
+#else
+constexpr clockid_t kDeadlineClock = CLOCK_MONOTONIC;
+#endif
+
 int LockBefore(pthread_mutex_t* mutex, uint64_t timeout_ns) {
   struct timespec deadline {};
-  clock_gettime(CLOCK_MONOTONIC, &deadline);
+  clock_gettime(kDeadlineClock, &deadline);
   const uint64_t seconds = timeout_ns / 1'000'000'000;
   deadline.tv_sec += static_cast<time_t>(seconds);
   deadline.tv_nsec += static_cast<long>(timeout_ns % 1'000'000'000);
@@ -41,8 +53,13 @@ int LockBefore(pthread_mutex_t* mutex, uint64_t timeout_ns) {
     deadline.tv_nsec -= 1'000'000'000;
   }
   int rc;
+#if defined(__SANITIZE_THREAD__)
+  while ((rc = pthread_mutex_timedlock(mutex, &deadline)) == EINTR) {
+  }
+#else
   while ((rc = pthread_mutex_clocklock(mutex, CLOCK_MONOTONIC, &deadline)) == EINTR) {
   }
+#endif
   return rc;
 }
 

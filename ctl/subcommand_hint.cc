@@ -1,26 +1,12 @@
 #include "ctl/subcommand_hint.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include <fmt/format.h>
 
-namespace gpuslice::ctl {
+#include "common/edit_distance.h"
 
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  std::iota(row.begin(), row.end(), 0);
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
+namespace gpuslice::ctl {
 
 std::optional<std::string> UnknownSubcommand(int argc, char** argv, const std::vector<std::string>& subcommands) {
   // Only the top level takes no option with a value, so the first word not starting with '-' is

@@ -13,7 +13,4 @@ namespace gpuslice::ctl {
 // none (CLI11 then reports what is missing); otherwise one line of explanation.
 std::optional<std::string> UnknownSubcommand(int argc, char** argv, const std::vector<std::string>& subcommands);
 
-// Levenshtein distance, for the suggestion.
-size_t EditDistance(const std::string& a, const std::string& b);
-
 }  // namespace gpuslice::ctl

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "gpuslice/sim_query.h"
-#include "tests/support/proc_rows.h"
+#include "common/proc_rows.h"
 #include "tests/support/sim_driver_helpers.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"

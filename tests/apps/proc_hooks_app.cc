@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "shim/hook_list.h"
-#include "tests/support/proc_rows.h"
+#include "common/proc_rows.h"
 
 namespace {
 
@@ -55,7 +55,7 @@ int main() {
   int checked = 0, into_shim = 0, exports = 0;
   std::vector<std::string> missed, absent;
   for (const char* hook : kHooks) {
-    for (const gpuslice::testing::ProcRow& row : gpuslice::testing::kProcRows) {
+    for (const gpuslice::ProcRow& row : gpuslice::kProcRows) {
       for (const bool per_thread : {false, true}) {
         const char* answer_name = per_thread ? row.per_thread_name : row.name;
         if (std::strcmp(answer_name, hook) != 0) continue;
