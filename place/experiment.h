@@ -1,0 +1,56 @@
+// FGD's experiment: the inflated arrival sequence of one seed placed by one policy, with the
+// cluster's metrics after every pod, averaged per 1% of arrived GPU demand the way the
+// artifact's analysis scripts do (merge_*_discrete.py).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "place/cluster.h"
+#include "place/fragmentation.h"
+
+namespace gpuslice::place {
+
+struct Experiment {
+  Cluster cluster;
+  std::vector<Pod> pods;  // the trace's pods sorted by name (the artifact's workload order)
+  TargetWorkload target;
+  int score_classes = 0;
+};
+
+// Sorts the pods by name, resolves models, builds the target workload (95% popularity).
+Experiment PrepareExperiment(const std::vector<NodeSpec>& nodes, std::vector<PodSpec> pods);
+
+// One policy and seed. Vectors are indexed by arrived GPU demand in whole % of capacity,
+// 0..max_percent; a NaN marks a percentage no pod arrival fell near.
+struct RunSeries {
+  std::string policy;
+  uint64_t seed = 0;
+  std::vector<double> allocated_gpu_pct;   // allocated milli-GPU / capacity
+  std::vector<double> frag_gpu_pct;        // fragmented milli-GPU / capacity
+  std::vector<double> frag_ratio_pct;      // fragmented / idle milli-GPU
+  std::vector<std::array<int, kPodKinds>> failed_pods;  // cumulative, by kind
+  int arrivals = 0;
+  int failed_total = 0;
+  double seconds = 0;
+
+  double UnallocatedAt(int percent) const { return 100.0 - allocated_gpu_pct[static_cast<size_t>(percent)]; }
+};
+
+struct RunOptions {
+  double inflation = 1.3;  // arrived demand to reach, times capacity
+  std::atomic<int64_t>* pods_done = nullptr;  // progress counter, bumped while running
+};
+
+RunSeries RunOne(const Experiment& experiment, const std::string& policy, uint64_t seed, const RunOptions& options);
+
+// Every policy x seed on `jobs` threads; results in policy-major order.
+std::vector<RunSeries> RunAll(const Experiment& experiment, const std::vector<std::string>& policies,
+                              const std::vector<uint64_t>& seeds, const RunOptions& options, int jobs,
+                              const std::function<void(int runs_done, int runs_total)>& progress);
+
+}  // namespace gpuslice::place

@@ -1,0 +1,147 @@
+#include "place/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+
+#include "place/policy.h"
+
+namespace gpuslice::place {
+namespace {
+
+std::vector<std::string> PoliciesInOrder(const std::vector<RunSeries>& runs) {
+  std::vector<std::string> order;
+  for (const RunSeries& run : runs) {
+    if (std::find(order.begin(), order.end(), run.policy) == order.end()) order.push_back(run.policy);
+  }
+  return order;
+}
+
+std::string Number(double value, int decimals) {
+  if (std::isnan(value)) return "";
+  std::ostringstream text;
+  text << std::fixed << std::setprecision(decimals) << value;
+  return text.str();
+}
+
+double MeanAt(const std::vector<RunSeries>& runs, const std::string& policy, size_t percent,
+              const std::vector<double> RunSeries::*field, bool unallocated) {
+  double sum = 0;
+  int count = 0;
+  for (const RunSeries& run : runs) {
+    if (run.policy != policy || percent >= (run.*field).size() || std::isnan((run.*field)[percent])) continue;
+    sum += unallocated ? 100.0 - (run.*field)[percent] : (run.*field)[percent];
+    ++count;
+  }
+  return count ? sum / count : std::nan("");
+}
+
+}  // namespace
+
+void WriteMetricsCsv(std::ostream& out, const std::vector<RunSeries>& runs) {
+  out << "policy,seed,arrived_gpu_pct,allocated_gpu_pct,unallocated_gpu_pct,frag_gpu_pct,frag_ratio_pct";
+  for (int k = 0; k < kPodKinds; ++k) out << ",failed_" << PodKindName(static_cast<PodKind>(k));
+  out << "\n";
+  for (const RunSeries& run : runs) {
+    for (size_t p = 0; p < run.allocated_gpu_pct.size(); ++p) {
+      if (std::isnan(run.allocated_gpu_pct[p])) continue;
+      out << run.policy << ',' << run.seed << ',' << p << ',' << Number(run.allocated_gpu_pct[p], 3) << ','
+          << Number(100.0 - run.allocated_gpu_pct[p], 3) << ',' << Number(run.frag_gpu_pct[p], 3) << ','
+          << Number(run.frag_ratio_pct[p], 3);
+      for (int count : run.failed_pods[p]) out << ',' << count;
+      out << '\n';
+    }
+  }
+}
+
+std::vector<PolicySummary> Summarise(const std::vector<RunSeries>& runs) {
+  std::vector<PolicySummary> summary;
+  for (const std::string& policy : PoliciesInOrder(runs)) {
+    PolicySummary s;
+    s.policy = policy;
+    s.unallocated_at_100 = MeanAt(runs, policy, 100, &RunSeries::allocated_gpu_pct, true);
+    s.unallocated_at_130 = MeanAt(runs, policy, 130, &RunSeries::allocated_gpu_pct, true);
+    s.frag_at_100 = MeanAt(runs, policy, 100, &RunSeries::frag_gpu_pct, false);
+    for (const RunSeries& run : runs) {
+      if (run.policy != policy) continue;
+      ++s.seeds;
+      s.failed_at_130 += run.failed_total;
+      s.seconds += run.seconds;
+    }
+    s.failed_at_130 /= std::max(1, s.seeds);
+    s.seconds /= std::max(1, s.seeds);
+    summary.push_back(s);
+  }
+  return summary;
+}
+
+const std::map<std::string, double>& PublishedUnallocatedAt100() {
+  static const std::map<std::string, double> kPublished = {{"Random", 13.70},    {"DotProd", 9.38},
+                                                           {"GpuClustering", 8.35}, {"GpuPacking", 8.22},
+                                                           {"BestFit", 7.14},   {"FGD", 4.77}};
+  return kPublished;
+}
+
+void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& summary, const std::string& title,
+                          bool compare_published) {
+  out << "### " << title << "\n\n";
+  out << "| Policy | Seeds | Unallocated GPU % at 100% arrived |";
+  if (compare_published) out << " FGD artifact | Difference |";
+  out << " at 130% | Fragmented GPU % at 100% | Failed pods (all arrivals) | Seconds per run |\n";
+  out << "|---|---:|---:|";
+  if (compare_published) out << "---:|---:|";
+  out << "---:|---:|---:|---:|\n";
+  for (const PolicySummary& s : summary) {
+    out << "| " << s.policy << " | " << s.seeds << " | " << Number(s.unallocated_at_100, 2) << " |";
+    if (compare_published) {
+      auto it = PublishedUnallocatedAt100().find(s.policy);
+      if (it == PublishedUnallocatedAt100().end()) {
+        out << " – | – |";
+      } else {
+        out << " " << Number(it->second, 2) << " | " << (s.unallocated_at_100 >= it->second ? "+" : "")
+            << Number(s.unallocated_at_100 - it->second, 2) << " |";
+      }
+    }
+    out << " " << Number(s.unallocated_at_130, 2) << " | " << Number(s.frag_at_100, 2) << " | "
+        << Number(s.failed_at_130, 1) << " | " << Number(s.seconds, 1) << " |\n";
+  }
+  out << "\n";
+}
+
+void WriteUnallocatedTable(std::ostream& out, const std::vector<RunSeries>& runs) {
+  const std::vector<std::string> policies = PoliciesInOrder(runs);
+  size_t max_percent = 0;
+  for (const RunSeries& run : runs) max_percent = std::max(max_percent, run.allocated_gpu_pct.size());
+  out << "# arrived_gpu_pct";
+  for (const std::string& p : policies) out << ' ' << p;
+  out << '\n';
+  for (size_t k = 0; k < max_percent; ++k) {
+    out << k;
+    for (const std::string& p : policies) {
+      const double v = MeanAt(runs, p, k, &RunSeries::allocated_gpu_pct, true);
+      out << ' ' << (std::isnan(v) ? std::string("NaN") : Number(v, 3));
+    }
+    out << '\n';
+  }
+}
+
+std::string GnuplotScript(const std::string& table_path, const std::string& svg_path,
+                          const std::vector<std::string>& policies, const std::string& title) {
+  std::ostringstream s;
+  s << "set terminal svg size 800,500 dynamic font 'sans,12'\n"
+    << "set output '" << svg_path << "'\n"
+    << "set title '" << title << "'\n"
+    << "set xlabel 'Arrived GPU demand (% of cluster GPUs)'\n"
+    << "set ylabel 'Unallocated GPUs (% of cluster GPUs)'\n"
+    << "set xrange [0:130]\nset yrange [0:*]\nset grid\nset key top left\nset datafile missing 'NaN'\n"
+    << "plot ";
+  for (size_t i = 0; i < policies.size(); ++i) {
+    s << (i ? ", \\\n     " : "") << "'" << table_path << "' using 1:" << (i + 2) << " with lines lw 2 title '"
+      << policies[i] << "'";
+  }
+  s << "\n";
+  return s.str();
+}
+
+}  // namespace gpuslice::place
