@@ -19,11 +19,13 @@ struct TargetClass {
   int gpu_milli = 0;
   int num_gpu = 0;
   uint64_t model_mask = ~uint64_t{0};
+  int64_t memory_mib = 0;  // the class's most common memory request (used when memory-aware)
   double weight = 0;  // popularity; the classes' weights add up to 1
 };
 
 struct TargetWorkload {
   std::vector<TargetClass> classes;
+  bool memory_aware = false;  // FGD ignores memory; ours can count it in a class's fit
 };
 
 // popularity: the cumulative share of pods the classes must cover (the artifact: 0.95).

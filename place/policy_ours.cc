@@ -1,7 +1,18 @@
-// Our policy, FGD-BF: FGD's fragmentation gradient, measured exactly, with best fit deciding
-// between placements that fragment equally.
+// Our policy, FGD-BF: FGD's fragmentation gradient, measured exactly and with memory, plus a
+// best-fit pull towards nodes that the pod leaves with little room.
+//
+//   key(node) = delta_frag(node) + kBestFitWeight * residual(node),   lowest key wins,
+//   residual  = ((cpu left after) / 128 cores + (GPU left after) / 8 GPUs) / 2, in [0, 1].
+//
+// Why (docs/placement.md, measured): FGD's artifact scores int(sigmoid(-delta/1000) * 100), so
+// placements within ~40 milli-GPU of fragmentation change tie, and ties go to the node that sorts
+// first in a per-seed random order. That accidental first-fit packing is worth more than the
+// exact gradient: choosing by the exact delta alone leaves 5.7% of GPUs unallocated against
+// FGD's 4.7%. Packing on purpose (best fit, weighted so that a whole node's residual equals 100
+// milli-GPU of fragmentation) keeps the gradient exact and packs where FGD packs by chance.
+// Memory joins the fit test of the target classes (FGD's measure ignores it, and GPUs strand
+// on nodes whose memory is gone). Ties still go to the first node in the run's order.
 #include <bit>
-#include <cmath>
 #include <limits>
 
 #include "place/policy.h"
@@ -9,68 +20,76 @@
 namespace gpuslice::place {
 namespace {
 
+constexpr double kBestFitWeight = 100.0;  // milli-GPU of fragmentation per unit of residual
+
 struct Choice {
   double delta = 0;
-  double tie = 0;  // higher wins among equal deltas
   GpuMask gpus = 0;
 };
 
-// The exact change in fragmentation, GPU by GPU for a share; equal deltas go to the tightest GPU.
+// The exact change in fragmentation; for a share, the GPU that changes it least (the tightest
+// GPU among equals).
 Choice EvaluateExact(const NodeState& node, const Pod& pod, const TargetWorkload& target, double before) {
   Choice best;
   NodeState after = node;
   after.cpu_left -= pod.cpu_milli;
+  after.memory_left -= pod.memory_mib;
   if (!pod.IsFractional()) {
     best.gpus = FirstFreeGpus(node, pod.num_gpu);
     for (int g = 0; g < node.gpus; ++g) {
       if ((best.gpus >> g) & 1) after.gpu_left[static_cast<size_t>(g)] -= static_cast<int16_t>(pod.gpu_milli);
     }
     best.delta = NodeFragmentation(after, target) - before;
-  } else {
-    bool found = false;
-    for (int g = 0; g < node.gpus; ++g) {
-      const int16_t left = node.gpu_left[static_cast<size_t>(g)];
-      if (left < pod.gpu_milli) continue;
-      after.gpu_left[static_cast<size_t>(g)] = static_cast<int16_t>(left - pod.gpu_milli);
-      const double delta = NodeFragmentation(after, target) - before;
-      after.gpu_left[static_cast<size_t>(g)] = left;
-      const bool better = !found || delta < best.delta - 1e-9 ||
-                          (delta < best.delta + 1e-9 && left < node.gpu_left[static_cast<size_t>(std::countr_zero(best.gpus))]);
-      if (better) {
-        best.delta = delta;
-        best.gpus = GpuMask{1} << g;
-        found = true;
-      }
+    return best;
+  }
+  bool found = false;
+  int best_left = 0;
+  for (int g = 0; g < node.gpus; ++g) {
+    const int16_t left = node.gpu_left[static_cast<size_t>(g)];
+    if (left < pod.gpu_milli) continue;
+    after.gpu_left[static_cast<size_t>(g)] = static_cast<int16_t>(left - pod.gpu_milli);
+    const double delta = NodeFragmentation(after, target) - before;
+    after.gpu_left[static_cast<size_t>(g)] = left;
+    if (!found || delta < best.delta - 1e-9 || (delta < best.delta + 1e-9 && left < best_left)) {
+      best = Choice{delta, GpuMask{1} << g};
+      best_left = left;
+      found = true;
     }
   }
-  best.tie = static_cast<double>(BestFitRawScore(node, pod));
   return best;
+}
+
+double Residual(const NodeState& node, const Pod& pod) {
+  return (static_cast<double>(node.cpu_left - pod.cpu_milli) / kMaxSpecCpu +
+          static_cast<double>(node.GpuLeftTotal() - pod.TotalGpuMilli()) / kMaxSpecGpu) /
+         2.0;
+}
+
+TargetWorkload MemoryAware(TargetWorkload target) {
+  target.memory_aware = true;
+  return target;
 }
 
 class FgdBestFitPolicy final : public Policy {
  public:
   FgdBestFitPolicy(const TargetWorkload& target, const Cluster& cluster, int score_classes)
-      : target_(target),
+      : target_(MemoryAware(target)),
         classes_(static_cast<size_t>(score_classes)),
         frag_(cluster.nodes.size()),
         cache_(cluster.nodes.size() * classes_) {}
 
-  Placement Choose(const Cluster& cluster, const Pod& pod, const std::vector<int>& feasible, Rng& rng) override {
-    int chosen = -1;
-    const Choice* best = nullptr;
-    uint64_t ties = 0;
+  Placement Choose(const Cluster& cluster, const Pod& pod, const std::vector<int>& feasible, Rng&) override {
+    Placement best;
+    double best_key = std::numeric_limits<double>::infinity();
     for (int n : feasible) {
-      const Choice& c = Evaluate(cluster, n, pod);
-      if (!best || c.delta < best->delta - 1e-6 || (c.delta < best->delta + 1e-6 && c.tie > best->tie)) {
-        best = &c;
-        chosen = n;
-        ties = 1;
-      } else if (c.delta < best->delta + 1e-6 && c.tie == best->tie && rng.Below(++ties) == 0) {
-        best = &c;
-        chosen = n;
+      const Choice& choice = Evaluate(cluster, n, pod);
+      const double key = choice.delta + kBestFitWeight * Residual(cluster.nodes[static_cast<size_t>(n)], pod);
+      if (key < best_key - 1e-9) {
+        best_key = key;
+        best = Placement{n, choice.gpus};
       }
     }
-    return {chosen, best->gpus};
+    return best;
   }
 
  private:
@@ -83,6 +102,7 @@ class FgdBestFitPolicy final : public Policy {
     Choice choice;
   };
 
+  // Cached per node and score class until the node changes, as FGD's (policy_fgd.cc).
   const Choice& Evaluate(const Cluster& cluster, int node_index, const Pod& pod) {
     const NodeState& node = cluster.nodes[static_cast<size_t>(node_index)];
     Cached& cached = cache_[static_cast<size_t>(node_index) * classes_ + static_cast<size_t>(pod.score_class)];
@@ -94,7 +114,7 @@ class FgdBestFitPolicy final : public Policy {
     return cached.choice;
   }
 
-  const TargetWorkload& target_;
+  const TargetWorkload target_;
   size_t classes_;
   std::vector<NodeFrag> frag_;
   std::vector<Cached> cache_;
