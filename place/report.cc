@@ -128,19 +128,25 @@ void WriteUnallocatedTable(std::ostream& out, const std::vector<RunSeries>& runs
 
 std::string GnuplotScript(const std::string& table_path, const std::string& svg_path,
                           const std::vector<std::string>& policies, const std::string& title) {
+  std::ostringstream plot;
+  plot << "plot ";
+  for (size_t i = 0; i < policies.size(); ++i) {
+    plot << (i ? ", \\\n     " : "") << "'" << table_path << "' using 1:" << (i + 2) << " with lines lw 2 title '"
+         << policies[i] << "'";
+  }
+  plot << "\n";
+  // The whole run, then the last part, where the policies differ, on a scale that shows it.
+  std::string zoomed = svg_path;
+  const size_t dot = zoomed.rfind(".svg");
+  zoomed.insert(dot == std::string::npos ? zoomed.size() : dot, "-zoom");
   std::ostringstream s;
-  s << "set terminal svg size 800,500 dynamic font 'sans,12'\n"
-    << "set output '" << svg_path << "'\n"
+  s << "set terminal svg size 800,500 dynamic noenhanced font 'sans,12'\n"
     << "set title '" << title << "'\n"
     << "set xlabel 'Arrived GPU demand (% of cluster GPUs)'\n"
     << "set ylabel 'Unallocated GPUs (% of cluster GPUs)'\n"
-    << "set xrange [0:130]\nset yrange [0:*]\nset grid\nset key top left\nset datafile missing 'NaN'\n"
-    << "plot ";
-  for (size_t i = 0; i < policies.size(); ++i) {
-    s << (i ? ", \\\n     " : "") << "'" << table_path << "' using 1:" << (i + 2) << " with lines lw 2 title '"
-      << policies[i] << "'";
-  }
-  s << "\n";
+    << "set grid\nset datafile missing 'NaN'\n"
+    << "set output '" << svg_path << "'\nset xrange [0:130]\nset yrange [0:*]\nset key top right\n"
+    << plot.str() << "set output '" << zoomed << "'\nset xrange [80:130]\nset yrange [0:20]\n" << plot.str();
   return s.str();
 }
 

@@ -52,6 +52,7 @@ TEST(PlaceFragmentation, FollowsFgdsRules) {
   EXPECT_EQ(frag_of({9000, 500, 1}), 2000);                 // lacks CPU
   EXPECT_EQ(frag_of({1000, 500, 1}), 300);                  // fits: the GPU with less than 500
   EXPECT_EQ(frag_of({1000, 800, 1}), 1000);                 // fits on the free GPU: 300 + 700
+  EXPECT_EQ(frag_of({1000, 700, 1}), 300);                  // exactly 700 left is room for 700
   EXPECT_EQ(frag_of({1000, 1000, 2}), 2000);                // two whole GPUs: only one is free
   EXPECT_EQ(frag_of({1000, 200, 1}), 0);
   TargetWorkload mixed;
