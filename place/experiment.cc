@@ -44,7 +44,7 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
   Rng rng(seed ^ 0x5ca1ab1e0ddba11ULL);
   Cluster cluster = experiment.cluster;
   rng.Shuffle(cluster.nodes);
-  std::unique_ptr<Policy> policy = MakePolicy(policy_name, experiment.target, cluster, experiment.score_classes);
+  std::unique_ptr<Policy> policy = MakePolicy(policy_name, experiment.target, cluster, experiment.score_classes, options.tuning);
   const std::vector<int> arrivals =
       InflatedArrivals(experiment.pods, cluster.total_gpu_milli, options.inflation, seed);
 

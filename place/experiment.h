@@ -12,6 +12,7 @@
 
 #include "place/cluster.h"
 #include "place/fragmentation.h"
+#include "place/policy.h"
 
 namespace gpuslice::place {
 
@@ -44,6 +45,7 @@ struct RunSeries {
 struct RunOptions {
   double inflation = 1.3;  // arrived demand to reach, times capacity
   std::atomic<int64_t>* pods_done = nullptr;  // progress counter, bumped while running
+  OurPolicyTuning tuning;
 };
 
 RunSeries RunOne(const Experiment& experiment, const std::string& policy, uint64_t seed, const RunOptions& options);

@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
   int seeds = 10, jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   uint64_t first_seed = 42;
   double inflation = 1.3;
-  bool quiet = false, no_chart = false;
+  bool quiet = false, no_chart = false, no_memory = false;
+  OurPolicyTuning options_tuning;
   app.add_option("--nodes", nodes_path, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
   app.add_option("--pods", pods_path,
                  "Pod list CSV: name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,qos,pod_phase,creation_time,"
@@ -67,8 +68,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.01, 10.0));
   app.add_option("--jobs", jobs, "Runs in parallel (threads)")->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_option("--out", out_dir,
-                 "Directory for metrics.csv, summary.md, unallocated.dat, unallocated.gp and unallocated.svg");
+                 "Directory for metrics.csv, summary.md, unallocated.dat, unallocated.gp and the charts unallocated.svg, unallocated-zoom.svg");
   app.add_option("--title", title, "Title of the summary and chart (default: the pod list's file name)");
+  app.add_option("--fgd-bf-weight", options_tuning.best_fit_weight,
+                 "FGD-BF: milli-GPU of fragmentation worth a whole node's best-fit residual (0: the exact gradient "
+                 "alone)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_flag("--fgd-bf-no-memory", no_memory, "FGD-BF: leave memory out of the target classes' fit, as FGD does");
   app.add_flag("--no-chart", no_chart, "Do not run gnuplot (the .dat and .gp files are still written)");
   app.add_flag("--quiet", quiet, "No progress line on stderr");
   CLI11_PARSE(app, argc, argv);
@@ -109,6 +116,8 @@ int main(int argc, char** argv) {
   RunOptions options;
   options.inflation = inflation;
   options.pods_done = &pods_done;
+  options.tuning = options_tuning;
+  options.tuning.memory_aware = !no_memory;
   const auto start = std::chrono::steady_clock::now();
   const bool show_progress = !quiet;
   auto progress = [&](int done, int total) {

@@ -23,9 +23,16 @@ class Policy {
 
 // The artifact's six, then ours, in the order reports list them.
 const std::vector<std::string>& PolicyNames();
+
+// Our policy's knobs (policy_ours.cc); the defaults are the measured choice (docs/placement.md).
+struct OurPolicyTuning {
+  double best_fit_weight = 100.0;  // milli-GPU of fragmentation per unit of best-fit residual
+  bool memory_aware = true;        // count memory in the target classes' fit
+};
+
 // Null for an unknown name. `score_classes` sizes the per-node score caches of FGD-like ones.
 std::unique_ptr<Policy> MakePolicy(std::string_view name, const TargetWorkload& target, const Cluster& cluster,
-                                   int score_classes);
+                                   int score_classes, const OurPolicyTuning& tuning = {});
 
 // The artifact's selectHost (its kube-scheduler fork): the highest score; among equal scores the
 // node whose name sorts first. Names carry a per-seed random prefix, so the simulator puts nodes

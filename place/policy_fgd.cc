@@ -11,7 +11,7 @@ namespace gpuslice::place {
 
 std::unique_ptr<Policy> MakeBaselinePolicy(std::string_view name);
 std::unique_ptr<Policy> MakeOurPolicy(std::string_view name, const TargetWorkload& target, const Cluster& cluster,
-                                      int score_classes);
+                                      int score_classes, const OurPolicyTuning& tuning);
 
 namespace {
 
@@ -105,10 +105,10 @@ const std::vector<std::string>& PolicyNames() {
 }
 
 std::unique_ptr<Policy> MakePolicy(std::string_view name, const TargetWorkload& target, const Cluster& cluster,
-                                   int score_classes) {
+                                   int score_classes, const OurPolicyTuning& tuning) {
   if (auto baseline = MakeBaselinePolicy(name)) return baseline;
   if (name == "FGD") return std::make_unique<FgdPolicy>(target, cluster, score_classes);
-  return MakeOurPolicy(name, target, cluster, score_classes);
+  return MakeOurPolicy(name, target, cluster, score_classes, tuning);
 }
 
 }  // namespace gpuslice::place

@@ -1,7 +1,7 @@
 // Our policy, FGD-BF: FGD's fragmentation gradient, measured exactly and with memory, plus a
 // best-fit pull towards nodes that the pod leaves with little room.
 //
-//   key(node) = delta_frag(node) + kBestFitWeight * residual(node),   lowest key wins,
+//   key(node) = delta_frag(node) + best_fit_weight * residual(node),   lowest key wins,
 //   residual  = ((cpu left after) / 128 cores + (GPU left after) / 8 GPUs) / 2, in [0, 1].
 //
 // Why (docs/placement.md, measured): FGD's artifact scores int(sigmoid(-delta/1000) * 100), so
@@ -19,8 +19,6 @@
 
 namespace gpuslice::place {
 namespace {
-
-constexpr double kBestFitWeight = 100.0;  // milli-GPU of fragmentation per unit of residual
 
 struct Choice {
   double delta = 0;
@@ -65,15 +63,17 @@ double Residual(const NodeState& node, const Pod& pod) {
          2.0;
 }
 
-TargetWorkload MemoryAware(TargetWorkload target) {
-  target.memory_aware = true;
+TargetWorkload WithMemory(TargetWorkload target, bool memory_aware) {
+  target.memory_aware = memory_aware;
   return target;
 }
 
 class FgdBestFitPolicy final : public Policy {
  public:
-  FgdBestFitPolicy(const TargetWorkload& target, const Cluster& cluster, int score_classes)
-      : target_(MemoryAware(target)),
+  FgdBestFitPolicy(const TargetWorkload& target, const Cluster& cluster, int score_classes,
+                   const OurPolicyTuning& tuning)
+      : target_(WithMemory(target, tuning.memory_aware)),
+        best_fit_weight_(tuning.best_fit_weight),
         classes_(static_cast<size_t>(score_classes)),
         frag_(cluster.nodes.size()),
         cache_(cluster.nodes.size() * classes_) {}
@@ -83,7 +83,7 @@ class FgdBestFitPolicy final : public Policy {
     double best_key = std::numeric_limits<double>::infinity();
     for (int n : feasible) {
       const Choice& choice = Evaluate(cluster, n, pod);
-      const double key = choice.delta + kBestFitWeight * Residual(cluster.nodes[static_cast<size_t>(n)], pod);
+      const double key = choice.delta + best_fit_weight_ * Residual(cluster.nodes[static_cast<size_t>(n)], pod);
       if (key < best_key - 1e-9) {
         best_key = key;
         best = Placement{n, choice.gpus};
@@ -115,6 +115,7 @@ class FgdBestFitPolicy final : public Policy {
   }
 
   const TargetWorkload target_;
+  const double best_fit_weight_;
   size_t classes_;
   std::vector<NodeFrag> frag_;
   std::vector<Cached> cache_;
@@ -123,8 +124,8 @@ class FgdBestFitPolicy final : public Policy {
 }  // namespace
 
 std::unique_ptr<Policy> MakeOurPolicy(std::string_view name, const TargetWorkload& target, const Cluster& cluster,
-                                      int score_classes) {
-  if (name == "FGD-BF") return std::make_unique<FgdBestFitPolicy>(target, cluster, score_classes);
+                                      int score_classes, const OurPolicyTuning& tuning) {
+  if (name == "FGD-BF") return std::make_unique<FgdBestFitPolicy>(target, cluster, score_classes, tuning);
   return nullptr;
 }
 
