@@ -1,11 +1,8 @@
-// FGD (the artifact's FGDScore + its GPU choice) and the policy registry. A node's score for a
-// pod depends only on the node's state and the pod's (cpu, gpu_milli, num_gpu), so each is cached
-// per node and score class until the node changes (its version): between two pods only one node
-// changes, which turns FGD's ~1200 fragmentation evaluations per pod into about one.
+// FGD (the artifact's FGDScore + its GPU choice) and the policy registry.
 #include <cmath>
-#include <limits>
 
 #include "place/policy.h"
+#include "place/score_cache.h"
 
 namespace gpuslice::place {
 
@@ -56,12 +53,9 @@ namespace {
 class FgdPolicy final : public Policy {
  public:
   FgdPolicy(const TargetWorkload& target, const Cluster& cluster, int score_classes)
-      : target_(target),
-        classes_(static_cast<size_t>(score_classes)),
-        frag_(cluster.nodes.size()),
-        cache_(cluster.nodes.size() * classes_) {}
+      : target_(target), cache_(target, cluster.nodes.size(), score_classes) {}
 
-  Placement Choose(const Cluster& cluster, const Pod& pod, const std::vector<int>& feasible, Rng& rng) override {
+  Placement Choose(const Cluster& cluster, const Pod& pod, const std::vector<int>& feasible, Rng&) override {
     scores_.resize(feasible.size());
     for (size_t i = 0; i < feasible.size(); ++i) scores_[i] = Evaluate(cluster, feasible[i], pod).score;
     const int node = PickHighest(feasible, scores_);
@@ -69,30 +63,13 @@ class FgdPolicy final : public Policy {
   }
 
  private:
-  struct NodeFrag {
-    uint32_t version = std::numeric_limits<uint32_t>::max();
-    double frag = 0;
-  };
-  struct Cached {
-    uint32_t version = std::numeric_limits<uint32_t>::max();
-    FgdChoice choice;
-  };
-
-  const FgdChoice& Evaluate(const Cluster& cluster, int node_index, const Pod& pod) {
-    const NodeState& node = cluster.nodes[static_cast<size_t>(node_index)];
-    Cached& cached = cache_[static_cast<size_t>(node_index) * classes_ + static_cast<size_t>(pod.score_class)];
-    if (cached.version != node.version) {
-      NodeFrag& frag = frag_[static_cast<size_t>(node_index)];
-      if (frag.version != node.version) frag = NodeFrag{node.version, NodeFragmentation(node, target_)};
-      cached = Cached{node.version, FgdEvaluate(node, pod, target_, frag.frag)};
-    }
-    return cached.choice;
+  const FgdChoice& Evaluate(const Cluster& cluster, int node, const Pod& pod) {
+    return cache_.Get(cluster, node, pod,
+                      [&](const NodeState& state, double before) { return FgdEvaluate(state, pod, target_, before); });
   }
 
   const TargetWorkload& target_;
-  size_t classes_;
-  std::vector<NodeFrag> frag_;
-  std::vector<Cached> cache_;
+  NodeScoreCache<FgdChoice> cache_;
   std::vector<int64_t> scores_;
 };
 

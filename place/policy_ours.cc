@@ -16,6 +16,7 @@
 #include <limits>
 
 #include "place/policy.h"
+#include "place/score_cache.h"
 
 namespace gpuslice::place {
 namespace {
@@ -74,15 +75,15 @@ class FgdBestFitPolicy final : public Policy {
                    const OurPolicyTuning& tuning)
       : target_(WithMemory(target, tuning.memory_aware)),
         best_fit_weight_(tuning.best_fit_weight),
-        classes_(static_cast<size_t>(score_classes)),
-        frag_(cluster.nodes.size()),
-        cache_(cluster.nodes.size() * classes_) {}
+        cache_(target_, cluster.nodes.size(), score_classes) {}
 
   Placement Choose(const Cluster& cluster, const Pod& pod, const std::vector<int>& feasible, Rng&) override {
     Placement best;
     double best_key = std::numeric_limits<double>::infinity();
     for (int n : feasible) {
-      const Choice& choice = Evaluate(cluster, n, pod);
+      const Choice& choice = cache_.Get(cluster, n, pod, [&](const NodeState& node, double before) {
+        return EvaluateExact(node, pod, target_, before);
+      });
       const double key = choice.delta + best_fit_weight_ * Residual(cluster.nodes[static_cast<size_t>(n)], pod);
       if (key < best_key - 1e-9) {
         best_key = key;
@@ -93,32 +94,9 @@ class FgdBestFitPolicy final : public Policy {
   }
 
  private:
-  struct NodeFrag {
-    uint32_t version = std::numeric_limits<uint32_t>::max();
-    double frag = 0;
-  };
-  struct Cached {
-    uint32_t version = std::numeric_limits<uint32_t>::max();
-    Choice choice;
-  };
-
-  // Cached per node and score class until the node changes, as FGD's (policy_fgd.cc).
-  const Choice& Evaluate(const Cluster& cluster, int node_index, const Pod& pod) {
-    const NodeState& node = cluster.nodes[static_cast<size_t>(node_index)];
-    Cached& cached = cache_[static_cast<size_t>(node_index) * classes_ + static_cast<size_t>(pod.score_class)];
-    if (cached.version != node.version) {
-      NodeFrag& frag = frag_[static_cast<size_t>(node_index)];
-      if (frag.version != node.version) frag = NodeFrag{node.version, NodeFragmentation(node, target_)};
-      cached = Cached{node.version, EvaluateExact(node, pod, target_, frag.frag)};
-    }
-    return cached.choice;
-  }
-
-  const TargetWorkload target_;
+  const TargetWorkload target_;  // declared before cache_, which refers to it
   const double best_fit_weight_;
-  size_t classes_;
-  std::vector<NodeFrag> frag_;
-  std::vector<Cached> cache_;
+  NodeScoreCache<Choice> cache_;
 };
 
 }  // namespace
