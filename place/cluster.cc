@@ -133,4 +133,14 @@ void Place(NodeState& node, const Pod& pod, GpuMask gpus) {
   ++node.version;
 }
 
+void Unplace(NodeState& node, const Pod& pod, GpuMask gpus) {
+  node.cpu_left += pod.cpu_milli;
+  node.memory_left += pod.memory_mib;
+  for (int g = 0; g < node.gpus; ++g) {
+    if ((gpus >> g) & 1) node.gpu_left[static_cast<size_t>(g)] += static_cast<int16_t>(pod.gpu_milli);
+  }
+  if (pod.num_gpu > 0) --node.affinity[static_cast<size_t>(pod.IsFractional() ? 0 : pod.num_gpu)];
+  ++node.version;
+}
+
 }  // namespace gpuslice::place

@@ -73,5 +73,7 @@ GpuMask FirstFreeGpus(const NodeState& node, int count);
 // The artifact's "best" GPU choice: the tightest GPU for a share, first free GPUs otherwise.
 GpuMask BestFitGpus(const NodeState& node, const Pod& pod);
 void Place(NodeState& node, const Pod& pod, GpuMask gpus);
+// Undoes Place (a gang that did not fit as a whole gives back what its members took).
+void Unplace(NodeState& node, const Pod& pod, GpuMask gpus);
 
 }  // namespace gpuslice::place

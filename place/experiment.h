@@ -20,6 +20,9 @@ struct Experiment {
   Cluster cluster;
   std::vector<Pod> pods;  // the trace's pods sorted by name (the artifact's workload order)
   TargetWorkload target;
+  // For a multi-GPU pod, one member of its gang (--gangs): one whole GPU and 1/k of its CPU
+  // and memory, in a score class of its own. Other pods: themselves.
+  std::vector<Pod> gang_members;
   int score_classes = 0;
 };
 
@@ -37,6 +40,8 @@ struct RunSeries {
   std::vector<std::array<int, kPodKinds>> failed_pods;  // cumulative, by kind
   int arrivals = 0;
   int failed_total = 0;
+  int gangs_placed = 0;      // with RunOptions::gangs
+  int gang_nodes_total = 0;  // nodes the placed gangs span, summed
   double seconds = 0;
 
   double UnallocatedAt(int percent) const { return 100.0 - allocated_gpu_pct[static_cast<size_t>(percent)]; }
@@ -46,6 +51,10 @@ struct RunOptions {
   double inflation = 1.3;  // arrived demand to reach, times capacity
   std::atomic<int64_t>* pods_done = nullptr;  // progress counter, bumped while running
   OurPolicyTuning tuning;
+  // Gangs: every k-GPU pod (k > 1) becomes k one-GPU pods placed all or nothing, on any nodes
+  // (FGD places a multi-GPU pod on one node). A gang that does not fit whole gives back what its
+  // members took and fails as one pod of its kind.
+  bool gangs = false;
 };
 
 RunSeries RunOne(const Experiment& experiment, const std::string& policy, uint64_t seed, const RunOptions& options);

@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   int seeds = 10, jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   uint64_t first_seed = 42;
   double inflation = 1.3;
-  bool quiet = false, no_chart = false, no_memory = false;
+  bool quiet = false, no_chart = false, no_memory = false, gangs = false;
   OurPolicyTuning options_tuning;
   app.add_option("--nodes", nodes_path, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
   app.add_option("--pods", pods_path,
@@ -76,6 +76,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e6));
   app.add_flag("--fgd-bf-no-memory", no_memory, "FGD-BF: leave memory out of the target classes' fit, as FGD does");
+  app.add_flag("--gangs", gangs,
+               "Gangs: every k-GPU pod (k > 1) becomes k one-GPU pods with 1/k of its CPU and memory, placed all or "
+               "nothing on any nodes (FGD keeps a multi-GPU pod on one node)");
   app.add_flag("--no-chart", no_chart, "Do not run gnuplot (the .dat and .gp files are still written)");
   app.add_flag("--quiet", quiet, "No progress line on stderr");
   CLI11_PARSE(app, argc, argv);
@@ -118,6 +121,7 @@ int main(int argc, char** argv) {
   options.pods_done = &pods_done;
   options.tuning = options_tuning;
   options.tuning.memory_aware = !no_memory;
+  options.gangs = gangs;
   const auto start = std::chrono::steady_clock::now();
   const bool show_progress = !quiet;
   auto progress = [&](int done, int total) {
@@ -132,7 +136,7 @@ int main(int argc, char** argv) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   std::ostringstream summary;
-  WriteSummaryMarkdown(summary, Summarise(runs), title, title.find("default") != std::string::npos);
+  WriteSummaryMarkdown(summary, Summarise(runs), title, title.find("default") != std::string::npos && !gangs);
   summary << "Cluster: " << nodes.size() << " nodes, " << experiment.cluster.total_gpus << " GPUs; " << pods.size()
           << " pods in the list, " << experiment.target.classes.size() << " target classes; " << seeds
           << " seeds from " << first_seed << ", inflation " << inflation << "; " << jobs << " threads, "

@@ -68,7 +68,11 @@ std::vector<PolicySummary> Summarise(const std::vector<RunSeries>& runs) {
       ++s.seeds;
       s.failed_at_130 += run.failed_total;
       s.seconds += run.seconds;
+      s.gangs_placed += run.gangs_placed;
+      s.nodes_per_gang += run.gang_nodes_total;
     }
+    s.nodes_per_gang = s.gangs_placed > 0 ? s.nodes_per_gang / s.gangs_placed : 0;
+    s.gangs_placed /= std::max(1, s.seeds);
     s.failed_at_130 /= std::max(1, s.seeds);
     s.seconds /= std::max(1, s.seeds);
     summary.push_back(s);
@@ -85,13 +89,17 @@ const std::map<std::string, double>& PublishedUnallocatedAt100() {
 
 void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& summary, const std::string& title,
                           bool compare_published) {
+  bool gangs = false;
+  for (const PolicySummary& s : summary) gangs = gangs || s.gangs_placed > 0;
   out << "### " << title << "\n\n";
   out << "| Policy | Seeds | Unallocated GPU % at 100% arrived |";
   if (compare_published) out << " FGD artifact | Difference |";
-  out << " at 130% | Fragmented GPU % at 100% | Failed pods (all arrivals) | Seconds per run |\n";
+  out << " at 130% | Fragmented GPU % at 100% | Failed pods (all arrivals) |";
+  if (gangs) out << " Gangs placed | Nodes per gang |";
+  out << " Seconds per run |\n";
   out << "|---|---:|---:|";
   if (compare_published) out << "---:|---:|";
-  out << "---:|---:|---:|---:|\n";
+  out << "---:|---:|---:|" << (gangs ? "---:|---:|" : "") << "---:|\n";
   for (const PolicySummary& s : summary) {
     out << "| " << s.policy << " | " << s.seeds << " | " << Number(s.unallocated_at_100, 2) << " |";
     if (compare_published) {
@@ -104,7 +112,9 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
       }
     }
     out << " " << Number(s.unallocated_at_130, 2) << " | " << Number(s.frag_at_100, 2) << " | "
-        << Number(s.failed_at_130, 1) << " | " << Number(s.seconds, 1) << " |\n";
+        << Number(s.failed_at_130, 1) << " | ";
+    if (gangs) out << Number(s.gangs_placed, 1) << " | " << Number(s.nodes_per_gang, 2) << " | ";
+    out << Number(s.seconds, 1) << " |\n";
   }
   out << "\n";
 }

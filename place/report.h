@@ -22,6 +22,8 @@ struct PolicySummary {
   double frag_at_100 = 0;
   double failed_at_130 = 0;       // pods, mean over seeds
   double seconds = 0;             // mean run time
+  double gangs_placed = 0;        // mean over seeds (gangs only)
+  double nodes_per_gang = 0;      // mean nodes a placed gang spans (gangs only)
 };
 std::vector<PolicySummary> Summarise(const std::vector<RunSeries>& runs);
 

@@ -199,6 +199,50 @@ TEST(PlaceExperiment, SameSeedSameResultsOnAnyNumberOfThreads) {
   EXPECT_FALSE(SameSeries(one_thread[0], one_thread[1]));
 }
 
+// Two 2-GPU nodes of 16 cores; pods a and b (12 cores, one GPU) cannot share a node, so each
+// node keeps one free GPU. Returns a seed whose arrival order puts the pod named "g" last.
+uint64_t SeedWithLastArrival(const Experiment& experiment, double inflation) {
+  for (uint64_t seed = 1; seed < 1000; ++seed) {
+    const auto arrivals = InflatedArrivals(experiment.pods, experiment.cluster.total_gpu_milli, inflation, seed);
+    if (arrivals.back() == static_cast<int>(experiment.pods.size()) - 1) return seed;  // "g" sorts last
+  }
+  ADD_FAILURE() << "no seed puts g last";
+  return 0;
+}
+
+TEST(PlaceGangs, AGangMaySpanNodesWhereAMultiGpuPodCannot) {
+  const Experiment experiment = PrepareExperiment({{"x", 16000, 65536, 2, "T4"}, {"y", 16000, 65536, 2, "T4"}},
+                                                  {Spec("a", 12000, 1, 1000), Spec("b", 12000, 1, 1000), Spec("g", 2000, 2, 1000)});
+  RunOptions options;
+  options.inflation = 1.0;
+  const uint64_t seed = SeedWithLastArrival(experiment, options.inflation);
+  const RunSeries whole = RunOne(experiment, "BestFit", seed, options);  // the control: one node per pod
+  EXPECT_EQ(whole.failed_total, 1);
+  EXPECT_EQ(whole.failed_pods[100][static_cast<int>(PodKind::kTwoGpu)], 1);
+  options.gangs = true;
+  const RunSeries gang = RunOne(experiment, "BestFit", seed, options);
+  EXPECT_EQ(gang.failed_total, 0);
+  EXPECT_EQ(gang.gangs_placed, 1);
+  EXPECT_EQ(gang.gang_nodes_total, 2);
+  EXPECT_DOUBLE_EQ(gang.UnallocatedAt(100), 0);
+}
+
+TEST(PlaceGangs, AGangThatDoesNotFitWholeTakesNothing) {
+  // c (one GPU, 2 cores) takes one of the two free GPUs; the gang's first member would fit, its
+  // second not: both go back, and 3 of the 4 GPUs stay allocated.
+  const Experiment experiment =
+      PrepareExperiment({{"x", 16000, 65536, 2, "T4"}, {"y", 16000, 65536, 2, "T4"}},
+                        {Spec("a", 12000, 1, 1000), Spec("b", 12000, 1, 1000), Spec("c", 2000, 1, 1000),
+                         Spec("g", 2000, 2, 1000)});
+  RunOptions options;
+  options.inflation = 1.0;
+  options.gangs = true;
+  const RunSeries run = RunOne(experiment, "FGD-BF", SeedWithLastArrival(experiment, options.inflation), options);
+  EXPECT_EQ(run.failed_total, 1);
+  EXPECT_EQ(run.gangs_placed, 0);
+  EXPECT_DOUBLE_EQ(run.allocated_gpu_pct[125], 75);  // 5 GPUs arrived on 4; the gang's took none
+}
+
 std::string RunCli(const std::string& arguments, int* status) {
   const std::string command = std::string(GPUSLICE_PLACE_CLI) + " " + arguments + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
