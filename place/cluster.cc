@@ -1,5 +1,6 @@
 #include "place/cluster.h"
 
+#include <algorithm>
 #include <bit>
 #include <map>
 #include <tuple>
@@ -110,6 +111,37 @@ GpuMask FirstFreeGpus(const NodeState& node, int count) {
     }
   }
   return mask;
+}
+
+GpuMask IslandFreeGpus(const NodeState& node, int count, int island_size) {
+  int best_island = -1, best_free = 0;
+  for (int first = 0; island_size > 0 && first < node.gpus; first += island_size) {
+    int free = 0;
+    for (int g = first; g < std::min(node.gpus, first + island_size); ++g) free += node.gpu_left[static_cast<size_t>(g)] == kMilliPerGpu;
+    if (free >= count && (best_island < 0 || free < best_free)) {
+      best_island = first;
+      best_free = free;
+    }
+  }
+  if (best_island < 0) return FirstFreeGpus(node, count);
+  GpuMask mask = 0;
+  for (int g = best_island; g < node.gpus && count > 0; ++g) {
+    if (node.gpu_left[static_cast<size_t>(g)] == kMilliPerGpu) {
+      mask |= GpuMask{1} << g;
+      --count;
+    }
+  }
+  return mask;
+}
+
+int PairsOnOneIsland(GpuMask gpus, int island_size) {
+  int pairs = 0;
+  for (int a = 0; a < kMaxGpusPerNode; ++a) {
+    for (int b = a + 1; b < kMaxGpusPerNode; ++b) {
+      if (((gpus >> a) & 1) && ((gpus >> b) & 1) && a / island_size == b / island_size) ++pairs;
+    }
+  }
+  return pairs;
 }
 
 GpuMask BestFitGpus(const NodeState& node, const Pod& pod) {

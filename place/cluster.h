@@ -70,6 +70,12 @@ bool Fits(const NodeState& node, const Pod& pod);
 GpuMask GpusWithRoom(const NodeState& node, int gpu_milli);
 // The first `count` fully free GPUs by index (the artifact's AllocateExclusiveGpuId).
 GpuMask FirstFreeGpus(const NodeState& node, int count);
+// NVLink islands: a node's GPUs in groups of `island_size` consecutive indices. `count` free GPUs
+// from the island with the fewest free GPUs that still holds them all (the first such island);
+// FirstFreeGpus when no island does.
+GpuMask IslandFreeGpus(const NodeState& node, int count, int island_size);
+// How many of the GPU pairs in `gpus` share an island.
+int PairsOnOneIsland(GpuMask gpus, int island_size);
 // The artifact's "best" GPU choice: the tightest GPU for a share, first free GPUs otherwise.
 GpuMask BestFitGpus(const NodeState& node, const Pod& pod);
 void Place(NodeState& node, const Pod& pod, GpuMask gpus);

@@ -115,7 +115,18 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
         if (Fits(cluster.nodes[n], member)) feasible.push_back(static_cast<int>(n));
       }
       if (feasible.empty()) break;
-      const Placement placement = policy->Choose(cluster, member, feasible, rng);
+      Placement placement = policy->Choose(cluster, member, feasible, rng);
+      if (options.nvlink_island > 0 && member.num_gpu > 1) {
+        if (options.prefer_island) {
+          placement.gpus = IslandFreeGpus(cluster.nodes[static_cast<size_t>(placement.node)], member.num_gpu,
+                                          options.nvlink_island);
+        }
+        if (member.num_gpu <= options.nvlink_island) {
+          ++series.island_pods;
+          series.island_pods_local +=
+              PairsOnOneIsland(placement.gpus, options.nvlink_island) == member.num_gpu * (member.num_gpu - 1) / 2;
+        }
+      }
       Place(cluster.nodes[static_cast<size_t>(placement.node)], member, placement.gpus);
       allocated += member.TotalGpuMilli();
       refresh_frag(placement.node);

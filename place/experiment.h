@@ -42,6 +42,8 @@ struct RunSeries {
   int failed_total = 0;
   int gangs_placed = 0;      // with RunOptions::gangs
   int gang_nodes_total = 0;  // nodes the placed gangs span, summed
+  int island_pods = 0;        // placed multi-GPU pods that one island could hold (nvlink_island)
+  int island_pods_local = 0;  // of which all GPUs on one island
   double seconds = 0;
 
   double UnallocatedAt(int percent) const { return 100.0 - allocated_gpu_pct[static_cast<size_t>(percent)]; }
@@ -55,6 +57,12 @@ struct RunOptions {
   // (FGD places a multi-GPU pod on one node). A gang that does not fit whole gives back what its
   // members took and fails as one pod of its kind.
   bool gangs = false;
+  // NVLink islands of this many GPUs per node (0: none). With prefer_island, a multi-GPU pod
+  // takes its GPUs from one island where it can (IslandFreeGpus) on the node its policy chose;
+  // otherwise the artifact's first free GPUs. Either way the run counts the pods of 2..island GPUs
+  // that got one island.
+  int nvlink_island = 0;
+  bool prefer_island = false;
 };
 
 RunSeries RunOne(const Experiment& experiment, const std::string& policy, uint64_t seed, const RunOptions& options);

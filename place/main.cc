@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
   int seeds = 10, jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   uint64_t first_seed = 42;
   double inflation = 1.3;
-  bool quiet = false, no_chart = false, no_memory = false, gangs = false;
+  bool quiet = false, no_chart = false, no_memory = false, gangs = false, nvlink_prefer = false;
+  int nvlink_island = 0;
   OurPolicyTuning options_tuning;
   app.add_option("--nodes", nodes_path, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
   app.add_option("--pods", pods_path,
@@ -79,6 +80,13 @@ int main(int argc, char** argv) {
   app.add_flag("--gangs", gangs,
                "Gangs: every k-GPU pod (k > 1) becomes k one-GPU pods with 1/k of its CPU and memory, placed all or "
                "nothing on any nodes (FGD keeps a multi-GPU pod on one node)");
+  app.add_option("--nvlink-island", nvlink_island,
+                 "NVLink islands of this many consecutive GPUs per node: report the share of multi-GPU pods (of at most "
+                 "that many GPUs) whose GPUs share one island (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, kMaxGpusPerNode));
+  app.add_flag("--nvlink-prefer", nvlink_prefer,
+               "With --nvlink-island: a multi-GPU pod takes its GPUs from one island of the chosen node where it can");
   app.add_flag("--no-chart", no_chart, "Do not run gnuplot (the .dat and .gp files are still written)");
   app.add_flag("--quiet", quiet, "No progress line on stderr");
   CLI11_PARSE(app, argc, argv);
@@ -122,6 +130,12 @@ int main(int argc, char** argv) {
   options.tuning = options_tuning;
   options.tuning.memory_aware = !no_memory;
   options.gangs = gangs;
+  options.nvlink_island = nvlink_island;
+  options.prefer_island = nvlink_prefer;
+  if (nvlink_prefer && nvlink_island == 0) {
+    std::cerr << "gpuslice-place: --nvlink-prefer needs --nvlink-island N (GPUs per island, 1 to 8)\n";
+    return 2;
+  }
   const auto start = std::chrono::steady_clock::now();
   const bool show_progress = !quiet;
   auto progress = [&](int done, int total) {

@@ -71,6 +71,13 @@ std::vector<PolicySummary> Summarise(const std::vector<RunSeries>& runs) {
       s.gangs_placed += run.gangs_placed;
       s.nodes_per_gang += run.gang_nodes_total;
     }
+    int64_t pairs = 0, local = 0;
+    for (const RunSeries& run : runs) {
+      if (run.policy != policy) continue;
+      pairs += run.island_pods;
+      local += run.island_pods_local;
+    }
+    if (pairs > 0) s.on_one_island_pct = 100.0 * static_cast<double>(local) / static_cast<double>(pairs);
     s.nodes_per_gang = s.gangs_placed > 0 ? s.nodes_per_gang / s.gangs_placed : 0;
     s.gangs_placed /= std::max(1, s.seeds);
     s.failed_at_130 /= std::max(1, s.seeds);
@@ -90,16 +97,21 @@ const std::map<std::string, double>& PublishedUnallocatedAt100() {
 void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& summary, const std::string& title,
                           bool compare_published) {
   bool gangs = false;
-  for (const PolicySummary& s : summary) gangs = gangs || s.gangs_placed > 0;
+  bool islands = false;
+  for (const PolicySummary& s : summary) {
+    gangs = gangs || s.gangs_placed > 0;
+    islands = islands || s.on_one_island_pct >= 0;
+  }
   out << "### " << title << "\n\n";
   out << "| Policy | Seeds | Unallocated GPU % at 100% arrived |";
   if (compare_published) out << " FGD artifact | Difference |";
   out << " at 130% | Fragmented GPU % at 100% | Failed pods (all arrivals) |";
   if (gangs) out << " Gangs placed | Nodes per gang |";
+  if (islands) out << " Multi-GPU pods on one NVLink island % |";
   out << " Seconds per run |\n";
   out << "|---|---:|---:|";
   if (compare_published) out << "---:|---:|";
-  out << "---:|---:|---:|" << (gangs ? "---:|---:|" : "") << "---:|\n";
+  out << "---:|---:|---:|" << (gangs ? "---:|---:|" : "") << (islands ? "---:|" : "") << "---:|\n";
   for (const PolicySummary& s : summary) {
     out << "| " << s.policy << " | " << s.seeds << " | " << Number(s.unallocated_at_100, 2) << " |";
     if (compare_published) {
@@ -114,6 +126,7 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
     out << " " << Number(s.unallocated_at_130, 2) << " | " << Number(s.frag_at_100, 2) << " | "
         << Number(s.failed_at_130, 1) << " | ";
     if (gangs) out << Number(s.gangs_placed, 1) << " | " << Number(s.nodes_per_gang, 2) << " | ";
+    if (islands) out << Number(s.on_one_island_pct, 1) << " | ";
     out << Number(s.seconds, 1) << " |\n";
   }
   out << "\n";

@@ -24,6 +24,7 @@ struct PolicySummary {
   double seconds = 0;             // mean run time
   double gangs_placed = 0;        // mean over seeds (gangs only)
   double nodes_per_gang = 0;      // mean nodes a placed gang spans (gangs only)
+  double on_one_island_pct = -1;  // multi-GPU pods an island could hold that got one (-1: not measured)
 };
 std::vector<PolicySummary> Summarise(const std::vector<RunSeries>& runs);
 

@@ -243,6 +243,27 @@ TEST(PlaceGangs, AGangThatDoesNotFitWholeTakesNothing) {
   EXPECT_DOUBLE_EQ(run.allocated_gpu_pct[125], 75);  // 5 GPUs arrived on 4; the gang's took none
 }
 
+TEST(PlaceNvlink, PreferringAnIslandKeepsMultiGpuPodsOnOne) {
+  // A 2-GPU and a 3-GPU pod on an idle 8-GPU node, islands of 4. The artifact's first free GPUs
+  // put the second pod across the islands ({0,1} then {2,3,4}, or {0,1,2} then {3,4}): the
+  // control counts one of two on one island; preferring islands keeps both.
+  const Experiment experiment = OneNodeExperiment(8, {Spec("p0", 1000, 2, 1000), Spec("p1", 1000, 3, 1000)});
+  RunOptions options;
+  options.inflation = 0.5;
+  options.nvlink_island = 4;
+  RunSeries run = RunOne(experiment, "FGD", 1, options);
+  EXPECT_EQ(run.island_pods, 2);
+  EXPECT_EQ(run.island_pods_local, 1);
+  options.prefer_island = true;
+  run = RunOne(experiment, "FGD", 1, options);
+  EXPECT_EQ(run.island_pods_local, 2);
+  // Islands of 2 hold only the 2-GPU pod, which is the only one counted.
+  options.nvlink_island = 2;
+  run = RunOne(experiment, "FGD", 1, options);
+  EXPECT_EQ(run.island_pods, 1);
+  EXPECT_EQ(run.island_pods_local, 1);
+}
+
 std::string RunCli(const std::string& arguments, int* status) {
   const std::string command = std::string(GPUSLICE_PLACE_CLI) + " " + arguments + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");

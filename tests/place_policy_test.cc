@@ -78,6 +78,18 @@ TEST(PlacePolicy, BestFitGpuIsTheTightestShareOrTheFirstFreeGpus) {
   EXPECT_EQ(BestFitGpus(node, MakePod(1000, 2, 1000)), (GpuMask{1} << 0) | (GpuMask{1} << 2));
 }
 
+TEST(PlacePolicy, NvlinkIslandChoiceKeepsAMultiGpuPodOnOneIsland) {
+  // Islands {0-3} and {4-7}; GPUs 1 and 2 are taken: free 0, 3 | 4, 5, 6, 7.
+  const NodeState node = MakeNode(96000, 393216, 0, {1000, 0, 0, 1000, 1000, 1000, 1000, 1000});
+  const GpuMask first_free = FirstFreeGpus(node, 3);  // the artifact: 0, 3, 4 across islands
+  EXPECT_EQ(first_free, GpuMask{0b11001});
+  EXPECT_EQ(PairsOnOneIsland(first_free, 4), 1);  // only 0-3
+  EXPECT_EQ(IslandFreeGpus(node, 3, 4), GpuMask{0b1110000});  // 4, 5, 6
+  EXPECT_EQ(PairsOnOneIsland(IslandFreeGpus(node, 3, 4), 4), 3);
+  EXPECT_EQ(IslandFreeGpus(node, 2, 4), GpuMask{0b1001});     // the fullest island that fits: 0, 3
+  EXPECT_EQ(IslandFreeGpus(node, 5, 4), FirstFreeGpus(node, 5));  // no island holds 5
+}
+
 TEST(PlacePolicy, TiesGoToTheFirstNodeInTheRunsOrder) {
   EXPECT_EQ(PickHighest({4, 2, 7, 9}, {10, 30, 30, 5}), 2);
   EXPECT_EQ(PickHighest({4, 2, 7, 9}, {10, 30, 31, 5}), 7);
