@@ -18,6 +18,7 @@ Experiment PrepareExperiment(const std::vector<NodeSpec>& nodes, std::vector<Pod
   experiment.cluster = BuildCluster(nodes);
   experiment.pods = BuildPods(pods, experiment.cluster, &experiment.score_classes);
   experiment.target = BuildTargetWorkload(pods, experiment.pods, 0.95);
+  for (const PodSpec& pod : pods) experiment.times.emplace_back(pod.creation_time, pod.deletion_time);
   experiment.gang_members = experiment.pods;
   std::map<std::pair<int64_t, int64_t>, int> member_classes;
   for (Pod& member : experiment.gang_members) {
@@ -189,16 +190,12 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
   return series;
 }
 
-std::vector<RunSeries> RunAll(const Experiment& experiment, const std::vector<std::string>& policies,
-                              const std::vector<uint64_t>& seeds, const RunOptions& options, int jobs,
-                              const std::function<void(int, int)>& progress) {
-  const int total = static_cast<int>(policies.size() * seeds.size());
-  std::vector<RunSeries> results(static_cast<size_t>(total));
+void ParallelFor(int total, int jobs, const std::function<void(int)>& task,
+                 const std::function<void(int, int)>& progress) {
   std::atomic<int> next{0}, done{0};
   auto worker = [&] {
-    for (int task; (task = next.fetch_add(1)) < total;) {
-      const size_t p = static_cast<size_t>(task) / seeds.size(), s = static_cast<size_t>(task) % seeds.size();
-      results[static_cast<size_t>(task)] = RunOne(experiment, policies[p], seeds[s], options);
+    for (int i; (i = next.fetch_add(1)) < total;) {
+      task(i);
       done.fetch_add(1);
     }
   };
@@ -210,6 +207,19 @@ std::vector<RunSeries> RunAll(const Experiment& experiment, const std::vector<st
   }
   for (std::thread& t : threads) t.join();
   if (progress) progress(done.load(), total);
+}
+
+std::vector<RunSeries> RunAll(const Experiment& experiment, const std::vector<std::string>& policies,
+                              const std::vector<uint64_t>& seeds, const RunOptions& options, int jobs,
+                              const std::function<void(int, int)>& progress) {
+  std::vector<RunSeries> results(policies.size() * seeds.size());
+  ParallelFor(
+      static_cast<int>(results.size()), jobs,
+      [&](int task) {
+        const size_t p = static_cast<size_t>(task) / seeds.size(), s = static_cast<size_t>(task) % seeds.size();
+        results[static_cast<size_t>(task)] = RunOne(experiment, policies[p], seeds[s], options);
+      },
+      progress);
   return results;
 }
 

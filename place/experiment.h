@@ -23,6 +23,8 @@ struct Experiment {
   // For a multi-GPU pod, one member of its gang (--gangs): one whole GPU and 1/k of its CPU
   // and memory, in a score class of its own. Other pods: themselves.
   std::vector<Pod> gang_members;
+  // The trace's creation and deletion times per pod (-1: absent), for Replay.
+  std::vector<std::pair<int64_t, int64_t>> times;
   int score_classes = 0;
 };
 
@@ -66,6 +68,10 @@ struct RunOptions {
 };
 
 RunSeries RunOne(const Experiment& experiment, const std::string& policy, uint64_t seed, const RunOptions& options);
+
+// Calls task(0..total-1) on `jobs` threads; progress(done, total) every half second meanwhile.
+void ParallelFor(int total, int jobs, const std::function<void(int)>& task,
+                 const std::function<void(int runs_done, int runs_total)>& progress);
 
 // Every policy x seed on `jobs` threads; results in policy-major order.
 std::vector<RunSeries> RunAll(const Experiment& experiment, const std::vector<std::string>& policies,

@@ -12,6 +12,7 @@
 
 #include "place/experiment.h"
 #include "place/policy.h"
+#include "place/replay.h"
 #include "place/report.h"
 #include "place/trace.h"
 
@@ -52,7 +53,8 @@ int main(int argc, char** argv) {
   int seeds = 10, jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   uint64_t first_seed = 42;
   double inflation = 1.3;
-  bool quiet = false, no_chart = false, no_memory = false, gangs = false, nvlink_prefer = false;
+  bool quiet = false, no_chart = false, no_memory = false, gangs = false, nvlink_prefer = false, replay = false;
+  ReplayOptions replay_options;
   int nvlink_island = 0;
   OurPolicyTuning options_tuning;
   app.add_option("--nodes", nodes_path, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
@@ -87,6 +89,22 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, kMaxGpusPerNode));
   app.add_flag("--nvlink-prefer", nvlink_prefer,
                "With --nvlink-island: a multi-GPU pod takes its GPUs from one island of the chosen node where it can");
+  app.add_flag("--replay", replay,
+               "Replay in time instead: pods arrive at creation_time, run for deletion_time - creation_time, wait in a "
+               "FIFO queue when nothing fits (needs the 11-column pod lists)");
+  app.add_flag("--backfill", replay_options.backfill,
+               "With --replay: while the queue's head waits, start later pods that fit");
+  app.add_option("--replay-speedup", replay_options.arrival_speedup,
+                 "With --replay: divide arrival times by this, keeping run times (the trace spans ~150 days)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e9));
+  app.add_option("--replay-duration-scale", replay_options.duration_scale,
+                 "With --replay: multiply run times by this (the trace alone keeps 0.23% of the GPUs busy)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
+  app.add_option("--backfill-depth", replay_options.backfill_depth, "With --backfill: queued pods looked at")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   app.add_flag("--no-chart", no_chart, "Do not run gnuplot (the .dat and .gp files are still written)");
   app.add_flag("--quiet", quiet, "No progress line on stderr");
   CLI11_PARSE(app, argc, argv);
@@ -145,6 +163,34 @@ int main(int argc, char** argv) {
                  static_cast<long long>(pods_done.load()), seconds);
     std::fflush(stderr);
   };
+  if (replay) {
+    for (const PodSpec& pod : pods) {
+      if (pod.creation_time < 0 || pod.deletion_time < 0) {
+        std::cerr << "gpuslice-place: --replay needs creation_time and deletion_time for every pod; " << pods_path << ":"
+                  << pod.line << " has " << (pod.creation_time < 0 ? "none for creation_time" : "none for deletion_time")
+                  << " (the 11-column pod lists have them)\n";
+        return 2;
+      }
+    }
+    replay_options.tuning = options.tuning;
+    std::vector<ReplayResult> results(policies.size() * seed_list.size());
+    ParallelFor(
+        static_cast<int>(results.size()), jobs,
+        [&](int task) {
+          const size_t p = static_cast<size_t>(task) / seed_list.size(), s = static_cast<size_t>(task) % seed_list.size();
+          results[static_cast<size_t>(task)] = Replay(experiment, policies[p], seed_list[s], replay_options);
+        },
+        progress);
+    if (show_progress) std::fprintf(stderr, "\n");
+    std::ostringstream summary, csv;
+    WriteReplaySummary(summary, results, title + (replay_options.backfill ? ", replay with backfill" : ", replay (FIFO)"));
+    std::cout << summary.str();
+    if (out_dir.empty()) return 0;
+    std::filesystem::create_directories(out_dir);
+    WriteReplayCsv(csv, results);
+    const std::filesystem::path dir(out_dir);
+    return WriteFile(dir / "replay.csv", csv.str()) && WriteFile(dir / "replay-summary.md", summary.str()) ? 0 : 1;
+  }
   const std::vector<RunSeries> runs = RunAll(experiment, policies, seed_list, options, jobs, progress);
   if (show_progress) std::fprintf(stderr, "\n");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

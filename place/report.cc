@@ -132,6 +132,44 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
   out << "\n";
 }
 
+void WriteReplaySummary(std::ostream& out, const std::vector<ReplayResult>& results, const std::string& title) {
+  out << "### " << title << "\n\n"
+      << "| Policy | Seeds | Mean wait (s) | p95 wait (s) | Allocated GPU % (time-weighted) | Idle GPU % while GPU pods wait "
+         "| Never started | Larger than any node |\n|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  std::vector<std::string> order;
+  for (const ReplayResult& r : results) {
+    if (std::find(order.begin(), order.end(), r.policy) == order.end()) order.push_back(r.policy);
+  }
+  for (const std::string& policy : order) {
+    int n = 0;
+    double wait = 0, p95 = 0, alloc = 0, stranded = 0, never = 0, too_big = 0;
+    for (const ReplayResult& r : results) {
+      if (r.policy != policy) continue;
+      ++n;
+      wait += r.mean_wait_s;
+      p95 += r.p95_wait_s;
+      alloc += r.allocated_gpu_pct;
+      stranded += r.stranded_gpu_pct;
+      never += r.never_started;
+      too_big += r.never_fit;
+    }
+    out << "| " << policy << " | " << n << " | " << Number(wait / n, 0) << " | " << Number(p95 / n, 0) << " | "
+        << Number(alloc / n, 2) << " | " << Number(stranded / n, 2) << " | " << Number(never / n, 1) << " | "
+        << Number(too_big / n, 1) << " |\n";
+  }
+  out << "\n";
+}
+
+void WriteReplayCsv(std::ostream& out, const std::vector<ReplayResult>& results) {
+  out << "policy,seed,hour,allocated_gpu_pct,queued_pods\n";
+  for (const ReplayResult& r : results) {
+    for (size_t h = 0; h < r.hourly_allocated_pct.size(); ++h) {
+      out << r.policy << ',' << r.seed << ',' << h << ',' << Number(r.hourly_allocated_pct[h], 3) << ','
+          << Number(r.hourly_queued[h], 2) << '\n';
+    }
+  }
+}
+
 void WriteUnallocatedTable(std::ostream& out, const std::vector<RunSeries>& runs) {
   const std::vector<std::string> policies = PoliciesInOrder(runs);
   size_t max_percent = 0;

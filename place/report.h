@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "place/experiment.h"
+#include "place/replay.h"
 
 namespace gpuslice::place {
 
@@ -33,6 +34,10 @@ const std::map<std::string, double>& PublishedUnallocatedAt100();
 
 void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& summary, const std::string& title,
                           bool compare_published);
+
+// Replay (--replay): a table of means per policy over seeds, and the hourly series as CSV.
+void WriteReplaySummary(std::ostream& out, const std::vector<ReplayResult>& results, const std::string& title);
+void WriteReplayCsv(std::ostream& out, const std::vector<ReplayResult>& results);
 
 // A table of mean unallocated GPU % per arrived percent (columns: percent, then one per policy)
 // and the gnuplot script that draws it to `svg_path`.
