@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.01, 10.0));
   app.add_option("--jobs", jobs, "Runs in parallel (threads)")->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_option("--out", out_dir,
-                 "Directory for metrics.csv, summary.md, unallocated.dat, unallocated.gp and the charts unallocated.svg, unallocated-zoom.svg");
+                 "Directory for metrics.csv, summary.md, unallocated.dat, unallocated.gp and the charts unallocated.svg, unallocated-zoom.svg (with --replay: replay.csv, replay-summary.md)");
   app.add_option("--title", title, "Title of the summary and chart (default: the pod list's file name)");
   app.add_option("--fgd-bf-weight", options_tuning.best_fit_weight,
                  "FGD-BF: milli-GPU of fragmentation worth a whole node's best-fit residual (0: the exact gradient "
