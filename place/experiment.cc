@@ -1,0 +1,226 @@
+#include "place/experiment.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <map>
+#include <thread>
+
+#include "place/inflation.h"
+#include "place/policy.h"
+
+namespace gpuslice::place {
+
+Experiment PrepareExperiment(const std::vector<NodeSpec>& nodes, std::vector<PodSpec> pods) {
+  std::stable_sort(pods.begin(), pods.end(), [](const PodSpec& a, const PodSpec& b) { return a.name < b.name; });
+  Experiment experiment;
+  experiment.cluster = BuildCluster(nodes);
+  experiment.pods = BuildPods(pods, experiment.cluster, &experiment.score_classes);
+  experiment.target = BuildTargetWorkload(pods, experiment.pods, 0.95);
+  for (const PodSpec& pod : pods) experiment.times.emplace_back(pod.creation_time, pod.deletion_time);
+  experiment.gang_members = experiment.pods;
+  std::map<std::pair<int64_t, int64_t>, int> member_classes;
+  for (Pod& member : experiment.gang_members) {
+    if (member.num_gpu <= 1) continue;
+    member.cpu_milli /= member.num_gpu;
+    member.memory_mib /= member.num_gpu;
+    member.num_gpu = 1;
+    member.kind = PodKind::kOneGpu;
+    auto [it, added] = member_classes.emplace(std::make_pair(member.cpu_milli, member.memory_mib), experiment.score_classes);
+    if (added) ++experiment.score_classes;
+    member.score_class = it->second;
+  }
+  return experiment;
+}
+
+namespace {
+
+// Sums of the per-pod samples whose arrived demand rounds to each whole percent.
+struct Buckets {
+  explicit Buckets(size_t n) : count(n), allocated(n), frag(n), ratio(n), failed(n), seen(n) {}
+  std::vector<int> count;
+  std::vector<double> allocated, frag, ratio;
+  std::vector<std::array<int, kPodKinds>> failed;  // at the last sample of the bucket
+  std::vector<bool> seen;
+};
+
+// numpy's round(): halves go to the even neighbour.
+int RoundHalfEven(double x) { return static_cast<int>(std::nearbyint(x)); }
+
+}  // namespace
+
+RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, uint64_t seed,
+                 const RunOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  // The artifact names nodes "<rand.Perm index>-<name>" and breaks score ties by name: a random
+  // node order per seed, which the run's cluster takes on.
+  Rng rng(seed ^ 0x5ca1ab1e0ddba11ULL);
+  Cluster cluster = experiment.cluster;
+  rng.Shuffle(cluster.nodes);
+  std::unique_ptr<Policy> policy = MakePolicy(policy_name, experiment.target, cluster, experiment.score_classes, options.tuning);
+  const std::vector<int> arrivals =
+      InflatedArrivals(experiment.pods, cluster.total_gpu_milli, options.inflation, seed);
+
+  const double capacity_gpus = std::max(1, cluster.total_gpus);
+  // Up to the goal, or beyond it when the trace alone asks for more.
+  int64_t demand = 0;
+  for (int index : arrivals) demand += experiment.pods[static_cast<size_t>(index)].TotalGpuMilli();
+  const size_t max_percent =
+      static_cast<size_t>(std::ceil(std::max(options.inflation * 100.0, static_cast<double>(demand) / capacity_gpus / 10.0))) + 2;
+  Buckets buckets(max_percent + 1);
+  std::vector<double> node_frag(cluster.nodes.size());
+  double frag_total = 0;
+  for (size_t n = 0; n < cluster.nodes.size(); ++n) {
+    node_frag[n] = NodeFragmentation(cluster.nodes[n], experiment.target);
+    frag_total += node_frag[n];
+  }
+  int64_t arrived = 0, allocated = 0;
+  std::array<int, kPodKinds> failed{};
+  RunSeries series;
+  series.policy = policy_name;
+  series.seed = seed;
+
+  auto sample = [&] {
+    const int percent = RoundHalfEven(static_cast<double>(arrived) / capacity_gpus / 10.0);
+    if (percent < 0 || static_cast<size_t>(percent) > max_percent) return;
+    const size_t b = static_cast<size_t>(percent);
+    const double idle = static_cast<double>(cluster.total_gpu_milli - allocated);
+    buckets.count[b] += 1;
+    buckets.allocated[b] += static_cast<double>(allocated) / capacity_gpus / 10.0;
+    buckets.frag[b] += frag_total / capacity_gpus / 10.0;
+    buckets.ratio[b] += idle > 0 ? 100.0 * frag_total / idle : 0.0;
+    buckets.failed[b] = failed;
+    buckets.seen[b] = true;
+  };
+
+  sample();
+  std::vector<int> feasible;
+  feasible.reserve(cluster.nodes.size());
+  int since_report = 0;
+  auto refresh_frag = [&](int node_index) {
+    const double frag = NodeFragmentation(cluster.nodes[static_cast<size_t>(node_index)], experiment.target);
+    frag_total += frag - node_frag[static_cast<size_t>(node_index)];
+    node_frag[static_cast<size_t>(node_index)] = frag;
+  };
+  std::vector<Placement> placed;
+  for (int index : arrivals) {
+    const Pod& pod = experiment.pods[static_cast<size_t>(index)];
+    arrived += pod.TotalGpuMilli();
+    const bool gang = options.gangs && pod.num_gpu > 1;
+    const Pod& member = gang ? experiment.gang_members[static_cast<size_t>(index)] : pod;
+    placed.clear();
+    for (int m = 0; m < (gang ? pod.num_gpu : 1); ++m) {
+      feasible.clear();
+      for (size_t n = 0; n < cluster.nodes.size(); ++n) {
+        if (Fits(cluster.nodes[n], member)) feasible.push_back(static_cast<int>(n));
+      }
+      if (feasible.empty()) break;
+      Placement placement = policy->Choose(cluster, member, feasible, rng);
+      if (options.nvlink_island > 0 && member.num_gpu > 1) {
+        if (options.prefer_island) {
+          placement.gpus = IslandFreeGpus(cluster.nodes[static_cast<size_t>(placement.node)], member.num_gpu,
+                                          options.nvlink_island);
+        }
+        if (member.num_gpu <= options.nvlink_island) {
+          ++series.island_pods;
+          series.island_pods_local +=
+              PairsOnOneIsland(placement.gpus, options.nvlink_island) == member.num_gpu * (member.num_gpu - 1) / 2;
+        }
+      }
+      Place(cluster.nodes[static_cast<size_t>(placement.node)], member, placement.gpus);
+      allocated += member.TotalGpuMilli();
+      refresh_frag(placement.node);
+      placed.push_back(placement);
+    }
+    if (static_cast<int>(placed.size()) < (gang ? pod.num_gpu : 1)) {
+      for (auto it = placed.rbegin(); it != placed.rend(); ++it) {  // all or nothing
+        Unplace(cluster.nodes[static_cast<size_t>(it->node)], member, it->gpus);
+        allocated -= member.TotalGpuMilli();
+        refresh_frag(it->node);
+      }
+      ++failed[static_cast<size_t>(pod.kind)];
+      ++series.failed_total;
+    } else if (gang) {
+      std::vector<int> nodes;
+      for (const Placement& p : placed) nodes.push_back(p.node);
+      std::sort(nodes.begin(), nodes.end());
+      ++series.gangs_placed;
+      series.gang_nodes_total += static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+    }
+    sample();
+    if (options.pods_done && ++since_report == 256) {
+      options.pods_done->fetch_add(since_report, std::memory_order_relaxed);
+      since_report = 0;
+    }
+  }
+  if (options.pods_done) options.pods_done->fetch_add(since_report, std::memory_order_relaxed);
+  series.arrivals = static_cast<int>(arrivals.size());
+
+  // Per whole percent: the mean of its samples, or of the samples within one percent of it.
+  const double nan = std::nan("");
+  series.allocated_gpu_pct.assign(max_percent + 1, nan);
+  series.frag_gpu_pct.assign(max_percent + 1, nan);
+  series.frag_ratio_pct.assign(max_percent + 1, nan);
+  series.failed_pods.assign(max_percent + 1, std::array<int, kPodKinds>{});
+  std::array<int, kPodKinds> last_failed{};
+  for (size_t k = 0; k <= max_percent; ++k) {
+    size_t lo = k, hi = k;
+    if (buckets.count[k] == 0) {
+      lo = k == 0 ? 0 : k - 1;
+      hi = std::min(max_percent, k + 1);
+    }
+    int count = 0;
+    double a = 0, f = 0, r = 0;
+    for (size_t b = lo; b <= hi; ++b) {
+      count += buckets.count[b];
+      a += buckets.allocated[b];
+      f += buckets.frag[b];
+      r += buckets.ratio[b];
+    }
+    if (count > 0) {
+      series.allocated_gpu_pct[k] = a / count;
+      series.frag_gpu_pct[k] = f / count;
+      series.frag_ratio_pct[k] = r / count;
+    }
+    if (buckets.seen[k]) last_failed = buckets.failed[k];
+    series.failed_pods[k] = last_failed;
+  }
+  series.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return series;
+}
+
+void ParallelFor(int total, int jobs, const std::function<void(int)>& task,
+                 const std::function<void(int, int)>& progress) {
+  std::atomic<int> next{0}, done{0};
+  auto worker = [&] {
+    for (int i; (i = next.fetch_add(1)) < total;) {
+      task(i);
+      done.fetch_add(1);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < std::max(1, std::min(jobs, total)); ++t) threads.emplace_back(worker);
+  while (progress && done.load() < total) {
+    progress(done.load(), total);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  for (std::thread& t : threads) t.join();
+  if (progress) progress(done.load(), total);
+}
+
+std::vector<RunSeries> RunAll(const Experiment& experiment, const std::vector<std::string>& policies,
+                              const std::vector<uint64_t>& seeds, const RunOptions& options, int jobs,
+                              const std::function<void(int, int)>& progress) {
+  std::vector<RunSeries> results(policies.size() * seeds.size());
+  ParallelFor(
+      static_cast<int>(results.size()), jobs,
+      [&](int task) {
+        const size_t p = static_cast<size_t>(task) / seeds.size(), s = static_cast<size_t>(task) % seeds.size();
+        results[static_cast<size_t>(task)] = RunOne(experiment, policies[p], seeds[s], options);
+      },
+      progress);
+  return results;
+}
+
+}  // namespace gpuslice::place

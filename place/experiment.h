@@ -1,0 +1,81 @@
+// FGD's experiment: the inflated arrival sequence of one seed placed by one policy, with the
+// cluster's metrics after every pod, averaged per 1% of arrived GPU demand the way the
+// artifact's analysis scripts do (merge_*_discrete.py).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "place/cluster.h"
+#include "place/fragmentation.h"
+#include "place/policy.h"
+
+namespace gpuslice::place {
+
+struct Experiment {
+  Cluster cluster;
+  std::vector<Pod> pods;  // the trace's pods sorted by name (the artifact's workload order)
+  TargetWorkload target;
+  // For a multi-GPU pod, one member of its gang (--gangs): one whole GPU and 1/k of its CPU
+  // and memory, in a score class of its own. Other pods: themselves.
+  std::vector<Pod> gang_members;
+  // The trace's creation and deletion times per pod (-1: absent), for Replay.
+  std::vector<std::pair<int64_t, int64_t>> times;
+  int score_classes = 0;
+};
+
+// Sorts the pods by name, resolves models, builds the target workload (95% popularity).
+Experiment PrepareExperiment(const std::vector<NodeSpec>& nodes, std::vector<PodSpec> pods);
+
+// One policy and seed. Vectors are indexed by arrived GPU demand in whole % of capacity,
+// 0..max_percent; a NaN marks a percentage no pod arrival fell near.
+struct RunSeries {
+  std::string policy;
+  uint64_t seed = 0;
+  std::vector<double> allocated_gpu_pct;   // allocated milli-GPU / capacity
+  std::vector<double> frag_gpu_pct;        // fragmented milli-GPU / capacity
+  std::vector<double> frag_ratio_pct;      // fragmented / idle milli-GPU
+  std::vector<std::array<int, kPodKinds>> failed_pods;  // cumulative, by kind
+  int arrivals = 0;
+  int failed_total = 0;
+  int gangs_placed = 0;      // with RunOptions::gangs
+  int gang_nodes_total = 0;  // nodes the placed gangs span, summed
+  int island_pods = 0;        // placed multi-GPU pods that one island could hold (nvlink_island)
+  int island_pods_local = 0;  // of which all GPUs on one island
+  double seconds = 0;
+
+  double UnallocatedAt(int percent) const { return 100.0 - allocated_gpu_pct[static_cast<size_t>(percent)]; }
+};
+
+struct RunOptions {
+  double inflation = 1.3;  // arrived demand to reach, times capacity
+  std::atomic<int64_t>* pods_done = nullptr;  // progress counter, bumped while running
+  OurPolicyTuning tuning;
+  // Gangs: every k-GPU pod (k > 1) becomes k one-GPU pods placed all or nothing, on any nodes
+  // (FGD places a multi-GPU pod on one node). A gang that does not fit whole gives back what its
+  // members took and fails as one pod of its kind.
+  bool gangs = false;
+  // NVLink islands of this many GPUs per node (0: none). With prefer_island, a multi-GPU pod
+  // takes its GPUs from one island where it can (IslandFreeGpus) on the node its policy chose;
+  // otherwise the artifact's first free GPUs. Either way the run counts the pods of 2..island GPUs
+  // that got one island.
+  int nvlink_island = 0;
+  bool prefer_island = false;
+};
+
+RunSeries RunOne(const Experiment& experiment, const std::string& policy, uint64_t seed, const RunOptions& options);
+
+// Calls task(0..total-1) on `jobs` threads; progress(done, total) every half second meanwhile.
+void ParallelFor(int total, int jobs, const std::function<void(int)>& task,
+                 const std::function<void(int runs_done, int runs_total)>& progress);
+
+// Every policy x seed on `jobs` threads; results in policy-major order.
+std::vector<RunSeries> RunAll(const Experiment& experiment, const std::vector<std::string>& policies,
+                              const std::vector<uint64_t>& seeds, const RunOptions& options, int jobs,
+                              const std::function<void(int runs_done, int runs_total)>& progress);
+
+}  // namespace gpuslice::place

@@ -1,0 +1,230 @@
+// gpuslice-place: FGD's placement experiment on the Alibaba GPU trace, every policy x seed.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "place/experiment.h"
+#include "place/policy.h"
+#include "place/replay.h"
+#include "place/report.h"
+#include "place/trace.h"
+
+using namespace gpuslice::place;
+
+namespace {
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> items;
+  std::istringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+bool WriteFile(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out) {
+    std::cerr << "gpuslice-place: cannot write " << path.string() << "\n";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string all_policies;
+  for (const std::string& p : PolicyNames()) all_policies += (all_policies.empty() ? "" : ",") + p;
+  CLI::App app(
+      "gpuslice-place: trace-driven GPU placement simulator. Reproduces FGD's experiment (USENIX ATC'23): the "
+      "trace's pods, shuffled by a seed and sampled with replacement until the GPUs they ask for reach --inflation "
+      "times the cluster's, are placed one by one, never deleted; after each pod it records allocated GPUs, "
+      "fragmentation and failed pods, and reports them per 1% of arrived GPU demand, averaged over seeds.");
+  std::string nodes_path, pods_path, policies_text = all_policies, out_dir, title;
+  int seeds = 10, jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  uint64_t first_seed = 42;
+  double inflation = 1.3;
+  bool quiet = false, no_chart = false, no_memory = false, gangs = false, nvlink_prefer = false, replay = false;
+  ReplayOptions replay_options;
+  int nvlink_island = 0;
+  OurPolicyTuning options_tuning;
+  app.add_option("--nodes", nodes_path, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
+  app.add_option("--pods", pods_path,
+                 "Pod list CSV: name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,qos,pod_phase,creation_time,"
+                 "deletion_time,scheduled_time]")
+      ->required();
+  app.add_option("--policies", policies_text, "Comma-separated policies to run")->capture_default_str();
+  app.add_option("--seeds", seeds, "Number of seeds (runs per policy)")->capture_default_str()->check(CLI::Range(1, 10000));
+  app.add_option("--first-seed", first_seed, "First seed; the others follow it (the artifact used 42..51)")
+      ->capture_default_str();
+  app.add_option("--inflation", inflation, "Arrived GPU demand to reach, as a multiple of the cluster's GPUs")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 10.0));
+  app.add_option("--jobs", jobs, "Runs in parallel (threads)")->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_option("--out", out_dir,
+                 "Directory for metrics.csv, summary.md, unallocated.dat, unallocated.gp and the charts unallocated.svg, unallocated-zoom.svg (with --replay: replay.csv, replay-summary.md)");
+  app.add_option("--title", title, "Title of the summary and chart (default: the pod list's file name)");
+  app.add_option("--fgd-bf-weight", options_tuning.best_fit_weight,
+                 "FGD-BF: milli-GPU of fragmentation worth a whole node's best-fit residual (0: the exact gradient "
+                 "alone)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_flag("--fgd-bf-no-memory", no_memory, "FGD-BF: leave memory out of the target classes' fit, as FGD does");
+  app.add_flag("--gangs", gangs,
+               "Gangs: every k-GPU pod (k > 1) becomes k one-GPU pods with 1/k of its CPU and memory, placed all or "
+               "nothing on any nodes (FGD keeps a multi-GPU pod on one node)");
+  app.add_option("--nvlink-island", nvlink_island,
+                 "NVLink islands of this many consecutive GPUs per node: report the share of multi-GPU pods (of at most "
+                 "that many GPUs) whose GPUs share one island (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, kMaxGpusPerNode));
+  app.add_flag("--nvlink-prefer", nvlink_prefer,
+               "With --nvlink-island: a multi-GPU pod takes its GPUs from one island of the chosen node where it can");
+  app.add_flag("--replay", replay,
+               "Replay in time instead: pods arrive at creation_time, run for deletion_time - creation_time, wait in a "
+               "FIFO queue when nothing fits (needs the 11-column pod lists)");
+  app.add_flag("--backfill", replay_options.backfill,
+               "With --replay: while the queue's head waits, start later pods that fit");
+  app.add_option("--replay-speedup", replay_options.arrival_speedup,
+                 "With --replay: divide arrival times by this, keeping run times (the trace spans ~150 days)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e9));
+  app.add_option("--replay-duration-scale", replay_options.duration_scale,
+                 "With --replay: multiply run times by this (the trace alone keeps 0.23% of the GPUs busy)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
+  app.add_option("--backfill-depth", replay_options.backfill_depth, "With --backfill: queued pods looked at")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  app.add_flag("--no-chart", no_chart, "Do not run gnuplot (the .dat and .gp files are still written)");
+  app.add_flag("--quiet", quiet, "No progress line on stderr");
+  CLI11_PARSE(app, argc, argv);
+
+  const std::vector<std::string> policies = SplitList(policies_text);
+  if (policies.empty()) {
+    std::cerr << "gpuslice-place: --policies is empty; valid: " << all_policies << "\n";
+    return 2;
+  }
+  for (const std::string& p : policies) {
+    if (std::find(PolicyNames().begin(), PolicyNames().end(), p) == PolicyNames().end()) {
+      std::cerr << "gpuslice-place: --policies: unknown policy '" << p << "'; valid: " << all_policies << "\n";
+      return 2;
+    }
+  }
+  auto nodes_or = ReadNodeList(nodes_path);
+  if (auto* e = std::get_if<TraceError>(&nodes_or)) {
+    std::cerr << "gpuslice-place: " << e->message << "\n";
+    return 2;
+  }
+  auto pods_or = ReadPodList(pods_path);
+  if (auto* e = std::get_if<TraceError>(&pods_or)) {
+    std::cerr << "gpuslice-place: " << e->message << "\n";
+    return 2;
+  }
+  const auto& nodes = std::get<std::vector<NodeSpec>>(nodes_or);
+  auto& pods = std::get<std::vector<PodSpec>>(pods_or);
+  if (std::string bad = CheckGpuModels(pods_path, pods, nodes); !bad.empty()) {
+    std::cerr << "gpuslice-place: " << bad << "\n";
+    return 2;
+  }
+  if (title.empty()) title = std::filesystem::path(pods_path).stem().string();
+
+  const Experiment experiment = PrepareExperiment(nodes, pods);
+  std::vector<uint64_t> seed_list;
+  for (int i = 0; i < seeds; ++i) seed_list.push_back(first_seed + static_cast<uint64_t>(i));
+  std::atomic<int64_t> pods_done{0};
+  RunOptions options;
+  options.inflation = inflation;
+  options.pods_done = &pods_done;
+  options.tuning = options_tuning;
+  options.tuning.memory_aware = !no_memory;
+  options.gangs = gangs;
+  options.nvlink_island = nvlink_island;
+  options.prefer_island = nvlink_prefer;
+  if (nvlink_prefer && nvlink_island == 0) {
+    std::cerr << "gpuslice-place: --nvlink-prefer needs --nvlink-island N (GPUs per island, 1 to 8)\n";
+    return 2;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const bool show_progress = !quiet;
+  auto progress = [&](int done, int total) {
+    if (!show_progress) return;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "\rgpuslice-place: %d/%d runs done, %lld pods placed, %.0f s", done, total,
+                 static_cast<long long>(pods_done.load()), seconds);
+    std::fflush(stderr);
+  };
+  if (replay) {
+    for (const PodSpec& pod : pods) {
+      if (pod.creation_time < 0 || pod.deletion_time < 0) {
+        std::cerr << "gpuslice-place: --replay needs creation_time and deletion_time for every pod; " << pods_path << ":"
+                  << pod.line << " has " << (pod.creation_time < 0 ? "none for creation_time" : "none for deletion_time")
+                  << " (the 11-column pod lists have them)\n";
+        return 2;
+      }
+    }
+    replay_options.tuning = options.tuning;
+    std::vector<ReplayResult> results(policies.size() * seed_list.size());
+    ParallelFor(
+        static_cast<int>(results.size()), jobs,
+        [&](int task) {
+          const size_t p = static_cast<size_t>(task) / seed_list.size(), s = static_cast<size_t>(task) % seed_list.size();
+          results[static_cast<size_t>(task)] = Replay(experiment, policies[p], seed_list[s], replay_options);
+        },
+        progress);
+    if (show_progress) std::fprintf(stderr, "\n");
+    std::ostringstream summary, csv;
+    WriteReplaySummary(summary, results, title + (replay_options.backfill ? ", replay with backfill" : ", replay (FIFO)"));
+    std::cout << summary.str();
+    if (out_dir.empty()) return 0;
+    std::filesystem::create_directories(out_dir);
+    WriteReplayCsv(csv, results);
+    const std::filesystem::path dir(out_dir);
+    return WriteFile(dir / "replay.csv", csv.str()) && WriteFile(dir / "replay-summary.md", summary.str()) ? 0 : 1;
+  }
+  const std::vector<RunSeries> runs = RunAll(experiment, policies, seed_list, options, jobs, progress);
+  if (show_progress) std::fprintf(stderr, "\n");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  std::ostringstream summary;
+  WriteSummaryMarkdown(summary, Summarise(runs), title, title.find("default") != std::string::npos && !gangs);
+  summary << "Cluster: " << nodes.size() << " nodes, " << experiment.cluster.total_gpus << " GPUs; " << pods.size()
+          << " pods in the list, " << experiment.target.classes.size() << " target classes; " << seeds
+          << " seeds from " << first_seed << ", inflation " << inflation << "; " << jobs << " threads, "
+          << std::fixed << std::setprecision(1) << seconds << " s in all.\n";
+  std::cout << summary.str();
+
+  if (out_dir.empty()) return 0;
+  const std::filesystem::path dir(out_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::ostringstream csv, table;
+  WriteMetricsCsv(csv, runs);
+  WriteUnallocatedTable(table, runs);
+  const std::string svg = (dir / "unallocated.svg").string();
+  if (!WriteFile(dir / "metrics.csv", csv.str()) || !WriteFile(dir / "summary.md", summary.str()) ||
+      !WriteFile(dir / "unallocated.dat", table.str()) ||
+      !WriteFile(dir / "unallocated.gp",
+                 GnuplotScript((dir / "unallocated.dat").string(), svg, policies,
+                               "Unallocated GPUs, " + title + " (mean of " + std::to_string(seeds) + " seeds)"))) {
+    return 1;
+  }
+  if (!no_chart) {
+    const std::string command = "gnuplot '" + (dir / "unallocated.gp").string() + "'";
+    if (std::system(command.c_str()) != 0) {
+      std::cerr << "gpuslice-place: gnuplot failed or is missing (scripts/install-deps.sh installs gnuplot-nox); "
+                << "the data is in " << (dir / "unallocated.dat").string() << "\n";
+      return 1;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,54 @@
+// Placement policies: given a pod and the nodes that pass the filter (Fits), choose a node and
+// its GPUs. The six baselines follow the FGD artifact's score plugins (kube-scheduler scores
+// 0..100, the highest wins, ties to the first node in the run's node order) and its GPU selection.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "place/cluster.h"
+#include "place/fragmentation.h"
+#include "place/rng.h"
+
+namespace gpuslice::place {
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  // `feasible` is non-empty and lists node indices in cluster order.
+  virtual Placement Choose(const Cluster& cluster, const Pod& pod, const std::vector<int>& feasible, Rng& rng) = 0;
+};
+
+// The artifact's six, then ours, in the order reports list them.
+const std::vector<std::string>& PolicyNames();
+
+// Our policy's knobs (policy_ours.cc); the defaults are the measured choice (docs/placement.md).
+struct OurPolicyTuning {
+  double best_fit_weight = 100.0;  // milli-GPU of fragmentation per unit of best-fit residual
+  bool memory_aware = true;        // count memory in the target classes' fit
+};
+
+// Null for an unknown name. `score_classes` sizes the per-node score caches of FGD-like ones.
+std::unique_ptr<Policy> MakePolicy(std::string_view name, const TargetWorkload& target, const Cluster& cluster,
+                                   int score_classes, const OurPolicyTuning& tuning = {});
+
+// The artifact's selectHost (its kube-scheduler fork): the highest score; among equal scores the
+// node whose name sorts first. Names carry a per-seed random prefix, so the simulator puts nodes
+// in that order (experiment.cc) and ties go to the first feasible node.
+int PickHighest(const std::vector<int>& feasible, const std::vector<int64_t>& scores);
+
+// Policies' scores and GPU choices, exposed for the tests' hand-computed answers.
+int64_t DotProductScore(const NodeState& node, const Pod& pod);
+int64_t GpuClusteringScore(const NodeState& node, const Pod& pod);
+int64_t GpuPackingScore(const NodeState& node, const Pod& pod);
+int64_t BestFitRawScore(const NodeState& node, const Pod& pod);
+struct FgdChoice {
+  double delta = 0;    // fragmentation after minus before, milli-GPU (lower is better)
+  int64_t score = 0;   // the artifact's int(sigmoid(-delta/1000) * 100)
+  GpuMask gpus = 0;
+};
+FgdChoice FgdEvaluate(const NodeState& node, const Pod& pod, const TargetWorkload& target, double frag_before);
+
+}  // namespace gpuslice::place

@@ -1,0 +1,110 @@
+// Our policy, FGD-BF: FGD's fragmentation gradient, measured exactly and with memory, plus a
+// best-fit pull towards nodes that the pod leaves with little room.
+//
+//   key(node) = delta_frag(node) + best_fit_weight * residual(node),   lowest key wins,
+//   residual  = ((cpu left after) / 128 cores + (GPU left after) / 8 GPUs) / 2, in [0, 1].
+//
+// Why (docs/placement.md, measured): FGD's artifact scores int(sigmoid(-delta/1000) * 100), so
+// placements within ~40 milli-GPU of fragmentation change tie, and ties go to the node that sorts
+// first in a per-seed random order. That accidental first-fit packing is worth more than the
+// exact gradient: choosing by the exact delta alone leaves 5.7% of GPUs unallocated against
+// FGD's 4.7%. Packing on purpose (best fit, weighted so that a whole node's residual equals 100
+// milli-GPU of fragmentation) keeps the gradient exact and packs where FGD packs by chance.
+// Memory joins the fit test of the target classes (FGD's measure ignores it, and GPUs strand
+// on nodes whose memory is gone). Ties still go to the first node in the run's order.
+#include <bit>
+#include <limits>
+
+#include "place/policy.h"
+#include "place/score_cache.h"
+
+namespace gpuslice::place {
+namespace {
+
+struct Choice {
+  double delta = 0;
+  GpuMask gpus = 0;
+};
+
+// The exact change in fragmentation; for a share, the GPU that changes it least (the tightest
+// GPU among equals).
+Choice EvaluateExact(const NodeState& node, const Pod& pod, const TargetWorkload& target, double before) {
+  Choice best;
+  NodeState after = node;
+  after.cpu_left -= pod.cpu_milli;
+  after.memory_left -= pod.memory_mib;
+  if (!pod.IsFractional()) {
+    best.gpus = FirstFreeGpus(node, pod.num_gpu);
+    for (int g = 0; g < node.gpus; ++g) {
+      if ((best.gpus >> g) & 1) after.gpu_left[static_cast<size_t>(g)] -= static_cast<int16_t>(pod.gpu_milli);
+    }
+    best.delta = NodeFragmentation(after, target) - before;
+    return best;
+  }
+  bool found = false;
+  int best_left = 0;
+  for (int g = 0; g < node.gpus; ++g) {
+    const int16_t left = node.gpu_left[static_cast<size_t>(g)];
+    if (left < pod.gpu_milli) continue;
+    after.gpu_left[static_cast<size_t>(g)] = static_cast<int16_t>(left - pod.gpu_milli);
+    const double delta = NodeFragmentation(after, target) - before;
+    after.gpu_left[static_cast<size_t>(g)] = left;
+    if (!found || delta < best.delta - 1e-9 || (delta < best.delta + 1e-9 && left < best_left)) {
+      best = Choice{delta, GpuMask{1} << g};
+      best_left = left;
+      found = true;
+    }
+  }
+  return best;
+}
+
+double Residual(const NodeState& node, const Pod& pod) {
+  return (static_cast<double>(node.cpu_left - pod.cpu_milli) / kMaxSpecCpu +
+          static_cast<double>(node.GpuLeftTotal() - pod.TotalGpuMilli()) / kMaxSpecGpu) /
+         2.0;
+}
+
+TargetWorkload WithMemory(TargetWorkload target, bool memory_aware) {
+  target.memory_aware = memory_aware;
+  return target;
+}
+
+class FgdBestFitPolicy final : public Policy {
+ public:
+  FgdBestFitPolicy(const TargetWorkload& target, const Cluster& cluster, int score_classes,
+                   const OurPolicyTuning& tuning)
+      : target_(WithMemory(target, tuning.memory_aware)),
+        best_fit_weight_(tuning.best_fit_weight),
+        cache_(target_, cluster.nodes.size(), score_classes) {}
+
+  Placement Choose(const Cluster& cluster, const Pod& pod, const std::vector<int>& feasible, Rng&) override {
+    Placement best;
+    double best_key = std::numeric_limits<double>::infinity();
+    for (int n : feasible) {
+      const Choice& choice = cache_.Get(cluster, n, pod, [&](const NodeState& node, double before) {
+        return EvaluateExact(node, pod, target_, before);
+      });
+      const double key = choice.delta + best_fit_weight_ * Residual(cluster.nodes[static_cast<size_t>(n)], pod);
+      if (key < best_key - 1e-9) {
+        best_key = key;
+        best = Placement{n, choice.gpus};
+      }
+    }
+    return best;
+  }
+
+ private:
+  const TargetWorkload target_;  // declared before cache_, which refers to it
+  const double best_fit_weight_;
+  NodeScoreCache<Choice> cache_;
+};
+
+}  // namespace
+
+std::unique_ptr<Policy> MakeOurPolicy(std::string_view name, const TargetWorkload& target, const Cluster& cluster,
+                                      int score_classes, const OurPolicyTuning& tuning) {
+  if (name == "FGD-BF") return std::make_unique<FgdBestFitPolicy>(target, cluster, score_classes, tuning);
+  return nullptr;
+}
+
+}  // namespace gpuslice::place

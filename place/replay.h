@@ -1,0 +1,42 @@
+// Replay in time (--replay): pods arrive at the trace's creation_time and hold their resources
+// for deletion_time - creation_time once started; a FIFO queue holds those that do not fit,
+// optionally with backfill (later pods that fit start while the head waits). FGD's experiment
+// has no time and never deletes; this is what it leaves out.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "place/experiment.h"
+
+namespace gpuslice::place {
+
+struct ReplayOptions {
+  bool backfill = false;
+  int backfill_depth = 100;  // queued pods looked at behind a head that does not fit
+  // Arrival times are divided by this (durations are kept): the trace spans ~150 days with few
+  // pods at a time, so a compressed replay is what loads the cluster.
+  double arrival_speedup = 1.0;
+  double duration_scale = 1.0;  // run times are multiplied by this
+  OurPolicyTuning tuning;
+};
+
+struct ReplayResult {
+  std::string policy;
+  uint64_t seed = 0;
+  int pods = 0;
+  int never_fit = 0;      // larger than any node even when empty: dropped on arrival
+  int never_started = 0;  // still queued when the trace ends
+  double mean_wait_s = 0, p95_wait_s = 0;  // over started pods
+  double allocated_gpu_pct = 0;            // time-weighted, first to last arrival
+  double stranded_gpu_pct = 0;             // idle GPUs while a GPU pod waits, same window, % of all
+  std::vector<double> hourly_allocated_pct;  // per hour of trace time
+  std::vector<double> hourly_queued;         // mean queued pods per hour
+};
+
+// `experiment` must come from a pod list with creation_time and deletion_time.
+ReplayResult Replay(const Experiment& experiment, const std::string& policy, uint64_t seed,
+                    const ReplayOptions& options);
+
+}  // namespace gpuslice::place

@@ -1,0 +1,214 @@
+#include "place/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+
+#include "place/policy.h"
+
+namespace gpuslice::place {
+namespace {
+
+std::vector<std::string> PoliciesInOrder(const std::vector<RunSeries>& runs) {
+  std::vector<std::string> order;
+  for (const RunSeries& run : runs) {
+    if (std::find(order.begin(), order.end(), run.policy) == order.end()) order.push_back(run.policy);
+  }
+  return order;
+}
+
+std::string Number(double value, int decimals) {
+  if (std::isnan(value)) return "";
+  std::ostringstream text;
+  text << std::fixed << std::setprecision(decimals) << value;
+  return text.str();
+}
+
+double MeanAt(const std::vector<RunSeries>& runs, const std::string& policy, size_t percent,
+              const std::vector<double> RunSeries::*field, bool unallocated) {
+  double sum = 0;
+  int count = 0;
+  for (const RunSeries& run : runs) {
+    if (run.policy != policy || percent >= (run.*field).size() || std::isnan((run.*field)[percent])) continue;
+    sum += unallocated ? 100.0 - (run.*field)[percent] : (run.*field)[percent];
+    ++count;
+  }
+  return count ? sum / count : std::nan("");
+}
+
+}  // namespace
+
+void WriteMetricsCsv(std::ostream& out, const std::vector<RunSeries>& runs) {
+  out << "policy,seed,arrived_gpu_pct,allocated_gpu_pct,unallocated_gpu_pct,frag_gpu_pct,frag_ratio_pct";
+  for (int k = 0; k < kPodKinds; ++k) out << ",failed_" << PodKindName(static_cast<PodKind>(k));
+  out << "\n";
+  for (const RunSeries& run : runs) {
+    for (size_t p = 0; p < run.allocated_gpu_pct.size(); ++p) {
+      if (std::isnan(run.allocated_gpu_pct[p])) continue;
+      out << run.policy << ',' << run.seed << ',' << p << ',' << Number(run.allocated_gpu_pct[p], 3) << ','
+          << Number(100.0 - run.allocated_gpu_pct[p], 3) << ',' << Number(run.frag_gpu_pct[p], 3) << ','
+          << Number(run.frag_ratio_pct[p], 3);
+      for (int count : run.failed_pods[p]) out << ',' << count;
+      out << '\n';
+    }
+  }
+}
+
+std::vector<PolicySummary> Summarise(const std::vector<RunSeries>& runs) {
+  std::vector<PolicySummary> summary;
+  for (const std::string& policy : PoliciesInOrder(runs)) {
+    PolicySummary s;
+    s.policy = policy;
+    s.unallocated_at_100 = MeanAt(runs, policy, 100, &RunSeries::allocated_gpu_pct, true);
+    s.unallocated_at_130 = MeanAt(runs, policy, 130, &RunSeries::allocated_gpu_pct, true);
+    s.frag_at_100 = MeanAt(runs, policy, 100, &RunSeries::frag_gpu_pct, false);
+    for (const RunSeries& run : runs) {
+      if (run.policy != policy) continue;
+      ++s.seeds;
+      s.failed_at_130 += run.failed_total;
+      s.seconds += run.seconds;
+      s.gangs_placed += run.gangs_placed;
+      s.nodes_per_gang += run.gang_nodes_total;
+    }
+    int64_t pairs = 0, local = 0;
+    for (const RunSeries& run : runs) {
+      if (run.policy != policy) continue;
+      pairs += run.island_pods;
+      local += run.island_pods_local;
+    }
+    if (pairs > 0) s.on_one_island_pct = 100.0 * static_cast<double>(local) / static_cast<double>(pairs);
+    s.nodes_per_gang = s.gangs_placed > 0 ? s.nodes_per_gang / s.gangs_placed : 0;
+    s.gangs_placed /= std::max(1, s.seeds);
+    s.failed_at_130 /= std::max(1, s.seeds);
+    s.seconds /= std::max(1, s.seeds);
+    summary.push_back(s);
+  }
+  return summary;
+}
+
+const std::map<std::string, double>& PublishedUnallocatedAt100() {
+  static const std::map<std::string, double> kPublished = {{"Random", 13.70},    {"DotProd", 9.38},
+                                                           {"GpuClustering", 8.35}, {"GpuPacking", 8.22},
+                                                           {"BestFit", 7.14},   {"FGD", 4.77}};
+  return kPublished;
+}
+
+void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& summary, const std::string& title,
+                          bool compare_published) {
+  bool gangs = false;
+  bool islands = false;
+  for (const PolicySummary& s : summary) {
+    gangs = gangs || s.gangs_placed > 0;
+    islands = islands || s.on_one_island_pct >= 0;
+  }
+  out << "### " << title << "\n\n";
+  out << "| Policy | Seeds | Unallocated GPU % at 100% arrived |";
+  if (compare_published) out << " FGD artifact | Difference |";
+  out << " at 130% | Fragmented GPU % at 100% | Failed pods (all arrivals) |";
+  if (gangs) out << " Gangs placed | Nodes per gang |";
+  if (islands) out << " Multi-GPU pods on one NVLink island % |";
+  out << " Seconds per run |\n";
+  out << "|---|---:|---:|";
+  if (compare_published) out << "---:|---:|";
+  out << "---:|---:|---:|" << (gangs ? "---:|---:|" : "") << (islands ? "---:|" : "") << "---:|\n";
+  for (const PolicySummary& s : summary) {
+    out << "| " << s.policy << " | " << s.seeds << " | " << Number(s.unallocated_at_100, 2) << " |";
+    if (compare_published) {
+      auto it = PublishedUnallocatedAt100().find(s.policy);
+      if (it == PublishedUnallocatedAt100().end()) {
+        out << " – | – |";
+      } else {
+        out << " " << Number(it->second, 2) << " | " << (s.unallocated_at_100 >= it->second ? "+" : "")
+            << Number(s.unallocated_at_100 - it->second, 2) << " |";
+      }
+    }
+    out << " " << Number(s.unallocated_at_130, 2) << " | " << Number(s.frag_at_100, 2) << " | "
+        << Number(s.failed_at_130, 1) << " | ";
+    if (gangs) out << Number(s.gangs_placed, 1) << " | " << Number(s.nodes_per_gang, 2) << " | ";
+    if (islands) out << Number(s.on_one_island_pct, 1) << " | ";
+    out << Number(s.seconds, 1) << " |\n";
+  }
+  out << "\n";
+}
+
+void WriteReplaySummary(std::ostream& out, const std::vector<ReplayResult>& results, const std::string& title) {
+  out << "### " << title << "\n\n"
+      << "| Policy | Seeds | Mean wait (s) | p95 wait (s) | Allocated GPU % (time-weighted) | Idle GPU % while GPU pods wait "
+         "| Never started | Larger than any node |\n|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  std::vector<std::string> order;
+  for (const ReplayResult& r : results) {
+    if (std::find(order.begin(), order.end(), r.policy) == order.end()) order.push_back(r.policy);
+  }
+  for (const std::string& policy : order) {
+    int n = 0;
+    double wait = 0, p95 = 0, alloc = 0, stranded = 0, never = 0, too_big = 0;
+    for (const ReplayResult& r : results) {
+      if (r.policy != policy) continue;
+      ++n;
+      wait += r.mean_wait_s;
+      p95 += r.p95_wait_s;
+      alloc += r.allocated_gpu_pct;
+      stranded += r.stranded_gpu_pct;
+      never += r.never_started;
+      too_big += r.never_fit;
+    }
+    out << "| " << policy << " | " << n << " | " << Number(wait / n, 0) << " | " << Number(p95 / n, 0) << " | "
+        << Number(alloc / n, 2) << " | " << Number(stranded / n, 2) << " | " << Number(never / n, 1) << " | "
+        << Number(too_big / n, 1) << " |\n";
+  }
+  out << "\n";
+}
+
+void WriteReplayCsv(std::ostream& out, const std::vector<ReplayResult>& results) {
+  out << "policy,seed,hour,allocated_gpu_pct,queued_pods\n";
+  for (const ReplayResult& r : results) {
+    for (size_t h = 0; h < r.hourly_allocated_pct.size(); ++h) {
+      out << r.policy << ',' << r.seed << ',' << h << ',' << Number(r.hourly_allocated_pct[h], 3) << ','
+          << Number(r.hourly_queued[h], 2) << '\n';
+    }
+  }
+}
+
+void WriteUnallocatedTable(std::ostream& out, const std::vector<RunSeries>& runs) {
+  const std::vector<std::string> policies = PoliciesInOrder(runs);
+  size_t max_percent = 0;
+  for (const RunSeries& run : runs) max_percent = std::max(max_percent, run.allocated_gpu_pct.size());
+  out << "# arrived_gpu_pct";
+  for (const std::string& p : policies) out << ' ' << p;
+  out << '\n';
+  for (size_t k = 0; k < max_percent; ++k) {
+    out << k;
+    for (const std::string& p : policies) {
+      const double v = MeanAt(runs, p, k, &RunSeries::allocated_gpu_pct, true);
+      out << ' ' << (std::isnan(v) ? std::string("NaN") : Number(v, 3));
+    }
+    out << '\n';
+  }
+}
+
+std::string GnuplotScript(const std::string& table_path, const std::string& svg_path,
+                          const std::vector<std::string>& policies, const std::string& title) {
+  std::ostringstream plot;
+  plot << "plot ";
+  for (size_t i = 0; i < policies.size(); ++i) {
+    plot << (i ? ", \\\n     " : "") << "'" << table_path << "' using 1:" << (i + 2) << " with lines lw 2 title '"
+         << policies[i] << "'";
+  }
+  plot << "\n";
+  // The whole run, then the last part, where the policies differ, on a scale that shows it.
+  std::string zoomed = svg_path;
+  const size_t dot = zoomed.rfind(".svg");
+  zoomed.insert(dot == std::string::npos ? zoomed.size() : dot, "-zoom");
+  std::ostringstream s;
+  s << "set terminal svg size 800,500 dynamic noenhanced font 'sans,12'\n"
+    << "set title '" << title << "'\n"
+    << "set xlabel 'Arrived GPU demand (% of cluster GPUs)'\n"
+    << "set ylabel 'Unallocated GPUs (% of cluster GPUs)'\n"
+    << "set grid\nset datafile missing 'NaN'\n"
+    << "set output '" << svg_path << "'\nset xrange [0:130]\nset yrange [0:*]\nset key top right\n"
+    << plot.str() << "set output '" << zoomed << "'\nset xrange [80:130]\nset yrange [0:20]\n" << plot.str();
+  return s.str();
+}
+
+}  // namespace gpuslice::place

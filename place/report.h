@@ -1,0 +1,48 @@
+// What a placement experiment writes: every metric as CSV, a Markdown summary beside FGD's
+// published numbers, and a gnuplot script for the chart of unallocated GPUs.
+#pragma once
+
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "place/experiment.h"
+#include "place/replay.h"
+
+namespace gpuslice::place {
+
+// One row per policy, seed and whole percent of arrived demand.
+void WriteMetricsCsv(std::ostream& out, const std::vector<RunSeries>& runs);
+
+struct PolicySummary {
+  std::string policy;
+  int seeds = 0;
+  double unallocated_at_100 = 0;  // mean over seeds, % of GPUs
+  double unallocated_at_130 = 0;
+  double frag_at_100 = 0;
+  double failed_at_130 = 0;       // pods, mean over seeds
+  double seconds = 0;             // mean run time
+  double gangs_placed = 0;        // mean over seeds (gangs only)
+  double nodes_per_gang = 0;      // mean nodes a placed gang spans (gangs only)
+  double on_one_island_pct = -1;  // multi-GPU pods an island could hold that got one (-1: not measured)
+};
+std::vector<PolicySummary> Summarise(const std::vector<RunSeries>& runs);
+
+// The artifact's results on the default pod list (unallocated GPU % at 100% arrived, 10 seeds).
+const std::map<std::string, double>& PublishedUnallocatedAt100();
+
+void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& summary, const std::string& title,
+                          bool compare_published);
+
+// Replay (--replay): a table of means per policy over seeds, and the hourly series as CSV.
+void WriteReplaySummary(std::ostream& out, const std::vector<ReplayResult>& results, const std::string& title);
+void WriteReplayCsv(std::ostream& out, const std::vector<ReplayResult>& results);
+
+// A table of mean unallocated GPU % per arrived percent (columns: percent, then one per policy)
+// and the gnuplot script that draws it to `svg_path`.
+void WriteUnallocatedTable(std::ostream& out, const std::vector<RunSeries>& runs);
+std::string GnuplotScript(const std::string& table_path, const std::string& svg_path,
+                          const std::vector<std::string>& policies, const std::string& title);
+
+}  // namespace gpuslice::place

@@ -1,0 +1,59 @@
+// The Alibaba GPU trace (cluster-trace-gpu-v2023) as the placement simulator reads it: GPU nodes
+// and pod specifications. Sizes are in the trace's units: milli-CPU, MiB, milli-GPU (1000 = one
+// GPU). Readers never throw: a bad file gives one error naming file, line and column.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace gpuslice::place {
+
+inline constexpr int kMilliPerGpu = 1000;
+inline constexpr int kMaxGpusPerNode = 8;
+// The artifact's normalising constants (open-gpu-share utils: MaxSpecCpu, MaxSpecGpu).
+inline constexpr double kMaxSpecCpu = 128000.0;
+inline constexpr double kMaxSpecGpu = 8000.0;
+
+struct NodeSpec {
+  std::string name;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  int gpus = 0;
+  std::string model;  // empty for a node without GPUs
+};
+
+struct PodSpec {
+  std::string name;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  int num_gpu = 0;
+  int gpu_milli = 0;                    // per GPU; below 1000 only when num_gpu is 1
+  std::vector<std::string> gpu_models;  // gpu_spec split at '|'; empty: any model
+  int line = 0;                         // where the pod was read, for later errors
+  int gpu_spec_column = 0;              // 1-based column of gpu_spec (0: none)
+  // The trace's timing columns (absent, -1, in the 5-column format).
+  int64_t creation_time = -1;
+  int64_t deletion_time = -1;
+
+  int64_t TotalGpuMilli() const { return int64_t{num_gpu} * gpu_milli; }
+  bool IsFractional() const { return num_gpu == 1 && gpu_milli < kMilliPerGpu; }
+};
+
+// An error as a value: "file:line:column: what is wrong".
+struct TraceError {
+  std::string message;
+};
+
+template <class T>
+using Loaded = std::variant<T, TraceError>;
+
+Loaded<std::vector<NodeSpec>> ReadNodeList(const std::string& path);
+// Reads the 11-column list (name .. scheduled_time) or the 5-column one (name .. gpu_milli).
+Loaded<std::vector<PodSpec>> ReadPodList(const std::string& path);
+// Every model a pod's gpu_spec names must exist on some node; says which pod and model if not.
+std::string CheckGpuModels(const std::string& pod_path, const std::vector<PodSpec>& pods,
+                           const std::vector<NodeSpec>& nodes);
+
+}  // namespace gpuslice::place

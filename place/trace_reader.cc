@@ -1,0 +1,217 @@
+// CSV readers for the trace's node and pod lists. Columns are found by their header names, so
+// both pod formats (11 columns, or the multigpu lists' first 5) read through one path.
+#include <charconv>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "place/trace.h"
+
+namespace gpuslice::place {
+namespace {
+
+struct Row {
+  int line = 0;
+  std::vector<std::string> fields;
+};
+
+std::string Where(const std::string& path, int line, int column) {
+  return path + ":" + std::to_string(line) + ":" + std::to_string(column) + ": ";
+}
+
+std::vector<std::string> SplitFields(const std::string& text) {
+  std::vector<std::string> fields;
+  std::string field;
+  std::istringstream in(text);
+  while (std::getline(in, field, ',')) fields.push_back(field);
+  if (!text.empty() && text.back() == ',') fields.emplace_back();
+  if (text.empty()) fields.emplace_back();
+  return fields;
+}
+
+// The header's column positions by name, and the data rows. Blank lines are skipped.
+struct Table {
+  std::map<std::string, int> column;
+  std::vector<Row> rows;
+};
+
+Loaded<Table> ReadTable(const std::string& path, const std::vector<std::string>& required) {
+  std::ifstream in(path);
+  if (!in) return TraceError{path + ": cannot open the file"};
+  Table table;
+  std::string text;
+  int line = 0;
+  bool have_header = false;
+  size_t width = 0;
+  while (std::getline(in, text)) {
+    ++line;
+    if (!text.empty() && text.back() == '\r') text.pop_back();
+    if (text.empty()) continue;
+    std::vector<std::string> fields = SplitFields(text);
+    if (!have_header) {
+      for (size_t i = 0; i < fields.size(); ++i) table.column[fields[i]] = static_cast<int>(i);
+      for (const std::string& name : required) {
+        if (!table.column.count(name)) {
+          return TraceError{Where(path, line, static_cast<int>(fields.size()) + 1) + "missing column '" + name +
+                            "' in the header (it needs: " + [&] {
+                              std::string all;
+                              for (const auto& r : required) all += (all.empty() ? "" : ",") + r;
+                              return all;
+                            }() + ")"};
+        }
+      }
+      width = fields.size();
+      have_header = true;
+      continue;
+    }
+    if (fields.size() != width) {
+      int column = static_cast<int>(std::min(fields.size(), width)) + 1;
+      return TraceError{Where(path, line, column) + "expected " + std::to_string(width) + " fields as in the header, found " +
+                        std::to_string(fields.size())};
+    }
+    table.rows.push_back(Row{line, std::move(fields)});
+  }
+  if (!have_header) return TraceError{Where(path, 1, 1) + "the file is empty (expected a header line)"};
+  if (table.rows.empty()) return TraceError{Where(path, line + 1, 1) + "no rows after the header"};
+  return table;
+}
+
+// Reads a whole non-negative integer no larger than `max`; on failure says what was found.
+bool ReadCount(const std::string& path, const Row& row, int column, const char* name, int64_t max, int64_t* out,
+               TraceError* error) {
+  const std::string& text = row.fields[static_cast<size_t>(column)];
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+    error->message = Where(path, row.line, column + 1) + name + " must be a whole number, found '" + text + "'";
+    return false;
+  }
+  if (value < 0) {
+    error->message = Where(path, row.line, column + 1) + name + " must not be negative, found " + text;
+    return false;
+  }
+  if (value > max) {
+    error->message = Where(path, row.line, column + 1) + name + " " + text + " is above the largest valid value " +
+                     std::to_string(max);
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
+// Timing columns may be empty in the trace; empty reads as -1 (unknown).
+bool ReadTime(const std::string& path, const Row& row, int column, const char* name, int64_t* out, TraceError* error) {
+  if (row.fields[static_cast<size_t>(column)].empty()) {
+    *out = -1;
+    return true;
+  }
+  return ReadCount(path, row, column, name, INT64_MAX / 2, out, error);
+}
+
+}  // namespace
+
+Loaded<std::vector<NodeSpec>> ReadNodeList(const std::string& path) {
+  auto table_or = ReadTable(path, {"sn", "cpu_milli", "memory_mib", "gpu", "model"});
+  if (auto* e = std::get_if<TraceError>(&table_or)) return *e;
+  const Table& table = std::get<Table>(table_or);
+  const int sn = table.column.at("sn"), cpu = table.column.at("cpu_milli"), mem = table.column.at("memory_mib"),
+            gpu = table.column.at("gpu"), model = table.column.at("model");
+  std::vector<NodeSpec> nodes;
+  std::set<std::string> names;
+  TraceError error;
+  for (const Row& row : table.rows) {
+    NodeSpec node;
+    node.name = row.fields[static_cast<size_t>(sn)];
+    if (node.name.empty()) return TraceError{Where(path, row.line, sn + 1) + "empty node name"};
+    if (!names.insert(node.name).second) return TraceError{Where(path, row.line, sn + 1) + "node '" + node.name + "' listed twice"};
+    int64_t gpus = 0;
+    if (!ReadCount(path, row, cpu, "cpu_milli", INT64_MAX / 4, &node.cpu_milli, &error) ||
+        !ReadCount(path, row, mem, "memory_mib", INT64_MAX / 4, &node.memory_mib, &error) ||
+        !ReadCount(path, row, gpu, "gpu", kMaxGpusPerNode, &gpus, &error)) {
+      return error;
+    }
+    node.gpus = static_cast<int>(gpus);
+    node.model = row.fields[static_cast<size_t>(model)];
+    if (node.model == "nan") node.model.clear();
+    if (node.gpus > 0 && node.model.empty()) {
+      return TraceError{Where(path, row.line, model + 1) + "a node with GPUs needs its GPU model"};
+    }
+    nodes.push_back(std::move(node));
+  }
+  return nodes;
+}
+
+Loaded<std::vector<PodSpec>> ReadPodList(const std::string& path) {
+  auto table_or = ReadTable(path, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"});
+  if (auto* e = std::get_if<TraceError>(&table_or)) return *e;
+  const Table& table = std::get<Table>(table_or);
+  auto column_or = [&](const char* name) { return table.column.count(name) ? table.column.at(name) : -1; };
+  const int name = column_or("name"), cpu = column_or("cpu_milli"), mem = column_or("memory_mib"),
+            num = column_or("num_gpu"), milli = column_or("gpu_milli"), spec = column_or("gpu_spec"),
+            created = column_or("creation_time"), deleted = column_or("deletion_time");
+  std::vector<PodSpec> pods;
+  TraceError error;
+  for (const Row& row : table.rows) {
+    PodSpec pod;
+    pod.line = row.line;
+    pod.name = row.fields[static_cast<size_t>(name)];
+    if (pod.name.empty()) return TraceError{Where(path, row.line, name + 1) + "empty pod name"};
+    int64_t num_gpu = 0, gpu_milli = 0;
+    if (!ReadCount(path, row, cpu, "cpu_milli", INT64_MAX / 4, &pod.cpu_milli, &error) ||
+        !ReadCount(path, row, mem, "memory_mib", INT64_MAX / 4, &pod.memory_mib, &error) ||
+        !ReadCount(path, row, num, "num_gpu", kMaxGpusPerNode, &num_gpu, &error) ||
+        !ReadCount(path, row, milli, "gpu_milli", kMilliPerGpu, &gpu_milli, &error)) {
+      return error;
+    }
+    pod.num_gpu = static_cast<int>(num_gpu);
+    pod.gpu_milli = static_cast<int>(gpu_milli);
+    if (pod.num_gpu > 0 && pod.gpu_milli == 0) {
+      return TraceError{Where(path, row.line, milli + 1) + "a pod asking for " + std::to_string(pod.num_gpu) +
+                        " GPU(s) needs gpu_milli between 1 and 1000, found 0"};
+    }
+    if (pod.num_gpu == 0 && pod.gpu_milli > 0) {
+      return TraceError{Where(path, row.line, milli + 1) + "gpu_milli " + std::to_string(pod.gpu_milli) +
+                        " given for a pod with num_gpu 0"};
+    }
+    if (pod.num_gpu > 1 && pod.gpu_milli != kMilliPerGpu) {
+      return TraceError{Where(path, row.line, milli + 1) + "only a one-GPU pod may ask for a fraction; num_gpu " +
+                        std::to_string(pod.num_gpu) + " needs gpu_milli 1000, found " + std::to_string(pod.gpu_milli)};
+    }
+    if (spec >= 0) {
+      pod.gpu_spec_column = spec + 1;
+      std::string models = row.fields[static_cast<size_t>(spec)];
+      if (models == "nan") models.clear();
+      std::istringstream in(models);
+      std::string model;
+      while (std::getline(in, model, '|')) {
+        if (!model.empty()) pod.gpu_models.push_back(model);
+      }
+    }
+    if (created >= 0 && !ReadTime(path, row, created, "creation_time", &pod.creation_time, &error)) return error;
+    if (deleted >= 0 && !ReadTime(path, row, deleted, "deletion_time", &pod.deletion_time, &error)) return error;
+    pods.push_back(std::move(pod));
+  }
+  return pods;
+}
+
+std::string CheckGpuModels(const std::string& pod_path, const std::vector<PodSpec>& pods,
+                           const std::vector<NodeSpec>& nodes) {
+  std::set<std::string> known;
+  for (const NodeSpec& node : nodes) {
+    if (!node.model.empty()) known.insert(node.model);
+  }
+  for (const PodSpec& pod : pods) {
+    for (const std::string& model : pod.gpu_models) {
+      if (!known.count(model)) {
+        std::string all;
+        for (const std::string& k : known) all += (all.empty() ? "" : ", ") + k;
+        return pod_path + ":" + std::to_string(pod.line) + ":" + std::to_string(pod.gpu_spec_column) + ": gpu_spec names GPU model '" + model +
+               "' that no node has (the node list has: " + all + ")";
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace gpuslice::place

@@ -1,0 +1,228 @@
+// Each policy's choice on hand-made clusters, against scores and answers computed by hand from
+// the FGD artifact's formulas (the comments show the arithmetic).
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "place/cluster.h"
+#include "place/fragmentation.h"
+#include "place/policy.h"
+
+namespace gpuslice::place {
+namespace {
+
+NodeState MakeNode(int64_t cpu, int64_t memory, int model, std::vector<int> gpu_left) {
+  NodeState node;
+  node.cpu_left = node.cpu_capacity = cpu;
+  node.memory_left = memory;
+  node.model = model;
+  node.gpus = static_cast<int>(gpu_left.size());
+  for (size_t g = 0; g < gpu_left.size(); ++g) node.gpu_left[g] = static_cast<int16_t>(gpu_left[g]);
+  return node;
+}
+
+Pod MakePod(int64_t cpu, int num_gpu, int gpu_milli, int score_class = 0) {
+  Pod pod;
+  pod.cpu_milli = cpu;
+  pod.memory_mib = 1024;
+  pod.num_gpu = num_gpu;
+  pod.gpu_milli = gpu_milli;
+  pod.score_class = score_class;
+  return pod;
+}
+
+// Two equally popular classes: a 500 milli share and a whole GPU, each with 1 core.
+TargetWorkload HalfShareHalfWhole() {
+  TargetWorkload target;
+  target.classes = {{1000, 500, 1, ~uint64_t{0}, 0, 0.5}, {1000, 1000, 1, ~uint64_t{0}, 0, 0.5}};
+  return target;
+}
+
+Placement ChoosePlacement(const std::string& policy_name, Cluster& cluster, const Pod& pod, uint64_t seed = 1,
+              const TargetWorkload& target = HalfShareHalfWhole()) {
+  auto policy = MakePolicy(policy_name, target, cluster, 4);
+  EXPECT_NE(policy, nullptr) << policy_name;
+  std::vector<int> feasible;
+  for (size_t n = 0; n < cluster.nodes.size(); ++n) {
+    if (Fits(cluster.nodes[n], pod)) feasible.push_back(static_cast<int>(n));
+  }
+  EXPECT_FALSE(feasible.empty());
+  Rng rng(seed);
+  return policy->Choose(cluster, pod, feasible, rng);
+}
+
+TEST(PlacePolicy, FilterChecksModelCpuMemoryAndGpus) {
+  NodeState node = MakeNode(16000, 32768, /*model=*/1, {300, 1000});
+  Pod pod = MakePod(8000, 1, 500);
+  EXPECT_TRUE(Fits(node, pod));
+  pod.model_mask = uint64_t{1} << 0;  // only model 0
+  EXPECT_FALSE(Fits(node, pod));
+  pod.model_mask = (uint64_t{1} << 0) | (uint64_t{1} << 1);
+  EXPECT_TRUE(Fits(node, pod));
+  pod.cpu_milli = 16001;
+  EXPECT_FALSE(Fits(node, pod));
+  pod.cpu_milli = 8000;
+  pod.memory_mib = 40000;
+  EXPECT_FALSE(Fits(node, pod));
+  pod.memory_mib = 1024;
+  EXPECT_FALSE(Fits(node, MakePod(1000, 2, 1000)));  // only one GPU wholly free
+  EXPECT_TRUE(Fits(node, MakePod(1000, 1, 300)));    // the 300 left is enough for a 300 share
+  EXPECT_FALSE(Fits(MakeNode(16000, 32768, -1, {}), MakePod(1000, 1, 100)));  // no GPUs
+  EXPECT_TRUE(Fits(MakeNode(16000, 32768, -1, {}), MakePod(1000, 0, 0)));
+}
+
+TEST(PlacePolicy, BestFitGpuIsTheTightestShareOrTheFirstFreeGpus) {
+  const NodeState node = MakeNode(64000, 65536, 0, {1000, 400, 1000, 250, 1000});
+  EXPECT_EQ(BestFitGpus(node, MakePod(1000, 1, 200)), GpuMask{1} << 3);  // 250 is tightest
+  EXPECT_EQ(BestFitGpus(node, MakePod(1000, 1, 300)), GpuMask{1} << 1);  // 400
+  EXPECT_EQ(BestFitGpus(node, MakePod(1000, 2, 1000)), (GpuMask{1} << 0) | (GpuMask{1} << 2));
+}
+
+TEST(PlacePolicy, NvlinkIslandChoiceKeepsAMultiGpuPodOnOneIsland) {
+  // Islands {0-3} and {4-7}; GPUs 1 and 2 are taken: free 0, 3 | 4, 5, 6, 7.
+  const NodeState node = MakeNode(96000, 393216, 0, {1000, 0, 0, 1000, 1000, 1000, 1000, 1000});
+  const GpuMask first_free = FirstFreeGpus(node, 3);  // the artifact: 0, 3, 4 across islands
+  EXPECT_EQ(first_free, GpuMask{0b11001});
+  EXPECT_EQ(PairsOnOneIsland(first_free, 4), 1);  // only 0-3
+  EXPECT_EQ(IslandFreeGpus(node, 3, 4), GpuMask{0b1110000});  // 4, 5, 6
+  EXPECT_EQ(PairsOnOneIsland(IslandFreeGpus(node, 3, 4), 4), 3);
+  EXPECT_EQ(IslandFreeGpus(node, 2, 4), GpuMask{0b1001});     // the fullest island that fits: 0, 3
+  EXPECT_EQ(IslandFreeGpus(node, 5, 4), FirstFreeGpus(node, 5));  // no island holds 5
+}
+
+TEST(PlacePolicy, TiesGoToTheFirstNodeInTheRunsOrder) {
+  EXPECT_EQ(PickHighest({4, 2, 7, 9}, {10, 30, 30, 5}), 2);
+  EXPECT_EQ(PickHighest({4, 2, 7, 9}, {10, 30, 31, 5}), 7);
+}
+
+TEST(PlacePolicy, DotProductPrefersTheSmallestProduct) {
+  Cluster cluster;
+  cluster.nodes = {MakeNode(64000, 131072, 0, {1000, 1000, 1000, 1000}), MakeNode(32000, 65536, 0, {1000, 1000})};
+  const Pod pod = MakePod(8000, 1, 1000);
+  // Node 0: (64000/128000)(8000/128000) + (4000/8000)(1000/8000) = 0.09375 -> int(100 * (1 - 0.046875)) = 95.
+  EXPECT_EQ(DotProductScore(cluster.nodes[0], pod), 95);
+  // Node 1: 0.25 * 0.0625 + 0.25 * 0.125 = 0.046875 -> int(100 * (1 - 0.0234375)) = 97.
+  EXPECT_EQ(DotProductScore(cluster.nodes[1], pod), 97);
+  const Placement placement = ChoosePlacement("DotProd", cluster, pod);
+  EXPECT_EQ(placement.node, 1);
+  EXPECT_EQ(placement.gpus, GpuMask{1});
+}
+
+TEST(PlacePolicy, GpuClusteringJoinsPodsOfTheSameKind) {
+  Cluster cluster;
+  cluster.nodes = {MakeNode(64000, 131072, 0, {1000, 1000, 1000, 1000}), MakeNode(32000, 65536, 0, {1000, 1000}),
+                   MakeNode(16000, 32768, 0, {0, 1000})};
+  Place(cluster.nodes[1], MakePod(1000, 1, 500), GpuMask{1});  // a share pod: GPU 0 has 500 left
+  cluster.nodes[2].affinity[1] = 1;                             // a whole-GPU pod sits on node 2
+  const Pod share = MakePod(1000, 1, 300);
+  EXPECT_EQ(GpuClusteringScore(cluster.nodes[0], share), 25 * 4000 / 8000 + 25);  // idle node: 37
+  EXPECT_EQ(GpuClusteringScore(cluster.nodes[1], share), 25 * 6500 / 8000 + 75);  // only shares: 95
+  EXPECT_EQ(GpuClusteringScore(cluster.nodes[2], share), 25 * 7000 / 8000 + 0);   // other kind: 21
+  EXPECT_EQ(GpuClusteringScore(cluster.nodes[0], MakePod(1000, 0, 0)), 0);
+  const Placement placement = ChoosePlacement("GpuClustering", cluster, share);
+  EXPECT_EQ(placement.node, 1);
+  EXPECT_EQ(placement.gpus, GpuMask{1});  // best fit: the 500 left, not the free GPU
+}
+
+TEST(PlacePolicy, GpuPackingPrefersUsedGpusThenUsedNodes) {
+  Cluster cluster;
+  cluster.nodes = {MakeNode(64000, 131072, 0, {1000, 1000, 1000, 1000}), MakeNode(16000, 32768, 0, {0, 1000}),
+                   MakeNode(32000, 65536, 0, {500, 1000})};
+  const Pod share = MakePod(1000, 1, 300);
+  EXPECT_EQ(GpuPackingScore(cluster.nodes[0], share), 29);  // idle node: max(33 - 4, 4)
+  EXPECT_EQ(GpuPackingScore(cluster.nodes[1], share), 49);  // opens one free GPU: max(50 - 1, 33)
+  EXPECT_EQ(GpuPackingScore(cluster.nodes[2], share), 95);  // shares a used GPU: 100 - (500*100/1000)/10
+  EXPECT_EQ(ChoosePlacement("GpuPacking", cluster, share).node, 2);
+  // A whole GPU cannot share: the used node with a free GPU (49) beats the idle node (29).
+  EXPECT_EQ(ChoosePlacement("GpuPacking", cluster, MakePod(1000, 1, 1000)).node, 1);
+}
+
+TEST(PlacePolicy, BestFitNormalisesScoresAndTakesTheTightestNode) {
+  Cluster cluster;
+  cluster.nodes = {MakeNode(32000, 65536, 0, {1000, 1000}), MakeNode(64000, 131072, 0, {1000, 1000, 1000, 1000}),
+                   MakeNode(16000, 32768, 0, {1000, 1000})};
+  const Pod pod = MakePod(8000, 1, 1000);
+  // Left after, halves of cpu/128000 and GPU/8000: 0.15625, 0.40625, 0.09375 -> 84, 59, 90.
+  EXPECT_EQ(BestFitRawScore(cluster.nodes[0], pod), 84);
+  EXPECT_EQ(BestFitRawScore(cluster.nodes[1], pod), 59);
+  EXPECT_EQ(BestFitRawScore(cluster.nodes[2], pod), 90);
+  EXPECT_EQ(ChoosePlacement("BestFit", cluster, pod).node, 2);
+}
+
+TEST(PlacePolicy, RandomPicksOnlyFeasibleNodesAndDependsOnTheSeed) {
+  Cluster cluster;
+  cluster.nodes = {MakeNode(32000, 65536, 0, {1000, 1000}), MakeNode(4000, 65536, 0, {1000, 1000}),
+                   MakeNode(32000, 65536, 0, {600, 700, 1000}), MakeNode(32000, 65536, 0, {1000})};
+  const Pod pod = MakePod(8000, 1, 500);  // node 1 lacks CPU
+  std::set<int> nodes;
+  std::set<GpuMask> gpus_on_node_2;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    const Placement p = ChoosePlacement("Random", cluster, pod, seed);
+    EXPECT_NE(p.node, 1);
+    nodes.insert(p.node);
+    if (p.node == 2) gpus_on_node_2.insert(p.gpus);
+    const Placement again = ChoosePlacement("Random", cluster, pod, seed);
+    EXPECT_EQ(again.node, p.node);
+    EXPECT_EQ(again.gpus, p.gpus);
+  }
+  EXPECT_EQ(nodes, (std::set<int>{0, 2, 3}));
+  EXPECT_EQ(gpus_on_node_2.size(), 3u);  // any GPU with room, at random
+}
+
+TEST(PlacePolicy, FgdScoresTheChangeInFragmentation) {
+  const TargetWorkload target = HalfShareHalfWhole();
+  // GPUs left {300, 600, 1000}; before: 500-class sees 300 as fragment (0.5*300), the whole-GPU
+  // class sees 900 (0.5*900): 600. A 300 share on GPU 0 -> {0, 600, 1000}: 0 + 0.5*600 = 300,
+  // delta -300, int(sigmoid(0.3) * 100) = 57; on GPU 1: delta 0 -> 50; on GPU 2: +350 -> 41.
+  const NodeState node = MakeNode(32000, 65536, 0, {300, 600, 1000});
+  EXPECT_DOUBLE_EQ(NodeFragmentation(node, target), 600);
+  const FgdChoice choice = FgdEvaluate(node, MakePod(1000, 1, 300), target, 600);
+  EXPECT_DOUBLE_EQ(choice.delta, -300);
+  EXPECT_EQ(choice.score, 57);
+  EXPECT_EQ(choice.gpus, GpuMask{1});
+}
+
+TEST(PlacePolicy, FgdFillsTheFragmentRatherThanAFreshGpu) {
+  Cluster cluster;
+  // Node 0 idle: a 500 share leaves {500, 1000}: +250 (score 43). Node 1 {500, 0}: 250 before
+  // (the whole-GPU class cannot run), 0 after: -250 (score 56).
+  cluster.nodes = {MakeNode(32000, 65536, 0, {1000, 1000}), MakeNode(32000, 65536, 0, {500, 0})};
+  const Pod share = MakePod(1000, 1, 500);
+  EXPECT_EQ(FgdEvaluate(cluster.nodes[0], share, HalfShareHalfWhole(), 0).score, 43);
+  EXPECT_EQ(FgdEvaluate(cluster.nodes[1], share, HalfShareHalfWhole(), 250).score, 56);
+  const Placement placement = ChoosePlacement("FGD", cluster, share);
+  EXPECT_EQ(placement.node, 1);
+  EXPECT_EQ(placement.gpus, GpuMask{1});
+}
+
+TEST(PlacePolicy, OursBreaksFgdsRoundedTiesByBestFit) {
+  Cluster cluster;
+  // Both idle: a 500 share changes fragmentation by +250 on either, so FGD's integer scores tie
+  // and it takes the first node (8 GPUs). Ours adds 100 * residual: node 0 leaves
+  // (95000/128000 + 7500/8000)/2 = 0.84, node 1 (31000/128000 + 1500/8000)/2 = 0.21: node 1.
+  cluster.nodes = {MakeNode(96000, 393216, 0, {1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000}),
+                   MakeNode(32000, 65536, 0, {1000, 1000})};
+  const Pod share = MakePod(1000, 1, 500);
+  EXPECT_EQ(ChoosePlacement("FGD", cluster, share).node, 0);
+  const Placement ours = ChoosePlacement("FGD-BF", cluster, share);
+  EXPECT_EQ(ours.node, 1);
+  EXPECT_EQ(ours.gpus, GpuMask{1});
+}
+
+TEST(PlacePolicy, OursTakesTheLowerExactGradientOverBestFit) {
+  Cluster cluster;
+  // Node 0 is the tighter fit, but there a 500 share opens a fresh GPU (+250); on node 1 it
+  // fills a 500 fragment (-250): 500 milli-GPU of fragmentation outweighs 100 * residual.
+  cluster.nodes = {MakeNode(16000, 65536, 0, {1000, 1000}), MakeNode(96000, 393216, 0, {500, 0, 1000, 1000})};
+  EXPECT_EQ(ChoosePlacement("FGD-BF", cluster, MakePod(1000, 1, 500)).node, 1);
+}
+
+TEST(PlacePolicy, EveryListedPolicyExists) {
+  Cluster cluster;
+  cluster.nodes = {MakeNode(32000, 65536, 0, {1000, 1000})};
+  for (const std::string& name : PolicyNames()) EXPECT_NE(MakePolicy(name, HalfShareHalfWhole(), cluster, 1), nullptr);
+  EXPECT_EQ(MakePolicy("NoSuchPolicy", HalfShareHalfWhole(), cluster, 1), nullptr);
+}
+
+}  // namespace
+}  // namespace gpuslice::place
