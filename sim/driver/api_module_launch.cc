@@ -1,9 +1,9 @@
 // Modules, functions and kernel launches.
 //
 // Modules are PTX text; their `.entry` names are the functions. A function named spin_ns
-// occupies the device for its first (uint64) argument in nanoseconds, exactly what the
-// workload's PTX kernel does on a real GPU by spinning on %globaltimer. Any other function
-// takes GPUSLICE_SIM_KERNEL_NS (default 0).
+// occupies the device for its first (uint64) argument in nanoseconds per wave of its grid
+// (sim/work_model.h), exactly what the workload's PTX kernel does on a real GPU by spinning on
+// %globaltimer. Any other function takes GPUSLICE_SIM_KERNEL_NS (default 0) whatever its grid.
 #include "driver_api.h"
 
 #include <cstring>
@@ -70,6 +70,10 @@ CUresult Launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   StreamOp op;
   op.kind = StreamOp::Kind::kKernel;
   op.kernel_ns = KernelDuration(d, f, kernelParams, extra);
+  if (f->is_spin) {  // the work model applies to spin_ns, whose length per wave is known
+    op.blocks = static_cast<uint64_t>(gx) * gy * gz;
+    op.threads_per_block = bx * by * bz;
+  }
   s->executor->Enqueue(std::move(op));
   return CUDA_SUCCESS;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/clock.h"
+#include "sim/work_model.h"
 
 namespace gpuslice::sim {
 namespace {
@@ -29,9 +30,13 @@ void SleepUntilNanos(uint64_t deadline_ns) {
 }
 
 DeviceRunner::DeviceRunner(SimState* state, int ordinal, int slot)
-    : state_(state), device_(&state->device(ordinal)), slot_(slot), arbiter_(state, ordinal, slot) {}
+    : state_(state), device_(&state->device(ordinal)), slot_(slot),
+      sms_(device_->config.sm_count),
+      arbiter_(state, ordinal, slot) {}
 
-void DeviceRunner::RunKernel(uint64_t duration_ns) {
+void DeviceRunner::RunKernel(uint64_t wave_ns, uint64_t blocks, uint32_t threads_per_block) {
+  const uint64_t waves = KernelWaves(blocks, threads_per_block, sms_);
+  const uint64_t duration_ns = waves > UINT64_MAX / std::max<uint64_t>(wave_ns, 1) ? UINT64_MAX : wave_ns * waves;
   std::lock_guard<std::mutex> lock(exec_mutex_);
   SimProcessDeviceStats& stats = device_->processes[slot_];
   const uint64_t timeslice = device_->config.timeslice_ns;

@@ -18,8 +18,9 @@ class DeviceRunner {
 
   // A kernel was queued on some stream of this process for this device.
   void KernelQueued() { queued_.fetch_add(1); }
-  // Runs one queued kernel to completion (called from the stream's worker thread).
-  void RunKernel(uint64_t duration_ns);
+  // Runs one queued kernel to completion (called from the stream's worker thread): as many
+  // waves of `wave_ns` as its grid needs on the SMs this process has (work_model.h).
+  void RunKernel(uint64_t wave_ns, uint64_t blocks, uint32_t threads_per_block);
   // Gives the device back if this process holds it (process exit).
   void ReleaseDevice();
 
@@ -27,6 +28,7 @@ class DeviceRunner {
   SimState* state_;
   SimDevice* device_;
   int slot_;
+  int sms_;  // the SMs one of this process's kernels runs on
   DeviceArbiter arbiter_;
   // Kernels of one context run one after another, as a spin kernel fills the whole device.
   std::mutex exec_mutex_;
