@@ -1,5 +1,7 @@
 #include "driver_state.h"
 
+#include "sim/visible_units.h"
+
 #include <pthread.h>
 #include <sys/mman.h>
 
@@ -55,6 +57,8 @@ CUresult Driver::Initialize(unsigned int flags) {
     std::fprintf(stderr, "%s\n", error.c_str());
     return g_init_error = CUDA_ERROR_NO_DEVICE;
   }
+  const std::vector<int> units = VisibleUnits(state->segment(), std::getenv("CUDA_VISIBLE_DEVICES"));
+  if (units.empty()) return g_init_error = CUDA_ERROR_NO_DEVICE;  // as CUDA does: nothing visible
   const int slot = state->RegisterProcess();
   if (slot < 0) {
     std::fprintf(stderr, "gpuslice-sim: every process slot of %s is in use by a live process\n",
@@ -64,8 +68,11 @@ CUresult Driver::Initialize(unsigned int flags) {
   auto* driver = new Driver();
   driver->slot_ = slot;
   driver->default_kernel_ns_ = config.default_kernel_ns;
-  for (int d = 0; d < state->device_count(); ++d)
-    driver->runners_[d] = std::make_unique<DeviceRunner>(state.get(), d, slot);
+  driver->unit_count_ = static_cast<int>(std::min<size_t>(units.size(), kMaxDevices));
+  for (int d = 0; d < driver->unit_count_; ++d) {
+    driver->units_[d] = units[d];
+    driver->runners_[d] = std::make_unique<DeviceRunner>(state.get(), units[d], slot);
+  }
   driver->state_ = std::move(state);
   g_driver.store(driver, std::memory_order_release);
   return CUDA_SUCCESS;
@@ -92,10 +99,10 @@ bool Driver::IsRegistered(const void* handle) {
 }
 
 CUresult Driver::ChargeDevice(int device, uint64_t bytes) {
-  return state_->ChargeMemory(device, slot_, bytes) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  return state_->ChargeMemory(units_[device], slot_, bytes) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-void Driver::CreditDevice(int device, uint64_t bytes) { state_->CreditMemory(device, slot_, bytes); }
+void Driver::CreditDevice(int device, uint64_t bytes) { state_->CreditMemory(units_[device], slot_, bytes); }
 
 CUresult Driver::AllocateDeviceMemory(int device, size_t size, AllocationKind kind, CUmemoryPool pool,
                                       CUdeviceptr* out, const CUctx_st* owner) {
@@ -165,7 +172,7 @@ CUresult Driver::CreateContext(int device, unsigned int flags, bool primary, CUc
   ctx->primary = primary;
   Register(ctx);
   ctx->legacy_stream = CreateStream(ctx, 0, 0);
-  state_->device(device).processes[slot_].contexts.fetch_add(1);
+  state_->device(units_[device]).processes[slot_].contexts.fetch_add(1);
   *out = ctx;
   return CUDA_SUCCESS;
 }
@@ -195,7 +202,7 @@ CUresult Driver::DestroyContext(CUctx_st* ctx) {
   DestroyArraysOfContext(this, ctx);
   Unregister(ctx);
   ForgetContextEverywhere(ctx);
-  state_->device(ctx->device).processes[slot_].contexts.fetch_sub(1);
+  state_->device(units_[ctx->device]).processes[slot_].contexts.fetch_sub(1);
   const uint64_t overhead = device_config(ctx->device).context_memory;
   if (overhead) CreditDevice(ctx->device, overhead);
   delete ctx;

@@ -42,8 +42,12 @@ class Driver {
 
   SimState& state() { return *state_; }
   int slot() const { return slot_; }
-  int device_count() const { return state_->device_count(); }
-  const SimDeviceConfig& device_config(int ordinal) { return state_->device(ordinal).config; }
+  // CUDA ordinals are the units CUDA_VISIBLE_DEVICES leaves visible (sim/visible_units.h): a
+  // whole device or one MIG instance each.
+  int device_count() const { return unit_count_; }
+  int unit(int ordinal) const { return units_[ordinal]; }
+  const SimDeviceConfig& device_config(int ordinal) { return state_->device(units_[ordinal]).config; }
+  bool is_mig(int ordinal) const { return units_[ordinal] >= kMaxDevices; }
   uint64_t default_kernel_ns() const { return default_kernel_ns_; }
   DeviceRunner& runner(int ordinal) { return *runners_[ordinal]; }
 
@@ -85,6 +89,8 @@ class Driver {
   std::unique_ptr<SimState> state_;
   int slot_ = -1;
   uint64_t default_kernel_ns_ = 0;
+  int unit_count_ = 0;
+  int units_[kMaxDevices] = {};
   std::unique_ptr<DeviceRunner> runners_[kMaxDevices];
 
   std::mutex mutex_;
