@@ -125,8 +125,18 @@ bool LoadSimConfigFromEnv(SimConfig* config, std::string* error) {
     kernel_ns = *n;
   }
   const char* seed = Env("GPUSLICE_SIM_UUID_SEED");
+  bool mps = false;
+  if (const char* v = Env("GPUSLICE_SIM_MPS")) {
+    if (std::strcmp(v, "1") != 0 && std::strcmp(v, "0") != 0)
+      return Fail(error, "GPUSLICE_SIM_MPS", v, "1 (an MPS server on every device) or 0");
+    mps = v[0] == '1';
+  }
   std::vector<MigPlacement> mig;
   if (const char* v = Env("GPUSLICE_SIM_MIG")) {
+    if (mps) {
+      *error = "gpuslice-sim: GPUSLICE_SIM_MPS=1 with GPUSLICE_SIM_MIG: MPS inside MIG instances is not simulated; set one of them";
+      return false;
+    }
     if (!model) {
       *error = std::string("gpuslice-sim: GPUSLICE_SIM_MIG='") + v +
                "' needs GPUSLICE_SIM_MODEL (A100-40GB, A100-80GB, H100-80GB or H200) to know the GPU's MIG profiles";
@@ -156,6 +166,7 @@ bool LoadSimConfigFromEnv(SimConfig* config, std::string* error) {
   }
   // MIG: every device carries the layout; each instance gets its memory slices' share of the
   // device memory, its profile's SMs and a UUID of its own.
+  config->mps_enabled_gpus = mps ? (1u << devices) - 1 : 0;
   config->mig_instance_count = 0;
   config->mig_enabled_gpus = 0;
   for (int g = 0; g < devices && !mig.empty(); ++g) {

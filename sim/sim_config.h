@@ -18,6 +18,8 @@ struct SimConfig {
   uint32_t mig_enabled_gpus = 0;
   SimMigInstance mig_instances[kMaxMigInstances] = {};
   SimDeviceConfig mig_units[kMaxMigInstances] = {};
+  // MPS (GPUSLICE_SIM_MPS=1): an MPS server on every device.
+  uint32_t mps_enabled_gpus = 0;
 };
 
 // Reads the GPUSLICE_SIM_* variables. On a bad value returns false and sets *error to one line

@@ -11,6 +11,7 @@
 #include <new>
 
 #include "common/clock.h"
+#include "common/futex.h"
 #include "common/process_lock.h"
 #include "common/robust_mutex.h"
 #include "sim/sim_config.h"
@@ -63,6 +64,8 @@ void Initialise(SimSegment* s, const SimConfig& config) {
     s->mig.instances[i] = config.mig_instances[i];
     s->mig.units[i].config = config.mig_units[i];
   }
+  s->mps.enabled_gpus = config.mps_enabled_gpus;
+  for (int i = 0; i < kMaxDevices; ++i) s->mps.devices[i].sms_free = config.devices[i].sm_count;
   // The magic goes last: a reader that sees it sees a fully initialised segment.
   std::atomic_thread_fence(std::memory_order_release);
   s->magic = kSimMagic;
@@ -220,6 +223,15 @@ void SimState::ReleaseSlotLocked(int slot) {
     unit.processes[slot].contexts = 0;
     if (unit.arbiter.wants[slot].exchange(0)) unit.arbiter.waiting.fetch_sub(1);
   }
+  // SMs a dead MPS client's kernels held go back to its server.
+  for (int d = 0; d < kMaxDevices; ++d) {
+    SimMpsDevice& mps = segment_->mps.devices[d];
+    if (const uint32_t held = mps.sms_held[slot].exchange(0); held != 0) {
+      mps.sms_free.fetch_add(static_cast<int32_t>(held));
+      mps.sequence.fetch_add(1);
+      FutexWakeAll(&mps.sequence);
+    }
+  }
   segment_->slots[slot].ended_ns = MonotonicNanos();
   segment_->slots[slot].state.store(static_cast<uint32_t>(SlotState::kExited));
 }
@@ -253,9 +265,11 @@ uint64_t SimState::SumMemoryLocked(int ordinal) {
   return used;
 }
 
-bool SimState::ChargeMemory(int ordinal, int slot, uint64_t bytes) {
+bool SimState::ChargeMemory(int ordinal, int slot, uint64_t bytes, uint64_t own_limit) {
   RobustLock lock(&segment_->table_mutex);
   ReapLocked();
+  const uint64_t own = device(ordinal).processes[slot].memory_used.load();
+  if (own_limit != 0 && (bytes > own_limit || own > own_limit - bytes)) return false;
   const uint64_t used = SumMemoryLocked(ordinal);
   const uint64_t total = device(ordinal).config.total_memory;
   if (bytes > total || used > total - bytes) return false;

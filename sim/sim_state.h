@@ -32,6 +32,8 @@ class SimState {
   }
   int mig_instance_count() const { return static_cast<int>(segment_->mig.instance_count); }
   bool mig_enabled(int gpu) const { return (segment_->mig.enabled_gpus >> gpu) & 1u; }
+  // An MPS server runs on the unit (whole devices only).
+  bool mps_enabled(int unit) const { return unit < kMaxDevices && ((segment_->mps.enabled_gpus >> unit) & 1u); }
 
   // Claims a process slot and holds its liveness lock until UnregisterProcess or death.
   // Returns the slot, or -1 when every slot belongs to a live process.
@@ -46,7 +48,8 @@ class SimState {
 
   // Memory is per unit (a device, or a MIG instance: its own slice of the device's memory).
   // Atomically checks the unit's capacity and charges `bytes` to the slot. False: out of memory.
-  bool ChargeMemory(int ordinal, int slot, uint64_t bytes);
+  // `own_limit` (0: none) caps what the slot itself may hold there (an MPS client's pinned limit).
+  bool ChargeMemory(int ordinal, int slot, uint64_t bytes, uint64_t own_limit = 0);
   void CreditMemory(int ordinal, int slot, uint64_t bytes);
   // Bytes held on the device by live processes (dead ones are reaped first).
   uint64_t MemoryUsed(int ordinal);

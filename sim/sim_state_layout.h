@@ -77,8 +77,10 @@ struct SimProcessSlot {
   char command[32];
 };
 
-// ---- MIG instances (issue 10). Kept in one block, after everything above, so that other
+// ---- Issue 10: MIG instances and MPS. Kept in one block, after everything above, so that other
 // additions to the layout merge beside it. ----
+
+// -- MIG --
 
 inline constexpr int kMaxMigInstancesPerGpu = 7;
 inline constexpr int kMaxMigInstances = kMaxDevices * kMaxMigInstancesPerGpu;
@@ -105,6 +107,22 @@ struct SimMig {
   SimDevice units[kMaxMigInstances];
 };
 
+// -- MPS: a server per device; clients' kernels share its SMs at once --
+
+struct SimMpsDevice {
+  std::atomic<int32_t> sms_free;           // SMs no client kernel holds
+  std::atomic<uint32_t> sequence;          // futex word: bumped whenever SMs are given back
+  std::atomic<uint32_t> fault_generation;  // bumped by every fatal fault of a client
+  uint32_t reserved;
+  std::atomic<uint32_t> sms_held[kMaxProcesses];  // per process slot, returned by the reaper
+};
+
+struct SimMps {
+  uint32_t enabled_gpus;       // bit g: an MPS server runs on device g (GPUSLICE_SIM_MPS)
+  uint32_t reserved;
+  SimMpsDevice devices[kMaxDevices];
+};
+
 struct SimSegment {
   uint64_t magic;
   uint32_t layout_version;
@@ -115,6 +133,7 @@ struct SimSegment {
   SimProcessSlot slots[kMaxProcesses];
   SimDevice devices[kMaxDevices];
   SimMig mig;                          // issue 10: MIG instances (block above)
+  SimMps mps;                          // issue 10: MPS servers (block above)
 };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);

@@ -14,7 +14,8 @@ namespace gpuslice::sim {
 
 class DeviceRunner {
  public:
-  DeviceRunner(SimState* state, int ordinal, int slot);
+  // `mps_sm_cap` > 0: the unit runs an MPS server and this client may use that many SMs.
+  DeviceRunner(SimState* state, int ordinal, int slot, int mps_sm_cap = 0);
 
   // A kernel was queued on some stream of this process for this device.
   void KernelQueued() { queued_.fetch_add(1); }
@@ -25,10 +26,17 @@ class DeviceRunner {
   void ReleaseDevice();
 
  private:
+  // MPS: the kernel runs beside other clients' on the SMs it can get (at most the cap).
+  void RunKernelMps(uint64_t wave_ns, uint64_t blocks, uint32_t threads_per_block);
+  int AcquireMpsSms(int wanted);
+  void ReleaseMpsSms(int sms);
+
   SimState* state_;
   SimDevice* device_;
   int slot_;
   int sms_;  // the SMs one of this process's kernels runs on
+  int unit_;
+  int mps_sm_cap_;  // 0: time-sliced device
   DeviceArbiter arbiter_;
   // Kernels of one context run one after another, as a spin kernel fills the whole device.
   std::mutex exec_mutex_;

@@ -59,6 +59,11 @@ CUresult Driver::Initialize(unsigned int flags) {
   }
   const std::vector<int> units = VisibleUnits(state->segment(), std::getenv("CUDA_VISIBLE_DEVICES"));
   if (units.empty()) return g_init_error = CUDA_ERROR_NO_DEVICE;  // as CUDA does: nothing visible
+  MpsClientSettings mps;
+  if (!LoadMpsClientSettings(&mps, &error)) {
+    std::fprintf(stderr, "%s\n", error.c_str());
+    return g_init_error = CUDA_ERROR_NO_DEVICE;
+  }
   const int slot = state->RegisterProcess();
   if (slot < 0) {
     std::fprintf(stderr, "gpuslice-sim: every process slot of %s is in use by a live process\n",
@@ -68,10 +73,14 @@ CUresult Driver::Initialize(unsigned int flags) {
   auto* driver = new Driver();
   driver->slot_ = slot;
   driver->default_kernel_ns_ = config.default_kernel_ns;
+  driver->mps_ = mps;
   driver->unit_count_ = static_cast<int>(std::min<size_t>(units.size(), kMaxDevices));
   for (int d = 0; d < driver->unit_count_; ++d) {
     driver->units_[d] = units[d];
-    driver->runners_[d] = std::make_unique<DeviceRunner>(state.get(), units[d], slot);
+    const int sm_cap = state->mps_enabled(units[d])
+                           ? MpsSmCap(state->device(units[d]).config.sm_count, mps.active_thread_percentage)
+                           : 0;
+    driver->runners_[d] = std::make_unique<DeviceRunner>(state.get(), units[d], slot, sm_cap);
   }
   driver->state_ = std::move(state);
   g_driver.store(driver, std::memory_order_release);
@@ -99,7 +108,9 @@ bool Driver::IsRegistered(const void* handle) {
 }
 
 CUresult Driver::ChargeDevice(int device, uint64_t bytes) {
-  return state_->ChargeMemory(units_[device], slot_, bytes) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  // An MPS client's pinned-memory limit is per CUDA ordinal, as CUDA_MPS_PINNED_DEVICE_MEM_LIMIT names them.
+  const uint64_t own_limit = state_->mps_enabled(units_[device]) ? mps_.memory_limit[device] : 0;
+  return state_->ChargeMemory(units_[device], slot_, bytes, own_limit) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 void Driver::CreditDevice(int device, uint64_t bytes) { state_->CreditMemory(units_[device], slot_, bytes); }

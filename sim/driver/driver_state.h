@@ -13,6 +13,7 @@
 
 #include "device_runner.h"
 #include "handles.h"
+#include "sim/mps_client.h"
 #include "sim/sim_config.h"
 #include "sim/sim_state.h"
 #include "stream_executor.h"
@@ -89,6 +90,7 @@ class Driver {
   std::unique_ptr<SimState> state_;
   int slot_ = -1;
   uint64_t default_kernel_ns_ = 0;
+  MpsClientSettings mps_;  // CUDA_MPS_* of this process (applies where an MPS server runs)
   int unit_count_ = 0;
   int units_[kMaxDevices] = {};
   std::unique_ptr<DeviceRunner> runners_[kMaxDevices];
