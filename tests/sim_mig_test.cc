@@ -237,7 +237,8 @@ std::vector<uint64_t> RunTenants(const std::string& path, const simquery::Snapsh
   std::vector<std::unique_ptr<ForkedChild>> children;
   for (int i : instances) {
     const std::string uuid = snap.devices[0].mig_instances[i].uuid;
-    children.push_back(std::make_unique<ForkedChild>([=](int fd) { return WideKernels(uuid, 2'000'000, run_ns, fd); }));
+    // 10 ms waves: a loaded host's gaps between launches stay small beside them.
+    children.push_back(std::make_unique<ForkedChild>([=](int fd) { return WideKernels(uuid, 10'000'000, run_ns, fd); }));
   }
   for (auto& c : children) EXPECT_TRUE(c->WaitSignal());
   for (auto& c : children) EXPECT_EQ(c->Wait(), 0);
@@ -253,7 +254,7 @@ TEST_F(SimMigTest, KernelsInDifferentInstancesNeverSlowEachOther) {
   const simquery::Snapshot snap = Devices();
   const uint64_t run_ns = 1'000'000'000;
   const double alone = static_cast<double>(RunTenants(state_path(), snap, {0}, run_ns)[0]);
-  ASSERT_GT(alone, 100);
+  ASSERT_GT(alone, 50);
   const auto apart = RunTenants(state_path(), snap, {0, 1}, run_ns);
   const auto together = RunTenants(state_path(), snap, {1, 1}, run_ns);
   // KernelsOf sums a pid's kernels on an instance; each run uses fresh pids.

@@ -81,6 +81,7 @@ CUresult Driver::Initialize(unsigned int flags) {
                            ? MpsSmCap(state->device(units[d]).config.sm_count, mps.active_thread_percentage)
                            : 0;
     driver->runners_[d] = std::make_unique<DeviceRunner>(state.get(), units[d], slot, sm_cap);
+    if (sm_cap > 0) driver->mps_faults_[d] = &state->segment().mps.devices[units[d]].fault_generation;
   }
   driver->state_ = std::move(state);
   g_driver.store(driver, std::memory_order_release);
@@ -149,6 +150,19 @@ CUresult Driver::FreeDeviceMemory(CUdeviceptr base, Allocation* freed) {
   return CUDA_SUCCESS;
 }
 
+CUresult Driver::MpsFaultSeen(CUctx_st* ctx) {
+  if (mps_faults_[ctx->device]->load(std::memory_order_relaxed) == ctx->mps_faults_seen) return CUDA_SUCCESS;
+  ctx->sticky_error.store(CUDA_ERROR_ILLEGAL_ADDRESS);
+  return CUDA_ERROR_ILLEGAL_ADDRESS;
+}
+
+// Volta and later MPS contain a fatal fault to the clients of the GPU it happened on, and report
+// it to every one of them (without saying which client caused it).
+void Driver::Fault(CUctx_st* ctx) {
+  ctx->sticky_error.store(CUDA_ERROR_ILLEGAL_ADDRESS);
+  if (mps_faults_[ctx->device]) mps_faults_[ctx->device]->fetch_add(1);
+}
+
 void Driver::AddRange(const Allocation& allocation) {
   std::lock_guard<std::mutex> lock(mutex_);
   ranges_[allocation.base] = allocation;
@@ -178,6 +192,7 @@ CUresult Driver::CreateContext(int device, unsigned int flags, bool primary, CUc
   const uint64_t overhead = device_config(device).context_memory;
   if (overhead && ChargeDevice(device, overhead) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
   auto* ctx = new CUctx_st();
+  if (mps_faults_[device]) ctx->mps_faults_seen = mps_faults_[device]->load();
   ctx->device = device;
   ctx->flags = flags;
   ctx->primary = primary;
@@ -274,7 +289,7 @@ CUresult RequireContext(Driver** driver, CUctx_st** ctx) {
   if (CUresult rc = RequireInit(driver); rc != CUDA_SUCCESS) return rc;
   *ctx = CurrentContextOrNull();
   if (!*ctx || !(*driver)->IsRegistered(*ctx)) return CUDA_ERROR_INVALID_CONTEXT;
-  return CUDA_SUCCESS;
+  return (*driver)->ContextError(*ctx);
 }
 
 CUresult RequireDevice(Driver** driver, CUdevice device) {
