@@ -19,6 +19,7 @@
 #include "gpuslice/sim_query.h"
 #include "sim/sim_config.h"
 #include "tests/support/sim_driver_helpers.h"
+#include "tests/support/spin_tenant.h"
 #include "tests/support/test_env.h"
 
 namespace gpuslice::testing {
@@ -198,26 +199,10 @@ TEST_F(SimMigTest, EachInstanceHasItsOwnMemory) {
   EXPECT_EQ(after.devices[0].used_memory, 2 * fit * chunk);
 }
 
-// A child on `uuid` that keeps two wide kernels (one wave each alone) of `wave_ns` in flight for
-// `run_ns`.
+// A child on `uuid` running wide kernels of `wave_ns` for `run_ns`.
 int WideKernels(const std::string& uuid, uint64_t wave_ns, uint64_t run_ns, int fd) {
   if (!uuid.empty()) setenv("CUDA_VISIBLE_DEVICES", uuid.c_str(), 1);
-  CUcontext ctx;
-  CUmodule module;
-  CUfunction spin;
-  int sms = 0;
-  if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) || cuCtxSetCurrent(ctx)) return 1;
-  if (cuModuleLoadData(&module, kTestPtx) || cuModuleGetFunction(&spin, module, "spin_ns")) return 2;
-  if (cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0)) return 3;
-  Signal(fd);
-  const uint64_t end = MonotonicNanos() + run_ns;
-  while (MonotonicNanos() < end) {
-    void* params[] = {&wave_ns};
-    if (cuLaunchKernel(spin, sms * 32, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr)) return 4;
-    if (cuLaunchKernel(spin, sms * 32, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr)) return 4;
-    if (cuCtxSynchronize()) return 5;
-  }
-  return 0;
+  return SpinPairsUntil(true, wave_ns, run_ns, fd);
 }
 
 // Kernels completed by `pid` on instance `instance`.

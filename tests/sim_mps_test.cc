@@ -17,6 +17,7 @@
 #include "gpuslice/sim_query.h"
 #include "sim/mps_client.h"
 #include "tests/support/sim_driver_helpers.h"
+#include "tests/support/spin_tenant.h"
 #include "tests/support/test_env.h"
 
 namespace gpuslice::testing {
@@ -37,27 +38,10 @@ struct Tenant {
   int percentage = 100;  // CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; 100 = unset
 };
 
-// A child keeping two spin kernels of `wave_ns` (wide: the device's SMs x 32 single-thread
-// blocks; narrow: one block) in flight for `run_ns`.
+// A child running spin kernels of `wave_ns` for `run_ns` as an MPS client capped at its percentage.
 int SpinTenant(Tenant t, uint64_t wave_ns, uint64_t run_ns, int fd) {
   if (t.percentage < 100) setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string(t.percentage).c_str(), 1);
-  CUcontext ctx;
-  CUmodule module;
-  CUfunction spin;
-  int sms = 0;
-  if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) || cuCtxSetCurrent(ctx)) return 1;
-  if (cuModuleLoadData(&module, kTestPtx) || cuModuleGetFunction(&spin, module, "spin_ns")) return 2;
-  if (cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0)) return 3;
-  const unsigned blocks = t.wide ? static_cast<unsigned>(sms) * 32 : 1;
-  Signal(fd);
-  const uint64_t end = MonotonicNanos() + run_ns;
-  while (MonotonicNanos() < end) {
-    void* params[] = {&wave_ns};
-    if (cuLaunchKernel(spin, blocks, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr)) return 4;
-    if (cuLaunchKernel(spin, blocks, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr)) return 4;
-    if (cuCtxSynchronize()) return 5;
-  }
-  return 0;
+  return SpinPairsUntil(t.wide, wave_ns, run_ns, fd);
 }
 
 struct Result {
