@@ -52,8 +52,9 @@ struct Result {
 // Runs the tenants at once for `run_ns`; their kernels and busy time from the ground truth.
 std::vector<Result> RunTenants(const std::string& path, const std::vector<Tenant>& tenants, uint64_t run_ns) {
   std::vector<std::unique_ptr<ForkedChild>> children;
+  // 10 ms waves: a loaded host's gaps between launches stay small beside them.
   for (const Tenant& t : tenants)
-    children.push_back(std::make_unique<ForkedChild>([=](int fd) { return SpinTenant(t, 2'000'000, run_ns, fd); }));
+    children.push_back(std::make_unique<ForkedChild>([=](int fd) { return SpinTenant(t, 10'000'000, run_ns, fd); }));
   for (auto& c : children) EXPECT_TRUE(c->WaitSignal());
   for (auto& c : children) EXPECT_EQ(c->Wait(), 0);
   simquery::Snapshot snap;
@@ -105,7 +106,7 @@ TEST_F(SimMpsTest, BadClientVariablesFailCuInitNamingThem) {
 TEST_F(SimMpsTest, TwoWideTenantsCappedAtHalfEachGetHalfTheSms) {
   SetEnv("GPUSLICE_SIM_MPS", "1");
   const double alone = static_cast<double>(RunTenants(state_path(), {{true, 100}}, kRunNs)[0].kernels);
-  ASSERT_GT(alone, 100);
+  ASSERT_GT(alone, 50);
   const auto pair = RunTenants(state_path(), {{true, 50}, {true, 50}}, kRunNs);
   const double share0 = pair[0].kernels / alone, share1 = pair[1].kernels / alone;
   const double sm0 = pair[0].busy_ns / 1e9, sm1 = pair[1].busy_ns / 1e9;
