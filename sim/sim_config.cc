@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "common/quantity.h"
+#include "sim/mig_profiles.h"
 
 namespace gpuslice::sim {
 namespace {
@@ -42,13 +43,20 @@ std::string SimStatePath() {
   return path ? path : "/dev/shm/gpuslice-sim";
 }
 
-std::string FormatGpuUuid(const uint8_t (&u)[16]) {
+namespace {
+
+std::string FormatUuid(const char* prefix, const uint8_t (&u)[16]) {
   char text[64];
   std::snprintf(text, sizeof text,
-                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+                "%s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", prefix, u[0], u[1],
                 u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
   return text;
 }
+
+}  // namespace
+
+std::string FormatGpuUuid(const uint8_t (&u)[16]) { return FormatUuid("GPU", u); }
+std::string FormatMigUuid(const uint8_t (&u)[16]) { return FormatUuid("MIG", u); }
 
 bool LoadSimConfigFromEnv(SimConfig* config, std::string* error) {
   int devices = 1;
@@ -58,20 +66,27 @@ bool LoadSimConfigFromEnv(SimConfig* config, std::string* error) {
       return Fail(error, "GPUSLICE_SIM_DEVICES", v, "a device count from 1 to 8, e.g. 2");
     devices = static_cast<int>(*n);
   }
-  uint64_t memory = 80ULL << 30;
+  // GPUSLICE_SIM_MODEL: one of the GPUs whose MIG profiles the simulator knows; it sets the
+  // name, memory and SM count that the variables below do not.
+  const MigGpuModel* model = nullptr;
+  if (const char* v = Env("GPUSLICE_SIM_MODEL")) {
+    model = FindMigGpuModel(v);
+    if (!model) return Fail(error, "GPUSLICE_SIM_MODEL", v, "A100-40GB, A100-80GB, H100-80GB or H200");
+  }
+  uint64_t memory = model ? model->memory_bytes : 80ULL << 30;
   if (const char* v = Env("GPUSLICE_SIM_MEMORY")) {
     const auto bytes = ParseByteQuantity(v);
     if (!bytes || *bytes < (1ULL << 20))
       return Fail(error, "GPUSLICE_SIM_MEMORY", v, "a quantity of at least 1Mi, e.g. 80Gi or 16G");
     memory = *bytes;
   }
-  std::string name = "NVIDIA H100 80GB HBM3 (simulated)";
+  std::string name = model ? std::string(model->name) + " (simulated)" : "NVIDIA H100 80GB HBM3 (simulated)";
   if (const char* v = Env("GPUSLICE_SIM_NAME")) {
     if (std::strlen(v) >= sizeof(SimDeviceConfig::name))
       return Fail(error, "GPUSLICE_SIM_NAME", v, "a name of at most 95 characters");
     name = v;
   }
-  int sm_count = 132;
+  int sm_count = model ? model->sm_count : 132;
   if (const char* v = Env("GPUSLICE_SIM_SM_COUNT")) {
     const auto n = ParseUnsigned(v);
     if (!n || *n < 1 || *n > 1024) return Fail(error, "GPUSLICE_SIM_SM_COUNT", v, "1 to 1024, e.g. 132");
@@ -110,6 +125,29 @@ bool LoadSimConfigFromEnv(SimConfig* config, std::string* error) {
     kernel_ns = *n;
   }
   const char* seed = Env("GPUSLICE_SIM_UUID_SEED");
+  bool mps = false;
+  if (const char* v = Env("GPUSLICE_SIM_MPS")) {
+    if (std::strcmp(v, "1") != 0 && std::strcmp(v, "0") != 0)
+      return Fail(error, "GPUSLICE_SIM_MPS", v, "1 (an MPS server on every device) or 0");
+    mps = v[0] == '1';
+  }
+  std::vector<MigPlacement> mig;
+  if (const char* v = Env("GPUSLICE_SIM_MIG")) {
+    if (mps) {
+      *error = "gpuslice-sim: GPUSLICE_SIM_MPS=1 with GPUSLICE_SIM_MIG: MPS inside MIG instances is not simulated; set one of them";
+      return false;
+    }
+    if (!model) {
+      *error = std::string("gpuslice-sim: GPUSLICE_SIM_MIG='") + v +
+               "' needs GPUSLICE_SIM_MODEL (A100-40GB, A100-80GB, H100-80GB or H200) to know the GPU's MIG profiles";
+      return false;
+    }
+    std::string why;
+    if (!ValidateMigLayout(*model, v, &mig, &why)) {
+      *error = std::string("gpuslice-sim: invalid GPUSLICE_SIM_MIG='") + v + "' on " + model->key + ": " + why;
+      return false;
+    }
+  }
 
   config->device_count = devices;
   config->default_kernel_ns = kernel_ns;
@@ -125,6 +163,32 @@ bool LoadSimConfigFromEnv(SimConfig* config, std::string* error) {
     d.cc_major = cc_major;
     d.cc_minor = cc_minor;
     d.pci_bus_id = 0x18 + i * 0x10;
+  }
+  // MIG: every device carries the layout; each instance gets its memory slices' share of the
+  // device memory, its profile's SMs and a UUID of its own.
+  config->mps_enabled_gpus = mps ? (1u << devices) - 1 : 0;
+  config->mig_instance_count = 0;
+  config->mig_enabled_gpus = 0;
+  for (int g = 0; g < devices && !mig.empty(); ++g) {
+    config->mig_enabled_gpus |= 1u << g;
+    for (size_t k = 0; k < mig.size(); ++k) {
+      const int n = static_cast<int>(config->mig_instance_count++);
+      const MigPlacement& p = mig[k];
+      SimMigInstance& inst = config->mig_instances[n];
+      inst.gpu = g;
+      inst.gpu_instance_id = static_cast<int32_t>(k + 1);
+      inst.nvml_profile = p.profile->nvml_profile;
+      inst.start = p.start;
+      inst.compute_slices = p.profile->compute_slices;
+      inst.memory_slices = p.profile->memory_slices;
+      std::snprintf(inst.profile, sizeof inst.profile, "%s", p.profile->name);
+      SimDeviceConfig& u = config->mig_units[n];
+      u = config->devices[g];
+      std::snprintf(u.name, sizeof u.name, "%s MIG %s", model->name, p.profile->name);
+      MakeUuid(std::string(seed ? seed : "gpuslice-sim") + "/mig", n, u.uuid);
+      u.total_memory = memory / kMigMemorySlices * static_cast<uint64_t>(p.profile->memory_slices);
+      u.sm_count = p.profile->sm_count;
+    }
   }
   return true;
 }

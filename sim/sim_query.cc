@@ -21,12 +21,12 @@ bool TakeSnapshot(const std::string& path, Snapshot* out, std::string* error) {
   Snapshot snap;
   snap.taken_ns = MonotonicNanos();
   snap.state_path = path;
-  for (int d = 0; d < state->device_count(); ++d) {
-    const sim::SimDevice& dev = seg.devices[d];
+  // One device or MIG instance: its figures and every process that touched it.
+  auto describe = [&](const sim::SimDevice& dev, int ordinal, std::string uuid) {
     DeviceSnapshot ds;
-    ds.ordinal = d;
+    ds.ordinal = ordinal;
     ds.name = dev.config.name;
-    ds.uuid = sim::FormatGpuUuid(dev.config.uuid);
+    ds.uuid = std::move(uuid);
     ds.total_memory = dev.config.total_memory;
     ds.busy_ns = dev.busy_ns.load();
     ds.handovers = dev.arbiter.handovers.load();
@@ -54,6 +54,22 @@ bool TakeSnapshot(const std::string& path, Snapshot* out, std::string* error) {
       // A process that never touched this device is not listed for it.
       if (pu.memory_used == 0 && pu.busy_ns == 0 && pu.kernels == 0 && stats.contexts.load() == 0) continue;
       ds.processes.push_back(std::move(pu));
+    }
+    return ds;
+  };
+  for (int d = 0; d < state->device_count(); ++d) {
+    DeviceSnapshot ds = describe(seg.devices[d], d, sim::FormatGpuUuid(seg.devices[d].config.uuid));
+    ds.mig_enabled = state->mig_enabled(d);
+    for (int i = 0; i < state->mig_instance_count(); ++i) {
+      const sim::SimMigInstance& inst = seg.mig.instances[i];
+      if (inst.gpu != d) continue;
+      DeviceSnapshot mi = describe(seg.mig.units[i], i, sim::FormatMigUuid(seg.mig.units[i].config.uuid));
+      mi.mig_profile = inst.profile;
+      mi.mig_start = inst.start;
+      mi.gpu_instance_id = inst.gpu_instance_id;
+      ds.used_memory += mi.used_memory;
+      ds.busy_ns += mi.busy_ns;
+      ds.mig_instances.push_back(std::move(mi));
     }
     snap.devices.push_back(std::move(ds));
   }

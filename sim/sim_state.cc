@@ -11,6 +11,7 @@
 #include <new>
 
 #include "common/clock.h"
+#include "common/futex.h"
 #include "common/process_lock.h"
 #include "common/robust_mutex.h"
 #include "sim/sim_config.h"
@@ -39,6 +40,13 @@ bool Validate(const SimSegment* s, const std::string& path, std::string* error) 
     *error = "gpuslice-sim: " + path + " is corrupt (device count " + std::to_string(s->device_count) + ")";
     return false;
   }
+  bool mig_ok = s->mig.instance_count <= static_cast<uint32_t>(kMaxMigInstances);
+  for (uint32_t i = 0; mig_ok && i < s->mig.instance_count; ++i)
+    mig_ok = s->mig.instances[i].gpu >= 0 && static_cast<uint32_t>(s->mig.instances[i].gpu) < s->device_count;
+  if (!mig_ok) {
+    *error = "gpuslice-sim: " + path + " is corrupt (MIG instances)";
+    return false;
+  }
   return true;
 }
 
@@ -50,6 +58,14 @@ void Initialise(SimSegment* s, const SimConfig& config) {
   s->created_ns = MonotonicNanos();
   InitRobustMutex(&s->table_mutex);
   for (int i = 0; i < kMaxDevices; ++i) s->devices[i].config = config.devices[i];
+  s->mig.instance_count = config.mig_instance_count;
+  s->mig.enabled_gpus = config.mig_enabled_gpus;
+  for (int i = 0; i < kMaxMigInstances; ++i) {
+    s->mig.instances[i] = config.mig_instances[i];
+    s->mig.units[i].config = config.mig_units[i];
+  }
+  s->mps.enabled_gpus = config.mps_enabled_gpus;
+  for (int i = 0; i < kMaxDevices; ++i) s->mps.devices[i].sms_free = config.devices[i].sm_count;
   // The magic goes last: a reader that sees it sees a fully initialised segment.
   std::atomic_thread_fence(std::memory_order_release);
   s->magic = kSimMagic;
@@ -187,13 +203,13 @@ int SimState::RegisterProcess() {
     if (std::fgets(slot.command, sizeof slot.command, f)) slot.command[std::strcspn(slot.command, "\n")] = 0;
     std::fclose(f);
   }
-  for (int d = 0; d < kMaxDevices; ++d) {
-    SimProcessDeviceStats& stats = segment_->devices[d].processes[chosen];
+  for (int d = 0; d < kMaxUnits; ++d) {
+    SimProcessDeviceStats& stats = device(d).processes[chosen];
     stats.memory_used = 0;
     stats.busy_ns = 0;
     stats.kernels = 0;
     stats.contexts = 0;
-    segment_->devices[d].arbiter.wants[chosen] = 0;
+    device(d).arbiter.wants[chosen] = 0;
   }
   slot.state.store(static_cast<uint32_t>(SlotState::kLive));
   own_slot_ = chosen;
@@ -201,11 +217,20 @@ int SimState::RegisterProcess() {
 }
 
 void SimState::ReleaseSlotLocked(int slot) {
+  for (int d = 0; d < kMaxUnits; ++d) {
+    SimDevice& unit = device(d);
+    unit.processes[slot].memory_used = 0;
+    unit.processes[slot].contexts = 0;
+    if (unit.arbiter.wants[slot].exchange(0)) unit.arbiter.waiting.fetch_sub(1);
+  }
+  // SMs a dead MPS client's kernels held go back to its server.
   for (int d = 0; d < kMaxDevices; ++d) {
-    SimDevice& device = segment_->devices[d];
-    device.processes[slot].memory_used = 0;
-    device.processes[slot].contexts = 0;
-    if (device.arbiter.wants[slot].exchange(0)) device.arbiter.waiting.fetch_sub(1);
+    SimMpsDevice& mps = segment_->mps.devices[d];
+    if (const uint32_t held = mps.sms_held[slot].exchange(0); held != 0) {
+      mps.sms_free.fetch_add(static_cast<int32_t>(held));
+      mps.sequence.fetch_add(1);
+      FutexWakeAll(&mps.sequence);
+    }
   }
   segment_->slots[slot].ended_ns = MonotonicNanos();
   segment_->slots[slot].state.store(static_cast<uint32_t>(SlotState::kExited));
@@ -234,25 +259,27 @@ void SimState::ReapDeadProcesses() {
   ReapLocked();
 }
 
-uint64_t SimState::SumMemoryLocked(int ordinal) const {
+uint64_t SimState::SumMemoryLocked(int ordinal) {
   uint64_t used = 0;
-  for (const auto& stats : segment_->devices[ordinal].processes) used += stats.memory_used.load();
+  for (const auto& stats : device(ordinal).processes) used += stats.memory_used.load();
   return used;
 }
 
-bool SimState::ChargeMemory(int ordinal, int slot, uint64_t bytes) {
+bool SimState::ChargeMemory(int ordinal, int slot, uint64_t bytes, uint64_t own_limit) {
   RobustLock lock(&segment_->table_mutex);
   ReapLocked();
+  const uint64_t own = device(ordinal).processes[slot].memory_used.load();
+  if (own_limit != 0 && (bytes > own_limit || own > own_limit - bytes)) return false;
   const uint64_t used = SumMemoryLocked(ordinal);
-  const uint64_t total = segment_->devices[ordinal].config.total_memory;
+  const uint64_t total = device(ordinal).config.total_memory;
   if (bytes > total || used > total - bytes) return false;
-  segment_->devices[ordinal].processes[slot].memory_used.fetch_add(bytes);
+  device(ordinal).processes[slot].memory_used.fetch_add(bytes);
   return true;
 }
 
 void SimState::CreditMemory(int ordinal, int slot, uint64_t bytes) {
   RobustLock lock(&segment_->table_mutex);
-  auto& used = segment_->devices[ordinal].processes[slot].memory_used;
+  auto& used = device(ordinal).processes[slot].memory_used;
   used.store(used.load() >= bytes ? used.load() - bytes : 0);
 }
 

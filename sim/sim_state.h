@@ -25,7 +25,15 @@ class SimState {
   SimSegment& segment() { return *segment_; }
   const std::string& path() const { return path_; }
   int device_count() const { return static_cast<int>(segment_->device_count); }
-  SimDevice& device(int ordinal) { return segment_->devices[ordinal]; }
+  // A whole device (unit < kMaxDevices) or a MIG instance (kMaxDevices + instance index): each
+  // has its own configuration, memory ledger, arbiter and ground truth.
+  SimDevice& device(int unit) {
+    return unit < kMaxDevices ? segment_->devices[unit] : segment_->mig.units[unit - kMaxDevices];
+  }
+  int mig_instance_count() const { return static_cast<int>(segment_->mig.instance_count); }
+  bool mig_enabled(int gpu) const { return (segment_->mig.enabled_gpus >> gpu) & 1u; }
+  // An MPS server runs on the unit (whole devices only).
+  bool mps_enabled(int unit) const { return unit < kMaxDevices && ((segment_->mps.enabled_gpus >> unit) & 1u); }
 
   // Claims a process slot and holds its liveness lock until UnregisterProcess or death.
   // Returns the slot, or -1 when every slot belongs to a live process.
@@ -38,8 +46,10 @@ class SimState {
   // Returns the memory of every process that died and marks its slot exited.
   void ReapDeadProcesses();
 
-  // Atomically checks device capacity and charges `bytes` to the slot. False: out of memory.
-  bool ChargeMemory(int ordinal, int slot, uint64_t bytes);
+  // Memory is per unit (a device, or a MIG instance: its own slice of the device's memory).
+  // Atomically checks the unit's capacity and charges `bytes` to the slot. False: out of memory.
+  // `own_limit` (0: none) caps what the slot itself may hold there (an MPS client's pinned limit).
+  bool ChargeMemory(int ordinal, int slot, uint64_t bytes, uint64_t own_limit = 0);
   void CreditMemory(int ordinal, int slot, uint64_t bytes);
   // Bytes held on the device by live processes (dead ones are reaped first).
   uint64_t MemoryUsed(int ordinal);
@@ -49,7 +59,7 @@ class SimState {
 
  private:
   SimState(std::string path, int fd, SimSegment* segment);
-  uint64_t SumMemoryLocked(int ordinal) const;
+  uint64_t SumMemoryLocked(int unit);
   void ReapLocked();
   void ReleaseSlotLocked(int slot);
 

@@ -18,7 +18,7 @@
 namespace gpuslice::sim {
 
 inline constexpr uint64_t kSimMagic = 0x31534D4953435047ULL;  // "GPCSIMS1" little-endian
-inline constexpr uint32_t kSimLayoutVersion = 1;
+inline constexpr uint32_t kSimLayoutVersion = 2;
 inline constexpr int kMaxDevices = 8;
 inline constexpr int kMaxProcesses = 256;
 // Process liveness: a live process holds an OFD lock on byte kLivenessLockBase + slot.
@@ -77,6 +77,52 @@ struct SimProcessSlot {
   char command[32];
 };
 
+// ---- Issue 10: MIG instances and MPS. Kept in one block, after everything above, so that other
+// additions to the layout merge beside it. ----
+
+// -- MIG --
+
+inline constexpr int kMaxMigInstancesPerGpu = 7;
+inline constexpr int kMaxMigInstances = kMaxDevices * kMaxMigInstancesPerGpu;
+// What a process can run on: a whole device (0 .. kMaxDevices-1) or a MIG instance
+// (kMaxDevices + instance index). SimState::unit() maps one to its SimDevice.
+inline constexpr int kMaxUnits = kMaxDevices + kMaxMigInstances;
+
+struct SimMigInstance {
+  int32_t gpu;                 // the physical device it is carved from
+  int32_t gpu_instance_id;     // GI id within that GPU, as nvidia-smi numbers them (1, 2, ...)
+  int32_t nvml_profile;        // NVML_GPU_INSTANCE_PROFILE_*
+  int32_t start;               // first memory slice of its placement
+  int32_t compute_slices;
+  int32_t memory_slices;
+  char profile[16];            // "3g.71gb"
+};
+
+struct SimMig {
+  uint32_t instance_count;
+  uint32_t enabled_gpus;       // bit g: device g is in MIG mode (CUDA sees its instances, not it)
+  SimMigInstance instances[kMaxMigInstances];
+  // One per instance: its configuration (own memory, SMs, "MIG-" UUID), its own time-slicing
+  // arbiter and per-process ground truth, exactly as a whole device has.
+  SimDevice units[kMaxMigInstances];
+};
+
+// -- MPS: a server per device; clients' kernels share its SMs at once --
+
+struct SimMpsDevice {
+  std::atomic<int32_t> sms_free;           // SMs no client kernel holds
+  std::atomic<uint32_t> sequence;          // futex word: bumped whenever SMs are given back
+  std::atomic<uint32_t> fault_generation;  // bumped by every fatal fault of a client
+  uint32_t reserved;
+  std::atomic<uint32_t> sms_held[kMaxProcesses];  // per process slot, returned by the reaper
+};
+
+struct SimMps {
+  uint32_t enabled_gpus;       // bit g: an MPS server runs on device g (GPUSLICE_SIM_MPS)
+  uint32_t reserved;
+  SimMpsDevice devices[kMaxDevices];
+};
+
 struct SimSegment {
   uint64_t magic;
   uint32_t layout_version;
@@ -86,6 +132,8 @@ struct SimSegment {
   RobustMutex table_mutex;             // guards slot claims, memory charges and reaping
   SimProcessSlot slots[kMaxProcesses];
   SimDevice devices[kMaxDevices];
+  SimMig mig;                          // issue 10: MIG instances (block above)
+  SimMps mps;                          // issue 10: MPS servers (block above)
 };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);

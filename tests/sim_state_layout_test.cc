@@ -9,8 +9,8 @@
 namespace gpuslice::sim {
 namespace {
 
-TEST(SimStateLayoutTest, VersionOneLayoutIsUnchanged) {
-  ASSERT_EQ(kSimLayoutVersion, 1u) << "update the golden figures below for the new version";
+TEST(SimStateLayoutTest, VersionTwoLayoutIsUnchanged) {
+  ASSERT_EQ(kSimLayoutVersion, 2u) << "update the golden figures below for the new version";
   EXPECT_EQ(kMaxDevices, 8);
   EXPECT_EQ(kMaxProcesses, 256);
   EXPECT_EQ(sizeof(SimDeviceConfig), 152u);
@@ -18,7 +18,7 @@ TEST(SimStateLayoutTest, VersionOneLayoutIsUnchanged) {
   EXPECT_EQ(sizeof(SimArbiter), 288u);
   EXPECT_EQ(sizeof(SimDevice), 8640u);
   EXPECT_EQ(sizeof(SimProcessSlot), 64u);
-  EXPECT_EQ(sizeof(SimSegment), 85576u);
+  EXPECT_EQ(sizeof(SimSegment), 579992u);
   EXPECT_EQ(offsetof(SimSegment, table_mutex), 32u);
   EXPECT_EQ(offsetof(SimSegment, slots), 72u);
   EXPECT_EQ(offsetof(SimSegment, devices), 16456u);
@@ -31,6 +31,20 @@ TEST(SimStateLayoutTest, VersionOneLayoutIsUnchanged) {
   EXPECT_EQ(offsetof(SimArbiter, wants), 32u);
   EXPECT_EQ(offsetof(SimProcessSlot, generation), 24u);
   EXPECT_EQ(offsetof(SimProcessSlot, command), 32u);
+  // Issue 10's block: MIG instances and MPS servers after everything else.
+  EXPECT_EQ(kMaxMigInstances, 56);
+  EXPECT_EQ(kMaxUnits, 64);
+  EXPECT_EQ(sizeof(SimMigInstance), 40u);
+  EXPECT_EQ(offsetof(SimMigInstance, profile), 24u);
+  EXPECT_EQ(sizeof(SimMig), 486088u);
+  EXPECT_EQ(offsetof(SimMig, instances), 8u);
+  EXPECT_EQ(offsetof(SimMig, units), 2248u);
+  EXPECT_EQ(offsetof(SimSegment, mig), 85576u);
+  EXPECT_EQ(sizeof(SimMpsDevice), 1040u);
+  EXPECT_EQ(offsetof(SimMpsDevice, sms_held), 16u);
+  EXPECT_EQ(sizeof(SimMps), 8328u);
+  EXPECT_EQ(offsetof(SimMps, devices), 8u);
+  EXPECT_EQ(offsetof(SimSegment, mps), 571664u);
 }
 
 }  // namespace

@@ -185,6 +185,23 @@ TEST_F(WorkloadTest, ComputeRunsTheRequestedKernelsAndReportsTheBusyFraction) {
   EXPECT_LE(static_cast<double>(usage.busy_ns), elapsed * 1e9 * 1.02 + 2e6);
 }
 
+// --width wide fills every SM (SMs x 32 single-thread blocks); on half the SMs (an MPS client
+// capped at 50%) each kernel takes two waves. Narrow kernels are one block, one wave.
+TEST_F(WorkloadTest, WideKernelsFillTheDeviceAndTakeLongerOnHalfTheSms) {
+  SetEnv("GPUSLICE_SIM_MPS", "1");
+  const ProcessResult narrow = RunWorkload({"compute", "--kernels", "20", "--kernel-us", "1000"});
+  ASSERT_EQ(narrow.exit_code, 0) << narrow.err;
+  EXPECT_EQ(Result(narrow)["blocks"], 1);
+  const ProcessResult wide = RunWorkload({"compute", "--kernels", "20", "--kernel-us", "1000", "--width", "wide"});
+  ASSERT_EQ(wide.exit_code, 0) << wide.err;
+  EXPECT_EQ(Result(wide)["blocks"], 132 * 32);
+  const ProcessResult half = RunWorkload({"compute", "--kernels", "20", "--kernel-us", "1000", "--width", "wide"},
+                                         {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"});
+  ASSERT_EQ(half.exit_code, 0) << half.err;
+  EXPECT_GE(Result(half)["elapsed_s"].get<double>(), 0.039);  // 20 kernels x 2 waves x 1 ms
+  EXPECT_EQ(RunWorkload({"compute", "--width", "medium"}).exit_code, 2);
+}
+
 TEST_F(WorkloadTest, ComputeForADurationStopsOnTimeAndReportsProgress) {
   const ProcessResult r = RunWorkload({"compute", "--duration", "0.6", "--kernel-us", "500", "--depth", "3",
                                        "--report-interval", "0.1"});

@@ -37,6 +37,18 @@ const CLI::Validator kByteQuantity(
     },
     "QUANTITY");
 
+void AddWidthOption(CLI::App* kind, std::string* width_name) {
+  const std::vector<std::string> names(std::begin(kKernelWidthNames), std::end(kKernelWidthNames));
+  kind->add_option("--width", *width_name,
+                   "Kernel grid: narrow (one block) or wide (fills every SM: SMs x resident blocks per SM)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(names));
+}
+
+KernelWidth WidthNamed(const std::string& name) {
+  return name == kKernelWidthNames[1] ? KernelWidth::kWide : KernelWidth::kNarrow;
+}
+
 }  // namespace
 
 std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
@@ -58,6 +70,8 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
   compute_cmd->add_option("--depth", compute.depth, "Kernels kept in flight")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  std::string compute_width = kKernelWidthNames[0];
+  AddWidthOption(compute_cmd, &compute_width);
   uint64_t kernels = 0;
   auto* compute_duration = compute_cmd->add_option("--duration", compute.duration_s, "Seconds to run")
                                ->capture_default_str()
@@ -77,6 +91,8 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
   latency_cmd->add_option("--kernel-us", latency.kernel_us, "Length of each kernel in microseconds")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, kMaxKernelUs));
+  std::string latency_width = kKernelWidthNames[0];
+  AddWidthOption(latency_cmd, &latency_width);
   uint64_t requests = 0;
   auto* latency_duration = latency_cmd->add_option("--duration", latency.duration_s, "Seconds to run")
                                ->capture_default_str()
@@ -108,6 +124,8 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? kExitOk : kExitUsage;  // --help exits 0
   }
+  compute.width = WidthNamed(compute_width);
+  latency.width = WidthNamed(latency_width);
   if (compute_kernels->count() > 0) compute.kernels = kernels;
   if (latency_requests->count() > 0) latency.requests = requests;
   memory.api = static_cast<MemoryApi>(std::find(api_names.begin(), api_names.end(), api_name) - api_names.begin());

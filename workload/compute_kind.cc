@@ -24,7 +24,7 @@ int RunCompute(const CommonOptions& common, const ComputeOptions& options) {
   Session s("compute", common);
   if (const int rc = s.Open(); rc != kExitOk) return rc;
   SpinKernel kernel(s);
-  if (!kernel.Load()) return kExitDriverFailed;
+  if (!kernel.Load(options.width)) return kExitDriverFailed;
   CUstream stream = nullptr;
   if (!DRIVER_CALL(s, cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING)) return kExitDriverFailed;
   std::vector<CUevent> slots(static_cast<size_t>(options.depth), nullptr);
@@ -80,6 +80,7 @@ int RunCompute(const CommonOptions& common, const ComputeOptions& options) {
 
   Json result = {{"device", common.device},
                  {"kernel_us", options.kernel_us},
+                 {"blocks", kernel.blocks()},
                  {"depth", options.depth},
                  {"kernels", completed},
                  {"elapsed_s", elapsed}};

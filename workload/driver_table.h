@@ -24,6 +24,7 @@ namespace gpuslice::workload {
   X(cuDriverGetVersion, PFN_cuDriverGetVersion_v2020)                      \
   X(cuDeviceGet, PFN_cuDeviceGet_v2000)                                    \
   X(cuDeviceGetName, PFN_cuDeviceGetName_v2000)                            \
+  X(cuDeviceGetAttribute, PFN_cuDeviceGetAttribute_v2000)                  \
   X(cuDevicePrimaryCtxRetain, PFN_cuDevicePrimaryCtxRetain_v7000)          \
   X(cuDevicePrimaryCtxRelease, PFN_cuDevicePrimaryCtxRelease_v11000)       \
   X(cuCtxSetCurrent, PFN_cuCtxSetCurrent_v4000)                            \

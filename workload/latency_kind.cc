@@ -54,7 +54,7 @@ int RunLatency(const CommonOptions& common, const LatencyOptions& options) {
   Session s("latency", common);
   if (const int rc = s.Open(); rc != kExitOk) return rc;
   SpinKernel kernel(s);
-  if (!kernel.Load()) return kExitDriverFailed;
+  if (!kernel.Load(options.width)) return kExitDriverFailed;
   CUstream stream = nullptr;
   if (!DRIVER_CALL(s, cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING)) return kExitDriverFailed;
 
@@ -115,6 +115,7 @@ int RunLatency(const CommonOptions& common, const LatencyOptions& options) {
                  {"period_ms", options.period_ms},
                  {"kernels_per_request", options.kernels_per_request},
                  {"kernel_us", options.kernel_us},
+                 {"blocks", kernel.blocks()},
                  {"requests", latencies_us.size()},
                  {"missed_periods", missed},
                  {"warmup_requests", 1},

@@ -14,7 +14,14 @@ struct CommonOptions {
   double report_interval_s = 0; // progress lines every this many seconds; 0 = none
 };
 
+// How many SMs a spin kernel asks for: narrow = one single-thread block (one SM, the same length
+// on any GPU or share of one); wide = as many single-thread blocks as the device holds at once
+// (SMs x resident blocks per SM), one wave alone, longer on fewer SMs (docs/simulator.md).
+enum class KernelWidth { kNarrow, kWide };
+inline constexpr const char* kKernelWidthNames[] = {"narrow", "wide"};
+
 struct ComputeOptions {
+  KernelWidth width = KernelWidth::kNarrow;
   uint64_t kernel_us = 1000;
   int depth = 2;
   double duration_s = 5;
@@ -22,6 +29,7 @@ struct ComputeOptions {
 };
 
 struct LatencyOptions {
+  KernelWidth width = KernelWidth::kNarrow;
   double period_ms = 10;
   int kernels_per_request = 3;
   uint64_t kernel_us = 200;

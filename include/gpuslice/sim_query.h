@@ -35,6 +35,14 @@ struct DeviceSnapshot {
   int cc_minor = 0;
   int running_slot = -1;    // process slot currently on the device, -1 when idle
   std::vector<ProcessUsage> processes;  // every slot that is live or has exited
+  // MIG: on a device in MIG mode, its instances (each with its own figures, `ordinal` the
+  // instance's index in the state, `uuid` "MIG-..."); the device's used memory and busy time
+  // are then the instances' sums.
+  bool mig_enabled = false;
+  std::string mig_profile;  // on an instance: "3g.71gb"
+  int mig_start = -1;       // on an instance: first memory slice
+  int gpu_instance_id = -1; // on an instance
+  std::vector<DeviceSnapshot> mig_instances;
 };
 
 struct Snapshot {

@@ -19,6 +19,7 @@ CUresult SynchronizeContext(CUctx_st* ctx) {
   }
   for (const auto& executor : executors) executor->Synchronize();
   TrimPoolsAtSynchronize(ctx->device);
+  if (CUresult error = Driver::Get()->ContextError(ctx); error != CUDA_SUCCESS) return error;
   return CUDA_SUCCESS;
 }
 

@@ -119,7 +119,7 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
   if (!free || !total) return CUDA_ERROR_INVALID_VALUE;
   const uint64_t capacity = d->device_config(ctx->device).total_memory;
-  const uint64_t used = d->state().MemoryUsed(ctx->device);
+  const uint64_t used = d->state().MemoryUsed(d->unit(ctx->device));
   *total = capacity;
   *free = used >= capacity ? 0 : capacity - used;
   return CUDA_SUCCESS;

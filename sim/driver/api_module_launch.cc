@@ -1,9 +1,11 @@
 // Modules, functions and kernel launches.
 //
 // Modules are PTX text; their `.entry` names are the functions. A function named spin_ns
-// occupies the device for its first (uint64) argument in nanoseconds, exactly what the
-// workload's PTX kernel does on a real GPU by spinning on %globaltimer. Any other function
-// takes GPUSLICE_SIM_KERNEL_NS (default 0).
+// occupies the device for its first (uint64) argument in nanoseconds per wave of its grid
+// (sim/work_model.h), exactly what the workload's PTX kernel does on a real GPU by spinning on
+// %globaltimer. A function named fault_illegal_address faults when it runs, as a kernel that
+// stores through a null pointer does (CUDA_ERROR_ILLEGAL_ADDRESS, see Driver::Fault). Any other
+// function takes GPUSLICE_SIM_KERNEL_NS (default 0) whatever its grid.
 #include "driver_api.h"
 
 #include <cstring>
@@ -69,7 +71,17 @@ CUresult Launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   if (f->module->context != s->context) return CUDA_ERROR_INVALID_HANDLE;
   StreamOp op;
   op.kind = StreamOp::Kind::kKernel;
+  if (f->is_fault) {  // its fault reaches the context when the stream gets to it
+    op.kind = StreamOp::Kind::kHostWork;
+    op.work = [d, ctx] { d->Fault(ctx); };
+    s->executor->Enqueue(std::move(op));
+    return CUDA_SUCCESS;
+  }
   op.kernel_ns = KernelDuration(d, f, kernelParams, extra);
+  if (f->is_spin) {  // the work model applies to spin_ns, whose length per wave is known
+    op.blocks = static_cast<uint64_t>(gx) * gy * gz;
+    op.threads_per_block = bx * by * bz;
+  }
   s->executor->Enqueue(std::move(op));
   return CUDA_SUCCESS;
 }
@@ -123,6 +135,7 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const cha
   f->module = hmod;
   f->name = name;
   f->is_spin = f->name == "spin_ns";
+  f->is_fault = f->name == "fault_illegal_address";
   hmod->functions.push_back(f);
   d->Register(f);
   *hfunc = f;

@@ -13,7 +13,7 @@ CUresult StreamSynchronize(CUstream hStream, bool per_thread) {
   if (CUresult rc = ResolveStream(hStream, per_thread, &s); rc != CUDA_SUCCESS) return rc;
   s->executor->Synchronize();
   TrimPoolsAtSynchronize(s->context->device);
-  return CUDA_SUCCESS;
+  return Driver::Get()->ContextError(s->context);
 }
 
 CUresult StreamQuery(CUstream hStream, bool per_thread) {
@@ -181,7 +181,7 @@ CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
     hEvent->completed_cv.wait(lock, [&] { return hEvent->completed >= target; });
   }
   TrimPoolsAtSynchronize(hEvent->context->device);
-  return CUDA_SUCCESS;
+  return Driver::Get()->ContextError(hEvent->context);
 }
 
 CUresult CUDAAPI cuEventElapsedTime_v2(float* pMilliseconds, CUevent hStart, CUevent hEnd) {

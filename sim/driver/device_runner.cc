@@ -5,6 +5,8 @@
 #include <algorithm>
 
 #include "common/clock.h"
+#include "common/futex.h"
+#include "sim/work_model.h"
 
 namespace gpuslice::sim {
 namespace {
@@ -28,10 +30,19 @@ void SleepUntilNanos(uint64_t deadline_ns) {
   }
 }
 
-DeviceRunner::DeviceRunner(SimState* state, int ordinal, int slot)
-    : state_(state), device_(&state->device(ordinal)), slot_(slot), arbiter_(state, ordinal, slot) {}
+DeviceRunner::DeviceRunner(SimState* state, int ordinal, int slot, int mps_sm_cap)
+    : state_(state),
+      device_(&state->device(ordinal)),
+      slot_(slot),
+      sms_(device_->config.sm_count),
+      unit_(ordinal),
+      mps_sm_cap_(mps_sm_cap),
+      arbiter_(state, ordinal, slot) {}
 
-void DeviceRunner::RunKernel(uint64_t duration_ns) {
+void DeviceRunner::RunKernel(uint64_t wave_ns, uint64_t blocks, uint32_t threads_per_block) {
+  if (mps_sm_cap_ > 0) return RunKernelMps(wave_ns, blocks, threads_per_block);
+  const uint64_t waves = KernelWaves(blocks, threads_per_block, sms_);
+  const uint64_t duration_ns = waves > UINT64_MAX / std::max<uint64_t>(wave_ns, 1) ? UINT64_MAX : wave_ns * waves;
   std::lock_guard<std::mutex> lock(exec_mutex_);
   SimProcessDeviceStats& stats = device_->processes[slot_];
   const uint64_t timeslice = device_->config.timeslice_ns;
@@ -64,5 +75,53 @@ void DeviceRunner::RunKernel(uint64_t duration_ns) {
 }
 
 void DeviceRunner::ReleaseDevice() { arbiter_.Release(); }
+
+// MPS: no time-slicing between clients. The kernel takes as many SMs as its grid can use, up to
+// the client's cap, holds them for its waves and gives them back; while fewer are free it waits. Busy time is counted in SM-time (duration x SMs held
+// / device SMs), so that a process's busy fraction is its share of the SMs.
+void DeviceRunner::RunKernelMps(uint64_t wave_ns, uint64_t blocks, uint32_t threads_per_block) {
+  std::lock_guard<std::mutex> lock(exec_mutex_);
+  SimProcessDeviceStats& stats = device_->processes[slot_];
+  const uint64_t per_sm = ResidentBlocksPerSm(threads_per_block);
+  const int wanted = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(mps_sm_cap_), (blocks + per_sm - 1) / per_sm));
+  const int sms = AcquireMpsSms(std::clamp(wanted, 1, mps_sm_cap_));
+  const uint64_t waves = KernelWaves(blocks, threads_per_block, sms);
+  const uint64_t duration_ns = waves > UINT64_MAX / std::max<uint64_t>(wave_ns, 1) ? UINT64_MAX : wave_ns * waves;
+  const uint64_t start = MonotonicNanos();
+  SleepUntilNanos(start + duration_ns);
+  const uint64_t ran = MonotonicNanos() - start;
+  ReleaseMpsSms(sms);
+  const uint64_t sm_time = static_cast<uint64_t>(static_cast<double>(ran) * sms / std::max(sms_, 1));
+  stats.busy_ns.fetch_add(sm_time);
+  device_->busy_ns.fetch_add(sm_time);
+  stats.kernels.fetch_add(1);
+  queued_.fetch_sub(1);
+}
+
+int DeviceRunner::AcquireMpsSms(int wanted) {
+  SimMpsDevice& mps = state_->segment().mps.devices[unit_];
+  while (true) {
+    const uint32_t seen = mps.sequence.load();
+    int32_t free = mps.sms_free.load();
+    while (free >= wanted) {
+      if (mps.sms_free.compare_exchange_weak(free, free - wanted)) {
+        mps.sms_held[slot_].fetch_add(static_cast<uint32_t>(wanted));
+        return wanted;
+      }
+    }
+    // Too few SMs free: wait for other clients' kernels to give some back (a kernel never starts
+    // on fewer SMs than its grid and cap allow, see docs/simulator.md). A holder that died has
+    // its SMs returned by the reaper (SimState::ReleaseSlotLocked).
+    if (!FutexWait(&mps.sequence, seen, 5'000'000)) state_->ReapDeadProcesses();
+  }
+}
+
+void DeviceRunner::ReleaseMpsSms(int sms) {
+  SimMpsDevice& mps = state_->segment().mps.devices[unit_];
+  mps.sms_held[slot_].fetch_sub(static_cast<uint32_t>(sms));
+  mps.sms_free.fetch_add(sms);
+  mps.sequence.fetch_add(1);
+  FutexWakeAll(&mps.sequence);
+}
 
 }  // namespace gpuslice::sim

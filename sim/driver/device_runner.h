@@ -14,19 +14,29 @@ namespace gpuslice::sim {
 
 class DeviceRunner {
  public:
-  DeviceRunner(SimState* state, int ordinal, int slot);
+  // `mps_sm_cap` > 0: the unit runs an MPS server and this client may use that many SMs.
+  DeviceRunner(SimState* state, int ordinal, int slot, int mps_sm_cap = 0);
 
   // A kernel was queued on some stream of this process for this device.
   void KernelQueued() { queued_.fetch_add(1); }
-  // Runs one queued kernel to completion (called from the stream's worker thread).
-  void RunKernel(uint64_t duration_ns);
+  // Runs one queued kernel to completion (called from the stream's worker thread): as many
+  // waves of `wave_ns` as its grid needs on the SMs this process has (work_model.h).
+  void RunKernel(uint64_t wave_ns, uint64_t blocks, uint32_t threads_per_block);
   // Gives the device back if this process holds it (process exit).
   void ReleaseDevice();
 
  private:
+  // MPS: the kernel runs beside other clients' on the SMs it can get (at most the cap).
+  void RunKernelMps(uint64_t wave_ns, uint64_t blocks, uint32_t threads_per_block);
+  int AcquireMpsSms(int wanted);
+  void ReleaseMpsSms(int sms);
+
   SimState* state_;
   SimDevice* device_;
   int slot_;
+  int sms_;  // the SMs one of this process's kernels runs on
+  int unit_;
+  int mps_sm_cap_;  // 0: time-sliced device
   DeviceArbiter arbiter_;
   // Kernels of one context run one after another, as a spin kernel fills the whole device.
   std::mutex exec_mutex_;

@@ -1,5 +1,7 @@
 #include "driver_state.h"
 
+#include "sim/visible_units.h"
+
 #include <pthread.h>
 #include <sys/mman.h>
 
@@ -55,6 +57,13 @@ CUresult Driver::Initialize(unsigned int flags) {
     std::fprintf(stderr, "%s\n", error.c_str());
     return g_init_error = CUDA_ERROR_NO_DEVICE;
   }
+  const std::vector<int> units = VisibleUnits(state->segment(), std::getenv("CUDA_VISIBLE_DEVICES"));
+  if (units.empty()) return g_init_error = CUDA_ERROR_NO_DEVICE;  // as CUDA does: nothing visible
+  MpsClientSettings mps;
+  if (!LoadMpsClientSettings(&mps, &error)) {
+    std::fprintf(stderr, "%s\n", error.c_str());
+    return g_init_error = CUDA_ERROR_NO_DEVICE;
+  }
   const int slot = state->RegisterProcess();
   if (slot < 0) {
     std::fprintf(stderr, "gpuslice-sim: every process slot of %s is in use by a live process\n",
@@ -64,8 +73,16 @@ CUresult Driver::Initialize(unsigned int flags) {
   auto* driver = new Driver();
   driver->slot_ = slot;
   driver->default_kernel_ns_ = config.default_kernel_ns;
-  for (int d = 0; d < state->device_count(); ++d)
-    driver->runners_[d] = std::make_unique<DeviceRunner>(state.get(), d, slot);
+  driver->mps_ = mps;
+  driver->unit_count_ = static_cast<int>(std::min<size_t>(units.size(), kMaxDevices));
+  for (int d = 0; d < driver->unit_count_; ++d) {
+    driver->units_[d] = units[d];
+    const int sm_cap = state->mps_enabled(units[d])
+                           ? MpsSmCap(state->device(units[d]).config.sm_count, mps.active_thread_percentage)
+                           : 0;
+    driver->runners_[d] = std::make_unique<DeviceRunner>(state.get(), units[d], slot, sm_cap);
+    if (sm_cap > 0) driver->mps_faults_[d] = &state->segment().mps.devices[units[d]].fault_generation;
+  }
   driver->state_ = std::move(state);
   g_driver.store(driver, std::memory_order_release);
   return CUDA_SUCCESS;
@@ -92,10 +109,12 @@ bool Driver::IsRegistered(const void* handle) {
 }
 
 CUresult Driver::ChargeDevice(int device, uint64_t bytes) {
-  return state_->ChargeMemory(device, slot_, bytes) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  // An MPS client's pinned-memory limit is per CUDA ordinal, as CUDA_MPS_PINNED_DEVICE_MEM_LIMIT names them.
+  const uint64_t own_limit = state_->mps_enabled(units_[device]) ? mps_.memory_limit[device] : 0;
+  return state_->ChargeMemory(units_[device], slot_, bytes, own_limit) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-void Driver::CreditDevice(int device, uint64_t bytes) { state_->CreditMemory(device, slot_, bytes); }
+void Driver::CreditDevice(int device, uint64_t bytes) { state_->CreditMemory(units_[device], slot_, bytes); }
 
 CUresult Driver::AllocateDeviceMemory(int device, size_t size, AllocationKind kind, CUmemoryPool pool,
                                       CUdeviceptr* out, const CUctx_st* owner) {
@@ -131,6 +150,19 @@ CUresult Driver::FreeDeviceMemory(CUdeviceptr base, Allocation* freed) {
   return CUDA_SUCCESS;
 }
 
+CUresult Driver::MpsFaultSeen(CUctx_st* ctx) {
+  if (mps_faults_[ctx->device]->load(std::memory_order_relaxed) == ctx->mps_faults_seen) return CUDA_SUCCESS;
+  ctx->sticky_error.store(CUDA_ERROR_ILLEGAL_ADDRESS);
+  return CUDA_ERROR_ILLEGAL_ADDRESS;
+}
+
+// Volta and later MPS contain a fatal fault to the clients of the GPU it happened on, and report
+// it to every one of them (without saying which client caused it).
+void Driver::Fault(CUctx_st* ctx) {
+  ctx->sticky_error.store(CUDA_ERROR_ILLEGAL_ADDRESS);
+  if (mps_faults_[ctx->device]) mps_faults_[ctx->device]->fetch_add(1);
+}
+
 void Driver::AddRange(const Allocation& allocation) {
   std::lock_guard<std::mutex> lock(mutex_);
   ranges_[allocation.base] = allocation;
@@ -160,12 +192,13 @@ CUresult Driver::CreateContext(int device, unsigned int flags, bool primary, CUc
   const uint64_t overhead = device_config(device).context_memory;
   if (overhead && ChargeDevice(device, overhead) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
   auto* ctx = new CUctx_st();
+  if (mps_faults_[device]) ctx->mps_faults_seen = mps_faults_[device]->load();
   ctx->device = device;
   ctx->flags = flags;
   ctx->primary = primary;
   Register(ctx);
   ctx->legacy_stream = CreateStream(ctx, 0, 0);
-  state_->device(device).processes[slot_].contexts.fetch_add(1);
+  state_->device(units_[device]).processes[slot_].contexts.fetch_add(1);
   *out = ctx;
   return CUDA_SUCCESS;
 }
@@ -195,7 +228,7 @@ CUresult Driver::DestroyContext(CUctx_st* ctx) {
   DestroyArraysOfContext(this, ctx);
   Unregister(ctx);
   ForgetContextEverywhere(ctx);
-  state_->device(ctx->device).processes[slot_].contexts.fetch_sub(1);
+  state_->device(units_[ctx->device]).processes[slot_].contexts.fetch_sub(1);
   const uint64_t overhead = device_config(ctx->device).context_memory;
   if (overhead) CreditDevice(ctx->device, overhead);
   delete ctx;
@@ -256,7 +289,7 @@ CUresult RequireContext(Driver** driver, CUctx_st** ctx) {
   if (CUresult rc = RequireInit(driver); rc != CUDA_SUCCESS) return rc;
   *ctx = CurrentContextOrNull();
   if (!*ctx || !(*driver)->IsRegistered(*ctx)) return CUDA_ERROR_INVALID_CONTEXT;
-  return CUDA_SUCCESS;
+  return (*driver)->ContextError(*ctx);
 }
 
 CUresult RequireDevice(Driver** driver, CUdevice device) {

@@ -13,6 +13,7 @@
 
 #include "device_runner.h"
 #include "handles.h"
+#include "sim/mps_client.h"
 #include "sim/sim_config.h"
 #include "sim/sim_state.h"
 #include "stream_executor.h"
@@ -42,8 +43,12 @@ class Driver {
 
   SimState& state() { return *state_; }
   int slot() const { return slot_; }
-  int device_count() const { return state_->device_count(); }
-  const SimDeviceConfig& device_config(int ordinal) { return state_->device(ordinal).config; }
+  // CUDA ordinals are the units CUDA_VISIBLE_DEVICES leaves visible (sim/visible_units.h): a
+  // whole device or one MIG instance each.
+  int device_count() const { return unit_count_; }
+  int unit(int ordinal) const { return units_[ordinal]; }
+  const SimDeviceConfig& device_config(int ordinal) { return state_->device(units_[ordinal]).config; }
+  bool is_mig(int ordinal) const { return units_[ordinal] >= kMaxDevices; }
   uint64_t default_kernel_ns() const { return default_kernel_ns_; }
   DeviceRunner& runner(int ordinal) { return *runners_[ordinal]; }
 
@@ -77,6 +82,17 @@ class Driver {
   // The calling thread's per-thread default stream in ctx.
   CUstream_st* PerThreadStream(CUctx_st* ctx);
 
+  // The fatal error that broke `ctx`, or CUDA_SUCCESS. Sticky, as with the real driver: the
+  // context's own kernel faulted, or (MPS) any client of its device faulted since it was made.
+  CUresult ContextError(CUctx_st* ctx) {
+    if (const int error = ctx->sticky_error.load(std::memory_order_relaxed)) return static_cast<CUresult>(error);
+    if (!mps_faults_[ctx->device]) return CUDA_SUCCESS;
+    return MpsFaultSeen(ctx);
+  }
+  // A kernel of `ctx` faulted (CUDA_ERROR_ILLEGAL_ADDRESS): the context is broken; under MPS the
+  // fault is reported to every client of the device.
+  void Fault(CUctx_st* ctx);
+
   // Process exit: give the device back and return this process's memory.
   void Shutdown();
 
@@ -85,6 +101,11 @@ class Driver {
   std::unique_ptr<SimState> state_;
   int slot_ = -1;
   uint64_t default_kernel_ns_ = 0;
+  MpsClientSettings mps_;  // CUDA_MPS_* of this process (applies where an MPS server runs)
+  CUresult MpsFaultSeen(CUctx_st* ctx);
+  std::atomic<uint32_t>* mps_faults_[kMaxDevices] = {};  // per ordinal: its MPS server's fault count
+  int unit_count_ = 0;
+  int units_[kMaxDevices] = {};
   std::unique_ptr<DeviceRunner> runners_[kMaxDevices];
 
   std::mutex mutex_;

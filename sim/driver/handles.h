@@ -28,6 +28,9 @@ struct CUctx_st {
   CUstream_st* legacy_stream = nullptr;
   std::mutex mutex;
   std::vector<CUstream_st*> streams;  // every stream of the context, the default ones included
+  // A fatal fault breaks the context for good (Driver::ContextError): 0 or the CUresult.
+  std::atomic<int> sticky_error{0};
+  uint32_t mps_faults_seen = 0;  // the MPS server's fault count when the context was made
 };
 
 struct CUstream_st {
@@ -59,4 +62,5 @@ struct CUfunc_st {
   CUmod_st* module = nullptr;
   std::string name;
   bool is_spin = false;  // spin_ns: occupies the device for its uint64 argument in ns
+  bool is_fault = false; // fault_illegal_address: a fatal fault when it runs
 };

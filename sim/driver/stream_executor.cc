@@ -60,7 +60,7 @@ void StreamExecutor::WorkerLoop() {
 void StreamExecutor::Execute(StreamOp& op) {
   switch (op.kind) {
     case StreamOp::Kind::kKernel:
-      runner_->RunKernel(op.kernel_ns);
+      runner_->RunKernel(op.kernel_ns, op.blocks, op.threads_per_block);
       break;
     case StreamOp::Kind::kHostWork:
       if (op.work) op.work();

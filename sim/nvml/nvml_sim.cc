@@ -41,6 +41,7 @@ namespace {
 using gpuslice::sim::SimState;
 using gpuslice::sim::SlotState;
 using gpuslice::sim::kMaxDevices;
+using gpuslice::sim::kMaxUnits;
 using gpuslice::sim::kMaxProcesses;
 
 constexpr char kDriverVersion[] = "580.00-sim";
@@ -53,7 +54,15 @@ constexpr uint64_t kUtilizationPeriodUs = 1'000'000;
 constexpr size_t kMaxSamples = 64;
 constexpr unsigned int kNoMigInstance = 0xFFFFFFFFu;
 
-nvmlDevice_st g_handles[kMaxDevices] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
+// Handles 0-7 are the devices, kMaxDevices + i the MIG instance i (SimState::device's units).
+nvmlDevice_st* Handles() {
+  static nvmlDevice_st* handles = [] {
+    auto* h = new nvmlDevice_st[kMaxUnits];
+    for (int i = 0; i < kMaxUnits; ++i) h[i].ordinal = i;
+    return h;
+  }();
+  return handles;
+}
 
 struct Sample {
   uint64_t time_us;  // microseconds since the epoch, as NVML timestamps are
@@ -74,7 +83,7 @@ struct Library {
   std::mutex mutex;
   int init_count = 0;  // nvmlInit calls not yet matched by nvmlShutdown
   std::unique_ptr<SimState> state;
-  DeviceHistory history[kMaxDevices];
+  DeviceHistory history[kMaxUnits];
 };
 
 // Never destroyed: a monitoring thread may still call in while the process exits.
@@ -138,11 +147,30 @@ class Session {
   DeviceHistory& history(int ordinal) { return Lib().history[ordinal]; }
 
   // The ordinal behind a handle, or -1 when it is not one of ours or names no present device.
+  // MIG instances are units kMaxDevices + i.
   int Ordinal(nvmlDevice_t device) {
-    for (int i = 0; i < kMaxDevices; ++i) {
-      if (device == &g_handles[i]) return i < state().device_count() ? i : -1;
+    for (int i = 0; i < kMaxUnits; ++i) {
+      if (device != &Handles()[i]) continue;
+      if (i < kMaxDevices) return i < state().device_count() ? i : -1;
+      return i - kMaxDevices < state().mig_instance_count() ? i : -1;
     }
     return -1;
+  }
+  bool IsMig(int unit) const { return unit >= kMaxDevices; }
+  // A device in MIG mode, or one of its instances: NVML reports no utilisation there.
+  bool InMigMode(int unit) { return IsMig(unit) || Lib().state->mig_enabled(unit); }
+  std::string Uuid(int unit) {
+    const auto& uuid = state().device(unit).config.uuid;
+    return IsMig(unit) ? gpuslice::sim::FormatMigUuid(uuid) : gpuslice::sim::FormatGpuUuid(uuid);
+  }
+  // Memory in use on a unit; on a device in MIG mode, the sum over its instances.
+  uint64_t MemoryUsed(int unit) {
+    uint64_t used = state().MemoryUsed(unit);
+    if (!IsMig(unit) && state().mig_enabled(unit)) {
+      for (int i = 0; i < state().mig_instance_count(); ++i)
+        if (state().segment().mig.instances[i].gpu == unit) used += state().MemoryUsed(kMaxDevices + i);
+    }
+    return used;
   }
 
  private:
@@ -214,12 +242,26 @@ nvmlReturn_t HandleByIndex(unsigned int index, nvmlDevice_t* device) noexcept {
     if (!session.ok()) return NVML_ERROR_UNINITIALIZED;
     if (device == nullptr || index >= static_cast<unsigned int>(session.state().device_count()))
       return NVML_ERROR_INVALID_ARGUMENT;
-    *device = &g_handles[index];
+    *device = &Handles()[index];
     return NVML_SUCCESS;
   });
 }
 
 }  // namespace
+
+// The MIG queries are not in common/nvml_api.h (the shim does not use them); declared here with
+// nvml.h's signatures so that they are exported.
+#pragma GCC visibility push(default)
+extern "C" {
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* currentMode, unsigned int* pendingMode);
+nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int* isMigDevice);
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* count);
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index, nvmlDevice_t* migDevice);
+nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t* device);
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id);
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id);
+}
+#pragma GCC visibility pop
 
 extern "C" {
 
@@ -314,9 +356,9 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
     Session session;
     if (!session.ok()) return NVML_ERROR_UNINITIALIZED;
     if (uuid == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    for (int i = 0; i < session.state().device_count(); ++i) {
-      if (gpuslice::sim::FormatGpuUuid(session.state().device(i).config.uuid) == uuid) {
-        *device = &g_handles[i];
+    for (int i = 0; i < kMaxUnits; ++i) {
+      if (session.Ordinal(&Handles()[i]) == i && session.Uuid(i) == uuid) {
+        *device = &Handles()[i];
         return NVML_SUCCESS;
       }
     }
@@ -326,8 +368,7 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
 
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
   return WithDevice(device, [&](Session& session, int ordinal) {
-    return CopyString(gpuslice::sim::FormatGpuUuid(session.state().device(ordinal).config.uuid), uuid,
-                      length);
+    return CopyString(session.Uuid(ordinal), uuid, length);
   });
 }
 
@@ -339,9 +380,11 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int len
 }
 
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
-  return WithDevice(device, [&](Session&, int ordinal) {
+  return WithDevice(device, [&](Session& session, int ordinal) {
     if (index == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *index = static_cast<unsigned int>(ordinal);
+    // A MIG instance answers with its GPU's index.
+    *index = static_cast<unsigned int>(
+        session.IsMig(ordinal) ? session.state().segment().mig.instances[ordinal - kMaxDevices].gpu : ordinal);
     return NVML_SUCCESS;
   });
 }
@@ -359,7 +402,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) 
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     const uint64_t total = session.state().device(ordinal).config.total_memory;
-    const uint64_t used = std::min(session.state().MemoryUsed(ordinal), total);
+    const uint64_t used = std::min(session.MemoryUsed(ordinal), total);
     memory->total = total;
     memory->used = used;
     memory->free = total - used;
@@ -372,7 +415,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* me
     if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     const uint64_t total = session.state().device(ordinal).config.total_memory;
-    const uint64_t used = std::min(session.state().MemoryUsed(ordinal), total);
+    const uint64_t used = std::min(session.MemoryUsed(ordinal), total);
     memory->total = total;
     memory->reserved = 0;  // the simulated driver keeps nothing back
     memory->used = used;
@@ -388,14 +431,26 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
     SimState& state = session.state();
     state.ReapDeadProcesses();
     const auto& segment = state.segment();
-    const auto& dev = state.device(ordinal);
+    // A MIG instance lists its own processes; a device in MIG mode those of every instance, with
+    // their GPU instance ids (compute instance 0: one per GPU instance).
+    std::vector<int> units;
+    if (session.IsMig(ordinal) || !state.mig_enabled(ordinal)) units.push_back(ordinal);
+    else
+      for (int i = 0; i < state.mig_instance_count(); ++i)
+        if (segment.mig.instances[i].gpu == ordinal) units.push_back(kMaxDevices + i);
     std::vector<nvmlProcessInfo_t> found;
-    for (int s = 0; s < kMaxProcesses; ++s) {
-      if (static_cast<SlotState>(segment.slots[s].state.load()) != SlotState::kLive) continue;
-      const uint64_t memory = dev.processes[s].memory_used.load();
-      if (memory == 0 && dev.processes[s].contexts.load() == 0) continue;
-      found.push_back(nvmlProcessInfo_t{static_cast<unsigned int>(segment.slots[s].pid), memory,
-                                        kNoMigInstance, kNoMigInstance});
+    for (int unit : units) {
+      const auto& dev = state.device(unit);
+      const bool mig = session.IsMig(unit);
+      const unsigned int gi =
+          mig ? static_cast<unsigned int>(segment.mig.instances[unit - kMaxDevices].gpu_instance_id) : kNoMigInstance;
+      for (int s = 0; s < kMaxProcesses; ++s) {
+        if (static_cast<SlotState>(segment.slots[s].state.load()) != SlotState::kLive) continue;
+        const uint64_t memory = dev.processes[s].memory_used.load();
+        if (memory == 0 && dev.processes[s].contexts.load() == 0) continue;
+        found.push_back(nvmlProcessInfo_t{static_cast<unsigned int>(segment.slots[s].pid), memory, gi,
+                                          mig ? 0u : kNoMigInstance});
+      }
     }
     const auto needed = static_cast<unsigned int>(found.size());
     if (*infoCount < needed) {
@@ -414,6 +469,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUti
                                              unsigned long long lastSeenTimeStamp) {
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (processSamplesCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (session.InMigMode(ordinal)) return NVML_ERROR_NOT_SUPPORTED;  // as NVML under MIG
     SimState& state = session.state();
     state.ReapDeadProcesses();
     const Clocks clocks = ReadClocks();
@@ -459,6 +515,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUti
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization) {
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (utilization == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (session.InMigMode(ordinal)) return NVML_ERROR_NOT_SUPPORTED;  // as NVML under MIG
     const Clocks clocks = ReadClocks();
     const uint64_t busy = session.state().device(ordinal).busy_ns.load();
     std::vector<Sample>& samples = session.history(ordinal).samples;
@@ -472,6 +529,76 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
     while (samples.size() > 1 && samples[1].time_us <= period_start) samples.erase(samples.begin());
     utilization->gpu = Percent(busy, clocks.now_us, base);
     utilization->memory = 0;  // memory traffic is not simulated
+    return NVML_SUCCESS;
+  });
+}
+
+// --- MIG (NVML's Multi Instance GPU management, the queries) ---
+
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* currentMode, unsigned int* pendingMode) {
+  return WithDevice(device, [&](Session& session, int ordinal) {
+    if (currentMode == nullptr || pendingMode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (session.IsMig(ordinal)) return NVML_ERROR_NOT_SUPPORTED;
+    *currentMode = *pendingMode = session.state().mig_enabled(ordinal) ? 1u : 0u;  // NVML_DEVICE_MIG_ENABLE
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int* isMigDevice) {
+  return WithDevice(device, [&](Session& session, int ordinal) {
+    if (isMigDevice == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *isMigDevice = session.IsMig(ordinal) ? 1u : 0u;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* count) {
+  return WithDevice(device, [&](Session& session, int ordinal) {
+    if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (session.IsMig(ordinal)) return NVML_ERROR_NOT_SUPPORTED;
+    *count = session.state().mig_enabled(ordinal) ? static_cast<unsigned int>(gpuslice::sim::kMaxMigInstancesPerGpu) : 0u;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index, nvmlDevice_t* migDevice) {
+  return WithDevice(device, [&](Session& session, int ordinal) {
+    if (migDevice == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (session.IsMig(ordinal) || !session.state().mig_enabled(ordinal)) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned int seen = 0;
+    for (int i = 0; i < session.state().mig_instance_count(); ++i) {
+      if (session.state().segment().mig.instances[i].gpu != ordinal) continue;
+      if (seen++ == index) {
+        *migDevice = &Handles()[kMaxDevices + i];
+        return NVML_SUCCESS;
+      }
+    }
+    return NVML_ERROR_NOT_FOUND;
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t* device) {
+  return WithDevice(migDevice, [&](Session& session, int ordinal) {
+    if (device == nullptr || !session.IsMig(ordinal)) return NVML_ERROR_INVALID_ARGUMENT;
+    *device = &Handles()[session.state().segment().mig.instances[ordinal - kMaxDevices].gpu];
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id) {
+  return WithDevice(device, [&](Session& session, int ordinal) {
+    if (id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!session.IsMig(ordinal)) return NVML_ERROR_NOT_SUPPORTED;
+    *id = static_cast<unsigned int>(session.state().segment().mig.instances[ordinal - kMaxDevices].gpu_instance_id);
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id) {
+  return WithDevice(device, [&](Session& session, int ordinal) {
+    if (id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!session.IsMig(ordinal)) return NVML_ERROR_NOT_SUPPORTED;
+    *id = 0;  // one compute instance spanning each GPU instance
     return NVML_SUCCESS;
   });
 }

@@ -47,17 +47,17 @@ std::string RunningText(const DeviceSnapshot& d) {
   return fmt::format("slot {}", d.running_slot);
 }
 
-void PrintText(const Snapshot& snap) {
-  fmt::print("Simulated GPUs in {}\n", snap.state_path);
-  for (const DeviceSnapshot& d : snap.devices) {
-    fmt::print("\nGPU {}  {}  {}\n", d.ordinal, d.name, d.uuid);
+// One device, or one MIG instance of it (`title` says which).
+void PrintUnit(const DeviceSnapshot& d, const std::string& title) {
+  {
+    fmt::print("\n{}  {}  {}\n", title, d.name, d.uuid);
     fmt::print("  memory {} / {}   busy {:.1f} ms   hand-overs {}   time slice {:.1f} ms   running: {}\n",
                MiB(d.used_memory), MiB(d.total_memory), d.busy_ns / 1e6, d.handovers, d.timeslice_ns / 1e6,
                RunningText(d));
     fmt::print("  compute capability {}.{}, {} SMs\n", d.cc_major, d.cc_minor, d.sm_count);
     if (d.processes.empty()) {
       fmt::print("  no processes\n");
-      continue;
+      return;
     }
     fmt::print("  {:>4}  {:>8}  {:<6}  {:<16}  {:>10}  {:>11}  {:>9}  {:>6}\n", "SLOT", "PID", "STATE", "COMMAND",
                "MEMORY", "BUSY ms", "KERNELS", "SHARE");
@@ -69,10 +69,19 @@ void PrintText(const Snapshot& snap) {
   }
 }
 
-// Field names follow gpuslice/sim_query.h; "share" is the process's fraction of device busy time.
-nlohmann::json ToJson(const Snapshot& snap) {
-  nlohmann::json devices = nlohmann::json::array();
+void PrintText(const Snapshot& snap) {
+  fmt::print("Simulated GPUs in {}\n", snap.state_path);
   for (const DeviceSnapshot& d : snap.devices) {
+    PrintUnit(d, fmt::format("GPU {}{}", d.ordinal, d.mig_enabled ? "  (MIG mode)" : ""));
+    for (const DeviceSnapshot& m : d.mig_instances)
+      PrintUnit(m, fmt::format("  GPU {} MIG {} (GI {}, slices from {})", d.ordinal, m.mig_profile, m.gpu_instance_id,
+                               m.mig_start));
+  }
+}
+
+// Field names follow gpuslice/sim_query.h; "share" is the process's fraction of device busy time.
+nlohmann::json UnitJson(const DeviceSnapshot& d) {
+  {
     nlohmann::json processes = nlohmann::json::array();
     for (const ProcessUsage& p : d.processes) {
       processes.push_back({{"slot", p.slot},
@@ -86,7 +95,7 @@ nlohmann::json ToJson(const Snapshot& snap) {
                            {"started_ns", p.started_ns},
                            {"ended_ns", p.ended_ns}});
     }
-    devices.push_back({{"ordinal", d.ordinal},
+    nlohmann::json unit = {{"ordinal", d.ordinal},
                        {"name", d.name},
                        {"uuid", d.uuid},
                        {"total_memory", d.total_memory},
@@ -99,8 +108,24 @@ nlohmann::json ToJson(const Snapshot& snap) {
                        {"cc_major", d.cc_major},
                        {"cc_minor", d.cc_minor},
                        {"running_slot", d.running_slot},
-                       {"processes", std::move(processes)}});
+                       {"processes", std::move(processes)}};
+    if (!d.mig_profile.empty()) {  // a MIG instance
+      unit["mig_profile"] = d.mig_profile;
+      unit["gpu_instance_id"] = d.gpu_instance_id;
+      unit["mig_start"] = d.mig_start;
+    } else {
+      unit["mig_enabled"] = d.mig_enabled;
+      nlohmann::json instances = nlohmann::json::array();
+      for (const DeviceSnapshot& m : d.mig_instances) instances.push_back(UnitJson(m));
+      unit["mig_instances"] = std::move(instances);
+    }
+    return unit;
   }
+}
+
+nlohmann::json ToJson(const Snapshot& snap) {
+  nlohmann::json devices = nlohmann::json::array();
+  for (const DeviceSnapshot& d : snap.devices) devices.push_back(UnitJson(d));
   return {{"state_path", snap.state_path}, {"taken_ns", snap.taken_ns}, {"devices", std::move(devices)}};
 }
 
