@@ -28,3 +28,8 @@ find_package(Python3 REQUIRED COMPONENTS Interpreter)
 if(GPUSLICE_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()
+
+# gpuslice-exporter's HTTP server (Debian's libcpp-httplib-dev: a header and a compiled library,
+# found through pkg-config).
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(GPUSLICE_HTTPLIB REQUIRED cpp-httplib)
