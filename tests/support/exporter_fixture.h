@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/find_program.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"
 
@@ -48,24 +49,6 @@ inline std::optional<std::string> HttpGet(int port, const std::string& path) {
   auto response = client.Get(path.c_str());
   if (!response || response->status != 200) return std::nullopt;
   return response->body;
-}
-
-// The first executable called `name` in /usr/bin, /usr/local/bin or $PATH; "" if none.
-inline std::string FindProgram(const std::string& name) {
-  std::vector<std::string> dirs = {"/usr/bin", "/usr/local/bin"};
-  if (const char* path = std::getenv("PATH")) {
-    std::string all = path;
-    for (size_t start = 0, end; start <= all.size(); start = end + 1) {
-      end = all.find(':', start);
-      if (end == std::string::npos) end = all.size();
-      dirs.push_back(all.substr(start, end - start));
-    }
-  }
-  for (const auto& dir : dirs) {
-    const std::string candidate = dir + "/" + name;
-    if (!dir.empty() && access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
 }
 
 // gpuslice-exporter on a free loopback port, reading `state_dir`, with the simulated NVML.
