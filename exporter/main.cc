@@ -115,6 +115,12 @@ int main(int argc, char** argv) {
   server.Get("/healthz", [](const httplib::Request&, httplib::Response& response) {
     response.set_content("ok\n", "text/plain");
   });
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second exporter (or
+  // anything else) on the same port binds too and steals half the scrapes instead of failing.
+  server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   if (!server.bind_to_port(address->host.c_str(), address->port)) {
     std::fprintf(stderr, "gpuslice-exporter: cannot listen on %s (address in use, not local, or not permitted)\n",
                  listen.c_str());
