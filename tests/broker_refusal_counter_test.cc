@@ -40,56 +40,42 @@ struct Reports {
   std::atomic<int> granted_wrongly{0};      // over-quota reservations that were granted
 };
 
-// Reads one ledger's counters through a read-only mapping, as the exporter does, and checks on
-// every read that neither went backwards since the last.
-class CounterWatch {
- public:
-  explicit CounterWatch(const std::string& state_dir) : state_dir_(state_dir) {}
-
-  void Start() {
-    thread_ = std::thread([this] {
-      while (!stop_.load()) {
-        Sample();
-        std::this_thread::sleep_for(std::chrono::microseconds(300));
-      }
-    });
-  }
-  void Stop() {
-    stop_.store(true);
-    if (thread_.joinable()) thread_.join();
-  }
-  ~CounterWatch() { Stop(); }
-
-  // Every tenant's counters summed over the file (there is one tenant and one GPU here).
-  bool Sample() {
-    std::string error;
-    auto file = OpenSegmentFile(state_dir_, OpenMode::kReadOnly, &error);
-    if (!file) return false;
-    uint64_t allocations = 0, bytes = 0;
-    for (const LedgerEntry& ledger : file->segment->ledgers) {
-      allocations += ledger.refused_allocations.load();
-      bytes += ledger.refused_bytes.load();
-    }
-    if (allocations < last_allocations_ || bytes < last_bytes_) backwards_.fetch_add(1);
-    last_allocations_ = allocations;
-    last_bytes_ = bytes;
-    ++samples_;
-    return true;
-  }
-
-  uint64_t allocations() const { return last_allocations_; }
-  uint64_t bytes() const { return last_bytes_; }
-  int backwards() const { return backwards_.load(); }
-  int samples() const { return samples_; }
-
- private:
-  std::string state_dir_;
-  std::thread thread_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> backwards_{0};
-  uint64_t last_allocations_ = 0, last_bytes_ = 0;
-  int samples_ = 0;
+// Reads the counters through a read-only mapping, as the exporter does, and checks on every
+// read that neither went backwards since the last. It runs in a process of its own (forked
+// first): a thread would make every later fork() of the test copy whatever lock it held.
+struct WatchState {
+  std::atomic<bool> stop{false};
+  std::atomic<int> backwards{0};
+  std::atomic<int> samples{0};
+  std::atomic<uint64_t> allocations{0};
+  std::atomic<uint64_t> bytes{0};
 };
+
+bool Sample(const std::string& state_dir, WatchState* watch) {
+  std::string error;
+  auto file = OpenSegmentFile(state_dir, OpenMode::kReadOnly, &error);
+  if (!file) return false;
+  uint64_t allocations = 0, bytes = 0;
+  for (const LedgerEntry& ledger : file->segment->ledgers) {
+    allocations += ledger.refused_allocations.load();
+    bytes += ledger.refused_bytes.load();
+  }
+  if (allocations < watch->allocations.load() || bytes < watch->bytes.load()) watch->backwards.fetch_add(1);
+  watch->allocations.store(allocations);
+  watch->bytes.store(bytes);
+  watch->samples.fetch_add(1);
+  return true;
+}
+
+pid_t StartWatcher(ChildGroup* children, const std::string& state_dir, WatchState* watch) {
+  return children->Fork([=] {
+    while (!watch->stop.load()) {
+      Sample(state_dir, watch);
+      std::this_thread::sleep_for(std::chrono::microseconds(300));
+    }
+    return 0;
+  });
+}
 
 // A tenant process: joins, reserves 1 MiB (within the quota), then asks `refusals` times for more
 // than the quota, each time a different size.
@@ -123,10 +109,10 @@ TEST(BrokerRefusalCounterTest, ThousandRefusalsAcrossProcessesCountedExactlyThro
     std::string error;
     ASSERT_TRUE(Broker::Attach(dir.state_dir(), &error)) << error;  // create the file for the watcher
   }
-  CounterWatch watch(dir.state_dir());
-  watch.Start();
-  constexpr int kProcesses = 200, kRefusalsEach = 5, kBatch = 25;  // 1,000 refusals, 100 killed
+  Shared<WatchState> watch;
   ChildGroup children;
+  const pid_t watcher = StartWatcher(&children, dir.state_dir(), &*watch);
+  constexpr int kProcesses = 200, kRefusalsEach = 5, kBatch = 25;  // 1,000 refusals, 100 killed
   int killed = 0;
   for (int first = 0; first < kProcesses; first += kBatch) {
     std::vector<pid_t> exiting, holding;
@@ -147,7 +133,8 @@ TEST(BrokerRefusalCounterTest, ThousandRefusalsAcrossProcessesCountedExactlyThro
       ++killed;
     }
   }
-  watch.Stop();
+  watch->stop.store(true);
+  EXPECT_EQ(children.Wait(watcher), 0);
   EXPECT_EQ(killed, 100);
   EXPECT_EQ(reports->granted_wrongly.load(), 0);
   ASSERT_EQ(reports->refusals_seen.load(), 1000u);
@@ -162,11 +149,11 @@ TEST(BrokerRefusalCounterTest, ThousandRefusalsAcrossProcessesCountedExactlyThro
   EXPECT_EQ(tenant.used, 0u) << "the killed processes' MiB were not returned";
   EXPECT_EQ(tenant.refused_allocations, 1000u);
   EXPECT_EQ(tenant.refused_bytes, reports->refused_bytes.load());
-  ASSERT_TRUE(watch.Sample());
-  EXPECT_EQ(watch.allocations(), 1000u);
-  EXPECT_EQ(watch.bytes(), reports->refused_bytes.load());
-  EXPECT_EQ(watch.backwards(), 0) << "a counter went backwards in one of " << watch.samples() << " reads";
-  EXPECT_GT(watch.samples(), 10);
+  ASSERT_TRUE(Sample(dir.state_dir(), &*watch));
+  EXPECT_EQ(watch->allocations.load(), 1000u);
+  EXPECT_EQ(watch->bytes.load(), reports->refused_bytes.load());
+  EXPECT_EQ(watch->backwards.load(), 0) << "a counter went backwards in one of " << watch->samples.load() << " reads";
+  EXPECT_GT(watch->samples.load(), 10);
 }
 
 // Processes SIGKILLed at any instant of a refusal loop: each refusal a process saw is counted; one
