@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -102,6 +103,18 @@ int RefusedMember(const std::string& state_dir, int index, int refusals, bool ho
   return 0;
 }
 
+// The one tenant on the one GPU, as gpuslicectl sees it (after reaping the dead).
+std::optional<TenantView> OnlyTenant(const std::string& state_dir) {
+  Snapshot snapshot;
+  std::string error;
+  EXPECT_TRUE(TakeSnapshot(state_dir, &snapshot, &error)) << error;
+  if (snapshot.gpus.size() != 1 || snapshot.gpus[0].tenants.size() != 1) {
+    ADD_FAILURE() << "expected one GPU with one tenant";
+    return std::nullopt;
+  }
+  return snapshot.gpus[0].tenants[0];
+}
+
 TEST(BrokerRefusalCounterTest, ThousandRefusalsAcrossProcessesCountedExactlyThroughSigkills) {
   BrokerTempDir dir;
   Shared<Reports> reports;
@@ -140,12 +153,9 @@ TEST(BrokerRefusalCounterTest, ThousandRefusalsAcrossProcessesCountedExactlyThro
   ASSERT_EQ(reports->refusals_seen.load(), 1000u);
 
   // Reaping the killed processes returns their charges and leaves the counters as they were.
-  Snapshot snapshot;
-  std::string error;
-  ASSERT_TRUE(TakeSnapshot(dir.state_dir(), &snapshot, &error)) << error;
-  ASSERT_EQ(snapshot.gpus.size(), 1u);
-  ASSERT_EQ(snapshot.gpus[0].tenants.size(), 1u);
-  const TenantView& tenant = snapshot.gpus[0].tenants[0];
+  const std::optional<TenantView> view = OnlyTenant(dir.state_dir());
+  ASSERT_TRUE(view);
+  const TenantView& tenant = *view;
   EXPECT_EQ(tenant.used, 0u) << "the killed processes' MiB were not returned";
   EXPECT_EQ(tenant.refused_allocations, 1000u);
   EXPECT_EQ(tenant.refused_bytes, reports->refused_bytes.load());
@@ -174,12 +184,9 @@ TEST(BrokerRefusalCounterTest, KilledMidReservationCountAtMostOneUnseenRefusalEa
     EXPECT_EQ(children.Wait(pid), 128 + SIGKILL);
   }
   EXPECT_EQ(reports->granted_wrongly.load(), 0);
-  Snapshot snapshot;
-  std::string error;
-  ASSERT_TRUE(TakeSnapshot(dir.state_dir(), &snapshot, &error)) << error;
-  ASSERT_EQ(snapshot.gpus.size(), 1u);
-  ASSERT_EQ(snapshot.gpus[0].tenants.size(), 1u);
-  const TenantView& tenant = snapshot.gpus[0].tenants[0];
+  const std::optional<TenantView> view = OnlyTenant(dir.state_dir());
+  ASSERT_TRUE(view);
+  const TenantView& tenant = *view;
   const uint64_t seen = reports->refusals_seen.load();
   EXPECT_GT(seen, 0u);
   EXPECT_GE(tenant.refused_allocations, seen);

@@ -171,7 +171,7 @@ TEST(ExporterProcessTest, KeepsServingWhileTheStateFileIsMissingAppearsAndIsRecr
   EXPECT_THAT(text, HasSubstr("\ngpuslice_segment_up 1\n"));
   EXPECT_THAT(text, HasSubstr("tenant=\"team-a\"} 7340032\n"));
   EXPECT_TRUE(exporter.process().running());
-  // The exporter never writes: the file's modification time is the tenants' alone.
+  // The state file's absence was logged once, and its return.
   EXPECT_THAT(exporter.process().StderrSoFar(), HasSubstr("state file: available again"));
 }
 
