@@ -274,7 +274,14 @@ bool Broker::Reserve(int ledger, uint64_t bytes) {
   const LedgerId id = *LedgerId::From(ledger);
   if (TryCharge(id, bytes)) return true;
   ReapDeadProcesses();  // what is missing may be held by processes that died
-  return OwnsLedger(ledger) && TryCharge(id, bytes);
+  if (OwnsLedger(ledger) && TryCharge(id, bytes)) return true;
+  // Counted once per refused call, before the refusal is returned, by atomic adds that a SIGKILL
+  // cannot tear (one killed between the two may count the refusal without its bytes). Off the
+  // launch path: only allocations come here.
+  LedgerEntry& entry = At(*file_->segment, id);
+  entry.refused_allocations.fetch_add(1, std::memory_order_relaxed);
+  entry.refused_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  return false;
 }
 
 void Broker::Release(int ledger, uint64_t bytes) {

@@ -130,6 +130,10 @@ struct TenantView {
   uint64_t waits = 0;
   uint64_t wait_ns = 0;
   uint64_t refused_allocations = 0;
+  uint64_t refused_bytes = 0;  // their sizes, summed
+  // Waits by duration: wait_buckets[i] counts waits of at most kWaitBucketsNs[i] and more than
+  // the bucket before (segment_layout.h); the last counts every longer wait. Not cumulative.
+  uint64_t wait_buckets[8] = {};
   // Its share of the GPU's time over the last complete measurement window, in parts per million;
   // meaningful only when the GPU's share_window_complete is true.
   uint64_t last_share_ppm = 0;
@@ -168,6 +172,9 @@ struct Snapshot {
 // Reads the segment in state_dir after reaping dead processes. False with *error when it is
 // missing or incompatible.
 bool TakeSnapshot(const std::string& state_dir, Snapshot* out, std::string* error);
+// The same view through a read-only mapping that never reaps or locks (gpuslice-exporter): the
+// charges of processes that died since the last reap still count until some writer reaps them.
+bool TakeReadOnlySnapshot(const std::string& state_dir, Snapshot* out, std::string* error);
 
 // "GPU-xxxxxxxx-xxxx-..." <-> 16 bytes.
 std::string FormatUuid(const uint8_t (&uuid)[16]);

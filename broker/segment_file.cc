@@ -90,7 +90,8 @@ int OpenStateFile(const std::string& path, OpenMode mode, bool* writable, std::s
       return -1;
     }
   }
-  int fd = open(path.c_str(), O_RDWR | kFlags);
+  if (mode == OpenMode::kReadOnly) *writable = false;
+  int fd = open(path.c_str(), (mode == OpenMode::kReadOnly ? O_RDONLY : O_RDWR) | kFlags);
   if (fd < 0 && (errno == EACCES || errno == EROFS) && mode == OpenMode::kAttachExisting) {
     *writable = false;  // a reader (gpuslicectl) without write permission, or on a read-only mount, still gets a view
     fd = open(path.c_str(), O_RDONLY | kFlags);
@@ -243,12 +244,12 @@ std::unique_ptr<SegmentFile> Open(const std::string& state_dir, OpenMode mode, s
     }
     contents = Inspect(file->fd, file->path, error);
     if (contents == Contents::kUninitialised) {
-      if (mode == OpenMode::kAttachExisting && AnyProcessAlive(file->fd)) {
+      if (mode != OpenMode::kCreateOrAttach && AnyProcessAlive(file->fd)) {
         *error = Refuse(file->path, "it is corrupt (its header has no valid magic) while gpuslice processes still "
                                     "use it; stop them (fuser -v shows who has it open), then remove it");
         return nullptr;
       }
-      if (mode == OpenMode::kAttachExisting) {
+      if (mode != OpenMode::kCreateOrAttach) {
         *error = "gpuslice: state file " + file->path +
                  " is not initialised yet (its creator died or is still creating it); the next process "
                  "that attaches through the shim initialises it";

@@ -35,6 +35,7 @@ struct SegmentFile {
 enum class OpenMode {
   kCreateOrAttach,   // create the directory (0770) and the file (0660) when absent
   kAttachExisting,   // never create; fall back to a read-only mapping without write permission
+  kReadOnly,         // never create, never write: always a read-only mapping (gpuslice-exporter)
 };
 
 // Maps <state_dir>/gpuslice.state. nullptr and one line in *error (naming the file and what would

@@ -2,6 +2,7 @@
 // dead processes) and reads under the table mutex, so no entry is claimed or recycled mid-read.
 // Without write permission it reads the atomics as they are, unreaped and unlocked.
 #include <algorithm>
+#include <iterator>
 #include <cstring>
 #include <optional>
 
@@ -39,6 +40,8 @@ TenantView ViewTenant(const Segment& segment, TenantIndex tenant, GpuIndex gpu) 
   view.waits = ledger.waits.load();
   view.wait_ns = ledger.wait_ns.load();
   view.refused_allocations = ledger.refused_allocations.load();
+  view.refused_bytes = ledger.refused_bytes.load();
+  for (size_t i = 0; i < std::size(view.wait_buckets); ++i) view.wait_buckets[i] = ledger.wait_buckets[i].load();
   view.last_share_ppm = ledger.last_share_ppm.load();
   for (ProcessSlot p : UsedProcessSlots(segment)) {
     const ProcessEntry& process = At(segment, p);
@@ -98,11 +101,13 @@ void Fill(const Segment& segment, Snapshot* out) {
 
 }  // namespace
 
-bool TakeSnapshot(const std::string& state_dir, Snapshot* out, std::string* error) {
+namespace {
+
+bool Take(const std::string& state_dir, OpenMode mode, Snapshot* out, std::string* error) {
   std::string ignored;
   if (!error) error = &ignored;
   try {
-    auto file = OpenSegmentFile(state_dir, OpenMode::kAttachExisting, error);
+    auto file = OpenSegmentFile(state_dir, mode, error);
     if (!file) return false;
     *out = Snapshot();
     out->path = file->path;
@@ -121,6 +126,16 @@ bool TakeSnapshot(const std::string& state_dir, Snapshot* out, std::string* erro
     *error = "gpuslice: out of memory taking a snapshot of the broker state";
     return false;
   }
+}
+
+}  // namespace
+
+bool TakeSnapshot(const std::string& state_dir, Snapshot* out, std::string* error) {
+  return Take(state_dir, OpenMode::kAttachExisting, out, error);
+}
+
+bool TakeReadOnlySnapshot(const std::string& state_dir, Snapshot* out, std::string* error) {
+  return Take(state_dir, OpenMode::kReadOnly, out, error);
 }
 
 }  // namespace gpuslice::broker

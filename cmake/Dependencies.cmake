@@ -28,3 +28,12 @@ find_package(Python3 REQUIRED COMPONENTS Interpreter)
 if(GPUSLICE_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()
+
+# gpuslice-exporter's HTTP server (Debian's libcpp-httplib-dev: a header and a compiled library,
+# found through pkg-config).
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(GPUSLICE_HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+# PkgConfig::GPUSLICE_HTTPLIB carries the library's build flags (CPPHTTPLIB_OPENSSL_SUPPORT, ...):
+# without them the header declares classes of another layout than the compiled library's.
+add_library(gpuslice_httplib INTERFACE)
+target_link_libraries(gpuslice_httplib INTERFACE PkgConfig::GPUSLICE_HTTPLIB)

@@ -21,6 +21,7 @@
 install(TARGETS gpuslice LIBRARY DESTINATION lib/gpuslice)
 install(TARGETS gpuslice_sim_cuda gpuslice_sim_nvml LIBRARY DESTINATION lib/gpuslice/sim NAMELINK_SKIP)
 install(TARGETS gpuslicectl gpuslice-sim gpuslice-workload vector_add_driver RUNTIME DESTINATION bin)
+install(TARGETS gpuslice-exporter RUNTIME DESTINATION bin)  # docs/observability.md
 install(PROGRAMS ${CMAKE_BINARY_DIR}/bin/gpuslice-entrypoint DESTINATION bin)
 install(FILES README.md DESTINATION share/doc/gpuslice)
 install(DIRECTORY docs/ DESTINATION share/doc/gpuslice/docs)
@@ -52,7 +53,7 @@ set(help_stamp ${CMAKE_BINARY_DIR}/help/gpuslicectl.txt)
 add_custom_command(OUTPUT ${help_stamp}
   COMMAND ${CMAKE_COMMAND} -DBIN=${CMAKE_BINARY_DIR}/bin -DOUT=${CMAKE_BINARY_DIR}/help -DSIMLIB=${GPUSLICE_SIM_LIB_DIR}
           -P ${PROJECT_SOURCE_DIR}/cmake/HelpTexts.cmake
-  DEPENDS gpuslicectl gpuslice-sim gpuslice-workload vector_add_driver gpuslice_sim_cuda ${CMAKE_BINARY_DIR}/bin/gpuslice-entrypoint
+  DEPENDS gpuslicectl gpuslice-exporter gpuslice-sim gpuslice-workload vector_add_driver gpuslice_sim_cuda ${CMAKE_BINARY_DIR}/bin/gpuslice-entrypoint
           ${PROJECT_SOURCE_DIR}/cmake/HelpTexts.cmake
   COMMENT "Writing every tool's --help to help/")
 add_custom_target(gpuslice-help-texts ALL DEPENDS ${help_stamp})

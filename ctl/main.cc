@@ -10,6 +10,7 @@
 #include "ctl/set_command.h"
 #include "ctl/status_command.h"
 #include "ctl/subcommand_hint.h"
+#include "ctl/top_command.h"
 
 namespace {
 
@@ -101,13 +102,32 @@ constexpr char kOptionsHelp[] =
     "it. (GPUSLICE_SIM_* variables belong to the simulated driver: see docs/simulator.md.)\n"
     "--markdown prints the table README.md's \"Environment reference\" contains.";
 
+constexpr char kTopHelp[] = R"help(The status as a view that redraws itself (Ctrl-C quits); --once prints one frame
+and exits, for scripts. Per GPU its UUID, memory, sharing mode, the tenant holding it, the
+processes waiting and the grants made, then a row per tenant (idle tenants are counted, not
+listed):
+  TENANT      the tenant (GPUSLICE_TENANT)
+  CLASS       its compute class; "-" until its first launch on the GPU
+  MEMORY      a bar of USED against QUOTA (against the device's memory when unlimited)
+  REQ         its compute request (GPUSLICE_COMPUTE_REQUEST)
+  SHARE       the share of the GPU's time it got since the last frame; with --once, that of
+              the last complete window as in gpuslicectl status ("-" before one completes)
+  WAIT P99    the 99th percentile of its waits for the grant, as the bound of the broker's
+              histogram bucket that holds it ("<= 5 ms"; buckets 0.1, 1, 5, 10, 50, 100 ms
+              and 1 s); "-" before its first wait
+  REFUSED     allocations refused over its quota since its ledger was created
+  PROCS       its live processes on the GPU
+Dead processes are reaped first, as for status. The same figures, for Prometheus:
+gpuslice-exporter (docs/observability.md).
+Exit status: 0; 1 when the state cannot be read (--once); 2 on usage errors.)help";
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace gpuslice::ctl;
   CLI::App app(
       "Operators' view of gpuslice on this node: tenants' GPU memory, quotas, compute shares and\n"
-      "processes (status), each GPU's compute policy (set), the shim's variables (options).",
+      "processes (status, top), each GPU's compute policy (set), the shim's variables (options).",
       "gpuslicectl");
   app.require_subcommand(1);
   app.set_version_flag("--version", "gpuslicectl " GPUSLICE_VERSION, "Print the version and exit");
@@ -145,13 +165,25 @@ int main(int argc, char** argv) {
       ->type_name("DIR");
   set_cmd->footer(kSetHelp);
 
+  TopOptions top;
+  CLI::App* top_cmd = app.add_subcommand(
+      "top", "A refreshing view per GPU: tenants' memory against quota, share against request, wait p99, refusals");
+  top_cmd->add_flag("--once", top.once, "Print one frame and exit");
+  top_cmd->add_option("--interval", top.interval_s, "Seconds between frames, 0.1 to 60")
+      ->type_name("SECONDS")
+      ->check(CLI::Range(0.1, 60.0))
+      ->capture_default_str();
+  top_cmd->add_option("--state-dir", top.state_dir, "State directory (default: $GPUSLICE_STATE_DIR, else /run/gpuslice)")
+      ->type_name("DIR");
+  top_cmd->footer(kTopHelp);
+
   bool markdown = false;
   CLI::App* options_cmd = app.add_subcommand("options", "The shim's environment variables: type, default, meaning");
   options_cmd->add_flag("--markdown", markdown, "Print the Markdown table of README.md's environment reference");
   options_cmd->footer(kOptionsHelp);
 
   // CLI11 answers a misspelt subcommand with "A subcommand is required": name it instead.
-  if (const auto unknown = UnknownSubcommand(argc, argv, {"status", "set", "options"})) {
+  if (const auto unknown = UnknownSubcommand(argc, argv, {"status", "set", "options", "top"})) {
     std::fprintf(stderr, "gpuslicectl: %s\nRun with --help for more information.\n", unknown->c_str());
     return kExitUsage;
   }
@@ -161,6 +193,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? kExitOk : kExitUsage;  // --help exits 0
   }
   if (status_cmd->parsed()) return RunStatus(status);
+  if (top_cmd->parsed()) return RunTop(top);
   if (set_cmd->parsed()) {
     if (gpu_opt->count() > 0) set.gpu = set_gpu;
     if (quantum_opt->count() > 0) set.quantum = set_quantum;

@@ -14,6 +14,9 @@ packages=(
   clang libclang-rt-dev
   # The package and its test (cpack's DEB generator; file(1) for its dependencies).
   dpkg-dev file
+  # Observability (docs/observability.md): gpuslice-exporter's HTTP server, and the Prometheus
+  # server, promtool and tmux its tests and `gpuslicectl top`'s test run.
+  libcpp-httplib-dev pkg-config prometheus tmux
 )
 
 missing=()

@@ -697,7 +697,12 @@ TEST_F(GpuslicectlTest, HelpExplainsEveryColumnOfTheStatus) {
   }
   const ProcessResult top = gpuslice::testing::Run({Ctl(), "--help"});
   EXPECT_EQ(top.exit_code, 0);
-  for (const char* command : {"status", "set", "options"}) EXPECT_THAT(top.out, HasSubstr(command));
+  for (const char* command : {"status", "set", "options", "top"}) EXPECT_THAT(top.out, HasSubstr(command));
+  const ProcessResult top_help = gpuslice::testing::Run({Ctl(), "top", "--help"});
+  EXPECT_EQ(top_help.exit_code, 0);
+  for (const char* text : {"--once", "--interval", "--state-dir", "MEMORY", "SHARE", "WAIT P99", "REFUSED", "PROCS"}) {
+    EXPECT_THAT(top_help.out, HasSubstr(text));
+  }
   const ProcessResult options = gpuslice::testing::Run({Ctl(), "options", "--help"});
   EXPECT_EQ(options.exit_code, 0);
   EXPECT_THAT(options.out, HasSubstr("--markdown"));
@@ -737,7 +742,7 @@ TEST_F(GpuslicectlTest, AMisspeltSubcommandIsNamedWithTheNearestOne) {
   ProcessResult r = gpuslice::testing::Run({Ctl(), "statu"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, StartsWith("gpuslicectl: unknown subcommand 'statu' (did you mean status?); the subcommands are "
-                                "status, set, options\n"));
+                                "status, set, options, top\n"));
   EXPECT_THAT(r.err, Not(HasSubstr("A subcommand is required")));
   r = gpuslice::testing::Run({Ctl(), "optoins", "--markdown"});
   EXPECT_EQ(r.exit_code, 2);

@@ -1,0 +1,145 @@
+// gpuslice-exporter: serves the broker's per-tenant figures and NVML's device figures to
+// Prometheus. It maps the broker's state file read-only at every scrape, so it starts before any
+// tenant exists, never changes the state, and keeps serving while the file is missing or being
+// re-created (gpuslice_segment_up says which). docs/observability.md lists the metrics.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <httplib.h>
+
+#include "broker/broker.h"
+#include "common/version.h"
+#include "exporter/listen_address.h"
+#include "exporter/metrics_text.h"
+#include "exporter/nvml_devices.h"
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;  // cannot listen
+constexpr int kExitUsage = 2;
+
+constexpr char kFooter[] = R"help(Endpoints:
+  /metrics  Prometheus text format: per GPU (label gpu, its UUID) and tenant (label tenant;
+            class on the compute figures) memory used and quota, compute request, limit,
+            share and device time, the wait-for-grant histogram, refused allocations and
+            bytes, grants, processes; per device NVML's memory, utilisation and processes.
+            gpuslice_segment_up and gpuslice_nvml_up say whether each source answered.
+  /healthz  "ok" while the exporter serves (the state file may still be missing).
+The state file is mapped read-only at every scrape: the exporter never reaps dead processes
+or changes anything, and needs only read permission on it.
+Exit status: 0 after SIGTERM or SIGINT; 1 when it cannot listen; 2 on usage errors.)help";
+
+std::string DefaultStateDir() {
+  const char* env = std::getenv("GPUSLICE_STATE_DIR");
+  return env && *env ? env : "/run/gpuslice";
+}
+
+// Logs a source's failure once, and its recovery, rather than at every scrape.
+class ChangeLog {
+ public:
+  explicit ChangeLog(const char* source) : source_(source) {}
+  void Report(bool ok, const std::string& error) {
+    std::lock_guard lock(mutex_);
+    if (ok == last_ok_ && (ok || error == last_error_)) return;
+    if (ok) {
+      std::fprintf(stderr, "gpuslice-exporter: %s: available again\n", source_);
+    } else {
+      std::fprintf(stderr, "gpuslice-exporter: %s: %s\n", source_, error.c_str());
+    }
+    last_ok_ = ok;
+    last_error_ = error;
+  }
+
+ private:
+  const char* source_;
+  std::mutex mutex_;
+  bool last_ok_ = true;
+  std::string last_error_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace gpuslice::exporter;
+  CLI::App app("Prometheus exporter of gpuslice's per-tenant GPU figures on this node.", "gpuslice-exporter");
+  app.set_version_flag("--version", "gpuslice-exporter " GPUSLICE_VERSION, "Print the version and exit");
+  std::string listen = "127.0.0.1:9400";
+  std::string state_dir = DefaultStateDir();
+  app.add_option("--listen", listen, "Address to serve on: HOST:PORT, [IPV6]:PORT or :PORT (all interfaces)")
+      ->type_name("ADDR")
+      ->capture_default_str();
+  app.add_option("--state-dir", state_dir, "State directory (default: $GPUSLICE_STATE_DIR, else /run/gpuslice)")
+      ->type_name("DIR");
+  app.footer(kFooter);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+  }
+  std::string error;
+  const auto address = ParseListenAddress(listen, &error);
+  if (!address) {
+    std::fprintf(stderr, "gpuslice-exporter: %s\n", error.c_str());
+    return kExitUsage;
+  }
+
+  // SIGTERM and SIGINT are taken by one thread (sigwait), which stops the server.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  NvmlDevices nvml;
+  ChangeLog segment_log("state file"), nvml_log("NVML");
+  httplib::Server server;
+  server.new_task_queue = [] { return new httplib::ThreadPool(2); };
+  server.Get("/metrics", [&](const httplib::Request&, httplib::Response& response) {
+    gpuslice::broker::Snapshot snapshot;
+    std::string segment_error, nvml_error;
+    const bool have_snapshot = gpuslice::broker::TakeReadOnlySnapshot(state_dir, &snapshot, &segment_error);
+    segment_log.Report(have_snapshot, segment_error);
+    const auto devices = nvml.Read(&nvml_error);
+    nvml_log.Report(devices.has_value(), nvml_error);
+    std::string body;
+    RenderMetrics({have_snapshot ? &snapshot : nullptr, devices ? &*devices : nullptr}, &body);
+    response.set_content(body, "text/plain; version=0.0.4; charset=utf-8");
+  });
+  server.Get("/healthz", [](const httplib::Request&, httplib::Response& response) {
+    response.set_content("ok\n", "text/plain");
+  });
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second exporter (or
+  // anything else) on the same port binds too and steals half the scrapes instead of failing.
+  server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  if (!server.bind_to_port(address->host.c_str(), address->port)) {
+    std::fprintf(stderr, "gpuslice-exporter: cannot listen on %s (address in use, not local, or not permitted)\n",
+                 listen.c_str());
+    return kExitFailed;
+  }
+  std::thread stopper([&] {
+    int signal = 0;
+    sigwait(&stop_signals, &signal);
+    server.stop();
+  });
+  std::fprintf(stderr, "gpuslice-exporter: serving /metrics on %s (state directory %s)\n", listen.c_str(),
+               state_dir.c_str());
+  const bool served = server.listen_after_bind();
+  if (stopper.joinable()) {
+    if (served) {
+      stopper.join();
+    } else {
+      stopper.detach();
+    }
+  }
+  return served ? kExitOk : kExitFailed;
+}

@@ -1,0 +1,292 @@
+#include "exporter/metrics_text.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <functional>
+
+#include "broker/segment_layout.h"
+#include "common/version.h"
+
+namespace gpuslice::exporter {
+namespace {
+
+using broker::GpuView;
+using broker::TenantView;
+
+const char* ClassLabel(uint32_t compute_class) {
+  switch (compute_class) {
+    case static_cast<uint32_t>(broker::ComputeClass::kLatency): return "latency";
+    case static_cast<uint32_t>(broker::ComputeClass::kBackground): return "background";
+    default: return "standard";
+  }
+}
+
+// Writes families one after the other: HELP and TYPE once, then the samples.
+class Writer {
+ public:
+  explicit Writer(std::string* out) : out_(out) {}
+
+  void Family(const char* name, const char* type, const char* help) {
+    *out_ += "# HELP ";
+    *out_ += name;
+    *out_ += ' ';
+    *out_ += help;
+    *out_ += "\n# TYPE ";
+    *out_ += name;
+    *out_ += ' ';
+    *out_ += type;
+    *out_ += '\n';
+  }
+
+  // name{labels} value. `labels` is already formatted (Labels below), without braces.
+  void Sample(const char* name, const char* suffix, const std::string& labels, uint64_t value) {
+    Head(name, suffix, labels);
+    char text[32];
+    const int n = std::snprintf(text, sizeof text, "%" PRIu64 "\n", value);
+    out_->append(text, static_cast<size_t>(n));
+  }
+  void Sample(const char* name, const char* suffix, const std::string& labels, double value) {
+    Head(name, suffix, labels);
+    char text[40];
+    const int n = std::snprintf(text, sizeof text, "%.9g\n", value);
+    out_->append(text, static_cast<size_t>(n));
+  }
+
+ private:
+  void Head(const char* name, const char* suffix, const std::string& labels) {
+    *out_ += name;
+    *out_ += suffix;
+    if (!labels.empty()) {
+      *out_ += '{';
+      *out_ += labels;
+      *out_ += '}';
+    }
+    *out_ += ' ';
+  }
+  std::string* out_;
+};
+
+void AddLabel(std::string* labels, const char* name, const std::string& value) {
+  if (!labels->empty()) *labels += ',';
+  *labels += name;
+  *labels += "=\"";
+  *labels += EscapeLabelValue(value);
+  *labels += '"';
+}
+
+std::string GpuLabels(const GpuView& gpu) {
+  std::string labels;
+  AddLabel(&labels, "gpu", gpu.uuid);
+  return labels;
+}
+
+std::string TenantLabels(const GpuView& gpu, const TenantView& tenant) {
+  std::string labels = GpuLabels(gpu);
+  AddLabel(&labels, "tenant", tenant.name);
+  return labels;
+}
+
+std::string ClassLabels(const GpuView& gpu, const TenantView& tenant) {
+  std::string labels = TenantLabels(gpu, tenant);
+  AddLabel(&labels, "class", ClassLabel(tenant.compute_class));
+  return labels;
+}
+
+// One family with a sample per tenant on every GPU; `value` returns false to leave a tenant out.
+void PerTenant(Writer* w, const broker::Snapshot& s, const char* name, const char* type, const char* help,
+               const std::function<bool(const GpuView&, const TenantView&, std::string*, double*)>& value) {
+  bool any = false;
+  for (const GpuView& gpu : s.gpus) {
+    for (const TenantView& tenant : gpu.tenants) {
+      std::string labels;
+      double v = 0;
+      if (!value(gpu, tenant, &labels, &v)) continue;
+      if (!any) w->Family(name, type, help);
+      any = true;
+      w->Sample(name, "", labels, v);
+    }
+  }
+}
+
+// Counters and byte figures are integers: written exactly, never through a double.
+void PerTenantInt(Writer* w, const broker::Snapshot& s, const char* name, const char* type, const char* help,
+                  const std::function<bool(const TenantView&, uint64_t*)>& value) {
+  bool any = false;
+  for (const GpuView& gpu : s.gpus) {
+    for (const TenantView& tenant : gpu.tenants) {
+      uint64_t v = 0;
+      if (!value(tenant, &v)) continue;
+      if (!any) w->Family(name, type, help);
+      any = true;
+      w->Sample(name, "", TenantLabels(gpu, tenant), v);
+    }
+  }
+}
+
+void WaitHistogram(Writer* w, const broker::Snapshot& s) {
+  constexpr char kName[] = "gpuslice_tenant_wait_seconds";
+  bool any = false;
+  for (const GpuView& gpu : s.gpus) {
+    for (const TenantView& tenant : gpu.tenants) {
+      if (!any) {
+        w->Family(kName, "histogram",
+                  "Time a tenant's processes waited for the GPU's grant before launching, per wait.");
+      }
+      any = true;
+      const std::string labels = TenantLabels(gpu, tenant);
+      // The buckets are counted apiece (segment_layout.h); Prometheus's are cumulative. The count
+      // is their sum, so that it always equals the +Inf bucket even mid-update.
+      uint64_t cumulative = 0;
+      for (size_t i = 0; i < std::size(tenant.wait_buckets); ++i) {
+        cumulative += tenant.wait_buckets[i];
+        char le[32];
+        if (i < std::size(broker::kWaitBucketsNs)) {
+          std::snprintf(le, sizeof le, "%g", static_cast<double>(broker::kWaitBucketsNs[i]) / 1e9);
+        } else {
+          std::snprintf(le, sizeof le, "+Inf");
+        }
+        std::string bucket_labels = labels;
+        AddLabel(&bucket_labels, "le", le);
+        w->Sample(kName, "_bucket", bucket_labels, cumulative);
+      }
+      w->Sample(kName, "_sum", labels, static_cast<double>(tenant.wait_ns) / 1e9);
+      w->Sample(kName, "_count", labels, cumulative);
+    }
+  }
+}
+
+void Tenants(Writer* w, const broker::Snapshot& s) {
+  PerTenantInt(w, s, "gpuslice_tenant_memory_used_bytes", "gauge",
+               "GPU memory the tenant's processes hold through gpuslice on the GPU.",
+               [](const TenantView& t, uint64_t* v) { return *v = t.used, true; });
+  PerTenantInt(w, s, "gpuslice_tenant_memory_quota_bytes", "gauge",
+               "The tenant's memory quota on the GPU (GPUSLICE_MEMORY_LIMIT); absent when unlimited.",
+               [](const TenantView& t, uint64_t* v) { return *v = t.quota, t.quota != broker::kUnlimited; });
+  PerTenant(w, s, "gpuslice_tenant_compute_request_ratio", "gauge",
+            "The tenant's compute request on the GPU (GPUSLICE_COMPUTE_REQUEST), 0 to 1; absent until its first "
+            "launch sets it.",
+            [](const GpuView& g, const TenantView& t, std::string* labels, double* v) {
+              *labels = ClassLabels(g, t);
+              *v = t.request_pct / 100.0;
+              return t.request_pct != 0;
+            });
+  PerTenant(w, s, "gpuslice_tenant_compute_limit_ratio", "gauge",
+            "The tenant's compute limit on the GPU (GPUSLICE_COMPUTE_LIMIT), 0 to 1; absent until set.",
+            [](const GpuView& g, const TenantView& t, std::string* labels, double* v) {
+              *labels = ClassLabels(g, t);
+              *v = t.limit_pct / 100.0;
+              return t.request_pct != 0;
+            });
+  PerTenant(w, s, "gpuslice_tenant_compute_share_ratio", "gauge",
+            "The tenant's share of the GPU's time over the last complete measurement window (at least 10 s), "
+            "0 to 1; absent before the first window completes.",
+            [](const GpuView& g, const TenantView& t, std::string* labels, double* v) {
+              *labels = ClassLabels(g, t);
+              *v = static_cast<double>(t.last_share_ppm) / 1e6;
+              return g.share_window_complete && g.mode == static_cast<uint32_t>(broker::SharingMode::kTimeslice);
+            });
+  PerTenant(w, s, "gpuslice_tenant_compute_service_seconds_total", "counter",
+            "Device time the GPU was granted to the tenant (rate() of it is the tenant's share).",
+            [](const GpuView& g, const TenantView& t, std::string* labels, double* v) {
+              *labels = TenantLabels(g, t);
+              *v = static_cast<double>(t.service_ns) / 1e9;
+              return true;
+            });
+  PerTenantInt(w, s, "gpuslice_tenant_grants_total", "counter",
+               "Grants of the GPU the tenant received (hand-overs to it).",
+               [](const TenantView& t, uint64_t* v) { return *v = t.grants_received, true; });
+  WaitHistogram(w, s);
+  PerTenantInt(w, s, "gpuslice_tenant_refused_allocations_total", "counter",
+               "Allocations refused because they would have exceeded the tenant's quota on the GPU.",
+               [](const TenantView& t, uint64_t* v) { return *v = t.refused_allocations, true; });
+  PerTenantInt(w, s, "gpuslice_tenant_refused_bytes_total", "counter",
+               "The sizes of the refused allocations, summed.",
+               [](const TenantView& t, uint64_t* v) { return *v = t.refused_bytes, true; });
+  PerTenantInt(w, s, "gpuslice_tenant_processes", "gauge",
+               "The tenant's registered processes on the GPU (dead ones count until a writer reaps them).",
+               [](const TenantView& t, uint64_t* v) { return *v = t.processes.size(), true; });
+  PerTenantInt(w, s, "gpuslice_tenant_waiting_processes", "gauge",
+               "The tenant's processes waiting for the GPU's grant now.",
+               [](const TenantView& t, uint64_t* v) { return *v = t.waiting, true; });
+}
+
+void Gpus(Writer* w, const broker::Snapshot& s) {
+  if (s.gpus.empty()) return;
+  w->Family("gpuslice_gpu_memory_total_bytes", "gauge", "The GPU's memory as the driver reported it to gpuslice.");
+  for (const GpuView& g : s.gpus) w->Sample("gpuslice_gpu_memory_total_bytes", "", GpuLabels(g), g.total_memory);
+  w->Family("gpuslice_gpu_grants_total", "counter", "Grants of the GPU made by the compute scheduler (hand-overs).");
+  for (const GpuView& g : s.gpus) w->Sample("gpuslice_gpu_grants_total", "", GpuLabels(g), g.grants);
+  w->Family("gpuslice_gpu_waiting_processes", "gauge", "Processes of any tenant waiting for the GPU's grant now.");
+  for (const GpuView& g : s.gpus) w->Sample("gpuslice_gpu_waiting_processes", "", GpuLabels(g), uint64_t{g.waiting});
+}
+
+void Devices(Writer* w, const std::vector<DeviceFigures>& devices) {
+  if (devices.empty()) return;
+  auto labels = [](const DeviceFigures& d) {
+    std::string l;
+    AddLabel(&l, "gpu", d.uuid);
+    return l;
+  };
+  w->Family("gpuslice_device_info", "gauge", "A device NVML reports: its name and index (value 1).");
+  for (const auto& d : devices) {
+    std::string l = labels(d);
+    AddLabel(&l, "name", d.name);
+    AddLabel(&l, "index", std::to_string(d.index));
+    w->Sample("gpuslice_device_info", "", l, uint64_t{1});
+  }
+  w->Family("gpuslice_device_memory_total_bytes", "gauge", "The device's memory (NVML).");
+  for (const auto& d : devices) w->Sample("gpuslice_device_memory_total_bytes", "", labels(d), uint64_t{d.memory_total});
+  w->Family("gpuslice_device_memory_used_bytes", "gauge", "Memory in use on the device by every process, managed or not (NVML).");
+  for (const auto& d : devices) w->Sample("gpuslice_device_memory_used_bytes", "", labels(d), uint64_t{d.memory_used});
+  bool any = false;
+  for (const auto& d : devices) {
+    if (!d.utilization_pct) continue;
+    if (!any) w->Family("gpuslice_device_utilization_ratio", "gauge", "Fraction of the last sample period a kernel ran on the device (NVML), 0 to 1.");
+    any = true;
+    w->Sample("gpuslice_device_utilization_ratio", "", labels(d), *d.utilization_pct / 100.0);
+  }
+  any = false;
+  for (const auto& d : devices) {
+    if (!d.processes) continue;
+    if (!any) w->Family("gpuslice_device_processes", "gauge", "Compute processes running on the device, managed or not (NVML).");
+    any = true;
+    w->Sample("gpuslice_device_processes", "", labels(d), uint64_t{*d.processes});
+  }
+}
+
+}  // namespace
+
+std::string EscapeLabelValue(const std::string& value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+void RenderMetrics(const ScrapeInput& input, std::string* out) {
+  out->clear();
+  Writer w(out);
+  w.Family("gpuslice_exporter_build_info", "gauge", "The exporter's version (value 1).");
+  w.Sample("gpuslice_exporter_build_info", "", "version=\"" GPUSLICE_VERSION "\"", uint64_t{1});
+  w.Family("gpuslice_segment_up", "gauge",
+           "1 when the broker's state file could be read at this scrape; 0 when it is missing or incompatible.");
+  w.Sample("gpuslice_segment_up", "", "", uint64_t{input.snapshot != nullptr});
+  w.Family("gpuslice_nvml_up", "gauge", "1 when NVML answered at this scrape.");
+  w.Sample("gpuslice_nvml_up", "", "", uint64_t{input.devices != nullptr});
+  if (const broker::Snapshot* s = input.snapshot) {
+    w.Family("gpuslice_ledger_repairs_total", "counter", "Memory ledgers repaired after a process died holding their lock.");
+    w.Sample("gpuslice_ledger_repairs_total", "", "", s->ledger_repairs);
+    w.Family("gpuslice_processes_reaped_total", "counter", "Dead processes whose charges were returned to their tenant.");
+    w.Sample("gpuslice_processes_reaped_total", "", "", s->processes_reaped);
+    Gpus(&w, *s);
+    Tenants(&w, *s);
+  }
+  if (input.devices) Devices(&w, *input.devices);
+}
+
+}  // namespace gpuslice::exporter

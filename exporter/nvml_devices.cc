@@ -1,0 +1,101 @@
+#include "exporter/nvml_devices.h"
+
+#include <dlfcn.h>
+
+#include "common/nvml_api.h"
+
+namespace gpuslice::exporter {
+
+struct NvmlDevices::Api {
+  decltype(&nvmlInit_v2) init = nullptr;
+  decltype(&nvmlShutdown) shutdown = nullptr;
+  decltype(&nvmlDeviceGetCount_v2) count = nullptr;
+  decltype(&nvmlDeviceGetHandleByIndex_v2) handle = nullptr;
+  decltype(&nvmlDeviceGetUUID) uuid = nullptr;
+  decltype(&nvmlDeviceGetName) name = nullptr;
+  decltype(&nvmlDeviceGetMemoryInfo) memory = nullptr;
+  // Optional: a device or library without them still reports the rest.
+  decltype(&nvmlDeviceGetUtilizationRates) utilization = nullptr;
+  decltype(&nvmlDeviceGetComputeRunningProcesses_v3) processes = nullptr;
+};
+
+NvmlDevices::~NvmlDevices() {
+  // Neither nvmlShutdown nor dlclose: other threads may still be reading at exit.
+  delete api_;
+}
+
+bool NvmlDevices::Load(std::string* error) {
+  if (!library_) {
+    library_ = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!library_) {
+      const char* why = dlerror();
+      *error = std::string("cannot load libnvidia-ml.so.1: ") + (why ? why : "unknown error");
+      return false;
+    }
+    api_ = new Api;
+    auto bind = [this](auto* fn, const char* name) { *fn = reinterpret_cast<std::remove_reference_t<decltype(*fn)>>(dlsym(library_, name)); };
+    bind(&api_->init, "nvmlInit_v2");
+    bind(&api_->shutdown, "nvmlShutdown");
+    bind(&api_->count, "nvmlDeviceGetCount_v2");
+    bind(&api_->handle, "nvmlDeviceGetHandleByIndex_v2");
+    bind(&api_->uuid, "nvmlDeviceGetUUID");
+    bind(&api_->name, "nvmlDeviceGetName");
+    bind(&api_->memory, "nvmlDeviceGetMemoryInfo");
+    bind(&api_->utilization, "nvmlDeviceGetUtilizationRates");
+    bind(&api_->processes, "nvmlDeviceGetComputeRunningProcesses_v3");
+  }
+  if (!api_->init || !api_->count || !api_->handle || !api_->uuid || !api_->name || !api_->memory) {
+    *error = "libnvidia-ml.so.1 lacks nvmlInit_v2, nvmlDeviceGetCount_v2, nvmlDeviceGetHandleByIndex_v2, "
+             "nvmlDeviceGetUUID, nvmlDeviceGetName or nvmlDeviceGetMemoryInfo";
+    return false;
+  }
+  if (!initialised_) {
+    const nvmlReturn_t rc = api_->init();
+    if (rc != NVML_SUCCESS) {
+      *error = "nvmlInit_v2 failed with NVML error " + std::to_string(static_cast<int>(rc));
+      return false;
+    }
+    initialised_ = true;
+  }
+  return true;
+}
+
+std::optional<std::vector<DeviceFigures>> NvmlDevices::Read(std::string* error) {
+  std::lock_guard lock(mutex_);
+  if (!Load(error)) return std::nullopt;
+  unsigned int count = 0;
+  if (const nvmlReturn_t rc = api_->count(&count); rc != NVML_SUCCESS) {
+    *error = "nvmlDeviceGetCount_v2 failed with NVML error " + std::to_string(static_cast<int>(rc));
+    return std::nullopt;
+  }
+  std::vector<DeviceFigures> devices;
+  for (unsigned int i = 0; i < count; ++i) {
+    nvmlDevice_t device = nullptr;
+    if (api_->handle(i, &device) != NVML_SUCCESS) continue;
+    DeviceFigures figures;
+    figures.index = static_cast<int>(i);
+    char text[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+    if (api_->uuid(device, text, sizeof text) != NVML_SUCCESS) continue;
+    figures.uuid = text;
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
+    if (api_->name(device, name, sizeof name) == NVML_SUCCESS) figures.name = name;
+    nvmlMemory_t memory{};
+    if (api_->memory(device, &memory) == NVML_SUCCESS) {
+      figures.memory_total = memory.total;
+      figures.memory_used = memory.used;
+    }
+    nvmlUtilization_t utilization{};
+    if (api_->utilization && api_->utilization(device, &utilization) == NVML_SUCCESS)
+      figures.utilization_pct = utilization.gpu;
+    unsigned int processes = 0;
+    // With no buffer, NVML answers the count (SUCCESS when 0, INSUFFICIENT_SIZE otherwise).
+    if (api_->processes) {
+      const nvmlReturn_t rc = api_->processes(device, &processes, nullptr);
+      if (rc == NVML_SUCCESS || rc == NVML_ERROR_INSUFFICIENT_SIZE) figures.processes = processes;
+    }
+    devices.push_back(std::move(figures));
+  }
+  return devices;
+}
+
+}  // namespace gpuslice::exporter

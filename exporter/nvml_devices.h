@@ -1,0 +1,35 @@
+// The device figures of the exporter's /metrics, from NVML. libnvidia-ml.so.1 is dlopen()ed, not
+// linked, so the exporter starts (and serves the broker's figures) on a node whose driver is
+// missing or not loaded yet; it tries again at every scrape until NVML answers.
+#pragma once
+
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "exporter/metrics_text.h"
+
+namespace gpuslice::exporter {
+
+class NvmlDevices {
+ public:
+  NvmlDevices() = default;
+  ~NvmlDevices();
+  NvmlDevices(const NvmlDevices&) = delete;
+  NvmlDevices& operator=(const NvmlDevices&) = delete;
+
+  // Every device's figures; nullopt (and *error, one line) when NVML cannot be loaded or
+  // initialised. Safe to call from several threads at once.
+  std::optional<std::vector<DeviceFigures>> Read(std::string* error);
+
+ private:
+  bool Load(std::string* error);
+  std::mutex mutex_;
+  void* library_ = nullptr;
+  bool initialised_ = false;
+  struct Api;
+  Api* api_ = nullptr;
+};
+
+}  // namespace gpuslice::exporter

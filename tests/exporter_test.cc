@@ -1,0 +1,207 @@
+// gpuslice-exporter without a Prometheus server: its command line, that it keeps serving while
+// the broker's state file is missing, appears, disappears and is re-created, that every family
+// it can render passes `promtool check metrics`, and that every metric the Grafana dashboard
+// (examples/grafana-dashboard.json) queries is one it serves.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <string>
+
+#include "broker/broker.h"
+#include "exporter/metrics_text.h"
+#include "tests/support/broker_test_util.h"
+#include "tests/support/exporter_fixture.h"
+
+namespace gpuslice::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A snapshot in which every field the exporter reads is set: two GPUs, tenants of each class, a
+// quota and no quota, waits in every bucket, a completed share window.
+broker::Snapshot FullSnapshot() {
+  broker::Snapshot s;
+  s.layout_version = broker::kLayoutVersion;
+  s.ledger_repairs = 2;
+  s.processes_reaped = 5;
+  for (int g = 0; g < 2; ++g) {
+    broker::GpuView gpu;
+    gpu.uuid = "GPU-00000000-0000-0000-0000-00000000000" + std::to_string(g);
+    gpu.total_memory = 80ULL << 30;
+    gpu.grants = 100;
+    gpu.waiting = 1;
+    gpu.window_start_ns = 1;
+    gpu.share_window_complete = true;
+    for (int t = 0; t < 3; ++t) {
+      broker::TenantView tenant;
+      tenant.name = t == 2 ? "quote\"back\\slash" : "tenant-" + std::to_string(t);
+      tenant.quota = t == 0 ? broker::kUnlimited : 4ULL << 30;
+      tenant.used = 1ULL << 30;
+      tenant.request_pct = 30;
+      tenant.limit_pct = 90;
+      tenant.compute_class = static_cast<uint32_t>(t);
+      tenant.service_ns = 1'500'000'000;
+      tenant.grants_received = 7;
+      tenant.refused_allocations = 3;
+      tenant.refused_bytes = 3ULL << 30;
+      tenant.last_share_ppm = 333'333;
+      for (uint64_t& bucket : tenant.wait_buckets) bucket = 2;
+      tenant.waits = 16;
+      tenant.wait_ns = 123'456'789;
+      tenant.processes.push_back({42, 1ULL << 30});
+      gpu.tenants.push_back(tenant);
+    }
+    s.gpus.push_back(gpu);
+  }
+  return s;
+}
+
+std::vector<exporter::DeviceFigures> Devices() {
+  return {{"GPU-00000000-0000-0000-0000-000000000000", "NVIDIA H100 (simulated)", 0, 80ULL << 30, 1ULL << 30, 50u, 3u},
+          {"GPU-00000000-0000-0000-0000-000000000001", "NVIDIA H100 (simulated)", 1, 80ULL << 30, 0, 0u, 0u}};
+}
+
+std::string FullExposition() {
+  const broker::Snapshot snapshot = FullSnapshot();
+  const auto devices = Devices();
+  std::string text;
+  exporter::RenderMetrics({&snapshot, &devices}, &text);
+  return text;
+}
+
+TEST(ExporterTest, EveryFamilyPassesPromtool) {
+  const std::string promtool = FindProgram("promtool");
+  if (promtool.empty()) GTEST_SKIP() << "promtool is not installed (Debian's prometheus package; scripts/install-deps.sh)";
+  BrokerTempDir dir;
+  const std::string file = dir.root() + "/metrics.txt";
+  std::ofstream(file) << FullExposition();
+  const ProcessResult lint = gpuslice::testing::Run({"/bin/sh", "-c", promtool + " check metrics < " + file});
+  EXPECT_EQ(lint.exit_code, 0) << lint.out << lint.err;
+  EXPECT_EQ(lint.out + lint.err, "");
+}
+
+TEST(ExporterTest, HistogramIsCumulativeAndLabelValuesAreEscaped) {
+  const std::string text = FullExposition();
+  const std::string labels = "gpu=\"GPU-00000000-0000-0000-0000-000000000000\",tenant=\"tenant-1\"";
+  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_bucket{" + labels + ",le=\"0.0001\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_bucket{" + labels + ",le=\"1\"} 14\n"));
+  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_bucket{" + labels + ",le=\"+Inf\"} 16\n"));
+  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_count{" + labels + "} 16\n"));
+  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_sum{" + labels + "} 0.123456789\n"));
+  EXPECT_THAT(text, HasSubstr("tenant=\"quote\\\"back\\\\slash\""));
+  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_compute_request_ratio{" + labels + ",class=\"latency\"} 0.3\n"));
+  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_memory_used_bytes{" + labels + "} 1073741824\n"));
+  // tenant-0 has no quota: no quota sample rather than 2^64-1.
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("memory_quota_bytes{gpu=\"GPU-00000000-0000-0000-0000-000000000000\",tenant=\"tenant-0\"}")));
+}
+
+TEST(ExporterTest, GrafanaDashboardQueriesOnlyMetricsTheExporterServes) {
+  const auto dashboard = nlohmann::json::parse(ReadFile(SourceDir() + "/examples/grafana-dashboard.json"));
+  std::set<std::string> names;
+  const std::regex metric(R"(gpuslice_[a-z0-9_]+)");
+  std::function<void(const nlohmann::json&)> visit = [&](const nlohmann::json& node) {
+    if (node.is_object()) {
+      for (const auto& [key, value] : node.items()) {
+        if ((key == "expr" || key == "definition") && value.is_string()) {
+          const std::string expr = value.get<std::string>();
+          for (std::sregex_iterator it(expr.begin(), expr.end(), metric), end; it != end; ++it) names.insert(it->str());
+        } else {
+          visit(value);
+        }
+      }
+    } else if (node.is_array()) {
+      for (const auto& item : node) visit(item);
+    }
+  };
+  visit(dashboard);
+  ASSERT_GE(names.size(), 15u) << "the dashboard queries fewer metrics than expected: was it emptied?";
+  const std::string text = FullExposition();
+  for (const auto& name : names) {
+    EXPECT_TRUE(text.find("\n" + name + "{") != std::string::npos || text.find("\n" + name + " ") != std::string::npos)
+        << "the dashboard queries " << name << ", which gpuslice-exporter does not serve";
+  }
+}
+
+// --- the process ---
+
+std::string MetricsOrEmpty(Exporter& exporter) { return exporter.Metrics().value_or(""); }
+
+TEST(ExporterProcessTest, KeepsServingWhileTheStateFileIsMissingAppearsAndIsRecreated) {
+  BrokerTempDir dir;
+  Exporter exporter(dir.state_dir(), dir.root() + "/no-sim-state");
+  ASSERT_TRUE(exporter.WaitServing()) << exporter.process().StderrSoFar();
+  EXPECT_EQ(HttpGet(exporter.port(), "/healthz"), "ok\n");
+  EXPECT_THAT(MetricsOrEmpty(exporter), HasSubstr("\ngpuslice_segment_up 0\n"));
+
+  auto tenant = [&](uint64_t bytes) {
+    std::string error;
+    auto broker = broker::Broker::Attach(dir.state_dir(), &error);
+    EXPECT_TRUE(broker) << error;
+    EXPECT_TRUE(broker->Register("team-a", &error)) << error;
+    const int ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, 64 * kMiB, &error);
+    EXPECT_GE(ledger, 0) << error;
+    EXPECT_TRUE(broker->Reserve(ledger, bytes));
+    EXPECT_FALSE(broker->Reserve(ledger, 64 * kMiB));
+    return broker;
+  };
+  {
+    auto broker = tenant(5 * kMiB);
+    const std::string text = MetricsOrEmpty(exporter);
+    EXPECT_THAT(text, HasSubstr("\ngpuslice_segment_up 1\n"));
+    EXPECT_THAT(text, HasSubstr("tenant=\"team-a\"} 5242880\n"));
+    EXPECT_THAT(text, HasSubstr("gpuslice_tenant_refused_allocations_total{gpu=\"GPU-11223344-5566-7788-99aa-bbccddeeff01\",tenant=\"team-a\"} 1\n"));
+    EXPECT_THAT(text, HasSubstr("gpuslice_tenant_processes{gpu=\"GPU-11223344-5566-7788-99aa-bbccddeeff01\",tenant=\"team-a\"} 1\n"));
+  }
+  std::filesystem::remove(dir.state_file());
+  EXPECT_THAT(MetricsOrEmpty(exporter), HasSubstr("\ngpuslice_segment_up 0\n"));
+  auto broker = tenant(7 * kMiB);  // a new file: new figures, the old ones gone
+  const std::string text = MetricsOrEmpty(exporter);
+  EXPECT_THAT(text, HasSubstr("\ngpuslice_segment_up 1\n"));
+  EXPECT_THAT(text, HasSubstr("tenant=\"team-a\"} 7340032\n"));
+  EXPECT_TRUE(exporter.process().running());
+  // The state file's absence was logged once, and its return.
+  EXPECT_THAT(exporter.process().StderrSoFar(), HasSubstr("state file: available again"));
+}
+
+TEST(ExporterProcessTest, BadFlagsAreRefusedWithOneClearLine) {
+  const std::string exe = BinDir() + "/gpuslice-exporter";
+  ProcessResult r = gpuslice::testing::Run({exe, "--listen", "localhost"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--listen 'localhost' has no port (expected HOST:PORT"));
+  r = gpuslice::testing::Run({exe, "--listen", "127.0.0.1:99999"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("'99999' is not a port"));
+  r = gpuslice::testing::Run({exe, "--listen", "::1:9400"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("must be written in brackets"));
+  r = gpuslice::testing::Run({exe, "--frobnicate"});
+  EXPECT_EQ(r.exit_code, 2);
+  r = gpuslice::testing::Run({exe, "--version"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("gpuslice-exporter "));
+  r = gpuslice::testing::Run({exe, "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("--listen"));
+  EXPECT_THAT(r.out, HasSubstr("/healthz"));
+  // A port somebody else listens on: exit 1, saying so.
+  Exporter first("/nonexistent", "/nonexistent");
+  ASSERT_TRUE(first.WaitServing());
+  r = gpuslice::testing::Run({exe, "--listen", "127.0.0.1:" + std::to_string(first.port())}, {}, 10000);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("cannot listen on 127.0.0.1:"));
+}
+
+}  // namespace
+}  // namespace gpuslice::testing
