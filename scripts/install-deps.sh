@@ -14,6 +14,9 @@ packages=(
   clang libclang-rt-dev
   # The package and its test (cpack's DEB generator; file(1) for its dependencies).
   dpkg-dev file
+  # The Kubernetes device plugin (deviceplugin/): gRPC and protobuf for the kubelet's API,
+  # yaml-cpp for its config file, pkg-config to find them.
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libyaml-cpp-dev pkg-config
 )
 
 missing=()
