@@ -119,7 +119,8 @@ int Main(int argc, char** argv) {
   std::map<std::string, std::string> flag_values;
   std::map<std::string, CLI::Option*> flags;
   for (const std::string& key : ConfigKeys())
-    flags[key] = app.add_option("--" + FlagName(key), flag_values[key], "config key " + key);
+    flags[key] = app.add_option("--" + FlagName(key), flag_values[key], "config key " + key)
+                     ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -9,16 +9,17 @@
 namespace gpuslice::sim {
 namespace {
 
-TEST(SimStateLayoutTest, VersionOneLayoutIsUnchanged) {
-  ASSERT_EQ(kSimLayoutVersion, 1u) << "update the golden figures below for the new version";
+TEST(SimStateLayoutTest, VersionTwoLayoutIsUnchanged) {
+  ASSERT_EQ(kSimLayoutVersion, 2u) << "update the golden figures below for the new version";
   EXPECT_EQ(kMaxDevices, 8);
   EXPECT_EQ(kMaxProcesses, 256);
   EXPECT_EQ(sizeof(SimDeviceConfig), 152u);
   EXPECT_EQ(sizeof(SimProcessDeviceStats), 32u);
   EXPECT_EQ(sizeof(SimArbiter), 288u);
-  EXPECT_EQ(sizeof(SimDevice), 8640u);
+  EXPECT_EQ(sizeof(SimDevice), 8648u);
+  EXPECT_EQ(offsetof(SimDevice, lost), 8640u);
   EXPECT_EQ(sizeof(SimProcessSlot), 64u);
-  EXPECT_EQ(sizeof(SimSegment), 85576u);
+  EXPECT_EQ(sizeof(SimSegment), 85640u);
   EXPECT_EQ(offsetof(SimSegment, table_mutex), 32u);
   EXPECT_EQ(offsetof(SimSegment, slots), 72u);
   EXPECT_EQ(offsetof(SimSegment, devices), 16456u);
