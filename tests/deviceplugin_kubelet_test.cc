@@ -136,6 +136,7 @@ TEST_F(DevicePluginTest, ListAndWatchAdvertisesOneIdPerUnitNamingItsGpu) {
 TEST_F(DevicePluginTest, LostGpuTurnsUnhealthyInListAndWatchAndRecovers) {
   StartRegistered();
   grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));  // a missed update fails, not hangs
   auto reader = memory_->ListAndWatch(&context, v1beta1::Empty());
   v1beta1::ListAndWatchResponse list;
   ASSERT_TRUE(reader->Read(&list));
