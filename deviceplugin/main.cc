@@ -116,6 +116,9 @@ int Main(int argc, char** argv) {
   app.set_version_flag("--version", std::string(GPUSLICE_VERSION));
   std::string config_file;
   app.add_option("--config", config_file, "YAML file of the keys below (flags override it)");
+  bool check_config = false;
+  app.add_flag("--check-config", check_config,
+               "check the keys' values (not the host's paths) and exit: 0 when valid, 2 with the error line");
   std::map<std::string, std::string> flag_values;
   std::map<std::string, CLI::Option*> flags;
   for (const std::string& key : ConfigKeys())
@@ -133,6 +136,10 @@ int Main(int argc, char** argv) {
   for (const std::string& key : ConfigKeys()) {
     if (flags[key]->count() == 0) continue;
     if (!SetConfigValue(key, flag_values[key], "--" + FlagName(key), &config, &error)) return Fail(kExitUsage, error);
+  }
+  if (check_config) {
+    std::printf("gpuslice-device-plugin: configuration valid\n");
+    return 0;
   }
   if (!ValidateConfig(config, &error)) return Fail(kExitUsage, error);
   if (config.preload == PreloadMode::kLdSoPreload && !WriteLdSoPreloadFile(config, &error))
