@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 
 namespace gpuslice::deviceplugin {
@@ -19,6 +20,16 @@ ino_t InodeOf(const std::string& path) {
 }
 
 void Log(const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); }
+
+// When the process started (near enough: static initialisation), for the registration log line.
+const auto kProcessStart = std::chrono::steady_clock::now();
+
+std::string MillisecondsSinceStart() {
+  const auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - kProcessStart);
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", ms.count());
+  return text;
+}
 
 }  // namespace
 
@@ -52,7 +63,8 @@ bool KubeletWatch::Reconcile(std::string* error, bool* fatal) {
     if (kubelet != 0 && endpoint.Register(&failure)) {
       registered_with_[i] = kubelet;
       last_error_[i].clear();
-      Log("gpuslice-device-plugin: registered " + endpoint.resource() + " at " + endpoint.socket_path());
+      Log("gpuslice-device-plugin: registered " + endpoint.resource() + " at " + endpoint.socket_path() + ", " +
+          MillisecondsSinceStart() + " ms after start");
       continue;
     }
     if (failure != last_error_[i]) Log(failure);
