@@ -17,6 +17,9 @@ packages=(
   # Observability (docs/observability.md): gpuslice-exporter's HTTP server, and the Prometheus
   # server, promtool and tmux its tests and `gpuslicectl top`'s test run.
   libcpp-httplib-dev pkg-config prometheus tmux
+  # The Kubernetes device plugin (deviceplugin/): gRPC and protobuf for the kubelet's API,
+  # yaml-cpp for its config file (found with pkg-config, above).
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libyaml-cpp-dev
 )
 
 missing=()

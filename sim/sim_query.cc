@@ -100,4 +100,16 @@ bool ResetState(const std::string& path, std::string* error) {
   return true;
 }
 
+bool SetDeviceLost(const std::string& path, int ordinal, bool lost, std::string* error) {
+  auto state = sim::SimState::OpenExisting(path, error);
+  if (!state) return false;
+  if (ordinal < 0 || ordinal >= state->device_count()) {
+    *error = "gpuslice-sim: no device " + std::to_string(ordinal) + "; the devices are 0 to " +
+             std::to_string(state->device_count() - 1);
+    return false;
+  }
+  state->device(ordinal).lost.store(lost ? 1 : 0);
+  return true;
+}
+
 }  // namespace gpuslice::simquery

@@ -18,7 +18,7 @@
 namespace gpuslice::sim {
 
 inline constexpr uint64_t kSimMagic = 0x31534D4953435047ULL;  // "GPCSIMS1" little-endian
-inline constexpr uint32_t kSimLayoutVersion = 2;
+inline constexpr uint32_t kSimLayoutVersion = 2;  // 2: MIG, MPS (SimSegment.mig, .mps), SimDevice.lost
 inline constexpr int kMaxDevices = 8;
 inline constexpr int kMaxProcesses = 256;
 // Process liveness: a live process holds an OFD lock on byte kLivenessLockBase + slot.
@@ -66,6 +66,10 @@ struct SimDevice {
   SimArbiter arbiter;
   std::atomic<uint64_t> busy_ns;       // total time some kernel occupied the device
   SimProcessDeviceStats processes[kMaxProcesses];
+  // Nonzero: the GPU has fallen off the bus (an XID 79 on real hardware). The simulated NVML
+  // then answers NVML_ERROR_GPU_IS_LOST for the device; set by `gpuslice-sim gpu-lost`.
+  std::atomic<uint32_t> lost;
+  uint32_t reserved_lost;
 };
 
 struct SimProcessSlot {

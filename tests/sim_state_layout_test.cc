@@ -16,9 +16,10 @@ TEST(SimStateLayoutTest, VersionTwoLayoutIsUnchanged) {
   EXPECT_EQ(sizeof(SimDeviceConfig), 152u);
   EXPECT_EQ(sizeof(SimProcessDeviceStats), 32u);
   EXPECT_EQ(sizeof(SimArbiter), 288u);
-  EXPECT_EQ(sizeof(SimDevice), 8640u);
+  EXPECT_EQ(sizeof(SimDevice), 8648u);
+  EXPECT_EQ(offsetof(SimDevice, lost), 8640u);
   EXPECT_EQ(sizeof(SimProcessSlot), 64u);
-  EXPECT_EQ(sizeof(SimSegment), 579992u);
+  EXPECT_EQ(sizeof(SimSegment), 580056u);
   EXPECT_EQ(offsetof(SimSegment, table_mutex), 32u);
   EXPECT_EQ(offsetof(SimSegment, slots), 72u);
   EXPECT_EQ(offsetof(SimSegment, devices), 16456u);
@@ -39,12 +40,12 @@ TEST(SimStateLayoutTest, VersionTwoLayoutIsUnchanged) {
   EXPECT_EQ(sizeof(SimMig), 486088u);
   EXPECT_EQ(offsetof(SimMig, instances), 8u);
   EXPECT_EQ(offsetof(SimMig, units), 2248u);
-  EXPECT_EQ(offsetof(SimSegment, mig), 85576u);
+  EXPECT_EQ(offsetof(SimSegment, mig), 85640u);
   EXPECT_EQ(sizeof(SimMpsDevice), 1040u);
   EXPECT_EQ(offsetof(SimMpsDevice, sms_held), 16u);
   EXPECT_EQ(sizeof(SimMps), 8328u);
   EXPECT_EQ(offsetof(SimMps, devices), 8u);
-  EXPECT_EQ(offsetof(SimSegment, mps), 571664u);
+  EXPECT_EQ(offsetof(SimSegment, mps), 571728u);
 }
 
 }  // namespace

@@ -62,4 +62,8 @@ bool TakeSnapshot(const std::string& path, Snapshot* out, std::string* error);
 // Refused (false, *error) while a live process uses it.
 bool ResetState(const std::string& path, std::string* error);
 
+// Marks device `ordinal` lost (fallen off the bus) or present again: the simulated NVML answers
+// NVML_ERROR_GPU_IS_LOST for a lost device's queries (health checks of device plugins).
+bool SetDeviceLost(const std::string& path, int ordinal, bool lost, std::string* error);
+
 }  // namespace gpuslice::simquery

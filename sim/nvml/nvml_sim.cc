@@ -204,6 +204,8 @@ nvmlReturn_t WithDevice(nvmlDevice_t device, F&& body) noexcept {
     if (!session.ok()) return NVML_ERROR_UNINITIALIZED;
     const int ordinal = session.Ordinal(device);
     if (ordinal < 0) return NVML_ERROR_INVALID_ARGUMENT;
+    // A GPU that fell off the bus still has its handle, but every query of it fails.
+    if (session.state().device(ordinal).lost.load() != 0) return NVML_ERROR_GPU_IS_LOST;
     return body(session, ordinal);
   });
 }

@@ -2,6 +2,7 @@
 //
 //   gpuslice-sim status [--json]   devices, memory, busy time and a table of processes
 //   gpuslice-sim reset             remove the state file (refused while a process uses it)
+//   gpuslice-sim gpu-lost N [--clear]  mark device N fallen off the bus (NVML: GPU is lost)
 //
 // Exit codes: 0 success, 1 the state is missing, incompatible or in use, 2 bad usage.
 #include <unistd.h>
@@ -189,6 +190,12 @@ int main(int argc, char** argv) {
   CLI::App* status = app.add_subcommand("status", "show devices, memory, busy time and processes");
   status->add_flag("--json", json, "print one JSON document (fields as in gpuslice/sim_query.h, plus share)");
   CLI::App* reset = app.add_subcommand("reset", "remove the state file (refused while a live process uses it)");
+  int lost_ordinal = 0;
+  bool clear_lost = false;
+  CLI::App* gpu_lost = app.add_subcommand(
+      "gpu-lost", "mark a device fallen off the bus: the simulated NVML answers GPU_IS_LOST for it");
+  gpu_lost->add_option("ordinal", lost_ordinal, "the device")->required();
+  gpu_lost->add_flag("--clear", clear_lost, "mark it present again");
   status->footer("");  // the top-level help explains both
   reset->footer("");
 
@@ -200,6 +207,12 @@ int main(int argc, char** argv) {
   try {
     if (status->parsed()) return Status(state_path, json);
     if (reset->parsed()) return Reset(state_path);
+    if (gpu_lost->parsed()) {
+      std::string error;
+      if (!gpuslice::simquery::SetDeviceLost(state_path, lost_ordinal, !clear_lost, &error)) return Fail(error);
+      fmt::print("gpuslice-sim: device {} is {}\n", lost_ordinal, clear_lost ? "present again" : "lost");
+      return 0;
+    }
   } catch (const std::exception& e) {
     return Fail(std::string("gpuslice-sim: ") + e.what());
   }

@@ -1,0 +1,110 @@
+#include "deviceplugin/gpu_inventory.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+#include "common/nvml_api.h"
+
+namespace gpuslice::deviceplugin {
+
+// The NVML entry points the plugin uses, resolved once.
+struct GpuInventory::Api {
+  void* handle = nullptr;
+  std::mutex mutex;  // NVML is thread-safe; this only orders discovery and health polls
+  decltype(&nvmlInit_v2) init = nullptr;
+  decltype(&nvmlShutdown) shutdown = nullptr;
+  decltype(&nvmlErrorString) error_string = nullptr;
+  decltype(&nvmlDeviceGetCount_v2) count = nullptr;
+  decltype(&nvmlDeviceGetHandleByIndex_v2) handle_by_index = nullptr;
+  decltype(&nvmlDeviceGetUUID) uuid = nullptr;
+  decltype(&nvmlDeviceGetName) name = nullptr;
+  decltype(&nvmlDeviceGetMemoryInfo) memory = nullptr;
+
+  std::string Error(const char* call, nvmlReturn_t result) const {
+    return std::string("gpuslice-device-plugin: ") + call + " failed: " + error_string(result);
+  }
+};
+
+namespace {
+
+template <typename F>
+bool Resolve(void* handle, const char* symbol, F* out, std::string* error) {
+  *out = reinterpret_cast<F>(dlsym(handle, symbol));
+  if (*out != nullptr) return true;
+  *error = std::string("gpuslice-device-plugin: NVML has no ") + symbol + "; a driver of R450 or newer is needed";
+  return false;
+}
+
+}  // namespace
+
+GpuInventory::GpuInventory(std::unique_ptr<Api> api) : api_(std::move(api)) {}
+
+GpuInventory::~GpuInventory() {
+  api_->shutdown();
+  // The library stays loaded: NVML's own threads may outlive the shutdown call.
+}
+
+std::unique_ptr<GpuInventory> GpuInventory::Open(const std::string& library, std::string* error) {
+  auto api = std::make_unique<Api>();
+  api->handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (api->handle == nullptr) {
+    *error = "gpuslice-device-plugin: cannot load NVML from '" + library + "' (" + dlerror() +
+             "); is the NVIDIA driver installed and the library on the loader path (nvmlLibrary)?";
+    return nullptr;
+  }
+  void* h = api->handle;
+  if (!Resolve(h, "nvmlInit_v2", &api->init, error) || !Resolve(h, "nvmlShutdown", &api->shutdown, error) ||
+      !Resolve(h, "nvmlErrorString", &api->error_string, error) ||
+      !Resolve(h, "nvmlDeviceGetCount_v2", &api->count, error) ||
+      !Resolve(h, "nvmlDeviceGetHandleByIndex_v2", &api->handle_by_index, error) ||
+      !Resolve(h, "nvmlDeviceGetUUID", &api->uuid, error) || !Resolve(h, "nvmlDeviceGetName", &api->name, error) ||
+      !Resolve(h, "nvmlDeviceGetMemoryInfo", &api->memory, error))
+    return nullptr;
+  const nvmlReturn_t result = api->init();
+  if (result != NVML_SUCCESS) {
+    *error = api->Error("nvmlInit", result);
+    return nullptr;
+  }
+  return std::unique_ptr<GpuInventory>(new GpuInventory(std::move(api)));
+}
+
+bool GpuInventory::Discover(std::vector<GpuInfo>* gpus, std::string* error) {
+  std::lock_guard<std::mutex> lock(api_->mutex);
+  gpus->clear();
+  unsigned int count = 0;
+  nvmlReturn_t result = api_->count(&count);
+  if (result != NVML_SUCCESS) {
+    *error = api_->Error("nvmlDeviceGetCount", result);
+    return false;
+  }
+  for (unsigned int i = 0; i < count; ++i) {
+    nvmlDevice_t device = nullptr;
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
+    nvmlMemory_t memory{};
+    const char* call = "nvmlDeviceGetHandleByIndex";
+    result = api_->handle_by_index(i, &device);
+    if (result == NVML_SUCCESS) call = "nvmlDeviceGetUUID", result = api_->uuid(device, uuid, sizeof uuid);
+    if (result == NVML_SUCCESS) call = "nvmlDeviceGetName", result = api_->name(device, name, sizeof name);
+    if (result == NVML_SUCCESS) call = "nvmlDeviceGetMemoryInfo", result = api_->memory(device, &memory);
+    if (result != NVML_SUCCESS) {
+      *error = api_->Error(call, result) + " for GPU " + std::to_string(i);
+      return false;
+    }
+    gpus->push_back(GpuInfo{static_cast<int>(i), uuid, name, memory.total});
+  }
+  return true;
+}
+
+bool GpuInventory::Healthy(const GpuInfo& gpu) {
+  std::lock_guard<std::mutex> lock(api_->mutex);
+  nvmlDevice_t device = nullptr;
+  if (api_->handle_by_index(static_cast<unsigned int>(gpu.index), &device) != NVML_SUCCESS) return false;
+  char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+  if (api_->uuid(device, uuid, sizeof uuid) != NVML_SUCCESS || gpu.uuid != uuid) return false;
+  nvmlMemory_t memory{};
+  return api_->memory(device, &memory) == NVML_SUCCESS;
+}
+
+}  // namespace gpuslice::deviceplugin

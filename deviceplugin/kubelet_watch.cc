@@ -1,0 +1,102 @@
+#include "deviceplugin/kubelet_watch.h"
+
+#include <poll.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+namespace gpuslice::deviceplugin {
+namespace {
+
+constexpr int kRecheckMs = 1000;  // periodic check when everything is registered
+constexpr int kRetryMs = 50;      // retry period while the kubelet is not answering yet
+
+ino_t InodeOf(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+void Log(const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); }
+
+// When the process started (near enough: static initialisation), for the registration log line.
+const auto kProcessStart = std::chrono::steady_clock::now();
+
+std::string MillisecondsSinceStart() {
+  const auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - kProcessStart);
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", ms.count());
+  return text;
+}
+
+}  // namespace
+
+KubeletWatch::KubeletWatch(const std::string& plugin_dir, std::vector<PluginEndpoint*> endpoints)
+    : plugin_dir_(plugin_dir),
+      kubelet_socket_(plugin_dir + "/kubelet.sock"),
+      endpoints_(std::move(endpoints)),
+      registered_with_(endpoints_.size(), 0),
+      last_error_(endpoints_.size()) {}
+
+KubeletWatch::~KubeletWatch() {
+  if (inotify_fd_ >= 0) close(inotify_fd_);
+}
+
+bool KubeletWatch::Reconcile(std::string* error, bool* fatal) {
+  const ino_t kubelet = InodeOf(kubelet_socket_);
+  bool done = true;
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    PluginEndpoint& endpoint = *endpoints_[i];
+    if (!endpoint.SocketIntact()) {
+      if (registered_with_[i] != 0) Log("gpuslice-device-plugin: " + endpoint.socket_path() + " was removed; serving again");
+      registered_with_[i] = 0;
+      if (!endpoint.Serve(error)) {
+        *fatal = true;
+        return false;
+      }
+    }
+    if (registered_with_[i] == kubelet && kubelet != 0) continue;
+    registered_with_[i] = 0;
+    std::string failure = "gpuslice-device-plugin: waiting for the kubelet's " + kubelet_socket_;
+    if (kubelet != 0 && endpoint.Register(&failure)) {
+      registered_with_[i] = kubelet;
+      last_error_[i].clear();
+      Log("gpuslice-device-plugin: registered " + endpoint.resource() + " at " + endpoint.socket_path() + ", " +
+          MillisecondsSinceStart() + " ms after start");
+      continue;
+    }
+    if (failure != last_error_[i]) Log(failure);
+    last_error_[i] = failure;
+    done = false;
+  }
+  return done;
+}
+
+bool KubeletWatch::Run(int stop_fd, std::string* error) {
+  inotify_fd_ = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  if (inotify_fd_ < 0 ||
+      inotify_add_watch(inotify_fd_, plugin_dir_.c_str(), IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM) < 0) {
+    *error = "gpuslice-device-plugin: cannot watch " + plugin_dir_ + " with inotify";
+    return false;
+  }
+  while (true) {
+    bool fatal = false;
+    const bool done = Reconcile(error, &fatal);
+    if (fatal) return false;
+    pollfd fds[2] = {{stop_fd, POLLIN, 0}, {inotify_fd_, POLLIN, 0}};
+    if (poll(fds, 2, done ? kRecheckMs : kRetryMs) < 0 && errno != EINTR) {
+      *error = "gpuslice-device-plugin: poll failed";
+      return false;
+    }
+    if (fds[0].revents & POLLIN) return true;
+    if (fds[1].revents & POLLIN) {
+      alignas(inotify_event) char buffer[4096];
+      while (read(inotify_fd_, buffer, sizeof buffer) > 0) {
+      }
+    }
+  }
+}
+
+}  // namespace gpuslice::deviceplugin

@@ -1,0 +1,187 @@
+// gpuslice-device-plugin: advertises gpuslice.io/gpu-memory (one ID per unit of each GPU's
+// memory) and gpuslice.io/gpu-compute (one ID per percent of each GPU's time) to the kubelet,
+// and answers Allocate with the environment and mounts that make the container a gpuslice
+// tenant of exactly that slice. docs/kubernetes.md is the user's guide.
+//
+// Exit codes: 0 stopped by SIGTERM/SIGINT, 1 a runtime failure (NVML, socket), 2 bad usage or
+// configuration.
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "common/version.h"
+#include "deviceplugin/container_allocation.h"
+#include "deviceplugin/device_catalog.h"
+#include "deviceplugin/gpu_inventory.h"
+#include "deviceplugin/kubelet_watch.h"
+#include "deviceplugin/plugin_config.h"
+#include "deviceplugin/plugin_endpoint.h"
+
+namespace gpuslice::deviceplugin {
+namespace {
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+int Fail(int code, const std::string& line) {
+  std::fprintf(stderr, "%s\n", line.c_str());
+  return code;
+}
+
+// "unitSize" -> "unit-size".
+std::string FlagName(const std::string& key) {
+  std::string flag;
+  for (char c : key) {
+    if (c >= 'A' && c <= 'Z') {
+      flag += '-';
+      flag += static_cast<char>(c - 'A' + 'a');
+    } else {
+      flag += c;
+    }
+  }
+  return flag;
+}
+
+// Keeps only the GPUs named in `devices` (UUIDs or NVML indices), in NVML order.
+bool SelectGpus(const std::vector<std::string>& devices, std::vector<GpuInfo>* gpus, std::string* error) {
+  if (devices.empty()) return true;
+  std::vector<GpuInfo> kept;
+  for (const std::string& wanted : devices) {
+    auto match = std::find_if(gpus->begin(), gpus->end(), [&](const GpuInfo& g) {
+      return g.uuid == wanted || std::to_string(g.index) == wanted;
+    });
+    if (match == gpus->end()) {
+      std::string known;
+      for (const GpuInfo& g : *gpus) known += (known.empty() ? "" : ", ") + std::to_string(g.index) + " " + g.uuid;
+      *error = "gpuslice-device-plugin: devices names '" + wanted + "', which NVML does not list; the GPUs are " + known;
+      return false;
+    }
+    kept.push_back(*match);
+  }
+  std::sort(kept.begin(), kept.end(), [](const GpuInfo& a, const GpuInfo& b) { return a.index < b.index; });
+  kept.erase(std::unique(kept.begin(), kept.end(), [](const GpuInfo& a, const GpuInfo& b) { return a.index == b.index; }),
+             kept.end());
+  *gpus = std::move(kept);
+  return true;
+}
+
+// Polls NVML for each GPU's health until stopped; a change reaches ListAndWatch at once.
+class HealthMonitor {
+ public:
+  HealthMonitor(GpuInventory& inventory, DeviceCatalog& catalog, int interval_ms)
+      : thread_([this, &inventory, &catalog, interval_ms] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          while (!stop_) {
+            lock.unlock();
+            for (size_t p = 0; p < catalog.gpus().size(); ++p) {
+              const bool healthy = inventory.Healthy(catalog.gpus()[p]);
+              if (healthy != catalog.Health().healthy[p]) {
+                std::fprintf(stderr, "gpuslice-device-plugin: GPU %d %s is %s\n", catalog.gpus()[p].index,
+                             catalog.gpus()[p].uuid.c_str(), healthy ? "healthy again" : "unhealthy");
+              }
+              catalog.SetHealthy(p, healthy);
+            }
+            lock.lock();
+            wake_.wait_for(lock, std::chrono::milliseconds(interval_ms), [this] { return stop_; });
+          }
+        }) {}
+  ~HealthMonitor() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+int Main(int argc, char** argv) {
+  CLI::App app{"gpuslice-device-plugin: a Kubernetes device plugin that turns gpuslice.io/gpu-memory and "
+               "gpuslice.io/gpu-compute requests into gpuslice slices (docs/kubernetes.md)"};
+  app.set_version_flag("--version", std::string(GPUSLICE_VERSION));
+  std::string config_file;
+  app.add_option("--config", config_file, "YAML file of the keys below (flags override it)");
+  bool check_config = false;
+  app.add_flag("--check-config", check_config,
+               "check the keys' values (not the host's paths) and exit: 0 when valid, 2 with the error line");
+  std::map<std::string, std::string> flag_values;
+  std::map<std::string, CLI::Option*> flags;
+  for (const std::string& key : ConfigKeys())
+    flags[key] = app.add_option("--" + FlagName(key), flag_values[key], "config key " + key)
+                     ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitUsage;
+  }
+
+  PluginConfig config;
+  std::string error;
+  if (!config_file.empty() && !LoadConfigFile(config_file, &config, &error)) return Fail(kExitUsage, error);
+  for (const std::string& key : ConfigKeys()) {
+    if (flags[key]->count() == 0) continue;
+    if (!SetConfigValue(key, flag_values[key], "--" + FlagName(key), &config, &error)) return Fail(kExitUsage, error);
+  }
+  if (check_config) {
+    std::printf("gpuslice-device-plugin: configuration valid\n");
+    return 0;
+  }
+  if (!ValidateConfig(config, &error)) return Fail(kExitUsage, error);
+  if (config.preload == PreloadMode::kLdSoPreload && !WriteLdSoPreloadFile(config, &error))
+    return Fail(kExitFailure, error);
+
+  // Signals are taken through a signalfd: blocked here, before any thread starts.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  const int stop_fd = signalfd(-1, &stop_signals, SFD_CLOEXEC);
+  if (stop_fd < 0) return Fail(kExitFailure, "gpuslice-device-plugin: signalfd failed");
+
+  auto inventory = GpuInventory::Open(config.nvml_library, &error);
+  if (!inventory) return Fail(kExitFailure, error);
+  std::vector<GpuInfo> gpus;
+  if (!inventory->Discover(&gpus, &error)) return Fail(kExitFailure, error);
+  if (!SelectGpus(config.devices, &gpus, &error)) return Fail(kExitUsage, error);
+  if (gpus.empty()) return Fail(kExitFailure, "gpuslice-device-plugin: NVML lists no GPU on this node");
+
+  DeviceCatalog catalog(gpus, config.unit_bytes);
+  for (size_t p = 0; p < gpus.size(); ++p) {
+    std::fprintf(stderr, "gpuslice-device-plugin: GPU %d %s %s: %d memory units of %llu MiB, 100 compute units\n",
+                 gpus[p].index, gpus[p].uuid.c_str(), gpus[p].name.c_str(), catalog.UnitCount(p, UnitKind::kMemory),
+                 static_cast<unsigned long long>(config.unit_bytes >> 20));
+  }
+  int status = 0;
+  {
+    HealthMonitor health(*inventory, catalog, config.health_interval_ms);
+    PluginEndpoint memory(catalog, config, UnitKind::kMemory);
+    PluginEndpoint compute(catalog, config, UnitKind::kCompute);
+    KubeletWatch watch(config.plugin_dir, {&memory, &compute});
+    if (!watch.Run(stop_fd, &error)) status = Fail(kExitFailure, error);
+    catalog.Stop();  // ends the ListAndWatch streams, then the servers stop
+  }
+  if (status == 0) std::fprintf(stderr, "gpuslice-device-plugin: stopped\n");
+  return status;
+}
+
+}  // namespace
+}  // namespace gpuslice::deviceplugin
+
+int main(int argc, char** argv) { return gpuslice::deviceplugin::Main(argc, argv); }

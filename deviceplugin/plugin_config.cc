@@ -1,0 +1,188 @@
+#include "deviceplugin/plugin_config.h"
+
+#include <sys/stat.h>
+
+#include <functional>
+#include <map>
+
+#include <yaml-cpp/yaml.h>
+
+#include "common/quantity.h"
+
+namespace gpuslice::deviceplugin {
+namespace {
+
+using Setter = std::function<bool(const std::string& value, PluginConfig* config)>;
+
+struct KeySpec {
+  const char* key;
+  const char* expected;  // what a valid value is, for the error line
+  Setter set;
+};
+
+bool AbsolutePath(const std::string& value) { return !value.empty() && value[0] == '/'; }
+
+// A resource name the kubelet accepts for an extended resource: <domain>/<name>.
+bool ResourceName(const std::string& value) {
+  const size_t slash = value.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == value.size() || value.size() > 63 + 254) return false;
+  if (value.find('/', slash + 1) != std::string::npos) return false;
+  if (value.substr(0, slash).find('.') == std::string::npos) return false;  // a domain, not a bare word
+  for (char c : value) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '/' || c == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> SplitList(const std::string& value) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (start <= value.size()) {
+    const size_t comma = value.find(',', start);
+    const std::string item = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!item.empty()) items.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return items;
+}
+
+const std::vector<KeySpec>& KeyTable() {
+  static const std::vector<KeySpec> kTable = {
+      {"unitSize", "a quantity from 1Mi, e.g. 1Gi or 512Mi",
+       [](const std::string& v, PluginConfig* c) {
+         const auto bytes = ParseByteQuantity(v);
+         if (!bytes || *bytes < (1ULL << 20)) return false;
+         c->unit_bytes = *bytes;
+         return true;
+       }},
+      {"memoryResource", "<domain>/<name> in lower case, e.g. gpuslice.io/gpu-memory",
+       [](const std::string& v, PluginConfig* c) { return ResourceName(v) && (c->memory_resource = v, true); }},
+      {"computeResource", "<domain>/<name> in lower case, e.g. gpuslice.io/gpu-compute",
+       [](const std::string& v, PluginConfig* c) { return ResourceName(v) && (c->compute_resource = v, true); }},
+      {"devices", "'all' or GPU UUIDs or NVML indices, e.g. [0, 1] or GPU-8f6c...",
+       [](const std::string& v, PluginConfig* c) {
+         c->devices = v == "all" ? std::vector<std::string>{} : SplitList(v);
+         return v == "all" || !c->devices.empty();
+       }},
+      {"pluginDir", "an absolute directory, e.g. /var/lib/kubelet/device-plugins",
+       [](const std::string& v, PluginConfig* c) { return AbsolutePath(v) && (c->plugin_dir = v, true); }},
+      {"library", "the absolute path of libgpuslice.so on the host, e.g. /var/lib/gpuslice/lib/libgpuslice.so",
+       [](const std::string& v, PluginConfig* c) { return AbsolutePath(v) && (c->host_library = v, true); }},
+      {"containerLibrary", "an absolute path inside containers, e.g. /usr/local/gpuslice/lib/libgpuslice.so",
+       [](const std::string& v, PluginConfig* c) { return AbsolutePath(v) && (c->container_library = v, true); }},
+      {"stateDir", "the absolute path of gpuslice's state directory on the host, e.g. /run/gpuslice",
+       [](const std::string& v, PluginConfig* c) { return AbsolutePath(v) && (c->host_state_dir = v, true); }},
+      {"containerStateDir", "an absolute path inside containers, e.g. /run/gpuslice",
+       [](const std::string& v, PluginConfig* c) { return AbsolutePath(v) && (c->container_state_dir = v, true); }},
+      {"nvmlLibrary", "a library name or path, e.g. libnvidia-ml.so.1",
+       [](const std::string& v, PluginConfig* c) { return !v.empty() && (c->nvml_library = v, true); }},
+      {"healthIntervalMs", "milliseconds from 10 to 1000, e.g. 200",
+       [](const std::string& v, PluginConfig* c) {
+         const auto ms = ParseUnsigned(v);
+         if (!ms || *ms < 10 || *ms > 1000) return false;
+         c->health_interval_ms = static_cast<int>(*ms);
+         return true;
+       }},
+      {"preload", "env or ld.so.preload",
+       [](const std::string& v, PluginConfig* c) {
+         if (v == "env") c->preload = PreloadMode::kEnvironment;
+         else if (v == "ld.so.preload") c->preload = PreloadMode::kLdSoPreload;
+         else return false;
+         return true;
+       }},
+      {"cdiKind", "a CDI kind such as nvidia.com/gpu, or empty for none",
+       [](const std::string& v, PluginConfig* c) { return (v.empty() || ResourceName(v)) && (c->cdi_kind = v, true); }},
+  };
+  return kTable;
+}
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+}  // namespace
+
+const std::vector<std::string>& ConfigKeys() {
+  static const std::vector<std::string> kKeys = [] {
+    std::vector<std::string> keys;
+    for (const KeySpec& spec : KeyTable()) keys.push_back(spec.key);
+    return keys;
+  }();
+  return kKeys;
+}
+
+bool SetConfigValue(const std::string& key, const std::string& value, const std::string& source,
+                    PluginConfig* config, std::string* error) {
+  for (const KeySpec& spec : KeyTable()) {
+    if (key != spec.key) continue;
+    if (spec.set(value, config)) return true;
+    *error = "gpuslice-device-plugin: invalid " + source + " '" + value + "'; expected " + spec.expected;
+    return false;
+  }
+  std::string known;
+  for (const std::string& k : ConfigKeys()) known += (known.empty() ? "" : ", ") + k;
+  *error = "gpuslice-device-plugin: unknown " + source + "; the keys are " + known;
+  return false;
+}
+
+bool LoadConfigFile(const std::string& path, PluginConfig* config, std::string* error) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    *error = "gpuslice-device-plugin: cannot read the config file " + path;
+    return false;
+  } catch (const YAML::Exception& e) {
+    *error = "gpuslice-device-plugin: " + path + " is not valid YAML: " + e.what();
+    return false;
+  }
+  if (root.IsNull()) return true;  // an empty file: every default
+  if (!root.IsMap()) {
+    *error = "gpuslice-device-plugin: " + path + " must be a YAML mapping of keys such as unitSize: 1Gi";
+    return false;
+  }
+  for (const auto& entry : root) {
+    const std::string key = entry.first.as<std::string>();
+    const std::string source = key + " in " + path;
+    std::string value;
+    if (entry.second.IsSequence()) {
+      for (const auto& item : entry.second) {
+        if (!item.IsScalar()) return SetConfigValue(key, "", source, config, error);
+        value += (value.empty() ? "" : ",") + item.as<std::string>();
+      }
+      if (value.empty()) value = ",";  // an empty list names no device: refused below
+    } else if (entry.second.IsScalar()) {
+      value = entry.second.as<std::string>();
+    } else if (!entry.second.IsNull()) {
+      return SetConfigValue(key, "<mapping>", source, config, error);
+    }
+    if (!SetConfigValue(key, value, source, config, error)) return false;
+  }
+  return true;
+}
+
+bool ValidateConfig(const PluginConfig& config, std::string* error) {
+  if (config.memory_resource == config.compute_resource) {
+    *error = "gpuslice-device-plugin: memoryResource and computeResource are both '" + config.memory_resource +
+             "'; they must differ";
+    return false;
+  }
+  if (!FileExists(config.host_library)) {
+    *error = "gpuslice-device-plugin: library '" + config.host_library +
+             "' does not exist; copy libgpuslice.so to the host there (the DaemonSet's init container does) "
+             "or set library to where it is";
+    return false;
+  }
+  struct stat st;
+  if (stat(config.plugin_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    *error = "gpuslice-device-plugin: pluginDir '" + config.plugin_dir +
+             "' is not a directory; mount the kubelet's /var/lib/kubelet/device-plugins there";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace gpuslice::deviceplugin

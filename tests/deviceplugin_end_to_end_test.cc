@@ -1,0 +1,127 @@
+// End to end: the answer of the plugin's Allocate, applied the way a container runtime applies
+// it (the environment as given, container paths mapped to the mounts' host paths), starts
+// gpuslice-workload over the simulated driver; the slice it gets is the one the pod asked for.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/deviceplugin_fake_kubelet.h"
+#include "tests/support/test_env.h"
+
+namespace gpuslice::testing {
+namespace {
+
+// What the container sees at `container_path` is the host file the mount puts there.
+std::string ToHostPath(const std::string& value, const v1beta1::ContainerAllocateResponse& answer) {
+  for (const auto& m : answer.mounts()) {
+    if (value == m.container_path() || value.starts_with(m.container_path() + "/"))
+      return m.host_path() + value.substr(m.container_path().size());
+  }
+  return value;
+}
+
+class DevicePluginEndToEndTest : public SimTest {
+ protected:
+  void SetUp() override {
+    SimTest::SetUp();
+    SetEnv("GPUSLICE_SIM_DEVICES", "1");  // the container runtime's NVIDIA_VISIBLE_DEVICES has no simulated part
+    SetEnv("GPUSLICE_SIM_MEMORY", "16Gi");
+    dir_ = MakePluginDir();
+    kubelet_ = std::make_unique<FakeKubelet>(dir_);
+    kubelet_->Start();
+    // Container paths unlike the host's, so that a missing mapping shows.
+    plugin_ = StartPlugin(dir_, {"--container-library", "/opt/gs/libgpuslice.so", "--container-state-dir", "/gs-state"});
+    ASSERT_TRUE(kubelet_->WaitForRegistrations(2, 10000)) << plugin_->StderrSoFar();
+  }
+  void TearDown() override {
+    plugin_.reset();
+    kubelet_.reset();
+    RemovePluginDir(dir_);
+    SimTest::TearDown();
+  }
+
+  // Allocate for one container asking `units` of `resource`, with the IDs the plugin prefers.
+  v1beta1::ContainerAllocateResponse AllocateUnits(const std::string& resource, int units) {
+    auto stub = kubelet_->Connect(resource);
+    const auto devices = FirstList(*stub);
+    v1beta1::PreferredAllocationRequest preferred;
+    auto* want = preferred.add_container_requests();
+    for (const auto& d : devices) want->add_available_deviceids(d.id());
+    want->set_allocation_size(units);
+    v1beta1::PreferredAllocationResponse chosen;
+    grpc::ClientContext c1;
+    EXPECT_TRUE(stub->GetPreferredAllocation(&c1, preferred, &chosen).ok());
+    v1beta1::AllocateRequest request;
+    auto* container = request.add_container_requests();
+    for (const auto& id : chosen.container_responses(0).deviceids()) container->add_devices_ids(id);
+    v1beta1::AllocateResponse response;
+    grpc::ClientContext c2;
+    EXPECT_TRUE(stub->Allocate(&c2, request, &response).ok());
+    return response.container_responses(0);
+  }
+
+  std::string dir_;
+  std::unique_ptr<FakeKubelet> kubelet_;
+  std::unique_ptr<Subprocess> plugin_;
+};
+
+TEST_F(DevicePluginEndToEndTest, WorkloadStartedWithTheAllocateAnswerGetsThePodsQuotaAndShare) {
+  const auto memory = AllocateUnits("gpuslice.io/gpu-memory", 4);   // 4 GiB
+  const auto compute = AllocateUnits("gpuslice.io/gpu-compute", 30);  // 30 %
+  // The simulated GPU of this test (a container sees the node's driver).
+  std::vector<std::string> env = {"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_SIM_STATE=" + state_path()};
+  for (const auto* answer : {&memory, &compute}) {
+    for (const auto& [name, value] : answer->envs()) env.push_back(name + "=" + ToHostPath(value, *answer));
+  }
+  const std::string tenant = memory.envs().at("GPUSLICE_TENANT");
+  // Six 1 GiB allocations against a 4 GiB slice, held while gpuslicectl looks.
+  Subprocess workload({BinDir() + "/gpuslice-workload", "memory", "--chunk", "1Gi", "--count", "6", "--hold", "30"},
+                      env, Inherit::kAllButGpuslice);
+  ASSERT_TRUE(workload.WaitForOutput("\"holding\"", 60000)) << workload.StderrSoFar();
+  // A second process of the same container launches kernels: the broker learns the tenant's
+  // compute request at its first launch.
+  Subprocess kernels({BinDir() + "/gpuslice-workload", "compute", "--kernel-us", "500", "--duration", "30"}, env,
+                     Inherit::kAllButGpuslice);
+  nlohmann::json tenant_status;
+  std::string last_status;
+  for (int attempt = 0; attempt < 200; ++attempt) {  // up to 20 s on a loaded machine
+    const auto status = testing::Run({BinDir() + "/gpuslicectl", "status", "--json", "--state-dir", dir_ + "/state"});
+    ASSERT_EQ(status.exit_code, 0) << status.err;
+    last_status = status.out;
+    const auto json = nlohmann::json::parse(status.out);
+    for (const auto& gpu : json.at("gpus")) {
+      for (const auto& t : gpu.at("tenants")) {
+        if (t.at("name") == tenant) tenant_status = t;
+      }
+    }
+    if (!tenant_status.is_null() && !tenant_status.at("compute_request_percent").is_null()) break;
+    usleep(100000);
+  }
+  ASSERT_FALSE(tenant_status.is_null()) << "no tenant " << tenant << " in " << last_status << kernels.StderrSoFar() << workload.StderrSoFar();
+  EXPECT_EQ(tenant_status.at("quota_bytes"), 4ULL << 30) << tenant_status.dump();
+  EXPECT_EQ(tenant_status.at("used_bytes"), 4ULL << 30) << tenant_status.dump();
+  EXPECT_EQ(tenant_status.at("compute_request_percent"), 30) << tenant_status.dump();
+  EXPECT_EQ(tenant_status.at("processes").size(), 2u) << "both processes are one tenant: " << tenant_status.dump();
+  kernels.Kill(SIGTERM);
+  EXPECT_EQ(kernels.Wait(30000).exit_code, 0);
+  workload.Kill(SIGTERM);
+  const auto result = workload.Wait(30000);
+  const auto line = nlohmann::json::parse(result.out.substr(result.out.rfind("{\"event\":\"result\"")));
+  EXPECT_EQ(line.at("allocated").get<int>(), 4) << result.out;
+  EXPECT_EQ(line.at("refused").get<int>(), 2);
+  EXPECT_EQ(line.at("refusals").at("CUDA_ERROR_OUT_OF_MEMORY").get<int>(), 2);
+}
+
+TEST_F(DevicePluginEndToEndTest, ControlWithoutTheAnswerTheSameWorkloadIsNotLimited) {
+  Subprocess workload({BinDir() + "/gpuslice-workload", "memory", "--chunk", "1Gi", "--count", "6"},
+                      {"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_SIM_STATE=" + state_path()},
+                      Inherit::kAllButGpuslice);
+  const auto result = workload.Wait(60000);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto line = nlohmann::json::parse(result.out.substr(result.out.rfind("{\"event\":\"result\"")));
+  EXPECT_EQ(line.at("allocated").get<int>(), 6);
+}
+
+}  // namespace
+}  // namespace gpuslice::testing
