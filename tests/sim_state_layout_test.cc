@@ -19,7 +19,7 @@ TEST(SimStateLayoutTest, VersionTwoLayoutIsUnchanged) {
   EXPECT_EQ(sizeof(SimDevice), 8648u);
   EXPECT_EQ(offsetof(SimDevice, lost), 8640u);
   EXPECT_EQ(sizeof(SimProcessSlot), 64u);
-  EXPECT_EQ(sizeof(SimSegment), 580056u);
+  EXPECT_EQ(sizeof(SimSegment), 580504u);
   EXPECT_EQ(offsetof(SimSegment, table_mutex), 32u);
   EXPECT_EQ(offsetof(SimSegment, slots), 72u);
   EXPECT_EQ(offsetof(SimSegment, devices), 16456u);
@@ -37,7 +37,7 @@ TEST(SimStateLayoutTest, VersionTwoLayoutIsUnchanged) {
   EXPECT_EQ(kMaxUnits, 64);
   EXPECT_EQ(sizeof(SimMigInstance), 40u);
   EXPECT_EQ(offsetof(SimMigInstance, profile), 24u);
-  EXPECT_EQ(sizeof(SimMig), 486088u);
+  EXPECT_EQ(sizeof(SimMig), 486536u);
   EXPECT_EQ(offsetof(SimMig, instances), 8u);
   EXPECT_EQ(offsetof(SimMig, units), 2248u);
   EXPECT_EQ(offsetof(SimSegment, mig), 85640u);
@@ -45,7 +45,7 @@ TEST(SimStateLayoutTest, VersionTwoLayoutIsUnchanged) {
   EXPECT_EQ(offsetof(SimMpsDevice, sms_held), 16u);
   EXPECT_EQ(sizeof(SimMps), 8328u);
   EXPECT_EQ(offsetof(SimMps, devices), 8u);
-  EXPECT_EQ(offsetof(SimSegment, mps), 571728u);
+  EXPECT_EQ(offsetof(SimSegment, mps), 572176u);
 }
 
 }  // namespace
