@@ -13,8 +13,9 @@ targets=("$@")
 scripts/install-deps.sh
 build=build-fuzz
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUSLICE_FUZZ=ON \
-  -DGPUSLICE_BUILD_TESTS=OFF -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" >/dev/null
-cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
+  -DGPUSLICE_BUILD_TESTS=OFF -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+  -DGPUSLICE_BUILD_ONLY="$(IFS=';'; echo "${targets[*]}")" >/dev/null
+cmake --build "$build" -j"$(nproc)" --target gpuslice_build_only  # the targets, in parallel
 mkdir -p "$build/artifacts"
 for target in "${targets[@]}"; do
   name=${target%_fuzzer}

@@ -21,9 +21,13 @@ esac
 sanitizer=$1
 shift
 scripts/install-deps.sh
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUSLICE_SANITIZE="$sanitizer" "${flags[@]}" >/dev/null
+# The selected targets are built through one target that depends on them all (GPUSLICE_BUILD_ONLY
+# in CMakeLists.txt), so they build in parallel; an empty list builds everything.
+only=$(echo ${GPUSLICE_SANITIZED_TARGETS:-} | tr ' ' ';')
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUSLICE_SANITIZE="$sanitizer" "${flags[@]}" \
+  -DGPUSLICE_BUILD_ONLY="$only" >/dev/null
 targets=()
-for target in ${GPUSLICE_SANITIZED_TARGETS:-}; do targets+=(--target "$target"); done
+[ -n "$only" ] && targets=(--target gpuslice_build_only)
 cmake --build "$build" -j"$(nproc)" "${targets[@]}"
 junit=$(cd "$build" && pwd)/Testing/ctest-junit.xml
 rm -f "$junit"
