@@ -55,7 +55,11 @@ ComputeClass ClassOf(const LedgerEntry& ledger) {
 
 int64_t BucketNow(int64_t tokens, uint64_t tokens_at, uint32_t pct, uint64_t now) {
   const int64_t cap = static_cast<int64_t>(kBucketWindowNs * pct / 100);
-  const int64_t gained = static_cast<int64_t>(std::min<uint64_t>(Elapsed(tokens_at, now), kBucketWindowNs) * pct / 100);
+  // Two windows' worth at most: enough to bring a bucket from its floor (-cap) back to full. One
+  // window's worth stopped at 0, below a limited tenant's burst, and a waiter there was never
+  // eligible again (its bucket is not recharged, so tokens_at does not move, while it waits).
+  const int64_t gained =
+      static_cast<int64_t>(std::min<uint64_t>(Elapsed(tokens_at, now), 2 * kBucketWindowNs) * pct / 100);
   return std::clamp(tokens + gained, -cap, cap);
 }
 

@@ -323,6 +323,27 @@ TEST(GrantPolicyTest, ALimitedHolderIsClosedWhenItsBucketIsUsedUp) {
   EXPECT_EQ(node.gpu().closing.load(), 1u) << "alone, but over its limit";
 }
 
+// A limited tenant charged far past its bucket (one long charge: the bucket is clamped at minus
+// its capacity) and then waiting alone is granted again once the bucket has refilled to its burst.
+// Found by the ASan pass: the refill was capped at one window's worth, which only brings -cap back
+// to 0, below the burst, so the waiter was never eligible again and waited for ever.
+TEST(GrantPolicyTest, ALimitedTenantDrivenToTheBottomOfItsBucketIsGrantedAgainAfterTheRefill) {
+  FakeNode node;
+  const int a = node.Tenant(10, 60);
+  const int pa = node.Process(a);
+  auto policy = node.Policy();
+  node.ledger(a).tokens_ns.store(-static_cast<int64_t>(kBucketWindowNs * 60 / 100));
+  node.ledger(a).tokens_at_ns.store(kT0);
+  node.Wait(pa, kT0);
+  policy.Advance(kT0);
+  EXPECT_EQ(node.Holder(), -1) << "over its limit: not eligible yet";
+  // From -60 ms to the 5 ms burst at 60% of real time: about 108 ms.
+  const uint64_t later = kT0 + 150 * kMs;
+  node.Wait(pa, later);
+  policy.Advance(later);
+  EXPECT_EQ(node.Holder(), a) << "the bucket refilled: the waiter must be granted";
+}
+
 TEST(GrantPolicyTest, AnIdleHolderIsNotChargedForTheTimeItHeldTheGpuIdle) {
   FakeNode node;
   const int a = node.Tenant(50);
