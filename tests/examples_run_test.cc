@@ -399,7 +399,8 @@ std::vector<Container> ContainersOf(const std::string& manifest, const std::stri
     if (spec && spec->contains("template")) spec = &(*spec)["template"]["spec"];
     if (!spec || !spec->contains("containers")) continue;
     for (const auto& c : (*spec)["containers"]) {
-      Container container{c.value("name", "")};
+      Container container;
+      container.name = c.value("name", "");
       std::vector<std::string> words = c.value("command", std::vector<std::string>{});
       const auto args = c.value("args", std::vector<std::string>{});
       words.insert(words.end(), args.begin(), args.end());

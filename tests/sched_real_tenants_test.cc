@@ -84,10 +84,14 @@ ServiceFigures ServiceBesideTrainer(SchedRealTenantsTest* test, bool managed, co
   // is then killed, reports nothing, and counts as never served.
   const bool may_starve = service_class == "background";
   const int exit_code = svc->Wait(may_starve ? 10000 : 30000);
-  if (!may_starve) EXPECT_EQ(exit_code, 0) << svc->Stderr();
+  if (!may_starve) {
+    EXPECT_EQ(exit_code, 0) << svc->Stderr();
+  }
   const Sample b = test->gpu().Take();
   const auto result = svc->Result();
-  if (!may_starve) EXPECT_FALSE(result.is_null()) << svc->Stdout();
+  if (!may_starve) {
+    EXPECT_FALSE(result.is_null()) << svc->Stdout();
+  }
   f.p99_ms = result.is_null() ? 1e9 : result.value("p99_us", 1e9) / 1e3;
   f.requests = result.is_null() ? 0 : result.value("requests", 0);
   f.other_busy = BusyFraction(a, b, "trainer");
