@@ -20,6 +20,13 @@ struct GpuInventory::Api {
   decltype(&nvmlDeviceGetUUID) uuid = nullptr;
   decltype(&nvmlDeviceGetName) name = nullptr;
   decltype(&nvmlDeviceGetMemoryInfo) memory = nullptr;
+  // MIG queries (nvml.h's signatures; not in common/nvml_api.h, which the shim shares). Optional:
+  // a driver without them has no MIG, and every GPU is listed whole.
+  nvmlReturn_t (*mig_mode)(nvmlDevice_t, unsigned int* current, unsigned int* pending) = nullptr;
+  nvmlReturn_t (*max_mig_count)(nvmlDevice_t, unsigned int* count) = nullptr;
+  nvmlReturn_t (*mig_by_index)(nvmlDevice_t, unsigned int index, nvmlDevice_t* mig) = nullptr;
+
+  bool HasMig() const { return mig_mode && max_mig_count && mig_by_index; }
 
   std::string Error(const char* call, nvmlReturn_t result) const {
     return std::string("gpuslice-device-plugin: ") + call + " failed: " + error_string(result);
@@ -61,12 +68,38 @@ std::unique_ptr<GpuInventory> GpuInventory::Open(const std::string& library, std
       !Resolve(h, "nvmlDeviceGetUUID", &api->uuid, error) || !Resolve(h, "nvmlDeviceGetName", &api->name, error) ||
       !Resolve(h, "nvmlDeviceGetMemoryInfo", &api->memory, error))
     return nullptr;
+  std::string ignored;
+  if (!Resolve(h, "nvmlDeviceGetMigMode", &api->mig_mode, &ignored) ||
+      !Resolve(h, "nvmlDeviceGetMaxMigDeviceCount", &api->max_mig_count, &ignored) ||
+      !Resolve(h, "nvmlDeviceGetMigDeviceHandleByIndex", &api->mig_by_index, &ignored))
+    api->mig_mode = nullptr;
   const nvmlReturn_t result = api->init();
   if (result != NVML_SUCCESS) {
     *error = api->Error("nvmlInit", result);
     return nullptr;
   }
   return std::unique_ptr<GpuInventory>(new GpuInventory(std::move(api)));
+}
+
+namespace {
+
+constexpr unsigned int kMigEnabled = 1;  // NVML_DEVICE_MIG_ENABLE
+
+}  // namespace
+
+// One device's UUID, name and memory; the NVML call that failed in *call.
+nvmlReturn_t GpuInventory::Describe(nvmlDevice_t device, GpuInfo* info, const char** call) {
+  char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+  char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
+  nvmlMemory_t memory{};
+  *call = "nvmlDeviceGetUUID";
+  nvmlReturn_t result = api_->uuid(device, uuid, sizeof uuid);
+  if (result == NVML_SUCCESS) *call = "nvmlDeviceGetName", result = api_->name(device, name, sizeof name);
+  if (result == NVML_SUCCESS) *call = "nvmlDeviceGetMemoryInfo", result = api_->memory(device, &memory);
+  info->uuid = uuid;
+  info->name = name;
+  info->total_memory = memory.total;
+  return result;
 }
 
 bool GpuInventory::Discover(std::vector<GpuInfo>* gpus, std::string* error) {
@@ -80,19 +113,42 @@ bool GpuInventory::Discover(std::vector<GpuInfo>* gpus, std::string* error) {
   }
   for (unsigned int i = 0; i < count; ++i) {
     nvmlDevice_t device = nullptr;
-    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
-    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
-    nvmlMemory_t memory{};
+    GpuInfo gpu;
+    gpu.index = static_cast<int>(i);
     const char* call = "nvmlDeviceGetHandleByIndex";
     result = api_->handle_by_index(i, &device);
-    if (result == NVML_SUCCESS) call = "nvmlDeviceGetUUID", result = api_->uuid(device, uuid, sizeof uuid);
-    if (result == NVML_SUCCESS) call = "nvmlDeviceGetName", result = api_->name(device, name, sizeof name);
-    if (result == NVML_SUCCESS) call = "nvmlDeviceGetMemoryInfo", result = api_->memory(device, &memory);
+    if (result == NVML_SUCCESS) result = Describe(device, &gpu, &call);
     if (result != NVML_SUCCESS) {
       *error = api_->Error(call, result) + " for GPU " + std::to_string(i);
       return false;
     }
-    gpus->push_back(GpuInfo{static_cast<int>(i), uuid, name, memory.total});
+    unsigned int mode = 0, pending = 0, slots = 0;
+    const bool mig = api_->HasMig() && api_->mig_mode(device, &mode, &pending) == NVML_SUCCESS && mode == kMigEnabled;
+    if (!mig) {
+      gpus->push_back(std::move(gpu));
+      continue;
+    }
+    result = api_->max_mig_count(device, &slots);
+    if (result != NVML_SUCCESS) {
+      *error = api_->Error("nvmlDeviceGetMaxMigDeviceCount", result) + " for GPU " + std::to_string(i);
+      return false;
+    }
+    for (unsigned int m = 0; m < slots; ++m) {
+      nvmlDevice_t instance = nullptr;
+      result = api_->mig_by_index(device, m, &instance);
+      if (result == NVML_ERROR_NOT_FOUND) continue;  // a free slot: no instance there
+      GpuInfo info;
+      info.index = gpu.index;
+      info.mig_index = static_cast<int>(m);
+      info.parent_uuid = gpu.uuid;
+      call = "nvmlDeviceGetMigDeviceHandleByIndex";
+      if (result == NVML_SUCCESS) result = Describe(instance, &info, &call);
+      if (result != NVML_SUCCESS) {
+        *error = api_->Error(call, result) + " for MIG device " + std::to_string(m) + " of GPU " + std::to_string(i);
+        return false;
+      }
+      gpus->push_back(std::move(info));
+    }
   }
   return true;
 }
@@ -101,6 +157,12 @@ bool GpuInventory::Healthy(const GpuInfo& gpu) {
   std::lock_guard<std::mutex> lock(api_->mutex);
   nvmlDevice_t device = nullptr;
   if (api_->handle_by_index(static_cast<unsigned int>(gpu.index), &device) != NVML_SUCCESS) return false;
+  if (gpu.mig_index >= 0) {
+    nvmlDevice_t instance = nullptr;
+    if (!api_->HasMig() || api_->mig_by_index(device, static_cast<unsigned int>(gpu.mig_index), &instance) != NVML_SUCCESS)
+      return false;
+    device = instance;
+  }
   char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
   if (api_->uuid(device, uuid, sizeof uuid) != NVML_SUCCESS || gpu.uuid != uuid) return false;
   nvmlMemory_t memory{};

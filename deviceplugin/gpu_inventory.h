@@ -8,13 +8,19 @@
 #include <string>
 #include <vector>
 
+#include "common/nvml_api.h"
+
 namespace gpuslice::deviceplugin {
 
+// What the plugin slices: a whole GPU, or a MIG instance of a GPU in MIG mode (a MIG-mode GPU
+// runs work only inside its instances, so then its instances are listed and not the GPU).
 struct GpuInfo {
-  int index = 0;             // NVML index (PCI bus order)
-  std::string uuid;          // "GPU-..."
+  int index = 0;             // NVML index of the GPU (PCI bus order); a MIG instance's parent's
+  std::string uuid;          // "GPU-...", or "MIG-..." for an instance (what NVIDIA_VISIBLE_DEVICES takes)
   std::string name;
   uint64_t total_memory = 0;  // bytes
+  int mig_index = -1;         // the instance's NVML MIG device index on its GPU; -1: a whole GPU
+  std::string parent_uuid;    // an instance's GPU; empty for a whole GPU
 };
 
 class GpuInventory {
@@ -26,16 +32,18 @@ class GpuInventory {
   GpuInventory(const GpuInventory&) = delete;
   GpuInventory& operator=(const GpuInventory&) = delete;
 
-  // Every GPU NVML lists. False with one line in *error when NVML fails.
+  // Every GPU NVML lists, each GPU in MIG mode as its MIG instances (in NVML's order; none when
+  // it has no instance yet). False with one line in *error when NVML fails.
   bool Discover(std::vector<GpuInfo>* gpus, std::string* error);
-  // Whether the GPU still answers NVML as a working device: its handle, UUID and memory can be
-  // read and the UUID is still the one discovered. A GPU that fell off the bus or needs a reset
+  // Whether the GPU (or instance) still answers NVML as a working device: its handle, UUID and
+  // memory can be read and the UUID is still the one discovered. A GPU that fell off the bus or needs a reset
   // answers NVML_ERROR_GPU_IS_LOST (or another error) there.
   bool Healthy(const GpuInfo& gpu);
 
  private:
   struct Api;
   explicit GpuInventory(std::unique_ptr<Api> api);
+  nvmlReturn_t Describe(nvmlDevice_t device, GpuInfo* info, const char** call);
   std::unique_ptr<Api> api_;
 };
 

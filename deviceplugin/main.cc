@@ -51,25 +51,28 @@ std::string FlagName(const std::string& key) {
   return flag;
 }
 
-// Keeps only the GPUs named in `devices` (UUIDs or NVML indices), in NVML order.
+// Keeps only the GPUs named in `devices` (UUIDs or NVML indices of GPUs, or MIG instance UUIDs),
+// in NVML order. A GPU in MIG mode named by its index or UUID keeps all its instances.
 bool SelectGpus(const std::vector<std::string>& devices, std::vector<GpuInfo>* gpus, std::string* error) {
   if (devices.empty()) return true;
-  std::vector<GpuInfo> kept;
+  std::vector<bool> keep(gpus->size(), false);
   for (const std::string& wanted : devices) {
-    auto match = std::find_if(gpus->begin(), gpus->end(), [&](const GpuInfo& g) {
-      return g.uuid == wanted || std::to_string(g.index) == wanted;
-    });
-    if (match == gpus->end()) {
+    bool found = false;
+    for (size_t p = 0; p < gpus->size(); ++p) {
+      const GpuInfo& g = (*gpus)[p];
+      if (g.uuid == wanted || g.parent_uuid == wanted || std::to_string(g.index) == wanted) keep[p] = found = true;
+    }
+    if (!found) {
       std::string known;
       for (const GpuInfo& g : *gpus) known += (known.empty() ? "" : ", ") + std::to_string(g.index) + " " + g.uuid;
       *error = "gpuslice-device-plugin: devices names '" + wanted + "', which NVML does not list; the GPUs are " + known;
       return false;
     }
-    kept.push_back(*match);
   }
-  std::sort(kept.begin(), kept.end(), [](const GpuInfo& a, const GpuInfo& b) { return a.index < b.index; });
-  kept.erase(std::unique(kept.begin(), kept.end(), [](const GpuInfo& a, const GpuInfo& b) { return a.index == b.index; }),
-             kept.end());
+  std::vector<GpuInfo> kept;
+  for (size_t p = 0; p < gpus->size(); ++p) {
+    if (keep[p]) kept.push_back((*gpus)[p]);
+  }
   *gpus = std::move(kept);
   return true;
 }
@@ -160,12 +163,14 @@ int Main(int argc, char** argv) {
   std::vector<GpuInfo> gpus;
   if (!inventory->Discover(&gpus, &error)) return Fail(kExitFailure, error);
   if (!SelectGpus(config.devices, &gpus, &error)) return Fail(kExitUsage, error);
-  if (gpus.empty()) return Fail(kExitFailure, "gpuslice-device-plugin: NVML lists no GPU on this node");
+  if (gpus.empty())
+    return Fail(kExitFailure, "gpuslice-device-plugin: NVML lists no GPU on this node (or only GPUs in MIG mode with no instance)");
 
   DeviceCatalog catalog(gpus, config.unit_bytes);
   for (size_t p = 0; p < gpus.size(); ++p) {
-    std::fprintf(stderr, "gpuslice-device-plugin: GPU %d %s %s: %d memory units of %llu MiB, 100 compute units\n",
-                 gpus[p].index, gpus[p].uuid.c_str(), gpus[p].name.c_str(), catalog.UnitCount(p, UnitKind::kMemory),
+    const std::string where = gpus[p].mig_index < 0 ? "" : " (MIG instance of " + gpus[p].parent_uuid + ")";
+    std::fprintf(stderr, "gpuslice-device-plugin: GPU %d %s %s%s: %d memory units of %llu MiB, 100 compute units\n",
+                 gpus[p].index, gpus[p].uuid.c_str(), gpus[p].name.c_str(), where.c_str(), catalog.UnitCount(p, UnitKind::kMemory),
                  static_cast<unsigned long long>(config.unit_bytes >> 20));
   }
   int status = 0;

@@ -61,7 +61,7 @@ const std::vector<KeySpec>& KeyTable() {
        [](const std::string& v, PluginConfig* c) { return ResourceName(v) && (c->memory_resource = v, true); }},
       {"computeResource", "<domain>/<name> in lower case, e.g. gpuslice.io/gpu-compute",
        [](const std::string& v, PluginConfig* c) { return ResourceName(v) && (c->compute_resource = v, true); }},
-      {"devices", "'all' or GPU UUIDs or NVML indices, e.g. [0, 1] or GPU-8f6c...",
+      {"devices", "'all' or GPU UUIDs, NVML indices or MIG instance UUIDs, e.g. [0, 1] or GPU-8f6c...",
        [](const std::string& v, PluginConfig* c) {
          c->devices = v == "all" ? std::vector<std::string>{} : SplitList(v);
          return v == "all" || !c->devices.empty();

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpuslice/sim_query.h"
 #include "tests/deviceplugin_fake_kubelet.h"
 #include "tests/support/test_env.h"
 
@@ -25,8 +26,7 @@ class DevicePluginEndToEndTest : public SimTest {
  protected:
   void SetUp() override {
     SimTest::SetUp();
-    SetEnv("GPUSLICE_SIM_DEVICES", "1");  // the container runtime's NVIDIA_VISIBLE_DEVICES has no simulated part
-    SetEnv("GPUSLICE_SIM_MEMORY", "16Gi");
+    ConfigureGpus();
     dir_ = MakePluginDir();
     kubelet_ = std::make_unique<FakeKubelet>(dir_);
     kubelet_->Start();
@@ -39,6 +39,12 @@ class DevicePluginEndToEndTest : public SimTest {
     kubelet_.reset();
     RemovePluginDir(dir_);
     SimTest::TearDown();
+  }
+
+  // One GPU: the container runtime's NVIDIA_VISIBLE_DEVICES has no simulated part.
+  virtual void ConfigureGpus() {
+    SetEnv("GPUSLICE_SIM_DEVICES", "1");
+    SetEnv("GPUSLICE_SIM_MEMORY", "16Gi");
   }
 
   // Allocate for one container asking `units` of `resource`, with the IDs the plugin prefers.
@@ -111,6 +117,43 @@ TEST_F(DevicePluginEndToEndTest, WorkloadStartedWithTheAllocateAnswerGetsThePods
   EXPECT_EQ(line.at("allocated").get<int>(), 4) << result.out;
   EXPECT_EQ(line.at("refused").get<int>(), 2);
   EXPECT_EQ(line.at("refusals").at("CUDA_ERROR_OUT_OF_MEMORY").get<int>(), 2);
+}
+
+// A GPU in MIG mode: the slice is of the instance the answer names. The container runtime
+// exposes only the instance in NVIDIA_VISIBLE_DEVICES; over the simulated driver that is
+// CUDA_VISIBLE_DEVICES naming it. The tenant's memory lands in that instance, and it is limited
+// to its 4 units though the instance has 35 GiB free.
+class DevicePluginMigEndToEndTest : public DevicePluginEndToEndTest {
+ protected:
+  void ConfigureGpus() override {
+    SetEnv("GPUSLICE_SIM_DEVICES", "1");
+    SetEnv("GPUSLICE_SIM_MODEL", "H200");
+    SetEnv("GPUSLICE_SIM_MIG", "3g.71gb,2g.35gb");
+  }
+};
+
+TEST_F(DevicePluginMigEndToEndTest, AWorkloadInTheNamedInstanceGetsThePodsSliceOfIt) {
+  const auto memory = AllocateUnits("gpuslice.io/gpu-memory", 4);
+  const std::string instance = memory.envs().at("NVIDIA_VISIBLE_DEVICES");
+  ASSERT_TRUE(instance.starts_with("MIG-")) << instance;
+  std::vector<std::string> env = {"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_SIM_STATE=" + state_path(),
+                                  "CUDA_VISIBLE_DEVICES=" + instance};
+  for (const auto& [name, value] : memory.envs()) env.push_back(name + "=" + ToHostPath(value, memory));
+  Subprocess workload({BinDir() + "/gpuslice-workload", "memory", "--chunk", "1Gi", "--count", "6", "--hold", "30"},
+                      env, Inherit::kAllButGpuslice);
+  ASSERT_TRUE(workload.WaitForOutput("\"holding\"", 60000)) << workload.StderrSoFar();
+  simquery::Snapshot snap;
+  std::string error;
+  ASSERT_TRUE(simquery::TakeSnapshot(state_path(), &snap, &error)) << error;
+  ASSERT_EQ(snap.devices.size(), 1u);
+  for (const auto& i : snap.devices[0].mig_instances) {
+    EXPECT_EQ(i.used_memory, i.uuid == instance ? 4ULL << 30 : 0u) << i.uuid << " " << i.mig_profile;
+  }
+  workload.Kill(SIGTERM);
+  const auto result = workload.Wait(30000);
+  const auto line = nlohmann::json::parse(result.out.substr(result.out.rfind("{\"event\":\"result\"")));
+  EXPECT_EQ(line.at("allocated").get<int>(), 4) << result.out;
+  EXPECT_EQ(line.at("refused").get<int>(), 2);
 }
 
 TEST_F(DevicePluginEndToEndTest, ControlWithoutTheAnswerTheSameWorkloadIsNotLimited) {

@@ -7,9 +7,11 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
+#include "gpuslice/sim_query.h"
 #include "shim/options.h"
 #include "tests/deviceplugin_fake_kubelet.h"
 #include "tests/support/test_env.h"
@@ -27,8 +29,7 @@ class DevicePluginTest : public SimTest {
  protected:
   void SetUp() override {
     SimTest::SetUp();
-    SetEnv("GPUSLICE_SIM_DEVICES", "2");
-    SetEnv("GPUSLICE_SIM_MEMORY", "16Gi");
+    ConfigureGpus();
     dir_ = MakePluginDir();
     ASSERT_FALSE(dir_.empty());
     kubelet_ = std::make_unique<FakeKubelet>(dir_);
@@ -38,6 +39,12 @@ class DevicePluginTest : public SimTest {
     kubelet_.reset();
     RemovePluginDir(dir_);
     SimTest::TearDown();
+  }
+
+  // The simulated node: two whole GPUs of 16 GiB.
+  virtual void ConfigureGpus() {
+    SetEnv("GPUSLICE_SIM_DEVICES", "2");
+    SetEnv("GPUSLICE_SIM_MEMORY", "16Gi");
   }
 
   // Starts the kubelet, then the plugin, and waits for both resources to register.
@@ -131,6 +138,51 @@ TEST_F(DevicePluginTest, ListAndWatchAdvertisesOneIdPerUnitNamingItsGpu) {
   for (const auto& d : compute) ids.insert(d.id());
   EXPECT_EQ(ids.size(), memory.size() + compute.size()) << "IDs are unique";
   EXPECT_EQ(gpus.size(), 2u);
+}
+
+// --- MIG: a GPU in MIG mode runs work only inside its instances, so each instance is sliced ---
+class DevicePluginMigTest : public DevicePluginTest {
+ protected:
+  void ConfigureGpus() override {
+    SetEnv("GPUSLICE_SIM_DEVICES", "1");
+    SetEnv("GPUSLICE_SIM_MODEL", "H200");
+    SetEnv("GPUSLICE_SIM_MIG", "3g.71gb,2g.35gb");
+  }
+};
+
+TEST_F(DevicePluginMigTest, EachInstanceIsAdvertisedInUnitsOfItsOwnMemoryAndNotItsGpu) {
+  StartRegistered();
+  simquery::Snapshot snap;
+  std::string error;
+  ASSERT_TRUE(simquery::TakeSnapshot(state_path(), &snap, &error)) << error;
+  ASSERT_EQ(snap.devices.size(), 1u);
+  const auto& instances = snap.devices[0].mig_instances;
+  ASSERT_EQ(instances.size(), 2u);
+  std::map<std::string, int> memory_units, compute_units;
+  for (const auto& d : FirstList(*memory_)) ++memory_units[Uuid(d.id())];
+  for (const auto& d : FirstList(*compute_)) ++compute_units[Uuid(d.id())];
+  EXPECT_EQ(memory_units.count(snap.devices[0].uuid), 0u) << "the MIG-mode GPU itself is not advertised";
+  ASSERT_EQ(memory_units.size(), 2u);
+  for (const auto& instance : instances) {
+    SCOPED_TRACE(instance.uuid + " " + instance.mig_profile);
+    EXPECT_TRUE(instance.uuid.starts_with("MIG-"));
+    EXPECT_EQ(memory_units[instance.uuid], static_cast<int>(instance.total_memory >> 30)) << "1 GiB units of the instance";
+    EXPECT_EQ(compute_units[instance.uuid], 100) << "percent of the instance's time";
+  }
+  EXPECT_EQ(memory_units[instances[0].uuid], 70);  // 3g.71gb: half of the H200's 140.4 GiB
+  EXPECT_EQ(memory_units[instances[1].uuid], 35);  // 2g.35gb: a quarter
+}
+
+TEST_F(DevicePluginMigTest, AllocateNamesTheInstanceAndItsSlice) {
+  StartRegistered();
+  v1beta1::AllocateResponse response;
+  ASSERT_TRUE(Allocate(*memory_, {Units(*memory_, 1, 0, 4)}, &response).ok());
+  const auto& answer = response.container_responses(0);
+  const std::string visible = answer.envs().at("NVIDIA_VISIBLE_DEVICES");
+  EXPECT_TRUE(visible.starts_with("MIG-")) << visible;
+  EXPECT_EQ(visible, Uuid(Units(*memory_, 1, 0, 1)[0]));
+  EXPECT_EQ(answer.envs().at("GPUSLICE_MEMORY_LIMIT"), "4Gi");
+  ExpectShimAccepts(answer);
 }
 
 TEST_F(DevicePluginTest, LostGpuTurnsUnhealthyInListAndWatchAndRecovers) {
