@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <set>
@@ -376,6 +377,23 @@ TEST_F(GpuslicectlPlanTest, AnUntrustedTenantInItsInstanceCannotStarveItsNeighbo
   };
   EXPECT_TRUE(victim_gets_its_quota(/*intruder_trusted=*/false));
   EXPECT_FALSE(victim_gets_its_quota(/*intruder_trusted=*/true)) << "control: as a soft slice the intruder starves it";
+}
+
+// --help and docs/choosing.md in step with what the command reads and answers.
+TEST_F(GpuslicectlPlanTest, HelpAndDocsNameEveryTenantFieldAndExitStatus) {
+  const ProcessResult help = gpuslice::testing::Run({Ctl(), "plan", "--help"});
+  ASSERT_EQ(help.exit_code, 0) << Describe(help);
+  std::ifstream in(SourceDir() + "/docs/choosing.md");
+  const std::string docs((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const std::string field : {"name", "memory", "compute", "latency_ms", "trusted", "fault_tolerant", "tier"}) {
+    EXPECT_THAT(help.out, HasSubstr("\n  " + field + " ")) << field;
+    EXPECT_THAT(docs, HasSubstr("| `" + field + "` |")) << field;
+  }
+  for (const std::string text : {"--model", "--gpus", "--gpu", "--json", "h200, h100-80, a100-80 or a100-40",
+                                 "Exit status: 0", "3 when the request cannot be met", "docs/choosing.md"}) {
+    EXPECT_THAT(help.out, HasSubstr(text));
+  }
+  EXPECT_THAT(gpuslice::testing::Run({Ctl(), "--help"}).out, HasSubstr("plan"));
 }
 
 }  // namespace
