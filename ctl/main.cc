@@ -15,7 +15,9 @@
 
 namespace {
 
-constexpr char kStatusHelp[] = R"help(Per GPU (identified by its UUID, with its total memory), first its compute policy:
+constexpr char kStatusHelp[] = R"help(Per GPU (identified by its UUID, with its total memory; a MIG instance by its profile and
+MIG-UUID, indented under a line for its GPU, when NVML says which GPU it belongs to), first its
+compute policy:
   compute: MODE, quantum Q, budget B
                              the sharing mode, quantum and queued-work budget (gpuslicectl
                              set); "(default)" when none was set (10 ms, 2 ms). In timeslice
@@ -55,7 +57,8 @@ tenants that all want the GPU get it in proportion to their requests (60% and 90
 60%) rather than what each asked for; each still stays within its limit.
 Processes that died are reaped first and their memory returned to their tenant (when the
 state file is writable for you; otherwise the figures are shown as they stand).
---json prints the same (keys documented in ctl/status_json.h): per GPU mode, quantum_ns,
+--json prints the same (keys documented in ctl/status_json.h): per GPU mig (the instance's uuid,
+profile, gpu_index, gpu_uuid; null for a whole GPU), mode, quantum_ns,
 quantum_default, budget_ns, budget_default, holder, grants, compute_requested_percent,
 compute_oversubscribed; per tenant compute_request_percent, compute_limit_percent,
 compute_class, last_window_share_percent (null for "-"), grants_received, waits,
