@@ -4,6 +4,8 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <string_view>
+#include <tuple>
 
 #include "ctl/plan_settings.h"
 #include "ctl/units.h"
@@ -373,7 +375,7 @@ bool MakePlan(const std::vector<PlanGpu>& gpus, const std::vector<PlanTenant>& t
   if (!Pack(gpus, tenants, &works, &short_tier)) {
     // How many such GPUs the plan would need: pack again on as many copies as there are tenants.
     std::vector<PlanGpu> more = gpus;
-    while (more.size() < gpus.size() + tenants.size() * 1) more.push_back(gpus[more.size() % gpus.size()]);
+    while (more.size() < gpus.size() + tenants.size()) more.push_back(gpus[more.size() % gpus.size()]);
     std::vector<Work> counted;
     std::string ignored;
     std::string need = "more GPUs than that";
