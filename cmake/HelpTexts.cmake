@@ -1,7 +1,7 @@
 # cmake -DBIN=<build>/bin -DOUT=<dir> -DSIMLIB=<build>/simlib -P HelpTexts.cmake: writes every installed tool's --help,
 # and each subcommand's, to OUT/<tool>[-<subcommand>].txt (installed in share/doc/gpuslice/help/).
 set(pages
-  "gpuslicectl" "gpuslicectl status" "gpuslicectl set" "gpuslicectl options" "gpuslicectl top" "gpuslice-exporter"
+  "gpuslicectl" "gpuslicectl status" "gpuslicectl set" "gpuslicectl options" "gpuslicectl top" "gpuslicectl plan" "gpuslice-exporter"
   "gpuslice-sim" "gpuslice-workload" "gpuslice-workload compute" "gpuslice-workload latency"
   "gpuslice-workload memory" "gpuslice-entrypoint" "vector_add_driver")
 file(MAKE_DIRECTORY ${OUT})

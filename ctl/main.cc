@@ -7,6 +7,7 @@
 #include "common/version.h"
 #include "ctl/exit_codes.h"
 #include "ctl/options_command.h"
+#include "ctl/plan_command.h"
 #include "ctl/set_command.h"
 #include "ctl/status_command.h"
 #include "ctl/subcommand_hint.h"
@@ -14,7 +15,9 @@
 
 namespace {
 
-constexpr char kStatusHelp[] = R"help(Per GPU (identified by its UUID, with its total memory), first its compute policy:
+constexpr char kStatusHelp[] = R"help(Per GPU (identified by its UUID, with its total memory; a MIG instance by its profile and
+MIG-UUID, indented under a line for its GPU, when NVML says which GPU it belongs to), first its
+compute policy:
   compute: MODE, quantum Q, budget B
                              the sharing mode, quantum and queued-work budget (gpuslicectl
                              set); "(default)" when none was set (10 ms, 2 ms). In timeslice
@@ -54,7 +57,8 @@ tenants that all want the GPU get it in proportion to their requests (60% and 90
 60%) rather than what each asked for; each still stays within its limit.
 Processes that died are reaped first and their memory returned to their tenant (when the
 state file is writable for you; otherwise the figures are shown as they stand).
---json prints the same (keys documented in ctl/status_json.h): per GPU mode, quantum_ns,
+--json prints the same (keys documented in ctl/status_json.h): per GPU mig (the instance's uuid,
+profile, gpu_index, gpu_uuid; null for a whole GPU), mode, quantum_ns,
 quantum_default, budget_ns, budget_default, holder, grants, compute_requested_percent,
 compute_oversubscribed; per tenant compute_request_percent, compute_limit_percent,
 compute_class, last_window_share_percent (null for "-"), grants_received, waits,
@@ -121,13 +125,46 @@ Dead processes are reaped first, as for status. The same figures, for Prometheus
 gpuslice-exporter (docs/observability.md).
 Exit status: 0; 1 when the state cannot be read (--once); 2 on usage errors.)help";
 
+constexpr char kPlanHelp[] = R"help(Lays tenants out on GPUs: MIG instances where isolation is required, soft slices
+(gpuslice) of a whole GPU or of an instance for the rest, MPS where trusted tenants need their
+kernels to run concurrently; with the reason for each choice, what is left unused, the exact
+GPUSLICE_* variables and the Kubernetes resources to request. Examples:
+  gpuslicectl plan --model h200 tenants.yaml
+  gpuslicectl plan --model a100-80 --gpus 4 --json tenants.json
+  gpuslicectl plan --gpu 0 tenants.yaml      # the model and memory of GPU 0, read through NVML
+The file (YAML or JSON) holds `tenants:`, a list of:
+  name            its GPUSLICE_TENANT (1 to 63 of A-Z a-z 0-9 . _ -), required
+  memory          GPU memory it needs: 20Gi, 512Mi, bytes; required
+  compute         the share of one whole GPU's compute (its SMs) it needs, 1 to 100; required
+  latency_ms      the p99 latency its GPU work must meet; optional
+  trusted         true: it keeps the preload and behaves (default false: may be hostile)
+  fault_tolerant  true: another tenant's GPU fault may break it too (default false)
+  tier            tenants of different tiers never share a GPU (default "default")
+The rules: untrusted or fault-intolerant -> a MIG instance of its own (hardware isolation);
+trusted and fault-tolerant with latency_ms below 20 -> an MPS client (no waiting for turns),
+or an instance of its own on a GPU partitioned anyway; every other tenant -> a soft slice (its
+quota and share of time, idle time lent), compute class latency when it has a latency target.
+A MIG instance is the smallest profile with the tenant's memory and share of SMs; first fit,
+isolated tenants first. docs/choosing.md explains the trade-offs and the figures behind them.
+--json prints one object: gpus (index, name, uuid, model, memory_bytes, tier, mode mig |
+timeslice | mps, mig_layout as GPUSLICE_SIM_MIG takes it, setup commands, units: profile,
+start, memory_bytes, sm_percent, shared, tenants, memory_unused_bytes, compute_unused_percent;
+outside_instances for MIG), tenants (name, tier, placement mig-instance | soft-slice |
+mps-client, gpu, unit, compute_request_percent, env, reason, kubernetes: resources, note) and
+unused_gpus.
+Exit status: 0 with a plan; 1 when NVML cannot be read (--gpu); 2 on usage errors and a bad
+tenants file; 3 when the request cannot be met (more memory than a GPU, isolation without a
+MIG-capable GPU, more than the largest instance, more GPUs or instances than given): one line
+on stderr saying why, never a plan that does not hold.)help";
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace gpuslice::ctl;
   CLI::App app(
       "Operators' view of gpuslice on this node: tenants' GPU memory, quotas, compute shares and\n"
-      "processes (status, top), each GPU's compute policy (set), the shim's variables (options).",
+      "processes (status, top), each GPU's compute policy (set), the shim's variables (options), and\n"
+      "a layout of tenants on GPUs: MIG, soft slices, MPS (plan).",
       "gpuslicectl");
   app.require_subcommand(1);
   app.set_version_flag("--version", "gpuslicectl " GPUSLICE_VERSION, "Print the version and exit");
@@ -182,8 +219,20 @@ int main(int argc, char** argv) {
   options_cmd->add_flag("--markdown", markdown, "Print the Markdown table of README.md's environment reference");
   options_cmd->footer(kOptionsHelp);
 
+  PlanOptions plan;
+  CLI::App* plan_cmd = app.add_subcommand(
+      "plan", "Lay tenants out on GPUs: MIG instances, soft slices, MPS; the reasons, GPUSLICE_* variables and "
+              "Kubernetes resources");
+  plan_cmd->add_option("tenants", plan.tenants_file, "The tenants: a YAML or JSON file")->required()->type_name("FILE");
+  plan_cmd->add_option("--model", plan.model, "The GPU model: h200, h100-80, a100-80 or a100-40")->type_name("MODEL");
+  plan_cmd->add_option("--gpus", plan.gpus, "How many GPUs of --model, 1 to 64")->type_name("N")->capture_default_str();
+  plan_cmd->add_option("--gpu", plan.gpu, "Plan for these GPUs of this node instead, read through NVML: 0 or 0,1")
+      ->type_name("N[,N...]");
+  plan_cmd->add_flag("--json", plan.json, "Print one JSON object");
+  plan_cmd->footer(kPlanHelp);
+
   // CLI11 answers a misspelt subcommand with "A subcommand is required": name it instead.
-  if (const auto unknown = UnknownSubcommand(argc, argv, {"status", "set", "options", "top"})) {
+  if (const auto unknown = UnknownSubcommand(argc, argv, {"status", "set", "options", "top", "plan"})) {
     std::fprintf(stderr, "gpuslicectl: %s\nRun with --help for more information.\n", unknown->c_str());
     return kExitUsage;
   }
@@ -194,6 +243,7 @@ int main(int argc, char** argv) {
   }
   if (status_cmd->parsed()) return RunStatus(status);
   if (top_cmd->parsed()) return RunTop(top);
+  if (plan_cmd->parsed()) return RunPlan(plan);
   if (set_cmd->parsed()) {
     if (gpu_opt->count() > 0) set.gpu = set_gpu;
     if (quantum_opt->count() > 0) set.quantum = set_quantum;

@@ -14,6 +14,7 @@
 #include "broker/broker.h"
 #include "broker/segment_layout.h"
 #include "ctl/exit_codes.h"
+#include "ctl/mig_topology.h"
 #include "ctl/status_json.h"
 #include "ctl/status_report.h"
 #include "ctl/status_table.h"
@@ -69,9 +70,11 @@ int RunStatus(const StatusOptions& options) {
 
   // replace: the broker stores tenant names as bytes, and one that is not UTF-8 must not make the
   // JSON throw.
+  // MIG instances under their GPU when NVML is there to say which GPU that is.
+  const MigTopology mig = ReadMigTopology();
   const std::string text =
-      options.json ? StatusJson(snapshot).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n"
-                   : RenderStatusTable(snapshot);
+      options.json ? StatusJson(snapshot, mig).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n"
+                   : RenderStatusTable(snapshot, mig);
   // A closed or full stdout must not look like success to a script.
   if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
     return Fail(fmt::format("writing the status: {}", std::strerror(errno)));

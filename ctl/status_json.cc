@@ -38,9 +38,15 @@ Json TenantJson(const broker::GpuView& gpu, const broker::TenantView& tenant) {
 
 }  // namespace
 
-Json StatusJson(const broker::Snapshot& snapshot) {
+Json StatusJson(const broker::Snapshot& snapshot, const MigTopology& mig) {
   Json gpus = Json::array();
   for (const auto& gpu : snapshot.gpus) {
+    Json instance = nullptr;
+    if (const auto it = mig.find(UuidKey(gpu.uuid)); it != mig.end())
+      instance = {{"uuid", it->second.uuid},
+                  {"profile", it->second.profile},
+                  {"gpu_index", it->second.gpu_index},
+                  {"gpu_uuid", it->second.gpu_uuid}};
     Json tenants = Json::array();
     for (const auto& tenant : gpu.tenants) tenants.push_back(TenantJson(gpu, tenant));
     const Commitment commitment = CommitmentOf(gpu);
@@ -48,6 +54,7 @@ Json StatusJson(const broker::Snapshot& snapshot) {
     const auto window_age = ShareWindowAgeSeconds(snapshot, gpu);
     gpus.push_back({{"uuid", gpu.uuid},
                     {"total_memory_bytes", gpu.total_memory},
+                    {"mig", instance},
                     {"quota_committed_bytes", commitment.quota_bytes},
                     {"unlimited_tenants", commitment.unlimited_tenants},
                     {"idle_tenants", commitment.idle_tenants},

@@ -3,6 +3,9 @@
 //
 // {"state_file": str, "layout_version": int,
 //  "gpus": [{"uuid": "GPU-...", "total_memory_bytes": int,
+//            "mig": {"uuid": "MIG-...", "profile": str, "gpu_index": int, "gpu_uuid": "GPU-..."} | null,
+//                                            // a MIG instance (its UUID as the broker keys it in "uuid"),
+//                                            // as NVML reports it; null: a whole GPU, or no NVML
 //            "quota_committed_bytes": int,   // sum of the active tenants' finite quotas
 //            "unlimited_tenants": int,       // active tenants without a quota
 //            "idle_tenants": int,            // tenants not counted (status_report.h)
@@ -33,10 +36,11 @@
 #include <nlohmann/json.hpp>
 
 #include "broker/broker.h"
+#include "ctl/mig_topology.h"
 
 namespace gpuslice::ctl {
 
 // Expects SortForDisplay to have run.
-nlohmann::ordered_json StatusJson(const broker::Snapshot& snapshot);
+nlohmann::ordered_json StatusJson(const broker::Snapshot& snapshot, const MigTopology& mig = {});
 
 }  // namespace gpuslice::ctl

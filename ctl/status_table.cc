@@ -92,8 +92,12 @@ std::string CommitmentLine(const broker::GpuView& gpu) {
   return line;
 }
 
-void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, std::string* out) {
-  *out += fmt::format("GPU {}  {} total\n", gpu.uuid, FormatBytes(gpu.total_memory));
+void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, const MigInstanceInfo* instance,
+               std::string* out) {
+  if (instance)
+    *out += fmt::format("MIG {} {}  {} total\n", instance->profile, instance->uuid, FormatBytes(gpu.total_memory));
+  else
+    *out += fmt::format("GPU {}  {} total\n", gpu.uuid, FormatBytes(gpu.total_memory));
   *out += "  " + ComputeLine(gpu) + "\n";
   if (gpu.tenants.empty()) {
     *out += "  no tenants\n";
@@ -129,15 +133,43 @@ void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, std
 
 }  // namespace
 
-std::string RenderStatusTable(const broker::Snapshot& snapshot) {
+std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopology& mig) {
   std::string out = fmt::format("gpuslice state {} (layout {})\n", snapshot.path, snapshot.layout_version);
   if (snapshot.gpus.empty()) {
     out += "\nno GPU has been used through gpuslice since the state was created\n";
     return out;
   }
+  // Instances of one GPU together, under it, in the broker's order otherwise.
+  std::vector<std::pair<const broker::GpuView*, const MigInstanceInfo*>> order;
   for (const auto& gpu : snapshot.gpus) {
+    const auto it = mig.find(UuidKey(gpu.uuid));
+    order.push_back({&gpu, it == mig.end() ? nullptr : &it->second});
+  }
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    const std::string ka = a.second ? a.second->gpu_uuid : a.first->uuid;
+    const std::string kb = b.second ? b.second->gpu_uuid : b.first->uuid;
+    return ka < kb;
+  });
+  std::string parent;
+  for (const auto& [gpu, instance] : order) {
     out += "\n";
-    AppendGpu(snapshot, gpu, &out);
+    if (!instance) {
+      AppendGpu(snapshot, *gpu, nullptr, &out);
+      parent.clear();
+      continue;
+    }
+    if (instance->gpu_uuid != parent) {
+      out += fmt::format("GPU {} (GPU {}, {}): MIG mode; its instances in use:\n", instance->gpu_uuid,
+                         instance->gpu_index, instance->gpu_name);
+      parent = instance->gpu_uuid;
+    }
+    std::string block;
+    AppendGpu(snapshot, *gpu, instance, &block);
+    for (size_t at = 0; at < block.size();) {
+      const size_t end = block.find('\n', at);
+      out += "  " + block.substr(at, end - at + 1);
+      at = end + 1;
+    }
   }
   return out;
 }

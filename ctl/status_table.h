@@ -1,14 +1,17 @@
-// `gpuslicectl status` for people: one block per GPU, a row per tenant and, indented beneath it,
-// a row per process, then the GPU's quota commitment.
+// `gpuslicectl status` for people: one block per GPU (or MIG instance, under its GPU), a row per
+// tenant and, indented beneath it, a row per process, then the GPU's quota commitment.
 #pragma once
 
 #include <string>
 
 #include "broker/broker.h"
+#include "ctl/mig_topology.h"
 
 namespace gpuslice::ctl {
 
-// The snapshot as text, ending in a newline. Expects SortForDisplay to have run.
-std::string RenderStatusTable(const broker::Snapshot& snapshot);
+// The snapshot as text, ending in a newline. Expects SortForDisplay to have run. A GPU that is a
+// MIG instance in `mig` is shown, indented, under a line for its GPU, beside that GPU's other
+// instances.
+std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopology& mig = {});
 
 }  // namespace gpuslice::ctl

@@ -18,7 +18,7 @@ packages=(
   # server, promtool and tmux its tests and `gpuslicectl top`'s test run.
   libcpp-httplib-dev pkg-config prometheus tmux
   # The Kubernetes device plugin (deviceplugin/): gRPC and protobuf for the kubelet's API,
-  # yaml-cpp for its config file (found with pkg-config, above).
+  # yaml-cpp for its config file (found with pkg-config, above) and gpuslicectl plan's tenants files.
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libyaml-cpp-dev
 )
 

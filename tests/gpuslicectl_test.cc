@@ -742,7 +742,7 @@ TEST_F(GpuslicectlTest, AMisspeltSubcommandIsNamedWithTheNearestOne) {
   ProcessResult r = gpuslice::testing::Run({Ctl(), "statu"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, StartsWith("gpuslicectl: unknown subcommand 'statu' (did you mean status?); the subcommands are "
-                                "status, set, options, top\n"));
+                                "status, set, options, top, plan\n"));
   EXPECT_THAT(r.err, Not(HasSubstr("A subcommand is required")));
   r = gpuslice::testing::Run({Ctl(), "optoins", "--markdown"});
   EXPECT_EQ(r.exit_code, 2);

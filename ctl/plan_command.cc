@@ -1,0 +1,60 @@
+#include "ctl/plan_command.h"
+
+#include <cstdio>
+
+#include "common/quantity.h"
+#include "ctl/exit_codes.h"
+#include "ctl/plan_gpu.h"
+#include "ctl/plan_input.h"
+#include "ctl/plan_layout.h"
+#include "ctl/plan_render.h"
+
+namespace gpuslice::ctl {
+namespace {
+
+int Fail(int code, const std::string& line) {
+  std::fprintf(stderr, "gpuslicectl plan: %s\n", line.c_str());
+  return code;
+}
+
+bool ParseIndices(const std::string& text, std::vector<int>* indices) {
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    const auto n = ParseUnsigned(std::string_view(text).substr(pos, comma - pos));
+    if (!n || *n > 63) return false;
+    indices->push_back(static_cast<int>(*n));
+    pos = comma + 1;
+  }
+  return !indices->empty();
+}
+
+}  // namespace
+
+int RunPlan(const PlanOptions& options) {
+  if (options.model.empty() == options.gpu.empty())
+    return Fail(kExitUsage, std::string("give either --model (") + PlanModelChoices() + ") or --gpu N (read through NVML)");
+  std::vector<PlanGpu> gpus;
+  if (!options.model.empty()) {
+    const sim::MigGpuModel* model = FindPlanModel(options.model);
+    if (!model) return Fail(kExitUsage, "unknown --model '" + options.model + "'; expected " + PlanModelChoices());
+    if (options.gpus < 1 || options.gpus > 64) return Fail(kExitUsage, "--gpus must be 1 to 64");
+    gpus = GpusOfModel(*model, options.gpus);
+  } else {
+    std::vector<int> indices;
+    if (!ParseIndices(options.gpu, &indices))
+      return Fail(kExitUsage, "invalid --gpu '" + options.gpu + "'; expected NVML indices such as 0 or 0,1");
+    std::string error;
+    if (!ReadNvmlGpus(indices, &gpus, &error)) return Fail(kExitFailed, error);
+  }
+  std::vector<PlanTenant> tenants;
+  std::string error;
+  if (!ReadPlanTenants(options.tenants_file, &tenants, &error)) return Fail(kExitUsage, error);
+  Plan plan;
+  if (!MakePlan(gpus, tenants, &plan, &error)) return Fail(kExitImpossible, error);
+  const std::string text = options.json ? RenderPlanJson(plan) : RenderPlanText(plan);
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) return kExitFailed;
+  return kExitOk;
+}
+
+}  // namespace gpuslice::ctl

@@ -1,0 +1,153 @@
+#include "ctl/plan_input.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "common/quantity.h"
+#include "shim/options.h"
+
+namespace gpuslice::ctl {
+namespace {
+
+constexpr char kFields[] = "name, memory, compute, latency_ms, trusted, fault_tolerant, tier";
+constexpr char kExample[] =
+    "e.g. {name: search, memory: 20Gi, compute: 30, latency_ms: 50, trusted: true, fault_tolerant: true, tier: paid}";
+
+// A tenant name is valid exactly when the shim accepts it as GPUSLICE_TENANT: ask the shim's parser.
+bool ShimAcceptsTenant(const std::string& name) {
+  std::string variable = "GPUSLICE_TENANT=" + name;
+  char* environment[] = {variable.data(), nullptr};
+  shim::ShimOptions options;
+  std::string ignored;
+  return shim::ParseOptions(environment, &options, &ignored);
+}
+
+std::string Scalar(const YAML::Node& node) { return node.IsScalar() ? node.Scalar() : std::string(); }
+
+bool ParseBool(const YAML::Node& node, bool* out) {
+  const std::string text = Scalar(node);
+  if (text == "true") *out = true;
+  else if (text == "false") *out = false;
+  else return false;
+  return true;
+}
+
+// One tenant; false with the reason (without the file's name) in *error.
+bool ParseTenant(const YAML::Node& node, size_t index, PlanTenant* tenant, std::string* error) {
+  const std::string where = "tenant " + std::to_string(index + 1);
+  if (!node.IsMap()) {
+    *error = where + " is not a mapping; " + kExample;
+    return false;
+  }
+  for (const auto& field : node) {
+    const std::string key = Scalar(field.first);
+    static const std::set<std::string> known = {"name",    "memory",         "compute", "latency_ms",
+                                                "trusted", "fault_tolerant", "tier"};
+    if (!known.count(key)) {
+      *error = where + ": unknown field '" + key + "'; a tenant has " + kFields;
+      return false;
+    }
+  }
+  auto bad = [&](const std::string& field, const std::string& expected) {
+    *error = where + (tenant->name.empty() ? "" : " ('" + tenant->name + "')") + ": invalid " + field + " '" +
+             Scalar(node[field]) + "'; expected " + expected;
+    return false;
+  };
+  auto missing = [&](const std::string& field, const std::string& expected) {
+    *error = where + (tenant->name.empty() ? "" : " ('" + tenant->name + "')") + ": no " + field + "; expected " +
+             expected + ", " + kExample;
+    return false;
+  };
+  if (!node["name"]) return missing("name", "a GPUSLICE_TENANT name");
+  tenant->name = Scalar(node["name"]);
+  if (!ShimAcceptsTenant(tenant->name)) {
+    tenant->name.clear();
+    return bad("name", "1 to 63 of A-Z a-z 0-9 . _ - (it becomes GPUSLICE_TENANT)");
+  }
+  if (!node["memory"]) return missing("memory", "a quantity such as 20Gi");
+  const auto memory = ParseByteQuantity(Scalar(node["memory"]));
+  if (!memory || *memory == 0) return bad("memory", "a quantity above 0 such as 512Mi, 20Gi or 21474836480");
+  tenant->memory_bytes = *memory;
+  if (!node["compute"]) return missing("compute", "a percentage of one GPU, 1 to 100");
+  std::string compute = Scalar(node["compute"]);
+  if (!compute.empty() && compute.back() == '%') compute.pop_back();
+  const auto percent = ParseUnsigned(compute);
+  if (!percent || *percent < 1 || *percent > 100) return bad("compute", "a percentage of one GPU, 1 to 100");
+  tenant->compute_percent = static_cast<uint32_t>(*percent);
+  if (node["latency_ms"]) {
+    double ms = 0;
+    std::istringstream in(Scalar(node["latency_ms"]));
+    if (!(in >> ms) || !in.eof() || !std::isfinite(ms) || ms <= 0 || ms > 3.6e6)
+      return bad("latency_ms", "a p99 target in milliseconds above 0, such as 50 or 2.5");
+    tenant->latency_ms = ms;
+  }
+  if (node["trusted"] && !ParseBool(node["trusted"], &tenant->trusted)) return bad("trusted", "true or false");
+  if (node["fault_tolerant"] && !ParseBool(node["fault_tolerant"], &tenant->fault_tolerant))
+    return bad("fault_tolerant", "true or false");
+  if (node["tier"]) {
+    tenant->tier = Scalar(node["tier"]);
+    if (!ShimAcceptsTenant(tenant->tier)) return bad("tier", "a name of 1 to 63 of A-Z a-z 0-9 . _ -");
+  }
+  return true;
+}
+
+}  // namespace
+
+bool ParsePlanTenants(const std::string& text, const std::string& source, std::vector<PlanTenant>* tenants,
+                      std::string* error) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    *error = source + ": not YAML or JSON (line " + std::to_string(e.mark.line + 1) + "): " + e.msg;
+    return false;
+  }
+  // The document is {tenants: [...]} or the list itself.
+  YAML::Node list = root;
+  if (root.IsMap()) {
+    for (const auto& field : root) {
+      if (Scalar(field.first) != "tenants") {
+        *error = source + ": unknown key '" + Scalar(field.first) + "'; the file holds 'tenants:', a list of tenants";
+        return false;
+      }
+    }
+    list = root["tenants"];
+  }
+  if (!list.IsSequence() || list.size() == 0) {
+    *error = source + ": no tenants; expected 'tenants:' and a list of them, " + kExample;
+    return false;
+  }
+  std::vector<PlanTenant> parsed(list.size());
+  std::set<std::string> names;
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::string why;
+    if (!ParseTenant(list[i], i, &parsed[i], &why)) {
+      *error = source + ": " + why;
+      return false;
+    }
+    if (!names.insert(parsed[i].name).second) {
+      *error = source + ": tenant " + std::to_string(i + 1) + ": the name '" + parsed[i].name +
+               "' is used twice; each tenant needs its own (it is its GPUSLICE_TENANT)";
+      return false;
+    }
+  }
+  *tenants = std::move(parsed);
+  return true;
+}
+
+bool ReadPlanTenants(const std::string& path, std::vector<PlanTenant>* tenants, std::string* error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *error = path + ": cannot be read";
+    return false;
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParsePlanTenants(text.str(), path, tenants, error);
+}
+
+}  // namespace gpuslice::ctl

@@ -1,0 +1,123 @@
+#include "ctl/plan_settings.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "ctl/units.h"
+
+namespace gpuslice::ctl {
+namespace {
+
+std::string Ms(double ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g ms", ms);
+  return text;
+}
+
+std::string Why(const PlannedTenant& pt, const PlannedGpu& gpu, const PlannedUnit& unit) {
+  const PlanTenant& t = pt.tenant;
+  const std::string share = std::to_string(pt.compute_request_percent) + "%";
+  const std::string latency = t.latency_ms ? Ms(*t.latency_ms) : "";
+  const std::string floor = Ms(kTimeSlicedP99FloorMs);
+  switch (pt.placement) {
+    case Placement::kMigInstance: {
+      std::string why;
+      if (!t.trusted)
+        why = "untrusted: a MIG instance splits memory, SMs and faults in hardware, for any process; gpuslice's "
+              "limits bind only processes that keep its preload";
+      else if (!t.fault_tolerant)
+        why = "cannot accept another tenant's fault: the tenants of a shared GPU (time-sliced or MPS) share its "
+              "fault domain; a MIG instance contains faults";
+      else
+        why = "latency target " + latency + ", below the " + floor +
+              " time-slicing can promise: an instance of its own runs its kernels on its own SMs, never waiting "
+              "for a turn";
+      return why + "; " + unit.profile->name + " is the smallest instance with " + FormatBytes(t.memory_bytes) +
+             " and " + std::to_string(t.compute_percent) + "% of the GPU's SMs that fits beside the others";
+    }
+    case Placement::kMpsClient:
+      if (t.latency_ms && *t.latency_ms < kTimeSlicedP99FloorMs)
+        return "trusted, accepts other tenants' faults, latency target " + latency + " below the " + floor +
+               " time-slicing can promise: as an MPS client its kernels run beside the others' (no turns), on at "
+               "most " + share + " of the SMs";
+      return "trusted and accepts other tenants' faults: packed on its tier's MPS GPU as a client capped at " + share +
+             " of the SMs (an MPS cap is a ceiling: idle SMs are not lent)";
+    case Placement::kSoftSlice: {
+      std::string why = "trusted and accepts other tenants' faults: a soft slice (its quota, " + share +
+                        " of the time when it wants it, idle time lent) packs it densely";
+      if (unit.profile)
+        why += ", in the instance its tier's soft slices share on this MIG GPU (" + share + " of " +
+               unit.profile->name + " is " + std::to_string(t.compute_percent) + "% of the GPU's SMs)";
+      if (t.latency_ms)
+        why += "; latency target " + latency + " (at least " + floor + "): compute class latency, its launches go first";
+      return why;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+uint32_t RequestInUnit(uint32_t gpu_percent, double unit_sm_percent) {
+  const double share = std::ceil(gpu_percent * 100.0 / unit_sm_percent - 1e-9);
+  return static_cast<uint32_t>(std::min(100.0, std::max(1.0, share)));
+}
+
+std::string MemoryLimitValue(uint64_t bytes) {
+  if (bytes % (1ULL << 30) == 0) return std::to_string(bytes >> 30) + "Gi";
+  if (bytes % (1ULL << 20) == 0) return std::to_string(bytes >> 20) + "Mi";
+  return std::to_string(bytes);
+}
+
+void FillTenantSettings(Plan* plan) {
+  for (PlannedTenant& pt : plan->tenants) {
+    const PlannedGpu& gpu = plan->gpus[pt.gpu];
+    const PlannedUnit& unit = gpu.units[pt.unit];
+    const PlanTenant& t = pt.tenant;
+    pt.reason = Why(pt, gpu, unit);
+    pt.env.clear();
+    pt.kubernetes.clear();
+    const std::string request = std::to_string(pt.compute_request_percent);
+    const uint64_t memory_units = (t.memory_bytes + kPluginMemoryUnit - 1) / kPluginMemoryUnit;
+    const std::string rounded =
+        t.memory_bytes % kPluginMemoryUnit ? " (the plugin's 1Gi units round the quota up to " +
+                                                 std::to_string(memory_units) + "Gi)"
+                                           : "";
+    switch (pt.placement) {
+      case Placement::kMigInstance:
+        pt.kubernetes = {{std::string("nvidia.com/mig-") + unit.profile->name, 1}};
+        pt.kubernetes_note = "NVIDIA's device plugin (migStrategy: mixed) hands out the instance; the instance is "
+                             "the limit, no gpuslice variables";
+        break;
+      case Placement::kSoftSlice:
+        pt.env = {{"GPUSLICE_TENANT", t.name},
+                  {"GPUSLICE_MEMORY_LIMIT", MemoryLimitValue(t.memory_bytes)},
+                  {"GPUSLICE_COMPUTE_REQUEST", request}};
+        if (t.latency_ms) pt.env.push_back({"GPUSLICE_COMPUTE_CLASS", "latency"});
+        if (unit.profile) {
+          pt.kubernetes = {{std::string("nvidia.com/mig-") + unit.profile->name, 1}};
+          pt.kubernetes_note =
+              "gpuslice's device plugin does not advertise MIG instances (docs/kubernetes.md): share the instance "
+              "through NVIDIA's plugin's time-slicing replicas and set these variables, the preload and the state "
+              "directory in the pod (examples/kubernetes/)";
+        } else {
+          pt.kubernetes = {{"gpuslice.io/gpu-memory", memory_units}, {"gpuslice.io/gpu-compute", pt.compute_request_percent}};
+          pt.kubernetes_note = "gpuslice's device plugin sets the tenant, quota and request" + rounded +
+                               (t.latency_ms ? "; add GPUSLICE_COMPUTE_CLASS=latency to the pod's env" : "");
+        }
+        break;
+      case Placement::kMpsClient:
+        pt.env = {{"GPUSLICE_TENANT", t.name},
+                  {"GPUSLICE_MEMORY_LIMIT", MemoryLimitValue(t.memory_bytes)},
+                  {"GPUSLICE_COMPUTE_REQUEST", request},
+                  {"GPUSLICE_COMPUTE_LIMIT", request}};
+        pt.kubernetes = {{"gpuslice.io/gpu-memory", memory_units}, {"gpuslice.io/gpu-compute", pt.compute_request_percent}};
+        pt.kubernetes_note = "gpuslice's device plugin sets the tenant, quota and request" + rounded +
+                             "; add GPUSLICE_COMPUTE_LIMIT=" + request +
+                             " to the pod's env (the MPS cap: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE)";
+        break;
+    }
+  }
+}
+
+}  // namespace gpuslice::ctl
