@@ -95,11 +95,13 @@ GpuMask GpusWithRoom(const NodeState& node, int gpu_milli) {
   return mask;
 }
 
+GpuMask GpusWithRoom(const NodeState& node, const Pod& pod) { return GpusWithRoom(node, pod.gpu_milli); }
+
 bool Fits(const NodeState& node, const Pod& pod) {
   if (pod.cpu_milli > node.cpu_left || pod.memory_mib > node.memory_left) return false;
   if (pod.num_gpu == 0) return true;
   if (node.gpus == 0 || node.model < 0 || !((pod.model_mask >> node.model) & 1)) return false;
-  return std::popcount(GpusWithRoom(node, pod.gpu_milli)) >= pod.num_gpu;
+  return std::popcount(GpusWithRoom(node, pod)) >= pod.num_gpu;
 }
 
 GpuMask FirstFreeGpus(const NodeState& node, int count) {

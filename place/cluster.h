@@ -68,6 +68,9 @@ std::vector<Pod> BuildPods(const std::vector<PodSpec>& specs, const Cluster& clu
 bool Fits(const NodeState& node, const Pod& pod);
 // GPUs on `node` that can take one share of `pod`, as a mask.
 GpuMask GpusWithRoom(const NodeState& node, int gpu_milli);
+// GPUs on `node` that `pod` may take one share of: room for it (and, with tiers kept apart, no
+// pod of another tier). Every policy's GPU choice goes through this.
+GpuMask GpusWithRoom(const NodeState& node, const Pod& pod);
 // The first `count` fully free GPUs by index (the artifact's AllocateExclusiveGpuId).
 GpuMask FirstFreeGpus(const NodeState& node, int count);
 // NVLink islands: a node's GPUs in groups of `island_size` consecutive indices. `count` free GPUs

@@ -9,6 +9,7 @@
 
 #include "place/inflation.h"
 #include "place/policy.h"
+#include "place/stranded.h"
 
 namespace gpuslice::place {
 
@@ -38,9 +39,9 @@ namespace {
 
 // Sums of the per-pod samples whose arrived demand rounds to each whole percent.
 struct Buckets {
-  explicit Buckets(size_t n) : count(n), allocated(n), frag(n), ratio(n), failed(n), seen(n) {}
+  explicit Buckets(size_t n) : count(n), allocated(n), frag(n), ratio(n), stranded(n), failed(n), seen(n) {}
   std::vector<int> count;
-  std::vector<double> allocated, frag, ratio;
+  std::vector<double> allocated, frag, ratio, stranded;
   std::vector<std::array<int, kPodKinds>> failed;  // at the last sample of the bucket
   std::vector<bool> seen;
 };
@@ -77,6 +78,13 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
   }
   int64_t arrived = 0, allocated = 0;
   std::array<int, kPodKinds> failed{};
+  // Every pod of the run is pending until placed (a gang as its member's shape).
+  StrandedMeter stranded(cluster.nodes.size());
+  auto pending_shape = [&](int index) -> const Pod& {
+    const Pod& pod = experiment.pods[static_cast<size_t>(index)];
+    return options.gangs && pod.num_gpu > 1 ? experiment.gang_members[static_cast<size_t>(index)] : pod;
+  };
+  for (int index : arrivals) stranded.AddPending(pending_shape(index));
   RunSeries series;
   series.policy = policy_name;
   series.seed = seed;
@@ -90,6 +98,7 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
     buckets.allocated[b] += static_cast<double>(allocated) / capacity_gpus / 10.0;
     buckets.frag[b] += frag_total / capacity_gpus / 10.0;
     buckets.ratio[b] += idle > 0 ? 100.0 * frag_total / idle : 0.0;
+    buckets.stranded[b] += static_cast<double>(stranded.StrandedMilli(cluster)) / capacity_gpus / 10.0;
     buckets.failed[b] = failed;
     buckets.seen[b] = true;
   };
@@ -141,7 +150,10 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
       }
       ++failed[static_cast<size_t>(pod.kind)];
       ++series.failed_total;
-    } else if (gang) {
+    } else {
+      stranded.RemovePending(pending_shape(index));
+    }
+    if (gang && static_cast<int>(placed.size()) == pod.num_gpu) {
       std::vector<int> nodes;
       for (const Placement& p : placed) nodes.push_back(p.node);
       std::sort(nodes.begin(), nodes.end());
@@ -162,6 +174,7 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
   series.allocated_gpu_pct.assign(max_percent + 1, nan);
   series.frag_gpu_pct.assign(max_percent + 1, nan);
   series.frag_ratio_pct.assign(max_percent + 1, nan);
+  series.stranded_gpu_pct.assign(max_percent + 1, nan);
   series.failed_pods.assign(max_percent + 1, std::array<int, kPodKinds>{});
   std::array<int, kPodKinds> last_failed{};
   for (size_t k = 0; k <= max_percent; ++k) {
@@ -171,17 +184,19 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
       hi = std::min(max_percent, k + 1);
     }
     int count = 0;
-    double a = 0, f = 0, r = 0;
+    double a = 0, f = 0, r = 0, st = 0;
     for (size_t b = lo; b <= hi; ++b) {
       count += buckets.count[b];
       a += buckets.allocated[b];
       f += buckets.frag[b];
       r += buckets.ratio[b];
+      st += buckets.stranded[b];
     }
     if (count > 0) {
       series.allocated_gpu_pct[k] = a / count;
       series.frag_gpu_pct[k] = f / count;
       series.frag_ratio_pct[k] = r / count;
+      series.stranded_gpu_pct[k] = st / count;
     }
     if (buckets.seen[k]) last_failed = buckets.failed[k];
     series.failed_pods[k] = last_failed;

@@ -39,6 +39,10 @@ struct RunSeries {
   std::vector<double> allocated_gpu_pct;   // allocated milli-GPU / capacity
   std::vector<double> frag_gpu_pct;        // fragmented milli-GPU / capacity
   std::vector<double> frag_ratio_pct;      // fragmented / idle milli-GPU
+  // Idle milli-GPU that no pod of the run still unplaced (failed, or yet to arrive) could use,
+  // / capacity (stranded.h). Towards the end few pods are left to arrive, so it rises to the
+  // unallocated share: the failed pods fit nowhere.
+  std::vector<double> stranded_gpu_pct;
   std::vector<std::array<int, kPodKinds>> failed_pods;  // cumulative, by kind
   int arrivals = 0;
   int failed_total = 0;

@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.01, 10.0));
   app.add_option("--jobs", jobs, "Runs in parallel (threads)")->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_option("--out", out_dir,
-                 "Directory for metrics.csv, summary.md, unallocated.dat, unallocated.gp and the charts unallocated.svg, unallocated-zoom.svg (with --replay: replay.csv, replay-summary.md)");
+                 "Directory for metrics.csv, summary.md, unallocated.dat, stranded.dat, their gnuplot scripts (.gp) and the charts unallocated.svg, unallocated-zoom.svg, stranded.svg, stranded-zoom.svg (with --replay: replay.csv, replay-summary.md)");
   app.add_option("--title", title, "Title of the summary and chart (default: the pod list's file name)");
   app.add_option("--fgd-bf-weight", options_tuning.best_fit_weight,
                  "FGD-BF: milli-GPU of fragmentation worth a whole node's best-fit residual (0: the exact gradient "
@@ -207,23 +207,30 @@ int main(int argc, char** argv) {
   const std::filesystem::path dir(out_dir);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  std::ostringstream csv, table;
+  std::ostringstream csv, table, stranded_table;
   WriteMetricsCsv(csv, runs);
   WriteUnallocatedTable(table, runs);
-  const std::string svg = (dir / "unallocated.svg").string();
+  WriteStrandedTable(stranded_table, runs);
+  const std::string chart_title = " (mean of " + std::to_string(seeds) + " seeds)";
   if (!WriteFile(dir / "metrics.csv", csv.str()) || !WriteFile(dir / "summary.md", summary.str()) ||
-      !WriteFile(dir / "unallocated.dat", table.str()) ||
+      !WriteFile(dir / "unallocated.dat", table.str()) || !WriteFile(dir / "stranded.dat", stranded_table.str()) ||
       !WriteFile(dir / "unallocated.gp",
-                 GnuplotScript((dir / "unallocated.dat").string(), svg, policies,
-                               "Unallocated GPUs, " + title + " (mean of " + std::to_string(seeds) + " seeds)"))) {
+                 GnuplotScript((dir / "unallocated.dat").string(), (dir / "unallocated.svg").string(), policies,
+                               "Unallocated GPUs, " + title + chart_title)) ||
+      !WriteFile(dir / "stranded.gp",
+                 GnuplotScript((dir / "stranded.dat").string(), (dir / "stranded.svg").string(), policies,
+                               "Stranded GPUs (idle, no unplaced pod can use them), " + title + chart_title,
+                               "Stranded GPUs (% of cluster GPUs)"))) {
     return 1;
   }
   if (!no_chart) {
-    const std::string command = "gnuplot '" + (dir / "unallocated.gp").string() + "'";
-    if (std::system(command.c_str()) != 0) {
-      std::cerr << "gpuslice-place: gnuplot failed or is missing (scripts/install-deps.sh installs gnuplot-nox); "
-                << "the data is in " << (dir / "unallocated.dat").string() << "\n";
-      return 1;
+    for (const char* script : {"unallocated.gp", "stranded.gp"}) {
+      const std::string command = "gnuplot '" + (dir / script).string() + "'";
+      if (std::system(command.c_str()) != 0) {
+        std::cerr << "gpuslice-place: gnuplot failed or is missing (scripts/install-deps.sh installs gnuplot-nox); "
+                  << "the data is in " << dir.string() << "\n";
+        return 1;
+      }
     }
   }
   return 0;

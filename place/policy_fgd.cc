@@ -7,6 +7,7 @@
 namespace gpuslice::place {
 
 std::unique_ptr<Policy> MakeBaselinePolicy(std::string_view name);
+std::unique_ptr<Policy> MakeOperatorPolicy(std::string_view name);
 std::unique_ptr<Policy> MakeOurPolicy(std::string_view name, const TargetWorkload& target, const Cluster& cluster,
                                       int score_classes, const OurPolicyTuning& tuning);
 
@@ -77,13 +78,14 @@ class FgdPolicy final : public Policy {
 
 const std::vector<std::string>& PolicyNames() {
   static const std::vector<std::string> kNames = {"Random", "DotProd", "GpuClustering", "GpuPacking",
-                                                  "BestFit", "FGD", "FGD-BF"};
+                                                  "BestFit", "FirstFit", "Spread", "FGD", "FGD-BF"};
   return kNames;
 }
 
 std::unique_ptr<Policy> MakePolicy(std::string_view name, const TargetWorkload& target, const Cluster& cluster,
                                    int score_classes, const OurPolicyTuning& tuning) {
   if (auto baseline = MakeBaselinePolicy(name)) return baseline;
+  if (auto simple = MakeOperatorPolicy(name)) return simple;
   if (name == "FGD") return std::make_unique<FgdPolicy>(target, cluster, score_classes);
   return MakeOurPolicy(name, target, cluster, score_classes, tuning);
 }

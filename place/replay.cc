@@ -6,6 +6,7 @@
 #include <queue>
 
 #include "place/policy.h"
+#include "place/stranded.h"
 
 namespace gpuslice::place {
 
@@ -52,21 +53,26 @@ ReplayResult Replay(const Experiment& experiment, const std::string& policy_name
   // Utilisation and stranding are averaged over the arrival window: long runs that outlast the
   // last arrival would otherwise dilute them.
   const int64_t window_end = order.empty() ? 0 : arrival(order.back());
-  double alloc_integral = 0, stranded_integral = 0;
-  std::vector<double> hour_alloc, hour_queue;
+  double alloc_integral = 0, idle_waiting_integral = 0, stranded_integral = 0;
+  std::vector<double> hour_alloc, hour_queue, hour_stranded;
+  StrandedMeter stranded(cluster.nodes.size());  // over the queued pods
   auto advance = [&](int64_t to) {  // integrate the state held from `now` to `to`
+    const double stranded_now = now < to ? static_cast<double>(stranded.StrandedMilli(cluster)) : 0.0;
     while (now < to) {
       const int64_t hour = (now - start) / 3600;
       const int64_t step = std::min(to, start + (hour + 1) * 3600) - now;
       if (static_cast<size_t>(hour) >= hour_alloc.size()) {
         hour_alloc.resize(static_cast<size_t>(hour) + 1);
         hour_queue.resize(static_cast<size_t>(hour) + 1);
+        hour_stranded.resize(static_cast<size_t>(hour) + 1);
       }
+      hour_stranded[static_cast<size_t>(hour)] += stranded_now * static_cast<double>(step);
       hour_alloc[static_cast<size_t>(hour)] += static_cast<double>(allocated) * static_cast<double>(step);
       hour_queue[static_cast<size_t>(hour)] += static_cast<double>(queue.size()) * static_cast<double>(step);
       const double in_window = static_cast<double>(std::max<int64_t>(0, std::min(now + step, window_end) - now));
       alloc_integral += static_cast<double>(allocated) * in_window;
-      if (queued_gpu_pods > 0) stranded_integral += (capacity - static_cast<double>(allocated)) * in_window;
+      if (queued_gpu_pods > 0) idle_waiting_integral += (capacity - static_cast<double>(allocated)) * in_window;
+      stranded_integral += stranded_now * in_window;
       now += step;
     }
   };
@@ -89,6 +95,7 @@ ReplayResult Replay(const Experiment& experiment, const std::string& policy_name
   auto schedule = [&] {
     while (!queue.empty() && try_start(queue.front())) {
       queued_gpu_pods -= pods[static_cast<size_t>(queue.front())].num_gpu > 0;
+      stranded.RemovePending(pods[static_cast<size_t>(queue.front())]);
       queue.pop_front();
     }
     if (!options.backfill) return;
@@ -114,6 +121,7 @@ ReplayResult Replay(const Experiment& experiment, const std::string& policy_name
         ++it;
       } else {
         queued_gpu_pods -= pods[static_cast<size_t>(*it)].num_gpu > 0;
+        stranded.RemovePending(pods[static_cast<size_t>(*it)]);
         it = queue.erase(it);
       }
     }
@@ -142,12 +150,14 @@ ReplayResult Replay(const Experiment& experiment, const std::string& policy_name
       }
       queue.push_back(index);
       queued_gpu_pods += pod.num_gpu > 0;
+      stranded.AddPending(pod);
     }
     schedule();
   }
   result.never_started = static_cast<int>(queue.size());
   const double span = static_cast<double>(std::max<int64_t>(1, window_end - start));
   result.allocated_gpu_pct = 100.0 * alloc_integral / span / capacity;
+  result.idle_while_waiting_gpu_pct = 100.0 * idle_waiting_integral / span / capacity;
   result.stranded_gpu_pct = 100.0 * stranded_integral / span / capacity;
   if (!waits.empty()) {
     result.mean_wait_s = std::accumulate(waits.begin(), waits.end(), 0.0) / static_cast<double>(waits.size());
@@ -157,6 +167,7 @@ ReplayResult Replay(const Experiment& experiment, const std::string& policy_name
   for (size_t h = 0; h < hour_alloc.size(); ++h) {
     result.hourly_allocated_pct.push_back(100.0 * hour_alloc[h] / 3600.0 / capacity);
     result.hourly_queued.push_back(hour_queue[h] / 3600.0);
+    result.hourly_stranded_pct.push_back(100.0 * hour_stranded[h] / 3600.0 / capacity);
   }
   return result;
 }

@@ -30,8 +30,10 @@ struct ReplayResult {
   int never_started = 0;  // still queued when the trace ends
   double mean_wait_s = 0, p95_wait_s = 0;  // over started pods
   double allocated_gpu_pct = 0;            // time-weighted, first to last arrival
-  double stranded_gpu_pct = 0;             // idle GPUs while a GPU pod waits, same window, % of all
+  double idle_while_waiting_gpu_pct = 0;   // idle GPUs while a GPU pod waits, same window, % of all
+  double stranded_gpu_pct = 0;  // idle GPUs no queued pod can use (stranded.h), same window, % of all
   std::vector<double> hourly_allocated_pct;  // per hour of trace time
+  std::vector<double> hourly_stranded_pct;
   std::vector<double> hourly_queued;         // mean queued pods per hour
 };
 

@@ -40,7 +40,7 @@ double MeanAt(const std::vector<RunSeries>& runs, const std::string& policy, siz
 }  // namespace
 
 void WriteMetricsCsv(std::ostream& out, const std::vector<RunSeries>& runs) {
-  out << "policy,seed,arrived_gpu_pct,allocated_gpu_pct,unallocated_gpu_pct,frag_gpu_pct,frag_ratio_pct";
+  out << "policy,seed,arrived_gpu_pct,allocated_gpu_pct,unallocated_gpu_pct,frag_gpu_pct,frag_ratio_pct,stranded_gpu_pct";
   for (int k = 0; k < kPodKinds; ++k) out << ",failed_" << PodKindName(static_cast<PodKind>(k));
   out << "\n";
   for (const RunSeries& run : runs) {
@@ -48,7 +48,7 @@ void WriteMetricsCsv(std::ostream& out, const std::vector<RunSeries>& runs) {
       if (std::isnan(run.allocated_gpu_pct[p])) continue;
       out << run.policy << ',' << run.seed << ',' << p << ',' << Number(run.allocated_gpu_pct[p], 3) << ','
           << Number(100.0 - run.allocated_gpu_pct[p], 3) << ',' << Number(run.frag_gpu_pct[p], 3) << ','
-          << Number(run.frag_ratio_pct[p], 3);
+          << Number(run.frag_ratio_pct[p], 3) << ',' << Number(run.stranded_gpu_pct[p], 3);
       for (int count : run.failed_pods[p]) out << ',' << count;
       out << '\n';
     }
@@ -63,6 +63,7 @@ std::vector<PolicySummary> Summarise(const std::vector<RunSeries>& runs) {
     s.unallocated_at_100 = MeanAt(runs, policy, 100, &RunSeries::allocated_gpu_pct, true);
     s.unallocated_at_130 = MeanAt(runs, policy, 130, &RunSeries::allocated_gpu_pct, true);
     s.frag_at_100 = MeanAt(runs, policy, 100, &RunSeries::frag_gpu_pct, false);
+    s.stranded_at_100 = MeanAt(runs, policy, 100, &RunSeries::stranded_gpu_pct, false);
     for (const RunSeries& run : runs) {
       if (run.policy != policy) continue;
       ++s.seeds;
@@ -105,13 +106,13 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
   out << "### " << title << "\n\n";
   out << "| Policy | Seeds | Unallocated GPU % at 100% arrived |";
   if (compare_published) out << " FGD artifact | Difference |";
-  out << " at 130% | Fragmented GPU % at 100% | Failed pods (all arrivals) |";
+  out << " at 130% | Fragmented GPU % at 100% | Stranded GPU % at 100% | Failed pods (all arrivals) |";
   if (gangs) out << " Gangs placed | Nodes per gang |";
   if (islands) out << " Multi-GPU pods on one NVLink island % |";
   out << " Seconds per run |\n";
   out << "|---|---:|---:|";
   if (compare_published) out << "---:|---:|";
-  out << "---:|---:|---:|" << (gangs ? "---:|---:|" : "") << (islands ? "---:|" : "") << "---:|\n";
+  out << "---:|---:|---:|---:|" << (gangs ? "---:|---:|" : "") << (islands ? "---:|" : "") << "---:|\n";
   for (const PolicySummary& s : summary) {
     out << "| " << s.policy << " | " << s.seeds << " | " << Number(s.unallocated_at_100, 2) << " |";
     if (compare_published) {
@@ -124,7 +125,7 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
       }
     }
     out << " " << Number(s.unallocated_at_130, 2) << " | " << Number(s.frag_at_100, 2) << " | "
-        << Number(s.failed_at_130, 1) << " | ";
+        << Number(s.stranded_at_100, 2) << " | " << Number(s.failed_at_130, 1) << " | ";
     if (gangs) out << Number(s.gangs_placed, 1) << " | " << Number(s.nodes_per_gang, 2) << " | ";
     if (islands) out << Number(s.on_one_island_pct, 1) << " | ";
     out << Number(s.seconds, 1) << " |\n";
@@ -135,42 +136,47 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
 void WriteReplaySummary(std::ostream& out, const std::vector<ReplayResult>& results, const std::string& title) {
   out << "### " << title << "\n\n"
       << "| Policy | Seeds | Mean wait (s) | p95 wait (s) | Allocated GPU % (time-weighted) | Idle GPU % while GPU pods wait "
-         "| Never started | Larger than any node |\n|---|---:|---:|---:|---:|---:|---:|---:|\n";
+         "| Stranded GPU % | Never started | Larger than any node |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   std::vector<std::string> order;
   for (const ReplayResult& r : results) {
     if (std::find(order.begin(), order.end(), r.policy) == order.end()) order.push_back(r.policy);
   }
   for (const std::string& policy : order) {
     int n = 0;
-    double wait = 0, p95 = 0, alloc = 0, stranded = 0, never = 0, too_big = 0;
+    double wait = 0, p95 = 0, alloc = 0, idle_waiting = 0, stranded = 0, never = 0, too_big = 0;
     for (const ReplayResult& r : results) {
       if (r.policy != policy) continue;
       ++n;
       wait += r.mean_wait_s;
       p95 += r.p95_wait_s;
       alloc += r.allocated_gpu_pct;
+      idle_waiting += r.idle_while_waiting_gpu_pct;
       stranded += r.stranded_gpu_pct;
       never += r.never_started;
       too_big += r.never_fit;
     }
     out << "| " << policy << " | " << n << " | " << Number(wait / n, 0) << " | " << Number(p95 / n, 0) << " | "
-        << Number(alloc / n, 2) << " | " << Number(stranded / n, 2) << " | " << Number(never / n, 1) << " | "
+        << Number(alloc / n, 2) << " | " << Number(idle_waiting / n, 2) << " | " << Number(stranded / n, 2) << " | "
+        << Number(never / n, 1) << " | "
         << Number(too_big / n, 1) << " |\n";
   }
   out << "\n";
 }
 
 void WriteReplayCsv(std::ostream& out, const std::vector<ReplayResult>& results) {
-  out << "policy,seed,hour,allocated_gpu_pct,queued_pods\n";
+  out << "policy,seed,hour,allocated_gpu_pct,queued_pods,stranded_gpu_pct\n";
   for (const ReplayResult& r : results) {
     for (size_t h = 0; h < r.hourly_allocated_pct.size(); ++h) {
       out << r.policy << ',' << r.seed << ',' << h << ',' << Number(r.hourly_allocated_pct[h], 3) << ','
-          << Number(r.hourly_queued[h], 2) << '\n';
+          << Number(r.hourly_queued[h], 2) << ',' << Number(r.hourly_stranded_pct[h], 3) << '\n';
     }
   }
 }
 
-void WriteUnallocatedTable(std::ostream& out, const std::vector<RunSeries>& runs) {
+namespace {
+
+void WritePercentTable(std::ostream& out, const std::vector<RunSeries>& runs, const std::vector<double> RunSeries::*field,
+                       bool unallocated) {
   const std::vector<std::string> policies = PoliciesInOrder(runs);
   size_t max_percent = 0;
   for (const RunSeries& run : runs) max_percent = std::max(max_percent, run.allocated_gpu_pct.size());
@@ -180,15 +186,26 @@ void WriteUnallocatedTable(std::ostream& out, const std::vector<RunSeries>& runs
   for (size_t k = 0; k < max_percent; ++k) {
     out << k;
     for (const std::string& p : policies) {
-      const double v = MeanAt(runs, p, k, &RunSeries::allocated_gpu_pct, true);
+      const double v = MeanAt(runs, p, k, field, unallocated);
       out << ' ' << (std::isnan(v) ? std::string("NaN") : Number(v, 3));
     }
     out << '\n';
   }
 }
 
+}  // namespace
+
+void WriteUnallocatedTable(std::ostream& out, const std::vector<RunSeries>& runs) {
+  WritePercentTable(out, runs, &RunSeries::allocated_gpu_pct, true);
+}
+
+void WriteStrandedTable(std::ostream& out, const std::vector<RunSeries>& runs) {
+  WritePercentTable(out, runs, &RunSeries::stranded_gpu_pct, false);
+}
+
 std::string GnuplotScript(const std::string& table_path, const std::string& svg_path,
-                          const std::vector<std::string>& policies, const std::string& title) {
+                          const std::vector<std::string>& policies, const std::string& title,
+                          const std::string& ylabel) {
   std::ostringstream plot;
   plot << "plot ";
   for (size_t i = 0; i < policies.size(); ++i) {
@@ -204,7 +221,7 @@ std::string GnuplotScript(const std::string& table_path, const std::string& svg_
   s << "set terminal svg size 800,500 dynamic noenhanced font 'sans,12'\n"
     << "set title '" << title << "'\n"
     << "set xlabel 'Arrived GPU demand (% of cluster GPUs)'\n"
-    << "set ylabel 'Unallocated GPUs (% of cluster GPUs)'\n"
+    << "set ylabel '" << ylabel << "'\n"
     << "set grid\nset datafile missing 'NaN'\n"
     << "set output '" << svg_path << "'\nset xrange [0:130]\nset yrange [0:*]\nset key top right\n"
     << plot.str() << "set output '" << zoomed << "'\nset xrange [80:130]\nset yrange [0:20]\n" << plot.str();

@@ -21,6 +21,7 @@ struct PolicySummary {
   double unallocated_at_100 = 0;  // mean over seeds, % of GPUs
   double unallocated_at_130 = 0;
   double frag_at_100 = 0;
+  double stranded_at_100 = 0;     // mean over seeds, % of GPUs (stranded.h)
   double failed_at_130 = 0;       // pods, mean over seeds
   double seconds = 0;             // mean run time
   double gangs_placed = 0;        // mean over seeds (gangs only)
@@ -39,10 +40,12 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
 void WriteReplaySummary(std::ostream& out, const std::vector<ReplayResult>& results, const std::string& title);
 void WriteReplayCsv(std::ostream& out, const std::vector<ReplayResult>& results);
 
-// A table of mean unallocated GPU % per arrived percent (columns: percent, then one per policy)
-// and the gnuplot script that draws it to `svg_path`.
+// A table of mean unallocated (or stranded) GPU % per arrived percent (columns: percent, then one
+// per policy) and the gnuplot script that draws it to `svg_path` (and a zoom on 80-130%).
 void WriteUnallocatedTable(std::ostream& out, const std::vector<RunSeries>& runs);
+void WriteStrandedTable(std::ostream& out, const std::vector<RunSeries>& runs);
 std::string GnuplotScript(const std::string& table_path, const std::string& svg_path,
-                          const std::vector<std::string>& policies, const std::string& title);
+                          const std::vector<std::string>& policies, const std::string& title,
+                          const std::string& ylabel = "Unallocated GPUs (% of cluster GPUs)");
 
 }  // namespace gpuslice::place

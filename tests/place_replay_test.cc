@@ -33,7 +33,8 @@ TEST(PlaceReplay, FifoMakesACpuPodWaitBehindAGpuPod) {
   EXPECT_DOUBLE_EQ(r.mean_wait_s, (0 + 9 + 8) / 3.0);  // a 0; b and c start when a ends at 10
   EXPECT_DOUBLE_EQ(r.p95_wait_s, 9);
   EXPECT_DOUBLE_EQ(r.allocated_gpu_pct, 100);  // the GPU is busy from the first arrival to the last
-  EXPECT_DOUBLE_EQ(r.stranded_gpu_pct, 0);     // b waits, but no GPU is idle meanwhile
+  EXPECT_DOUBLE_EQ(r.idle_while_waiting_gpu_pct, 0);  // b waits, but no GPU is idle meanwhile
+  EXPECT_DOUBLE_EQ(r.stranded_gpu_pct, 0);
 }
 
 TEST(PlaceReplay, BackfillStartsTheCpuPodAtOnce) {
