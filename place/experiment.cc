@@ -10,6 +10,7 @@
 #include "place/inflation.h"
 #include "place/policy.h"
 #include "place/stranded.h"
+#include "place/tiers.h"
 
 namespace gpuslice::place {
 
@@ -35,6 +36,19 @@ Experiment PrepareExperiment(const std::vector<NodeSpec>& nodes, std::vector<Pod
   return experiment;
 }
 
+RunPods PodsForRun(const Experiment& experiment, bool tiers_apart, double random_paid_fraction, uint64_t tier_seed) {
+  RunPods run{experiment.pods, experiment.gang_members, experiment.score_classes};
+  if (random_paid_fraction >= 0) {
+    AssignRandomTiers(run.pods, random_paid_fraction, tier_seed);
+    for (size_t i = 0; i < run.pods.size(); ++i) run.gang_members[i].tier = run.pods[i].tier;
+  }
+  if (tiers_apart) {
+    KeepTiersApart(run.pods, experiment.score_classes);
+    run.score_classes = KeepTiersApart(run.gang_members, experiment.score_classes);
+  }
+  return run;
+}
+
 namespace {
 
 // Sums of the per-pod samples whose arrived demand rounds to each whole percent.
@@ -56,17 +70,18 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
   const auto start = std::chrono::steady_clock::now();
   // The artifact names nodes "<rand.Perm index>-<name>" and breaks score ties by name: a random
   // node order per seed, which the run's cluster takes on.
+  const RunPods run_pods = PodsForRun(experiment, options.tiers_apart, options.random_paid_fraction, options.tier_seed);
   Rng rng(seed ^ 0x5ca1ab1e0ddba11ULL);
   Cluster cluster = experiment.cluster;
   rng.Shuffle(cluster.nodes);
-  std::unique_ptr<Policy> policy = MakePolicy(policy_name, experiment.target, cluster, experiment.score_classes, options.tuning);
+  std::unique_ptr<Policy> policy = MakePolicy(policy_name, experiment.target, cluster, run_pods.score_classes, options.tuning);
   const std::vector<int> arrivals =
-      InflatedArrivals(experiment.pods, cluster.total_gpu_milli, options.inflation, seed);
+      InflatedArrivals(run_pods.pods, cluster.total_gpu_milli, options.inflation, seed);
 
   const double capacity_gpus = std::max(1, cluster.total_gpus);
   // Up to the goal, or beyond it when the trace alone asks for more.
   int64_t demand = 0;
-  for (int index : arrivals) demand += experiment.pods[static_cast<size_t>(index)].TotalGpuMilli();
+  for (int index : arrivals) demand += run_pods.pods[static_cast<size_t>(index)].TotalGpuMilli();
   const size_t max_percent =
       static_cast<size_t>(std::ceil(std::max(options.inflation * 100.0, static_cast<double>(demand) / capacity_gpus / 10.0))) + 2;
   Buckets buckets(max_percent + 1);
@@ -81,8 +96,8 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
   // Every pod of the run is pending until placed (a gang as its member's shape).
   StrandedMeter stranded(cluster.nodes.size());
   auto pending_shape = [&](int index) -> const Pod& {
-    const Pod& pod = experiment.pods[static_cast<size_t>(index)];
-    return options.gangs && pod.num_gpu > 1 ? experiment.gang_members[static_cast<size_t>(index)] : pod;
+    const Pod& pod = run_pods.pods[static_cast<size_t>(index)];
+    return options.gangs && pod.num_gpu > 1 ? run_pods.gang_members[static_cast<size_t>(index)] : pod;
   };
   for (int index : arrivals) stranded.AddPending(pending_shape(index));
   RunSeries series;
@@ -113,11 +128,21 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
     node_frag[static_cast<size_t>(node_index)] = frag;
   };
   std::vector<Placement> placed;
+  std::vector<int> node_mixed(cluster.nodes.size());
+  int mixed_total = 0;
+  auto refresh_mixed = [&](int node_index) {
+    if (!options.tiers) return;
+    const int mixed = MixedTierGpus(cluster.nodes[static_cast<size_t>(node_index)]);
+    mixed_total += mixed - node_mixed[static_cast<size_t>(node_index)];
+    node_mixed[static_cast<size_t>(node_index)] = mixed;
+  };
+  series.tiers_measured = options.tiers;
   for (int index : arrivals) {
-    const Pod& pod = experiment.pods[static_cast<size_t>(index)];
+    const Pod& pod = run_pods.pods[static_cast<size_t>(index)];
     arrived += pod.TotalGpuMilli();
+    (pod.tier == 1 ? series.paid_pods : series.free_pods) += 1;
     const bool gang = options.gangs && pod.num_gpu > 1;
-    const Pod& member = gang ? experiment.gang_members[static_cast<size_t>(index)] : pod;
+    const Pod& member = gang ? run_pods.gang_members[static_cast<size_t>(index)] : pod;
     placed.clear();
     for (int m = 0; m < (gang ? pod.num_gpu : 1); ++m) {
       feasible.clear();
@@ -140,6 +165,8 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
       Place(cluster.nodes[static_cast<size_t>(placement.node)], member, placement.gpus);
       allocated += member.TotalGpuMilli();
       refresh_frag(placement.node);
+      refresh_mixed(placement.node);
+      series.mixed_tier_gpus_max = std::max(series.mixed_tier_gpus_max, mixed_total);
       placed.push_back(placement);
     }
     if (static_cast<int>(placed.size()) < (gang ? pod.num_gpu : 1)) {
@@ -147,6 +174,7 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
         Unplace(cluster.nodes[static_cast<size_t>(it->node)], member, it->gpus);
         allocated -= member.TotalGpuMilli();
         refresh_frag(it->node);
+        refresh_mixed(it->node);
       }
       ++failed[static_cast<size_t>(pod.kind)];
       ++series.failed_total;

@@ -13,6 +13,7 @@
 #include "place/experiment.h"
 #include "place/policy.h"
 #include "place/replay.h"
+#include "place/tiers.h"
 #include "place/report.h"
 #include "place/trace.h"
 
@@ -105,6 +106,20 @@ int main(int argc, char** argv) {
   app.add_option("--backfill-depth", replay_options.backfill_depth, "With --backfill: queued pods looked at")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
+  std::string tiers = "none";
+  double tier_paid_fraction = 0.5;
+  uint64_t tier_seed = 7;
+  bool tiers_apart = false;
+  app.add_option("--tiers", tiers,
+                 "Pods carry a tier, free or paid: none; qos (the trace's qos column: LS and Guaranteed paid, BE and "
+                 "Burstable free); random (paid with --tier-paid-fraction). Reports GPUs holding two tiers")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "qos", "random"}));
+  app.add_option("--tier-paid-fraction", tier_paid_fraction, "With --tiers random: the share of pods that are paid")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--tier-seed", tier_seed, "With --tiers random: the seed of the draw")->capture_default_str();
+  app.add_flag("--tiers-apart", tiers_apart, "With --tiers: pods of two tiers never share a physical GPU");
   app.add_flag("--no-chart", no_chart, "Do not run gnuplot (the .dat and .gp files are still written)");
   app.add_flag("--quiet", quiet, "No progress line on stderr");
   CLI11_PARSE(app, argc, argv);
@@ -150,6 +165,20 @@ int main(int argc, char** argv) {
   options.gangs = gangs;
   options.nvlink_island = nvlink_island;
   options.prefer_island = nvlink_prefer;
+  options.tiers = tiers != "none";
+  options.tiers_apart = tiers_apart;
+  options.random_paid_fraction = tiers == "random" ? tier_paid_fraction : -1;
+  options.tier_seed = tier_seed;
+  if (tiers_apart && tiers == "none") {
+    std::cerr << "gpuslice-place: --tiers-apart needs --tiers qos or --tiers random\n";
+    return 2;
+  }
+  if (tiers == "qos") {
+    if (std::string bad = CheckQos(pods_path, pods); !bad.empty()) {
+      std::cerr << "gpuslice-place: " << bad << "\n";
+      return 2;
+    }
+  }
   if (nvlink_prefer && nvlink_island == 0) {
     std::cerr << "gpuslice-place: --nvlink-prefer needs --nvlink-island N (GPUs per island, 1 to 8)\n";
     return 2;
@@ -173,6 +202,9 @@ int main(int argc, char** argv) {
       }
     }
     replay_options.tuning = options.tuning;
+    replay_options.tiers_apart = options.tiers_apart;
+    replay_options.random_paid_fraction = options.random_paid_fraction;
+    replay_options.tier_seed = options.tier_seed;
     std::vector<ReplayResult> results(policies.size() * seed_list.size());
     ParallelFor(
         static_cast<int>(results.size()), jobs,

@@ -19,9 +19,10 @@ ReplayResult Replay(const Experiment& experiment, const std::string& policy_name
   Rng rng(seed ^ 0x5ca1ab1e0ddba11ULL);
   Cluster cluster = experiment.cluster;
   rng.Shuffle(cluster.nodes);  // the run's node order, as in RunOne
+  const RunPods run_pods = PodsForRun(experiment, options.tiers_apart, options.random_paid_fraction, options.tier_seed);
   std::unique_ptr<Policy> policy =
-      MakePolicy(policy_name, experiment.target, cluster, experiment.score_classes, options.tuning);
-  const std::vector<Pod>& pods = experiment.pods;
+      MakePolicy(policy_name, experiment.target, cluster, run_pods.score_classes, options.tuning);
+  const std::vector<Pod>& pods = run_pods.pods;
   const Cluster empty = cluster;
 
   ReplayResult result;

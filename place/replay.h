@@ -20,6 +20,9 @@ struct ReplayOptions {
   double arrival_speedup = 1.0;
   double duration_scale = 1.0;  // run times are multiplied by this
   OurPolicyTuning tuning;
+  bool tiers_apart = false;           // tiers.h; the pods' tiers as RunOptions gives them
+  double random_paid_fraction = -1;
+  uint64_t tier_seed = 7;
 };
 
 struct ReplayResult {

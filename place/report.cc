@@ -78,6 +78,19 @@ std::vector<PolicySummary> Summarise(const std::vector<RunSeries>& runs) {
       pairs += run.island_pods;
       local += run.island_pods_local;
     }
+    int tiered = 0;
+    double mixed = 0, paid = 0, arrivals = 0;
+    for (const RunSeries& run : runs) {
+      if (run.policy != policy || !run.tiers_measured) continue;
+      ++tiered;
+      mixed += run.mixed_tier_gpus_max;
+      paid += run.paid_pods;
+      arrivals += run.paid_pods + run.free_pods;
+    }
+    if (tiered > 0) {
+      s.mixed_tier_gpus = mixed / tiered;
+      s.paid_pct = arrivals > 0 ? 100.0 * paid / arrivals : 0;
+    }
     if (pairs > 0) s.on_one_island_pct = 100.0 * static_cast<double>(local) / static_cast<double>(pairs);
     s.nodes_per_gang = s.gangs_placed > 0 ? s.nodes_per_gang / s.gangs_placed : 0;
     s.gangs_placed /= std::max(1, s.seeds);
@@ -98,8 +111,9 @@ const std::map<std::string, double>& PublishedUnallocatedAt100() {
 void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& summary, const std::string& title,
                           bool compare_published) {
   bool gangs = false;
-  bool islands = false;
+  bool islands = false, tiers = false;
   for (const PolicySummary& s : summary) {
+    tiers = tiers || s.mixed_tier_gpus >= 0;
     gangs = gangs || s.gangs_placed > 0;
     islands = islands || s.on_one_island_pct >= 0;
   }
@@ -109,10 +123,11 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
   out << " at 130% | Fragmented GPU % at 100% | Stranded GPU % at 100% | Failed pods (all arrivals) |";
   if (gangs) out << " Gangs placed | Nodes per gang |";
   if (islands) out << " Multi-GPU pods on one NVLink island % |";
+  if (tiers) out << " Paid % of arrivals | GPUs holding two tiers (most at once) |";
   out << " Seconds per run |\n";
   out << "|---|---:|---:|";
   if (compare_published) out << "---:|---:|";
-  out << "---:|---:|---:|---:|" << (gangs ? "---:|---:|" : "") << (islands ? "---:|" : "") << "---:|\n";
+  out << "---:|---:|---:|---:|" << (gangs ? "---:|---:|" : "") << (islands ? "---:|" : "") << (tiers ? "---:|---:|" : "") << "---:|\n";
   for (const PolicySummary& s : summary) {
     out << "| " << s.policy << " | " << s.seeds << " | " << Number(s.unallocated_at_100, 2) << " |";
     if (compare_published) {
@@ -128,6 +143,7 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
         << Number(s.stranded_at_100, 2) << " | " << Number(s.failed_at_130, 1) << " | ";
     if (gangs) out << Number(s.gangs_placed, 1) << " | " << Number(s.nodes_per_gang, 2) << " | ";
     if (islands) out << Number(s.on_one_island_pct, 1) << " | ";
+    if (tiers) out << Number(s.paid_pct, 1) << " | " << Number(s.mixed_tier_gpus, 1) << " | ";
     out << Number(s.seconds, 1) << " |\n";
   }
   out << "\n";

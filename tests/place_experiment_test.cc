@@ -314,6 +314,11 @@ TEST(PlaceCli, BadInputExitsWithTheFileLineAndColumn) {
   output = RunCli("--nodes " + nodes_path + " --pods " + pods_path + " --policies FGD,Nope --quiet", &status);
   EXPECT_EQ(status, 2);
   EXPECT_THAT(output, HasSubstr("unknown policy 'Nope'"));
+  const std::string five_columns =
+      testing_files::WriteFixture("five.csv", std::string(testing_files::kPodHeader5) + "p0,2000,4096,1,300\n");
+  output = RunCli("--nodes " + nodes_path + " --pods " + five_columns + " --tiers qos --quiet", &status);
+  EXPECT_EQ(status, 2);
+  EXPECT_THAT(output, HasSubstr("--tiers qos needs the qos column"));
 }
 
 }  // namespace
