@@ -45,6 +45,7 @@ struct NodeState {
   std::array<int32_t, kMaxGpusPerNode + 1> affinity{};
   // Pods of each tier on each GPU.
   std::array<std::array<int16_t, kTiers>, kMaxGpusPerNode> tier_pods{};
+  bool pool = false;     // reserved for big pods (pool.h)
   uint32_t version = 0;  // bumped on every change: caches keyed by it stay valid until then
 
   int GpuLeftTotal() const;

@@ -18,6 +18,7 @@ Experiment PrepareExperiment(const std::vector<NodeSpec>& nodes, std::vector<Pod
   std::stable_sort(pods.begin(), pods.end(), [](const PodSpec& a, const PodSpec& b) { return a.name < b.name; });
   Experiment experiment;
   experiment.cluster = BuildCluster(nodes);
+  for (const NodeSpec& node : nodes) experiment.node_names.push_back(node.name);
   experiment.pods = BuildPods(pods, experiment.cluster, &experiment.score_classes);
   experiment.target = BuildTargetWorkload(pods, experiment.pods, 0.95);
   for (const PodSpec& pod : pods) experiment.times.emplace_back(pod.creation_time, pod.deletion_time);

@@ -26,6 +26,7 @@ struct Experiment {
   // The trace's creation and deletion times per pod (-1: absent), for Replay.
   std::vector<std::pair<int64_t, int64_t>> times;
   int score_classes = 0;
+  std::vector<std::string> node_names;  // in the cluster's order
 };
 
 // Sorts the pods by name, resolves models, builds the target workload (95% popularity).

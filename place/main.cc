@@ -14,6 +14,7 @@
 #include "place/policy.h"
 #include "place/replay.h"
 #include "place/tiers.h"
+#include "place/pool.h"
 #include "place/report.h"
 #include "place/trace.h"
 
@@ -120,6 +121,20 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--tier-seed", tier_seed, "With --tiers random: the seed of the draw")->capture_default_str();
   app.add_flag("--tiers-apart", tiers_apart, "With --tiers: pods of two tiers never share a physical GPU");
+  std::string pool_nodes_text, pool_sweep_text;
+  app.add_option("--pool-fraction", replay_options.pool.fraction,
+                 "With --replay: reserve whole nodes holding this share of the GPUs for pods of --pool-min-gpus or more; "
+                 "smaller pods go there only as backfill such a pod may reclaim (evicted, queued again)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--pool-nodes", pool_nodes_text, "With --replay: the reserved pool as comma-separated node names (instead of --pool-fraction)");
+  app.add_option("--pool-min-gpus", replay_options.pool.min_gpus,
+                 "With --replay: pods of at least this many GPUs are big: the pool's, and the big-job wait's")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxGpusPerNode));
+  app.add_option("--pool-sweep", pool_sweep_text,
+                 "With --replay: replay once per pool fraction in this comma-separated list (0 first: no pool) and write "
+                 "pool-sweep.dat, pool-sweep.gp and the chart pool-sweep.svg to --out");
   app.add_flag("--no-chart", no_chart, "Do not run gnuplot (the .dat and .gp files are still written)");
   app.add_flag("--quiet", quiet, "No progress line on stderr");
   CLI11_PARSE(app, argc, argv);
@@ -202,6 +217,62 @@ int main(int argc, char** argv) {
       }
     }
     replay_options.tuning = options.tuning;
+    replay_options.pool.nodes = SplitList(pool_nodes_text);
+    {
+      Cluster check = experiment.cluster;
+      if (std::string bad = MarkPool(check, experiment.node_names, replay_options.pool); !bad.empty()) {
+        std::cerr << "gpuslice-place: " << bad << " in " << nodes_path << "\n";
+        return 2;
+      }
+    }
+    if (!pool_sweep_text.empty()) {
+      std::vector<PoolSweepPoint> sweep;
+      for (const std::string& item : SplitList(pool_sweep_text)) {
+        char* end = nullptr;
+        const double fraction = std::strtod(item.c_str(), &end);
+        if (end == item.c_str() || *end != '\0' || fraction < 0 || fraction > 1) {
+          std::cerr << "gpuslice-place: --pool-sweep: '" << item << "' is not a fraction between 0 and 1\n";
+          return 2;
+        }
+        sweep.push_back(PoolSweepPoint{fraction, {}});
+      }
+      const size_t per_point = policies.size() * seed_list.size();
+      for (PoolSweepPoint& point : sweep) point.results.resize(per_point);
+      ParallelFor(
+          static_cast<int>(sweep.size() * per_point), jobs,
+          [&](int task) {
+            const size_t point = static_cast<size_t>(task) / per_point, rest = static_cast<size_t>(task) % per_point;
+            ReplayOptions o = replay_options;
+            o.pool.fraction = sweep[point].fraction;
+            o.pool.nodes.clear();
+            ReplayResult& r = sweep[point].results[rest];
+            r = Replay(experiment, policies[rest / seed_list.size()], seed_list[rest % seed_list.size()], o);
+            // The hourly series run to the last pod's end (months at large duration scales): not kept here.
+            for (std::vector<double>* v : {&r.hourly_allocated_pct, &r.hourly_queued, &r.hourly_stranded_pct}) {
+              *v = std::vector<double>();  // a move frees the memory; `= {}` would keep it
+            }
+          },
+          progress);
+      if (show_progress) std::fprintf(stderr, "\n");
+      std::ostringstream summary, table;
+      WritePoolSweepSummary(summary, sweep, replay_options.pool.min_gpus, title);
+      std::cout << summary.str();
+      if (out_dir.empty()) return 0;
+      std::filesystem::create_directories(out_dir);
+      const std::filesystem::path dir(out_dir);
+      WritePoolSweepTable(table, sweep);
+      if (!WriteFile(dir / "pool-sweep.md", summary.str()) || !WriteFile(dir / "pool-sweep.dat", table.str()) ||
+          !WriteFile(dir / "pool-sweep.gp",
+                     PoolSweepGnuplot((dir / "pool-sweep.dat").string(), (dir / "pool-sweep.svg").string(), policies,
+                                      replay_options.pool.min_gpus, "Reserved pool sweep, " + title))) {
+        return 1;
+      }
+      if (!no_chart && std::system(("gnuplot '" + (dir / "pool-sweep.gp").string() + "'").c_str()) != 0) {
+        std::cerr << "gpuslice-place: gnuplot failed or is missing (scripts/install-deps.sh installs gnuplot-nox)\n";
+        return 1;
+      }
+      return 0;
+    }
     replay_options.tiers_apart = options.tiers_apart;
     replay_options.random_paid_fraction = options.random_paid_fraction;
     replay_options.tier_seed = options.tier_seed;

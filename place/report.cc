@@ -151,20 +151,26 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
 
 void WriteReplaySummary(std::ostream& out, const std::vector<ReplayResult>& results, const std::string& title) {
   out << "### " << title << "\n\n"
-      << "| Policy | Seeds | Mean wait (s) | p95 wait (s) | Allocated GPU % (time-weighted) | Idle GPU % while GPU pods wait "
-         "| Stranded GPU % | Never started | Larger than any node |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+      << "| Policy | Seeds | Mean wait (s) | p95 wait (s) | Big-job mean wait (s) | Allocated GPU % (time-weighted) | Idle GPU % while GPU pods wait "
+         "| Stranded GPU % | Never started | Larger than any node | Pool GPUs | Evictions | Evicted GPU-hours |\n"
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   std::vector<std::string> order;
   for (const ReplayResult& r : results) {
     if (std::find(order.begin(), order.end(), r.policy) == order.end()) order.push_back(r.policy);
   }
   for (const std::string& policy : order) {
     int n = 0;
-    double wait = 0, p95 = 0, alloc = 0, idle_waiting = 0, stranded = 0, never = 0, too_big = 0;
+    double wait = 0, p95 = 0, big = 0, alloc = 0, idle_waiting = 0, stranded = 0, never = 0, too_big = 0, pool = 0,
+           evictions = 0, lost = 0;
     for (const ReplayResult& r : results) {
       if (r.policy != policy) continue;
       ++n;
       wait += r.mean_wait_s;
       p95 += r.p95_wait_s;
+      big += r.big_mean_wait_s;
+      pool += r.pool_gpus;
+      evictions += r.evictions;
+      lost += r.evicted_gpu_hours;
       alloc += r.allocated_gpu_pct;
       idle_waiting += r.idle_while_waiting_gpu_pct;
       stranded += r.stranded_gpu_pct;
@@ -172,9 +178,10 @@ void WriteReplaySummary(std::ostream& out, const std::vector<ReplayResult>& resu
       too_big += r.never_fit;
     }
     out << "| " << policy << " | " << n << " | " << Number(wait / n, 0) << " | " << Number(p95 / n, 0) << " | "
-        << Number(alloc / n, 2) << " | " << Number(idle_waiting / n, 2) << " | " << Number(stranded / n, 2) << " | "
+        << Number(big / n, 0) << " | " << Number(alloc / n, 2) << " | " << Number(idle_waiting / n, 2) << " | " << Number(stranded / n, 2) << " | "
         << Number(never / n, 1) << " | "
-        << Number(too_big / n, 1) << " |\n";
+        << Number(too_big / n, 1) << " | " << Number(pool / n, 0) << " | " << Number(evictions / n, 1) << " | "
+        << Number(lost / n, 1) << " |\n";
   }
   out << "\n";
 }
@@ -210,6 +217,93 @@ void WritePercentTable(std::ostream& out, const std::vector<RunSeries>& runs, co
 }
 
 }  // namespace
+
+namespace {
+
+struct SweepMeans {
+  double pool_gpus = 0, big_wait = 0, wait = 0, allocated = 0, evictions = 0, lost = 0;
+};
+
+SweepMeans MeansOf(const std::vector<ReplayResult>& results, const std::string& policy) {
+  SweepMeans m;
+  int n = 0;
+  for (const ReplayResult& r : results) {
+    if (r.policy != policy) continue;
+    ++n;
+    m.pool_gpus += r.pool_gpus;
+    m.big_wait += r.big_mean_wait_s;
+    m.wait += r.mean_wait_s;
+    m.allocated += r.allocated_gpu_pct;
+    m.evictions += r.evictions;
+    m.lost += r.evicted_gpu_hours;
+  }
+  for (double* v : {&m.pool_gpus, &m.big_wait, &m.wait, &m.allocated, &m.evictions, &m.lost}) *v /= std::max(1, n);
+  return m;
+}
+
+std::vector<std::string> ReplayPolicies(const std::vector<ReplayResult>& results) {
+  std::vector<std::string> order;
+  for (const ReplayResult& r : results) {
+    if (std::find(order.begin(), order.end(), r.policy) == order.end()) order.push_back(r.policy);
+  }
+  return order;
+}
+
+}  // namespace
+
+void WritePoolSweepSummary(std::ostream& out, const std::vector<PoolSweepPoint>& sweep, int big_gpus, const std::string& title) {
+  out << "### " << title << ": reserved pool sweep\n\n| Policy | Pool (asked, % of GPUs) | Pool | Big-job (>= " << big_gpus
+      << " GPUs) mean wait (s) | vs no pool | Mean wait, all (s) | Allocated GPU % | vs no pool (points) | Evictions | "
+         "Evicted GPU-hours |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  if (sweep.empty()) return;
+  for (const std::string& policy : ReplayPolicies(sweep.front().results)) {
+    const SweepMeans base = MeansOf(sweep.front().results, policy);
+    for (const PoolSweepPoint& point : sweep) {
+      const SweepMeans m = MeansOf(point.results, policy);
+      out << "| " << policy << " | " << Number(100 * point.fraction, 0) << " | " << Number(m.pool_gpus, 0)
+          << " GPUs | " << Number(m.big_wait, 0) << " | "
+          << (base.big_wait > 0 ? Number(100.0 * (m.big_wait - base.big_wait) / base.big_wait, 0) + "%" : std::string("–"))
+          << " | " << Number(m.wait, 0) << " | " << Number(m.allocated, 2) << " | " << Number(m.allocated - base.allocated, 2)
+          << " | " << Number(m.evictions, 1) << " | " << Number(m.lost, 1) << " |\n";
+    }
+  }
+  out << "\n";
+}
+
+void WritePoolSweepTable(std::ostream& out, const std::vector<PoolSweepPoint>& sweep) {
+  if (sweep.empty()) return;
+  const std::vector<std::string> policies = ReplayPolicies(sweep.front().results);
+  out << "# pool_pct";
+  for (const std::string& p : policies) out << ' ' << p << "_big_wait_s " << p << "_allocated_pct";
+  out << '\n';
+  for (const PoolSweepPoint& point : sweep) {
+    out << Number(100 * point.fraction, 1);
+    for (const std::string& p : policies) {
+      const SweepMeans m = MeansOf(point.results, p);
+      out << ' ' << Number(m.big_wait, 1) << ' ' << Number(m.allocated, 3);
+    }
+    out << '\n';
+  }
+}
+
+std::string PoolSweepGnuplot(const std::string& table_path, const std::string& svg_path,
+                             const std::vector<std::string>& policies, int big_gpus, const std::string& title) {
+  std::ostringstream s;
+  s << "set terminal svg size 800,500 dynamic noenhanced font 'sans,12'\n"
+    << "set title '" << title << "'\n"
+    << "set xlabel 'Reserved whole-node pool (% of cluster GPUs asked)'\n"
+    << "set ylabel 'Mean wait of pods with >= " << big_gpus << " GPUs (s)'\n"
+    << "set y2label 'Allocated GPUs, time-weighted (%)'\nset ytics nomirror\nset y2tics\nset y2range [0:*]\n"
+    << "set grid\nset key outside bottom center horizontal\nset yrange [0:*]\n"
+    << "set output '" << svg_path << "'\nplot ";
+  for (size_t i = 0; i < policies.size(); ++i) {
+    s << (i ? ", \\\n     " : "") << "'" << table_path << "' using 1:" << (2 + 2 * i) << " axes x1y1 with linespoints lw 2 lc "
+      << (i + 1) << " title '" << policies[i] << " wait', '" << table_path << "' using 1:" << (3 + 2 * i)
+      << " axes x1y2 with linespoints lw 1 dt 2 lc " << (i + 1) << " title '" << policies[i] << " allocated'";
+  }
+  s << "\n";
+  return s.str();
+}
 
 void WriteUnallocatedTable(std::ostream& out, const std::vector<RunSeries>& runs) {
   WritePercentTable(out, runs, &RunSeries::allocated_gpu_pct, true);

@@ -42,6 +42,17 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
 void WriteReplaySummary(std::ostream& out, const std::vector<ReplayResult>& results, const std::string& title);
 void WriteReplayCsv(std::ostream& out, const std::vector<ReplayResult>& results);
 
+// The pool sweep (--pool-sweep): per pool size and policy, means over seeds; a table for gnuplot
+// (pool %, then big-job wait and allocated % per policy) and the script that charts both.
+struct PoolSweepPoint {
+  double fraction = 0;
+  std::vector<ReplayResult> results;  // every policy and seed at this size
+};
+void WritePoolSweepSummary(std::ostream& out, const std::vector<PoolSweepPoint>& sweep, int big_gpus, const std::string& title);
+void WritePoolSweepTable(std::ostream& out, const std::vector<PoolSweepPoint>& sweep);
+std::string PoolSweepGnuplot(const std::string& table_path, const std::string& svg_path,
+                             const std::vector<std::string>& policies, int big_gpus, const std::string& title);
+
 // A table of mean unallocated (or stranded) GPU % per arrived percent (columns: percent, then one
 // per policy) and the gnuplot script that draws it to `svg_path` (and a zoom on 80-130%).
 void WriteUnallocatedTable(std::ostream& out, const std::vector<RunSeries>& runs);
