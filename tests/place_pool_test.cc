@@ -5,21 +5,12 @@
 
 #include "place/pool.h"
 #include "place/replay.h"
+#include "place_test_files.h"
 
 namespace gpuslice::place {
 namespace {
 
-PodSpec Timed(const std::string& name, int num_gpu, int64_t created, int64_t deleted) {
-  PodSpec pod;
-  pod.name = name;
-  pod.cpu_milli = 1000;
-  pod.memory_mib = 1024;
-  pod.num_gpu = num_gpu;
-  pod.gpu_milli = 1000;
-  pod.creation_time = created;
-  pod.deletion_time = deleted;
-  return pod;
-}
+using testing_files::TimedPod;
 
 TEST(PlacePool, AFractionTakesWholeNodesBigEnoughAndNamesTakeThose) {
   std::vector<NodeSpec> specs;
@@ -54,7 +45,7 @@ TEST(PlacePool, AFractionTakesWholeNodesBigEnoughAndNamesTakeThose) {
 // 1-GPU pods cannot all sit on the 2-GPU node).
 Experiment PoolScenario() {
   return PrepareExperiment({{"pool", 32000, 131072, 4, "A100"}, {"shared", 32000, 131072, 2, "A100"}},
-                           {Timed("a", 1, 0, 1000), Timed("b", 1, 0, 1000), Timed("d", 1, 1, 101), Timed("e", 4, 2, 52)});
+                           {TimedPod("a", 1, 0, 1000), TimedPod("b", 1, 0, 1000), TimedPod("d", 1, 1, 101), TimedPod("e", 4, 2, 52)});
 }
 
 TEST(PlacePool, ABigPodReclaimsItsPoolNodeFromBackfill) {
@@ -84,7 +75,7 @@ TEST(PlacePool, SmallPodsTakeSharedNodesFirst) {
   // node and nothing needs reclaiming for a big pod that arrives while they run.
   const Experiment experiment =
       PrepareExperiment({{"pool", 32000, 131072, 4, "A100"}, {"shared", 32000, 131072, 2, "A100"}},
-                        {Timed("a", 1, 0, 1000), Timed("b", 1, 0, 1000), Timed("e", 4, 2, 52)});
+                        {TimedPod("a", 1, 0, 1000), TimedPod("b", 1, 0, 1000), TimedPod("e", 4, 2, 52)});
   ReplayOptions options;
   const ReplayResult control = Replay(experiment, "Spread", 1, options);
   EXPECT_GT(control.big_mean_wait_s, 0);
