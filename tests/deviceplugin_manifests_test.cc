@@ -5,7 +5,6 @@
 // plugin tolerate the GPU taint and require the GPU label; CPU-only pods do neither.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -183,12 +182,18 @@ std::vector<std::string> GpuNodeRuleProblems(const std::string& file, json& docu
   return problems;
 }
 
+// Every deploy/kubernetes/*.yaml by file name, parsed in one python3 run.
 std::map<std::string, json> EveryManifest() {
-  std::map<std::string, json> manifests;
-  for (const auto& entry : std::filesystem::directory_iterator(SourceDir() + "/deploy/kubernetes")) {
-    if (entry.path().extension() == ".yaml") manifests[entry.path().filename().string()] = LoadYaml(entry.path().string());
-  }
-  return manifests;
+  const auto r = Run({"/usr/bin/env", "python3", "-c",
+                      "import glob, json, os, sys, yaml\n"
+                      "out = {}\n"
+                      "for path in sorted(glob.glob(os.path.join(sys.argv[1], '*.yaml'))):\n"
+                      "    with open(path) as f:\n"
+                      "        out[os.path.basename(path)] = [d for d in yaml.safe_load_all(f) if d is not None]\n"
+                      "print(json.dumps(out))\n",
+                      SourceDir() + "/deploy/kubernetes"});
+  EXPECT_EQ(r.exit_code, 0) << "a manifest does not parse as YAML: " << r.err;
+  return r.exit_code == 0 ? json::parse(r.out).get<std::map<std::string, json>>() : std::map<std::string, json>{};
 }
 
 TEST(DevicePluginManifestsTest, EveryManifestKeepsGpuPodsOnGpuNodesAndOthersOff) {
