@@ -1,4 +1,5 @@
 #include "place/cluster.h"
+#include "place/tiers.h"
 
 #include <algorithm>
 #include <bit>
@@ -62,6 +63,7 @@ std::vector<Pod> BuildPods(const std::vector<PodSpec>& specs, const Cluster& clu
     pod.memory_mib = spec.memory_mib;
     pod.num_gpu = spec.num_gpu;
     pod.gpu_milli = spec.gpu_milli;
+    pod.tier = std::max(0, TierOfQos(spec.qos));  // free unless the trace says paid
     if (!spec.gpu_models.empty()) {
       pod.model_mask = 0;
       for (const std::string& model : spec.gpu_models) {
@@ -95,11 +97,22 @@ GpuMask GpusWithRoom(const NodeState& node, int gpu_milli) {
   return mask;
 }
 
+GpuMask GpusWithRoom(const NodeState& node, const Pod& pod) {
+  GpuMask room = GpusWithRoom(node, pod.gpu_milli);
+  if (!pod.keep_tier_apart) return room;
+  for (int g = 0; g < node.gpus; ++g) {
+    for (int t = 0; t < kTiers; ++t) {
+      if (t != pod.tier && node.tier_pods[static_cast<size_t>(g)][static_cast<size_t>(t)] > 0) room &= ~(GpuMask{1} << g);
+    }
+  }
+  return room;
+}
+
 bool Fits(const NodeState& node, const Pod& pod) {
   if (pod.cpu_milli > node.cpu_left || pod.memory_mib > node.memory_left) return false;
   if (pod.num_gpu == 0) return true;
   if (node.gpus == 0 || node.model < 0 || !((pod.model_mask >> node.model) & 1)) return false;
-  return std::popcount(GpusWithRoom(node, pod.gpu_milli)) >= pod.num_gpu;
+  return std::popcount(GpusWithRoom(node, pod)) >= pod.num_gpu;
 }
 
 GpuMask FirstFreeGpus(const NodeState& node, int count) {
@@ -148,9 +161,10 @@ GpuMask BestFitGpus(const NodeState& node, const Pod& pod) {
   if (pod.num_gpu == 0) return 0;
   if (!pod.IsFractional()) return FirstFreeGpus(node, pod.num_gpu);
   int best = -1;
+  const GpuMask room = GpusWithRoom(node, pod);
   for (int g = 0; g < node.gpus; ++g) {
     const int left = node.gpu_left[static_cast<size_t>(g)];
-    if (left >= pod.gpu_milli && (best < 0 || left < node.gpu_left[static_cast<size_t>(best)])) best = g;
+    if (((room >> g) & 1) && (best < 0 || left < node.gpu_left[static_cast<size_t>(best)])) best = g;
   }
   return best < 0 ? 0 : GpuMask{1} << best;
 }
@@ -159,7 +173,10 @@ void Place(NodeState& node, const Pod& pod, GpuMask gpus) {
   node.cpu_left -= pod.cpu_milli;
   node.memory_left -= pod.memory_mib;
   for (int g = 0; g < node.gpus; ++g) {
-    if ((gpus >> g) & 1) node.gpu_left[static_cast<size_t>(g)] -= static_cast<int16_t>(pod.gpu_milli);
+    if ((gpus >> g) & 1) {
+      node.gpu_left[static_cast<size_t>(g)] -= static_cast<int16_t>(pod.gpu_milli);
+      ++node.tier_pods[static_cast<size_t>(g)][static_cast<size_t>(pod.tier)];
+    }
   }
   if (pod.num_gpu > 0) ++node.affinity[static_cast<size_t>(pod.IsFractional() ? 0 : pod.num_gpu)];
   ++node.version;
@@ -169,7 +186,10 @@ void Unplace(NodeState& node, const Pod& pod, GpuMask gpus) {
   node.cpu_left += pod.cpu_milli;
   node.memory_left += pod.memory_mib;
   for (int g = 0; g < node.gpus; ++g) {
-    if ((gpus >> g) & 1) node.gpu_left[static_cast<size_t>(g)] += static_cast<int16_t>(pod.gpu_milli);
+    if ((gpus >> g) & 1) {
+      node.gpu_left[static_cast<size_t>(g)] += static_cast<int16_t>(pod.gpu_milli);
+      --node.tier_pods[static_cast<size_t>(g)][static_cast<size_t>(pod.tier)];
+    }
   }
   if (pod.num_gpu > 0) --node.affinity[static_cast<size_t>(pod.IsFractional() ? 0 : pod.num_gpu)];
   ++node.version;

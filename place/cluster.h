@@ -14,6 +14,9 @@ namespace gpuslice::place {
 // The artifact's pod kinds (its GpuNumTypeList), used for failures by type and GPU clustering.
 enum class PodKind { kPureCpu, kShareGpu, kOneGpu, kTwoGpu, kFourGpu, kEightGpu, kOthers };
 inline constexpr int kPodKinds = 7;
+// Tiers (place/tiers.h): 0 free, 1 paid. With tiers kept apart, pods of two tiers never share a
+// physical GPU.
+inline constexpr int kTiers = 2;
 const char* PodKindName(PodKind kind);
 
 struct Pod {
@@ -24,6 +27,8 @@ struct Pod {
   uint64_t model_mask = ~uint64_t{0};  // GPU models (bit per Cluster::models index) it may use
   int score_class = 0;                 // id of (cpu, gpu_milli, num_gpu): pods alike for scoring
   PodKind kind = PodKind::kPureCpu;
+  int tier = 0;
+  bool keep_tier_apart = false;  // may take no GPU that holds a pod of another tier
 
   int64_t TotalGpuMilli() const { return int64_t{num_gpu} * gpu_milli; }
   bool IsFractional() const { return num_gpu == 1 && gpu_milli < kMilliPerGpu; }
@@ -38,6 +43,9 @@ struct NodeState {
   std::array<int16_t, kMaxGpusPerNode> gpu_left{};  // milli-GPU free on each GPU
   // Placed GPU pods by affinity tag (the artifact's GpuAffinity): [0] shared, [k] k-GPU pods.
   std::array<int32_t, kMaxGpusPerNode + 1> affinity{};
+  // Pods of each tier on each GPU.
+  std::array<std::array<int16_t, kTiers>, kMaxGpusPerNode> tier_pods{};
+  bool pool = false;     // reserved for big pods (pool.h)
   uint32_t version = 0;  // bumped on every change: caches keyed by it stay valid until then
 
   int GpuLeftTotal() const;
@@ -68,6 +76,9 @@ std::vector<Pod> BuildPods(const std::vector<PodSpec>& specs, const Cluster& clu
 bool Fits(const NodeState& node, const Pod& pod);
 // GPUs on `node` that can take one share of `pod`, as a mask.
 GpuMask GpusWithRoom(const NodeState& node, int gpu_milli);
+// GPUs on `node` that `pod` may take one share of: room for it (and, with tiers kept apart, no
+// pod of another tier). Every policy's GPU choice goes through this.
+GpuMask GpusWithRoom(const NodeState& node, const Pod& pod);
 // The first `count` fully free GPUs by index (the artifact's AllocateExclusiveGpuId).
 GpuMask FirstFreeGpus(const NodeState& node, int count);
 // NVLink islands: a node's GPUs in groups of `island_size` consecutive indices. `count` free GPUs

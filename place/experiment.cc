@@ -9,6 +9,8 @@
 
 #include "place/inflation.h"
 #include "place/policy.h"
+#include "place/stranded.h"
+#include "place/tiers.h"
 
 namespace gpuslice::place {
 
@@ -16,6 +18,7 @@ Experiment PrepareExperiment(const std::vector<NodeSpec>& nodes, std::vector<Pod
   std::stable_sort(pods.begin(), pods.end(), [](const PodSpec& a, const PodSpec& b) { return a.name < b.name; });
   Experiment experiment;
   experiment.cluster = BuildCluster(nodes);
+  for (const NodeSpec& node : nodes) experiment.node_names.push_back(node.name);
   experiment.pods = BuildPods(pods, experiment.cluster, &experiment.score_classes);
   experiment.target = BuildTargetWorkload(pods, experiment.pods, 0.95);
   for (const PodSpec& pod : pods) experiment.times.emplace_back(pod.creation_time, pod.deletion_time);
@@ -34,13 +37,26 @@ Experiment PrepareExperiment(const std::vector<NodeSpec>& nodes, std::vector<Pod
   return experiment;
 }
 
+RunPods PodsForRun(const Experiment& experiment, bool tiers_apart, double random_paid_fraction, uint64_t tier_seed) {
+  RunPods run{experiment.pods, experiment.gang_members, experiment.score_classes};
+  if (random_paid_fraction >= 0) {
+    AssignRandomTiers(run.pods, random_paid_fraction, tier_seed);
+    for (size_t i = 0; i < run.pods.size(); ++i) run.gang_members[i].tier = run.pods[i].tier;
+  }
+  if (tiers_apart) {
+    KeepTiersApart(run.pods, experiment.score_classes);
+    run.score_classes = KeepTiersApart(run.gang_members, experiment.score_classes);
+  }
+  return run;
+}
+
 namespace {
 
 // Sums of the per-pod samples whose arrived demand rounds to each whole percent.
 struct Buckets {
-  explicit Buckets(size_t n) : count(n), allocated(n), frag(n), ratio(n), failed(n), seen(n) {}
+  explicit Buckets(size_t n) : count(n), allocated(n), frag(n), ratio(n), stranded(n), failed(n), seen(n) {}
   std::vector<int> count;
-  std::vector<double> allocated, frag, ratio;
+  std::vector<double> allocated, frag, ratio, stranded;
   std::vector<std::array<int, kPodKinds>> failed;  // at the last sample of the bucket
   std::vector<bool> seen;
 };
@@ -55,17 +71,18 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
   const auto start = std::chrono::steady_clock::now();
   // The artifact names nodes "<rand.Perm index>-<name>" and breaks score ties by name: a random
   // node order per seed, which the run's cluster takes on.
+  const RunPods run_pods = PodsForRun(experiment, options.tiers_apart, options.random_paid_fraction, options.tier_seed);
   Rng rng(seed ^ 0x5ca1ab1e0ddba11ULL);
   Cluster cluster = experiment.cluster;
   rng.Shuffle(cluster.nodes);
-  std::unique_ptr<Policy> policy = MakePolicy(policy_name, experiment.target, cluster, experiment.score_classes, options.tuning);
+  std::unique_ptr<Policy> policy = MakePolicy(policy_name, experiment.target, cluster, run_pods.score_classes, options.tuning);
   const std::vector<int> arrivals =
-      InflatedArrivals(experiment.pods, cluster.total_gpu_milli, options.inflation, seed);
+      InflatedArrivals(run_pods.pods, cluster.total_gpu_milli, options.inflation, seed);
 
   const double capacity_gpus = std::max(1, cluster.total_gpus);
   // Up to the goal, or beyond it when the trace alone asks for more.
   int64_t demand = 0;
-  for (int index : arrivals) demand += experiment.pods[static_cast<size_t>(index)].TotalGpuMilli();
+  for (int index : arrivals) demand += run_pods.pods[static_cast<size_t>(index)].TotalGpuMilli();
   const size_t max_percent =
       static_cast<size_t>(std::ceil(std::max(options.inflation * 100.0, static_cast<double>(demand) / capacity_gpus / 10.0))) + 2;
   Buckets buckets(max_percent + 1);
@@ -77,6 +94,13 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
   }
   int64_t arrived = 0, allocated = 0;
   std::array<int, kPodKinds> failed{};
+  // Every pod of the run is pending until placed (a gang as its member's shape).
+  StrandedMeter stranded(cluster.nodes.size());
+  auto pending_shape = [&](int index) -> const Pod& {
+    const Pod& pod = run_pods.pods[static_cast<size_t>(index)];
+    return options.gangs && pod.num_gpu > 1 ? run_pods.gang_members[static_cast<size_t>(index)] : pod;
+  };
+  for (int index : arrivals) stranded.AddPending(pending_shape(index));
   RunSeries series;
   series.policy = policy_name;
   series.seed = seed;
@@ -90,6 +114,7 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
     buckets.allocated[b] += static_cast<double>(allocated) / capacity_gpus / 10.0;
     buckets.frag[b] += frag_total / capacity_gpus / 10.0;
     buckets.ratio[b] += idle > 0 ? 100.0 * frag_total / idle : 0.0;
+    buckets.stranded[b] += static_cast<double>(stranded.StrandedMilli(cluster)) / capacity_gpus / 10.0;
     buckets.failed[b] = failed;
     buckets.seen[b] = true;
   };
@@ -104,11 +129,21 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
     node_frag[static_cast<size_t>(node_index)] = frag;
   };
   std::vector<Placement> placed;
+  std::vector<int> node_mixed(cluster.nodes.size());
+  int mixed_total = 0;
+  auto refresh_mixed = [&](int node_index) {
+    if (!options.tiers) return;
+    const int mixed = MixedTierGpus(cluster.nodes[static_cast<size_t>(node_index)]);
+    mixed_total += mixed - node_mixed[static_cast<size_t>(node_index)];
+    node_mixed[static_cast<size_t>(node_index)] = mixed;
+  };
+  series.tiers_measured = options.tiers;
   for (int index : arrivals) {
-    const Pod& pod = experiment.pods[static_cast<size_t>(index)];
+    const Pod& pod = run_pods.pods[static_cast<size_t>(index)];
     arrived += pod.TotalGpuMilli();
+    (pod.tier == 1 ? series.paid_pods : series.free_pods) += 1;
     const bool gang = options.gangs && pod.num_gpu > 1;
-    const Pod& member = gang ? experiment.gang_members[static_cast<size_t>(index)] : pod;
+    const Pod& member = gang ? run_pods.gang_members[static_cast<size_t>(index)] : pod;
     placed.clear();
     for (int m = 0; m < (gang ? pod.num_gpu : 1); ++m) {
       feasible.clear();
@@ -131,6 +166,8 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
       Place(cluster.nodes[static_cast<size_t>(placement.node)], member, placement.gpus);
       allocated += member.TotalGpuMilli();
       refresh_frag(placement.node);
+      refresh_mixed(placement.node);
+      series.mixed_tier_gpus_max = std::max(series.mixed_tier_gpus_max, mixed_total);
       placed.push_back(placement);
     }
     if (static_cast<int>(placed.size()) < (gang ? pod.num_gpu : 1)) {
@@ -138,10 +175,14 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
         Unplace(cluster.nodes[static_cast<size_t>(it->node)], member, it->gpus);
         allocated -= member.TotalGpuMilli();
         refresh_frag(it->node);
+        refresh_mixed(it->node);
       }
       ++failed[static_cast<size_t>(pod.kind)];
       ++series.failed_total;
-    } else if (gang) {
+    } else {
+      stranded.RemovePending(pending_shape(index));
+    }
+    if (gang && static_cast<int>(placed.size()) == pod.num_gpu) {
       std::vector<int> nodes;
       for (const Placement& p : placed) nodes.push_back(p.node);
       std::sort(nodes.begin(), nodes.end());
@@ -162,6 +203,7 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
   series.allocated_gpu_pct.assign(max_percent + 1, nan);
   series.frag_gpu_pct.assign(max_percent + 1, nan);
   series.frag_ratio_pct.assign(max_percent + 1, nan);
+  series.stranded_gpu_pct.assign(max_percent + 1, nan);
   series.failed_pods.assign(max_percent + 1, std::array<int, kPodKinds>{});
   std::array<int, kPodKinds> last_failed{};
   for (size_t k = 0; k <= max_percent; ++k) {
@@ -171,17 +213,19 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
       hi = std::min(max_percent, k + 1);
     }
     int count = 0;
-    double a = 0, f = 0, r = 0;
+    double a = 0, f = 0, r = 0, st = 0;
     for (size_t b = lo; b <= hi; ++b) {
       count += buckets.count[b];
       a += buckets.allocated[b];
       f += buckets.frag[b];
       r += buckets.ratio[b];
+      st += buckets.stranded[b];
     }
     if (count > 0) {
       series.allocated_gpu_pct[k] = a / count;
       series.frag_gpu_pct[k] = f / count;
       series.frag_ratio_pct[k] = r / count;
+      series.stranded_gpu_pct[k] = st / count;
     }
     if (buckets.seen[k]) last_failed = buckets.failed[k];
     series.failed_pods[k] = last_failed;

@@ -26,6 +26,7 @@ struct Experiment {
   // The trace's creation and deletion times per pod (-1: absent), for Replay.
   std::vector<std::pair<int64_t, int64_t>> times;
   int score_classes = 0;
+  std::vector<std::string> node_names;  // in the cluster's order
 };
 
 // Sorts the pods by name, resolves models, builds the target workload (95% popularity).
@@ -39,6 +40,10 @@ struct RunSeries {
   std::vector<double> allocated_gpu_pct;   // allocated milli-GPU / capacity
   std::vector<double> frag_gpu_pct;        // fragmented milli-GPU / capacity
   std::vector<double> frag_ratio_pct;      // fragmented / idle milli-GPU
+  // Idle milli-GPU that no pod of the run still unplaced (failed, or yet to arrive) could use,
+  // / capacity (stranded.h). Towards the end few pods are left to arrive, so it rises to the
+  // unallocated share: the failed pods fit nowhere.
+  std::vector<double> stranded_gpu_pct;
   std::vector<std::array<int, kPodKinds>> failed_pods;  // cumulative, by kind
   int arrivals = 0;
   int failed_total = 0;
@@ -47,6 +52,9 @@ struct RunSeries {
   int island_pods = 0;        // placed multi-GPU pods that one island could hold (nvlink_island)
   int island_pods_local = 0;  // of which all GPUs on one island
   double seconds = 0;
+  bool tiers_measured = false;
+  int mixed_tier_gpus_max = 0;  // the most GPUs holding two tiers at once (RunOptions::tiers)
+  int paid_pods = 0, free_pods = 0;  // arrivals by tier
 
   double UnallocatedAt(int percent) const { return 100.0 - allocated_gpu_pct[static_cast<size_t>(percent)]; }
 };
@@ -65,7 +73,21 @@ struct RunOptions {
   // that got one island.
   int nvlink_island = 0;
   bool prefer_island = false;
+  // Tiers (tiers.h): count GPUs holding two tiers; with tiers_apart, never let that happen.
+  bool tiers = false;
+  bool tiers_apart = false;
+  // Tiers at random, paid with this probability (-1: the pods' own, from the trace's qos).
+  double random_paid_fraction = -1;
+  uint64_t tier_seed = 7;
 };
+
+// The experiment's pods (and gang members) as one run places them: tiers drawn at random or kept
+// apart as the options say.
+struct RunPods {
+  std::vector<Pod> pods, gang_members;
+  int score_classes = 0;
+};
+RunPods PodsForRun(const Experiment& experiment, bool tiers_apart, double random_paid_fraction, uint64_t tier_seed);
 
 RunSeries RunOne(const Experiment& experiment, const std::string& policy, uint64_t seed, const RunOptions& options);
 

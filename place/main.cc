@@ -13,6 +13,8 @@
 #include "place/experiment.h"
 #include "place/policy.h"
 #include "place/replay.h"
+#include "place/tiers.h"
+#include "place/pool.h"
 #include "place/report.h"
 #include "place/trace.h"
 
@@ -71,7 +73,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.01, 10.0));
   app.add_option("--jobs", jobs, "Runs in parallel (threads)")->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_option("--out", out_dir,
-                 "Directory for metrics.csv, summary.md, unallocated.dat, unallocated.gp and the charts unallocated.svg, unallocated-zoom.svg (with --replay: replay.csv, replay-summary.md)");
+                 "Directory for metrics.csv, summary.md, unallocated.dat, stranded.dat, their gnuplot scripts (.gp) and the charts unallocated.svg, unallocated-zoom.svg, stranded.svg, stranded-zoom.svg (with --replay: replay.csv, replay-summary.md)");
   app.add_option("--title", title, "Title of the summary and chart (default: the pod list's file name)");
   app.add_option("--fgd-bf-weight", options_tuning.best_fit_weight,
                  "FGD-BF: milli-GPU of fragmentation worth a whole node's best-fit residual (0: the exact gradient "
@@ -105,6 +107,34 @@ int main(int argc, char** argv) {
   app.add_option("--backfill-depth", replay_options.backfill_depth, "With --backfill: queued pods looked at")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
+  std::string tiers = "none";
+  double tier_paid_fraction = 0.5;
+  uint64_t tier_seed = 7;
+  bool tiers_apart = false;
+  app.add_option("--tiers", tiers,
+                 "Pods carry a tier, free or paid: none; qos (the trace's qos column: LS and Guaranteed paid, BE and "
+                 "Burstable free); random (paid with --tier-paid-fraction). Reports GPUs holding two tiers")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "qos", "random"}));
+  app.add_option("--tier-paid-fraction", tier_paid_fraction, "With --tiers random: the share of pods that are paid")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--tier-seed", tier_seed, "With --tiers random: the seed of the draw")->capture_default_str();
+  app.add_flag("--tiers-apart", tiers_apart, "With --tiers: pods of two tiers never share a physical GPU");
+  std::string pool_nodes_text, pool_sweep_text;
+  app.add_option("--pool-fraction", replay_options.pool.fraction,
+                 "With --replay: reserve whole nodes holding this share of the GPUs for pods of --pool-min-gpus or more; "
+                 "smaller pods go there only as backfill such a pod may reclaim (evicted, queued again)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--pool-nodes", pool_nodes_text, "With --replay: the reserved pool as comma-separated node names (instead of --pool-fraction)");
+  app.add_option("--pool-min-gpus", replay_options.pool.min_gpus,
+                 "With --replay: pods of at least this many GPUs are big: the pool's, and the big-job wait's")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxGpusPerNode));
+  app.add_option("--pool-sweep", pool_sweep_text,
+                 "With --replay: replay once per pool fraction in this comma-separated list (0 first: no pool) and write "
+                 "pool-sweep.dat, pool-sweep.gp and the chart pool-sweep.svg to --out");
   app.add_flag("--no-chart", no_chart, "Do not run gnuplot (the .dat and .gp files are still written)");
   app.add_flag("--quiet", quiet, "No progress line on stderr");
   CLI11_PARSE(app, argc, argv);
@@ -150,6 +180,20 @@ int main(int argc, char** argv) {
   options.gangs = gangs;
   options.nvlink_island = nvlink_island;
   options.prefer_island = nvlink_prefer;
+  options.tiers = tiers != "none";
+  options.tiers_apart = tiers_apart;
+  options.random_paid_fraction = tiers == "random" ? tier_paid_fraction : -1;
+  options.tier_seed = tier_seed;
+  if (tiers_apart && tiers == "none") {
+    std::cerr << "gpuslice-place: --tiers-apart needs --tiers qos or --tiers random\n";
+    return 2;
+  }
+  if (tiers == "qos") {
+    if (std::string bad = CheckQos(pods_path, pods); !bad.empty()) {
+      std::cerr << "gpuslice-place: " << bad << "\n";
+      return 2;
+    }
+  }
   if (nvlink_prefer && nvlink_island == 0) {
     std::cerr << "gpuslice-place: --nvlink-prefer needs --nvlink-island N (GPUs per island, 1 to 8)\n";
     return 2;
@@ -173,6 +217,65 @@ int main(int argc, char** argv) {
       }
     }
     replay_options.tuning = options.tuning;
+    replay_options.pool.nodes = SplitList(pool_nodes_text);
+    {
+      Cluster check = experiment.cluster;
+      if (std::string bad = MarkPool(check, experiment.node_names, replay_options.pool); !bad.empty()) {
+        std::cerr << "gpuslice-place: " << bad << " in " << nodes_path << "\n";
+        return 2;
+      }
+    }
+    if (!pool_sweep_text.empty()) {
+      std::vector<PoolSweepPoint> sweep;
+      for (const std::string& item : SplitList(pool_sweep_text)) {
+        char* end = nullptr;
+        const double fraction = std::strtod(item.c_str(), &end);
+        if (end == item.c_str() || *end != '\0' || fraction < 0 || fraction > 1) {
+          std::cerr << "gpuslice-place: --pool-sweep: '" << item << "' is not a fraction between 0 and 1\n";
+          return 2;
+        }
+        sweep.push_back(PoolSweepPoint{fraction, {}});
+      }
+      const size_t per_point = policies.size() * seed_list.size();
+      for (PoolSweepPoint& point : sweep) point.results.resize(per_point);
+      ParallelFor(
+          static_cast<int>(sweep.size() * per_point), jobs,
+          [&](int task) {
+            const size_t point = static_cast<size_t>(task) / per_point, rest = static_cast<size_t>(task) % per_point;
+            ReplayOptions o = replay_options;
+            o.pool.fraction = sweep[point].fraction;
+            o.pool.nodes.clear();
+            ReplayResult& r = sweep[point].results[rest];
+            r = Replay(experiment, policies[rest / seed_list.size()], seed_list[rest % seed_list.size()], o);
+            // The hourly series run to the last pod's end (months at large duration scales): not kept here.
+            for (std::vector<double>* v : {&r.hourly_allocated_pct, &r.hourly_queued, &r.hourly_stranded_pct}) {
+              *v = std::vector<double>();  // a move frees the memory; `= {}` would keep it
+            }
+          },
+          progress);
+      if (show_progress) std::fprintf(stderr, "\n");
+      std::ostringstream summary, table;
+      WritePoolSweepSummary(summary, sweep, replay_options.pool.min_gpus, title);
+      std::cout << summary.str();
+      if (out_dir.empty()) return 0;
+      std::filesystem::create_directories(out_dir);
+      const std::filesystem::path dir(out_dir);
+      WritePoolSweepTable(table, sweep);
+      if (!WriteFile(dir / "pool-sweep.md", summary.str()) || !WriteFile(dir / "pool-sweep.dat", table.str()) ||
+          !WriteFile(dir / "pool-sweep.gp",
+                     PoolSweepGnuplot((dir / "pool-sweep.dat").string(), (dir / "pool-sweep.svg").string(), policies,
+                                      replay_options.pool.min_gpus, "Reserved pool sweep, " + title))) {
+        return 1;
+      }
+      if (!no_chart && std::system(("gnuplot '" + (dir / "pool-sweep.gp").string() + "'").c_str()) != 0) {
+        std::cerr << "gpuslice-place: gnuplot failed or is missing (scripts/install-deps.sh installs gnuplot-nox)\n";
+        return 1;
+      }
+      return 0;
+    }
+    replay_options.tiers_apart = options.tiers_apart;
+    replay_options.random_paid_fraction = options.random_paid_fraction;
+    replay_options.tier_seed = options.tier_seed;
     std::vector<ReplayResult> results(policies.size() * seed_list.size());
     ParallelFor(
         static_cast<int>(results.size()), jobs,
@@ -207,23 +310,30 @@ int main(int argc, char** argv) {
   const std::filesystem::path dir(out_dir);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  std::ostringstream csv, table;
+  std::ostringstream csv, table, stranded_table;
   WriteMetricsCsv(csv, runs);
   WriteUnallocatedTable(table, runs);
-  const std::string svg = (dir / "unallocated.svg").string();
+  WriteStrandedTable(stranded_table, runs);
+  const std::string chart_title = " (mean of " + std::to_string(seeds) + " seeds)";
   if (!WriteFile(dir / "metrics.csv", csv.str()) || !WriteFile(dir / "summary.md", summary.str()) ||
-      !WriteFile(dir / "unallocated.dat", table.str()) ||
+      !WriteFile(dir / "unallocated.dat", table.str()) || !WriteFile(dir / "stranded.dat", stranded_table.str()) ||
       !WriteFile(dir / "unallocated.gp",
-                 GnuplotScript((dir / "unallocated.dat").string(), svg, policies,
-                               "Unallocated GPUs, " + title + " (mean of " + std::to_string(seeds) + " seeds)"))) {
+                 GnuplotScript((dir / "unallocated.dat").string(), (dir / "unallocated.svg").string(), policies,
+                               "Unallocated GPUs, " + title + chart_title)) ||
+      !WriteFile(dir / "stranded.gp",
+                 GnuplotScript((dir / "stranded.dat").string(), (dir / "stranded.svg").string(), policies,
+                               "Stranded GPUs (idle, no unplaced pod can use them), " + title + chart_title,
+                               "Stranded GPUs (% of cluster GPUs)"))) {
     return 1;
   }
   if (!no_chart) {
-    const std::string command = "gnuplot '" + (dir / "unallocated.gp").string() + "'";
-    if (std::system(command.c_str()) != 0) {
-      std::cerr << "gpuslice-place: gnuplot failed or is missing (scripts/install-deps.sh installs gnuplot-nox); "
-                << "the data is in " << (dir / "unallocated.dat").string() << "\n";
-      return 1;
+    for (const char* script : {"unallocated.gp", "stranded.gp"}) {
+      const std::string command = "gnuplot '" + (dir / script).string() + "'";
+      if (std::system(command.c_str()) != 0) {
+        std::cerr << "gpuslice-place: gnuplot failed or is missing (scripts/install-deps.sh installs gnuplot-nox); "
+                  << "the data is in " << dir.string() << "\n";
+        return 1;
+      }
     }
   }
   return 0;

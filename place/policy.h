@@ -21,7 +21,8 @@ class Policy {
   virtual Placement Choose(const Cluster& cluster, const Pod& pod, const std::vector<int>& feasible, Rng& rng) = 0;
 };
 
-// The artifact's six, then ours, in the order reports list them.
+// The artifact's six, the operators' two (first-fit, spread), then ours, in the order reports
+// list them.
 const std::vector<std::string>& PolicyNames();
 
 // Our policy's knobs (policy_ours.cc); the defaults are the measured choice (docs/placement.md).
@@ -44,6 +45,12 @@ int64_t DotProductScore(const NodeState& node, const Pod& pod);
 int64_t GpuClusteringScore(const NodeState& node, const Pod& pod);
 int64_t GpuPackingScore(const NodeState& node, const Pod& pod);
 int64_t BestFitRawScore(const NodeState& node, const Pod& pod);
+// Spread (policy_operator.cc): the node's free share of CPU and GPU after placement, 0..100.
+int64_t SpreadScore(const NodeState& node, const Pod& pod);
+// FirstFit's GPUs: the first GPU with room for a share, the first free GPUs otherwise.
+GpuMask FirstGpusWithRoom(const NodeState& node, const Pod& pod);
+// Spread's GPUs: the GPU with the most room for a share, the first free GPUs otherwise.
+GpuMask RoomiestGpu(const NodeState& node, const Pod& pod);
 struct FgdChoice {
   double delta = 0;    // fragmentation after minus before, milli-GPU (lower is better)
   int64_t score = 0;   // the artifact's int(sigmoid(-delta/1000) * 100)

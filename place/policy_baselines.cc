@@ -43,11 +43,12 @@ int64_t GpuPackingScore(const NodeState& node, const Pod& pod) {
   for (int g = 0; g < node.gpus; ++g) order[static_cast<size_t>(g)] = g;
   std::stable_sort(order.begin(), order.begin() + node.gpus,
                    [&](int a, int b) { return node.gpu_left[static_cast<size_t>(a)] < node.gpu_left[static_cast<size_t>(b)]; });
+  const GpuMask room = GpusWithRoom(node, pod);
   int needed = pod.num_gpu, free_used = 0;
   int64_t free_ratio_on_used = 0;
   for (int i = 0; i < node.gpus && needed > 0; ++i) {
     const int left = node.gpu_left[static_cast<size_t>(order[static_cast<size_t>(i)])];
-    if (left >= pod.gpu_milli) {
+    if ((room >> order[static_cast<size_t>(i)]) & 1) {
       --needed;
       free_used += left == kMilliPerGpu;
       free_ratio_on_used += int64_t{left} * 100 / kMilliPerGpu;
@@ -72,7 +73,7 @@ class RandomPolicy final : public Policy {
     const NodeState& state = cluster.nodes[static_cast<size_t>(node)];
     if (!pod.IsFractional()) return {node, FirstFreeGpus(state, pod.num_gpu)};
     // gpusel "random": uniformly among the GPUs with room.
-    const GpuMask room = GpusWithRoom(state, pod.gpu_milli);
+    const GpuMask room = GpusWithRoom(state, pod);
     int pick = static_cast<int>(rng.Below(static_cast<uint64_t>(std::popcount(room))));
     for (int g = 0; g < state.gpus; ++g) {
       if (((room >> g) & 1) && pick-- == 0) return {node, GpuMask{1} << g};

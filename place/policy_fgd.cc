@@ -7,6 +7,7 @@
 namespace gpuslice::place {
 
 std::unique_ptr<Policy> MakeBaselinePolicy(std::string_view name);
+std::unique_ptr<Policy> MakeOperatorPolicy(std::string_view name);
 std::unique_ptr<Policy> MakeOurPolicy(std::string_view name, const TargetWorkload& target, const Cluster& cluster,
                                       int score_classes, const OurPolicyTuning& tuning);
 
@@ -33,9 +34,10 @@ FgdChoice FgdEvaluate(const NodeState& node, const Pod& pod, const TargetWorkloa
     return best;
   }
   bool found = false;
+  const GpuMask room = GpusWithRoom(node, pod);
   for (int g = 0; g < node.gpus; ++g) {
     const int16_t left = node.gpu_left[static_cast<size_t>(g)];
-    if (left < pod.gpu_milli) continue;
+    if (!((room >> g) & 1)) continue;
     after.gpu_left[static_cast<size_t>(g)] = static_cast<int16_t>(left - pod.gpu_milli);
     const double delta = NodeFragmentation(after, target) - frag_before;
     after.gpu_left[static_cast<size_t>(g)] = left;
@@ -77,13 +79,14 @@ class FgdPolicy final : public Policy {
 
 const std::vector<std::string>& PolicyNames() {
   static const std::vector<std::string> kNames = {"Random", "DotProd", "GpuClustering", "GpuPacking",
-                                                  "BestFit", "FGD", "FGD-BF"};
+                                                  "BestFit", "FirstFit", "Spread", "FGD", "FGD-BF"};
   return kNames;
 }
 
 std::unique_ptr<Policy> MakePolicy(std::string_view name, const TargetWorkload& target, const Cluster& cluster,
                                    int score_classes, const OurPolicyTuning& tuning) {
   if (auto baseline = MakeBaselinePolicy(name)) return baseline;
+  if (auto simple = MakeOperatorPolicy(name)) return simple;
   if (name == "FGD") return std::make_unique<FgdPolicy>(target, cluster, score_classes);
   return MakeOurPolicy(name, target, cluster, score_classes, tuning);
 }

@@ -43,9 +43,10 @@ Choice EvaluateExact(const NodeState& node, const Pod& pod, const TargetWorkload
   }
   bool found = false;
   int best_left = 0;
+  const GpuMask room = GpusWithRoom(node, pod);
   for (int g = 0; g < node.gpus; ++g) {
     const int16_t left = node.gpu_left[static_cast<size_t>(g)];
-    if (left < pod.gpu_milli) continue;
+    if (!((room >> g) & 1)) continue;
     after.gpu_left[static_cast<size_t>(g)] = static_cast<int16_t>(left - pod.gpu_milli);
     const double delta = NodeFragmentation(after, target) - before;
     after.gpu_left[static_cast<size_t>(g)] = left;

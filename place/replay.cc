@@ -6,6 +6,7 @@
 #include <queue>
 
 #include "place/policy.h"
+#include "place/stranded.h"
 
 namespace gpuslice::place {
 
@@ -17,10 +18,13 @@ ReplayResult Replay(const Experiment& experiment, const std::string& policy_name
   };
   Rng rng(seed ^ 0x5ca1ab1e0ddba11ULL);
   Cluster cluster = experiment.cluster;
+  MarkPool(cluster, experiment.node_names, options.pool);  // names were checked by the caller
+  const bool pooled = std::any_of(cluster.nodes.begin(), cluster.nodes.end(), [](const NodeState& n) { return n.pool; });
   rng.Shuffle(cluster.nodes);  // the run's node order, as in RunOne
+  const RunPods run_pods = PodsForRun(experiment, options.tiers_apart, options.random_paid_fraction, options.tier_seed);
   std::unique_ptr<Policy> policy =
-      MakePolicy(policy_name, experiment.target, cluster, experiment.score_classes, options.tuning);
-  const std::vector<Pod>& pods = experiment.pods;
+      MakePolicy(policy_name, experiment.target, cluster, run_pods.score_classes, options.tuning);
+  const std::vector<Pod>& pods = run_pods.pods;
   const Cluster empty = cluster;
 
   ReplayResult result;
@@ -33,16 +37,23 @@ ReplayResult Replay(const Experiment& experiment, const std::string& policy_name
     return arrival(a) < arrival(b);
   });
 
-  struct Running {
-    int64_t end;
+  // Every start of a pod; a reclaimed backfill's entry goes inactive and it starts again later.
+  struct Started {
     int pod;
     Placement placement;
-    bool operator>(const Running& o) const { return end > o.end || (end == o.end && pod > o.pod); }
+    int64_t start, end;
+    bool reclaimable;  // backfilled on a pool node
+    bool active;
   };
-  std::priority_queue<Running, std::vector<Running>, std::greater<>> running;
+  std::vector<Started> starts;
+  using Ending = std::pair<int64_t, int>;  // (end, index into starts)
+  std::priority_queue<Ending, std::vector<Ending>, std::greater<>> running;
+  std::vector<std::vector<int>> reclaimable_on(cluster.nodes.size());
   std::deque<int> queue;
+  std::vector<int> evicted;  // queued again, at the front, after this pass
   int queued_gpu_pods = 0;
-  std::vector<double> waits;
+  std::vector<int64_t> last_start(pods.size(), -1);
+  for (const NodeState& node : cluster.nodes) result.pool_gpus += node.pool ? node.gpus : 0;
   int64_t allocated = 0;
   std::vector<int> feasible;
 
@@ -52,43 +63,115 @@ ReplayResult Replay(const Experiment& experiment, const std::string& policy_name
   // Utilisation and stranding are averaged over the arrival window: long runs that outlast the
   // last arrival would otherwise dilute them.
   const int64_t window_end = order.empty() ? 0 : arrival(order.back());
-  double alloc_integral = 0, stranded_integral = 0;
-  std::vector<double> hour_alloc, hour_queue;
+  double alloc_integral = 0, idle_waiting_integral = 0, stranded_integral = 0;
+  std::vector<double> hour_alloc, hour_queue, hour_stranded;
+  StrandedMeter stranded(cluster.nodes.size());  // over the queued pods
   auto advance = [&](int64_t to) {  // integrate the state held from `now` to `to`
+    const double stranded_now = now < to ? static_cast<double>(stranded.StrandedMilli(cluster)) : 0.0;
     while (now < to) {
       const int64_t hour = (now - start) / 3600;
       const int64_t step = std::min(to, start + (hour + 1) * 3600) - now;
       if (static_cast<size_t>(hour) >= hour_alloc.size()) {
         hour_alloc.resize(static_cast<size_t>(hour) + 1);
         hour_queue.resize(static_cast<size_t>(hour) + 1);
+        hour_stranded.resize(static_cast<size_t>(hour) + 1);
       }
+      hour_stranded[static_cast<size_t>(hour)] += stranded_now * static_cast<double>(step);
       hour_alloc[static_cast<size_t>(hour)] += static_cast<double>(allocated) * static_cast<double>(step);
       hour_queue[static_cast<size_t>(hour)] += static_cast<double>(queue.size()) * static_cast<double>(step);
       const double in_window = static_cast<double>(std::max<int64_t>(0, std::min(now + step, window_end) - now));
       alloc_integral += static_cast<double>(allocated) * in_window;
-      if (queued_gpu_pods > 0) stranded_integral += (capacity - static_cast<double>(allocated)) * in_window;
+      if (queued_gpu_pods > 0) idle_waiting_integral += (capacity - static_cast<double>(allocated)) * in_window;
+      stranded_integral += stranded_now * in_window;
       now += step;
     }
   };
-  auto try_start = [&](int index) {
-    const Pod& pod = pods[static_cast<size_t>(index)];
+  auto is_big = [&](const Pod& pod) { return pod.num_gpu >= options.pool.min_gpus; };
+  // Feasible nodes in or out of the pool.
+  auto collect = [&](const Pod& pod, bool in_pool) {
     feasible.clear();
     for (size_t n = 0; n < cluster.nodes.size(); ++n) {
-      if (Fits(cluster.nodes[n], pod)) feasible.push_back(static_cast<int>(n));
+      if ((!pooled || cluster.nodes[n].pool == in_pool) && Fits(cluster.nodes[n], pod)) feasible.push_back(static_cast<int>(n));
     }
-    if (feasible.empty()) return false;
+    return !feasible.empty();
+  };
+  auto unplace = [&](int id) {
+    Started& s = starts[static_cast<size_t>(id)];
+    const Pod& pod = pods[static_cast<size_t>(s.pod)];
+    Unplace(cluster.nodes[static_cast<size_t>(s.placement.node)], pod, s.placement.gpus);
+    allocated -= pod.TotalGpuMilli();
+    s.active = false;
+    if (s.reclaimable) {
+      auto& on = reclaimable_on[static_cast<size_t>(s.placement.node)];
+      on.erase(std::find(on.begin(), on.end(), id));
+    }
+  };
+  // A big pod that fits nowhere: the pool node where evicting the latest-started backfills until
+  // it fits loses the least GPU time. Returns the node (its backfills evicted), or -1.
+  auto reclaim = [&](const Pod& pod) {
+    int best = -1;
+    size_t best_count = 0;
+    double best_lost = 0;
+    std::vector<int> best_order;
+    for (size_t n = 0; n < cluster.nodes.size(); ++n) {
+      if (reclaimable_on[n].empty()) continue;
+      std::vector<int> order = reclaimable_on[n];
+      std::sort(order.begin(), order.end(), [&](int a, int b) { return starts[static_cast<size_t>(a)].start > starts[static_cast<size_t>(b)].start; });
+      NodeState trial = cluster.nodes[n];
+      double lost = 0;
+      size_t count = 0;
+      for (; count < order.size() && !Fits(trial, pod); ++count) {
+        const Started& s = starts[static_cast<size_t>(order[count])];
+        Unplace(trial, pods[static_cast<size_t>(s.pod)], s.placement.gpus);
+        lost += static_cast<double>(pods[static_cast<size_t>(s.pod)].TotalGpuMilli()) * static_cast<double>(now - s.start);
+      }
+      if (Fits(trial, pod) && (best < 0 || lost < best_lost)) {
+        best = static_cast<int>(n);
+        best_lost = lost;
+        best_count = count;
+        best_order = std::move(order);
+      }
+    }
+    for (size_t i = 0; i < best_count; ++i) {
+      const int id = best_order[i];
+      unplace(id);
+      evicted.push_back(starts[static_cast<size_t>(id)].pod);
+      ++result.evictions;
+    }
+    result.evicted_gpu_hours += best_lost / kMilliPerGpu / 3600.0;
+    return best;
+  };
+  auto try_start = [&](int index) {
+    const Pod& pod = pods[static_cast<size_t>(index)];
+    bool reclaimable = false;
+    if (!pooled) {
+      if (!collect(pod, false)) return false;
+    } else if (is_big(pod)) {
+      if (!collect(pod, true) && !collect(pod, false)) {
+        const int node = reclaim(pod);
+        if (node < 0) return false;
+        feasible.assign(1, node);
+      }
+    } else if (!collect(pod, false)) {
+      if (!collect(pod, true)) return false;
+      reclaimable = true;
+    }
     const Placement placement = policy->Choose(cluster, pod, feasible, rng);
     Place(cluster.nodes[static_cast<size_t>(placement.node)], pod, placement.gpus);
     allocated += pod.TotalGpuMilli();
     const auto [created, deleted] = experiment.times[static_cast<size_t>(index)];
     const double duration = static_cast<double>(std::max<int64_t>(0, deleted - created)) * options.duration_scale;
-    running.push(Running{now + static_cast<int64_t>(duration), index, placement});
-    waits.push_back(static_cast<double>(now - arrival(index)));
+    const int id = static_cast<int>(starts.size());
+    starts.push_back(Started{index, placement, now, now + static_cast<int64_t>(duration), reclaimable, true});
+    running.push(Ending{starts.back().end, id});
+    if (reclaimable) reclaimable_on[static_cast<size_t>(placement.node)].push_back(id);
+    last_start[static_cast<size_t>(index)] = now;
     return true;
   };
   auto schedule = [&] {
     while (!queue.empty() && try_start(queue.front())) {
       queued_gpu_pods -= pods[static_cast<size_t>(queue.front())].num_gpu > 0;
+      stranded.RemovePending(pods[static_cast<size_t>(queue.front())]);
       queue.pop_front();
     }
     if (!options.backfill) return;
@@ -114,6 +197,7 @@ ReplayResult Replay(const Experiment& experiment, const std::string& policy_name
         ++it;
       } else {
         queued_gpu_pods -= pods[static_cast<size_t>(*it)].num_gpu > 0;
+        stranded.RemovePending(pods[static_cast<size_t>(*it)]);
         it = queue.erase(it);
       }
     }
@@ -122,14 +206,12 @@ ReplayResult Replay(const Experiment& experiment, const std::string& policy_name
   size_t next = 0;
   while (next < order.size() || !running.empty()) {
     const int64_t next_arrival = next < order.size() ? arrival(order[next]) : INT64_MAX;
-    const int64_t next_end = running.empty() ? INT64_MAX : running.top().end;
+    const int64_t next_end = running.empty() ? INT64_MAX : running.top().first;
     advance(std::min(next_arrival, next_end));
-    while (!running.empty() && running.top().end <= now) {
-      const Running done = running.top();
+    while (!running.empty() && running.top().first <= now) {
+      const int id = running.top().second;
       running.pop();
-      const Pod& pod = pods[static_cast<size_t>(done.pod)];
-      Unplace(cluster.nodes[static_cast<size_t>(done.placement.node)], pod, done.placement.gpus);
-      allocated -= pod.TotalGpuMilli();
+      if (starts[static_cast<size_t>(id)].active) unplace(id);
     }
     while (next < order.size() && arrival(order[next]) <= now) {
       const int index = order[next++];
@@ -142,13 +224,35 @@ ReplayResult Replay(const Experiment& experiment, const std::string& policy_name
       }
       queue.push_back(index);
       queued_gpu_pods += pod.num_gpu > 0;
+      stranded.AddPending(pod);
     }
     schedule();
+    while (!evicted.empty()) {  // reclaimed backfills queue again, first, and may start elsewhere
+      for (auto it = evicted.rbegin(); it != evicted.rend(); ++it) {
+        queue.push_front(*it);
+        queued_gpu_pods += pods[static_cast<size_t>(*it)].num_gpu > 0;
+        stranded.AddPending(pods[static_cast<size_t>(*it)]);
+      }
+      evicted.clear();
+      schedule();
+    }
   }
   result.never_started = static_cast<int>(queue.size());
   const double span = static_cast<double>(std::max<int64_t>(1, window_end - start));
   result.allocated_gpu_pct = 100.0 * alloc_integral / span / capacity;
+  result.idle_while_waiting_gpu_pct = 100.0 * idle_waiting_integral / span / capacity;
   result.stranded_gpu_pct = 100.0 * stranded_integral / span / capacity;
+  std::vector<double> waits;
+  double big_waits = 0;
+  for (size_t p = 0; p < pods.size(); ++p) {
+    if (last_start[p] < 0) continue;
+    waits.push_back(static_cast<double>(last_start[p] - arrival(static_cast<int>(p))));
+    if (is_big(pods[p])) {
+      big_waits += waits.back();
+      ++result.big_started;
+    }
+  }
+  if (result.big_started > 0) result.big_mean_wait_s = big_waits / result.big_started;
   if (!waits.empty()) {
     result.mean_wait_s = std::accumulate(waits.begin(), waits.end(), 0.0) / static_cast<double>(waits.size());
     std::sort(waits.begin(), waits.end());
@@ -157,6 +261,7 @@ ReplayResult Replay(const Experiment& experiment, const std::string& policy_name
   for (size_t h = 0; h < hour_alloc.size(); ++h) {
     result.hourly_allocated_pct.push_back(100.0 * hour_alloc[h] / 3600.0 / capacity);
     result.hourly_queued.push_back(hour_queue[h] / 3600.0);
+    result.hourly_stranded_pct.push_back(100.0 * hour_stranded[h] / 3600.0 / capacity);
   }
   return result;
 }

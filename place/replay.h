@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "place/experiment.h"
+#include "place/pool.h"
 
 namespace gpuslice::place {
 
@@ -20,6 +21,13 @@ struct ReplayOptions {
   double arrival_speedup = 1.0;
   double duration_scale = 1.0;  // run times are multiplied by this
   OurPolicyTuning tuning;
+  // A reserved whole-node pool (pool.h): big pods (pool.min_gpus GPUs or more) go there first;
+  // others only when no other node fits, as backfill a big pod that fits nowhere else reclaims.
+  // pool.min_gpus also says which pods the big-job wait is reported for, with or without a pool.
+  PoolOptions pool;
+  bool tiers_apart = false;           // tiers.h; the pods' tiers as RunOptions gives them
+  double random_paid_fraction = -1;
+  uint64_t tier_seed = 7;
 };
 
 struct ReplayResult {
@@ -28,10 +36,17 @@ struct ReplayResult {
   int pods = 0;
   int never_fit = 0;      // larger than any node even when empty: dropped on arrival
   int never_started = 0;  // still queued when the trace ends
-  double mean_wait_s = 0, p95_wait_s = 0;  // over started pods
+  double mean_wait_s = 0, p95_wait_s = 0;  // over started pods (to their last start)
+  double big_mean_wait_s = 0;              // pods of pool.min_gpus GPUs or more
+  int big_started = 0;
+  int pool_gpus = 0;                       // GPUs in the reserved pool
+  int evictions = 0;                       // backfilled pods a big pod reclaimed their node from
+  double evicted_gpu_hours = 0;            // GPU time those pods lose (they start again)
   double allocated_gpu_pct = 0;            // time-weighted, first to last arrival
-  double stranded_gpu_pct = 0;             // idle GPUs while a GPU pod waits, same window, % of all
+  double idle_while_waiting_gpu_pct = 0;   // idle GPUs while a GPU pod waits, same window, % of all
+  double stranded_gpu_pct = 0;  // idle GPUs no queued pod can use (stranded.h), same window, % of all
   std::vector<double> hourly_allocated_pct;  // per hour of trace time
+  std::vector<double> hourly_stranded_pct;
   std::vector<double> hourly_queued;         // mean queued pods per hour
 };
 

@@ -40,7 +40,7 @@ double MeanAt(const std::vector<RunSeries>& runs, const std::string& policy, siz
 }  // namespace
 
 void WriteMetricsCsv(std::ostream& out, const std::vector<RunSeries>& runs) {
-  out << "policy,seed,arrived_gpu_pct,allocated_gpu_pct,unallocated_gpu_pct,frag_gpu_pct,frag_ratio_pct";
+  out << "policy,seed,arrived_gpu_pct,allocated_gpu_pct,unallocated_gpu_pct,frag_gpu_pct,frag_ratio_pct,stranded_gpu_pct";
   for (int k = 0; k < kPodKinds; ++k) out << ",failed_" << PodKindName(static_cast<PodKind>(k));
   out << "\n";
   for (const RunSeries& run : runs) {
@@ -48,7 +48,7 @@ void WriteMetricsCsv(std::ostream& out, const std::vector<RunSeries>& runs) {
       if (std::isnan(run.allocated_gpu_pct[p])) continue;
       out << run.policy << ',' << run.seed << ',' << p << ',' << Number(run.allocated_gpu_pct[p], 3) << ','
           << Number(100.0 - run.allocated_gpu_pct[p], 3) << ',' << Number(run.frag_gpu_pct[p], 3) << ','
-          << Number(run.frag_ratio_pct[p], 3);
+          << Number(run.frag_ratio_pct[p], 3) << ',' << Number(run.stranded_gpu_pct[p], 3);
       for (int count : run.failed_pods[p]) out << ',' << count;
       out << '\n';
     }
@@ -63,6 +63,7 @@ std::vector<PolicySummary> Summarise(const std::vector<RunSeries>& runs) {
     s.unallocated_at_100 = MeanAt(runs, policy, 100, &RunSeries::allocated_gpu_pct, true);
     s.unallocated_at_130 = MeanAt(runs, policy, 130, &RunSeries::allocated_gpu_pct, true);
     s.frag_at_100 = MeanAt(runs, policy, 100, &RunSeries::frag_gpu_pct, false);
+    s.stranded_at_100 = MeanAt(runs, policy, 100, &RunSeries::stranded_gpu_pct, false);
     for (const RunSeries& run : runs) {
       if (run.policy != policy) continue;
       ++s.seeds;
@@ -76,6 +77,19 @@ std::vector<PolicySummary> Summarise(const std::vector<RunSeries>& runs) {
       if (run.policy != policy) continue;
       pairs += run.island_pods;
       local += run.island_pods_local;
+    }
+    int tiered = 0;
+    double mixed = 0, paid = 0, arrivals = 0;
+    for (const RunSeries& run : runs) {
+      if (run.policy != policy || !run.tiers_measured) continue;
+      ++tiered;
+      mixed += run.mixed_tier_gpus_max;
+      paid += run.paid_pods;
+      arrivals += run.paid_pods + run.free_pods;
+    }
+    if (tiered > 0) {
+      s.mixed_tier_gpus = mixed / tiered;
+      s.paid_pct = arrivals > 0 ? 100.0 * paid / arrivals : 0;
     }
     if (pairs > 0) s.on_one_island_pct = 100.0 * static_cast<double>(local) / static_cast<double>(pairs);
     s.nodes_per_gang = s.gangs_placed > 0 ? s.nodes_per_gang / s.gangs_placed : 0;
@@ -97,21 +111,23 @@ const std::map<std::string, double>& PublishedUnallocatedAt100() {
 void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& summary, const std::string& title,
                           bool compare_published) {
   bool gangs = false;
-  bool islands = false;
+  bool islands = false, tiers = false;
   for (const PolicySummary& s : summary) {
+    tiers = tiers || s.mixed_tier_gpus >= 0;
     gangs = gangs || s.gangs_placed > 0;
     islands = islands || s.on_one_island_pct >= 0;
   }
   out << "### " << title << "\n\n";
   out << "| Policy | Seeds | Unallocated GPU % at 100% arrived |";
   if (compare_published) out << " FGD artifact | Difference |";
-  out << " at 130% | Fragmented GPU % at 100% | Failed pods (all arrivals) |";
+  out << " at 130% | Fragmented GPU % at 100% | Stranded GPU % at 100% | Failed pods (all arrivals) |";
   if (gangs) out << " Gangs placed | Nodes per gang |";
   if (islands) out << " Multi-GPU pods on one NVLink island % |";
+  if (tiers) out << " Paid % of arrivals | GPUs holding two tiers (most at once) |";
   out << " Seconds per run |\n";
   out << "|---|---:|---:|";
   if (compare_published) out << "---:|---:|";
-  out << "---:|---:|---:|" << (gangs ? "---:|---:|" : "") << (islands ? "---:|" : "") << "---:|\n";
+  out << "---:|---:|---:|---:|" << (gangs ? "---:|---:|" : "") << (islands ? "---:|" : "") << (tiers ? "---:|---:|" : "") << "---:|\n";
   for (const PolicySummary& s : summary) {
     out << "| " << s.policy << " | " << s.seeds << " | " << Number(s.unallocated_at_100, 2) << " |";
     if (compare_published) {
@@ -124,9 +140,10 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
       }
     }
     out << " " << Number(s.unallocated_at_130, 2) << " | " << Number(s.frag_at_100, 2) << " | "
-        << Number(s.failed_at_130, 1) << " | ";
+        << Number(s.stranded_at_100, 2) << " | " << Number(s.failed_at_130, 1) << " | ";
     if (gangs) out << Number(s.gangs_placed, 1) << " | " << Number(s.nodes_per_gang, 2) << " | ";
     if (islands) out << Number(s.on_one_island_pct, 1) << " | ";
+    if (tiers) out << Number(s.paid_pct, 1) << " | " << Number(s.mixed_tier_gpus, 1) << " | ";
     out << Number(s.seconds, 1) << " |\n";
   }
   out << "\n";
@@ -134,43 +151,55 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
 
 void WriteReplaySummary(std::ostream& out, const std::vector<ReplayResult>& results, const std::string& title) {
   out << "### " << title << "\n\n"
-      << "| Policy | Seeds | Mean wait (s) | p95 wait (s) | Allocated GPU % (time-weighted) | Idle GPU % while GPU pods wait "
-         "| Never started | Larger than any node |\n|---|---:|---:|---:|---:|---:|---:|---:|\n";
+      << "| Policy | Seeds | Mean wait (s) | p95 wait (s) | Big-job mean wait (s) | Allocated GPU % (time-weighted) | Idle GPU % while GPU pods wait "
+         "| Stranded GPU % | Never started | Larger than any node | Pool GPUs | Evictions | Evicted GPU-hours |\n"
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   std::vector<std::string> order;
   for (const ReplayResult& r : results) {
     if (std::find(order.begin(), order.end(), r.policy) == order.end()) order.push_back(r.policy);
   }
   for (const std::string& policy : order) {
     int n = 0;
-    double wait = 0, p95 = 0, alloc = 0, stranded = 0, never = 0, too_big = 0;
+    double wait = 0, p95 = 0, big = 0, alloc = 0, idle_waiting = 0, stranded = 0, never = 0, too_big = 0, pool = 0,
+           evictions = 0, lost = 0;
     for (const ReplayResult& r : results) {
       if (r.policy != policy) continue;
       ++n;
       wait += r.mean_wait_s;
       p95 += r.p95_wait_s;
+      big += r.big_mean_wait_s;
+      pool += r.pool_gpus;
+      evictions += r.evictions;
+      lost += r.evicted_gpu_hours;
       alloc += r.allocated_gpu_pct;
+      idle_waiting += r.idle_while_waiting_gpu_pct;
       stranded += r.stranded_gpu_pct;
       never += r.never_started;
       too_big += r.never_fit;
     }
     out << "| " << policy << " | " << n << " | " << Number(wait / n, 0) << " | " << Number(p95 / n, 0) << " | "
-        << Number(alloc / n, 2) << " | " << Number(stranded / n, 2) << " | " << Number(never / n, 1) << " | "
-        << Number(too_big / n, 1) << " |\n";
+        << Number(big / n, 0) << " | " << Number(alloc / n, 2) << " | " << Number(idle_waiting / n, 2) << " | " << Number(stranded / n, 2) << " | "
+        << Number(never / n, 1) << " | "
+        << Number(too_big / n, 1) << " | " << Number(pool / n, 0) << " | " << Number(evictions / n, 1) << " | "
+        << Number(lost / n, 1) << " |\n";
   }
   out << "\n";
 }
 
 void WriteReplayCsv(std::ostream& out, const std::vector<ReplayResult>& results) {
-  out << "policy,seed,hour,allocated_gpu_pct,queued_pods\n";
+  out << "policy,seed,hour,allocated_gpu_pct,queued_pods,stranded_gpu_pct\n";
   for (const ReplayResult& r : results) {
     for (size_t h = 0; h < r.hourly_allocated_pct.size(); ++h) {
       out << r.policy << ',' << r.seed << ',' << h << ',' << Number(r.hourly_allocated_pct[h], 3) << ','
-          << Number(r.hourly_queued[h], 2) << '\n';
+          << Number(r.hourly_queued[h], 2) << ',' << Number(r.hourly_stranded_pct[h], 3) << '\n';
     }
   }
 }
 
-void WriteUnallocatedTable(std::ostream& out, const std::vector<RunSeries>& runs) {
+namespace {
+
+void WritePercentTable(std::ostream& out, const std::vector<RunSeries>& runs, const std::vector<double> RunSeries::*field,
+                       bool unallocated) {
   const std::vector<std::string> policies = PoliciesInOrder(runs);
   size_t max_percent = 0;
   for (const RunSeries& run : runs) max_percent = std::max(max_percent, run.allocated_gpu_pct.size());
@@ -180,15 +209,113 @@ void WriteUnallocatedTable(std::ostream& out, const std::vector<RunSeries>& runs
   for (size_t k = 0; k < max_percent; ++k) {
     out << k;
     for (const std::string& p : policies) {
-      const double v = MeanAt(runs, p, k, &RunSeries::allocated_gpu_pct, true);
+      const double v = MeanAt(runs, p, k, field, unallocated);
       out << ' ' << (std::isnan(v) ? std::string("NaN") : Number(v, 3));
     }
     out << '\n';
   }
 }
 
+}  // namespace
+
+namespace {
+
+struct SweepMeans {
+  double pool_gpus = 0, big_wait = 0, wait = 0, allocated = 0, evictions = 0, lost = 0;
+};
+
+SweepMeans MeansOf(const std::vector<ReplayResult>& results, const std::string& policy) {
+  SweepMeans m;
+  int n = 0;
+  for (const ReplayResult& r : results) {
+    if (r.policy != policy) continue;
+    ++n;
+    m.pool_gpus += r.pool_gpus;
+    m.big_wait += r.big_mean_wait_s;
+    m.wait += r.mean_wait_s;
+    m.allocated += r.allocated_gpu_pct;
+    m.evictions += r.evictions;
+    m.lost += r.evicted_gpu_hours;
+  }
+  for (double* v : {&m.pool_gpus, &m.big_wait, &m.wait, &m.allocated, &m.evictions, &m.lost}) *v /= std::max(1, n);
+  return m;
+}
+
+std::vector<std::string> ReplayPolicies(const std::vector<ReplayResult>& results) {
+  std::vector<std::string> order;
+  for (const ReplayResult& r : results) {
+    if (std::find(order.begin(), order.end(), r.policy) == order.end()) order.push_back(r.policy);
+  }
+  return order;
+}
+
+}  // namespace
+
+void WritePoolSweepSummary(std::ostream& out, const std::vector<PoolSweepPoint>& sweep, int big_gpus, const std::string& title) {
+  out << "### " << title << ": reserved pool sweep\n\n| Policy | Pool (asked, % of GPUs) | Pool | Big-job (>= " << big_gpus
+      << " GPUs) mean wait (s) | vs no pool | Mean wait, all (s) | Allocated GPU % | vs no pool (points) | Evictions | "
+         "Evicted GPU-hours |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  if (sweep.empty()) return;
+  for (const std::string& policy : ReplayPolicies(sweep.front().results)) {
+    const SweepMeans base = MeansOf(sweep.front().results, policy);
+    for (const PoolSweepPoint& point : sweep) {
+      const SweepMeans m = MeansOf(point.results, policy);
+      out << "| " << policy << " | " << Number(100 * point.fraction, 0) << " | " << Number(m.pool_gpus, 0)
+          << " GPUs | " << Number(m.big_wait, 0) << " | "
+          << (base.big_wait > 0 ? Number(100.0 * (m.big_wait - base.big_wait) / base.big_wait, 0) + "%" : std::string("–"))
+          << " | " << Number(m.wait, 0) << " | " << Number(m.allocated, 2) << " | " << Number(m.allocated - base.allocated, 2)
+          << " | " << Number(m.evictions, 1) << " | " << Number(m.lost, 1) << " |\n";
+    }
+  }
+  out << "\n";
+}
+
+void WritePoolSweepTable(std::ostream& out, const std::vector<PoolSweepPoint>& sweep) {
+  if (sweep.empty()) return;
+  const std::vector<std::string> policies = ReplayPolicies(sweep.front().results);
+  out << "# pool_pct";
+  for (const std::string& p : policies) out << ' ' << p << "_big_wait_s " << p << "_allocated_pct";
+  out << '\n';
+  for (const PoolSweepPoint& point : sweep) {
+    out << Number(100 * point.fraction, 1);
+    for (const std::string& p : policies) {
+      const SweepMeans m = MeansOf(point.results, p);
+      out << ' ' << Number(m.big_wait, 1) << ' ' << Number(m.allocated, 3);
+    }
+    out << '\n';
+  }
+}
+
+std::string PoolSweepGnuplot(const std::string& table_path, const std::string& svg_path,
+                             const std::vector<std::string>& policies, int big_gpus, const std::string& title) {
+  std::ostringstream s;
+  s << "set terminal svg size 800,500 dynamic noenhanced font 'sans,12'\n"
+    << "set title '" << title << "'\n"
+    << "set xlabel 'Reserved whole-node pool (% of cluster GPUs asked)'\n"
+    << "set ylabel 'Mean wait of pods with >= " << big_gpus << " GPUs (s)'\n"
+    << "set y2label 'Allocated GPUs, time-weighted (%)'\nset ytics nomirror\nset y2tics\nset y2range [0:*]\n"
+    << "set grid\nset key outside bottom center horizontal\nset yrange [0:*]\n"
+    << "set output '" << svg_path << "'\nplot ";
+  for (size_t i = 0; i < policies.size(); ++i) {
+    s << (i ? ", \\\n     " : "") << "'" << table_path << "' using 1:" << (2 + 2 * i) << " axes x1y1 with linespoints lw 2 lc "
+      << (i + 1) << " title '" << policies[i] << " wait', '" << table_path << "' using 1:" << (3 + 2 * i)
+      << " axes x1y2 with linespoints lw 1 dt 2 lc " << (i + 1) << " title '" << policies[i] << " allocated'";
+  }
+  s << "\n";
+  return s.str();
+}
+
+void WriteUnallocatedTable(std::ostream& out, const std::vector<RunSeries>& runs) {
+  WritePercentTable(out, runs, &RunSeries::allocated_gpu_pct, true);
+}
+
+void WriteStrandedTable(std::ostream& out, const std::vector<RunSeries>& runs) {
+  WritePercentTable(out, runs, &RunSeries::stranded_gpu_pct, false);
+}
+
 std::string GnuplotScript(const std::string& table_path, const std::string& svg_path,
-                          const std::vector<std::string>& policies, const std::string& title) {
+                          const std::vector<std::string>& policies, const std::string& title,
+                          const std::string& ylabel) {
   std::ostringstream plot;
   plot << "plot ";
   for (size_t i = 0; i < policies.size(); ++i) {
@@ -204,7 +331,7 @@ std::string GnuplotScript(const std::string& table_path, const std::string& svg_
   s << "set terminal svg size 800,500 dynamic noenhanced font 'sans,12'\n"
     << "set title '" << title << "'\n"
     << "set xlabel 'Arrived GPU demand (% of cluster GPUs)'\n"
-    << "set ylabel 'Unallocated GPUs (% of cluster GPUs)'\n"
+    << "set ylabel '" << ylabel << "'\n"
     << "set grid\nset datafile missing 'NaN'\n"
     << "set output '" << svg_path << "'\nset xrange [0:130]\nset yrange [0:*]\nset key top right\n"
     << plot.str() << "set output '" << zoomed << "'\nset xrange [80:130]\nset yrange [0:20]\n" << plot.str();

@@ -21,11 +21,14 @@ struct PolicySummary {
   double unallocated_at_100 = 0;  // mean over seeds, % of GPUs
   double unallocated_at_130 = 0;
   double frag_at_100 = 0;
+  double stranded_at_100 = 0;     // mean over seeds, % of GPUs (stranded.h)
   double failed_at_130 = 0;       // pods, mean over seeds
   double seconds = 0;             // mean run time
   double gangs_placed = 0;        // mean over seeds (gangs only)
   double nodes_per_gang = 0;      // mean nodes a placed gang spans (gangs only)
   double on_one_island_pct = -1;  // multi-GPU pods an island could hold that got one (-1: not measured)
+  double mixed_tier_gpus = -1;    // GPUs holding two tiers, the most at once, mean over seeds (-1: no tiers)
+  double paid_pct = 0;            // paid share of arrivals (with tiers)
 };
 std::vector<PolicySummary> Summarise(const std::vector<RunSeries>& runs);
 
@@ -39,10 +42,23 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
 void WriteReplaySummary(std::ostream& out, const std::vector<ReplayResult>& results, const std::string& title);
 void WriteReplayCsv(std::ostream& out, const std::vector<ReplayResult>& results);
 
-// A table of mean unallocated GPU % per arrived percent (columns: percent, then one per policy)
-// and the gnuplot script that draws it to `svg_path`.
+// The pool sweep (--pool-sweep): per pool size and policy, means over seeds; a table for gnuplot
+// (pool %, then big-job wait and allocated % per policy) and the script that charts both.
+struct PoolSweepPoint {
+  double fraction = 0;
+  std::vector<ReplayResult> results;  // every policy and seed at this size
+};
+void WritePoolSweepSummary(std::ostream& out, const std::vector<PoolSweepPoint>& sweep, int big_gpus, const std::string& title);
+void WritePoolSweepTable(std::ostream& out, const std::vector<PoolSweepPoint>& sweep);
+std::string PoolSweepGnuplot(const std::string& table_path, const std::string& svg_path,
+                             const std::vector<std::string>& policies, int big_gpus, const std::string& title);
+
+// A table of mean unallocated (or stranded) GPU % per arrived percent (columns: percent, then one
+// per policy) and the gnuplot script that draws it to `svg_path` (and a zoom on 80-130%).
 void WriteUnallocatedTable(std::ostream& out, const std::vector<RunSeries>& runs);
+void WriteStrandedTable(std::ostream& out, const std::vector<RunSeries>& runs);
 std::string GnuplotScript(const std::string& table_path, const std::string& svg_path,
-                          const std::vector<std::string>& policies, const std::string& title);
+                          const std::vector<std::string>& policies, const std::string& title,
+                          const std::string& ylabel = "Unallocated GPUs (% of cluster GPUs)");
 
 }  // namespace gpuslice::place

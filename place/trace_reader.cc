@@ -149,7 +149,7 @@ Loaded<std::vector<PodSpec>> ReadPodList(const std::string& path) {
   auto column_or = [&](const char* name) { return table.column.count(name) ? table.column.at(name) : -1; };
   const int name = column_or("name"), cpu = column_or("cpu_milli"), mem = column_or("memory_mib"),
             num = column_or("num_gpu"), milli = column_or("gpu_milli"), spec = column_or("gpu_spec"),
-            created = column_or("creation_time"), deleted = column_or("deletion_time");
+            created = column_or("creation_time"), deleted = column_or("deletion_time"), qos = column_or("qos");
   std::vector<PodSpec> pods;
   TraceError error;
   for (const Row& row : table.rows) {
@@ -187,6 +187,10 @@ Loaded<std::vector<PodSpec>> ReadPodList(const std::string& path) {
       while (std::getline(in, model, '|')) {
         if (!model.empty()) pod.gpu_models.push_back(model);
       }
+    }
+    if (qos >= 0) {
+      pod.qos = row.fields[static_cast<size_t>(qos)];
+      pod.qos_column = qos + 1;
     }
     if (created >= 0 && !ReadTime(path, row, created, "creation_time", &pod.creation_time, &error)) return error;
     if (deleted >= 0 && !ReadTime(path, row, deleted, "deletion_time", &pod.deletion_time, &error)) return error;

@@ -1,7 +1,8 @@
 // The device plugin's manifests (deploy/kubernetes/) parse as YAML (python3-yaml) and agree
 // with the plugin: the DaemonSet's config is one the plugin accepts, its volumes put the
 // device-plugins directory and the library where the config says, and the pods ask for the
-// resources the config advertises.
+// resources the config advertises. Every manifest follows the GPU-node rules: GPU pods and the
+// plugin tolerate the GPU taint and require the GPU label; CPU-only pods do neither.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -100,6 +101,141 @@ TEST(DevicePluginManifestsTest, MigExampleLeavesTheMigGpuToNvidiasPlugin) {
   EXPECT_TRUE(documents.at(1).at("spec").at("containers").at(0).at("resources").at("limits").contains("gpuslice.io/gpu-memory"));
   const auto checked = CheckConfig("devices: [1]\n");  // the configuration the example's comment applies
   EXPECT_EQ(checked.exit_code, 0) << checked.err;
+}
+
+// GPU nodes: labelled (affinity pulls GPU pods there) and tainted (the taint pushes others
+// away); docs/kubernetes.md, "GPU nodes: taint and affinity".
+constexpr char kGpuLabel[] = "nvidia.com/gpu.present";
+constexpr char kGpuTaint[] = "nvidia.com/gpu";
+
+struct PodSpecIn {
+  std::string where;  // file: kind/name
+  json* spec;
+  bool plugin;        // the device plugin's own pods run on every GPU node
+};
+
+std::vector<PodSpecIn> PodSpecs(const std::string& file, json& documents) {
+  std::vector<PodSpecIn> specs;
+  for (json& d : documents) {
+    const std::string kind = d.value("kind", "");
+    const std::string where = file + ": " + kind + "/" + d["metadata"].value("name", "?");
+    if (kind == "Pod") specs.push_back({where, &d["spec"], false});
+    if (kind == "DaemonSet" || kind == "Deployment" || kind == "Job" || kind == "StatefulSet") {
+      specs.push_back({where, &d["spec"]["template"]["spec"], kind == "DaemonSet"});
+    }
+  }
+  return specs;
+}
+
+bool AsksForGpu(const json& spec) {
+  for (const auto& c : spec.value("containers", json::array())) {
+    const json resources = c.value("resources", json::object());
+    for (const char* part : {"limits", "requests"}) {
+      const json asked = resources.value(part, json::object());  // named: items() refers to it
+      for (const auto& [name, _] : asked.items()) {
+        if (name.starts_with("gpuslice.io/") || name.starts_with("nvidia.com/")) return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool ToleratesGpuTaint(const json& spec) {
+  for (const auto& t : spec.value("tolerations", json::array())) {
+    if (t.value("key", "") == kGpuTaint && t.value("effect", "NoSchedule") == "NoSchedule" &&
+        (t.value("operator", "Equal") == "Exists" || t.contains("value"))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Every term of the required node affinity (terms are ORed) asks for the GPU label = "true".
+bool RequiresGpuLabel(const json& spec) {
+  const json terms = spec.value("affinity", json::object())
+                         .value("nodeAffinity", json::object())
+                         .value("requiredDuringSchedulingIgnoredDuringExecution", json::object())
+                         .value("nodeSelectorTerms", json::array());
+  if (terms.empty()) return false;
+  for (const auto& term : terms) {
+    bool found = false;
+    for (const auto& e : term.value("matchExpressions", json::array())) {
+      found = found || (e.value("key", "") == kGpuLabel && e.value("operator", "") == "In" &&
+                        e.value("values", json::array()) == json::array({"true"}));
+    }
+    if (!found) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> GpuNodeRuleProblems(const std::string& file, json& documents) {
+  std::vector<std::string> problems;
+  for (const PodSpecIn& p : PodSpecs(file, documents)) {
+    if (p.plugin || AsksForGpu(*p.spec)) {
+      if (!ToleratesGpuTaint(*p.spec)) problems.push_back(p.where + " must tolerate the taint " + kGpuTaint + ":NoSchedule");
+      if (!RequiresGpuLabel(*p.spec)) problems.push_back(p.where + " must require the node label " + kGpuLabel + "=true");
+    } else {
+      if (ToleratesGpuTaint(*p.spec)) problems.push_back(p.where + " is CPU-only and must not tolerate " + kGpuTaint);
+      if (RequiresGpuLabel(*p.spec)) problems.push_back(p.where + " is CPU-only and must not require GPU nodes");
+    }
+  }
+  return problems;
+}
+
+// Every deploy/kubernetes/*.yaml by file name, parsed in one python3 run.
+std::map<std::string, json> EveryManifest() {
+  const auto r = Run({"/usr/bin/env", "python3", "-c",
+                      "import glob, json, os, sys, yaml\n"
+                      "out = {}\n"
+                      "for path in sorted(glob.glob(os.path.join(sys.argv[1], '*.yaml'))):\n"
+                      "    with open(path) as f:\n"
+                      "        out[os.path.basename(path)] = [d for d in yaml.safe_load_all(f) if d is not None]\n"
+                      "print(json.dumps(out))\n",
+                      SourceDir() + "/deploy/kubernetes"});
+  EXPECT_EQ(r.exit_code, 0) << "a manifest does not parse as YAML: " << r.err;
+  return r.exit_code == 0 ? json::parse(r.out).get<std::map<std::string, json>>() : std::map<std::string, json>{};
+}
+
+TEST(DevicePluginManifestsTest, EveryManifestKeepsGpuPodsOnGpuNodesAndOthersOff) {
+  auto manifests = EveryManifest();
+  EXPECT_GE(manifests.size(), 4u);
+  int gpu_specs = 0, cpu_specs = 0, plugin_specs = 0;
+  for (auto& [file, documents] : manifests) {
+    for (const std::string& problem : GpuNodeRuleProblems(file, documents)) ADD_FAILURE() << problem;
+    for (const PodSpecIn& p : PodSpecs(file, documents)) {
+      (AsksForGpu(*p.spec) ? gpu_specs : p.plugin ? plugin_specs : cpu_specs) += 1;
+    }
+  }
+  EXPECT_EQ(plugin_specs, 1);
+  EXPECT_GE(gpu_specs, 3);  // the slice and both MIG-example pods
+  EXPECT_GE(cpu_specs, 1);  // pod-cpu-only.yaml
+}
+
+// The control: each rule, broken in a copy of a real manifest, is reported.
+TEST(DevicePluginManifestsTest, RemovingATolerationOrAffinityIsCaught) {
+  auto manifests = EveryManifest();
+  int broken = 0;
+  for (auto& [file, documents] : manifests) {
+    const size_t specs = PodSpecs(file, documents).size();
+    for (size_t i = 0; i < specs; ++i) {
+      for (const char* field : {"tolerations", "affinity"}) {
+        json copy = documents;
+        PodSpecIn p = PodSpecs(file, copy)[i];
+        if (p.plugin || AsksForGpu(*p.spec)) {
+          ASSERT_TRUE(p.spec->contains(field)) << p.where << " " << field;
+          p.spec->erase(field);
+        } else if (std::string(field) == "tolerations") {
+          (*p.spec)["tolerations"] = json::array({{{"key", kGpuTaint}, {"operator", "Exists"}, {"effect", "NoSchedule"}}});
+        } else {
+          (*p.spec)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] =
+              json::array({{{"matchExpressions", json::array({{{"key", kGpuLabel}, {"operator", "In"}, {"values", {"true"}}}})}}});
+        }
+        EXPECT_EQ(GpuNodeRuleProblems(file, copy).size(), 1u) << p.where << " without/with " << field;
+        ++broken;
+      }
+    }
+  }
+  EXPECT_GE(broken, 10);
 }
 
 TEST(DevicePluginManifestsTest, CheckConfigRefusesABadValueWithOneLine) {

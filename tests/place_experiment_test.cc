@@ -290,14 +290,17 @@ TEST(PlaceCli, RunsTheExperimentAndWritesItsFiles) {
   EXPECT_EQ(status, 0) << output;
   EXPECT_THAT(output, HasSubstr("| FGD | 2 |"));
   EXPECT_THAT(output, HasSubstr("| FGD-BF | 2 |"));
-  EXPECT_THAT(output, HasSubstr("14/14 runs done"));  // the progress line: 7 policies x 2 seeds
-  for (const char* file : {"metrics.csv", "summary.md", "unallocated.dat", "unallocated.gp"}) {
+  EXPECT_THAT(output, HasSubstr("| FirstFit | 2 |"));
+  EXPECT_THAT(output, HasSubstr("| Spread | 2 |"));
+  EXPECT_THAT(output, HasSubstr("18/18 runs done"));  // the progress line: 9 policies x 2 seeds
+  for (const char* file : {"metrics.csv", "summary.md", "unallocated.dat", "unallocated.gp", "stranded.dat", "stranded.gp"}) {
     EXPECT_TRUE(std::filesystem::exists(out + "/" + file)) << file;
   }
   std::ifstream csv(out + "/metrics.csv");
   std::string header;
   std::getline(csv, header);
   EXPECT_THAT(header, HasSubstr("policy,seed,arrived_gpu_pct,allocated_gpu_pct,unallocated_gpu_pct,frag_gpu_pct"));
+  EXPECT_THAT(header, HasSubstr(",stranded_gpu_pct,"));
 }
 
 TEST(PlaceCli, BadInputExitsWithTheFileLineAndColumn) {
@@ -311,6 +314,11 @@ TEST(PlaceCli, BadInputExitsWithTheFileLineAndColumn) {
   output = RunCli("--nodes " + nodes_path + " --pods " + pods_path + " --policies FGD,Nope --quiet", &status);
   EXPECT_EQ(status, 2);
   EXPECT_THAT(output, HasSubstr("unknown policy 'Nope'"));
+  const std::string five_columns =
+      testing_files::WriteFixture("five.csv", std::string(testing_files::kPodHeader5) + "p0,2000,4096,1,300\n");
+  output = RunCli("--nodes " + nodes_path + " --pods " + five_columns + " --tiers qos --quiet", &status);
+  EXPECT_EQ(status, 2);
+  EXPECT_THAT(output, HasSubstr("--tiers qos needs the qos column"));
 }
 
 }  // namespace

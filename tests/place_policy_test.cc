@@ -217,6 +217,34 @@ TEST(PlacePolicy, OursTakesTheLowerExactGradientOverBestFit) {
   EXPECT_EQ(ChoosePlacement("FGD-BF", cluster, MakePod(1000, 1, 500)).node, 1);
 }
 
+TEST(PlacePolicy, FirstFitTakesTheFirstNodeThatFitsAndItsFirstGpuWithRoom) {
+  Cluster cluster;
+  cluster.nodes = {MakeNode(4000, 65536, 0, {1000}), MakeNode(32000, 65536, 0, {200, 600, 1000}),
+                   MakeNode(32000, 65536, 0, {500, 1000})};
+  const Pod share = MakePod(8000, 1, 500);  // node 0 lacks CPU
+  const Placement placement = ChoosePlacement("FirstFit", cluster, share);
+  EXPECT_EQ(placement.node, 1);
+  EXPECT_EQ(placement.gpus, GpuMask{0b010});  // 600, the first with room; best fit would agree here
+  EXPECT_EQ(FirstGpusWithRoom(MakeNode(32000, 65536, 0, {1000, 600}), share), GpuMask{0b01});  // not the tighter 600
+  EXPECT_EQ(ChoosePlacement("FirstFit", cluster, MakePod(1000, 1, 1000)).node, 0);  // 1 core: node 0 fits
+}
+
+TEST(PlacePolicy, SpreadTakesTheLeastLoadedNodeAndTheRoomiestGpu) {
+  Cluster cluster;
+  // Free share after a 1-core, 500-milli pod: node 0 (8/16 cores, GPUs 400+1000 of 2000) ->
+  // (7/16 + 900/2000)/2 = 0.44 -> 44; node 1 (30/32 cores, 1000+700 of 2000) -> (29/32 + 1200/2000)/2 = 75.
+  cluster.nodes = {MakeNode(16000, 65536, 0, {400, 1000}), MakeNode(32000, 65536, 0, {1000, 700})};
+  cluster.nodes[0].cpu_left = 8000;
+  cluster.nodes[1].cpu_left = 30000;
+  const Pod share = MakePod(1000, 1, 500);
+  EXPECT_EQ(SpreadScore(cluster.nodes[0], share), 44);
+  EXPECT_EQ(SpreadScore(cluster.nodes[1], share), 75);
+  const Placement placement = ChoosePlacement("Spread", cluster, share);
+  EXPECT_EQ(placement.node, 1);
+  EXPECT_EQ(placement.gpus, GpuMask{0b01});  // the free GPU, not the tighter 700 best fit takes
+  EXPECT_EQ(BestFitGpus(cluster.nodes[1], share), GpuMask{0b10});
+}
+
 TEST(PlacePolicy, EveryListedPolicyExists) {
   Cluster cluster;
   cluster.nodes = {MakeNode(32000, 65536, 0, {1000, 1000})};

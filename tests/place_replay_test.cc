@@ -3,27 +3,18 @@
 #include <gtest/gtest.h>
 
 #include "place/replay.h"
+#include "place_test_files.h"
 
 namespace gpuslice::place {
 namespace {
 
-PodSpec Timed(const std::string& name, int num_gpu, int64_t created, int64_t deleted) {
-  PodSpec pod;
-  pod.name = name;
-  pod.cpu_milli = 2000;
-  pod.memory_mib = 1024;
-  pod.num_gpu = num_gpu;
-  pod.gpu_milli = num_gpu > 0 ? 1000 : 0;
-  pod.creation_time = created;
-  pod.deletion_time = deleted;
-  return pod;
-}
+using testing_files::TimedPod;
 
 // a holds the only GPU from 0 to 10; b (GPU) arrives at 1 and runs 5; c (CPU only) arrives at 2
 // and runs 2; d asks for two GPUs, more than the node has.
 Experiment OneGpuNode() {
   return PrepareExperiment({{"n0", 8000, 65536, 1, "T4"}},
-                           {Timed("a", 1, 0, 10), Timed("b", 1, 1, 6), Timed("c", 0, 2, 4), Timed("d", 2, 2, 3)});
+                           {TimedPod("a", 1, 0, 10), TimedPod("b", 1, 1, 6), TimedPod("c", 0, 2, 4), TimedPod("d", 2, 2, 3)});
 }
 
 TEST(PlaceReplay, FifoMakesACpuPodWaitBehindAGpuPod) {
@@ -33,7 +24,8 @@ TEST(PlaceReplay, FifoMakesACpuPodWaitBehindAGpuPod) {
   EXPECT_DOUBLE_EQ(r.mean_wait_s, (0 + 9 + 8) / 3.0);  // a 0; b and c start when a ends at 10
   EXPECT_DOUBLE_EQ(r.p95_wait_s, 9);
   EXPECT_DOUBLE_EQ(r.allocated_gpu_pct, 100);  // the GPU is busy from the first arrival to the last
-  EXPECT_DOUBLE_EQ(r.stranded_gpu_pct, 0);     // b waits, but no GPU is idle meanwhile
+  EXPECT_DOUBLE_EQ(r.idle_while_waiting_gpu_pct, 0);  // b waits, but no GPU is idle meanwhile
+  EXPECT_DOUBLE_EQ(r.stranded_gpu_pct, 0);
 }
 
 TEST(PlaceReplay, BackfillStartsTheCpuPodAtOnce) {

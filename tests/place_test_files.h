@@ -6,6 +6,8 @@
 #include <fstream>
 #include <string>
 
+#include "place/trace.h"
+
 namespace gpuslice::place::testing_files {
 
 inline std::string WriteFixture(const std::string& name, const std::string& text) {
@@ -19,5 +21,18 @@ inline const char* kNodeHeader = "sn,cpu_milli,memory_mib,gpu,model\n";
 inline const char* kPodHeader11 =
     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n";
 inline const char* kPodHeader5 = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n";
+
+// A whole-GPU pod (2 cores, 1 GiB) with the trace's timing columns, for the replay's tests.
+inline PodSpec TimedPod(const std::string& name, int num_gpu, int64_t created, int64_t deleted) {
+  PodSpec pod;
+  pod.name = name;
+  pod.cpu_milli = 2000;
+  pod.memory_mib = 1024;
+  pod.num_gpu = num_gpu;
+  pod.gpu_milli = num_gpu > 0 ? 1000 : 0;
+  pod.creation_time = created;
+  pod.deletion_time = deleted;
+  return pod;
+}
 
 }  // namespace gpuslice::place::testing_files
