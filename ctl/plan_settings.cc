@@ -95,11 +95,13 @@ void FillTenantSettings(Plan* plan) {
                   {"GPUSLICE_COMPUTE_REQUEST", request}};
         if (t.latency_ms) pt.env.push_back({"GPUSLICE_COMPUTE_CLASS", "latency"});
         if (unit.profile) {
-          pt.kubernetes = {{std::string("nvidia.com/mig-") + unit.profile->name, 1}};
-          pt.kubernetes_note =
-              "gpuslice's device plugin does not advertise MIG instances (docs/kubernetes.md): share the instance "
-              "through NVIDIA's plugin's time-slicing replicas and set these variables, the preload and the state "
-              "directory in the pod (examples/kubernetes/)";
+          // gpuslice's plugin slices the MIG instances it is given (docs/kubernetes.md); the
+          // instance must be its alone, or NVIDIA's plugin hands it out whole too.
+          pt.kubernetes = {{"gpuslice.io/gpu-memory", memory_units}, {"gpuslice.io/gpu-compute", pt.compute_request_percent}};
+          pt.kubernetes_note = "gpuslice's device plugin, with this " + std::string(unit.profile->name) +
+                               " instance's MIG UUID in its devices (and NVIDIA's plugin kept off it), sets the "
+                               "tenant, quota and request of the instance" + rounded +
+                               (t.latency_ms ? "; add GPUSLICE_COMPUTE_CLASS=latency to the pod's env" : "");
         } else {
           pt.kubernetes = {{"gpuslice.io/gpu-memory", memory_units}, {"gpuslice.io/gpu-compute", pt.compute_request_percent}};
           pt.kubernetes_note = "gpuslice's device plugin sets the tenant, quota and request" + rounded +
