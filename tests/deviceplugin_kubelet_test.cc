@@ -297,6 +297,33 @@ TEST_F(DevicePluginTest, AllocateDerivesEachContainersSliceFromItsIds) {
   ExpectShimAccepts(compute.container_responses(0));
 }
 
+// With cdiKind set, the answer also names each GPU as a CDI device (`<kind>=<uuid>`, the names
+// `nvidia-ctk cdi generate` gives by UUID), for runtimes that inject devices through CDI; without
+// it (the control) no CDI device is named.
+TEST_F(DevicePluginTest, AllocateNamesEachGpuAsACdiDeviceWhenCdiKindIsSet) {
+  StartRegistered({"--cdi-kind", "nvidia.com/gpu"});
+  auto ids = Units(*memory_, 0, 0, 2);
+  const auto on_second = Units(*memory_, 1, 0, 1);
+  ids.insert(ids.end(), on_second.begin(), on_second.end());
+  v1beta1::AllocateResponse response;
+  ASSERT_TRUE(Allocate(*memory_, {ids, Units(*memory_, 1, 1, 1)}, &response).ok());
+  const auto& both = response.container_responses(0);
+  ASSERT_EQ(both.cdi_devices_size(), 2);
+  EXPECT_EQ(both.cdi_devices(0).name(), "nvidia.com/gpu=" + Uuid(ids[0]));
+  EXPECT_EQ(both.cdi_devices(1).name(), "nvidia.com/gpu=" + Uuid(on_second[0]));
+  const auto& one = response.container_responses(1);
+  ASSERT_EQ(one.cdi_devices_size(), 1);
+  EXPECT_EQ(one.cdi_devices(0).name(), "nvidia.com/gpu=" + Uuid(on_second[0]));
+}
+
+TEST_F(DevicePluginTest, ControlWithoutCdiKindNoCdiDeviceIsNamed) {
+  StartRegistered();
+  v1beta1::AllocateResponse response;
+  ASSERT_TRUE(Allocate(*memory_, {Units(*memory_, 0, 0, 2)}, &response).ok());
+  EXPECT_EQ(response.container_responses(0).cdi_devices_size(), 0);
+  EXPECT_FALSE(response.container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES").empty());
+}
+
 TEST_F(DevicePluginTest, LdSoPreloadModeMountsThePreloadFileInstead) {
   std::filesystem::copy_file(ShimPath(), dir_ + "/libgpuslice.so");  // the .preload file goes beside it
   StartRegistered({"--preload", "ld.so.preload", "--library", dir_ + "/libgpuslice.so"});

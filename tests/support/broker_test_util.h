@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "broker/broker.h"
 
 namespace gpuslice::testing {
@@ -87,10 +89,28 @@ class ChildGroup {
     pids_.push_back(pid);
     return pid;
   }
-  // Waits for the child (see WaitChild); it is no longer this group's.
-  int Wait(pid_t pid) {
+  // Waits for the child (see WaitChild); it is no longer this group's. A child still running
+  // after `timeout` (a hang: every child of these tests ends in seconds, a minute under a
+  // sanitizer) is killed and the test fails naming it, before ctest's 300 s timeout would kill
+  // the test without saying which child hung.
+  int Wait(pid_t pid, std::chrono::seconds timeout = std::chrono::seconds(240)) {
     std::erase(pids_, pid);
-    return WaitChild(pid);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    int status = 0;
+    for (;;) {
+      const pid_t done = waitpid(pid, &status, WNOHANG);
+      if (done == pid) break;
+      if (done < 0 && errno != EINTR) return -1;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+        ADD_FAILURE() << "child " << pid << " still running after " << timeout.count() << " s: killed";
+        return -2;
+      }
+      usleep(2000);
+    }
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
   }
   // True when the child has exited (it is then reaped).
   bool Exited(pid_t pid) {
