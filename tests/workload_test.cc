@@ -118,29 +118,24 @@ class WorkloadTest : public SimTest {
   }
 };
 
-TEST(WorkloadSpinKernelPtx, AssemblesWithPtxasForHopper) {
+// ptxas accepts `ptx` for Hopper (skipped without the CUDA toolkit's assembler).
+void ExpectAssemblesForHopper(const char* ptx_text, const std::string& entry) {
   if (!FileExists(kPtxas)) {
     GTEST_SKIP() << kPtxas << " not found: the CUDA toolkit's assembler is needed for this check";
   }
   TempDir dir;
-  const std::string ptx = dir.path() + "/spin.ptx";
-  std::ofstream(ptx) << workload::kSpinKernelPtx;
-  const ProcessResult r = gpuslice::testing::Run({kPtxas, "-arch=sm_90", ptx, "-o", dir.path() + "/spin.cubin"});
+  const std::string ptx = dir.path() + "/kernel.ptx";
+  std::ofstream(ptx) << ptx_text;
+  const ProcessResult r = gpuslice::testing::Run({kPtxas, "-arch=sm_90", ptx, "-o", dir.path() + "/kernel.cubin"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(FileExists(dir.path() + "/spin.cubin"));
-  EXPECT_THAT(std::string(workload::kSpinKernelPtx), HasSubstr(".visible .entry spin_ns("));
+  EXPECT_TRUE(FileExists(dir.path() + "/kernel.cubin"));
+  EXPECT_THAT(std::string(ptx_text), HasSubstr(".visible .entry " + entry + "("));
 }
 
+TEST(WorkloadSpinKernelPtx, AssemblesWithPtxasForHopper) { ExpectAssemblesForHopper(workload::kSpinKernelPtx, "spin_ns"); }
+
 TEST(WorkloadSpinKernelPtx, FaultKernelAssemblesWithPtxasForHopper) {
-  if (!FileExists(kPtxas)) {
-    GTEST_SKIP() << kPtxas << " not found: the CUDA toolkit's assembler is needed for this check";
-  }
-  TempDir dir;
-  const std::string ptx = dir.path() + "/fault.ptx";
-  std::ofstream(ptx) << workload::kFaultKernelPtx;
-  const ProcessResult r = gpuslice::testing::Run({kPtxas, "-arch=sm_90", ptx, "-o", dir.path() + "/fault.cubin"});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(std::string(workload::kFaultKernelPtx), HasSubstr(".visible .entry fault_illegal_address("));
+  ExpectAssemblesForHopper(workload::kFaultKernelPtx, "fault_illegal_address");
 }
 
 // cuGetProcAddress at CUDA_VERSION hands out the newest version of an entry point at or below it;

@@ -78,9 +78,11 @@ def share_chart(folder, results, mode):
     plots.append("NaN with lines lw 1.5 dt 2 lc rgb '#333333' title 'entitled share (dashed)'")
     mode_text = "unmanaged (no sharing layer)" if mode == "unmanaged" else MODE_LABELS[mode]
     title = f"{results['scenario']['name']}: GPU share per tenant, {mode_text}"
+    # Time-sliced, the running context holds every SM: its time is its SM-time.
+    ylabel = "share of the GPU's SM-time (%)" if mode in ("mps", "mig") else "share of the GPU's time (%)"
     script = _TERMINAL.format(w=960, h=520, out=f"share-{mode}.svg") + f"""set title {_quote(title)} font ",15"
 set xlabel "time since the tenants started (s)"
-set ylabel "share of the GPU's time (%)"
+set ylabel "{ylabel}"
 set yrange [0:{top * 1.05:.0f}]
 set xrange [0:{results['scenario']['duration_s']:g}]
 set ytics 10

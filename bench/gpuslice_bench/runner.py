@@ -257,7 +257,8 @@ def _execute(scenario, mode, tenants, processes, ctx, base, state_path, label, s
             if not later and not any(p.running() for p in live):
                 break
             if now > deadline:
-                _fail(processes, f"mode {mode}: still running {FINISH_GRACE_S} s after the scenario's duration")
+                stuck = ", ".join(f"{p.label} (pid {p.pid})" for p in live if p.running())
+                _fail(processes, f"mode {mode}: still running {FINISH_GRACE_S} s after the scenario's duration: {stuck}")
             _classify_faults(live)
             failed = [p for p in live if not p.running() and not p.killed and not p.faulted and p.failure()]
             if failed:
