@@ -27,6 +27,7 @@
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"
 #include "workload/driver_table.h"
+#include "workload/fault_kernel_ptx.h"
 #include "workload/spin_kernel_ptx.h"
 
 namespace gpuslice::testing {
@@ -117,17 +118,24 @@ class WorkloadTest : public SimTest {
   }
 };
 
-TEST(WorkloadSpinKernelPtx, AssemblesWithPtxasForHopper) {
+// ptxas accepts `ptx` for Hopper (skipped without the CUDA toolkit's assembler).
+void ExpectAssemblesForHopper(const char* ptx_text, const std::string& entry) {
   if (!FileExists(kPtxas)) {
     GTEST_SKIP() << kPtxas << " not found: the CUDA toolkit's assembler is needed for this check";
   }
   TempDir dir;
-  const std::string ptx = dir.path() + "/spin.ptx";
-  std::ofstream(ptx) << workload::kSpinKernelPtx;
-  const ProcessResult r = gpuslice::testing::Run({kPtxas, "-arch=sm_90", ptx, "-o", dir.path() + "/spin.cubin"});
+  const std::string ptx = dir.path() + "/kernel.ptx";
+  std::ofstream(ptx) << ptx_text;
+  const ProcessResult r = gpuslice::testing::Run({kPtxas, "-arch=sm_90", ptx, "-o", dir.path() + "/kernel.cubin"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(FileExists(dir.path() + "/spin.cubin"));
-  EXPECT_THAT(std::string(workload::kSpinKernelPtx), HasSubstr(".visible .entry spin_ns("));
+  EXPECT_TRUE(FileExists(dir.path() + "/kernel.cubin"));
+  EXPECT_THAT(std::string(ptx_text), HasSubstr(".visible .entry " + entry + "("));
+}
+
+TEST(WorkloadSpinKernelPtx, AssemblesWithPtxasForHopper) { ExpectAssemblesForHopper(workload::kSpinKernelPtx, "spin_ns"); }
+
+TEST(WorkloadSpinKernelPtx, FaultKernelAssemblesWithPtxasForHopper) {
+  ExpectAssemblesForHopper(workload::kFaultKernelPtx, "fault_illegal_address");
 }
 
 // cuGetProcAddress at CUDA_VERSION hands out the newest version of an entry point at or below it;
@@ -200,6 +208,21 @@ TEST_F(WorkloadTest, WideKernelsFillTheDeviceAndTakeLongerOnHalfTheSms) {
   ASSERT_EQ(half.exit_code, 0) << half.err;
   EXPECT_GE(Result(half)["elapsed_s"].get<double>(), 0.039);  // 20 kernels x 2 waves x 1 ms
   EXPECT_EQ(RunWorkload({"compute", "--width", "medium"}).exit_code, 2);
+}
+
+// --fault-after launches fault_illegal_address once: the context breaks, the run ends with exit 1
+// naming CUDA_ERROR_ILLEGAL_ADDRESS, after a `fault` line (what gpuslice-bench's fault_at uses).
+TEST_F(WorkloadTest, FaultAfterBreaksTheContextAndEndsTheRun) {
+  const ProcessResult r = RunWorkload({"compute", "--duration", "5", "--kernel-us", "1000", "--fault-after", "0.05"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("CUDA_ERROR_ILLEGAL_ADDRESS"));
+  const std::vector<Json> faults = Events(r.out, "fault");
+  ASSERT_EQ(faults.size(), 1u) << r.out;
+  EXPECT_GE(faults[0]["elapsed_s"].get<double>(), 0.05);
+  EXPECT_TRUE(Events(r.out, "result").empty()) << r.out;
+  // The control: without --fault-after the same run ends cleanly.
+  EXPECT_EQ(RunWorkload({"compute", "--kernels", "50", "--kernel-us", "1000"}).exit_code, 0);
+  EXPECT_EQ(RunWorkload({"compute", "--fault-after", "-1"}).exit_code, 2);
 }
 
 TEST_F(WorkloadTest, ComputeForADurationStopsOnTimeAndReportsProgress) {

@@ -79,6 +79,10 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
   auto* compute_kernels = compute_cmd->add_option("--kernels", kernels, "Stop after this many kernels instead")
                               ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()));
   compute_duration->excludes(compute_kernels);
+  compute_cmd->add_option("--fault-after", compute.fault_after_s,
+                          "Seconds after the start at which to launch a kernel that faults (illegal address): "
+                          "the context breaks and the run ends with exit 1")
+      ->check(CLI::NonNegativeNumber);
 
   CLI::App* latency_cmd = app.add_subcommand("latency", "Periodic requests of short kernels: latency percentiles");
   AddCommonOptions(latency_cmd, &common);

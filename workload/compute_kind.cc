@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "workload/exit_codes.h"
+#include "workload/fault_kernel_ptx.h"
 #include "workload/kinds.h"
 #include "workload/session.h"
 #include "workload/spin_kernel.h"
@@ -32,6 +33,14 @@ int RunCompute(const CommonOptions& common, const ComputeOptions& options) {
     if (!DRIVER_CALL(s, cuEventCreate, &event, CU_EVENT_DISABLE_TIMING)) return kExitDriverFailed;
   }
 
+  // --fault-after: the faulting kernel, loaded up front so that its launch is one call.
+  CUmodule fault_module = nullptr;
+  CUfunction fault = nullptr;
+  if (options.fault_after_s &&
+      (!DRIVER_CALL(s, cuModuleLoadData, &fault_module, kFaultKernelPtx) ||
+       !DRIVER_CALL(s, cuModuleGetFunction, &fault, fault_module, kFaultKernelName)))
+    return kExitDriverFailed;
+
   const uint64_t kernel_ns = options.kernel_us * 1000;
   const auto start = Clock::now();
   const auto deadline = start + Seconds(options.duration_s);
@@ -47,6 +56,12 @@ int RunCompute(const CommonOptions& common, const ComputeOptions& options) {
       break;
     }
     if (options.kernels ? launched >= *options.kernels : Clock::now() >= deadline) break;
+    if (fault != nullptr && Clock::now() >= start + Seconds(*options.fault_after_s)) {
+      s.Emit("fault", Json{{"elapsed_s", SecondsBetween(start, Clock::now())}, {"kernels", completed}});
+      if (!DRIVER_CALL(s, cuLaunchKernel, fault, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr))
+        return kExitDriverFailed;
+      fault = nullptr;  // once; the next synchronisation reports it
+    }
     CUevent& slot = slots[launched % slots.size()];
     if (launched >= slots.size()) {  // the kernel that last used this slot must be done
       if (!DRIVER_CALL(s, cuEventSynchronize, slot)) return kExitDriverFailed;
@@ -61,6 +76,7 @@ int RunCompute(const CommonOptions& common, const ComputeOptions& options) {
       if (now - window_start >= interval) {
         Json progress = {{"elapsed_s", SecondsBetween(start, now)},
                          {"kernels", completed},
+                         {"blocks", kernel.blocks()},
                          {"window_s", SecondsBetween(window_start, now)},
                          {"window_kernels", completed - window_first}};
         progress.update(Throughput(completed - window_first, SecondsBetween(window_start, now), options.kernel_us));
@@ -77,6 +93,7 @@ int RunCompute(const CommonOptions& common, const ComputeOptions& options) {
 
   for (CUevent event : slots) DRIVER_CALL(s, cuEventDestroy, event);
   DRIVER_CALL(s, cuStreamDestroy, stream);
+  if (fault_module != nullptr) DRIVER_CALL(s, cuModuleUnload, fault_module);
 
   Json result = {{"device", common.device},
                  {"kernel_us", options.kernel_us},

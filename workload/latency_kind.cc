@@ -85,7 +85,12 @@ int RunLatency(const CommonOptions& common, const LatencyOptions& options) {
       break;
     }
     const auto submitted = Clock::now();
-    if (!request()) return kExitDriverFailed;
+    if (!request()) {
+      // A broken context (a fault, ours or, under MPS, another client's) ends the run: the
+      // latencies measured until then are still the record of it.
+      if (latencies_file != nullptr) WriteLatencies(latencies_file, latencies_us);
+      return kExitDriverFailed;
+    }
     const auto done = Clock::now();
     const double us = std::chrono::duration<double, std::micro>(done - submitted).count();
     latencies_us.push_back(us);

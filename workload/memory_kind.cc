@@ -66,6 +66,7 @@ int RunMemory(const CommonOptions& common, const MemoryOptions& options) {
   if (options.hold_s > 0 && !interrupted) {
     s.Emit("holding", Json{{"allocated", obtained.size()},
                            {"refused", refused},
+                           {"refusals", refusals},
                            {"bytes_obtained", bytes_obtained},
                            {"mem_held", held},
                            {"hold_s", options.hold_s}});

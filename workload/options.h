@@ -26,6 +26,7 @@ struct ComputeOptions {
   int depth = 2;
   double duration_s = 5;
   std::optional<uint64_t> kernels;  // when set, stop after this many instead of duration_s
+  std::optional<double> fault_after_s;  // when set, launch a faulting kernel this long after the start
 };
 
 struct LatencyOptions {

@@ -35,6 +35,8 @@ class ArrivalProcess:
         self.returncode = None
         self.workload_index = 0
         self.killed = False
+        self.faulted = None       # arrivals never fault on purpose (see WorkloadProcess)
+        self.fault_launched_at = None
         self.argv = None
         self._times_us = []
         self._stop = threading.Event()

@@ -10,8 +10,9 @@ import subprocess
 
 TENANT_COLOURS = ["#4e79a7", "#f28e2b", "#e15759", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f",
                   "#ff9da7", "#bab0ac"]
-MODE_COLOURS = {"solo": "#555555", "unmanaged": "#d62728", "gpuslice": "#1f77b4", "mps": "#2ca02c"}
-MODE_LABELS = {"solo": "alone", "unmanaged": "unmanaged", "gpuslice": "gpuslice", "mps": "MPS"}
+MODE_COLOURS = {"solo": "#555555", "unmanaged": "#d62728", "gpuslice": "#1f77b4", "mps": "#2ca02c",
+                "mig": "#9467bd"}
+MODE_LABELS = {"solo": "alone", "unmanaged": "unmanaged", "gpuslice": "gpuslice", "mps": "MPS", "mig": "MIG"}
 
 _TERMINAL = """set terminal svg size {w},{h} dynamic font "Helvetica,13" background rgb "white"
 set termoption noenhanced
@@ -77,9 +78,11 @@ def share_chart(folder, results, mode):
     plots.append("NaN with lines lw 1.5 dt 2 lc rgb '#333333' title 'entitled share (dashed)'")
     mode_text = "unmanaged (no sharing layer)" if mode == "unmanaged" else MODE_LABELS[mode]
     title = f"{results['scenario']['name']}: GPU share per tenant, {mode_text}"
+    # Time-sliced, the running context holds every SM: its time is its SM-time.
+    ylabel = "share of the GPU's SM-time (%)" if mode in ("mps", "mig") else "share of the GPU's time (%)"
     script = _TERMINAL.format(w=960, h=520, out=f"share-{mode}.svg") + f"""set title {_quote(title)} font ",15"
 set xlabel "time since the tenants started (s)"
-set ylabel "share of the GPU's time (%)"
+set ylabel "{ylabel}"
 set yrange [0:{top * 1.05:.0f}]
 set xrange [0:{results['scenario']['duration_s']:g}]
 set ytics 10
@@ -175,6 +178,46 @@ unset multiplot
     return _draw(folder, "latency-cdf", script)
 
 
+def modes_chart(folder, results):
+    """modes.svg: the shared modes side by side: per tenant its share of the GPU's SM-time, and
+    the SM-time no tenant used (idle, or in MIG stranded in instances and outside them)."""
+    modes = [m for m, r in results["modes"].items() if m != "solo" and r["status"] == "ran"]
+    if len(modes) < 2:
+        return None
+    tenants = [t["name"] for t in results["scenario"]["tenants"]]
+    dat = os.path.join("data", "modes.dat")
+    with open(os.path.join(folder, dat), "w") as f:
+        f.write("# tenant, then per mode its share of the GPU's SM-time over the steady windows (%): " +
+                ", ".join(modes) + "\n")
+        for name in tenants + ["unused"]:
+            cells = []
+            for m in modes:
+                r = results["modes"][m]
+                if name == "unused":
+                    busy = r["run"].get("gpu_utilisation")
+                    cells.append("NaN" if busy is None else f"{100 * max(0.0, 1 - busy):.2f}")
+                else:
+                    share = r["tenants"][name].get("share")
+                    cells.append("NaN" if share is None else f"{100 * share:.2f}")
+            f.write(_quote(name) + " " + " ".join(cells) + "\n")
+    plots = [f"{_quote(dat)} using {2 + i}:xtic(1) title {_quote(MODE_LABELS[m])} lc rgb '{MODE_COLOURS[m]}'"
+             for i, m in enumerate(modes)]
+    plots = [plots[0]] + [p.replace(_quote(dat), "''", 1) for p in plots[1:]]
+    title = f"{results['scenario']['name']}: share of the GPU's SM-time per tenant, by mode"
+    script = _TERMINAL.format(w=960, h=480, out="modes.svg") + f"""set title {_quote(title)} font ",15"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set boxwidth 0.9
+set ylabel "share of the GPU's SM-time (%)"
+set yrange [0:100]
+set ytics 10
+set grid noxtics
+plot {", ".join(plots)}
+"""
+    return _draw(folder, "modes", script)
+
+
 def draw_all(folder, results, latencies):
     """Every chart the results allow; returns their file names (relative to `folder`)."""
     os.makedirs(os.path.join(folder, "data"), exist_ok=True)
@@ -182,6 +225,9 @@ def draw_all(folder, results, latencies):
     for mode, r in results["modes"].items():
         if mode != "solo" and r["status"] == "ran":
             drawn.append(share_chart(folder, results, mode))
+    compared = modes_chart(folder, results)
+    if compared:
+        drawn.append(compared)
     cdf = latency_cdf_chart(folder, results, latencies)
     if cdf:
         drawn.append(cdf)

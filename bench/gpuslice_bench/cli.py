@@ -8,7 +8,8 @@ import shlex
 import sys
 
 from . import benchmark, charts, overhead, summary, table
-from .machine import Paths, mps_unavailable_reason, real_driver_present, real_gpu_memory, real_gpu_name
+from .machine import Paths, mig_unavailable_reason, mps_unavailable_reason, real_driver_present, real_gpu_memory, \
+    real_gpu_name
 from .progress import Progress
 from .quantities import format_bytes
 from .runner import RunContext
@@ -20,8 +21,9 @@ EPILOG = """\
 SCENARIO is a YAML file, or the name of one in bench/scenarios/ (`all`: every one there).
 Each mode runs for the scenario's duration: solo (each tenant alone, the baseline), unmanaged
 (together, no sharing layer), gpuslice (together, under LD_PRELOAD=libgpuslice.so with the
-scenario's quotas, requests and limits) and mps (needs a real GPU and nvidia-cuda-mps-control;
-reported as skipped otherwise). The format and every figure are described in docs/benchmarks.md.
+scenario's quotas, requests and limits), mps (an MPS server: the simulator's, or on a real GPU
+a private nvidia-cuda-mps-control daemon; limits as CUDA_MPS_* variables) and mig (a MIG
+instance per tenant, on the simulated GPU only; reported as skipped on a real one). The format and every figure are described in docs/benchmarks.md.
 
 Output: a progress line on stderr, a table on stdout, and a report folder per scenario
 (REPORT/<scenario>/): summary.md, results.json, SVG charts and their data. A scenario's
@@ -166,15 +168,15 @@ def main(source_dir, build_dir, argv=None):
             run_scenario = dataclasses.replace(run_scenario, quantum_ms=args.quantum)
         if simulated:
             gpu_memory = run_scenario.gpu_memory_bytes
-            description = f"simulated GPU ({format_bytes(gpu_memory)}, " \
-                          f"{(run_scenario.timeslice_us or 2000) / 1000:g} ms hardware timeslice)"
+            description = f"simulated {run_scenario.model + ' ' if run_scenario.model else ''}GPU " \
+                          f"({format_bytes(gpu_memory)}, {(run_scenario.timeslice_us or 2000) / 1000:g} ms hardware timeslice)"
         else:
             gpu_memory = real_gpu_memory() or run_scenario.gpu_memory_bytes
             description = f"{real_gpu_name()} (real GPU)"
         unavailable = {}
-        reason = mps_unavailable_reason(simulated)
-        if reason:
-            unavailable["mps"] = reason
+        for mode, reason in (("mps", mps_unavailable_reason(simulated)), ("mig", mig_unavailable_reason(simulated))):
+            if reason:
+                unavailable[mode] = reason
         ctx = RunContext(paths=paths, simulated=simulated, gpu_memory=gpu_memory, progress=progress,
                          keep_scratch=args.keep_scratch)
         header = {"tool": "gpuslice-bench", "format": 1, "command": command, "scale": factor,

@@ -55,12 +55,20 @@ def real_driver_present():
 
 
 def mps_unavailable_reason(simulated):
-    """None when an MPS control daemon can be started here; otherwise why not."""
+    """None when MPS can run here (the simulator's server, or a private control daemon); else why not."""
     if simulated:
-        return "MPS needs a real GPU (the simulated driver does not model MPS)"
+        return None
     if shutil.which("nvidia-cuda-mps-control") is None:
         return "nvidia-cuda-mps-control is not installed"
     return None
+
+
+def mig_unavailable_reason(simulated):
+    """None when mode mig can run here. gpuslice-bench creates MIG instances only on the simulated
+    GPU: changing a real GPU's MIG layout needs root and stops every process on it."""
+    if simulated:
+        return None
+    return "mode mig runs on the simulated GPU only (gpuslice-bench never changes a real GPU's MIG layout)"
 
 
 def clean_environment():

@@ -2,7 +2,8 @@
 
 Per tenant and mode:
   NP          normalised progress T_solo / T_shared: for compute tenants kernels/s shared ÷
-              solo; for latency tenants mean request latency solo ÷ shared (the time one request
+              solo, counted in blocks (kernels/s × blocks per kernel: a wide kernel on a MIG
+              instance has fewer); for latency tenants mean request latency solo ÷ shared (the time one request
               takes is its turnaround). Memory-only tenants make no progress to normalise.
   share       the tenant's device busy time ÷ wall time, over the steady windows (below);
   entitled    the share water-filling promises it (entitlement.py), over the same windows;
@@ -36,7 +37,9 @@ def _tenant_memory(sample, pids):
 
 def steady_end(record):
     """The steady state ends when the first tenant stops computing (memory holders end with it);
-    a process a scenario's event killed ends early on purpose and does not end it."""
+    a process a scenario's event killed ends early on purpose and does not end it. A planned fault
+    (`fault_at`) does: what follows it differs by mode (under MPS every client's context breaks),
+    so every mode's shares are taken over the same part of the run, before it."""
     workers = [p for p in record.processes if p.kind != "memory" and not p.killed] or \
         [p for p in record.processes if not p.killed] or record.processes
     return min(p.finished_at for p in workers)
@@ -98,7 +101,13 @@ def tenant_figures(record, tenant, rows, gpu_memory):
     compute = [p for p in procs if p.kind == "compute" and p.result]
     if compute:
         fig["kernels_per_s"] = sum(p.result["kernels_per_s"] for p in compute)
+        # Work: a wide kernel's blocks depend on the SMs its device (or MIG instance) has.
+        fig["blocks_per_s"] = sum(p.result["kernels_per_s"] * p.result.get("blocks", 1) for p in compute)
         fig["busy_fraction_reported"] = sum(p.result["busy_fraction"] for p in compute)
+    faulted = [p.faulted for p in procs if p.faulted]
+    if faulted:
+        fig["ended_by_own_fault"] = faulted.count("own")
+        fig["ended_by_others_fault"] = faulted.count("other")
     latency = [p for p in procs if p.kind == "latency" and p.result]
     if latency:
         merged = [us for p in latency for us in p.latencies_us]
@@ -150,7 +159,10 @@ def compare_with_solo(fig, solo):
     if solo is None:
         return fig
     if "kernels_per_s" in fig and solo.get("kernels_per_s"):
-        fig["np"] = fig["kernels_per_s"] / solo["kernels_per_s"]
+        # In work done (blocks), so that a wide kernel on a MIG instance, one wave of fewer
+        # blocks, counts for the part of the GPU it used; for narrow kernels that is kernels/s.
+        both = fig.get("blocks_per_s") and solo.get("blocks_per_s")
+        fig["np"] = fig["blocks_per_s"] / solo["blocks_per_s"] if both else fig["kernels_per_s"] / solo["kernels_per_s"]
     elif fig.get("latency") and solo.get("latency"):
         fig["np"] = solo["latency"]["mean_us"] / fig["latency"]["mean_us"]
         fig["latency_inflation"] = {k: fig["latency"][k] / solo["latency"][k] for k in ("p50_us", "p99_us", "p999_us")}

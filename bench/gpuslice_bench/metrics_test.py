@@ -52,6 +52,13 @@ class TimelineTest(unittest.TestCase):
         self.assertEqual(run["quota_violations"], 1)
         self.assertEqual(figs["bronze"]["worst_over_quota"], GI)
 
+    def test_np_counts_work_in_blocks_when_kernels_differ_in_width(self):
+        # A wide kernel on a 3g instance (60 SMs) has 60/132 of the blocks it has alone on the GPU:
+        # as many kernels per second is 45% of the work.
+        fig = metrics.compare_with_solo({"kernels_per_s": 500.0, "blocks_per_s": 500.0 * 60 * 32},
+                                        {"kernels_per_s": 500.0, "blocks_per_s": 500.0 * 132 * 32})
+        self.assertAlmostEqual(fig["np"], 60 / 132)
+
     def test_unenforcing_modes_report_no_violations_but_say_what_was_over(self):
         rows = metrics.timeline(self.record, self.tenants)
         figs = {t.name: metrics.tenant_figures(self.record, t, rows, 80 * GI) for t in self.tenants}

@@ -1,5 +1,6 @@
-"""The MPS comparison: a private MPS control daemon for one run, and each tenant's limits in the
-variables MPS clients read (what gpuslice's own `mps` sharing mode would hand them)."""
+"""The MPS comparison: each tenant's limits in the variables MPS clients read (what gpuslice's own
+`mps` sharing mode would hand them), and on a real GPU a private MPS control daemon for the run.
+On the simulated GPU GPUSLICE_SIM_MPS=1 makes every process a client of the simulated server."""
 import os
 import subprocess
 
@@ -24,10 +25,15 @@ class MpsDaemon:
         self._control(env, stdin="quit\n")
 
     def client_env(self, tenant, gpu_memory):
-        env = dict(self.env_vars)
-        if tenant.limit is not None:
-            env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(tenant.limit)
-        quota = tenant.quota_bytes(gpu_memory)
-        if quota is not None:
-            env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={max(1, quota >> 20)}M"
-        return env
+        return dict(self.env_vars, **client_limits(tenant, gpu_memory))
+
+
+def client_limits(tenant, gpu_memory):
+    """The tenant's compute limit as its active-thread percentage, its quota as its pinned memory."""
+    env = {}
+    if tenant.limit is not None:
+        env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(tenant.limit)
+    quota = tenant.quota_bytes(gpu_memory)
+    if quota is not None:
+        env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={max(1, quota >> 20)}M"
+    return env

@@ -4,10 +4,15 @@ Modes differ only in each process's environment:
   solo, unmanaged  the workload alone, no sharing layer (the hardware's own time-slicing);
   gpuslice         LD_PRELOAD=libgpuslice.so with the tenant's name, quota, request and limit,
                    over a broker state directory of the run's own;
-  mps              no shim; a private MPS daemon, the limits in the CUDA_MPS_* client variables.
-On the simulated GPU every run gets its own simulator state file (a new, empty device).
+  mps              no shim; the limits in the CUDA_MPS_* client variables, every process a client
+                   of an MPS server: the simulator's (GPUSLICE_SIM_MPS=1) or a private daemon;
+  mig              no shim; the GPU in MIG mode (GPUSLICE_SIM_MIG), each tenant's processes in
+                   its own instance (CUDA_VISIBLE_DEVICES=MIG-<uuid>), simulated GPU only.
+On the simulated GPU every run gets its own simulator state file (a new, empty device), of the
+scenario's model (GPUSLICE_SIM_MODEL) in every mode, so that every mode has the same SMs.
 """
 import dataclasses
+import json
 import os
 import shutil
 import signal
@@ -17,7 +22,8 @@ import time
 
 from .arrivals import ArrivalProcess
 from .machine import clean_environment
-from .mps import MpsDaemon
+from .mig import layout_variable
+from .mps import MpsDaemon, client_limits
 from .sampler import RealGpuSource, Sampler, SimulatorSource, fill_busy
 from .workloads import WorkloadProcess
 
@@ -42,6 +48,7 @@ class ProcessRecord:
     holding: dict
     latencies_us: list
     killed: bool = False  # by one of the scenario's events (expected to end without a result)
+    faulted: str = None   # "own": its planned fault ended it; "other": another process's fault did
 
 
 @dataclasses.dataclass
@@ -76,7 +83,7 @@ def _sim_state_path():
     return f"/dev/shm/gpuslice-bench-{os.getpid()}-{_counter}"
 
 
-def _tenant_env(base, mode, tenant, state_dir, ctx, mps):
+def _tenant_env(base, mode, tenant, state_dir, ctx, mps, instances):
     env = dict(base)
     if mode == "gpuslice":
         env["LD_PRELOAD"] = ctx.paths.shim
@@ -91,8 +98,27 @@ def _tenant_env(base, mode, tenant, state_dir, ctx, mps):
         if tenant.compute_class is not None:
             env["GPUSLICE_COMPUTE_CLASS"] = tenant.compute_class
     elif mode == "mps":
-        env.update(mps.client_env(tenant, ctx.gpu_memory))
+        env.update(mps.client_env(tenant, ctx.gpu_memory) if mps else client_limits(tenant, ctx.gpu_memory))
+    elif mode == "mig":
+        env["CUDA_VISIBLE_DEVICES"] = instances[tenant.name]
     return env
+
+
+def _mig_instances(scenario, ctx, base, state_path):
+    """{tenant: MIG-uuid}: creates the simulated GPU in MIG mode (one short workload does) and reads
+    the instances' UUIDs, which the simulator lists in GPUSLICE_SIM_MIG's order."""
+    probe = subprocess.run([ctx.paths.workload, "compute", "--kernels", "1", "--kernel-us", "1", "--depth", "1"],
+                           env=base, capture_output=True, text=True, timeout=READY_TIMEOUT_S)
+    if probe.returncode != 0:
+        raise RunError(f"mode mig: the simulator did not create GPUSLICE_SIM_MIG={base['GPUSLICE_SIM_MIG']}: "
+                       f"{probe.stderr.strip()}")
+    status = subprocess.run([ctx.paths.sim_tool, "--state", state_path, "status", "--json"], env=base,
+                            capture_output=True, text=True, timeout=30)
+    units = json.loads(status.stdout)["devices"][0]["mig_instances"] if status.returncode == 0 else []
+    if len(units) != len(scenario.mig_layout):
+        raise RunError(f"mode mig: expected {len(scenario.mig_layout)} MIG instances, the simulator has "
+                       f"{len(units)}: {status.stderr.strip()}")
+    return {name: unit["uuid"] for (name, _), unit in zip(scenario.mig_layout, units)}
 
 
 def run(scenario, mode, tenants, ctx, label):
@@ -107,17 +133,24 @@ def run(scenario, mode, tenants, ctx, label):
         base["GPUSLICE_SIM_MEMORY"] = str(ctx.gpu_memory)
         if scenario.timeslice_us:
             base["GPUSLICE_SIM_TIMESLICE_US"] = str(scenario.timeslice_us)
+        if scenario.model:
+            base["GPUSLICE_SIM_MODEL"] = scenario.model
+        if mode == "mps":
+            base["GPUSLICE_SIM_MPS"] = "1"
+        if mode == "mig":
+            base["GPUSLICE_SIM_MIG"] = layout_variable(scenario.mig_layout)
     state_dir = os.path.join(scratch, "gpuslice-state")
     os.makedirs(state_dir, mode=0o700)
-    mps = MpsDaemon(scratch) if mode == "mps" else None
+    mps = MpsDaemon(scratch) if mode == "mps" and not ctx.simulated else None
     processes = []
     # On a real GPU the progress lines are the only busy figures: report often enough to interpolate.
     report_interval = scenario.sample_interval if ctx.simulated else max(0.05, scenario.sample_interval / 4)
     try:
         if mps:
             mps.start(base)
+        instances = _mig_instances(scenario, ctx, base, state_path) if mode == "mig" else None
         for tenant in tenants:
-            env = _tenant_env(base, mode, tenant, state_dir, ctx, mps)
+            env = _tenant_env(base, mode, tenant, state_dir, ctx, mps, instances)
             index = 0
             for workload_index, workload in enumerate(tenant.workloads):
                 for _ in range(workload.processes):
@@ -224,8 +257,10 @@ def _execute(scenario, mode, tenants, processes, ctx, base, state_path, label, s
             if not later and not any(p.running() for p in live):
                 break
             if now > deadline:
-                _fail(processes, f"mode {mode}: still running {FINISH_GRACE_S} s after the scenario's duration")
-            failed = [p for p in live if not p.running() and not p.killed and p.failure()]
+                stuck = ", ".join(f"{p.label} (pid {p.pid})" for p in live if p.running())
+                _fail(processes, f"mode {mode}: still running {FINISH_GRACE_S} s after the scenario's duration: {stuck}")
+            _classify_faults(live)
+            failed = [p for p in live if not p.running() and not p.killed and not p.faulted and p.failure()]
             if failed:
                 _fail(processes, f"mode {mode}: a tenant process failed")
             time.sleep(0.05)
@@ -233,12 +268,27 @@ def _execute(scenario, mode, tenants, processes, ctx, base, state_path, label, s
         sampler.stop()
     if not ctx.simulated:
         fill_busy(sampler.samples, processes, t0)
+    _classify_faults(processes)
     records = [ProcessRecord(tenant=p.tenant, kind=p.workload.kind, label=p.label, pid=p.pid, workload=p.workload,
                              ready_at=(p.ready_at - t0) if p.ready_at else None, finished_at=p.finished_at - t0,
-                             result=p.result, holding=p.holding, latencies_us=p.latencies_us(), killed=p.killed)
+                             result=p.result or (p.partial_result() if p.faulted else None), holding=p.holding,
+                             latencies_us=p.latencies_us(), killed=p.killed, faulted=p.faulted)
                for p in processes]
     return RunRecord(mode=mode, tenants=[t.name for t in tenants], duration=scenario.duration,
                      samples=sampler.samples, processes=records, wall_s=time.monotonic() - started, events=sent)
+
+
+def _classify_faults(processes):
+    """In a run with a planned fault (a workload's `fault_at`), marks the processes that ended with
+    CUDA_ERROR_ILLEGAL_ADDRESS: "own" for the one that launched the faulting kernel, "other" for
+    those another's fault reached (under MPS, every client of the GPU). Neither is a failed run:
+    that is what the scenario measures. Elsewhere that error is a failure like any other."""
+    planned = lambda p: p.workload.params.get("fault_at") is not None
+    if not any(planned(p) for p in processes):
+        return
+    for p in processes:
+        if p.faulted is None and not p.running() and getattr(p, "ended_by_fault", lambda: False)():
+            p.faulted = "own" if planned(p) else "other"
 
 
 def _send(event, processes, at):

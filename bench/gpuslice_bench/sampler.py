@@ -1,7 +1,8 @@
 """The device over time: every process's busy time and memory, sampled every interval.
 
 On the simulated GPU the figures are the simulator's ground truth (`gpuslice-sim status
---json`), never what the workloads say about themselves. A real GPU has no per-process busy
+--json`), never what the workloads say about themselves, counted in SM-time (`sm_time`) so that
+time-sliced, MPS and MIG runs are measured in the same unit. A real GPU has no per-process busy
 counter, so there the busy time is what each workload reports having completed (kernels ×
 kernel length, from its progress lines, interpolated to the sample's time) and memory is
 nvidia-smi's per-process figure. That estimate is only as honest as the kernels: a spin kernel
@@ -34,8 +35,23 @@ class SimulatorSource:
             return None
         if out.returncode != 0:
             return None  # no process has created the devices yet
-        device = json.loads(out.stdout)["devices"][0]
-        return device["busy_ns"], {p["pid"]: (p["busy_ns"], p["memory_used"]) for p in device["processes"]}
+        return sm_time(json.loads(out.stdout)["devices"][0])
+
+
+def sm_time(gpu):
+    """(GPU busy ns, {pid: (busy ns, memory)}) in the GPU's SM-time: busy time × the SMs it
+    occupied ÷ the GPU's SMs. Time-sliced, the running context holds every SM (factor 1); under
+    MPS the simulator already counts a client's SM-time; in MIG mode a process's busy time is on
+    its instance, which holds the instance's SMs only, and SMs outside every instance never work."""
+    units = gpu.get("mig_instances") or [gpu]
+    device_busy, procs = 0, {}
+    for unit in units:
+        factor = unit["sm_count"] / gpu["sm_count"] if unit is not gpu else 1.0
+        device_busy += unit["busy_ns"] * factor
+        for p in unit["processes"]:
+            busy, memory = procs.get(p["pid"], (0, 0))
+            procs[p["pid"]] = (busy + p["busy_ns"] * factor, memory + p["memory_used"])
+    return device_busy, procs
 
 
 class RealGpuSource:

@@ -10,9 +10,11 @@ import re
 import yaml
 
 from .quantities import parse_bytes
+from . import mig as _mig
 from . import targets as _targets  # (they import this module back for its checks)
 
-MODES = ("solo", "unmanaged", "gpuslice", "mps")
+MODES = ("solo", "unmanaged", "gpuslice", "mps", "mig")
+WIDTHS = ("narrow", "wide")  # gpuslice-workload --width
 KINDS = ("compute", "latency", "memory", "arrival")
 MEMORY_APIS = ("alloc", "pitch", "managed", "async", "pool", "vmm", "array")
 _TENANT_NAME = re.compile(r"^[A-Za-z0-9._-]{1,63}$")
@@ -47,6 +49,7 @@ class Tenant:
     request: int = None        # GPUSLICE_COMPUTE_REQUEST; None: the shim's default (10)
     limit: int = None          # GPUSLICE_COMPUTE_LIMIT; None: 100
     compute_class: str = None  # GPUSLICE_COMPUTE_CLASS; None: the shim's default (standard)
+    mig: str = None            # its MIG instance's profile in mode mig; None: derived from the requests
 
     def quota_bytes(self, gpu_memory):
         if self.memory_quota is None:
@@ -102,6 +105,8 @@ class Scenario:
     events: tuple = ()
     targets: tuple = ()    # targets.Target, checked against the results after the run
     quantum_ms: float = None  # gpuslice's quantum (gpuslicectl set); None: its default
+    model: str = None      # GPUSLICE_SIM_MODEL in every mode (MIG profiles, SM count); None: the default
+    mig_layout: tuple = () # (tenant name, profile) per tenant, largest first: the instances of mode mig
 
     @property
     def gpu_memory_bytes(self):
@@ -109,10 +114,10 @@ class Scenario:
 
     def scaled(self, factor):
         """Every time in the scenario multiplied by `factor`; samples at least every 0.25 s."""
-        workloads = lambda t: tuple(dataclasses.replace(
-            w, start=w.start * factor,
-            params=dict(w.params, hold=w.params["hold"] * factor) if w.params.get("hold") is not None else w.params)
-            for w in t.workloads)
+        def times(params):  # the options that are times in the run
+            return {k: (v * factor if k in ("hold", "fault_at") and v is not None else v) for k, v in params.items()}
+        workloads = lambda t: tuple(dataclasses.replace(w, start=w.start * factor, params=times(w.params))
+                                    for w in t.workloads)
         # A target's window is a slice of the run and shrinks with it; its bounds (and the delay
         # after an event a target allows) are the target's own and do not.
         return dataclasses.replace(
@@ -125,12 +130,13 @@ class Scenario:
     def to_json(self):
         return {"name": self.name, "description": self.description, "path": self.path,
                 "duration_s": self.duration, "gpu_memory": self.gpu_memory, "timeslice_us": self.timeslice_us,
-                "quantum_ms": self.quantum_ms,
+                "quantum_ms": self.quantum_ms, "model": self.model,
+                "mig_layout": [{"tenant": name, "profile": profile} for name, profile in self.mig_layout],
                 "modes": list(self.modes), "sample_interval_s": self.sample_interval,
                 "events": [e.to_json() for e in self.events],
                 "targets": [t.to_json() for t in self.targets],
                 "tenants": [{"name": t.name, "memory_quota": t.memory_quota, "request": t.request, "limit": t.limit,
-                             "class": t.compute_class,
+                             "class": t.compute_class, "mig": t.mig,
                              "workloads": [dict(kind=w.kind, processes=w.processes, start=w.start, **w.params)
                                            for w in t.workloads]} for t in self.tenants]}
 
@@ -216,10 +222,14 @@ _SECONDS = _number(0, 86400, " (seconds)")
 # Per kind: key -> (check, default). Names and limits mirror gpuslice-workload's options.
 _KIND_KEYS = {
     "compute": {"kernel_us": (_integer(1, 60_000_000, " (microseconds)"), 1000),
-                "depth": (_integer(1, 1024, " (kernels in flight)"), 2)},
+                "depth": (_integer(1, 1024, " (kernels in flight)"), 2),
+                "width": (_one_of(WIDTHS), "narrow"),
+                # Seconds after its start: the process launches a faulting kernel (illegal address).
+                "fault_at": (_number(0, 86400, " (seconds)"), None)},
     "latency": {"period_ms": (_number(0, 60_000, " (milliseconds)"), 10.0),
                 "kernels_per_request": (_integer(1, 1024), 3),
                 "kernel_us": (_integer(1, 60_000_000, " (microseconds)"), 200),
+                "width": (_one_of(WIDTHS), "narrow"),
                 # Not a workload option: the latency the service promises, for SLO attainment.
                 "slo_ms": (_number(0, 60_000, " (milliseconds)"), None)},
     "memory": {"api": (_one_of(MEMORY_APIS), "alloc"),
@@ -282,10 +292,13 @@ class _Reader:
             if params["hold"] is not None and start + params["hold"] > duration:
                 self.fail(where + ".hold", f"expected at most duration - start = {duration - start:g} seconds",
                           value["hold"])
+        if params.get("fault_at") is not None and start + params["fault_at"] >= duration:
+            self.fail(where + ".fault_at", f"expected below duration - start = {duration - start:g} seconds",
+                      value["fault_at"])
         return Workload(kind=kind, processes=processes, start=start, params=params)
 
     def tenant(self, value, where, duration):
-        self.mapping(value, where, ["name"], ["workload", "workloads", "memory_quota", "compute", "processes"])
+        self.mapping(value, where, ["name"], ["workload", "workloads", "memory_quota", "compute", "processes", "mig"])
         name = self.check(value["name"], where + ".name",
                           _matching(_TENANT_NAME, "expected 1 to 63 of A-Z a-z 0-9 . _ - (a GPUSLICE_TENANT name)"))
         if ("workload" in value) == ("workloads" in value):
@@ -314,8 +327,10 @@ class _Reader:
             limit = self.check(compute["limit"], where + ".compute.limit", percent) if "limit" in compute else None
             if request is not None and limit is not None and limit < request:
                 self.fail(where + ".compute.limit", f"expected a limit at least the request ({request})", limit)
+        mig = self.check(value["mig"], where + ".mig", _matching(re.compile(r"^\S{1,32}$"), "expected a MIG profile"
+                                                                    " name such as 3g.40gb")) if "mig" in value else None
         return Tenant(name=name, workloads=workloads, memory_quota=quota, request=request, limit=limit,
-                      compute_class=compute_class)
+                      compute_class=compute_class, mig=mig)
 
     def event(self, value, where, tenants, duration):
         self.mapping(value, where, ["at", "signal", "tenant"], ["workload", "processes"])
@@ -344,7 +359,8 @@ class _Reader:
                           _matching(_SCENARIO_NAME, "expected 1 to 100 of A-Z a-z 0-9 . _ - (it names the report folder)"))
         description = self.check(top["description"], "description", _text)
         duration = self.check(top["duration"], "duration", _number(0, 3600, " (seconds each mode runs)"))
-        gpu = self.mapping(top.get("gpu", {}), "gpu", [], ["memory", "timeslice_us", "quantum_ms"])
+        gpu = self.mapping(top.get("gpu", {}), "gpu", [], ["memory", "timeslice_us", "quantum_ms", "model"])
+        model = self.check(gpu["model"], "gpu.model", _one_of(_mig.MODELS)) if "model" in gpu else None
         quantum = self.check(gpu["quantum_ms"], "gpu.quantum_ms", _number(0.999, 1000, " (milliseconds, 1 to 1000)")) \
             if "quantum_ms" in gpu else None
         gpu_memory = self.check(gpu.get("memory", "80Gi"), "gpu.memory", _bytes)
@@ -372,11 +388,27 @@ class _Reader:
             quota = t.quota_bytes(gpu_bytes)
             if quota is not None and quota > gpu_bytes:
                 self.fail(f"tenants[{i}].memory_quota", f"expected at most the GPU's memory ({gpu_memory})", t.memory_quota)
+        layout = self.mig_layout(parsed, model) if "mig" in modes else ()
         events = self.items(top, "events", lambda v, w: self.event(v, w, parsed, duration))
         targets = self.items(top, "targets", lambda v, w: _targets.read_target(self, v, w, parsed, modes, events))
         return Scenario(path=self.path, name=name, description=description, duration=duration, gpu_memory=gpu_memory,
                         timeslice_us=timeslice, modes=tuple(modes), sample_interval=interval, tenants=tuple(parsed),
-                        events=tuple(events), targets=tuple(targets), quantum_ms=quantum)
+                        events=tuple(events), targets=tuple(targets), quantum_ms=quantum, model=model,
+                        mig_layout=layout)
+
+    def mig_layout(self, tenants, model):
+        """Mode mig: one instance per tenant, named by its `mig:` or derived from its request."""
+        if model is None:
+            self.fail("gpu.model", "mode mig needs the GPU model whose MIG profiles apply: one of " +
+                      ", ".join(_mig.MODELS))
+        for i, t in enumerate(tenants):
+            if t.mig is not None and t.mig not in _mig.profiles(model):
+                self.fail(f"tenants[{i}].mig", f"expected a MIG profile of the {model}: " +
+                          ", ".join(_mig.profiles(model)), t.mig)
+        try:
+            return _mig.layout(model, [(t.name, t.weight, t.mig) for t in tenants])
+        except ValueError as e:
+            self.fail("modes", f"mode mig: {e}")
 
     def items(self, top, key, read):
         """The optional list `key`, each item read by read(value, where)."""

@@ -33,7 +33,7 @@ class ScenarioTest(unittest.TestCase):
         svc, train = s.tenants
         self.assertEqual(svc.workloads[0].params["kernels_per_request"], 3)
         self.assertEqual(svc.workloads[0].params["kernel_us"], 200)
-        self.assertEqual(train.workloads[0].params, {"kernel_us": 1000, "depth": 2})
+        self.assertEqual(train.workloads[0].params, {"kernel_us": 1000, "depth": 2, "width": "narrow", "fault_at": None})
         self.assertEqual(train.workloads[0].processes, 2)
         self.assertEqual(train.weight, 10)  # the shim's default request
         self.assertEqual(svc.quota_bytes(80 << 30), 20 << 30)

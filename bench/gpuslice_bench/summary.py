@@ -9,6 +9,9 @@ from .targets import markdown as targets_markdown
 CHART_CAPTIONS = {
     "share": "Each tenant's share of the GPU's time per {interval:g} s window (solid) against what it is "
              "entitled to (dashed); grey dots: the GPU's total busy time.",
+    "modes": "The modes side by side: each tenant's share of the GPU's SM-time over the steady windows, and "
+             "the SM-time no tenant used (idle; under MIG also the SMs stranded in an instance whose tenant "
+             "does not use them, or outside every instance).",
     "latency-cdf": "Request latency distribution of the latency-sensitive tenants: left all requests, right "
                    "the tail from the 90th percentile (dotted line: p99). Further left is faster.",
 }
@@ -43,7 +46,12 @@ def _tenants_table(results):
         limit = t["limit"] if t["limit"] is not None else 100
         rows.append([t["name"], "; ".join(_workload_text(w) for w in t["workloads"]),
                      t["memory_quota"] or "none", f"{request}% / {limit}%", t.get("class") or "standard (default)"])
-    table_text = table.markdown(["tenant", "workload", "memory quota", "compute request / limit", "class"], rows)
+    header = ["tenant", "workload", "memory quota", "compute request / limit", "class"]
+    layout = {item["tenant"]: item["profile"] for item in results["scenario"].get("mig_layout") or []}
+    if layout:  # mode mig: the instance each tenant ran in
+        header.append("MIG instance")
+        rows = [row + [layout.get(row[0], "-")] for row in rows]
+    table_text = table.markdown(header, rows)
     events = results["scenario"].get("events") or []
     if events:
         table_text += "\n\nEvents (every mode but solo): " + "; ".join(
@@ -103,6 +111,19 @@ def _latency_table(results):
                            "p99.9 vs solo", "SLO attainment", "missed periods"], rows)
 
 
+def _faults_table(results):
+    rows = []
+    for t in results["scenario"]["tenants"]:
+        for mode, r in results["modes"].items():
+            f = r.get("tenants", {}).get(t["name"]) if r["status"] == "ran" else None
+            if f and ("ended_by_own_fault" in f or "ended_by_others_fault" in f):
+                rows.append([t["name"], mode, str(f.get("ended_by_own_fault", 0)), str(f.get("ended_by_others_fault", 0))])
+    if not rows:
+        return None
+    return table.markdown(["tenant", "mode", "processes its own fault ended", "processes another tenant's fault ended"],
+                          rows)
+
+
 def write(folder, results, charts, overhead=None):
     s = results["scenario"]
     host = results["host"]
@@ -135,13 +156,17 @@ def write(folder, results, charts, overhead=None):
     if latency:
         lines += ["## Latency", "", "Every request of the tenant's processes; a missed period is a period boundary that "
                   "passed while a request still ran (no request is sent for it).", "", latency, ""]
+    faults = _faults_table(results)
+    if faults:
+        lines += ["## Faults", "", "A process that launched its planned faulting kernel (`fault_at`), and every other "
+                  "process that ended with `CUDA_ERROR_ILLEGAL_ADDRESS` after it: the fault reached it.", "", faults, ""]
     memory = _memory_table(results)
     if memory:
         lines += ["## Memory", "", memory, ""]
     if charts:
         lines += ["## Charts", ""]
         for chart in charts:
-            kind = "latency-cdf" if chart.startswith("latency-cdf") else "share"
+            kind = "latency-cdf" if chart.startswith("latency-cdf") else "modes" if chart == "modes.svg" else "share"
             lines += [f"![{chart}]({chart})", "", CHART_CAPTIONS[kind].format(interval=s["sample_interval_s"]), ""]
     skipped = [(m, r["reason"]) for m, r in results["modes"].items() if r["status"] != "ran"]
     if skipped:

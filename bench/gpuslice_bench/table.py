@@ -122,11 +122,22 @@ def _targets_text(results):
     return ["", f"targets: {met} of {len(evaluated)} met", text(evaluated)]
 
 
+def _faults_text(results):
+    lines = []
+    for mode, r in _ran(results):
+        hit = [(name, f) for name, f in r["tenants"].items() if "ended_by_own_fault" in f or "ended_by_others_fault" in f]
+        if hit:
+            lines.append(f"faults, {mode}: " + "; ".join(
+                f"{name}: {f.get('ended_by_own_fault', 0)} by its own, {f.get('ended_by_others_fault', 0)} by another's"
+                for name, f in hit))
+    return [""] + lines if lines else []
+
+
 def text_report(results):
     s = results["scenario"]
     head = f"{s['name']}: {results['platform']['description']}, {s['duration_s']:g} s per mode"
     return "\n".join([head, "", _text(TENANT_HEADER, tenant_rows(results)), "",
-                      _text(RUN_HEADER, run_rows(results))] + _targets_text(results))
+                      _text(RUN_HEADER, run_rows(results))] + _faults_text(results) + _targets_text(results))
 
 
 def _refusals_brief(fig, mode):
@@ -138,7 +149,8 @@ def _refusals_brief(fig, mode):
     quota = fig.get("memory_quota")
     # Under enforcement a tenant that asked for more than its quota was refused for that; anyone
     # else was refused because the device was full.
-    why = "over its quota" if mode in ("gpuslice", "mps") and quota and a["asked_bytes"] > quota else "GPU full"
+    why = "over its quota" if mode in ("gpuslice", "mps") and quota and a["asked_bytes"] > quota else \
+        "its instance full" if mode == "mig" else "GPU full"
     return f"{a['refused']} ({why})"
 
 

@@ -17,6 +17,8 @@ def command_line(binary, workload, seconds, report_interval, label, latencies_pa
     p = workload.params
     if workload.kind == "compute":
         args = ["compute", "--kernel-us", str(p["kernel_us"]), "--depth", str(p["depth"]), "--duration", f"{seconds:.3f}"]
+        if p.get("fault_at") is not None:
+            args += ["--fault-after", f"{p['fault_at']:.3f}"]
     elif workload.kind == "latency":
         args = ["latency", "--period-ms", f"{p['period_ms']:g}", "--kernels-per-request", str(p["kernels_per_request"]),
                 "--kernel-us", str(p["kernel_us"]), "--duration", f"{seconds:.3f}", "--latencies-file", latencies_path]
@@ -24,6 +26,8 @@ def command_line(binary, workload, seconds, report_interval, label, latencies_pa
         hold = p["hold"] if p["hold"] is not None else seconds
         args = ["memory", "--api", p["api"], "--chunk", str(parse_bytes(p["chunk"])), "--count", str(p["count"]),
                 "--hold", f"{hold:.3f}"] + (["--touch"] if p["touch"] else [])
+    if p.get("width", "narrow") != "narrow":  # compute, latency
+        args += ["--width", p["width"]]
     args += ["--label", label, "--ready-line"]
     if workload.kind != "memory":
         args += ["--report-interval", f"{report_interval:g}"]
@@ -60,6 +64,8 @@ class WorkloadProcess:
         self.returncode = None
         self.workload_index = 0   # which of the tenant's workloads (set by the runner)
         self.killed = False       # SIGKILLed by a scenario's event: no result is expected
+        self.fault_launched_at = None  # monotonic time of its "fault" line (compute --fault-after)
+        self.faulted = None       # "own": ended by its own fault; "other": by another process's (MPS)
         self._proc = None
         self._reader = None
         self._ready = threading.Event()
@@ -87,6 +93,8 @@ class WorkloadProcess:
             elif kind == "progress":
                 self.last_progress = event
                 self._add_busy_point(event)
+            elif kind == "fault":
+                self.fault_launched_at = now
             elif kind == "holding":
                 self.holding = event
             elif kind == "result":
@@ -127,6 +135,28 @@ class WorkloadProcess:
         how = f"exit {self.returncode}" if self.returncode is not None and self.returncode >= 0 else \
             f"signal {-self.returncode}" if self.returncode is not None else "did not finish"
         return f"{self.label} ({how}): {' '.join(self.argv)}" + (f"\n  {err}" if err else "")
+
+    def ended_by_fault(self):
+        """Whether it ended with CUDA_ERROR_ILLEGAL_ADDRESS (a broken context), without a result."""
+        return self.returncode not in (None, 0) and self.result is None and \
+            "CUDA_ERROR_ILLEGAL_ADDRESS" in stderr_tail(self.stderr_path)
+
+    def partial_result(self):
+        """For a process a fault ended: a compute process's throughput up to its last progress
+        line, a memory process's allocations from its holding line."""
+        if self.workload.kind == "memory" and self.holding:
+            return dict(self.holding, count=self.workload.params["count"],
+                        chunk_bytes=parse_bytes(self.workload.params["chunk"]), partial=True)
+        p = self.last_progress
+        if self.workload.kind == "latency" and self.ready_at is not None:
+            # Its latencies file holds every request until the fault (the workload writes it then).
+            return {"requests": len(self.latencies_us()), "elapsed_s": max(self.finished_at - self.ready_at, 1e-9),
+                    "missed_periods": (p or {}).get("missed_periods", 0), "partial": True}
+        if self.workload.kind != "compute" or not p or p.get("elapsed_s", 0) <= 0:
+            return None
+        rate = p["kernels"] / p["elapsed_s"]
+        return {"kernels": p["kernels"], "elapsed_s": p["elapsed_s"], "kernels_per_s": rate, "blocks": p.get("blocks", 1),
+                "busy_fraction": rate * self.workload.params["kernel_us"] * 1e-6, "partial": True}
 
     def latencies_us(self):
         if not self.latencies_path or not os.path.exists(self.latencies_path):
