@@ -55,12 +55,15 @@ ComputeClass ClassOf(const LedgerEntry& ledger) {
 
 int64_t BucketNow(int64_t tokens, uint64_t tokens_at, uint32_t pct, uint64_t now) {
   const int64_t cap = static_cast<int64_t>(kBucketWindowNs * pct / 100);
-  // Two windows' worth at most: enough to bring a bucket from its floor (-cap) back to full. One
-  // window's worth stopped at 0, below a limited tenant's burst, and a waiter there was never
-  // eligible again (its bucket is not recharged, so tokens_at does not move, while it waits).
-  const int64_t gained =
-      static_cast<int64_t>(std::min<uint64_t>(Elapsed(tokens_at, now), 2 * kBucketWindowNs) * pct / 100);
-  return std::clamp(tokens + gained, -cap, cap);
+  // Debt is repaid in full: a grant that ran past the bucket (the drain of long kernels) is paid
+  // back at pct % of real time before the tenant is eligible again, so the limit holds on
+  // average. The gain must not be capped below any debt a charge can leave: capped at two
+  // windows' worth, a 5 % tenant charged one 40 ms grant never got back to its burst and its
+  // waiting process hung for good (its bucket is not recharged, so tokens_at does not move,
+  // while it waits). The bound on the elapsed time (11 days) only keeps the product in range.
+  constexpr uint64_t kMaxElapsedNs = 1'000'000'000'000'000ULL;
+  const int64_t gained = static_cast<int64_t>(std::min(Elapsed(tokens_at, now), kMaxElapsedNs) * pct / 100);
+  return std::min(tokens + gained, cap);
 }
 
 GrantPolicy::GrantPolicy(Segment* segment, int gpu, Liveness alive)

@@ -48,8 +48,8 @@ uint32_t WeightOf(const LedgerEntry& ledger);
 uint32_t LimitOf(const LedgerEntry& ledger);
 ComputeClass ClassOf(const LedgerEntry& ledger);
 
-// A bucket that fills at pct % of real time up to pct % of kBucketWindowNs (and never falls below
-// minus that much, so one long charge cannot lock a tenant out for long).
+// A bucket that fills at pct % of real time up to pct % of kBucketWindowNs. Charges may take it
+// below zero by any amount (the drain of long kernels); that debt is repaid in full at pct %.
 int64_t BucketNow(int64_t tokens, uint64_t tokens_at, uint32_t pct, uint64_t now);
 
 class GrantPolicy {

@@ -2,6 +2,7 @@
 // several processes: each has its own descriptor, hence its own liveness lock).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -234,13 +235,18 @@ TEST_F(BrokerLedgerTest, UncontendedReserveAndReleaseStayUnderAMicrosecond) {
   int ledger = -1;
   auto broker = Member("alpha", kUnlimited, &ledger);
   ASSERT_TRUE(broker);
-  constexpr int kRounds = 1'000'000;
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < kRounds; ++i) {
-    broker->Reserve(ledger, 4096);
-    broker->Release(ledger, 4096);
+  // The fastest of ten batches: a batch takes tens of milliseconds, so on a loaded machine some
+  // batch runs without being preempted, and a system call on the path would slow every batch.
+  constexpr int kBatches = 10, kRounds = 100'000;
+  double ns = 1e9;
+  for (int batch = 0; batch < kBatches; ++batch) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kRounds; ++i) {
+      broker->Reserve(ledger, 4096);
+      broker->Release(ledger, 4096);
+    }
+    ns = std::min(ns, ::gpuslice::testing::SecondsSince(start) * 1e9 / kRounds);
   }
-  const double ns = ::gpuslice::testing::SecondsSince(start) * 1e9 / kRounds;
   std::printf("Reserve+Release, uncontended: %.1f ns per pair\n", ns);
   RecordProperty("reserve_release_ns", static_cast<int>(ns));
   EXPECT_EQ(broker->Used(ledger), 0u);

@@ -344,6 +344,29 @@ TEST(GrantPolicyTest, ALimitedTenantDrivenToTheBottomOfItsBucketIsGrantedAgainAf
   EXPECT_EQ(node.Holder(), a) << "the bucket refilled: the waiter must be granted";
 }
 
+// A grant can run past a limited tenant's bucket by the drain of its long kernels: a 5 % tenant
+// (a 5 ms bucket) charged one 40 ms grant owes 40 ms. It is granted again once the debt is repaid
+// at 5 % of real time (45 ms to its 5 ms burst: 0.9 s), not before — and not never: with the
+// refill capped at two windows (10 ms at 5 %) its waiting process hung for good (seen in
+// gpuslice-bench: a 5 % batch job alone, "held by nobody, 1 process waiting").
+TEST(GrantPolicyTest, ALimitedTenantChargedFarPastItsBucketRepaysTheDebtAndIsGrantedAgain) {
+  FakeNode node;
+  const int a = node.Tenant(5, 5);
+  const int pa = node.Process(a);
+  auto policy = node.Policy();
+  node.ledger(a).tokens_ns.store(-40 * static_cast<int64_t>(kMs));
+  node.ledger(a).tokens_at_ns.store(kT0);
+  node.Wait(pa, kT0);
+  policy.Advance(kT0);
+  EXPECT_EQ(node.Holder(), -1) << "40 ms in debt: not eligible";
+  node.Wait(pa, kT0 + 600 * kMs);
+  policy.Advance(kT0 + 600 * kMs);
+  EXPECT_EQ(node.Holder(), -1) << "30 ms repaid of 45: the limit holds";
+  node.Wait(pa, kT0 + 1000 * kMs);
+  policy.Advance(kT0 + 1000 * kMs);
+  EXPECT_EQ(node.Holder(), a) << "the debt is repaid: the waiter must be granted";
+}
+
 TEST(GrantPolicyTest, AnIdleHolderIsNotChargedForTheTimeItHeldTheGpuIdle) {
   FakeNode node;
   const int a = node.Tenant(50);
