@@ -211,6 +211,8 @@ git -C "$root" ls-files -z --cached --others --exclude-standard |
 
 # ccache: the copy's paths are not the tree's, so hash neither the directory nor absolute paths.
 export CCACHE_BASEDIR=/ CCACHE_NOHASHDIR=1
+# The test programs share a precompiled header (tests/CMakeLists.txt): ccache caches them only so.
+export CCACHE_SLOPPINESS=pch_defines,time_macros
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S "$copy" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >"$log/configure.txt"
