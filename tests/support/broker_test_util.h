@@ -61,13 +61,18 @@ inline pid_t ForkChild(const std::function<int()>& fn) {
   return pid;
 }
 
-// The child's exit code, or 128 + signal when a signal ended it.
+// A waitpid status as an exit code: the child's own, or 128 + signal when a signal ended it.
+inline int ExitCodeOf(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
+}
+
+// The child's exit code (ExitCodeOf).
 inline int WaitChild(pid_t pid) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
+  return ExitCodeOf(status);
 }
 
 // Children of one test: whichever are still running when it goes out of scope are killed and
@@ -109,8 +114,7 @@ class ChildGroup {
       }
       usleep(2000);
     }
-    if (WIFEXITED(status)) return WEXITSTATUS(status);
-    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
+    return ExitCodeOf(status);
   }
   // True when the child has exited (it is then reaped).
   bool Exited(pid_t pid) {
