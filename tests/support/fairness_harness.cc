@@ -146,7 +146,7 @@ Json Gpu::RunToEnd(const std::string& tenant, const std::vector<std::string>& wo
   return child->Result();
 }
 
-bool Gpu::SetPolicy(broker::SharingMode mode, uint64_t quantum_ns, std::string* error) {
+bool Gpu::SetPolicy(broker::SharingMode mode, uint64_t quantum_ns, std::string* error, uint64_t budget_ns) {
   simquery::Snapshot snap;
   if (!simquery::TakeSnapshot(sim_state_, &snap, error)) {
     // No device yet: any process creates it.
@@ -166,8 +166,12 @@ bool Gpu::SetPolicy(broker::SharingMode mode, uint64_t quantum_ns, std::string* 
   }
   auto broker = broker::Broker::Attach(state_dir_, error);
   if (!broker) return false;
+  const auto set = [&](std::string* why) {
+    return broker::SetGpuPolicy(broker->segment(), uuid, mode, quantum_ns, why) &&
+           broker::SetGpuBudget(broker->segment(), uuid, budget_ns, why);
+  };
   std::string ignored;
-  if (broker::SetGpuPolicy(broker->segment(), uuid, mode, quantum_ns, &ignored)) return true;
+  if (set(&ignored)) return true;
   // The GPU is not in the broker yet: a managed process that allocates introduces it.
   Child introduce({paths_.bin_dir + "/gpuslice-workload", "memory", "--chunk", "1Mi"},
                   {"LD_LIBRARY_PATH=" + paths_.sim_lib_dir, "GPUSLICE_SIM_STATE=" + sim_state_,
@@ -177,7 +181,7 @@ bool Gpu::SetPolicy(broker::SharingMode mode, uint64_t quantum_ns, std::string* 
     *error = "introducing the GPU to the broker failed: " + introduce.Stderr();
     return false;
   }
-  return broker::SetGpuPolicy(broker->segment(), uuid, mode, quantum_ns, error);
+  return set(error);
 }
 
 Sample Gpu::Take() const {

@@ -118,10 +118,10 @@ class Gpu {
   Json RunToEnd(const std::string& tenant, const std::vector<std::string>& workload_args,
                 const StartOptions& options = {}, int timeout_ms = 60000);
 
-  // The GPU's sharing mode and quantum (0 = the default) in the broker, as gpuslicectl would set
-  // them. The GPU appears in the broker once a tenant used it: if it has not, a managed process
-  // that allocates 1 MiB and exits introduces it first.
-  bool SetPolicy(broker::SharingMode mode, uint64_t quantum_ns, std::string* error);
+  // The GPU's sharing mode, quantum and queued-work budget (0 = the default) in the broker, as
+  // `gpuslicectl set` would set them. The GPU appears in the broker once a tenant used it: if it
+  // has not, a managed process that allocates 1 MiB and exits introduces it first.
+  bool SetPolicy(broker::SharingMode mode, uint64_t quantum_ns, std::string* error, uint64_t budget_ns = 0);
 
   Sample Take() const;
   // Sends SIGTERM to every running process and waits for them (the workload prints its result).
