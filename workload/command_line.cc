@@ -92,6 +92,9 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
   latency_cmd->add_option("--kernels-per-request", latency.kernels_per_request, "Kernels in each request")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  latency_cmd->add_flag("--dependent", latency.dependent,
+                        "Wait for each kernel of a request before launching the next (launch, wait, launch: "
+                        "a decode loop), instead of launching them all and waiting once");
   latency_cmd->add_option("--kernel-us", latency.kernel_us, "Length of each kernel in microseconds")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, kMaxKernelUs));

@@ -62,6 +62,8 @@ int RunLatency(const CommonOptions& common, const LatencyOptions& options) {
   auto request = [&] {
     for (int i = 0; i < options.kernels_per_request; ++i) {
       if (!kernel.Launch(stream, kernel_ns)) return false;
+      if (options.dependent && i + 1 < options.kernels_per_request && !DRIVER_CALL(s, cuStreamSynchronize, stream))
+        return false;
     }
     return DRIVER_CALL(s, cuStreamSynchronize, stream);
   };
@@ -119,6 +121,7 @@ int RunLatency(const CommonOptions& common, const LatencyOptions& options) {
   Json result = {{"device", common.device},
                  {"period_ms", options.period_ms},
                  {"kernels_per_request", options.kernels_per_request},
+                 {"dependent", options.dependent},
                  {"kernel_us", options.kernel_us},
                  {"blocks", kernel.blocks()},
                  {"requests", latencies_us.size()},

@@ -33,6 +33,7 @@ struct LatencyOptions {
   KernelWidth width = KernelWidth::kNarrow;
   double period_ms = 10;
   int kernels_per_request = 3;
+  bool dependent = false;  // wait for each kernel before launching the next (a decode loop)
   uint64_t kernel_us = 200;
   double duration_s = 5;
   std::optional<uint64_t> requests;  // when set, stop after this many instead of duration_s
