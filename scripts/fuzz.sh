@@ -17,19 +17,42 @@ CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -D
   -DGPUSLICE_BUILD_ONLY="$(IFS=';'; echo "${targets[*]}")" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target gpuslice_build_only  # the targets, in parallel
 mkdir -p "$build/artifacts"
-for target in "${targets[@]}"; do
-  name=${target%_fuzzer}
+# One target's run: new inputs go to its scratch corpus (first directory); the seeds are read only.
+run_target() {
+  local target=$1 name=${1%_fuzzer} scratch dict=()
   scratch=$(mktemp -d)
-  trap 'rm -rf "$scratch"' EXIT
-  dict=()
   [ -f "fuzz/$name.dict" ] && dict=(-dict="fuzz/$name.dict")
-  echo "fuzz: $target for ${seconds}s"
-  # New inputs go to the scratch corpus (first directory); the seeds are read only.
+  local rc=0
   "$build/fuzz/$target" "$scratch" "fuzz/corpus/$name" "${dict[@]}" -max_total_time="$seconds" -timeout=10 \
     -max_len=4096 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$build/artifacts/$target-" \
-    2>"$build/artifacts/$target.log" || { tail -40 "$build/artifacts/$target.log"; exit 1; }
-  grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$build/artifacts/$target.log" | tr '\n' ' '
-  echo
+    2>"$build/artifacts/$target.log" || rc=$?
   rm -rf "$scratch"
+  return $rc
+}
+# The targets run side by side, one per core (each is one single-threaded process): the pass
+# takes about seconds × targets / cores, not seconds × targets.
+jobs=$(nproc)
+pids=() names=()
+status=0
+report() {  # waits for the oldest running target and reports it
+  local rc=0
+  wait "${pids[0]}" || rc=$?
+  local target=${names[0]}
+  pids=("${pids[@]:1}") names=("${names[@]:1}")
+  if ((rc)); then
+    echo "fuzz: $target FAILED (exit $rc); its input is in $build/artifacts/$target-*:"
+    tail -40 "$build/artifacts/$target.log"
+    status=1
+  else
+    echo "fuzz: $target ran ${seconds}s: $(grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' \
+      "$build/artifacts/$target.log" | tr '\n' ' ')"
+  fi
+}
+for target in "${targets[@]}"; do
+  ((${#pids[@]} < jobs)) || report
+  run_target "$target" &
+  pids+=($!) names+=("$target")
 done
+while ((${#pids[@]})); do report; done
+((status == 0)) || exit 1
 echo "fuzz: every target ran ${seconds}s without a finding"
