@@ -50,7 +50,13 @@ done
 # (perl -0pe: ^ and $ with /m match lines), the ctest regex of the tests that should catch it,
 # and what it breaks. The edit must change the file, or the sabotage is reported NOT APPLIED.
 names=() files=() edits=() tests=() whys=()
-sabotage() { names+=("$1"); files+=("$2"); edits+=("$3"); tests+=("$4"); whys+=("$5"); }
+# A regex written `^(Suite|...)` also matches the suites' parameterized instances, whose names
+# carry their instantiation's prefix (EveryFamily/ShimMemoryQuotaFamilyTest.X/alloc).
+sabotage() {
+  local regex=$4
+  [[ $regex == '^('* ]] && regex="(^|/)(${regex#'^('}"
+  names+=("$1"); files+=("$2"); edits+=("$3"); tests+=("$regex"); whys+=("$5")
+}
 
 # Scheduler (broker/grant_policy.cc, broker/scheduler.cc, shim/launch_tracker.cc,
 # shim/hooks_launch.cc): each rule of docs/scheduling.md broken on its own.
@@ -98,7 +104,7 @@ sabotage quota-ignored broker/broker.cc \
   'a reservation is granted whatever the quota'
 sabotage accounting-credit-skipped shim/hooks_memory.cc \
   's/^(\s*)state->broker\(\)\.Release\(charge\.ledger, charge\.bytes\);$/$1\/\/ SABOTAGE: the free credits nothing/m' \
-  '^(ShimMemoryQuota|ShimCrashTest|ShimInterposition)' \
+  '^(ShimMemoryQuota|ShimCrashTest|ShimInterposition|ShimPairsTest|ShimTeardownTest)' \
   'freeing memory does not return its charge to the tenant'
 sabotage memory-info-not-narrowed shim/hooks_memory_info.cc \
   's/^  Narrow\(state, ledger, free, total\);$/  \/\/ SABOTAGE: the whole device is reported/m' \
