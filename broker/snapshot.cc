@@ -57,6 +57,14 @@ TenantView ViewTenant(const Segment& segment, TenantIndex tenant, GpuIndex gpu) 
   return view;
 }
 
+bool TenantHasRegisteredProcess(const Segment& segment, TenantIndex tenant) {
+  for (ProcessSlot p : UsedProcessSlots(segment)) {
+    const ProcessEntry& process = At(segment, p);
+    if (process.state.load() == kRegistered && process.tenant.load() == tenant.value()) return true;
+  }
+  return false;
+}
+
 void Fill(const Segment& segment, Snapshot* out) {
   out->layout_version = segment.header.layout_version;
   out->taken_ns = MonotonicNanos();
@@ -79,8 +87,12 @@ void Fill(const Segment& segment, Snapshot* out) {
     view.waiting = 0;  // summed over its tenants below
     view.grants = gpu.grants.load();
     view.window_start_ns = gpu.window_start_ns.load();
+    // A holder none of whose processes is registered any more (the last one died, or exited
+    // without handing the grant on) holds nothing: the next decision, by whoever next looks,
+    // hands the grant on. It is shown as no holder rather than as a tenant that is gone.
     if (const auto holder = HolderOf(gpu); holder && holder->value() < tenants.size() &&
-                                           At(segment, *holder).state.load() == kInUse) {
+                                           At(segment, *holder).state.load() == kInUse &&
+                                           TenantHasRegisteredProcess(segment, *holder)) {
       view.holder = Name(At(segment, *holder));
     }
     for (TenantIndex t : tenants) {

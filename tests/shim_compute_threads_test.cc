@@ -8,6 +8,8 @@
 // monitor thread and the launching thread touch the same tracker and grant state, and any race
 // between them is reported (the process then exits 66 and the exit-code checks fail). The
 // scheduler's figures are the sched_* tests' subject; they need a quiet, uninstrumented build.
+#include <signal.h>
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -45,6 +47,28 @@ TEST_F(ShimComputeThreadsTest, ALimitedTrainerAndAServiceFinishEveryKernelAndLea
     EXPECT_EQ(tenant.used, 0u) << tenant.name;
     EXPECT_GT(tenant.service_ns, 0u) << tenant.name << " was never charged device time";
   }
+}
+
+// A holder SIGKILLed with nobody else on the GPU cannot hand the grant on, and nobody is left to
+// decide: the broker's view (gpuslicectl status) must not name a tenant that is gone as the
+// holder. The control is the same view a moment before the kill, which names it.
+TEST_F(ShimComputeThreadsTest, AHolderKilledAloneIsNotShownAsTheHolder) {
+  auto trainer = StartShimmed({App("workload"), "compute", "--kernel-us", "1000", "--depth", "2", "--duration", "60",
+                               "--ready-line"},
+                              {"GPUSLICE_TENANT=trainer"});
+  ASSERT_TRUE(trainer->WaitForOutput("\"ready\"")) << trainer->StderrSoFar();
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const auto snapshot = BrokerSnapshot();
+        return snapshot.gpus.size() == 1 && snapshot.gpus[0].holder == "trainer";
+      },
+      std::chrono::seconds(10)))
+      << "the lone tenant was never shown holding the GPU";
+  trainer->Kill(SIGKILL);
+  trainer->Wait(10000);
+  const broker::Snapshot snapshot = BrokerSnapshot();
+  ASSERT_EQ(snapshot.gpus.size(), 1u);
+  EXPECT_EQ(snapshot.gpus[0].holder, "") << "a killed tenant is still shown holding the GPU";
 }
 
 }  // namespace
