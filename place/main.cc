@@ -14,6 +14,7 @@
 #include "place/policy.h"
 #include "place/replay.h"
 #include "place/tiers.h"
+#include "place/mig.h"
 #include "place/pool.h"
 #include "place/report.h"
 #include "place/trace.h"
@@ -121,6 +122,26 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--tier-seed", tier_seed, "With --tiers random: the seed of the draw")->capture_default_str();
   app.add_flag("--tiers-apart", tiers_apart, "With --tiers: pods of two tiers never share a physical GPU");
+  MigOptions mig;
+  std::string mig_nodes_text;
+  app.add_option("--mig-fraction", mig.fraction,
+                 "MIG: partition the GPUs of whole nodes holding this share of the cluster's GPUs into MIG instances "
+                 "(--mig-layout on every GPU); only isolated pods (--mig-isolate) use them")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--mig-nodes", mig_nodes_text, "MIG: the partitioned nodes as comma-separated names (instead of --mig-fraction)");
+  app.add_option("--mig-model", mig.model, "MIG: whose profiles --mig-layout names (A100-40GB, A100-80GB, H100-80GB, H200)")
+      ->capture_default_str();
+  app.add_option("--mig-layout", mig.layout,
+                 "MIG: the instances of every partitioned GPU, comma-separated profiles of --mig-model (e.g. "
+                 "7 x 1g.10gb); an instance covers a share of min(compute/7, memory/8) of a GPU")
+      ->capture_default_str();
+  app.add_flag("--mig-isolate", mig.isolate_paid,
+               "MIG: with --tiers, the paid tier's shares require isolation: each fits only a free MIG instance that "
+               "covers it, and takes all of it");
+  app.add_flag("--mig-open", mig.open,
+               "MIG: shares that do not require isolation may take a free MIG instance that covers them too, a whole "
+               "one each (without it they use only non-MIG GPUs)");
   std::string pool_nodes_text, pool_sweep_text;
   app.add_option("--pool-fraction", replay_options.pool.fraction,
                  "With --replay: reserve whole nodes holding this share of the GPUs for pods of --pool-min-gpus or more; "
@@ -194,6 +215,27 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  mig.nodes = SplitList(mig_nodes_text);
+  if (mig.isolate_paid && tiers == "none") {
+    std::cerr << "gpuslice-place: --mig-isolate needs --tiers qos or --tiers random (the paid tier's shares are isolated)\n";
+    return 2;
+  }
+  if ((mig.isolate_paid || mig.open) && !mig.Enabled()) {
+    std::cerr << "gpuslice-place: --mig-isolate and --mig-open need MIG nodes: --mig-fraction F (0 < F <= 1) or --mig-nodes a,b\n";
+    return 2;
+  }
+  if (mig.Enabled()) {
+    if (std::string bad = ParseMigLayout(mig, &options.mig_layout); !bad.empty()) {
+      std::cerr << "gpuslice-place: " << bad << "\n";
+      return 2;
+    }
+    Cluster check = experiment.cluster;
+    if (std::string bad = MarkMigNodes(check, experiment.node_names, mig, options.mig_layout); !bad.empty()) {
+      std::cerr << "gpuslice-place: " << bad << " in " << nodes_path << "\n";
+      return 2;
+    }
+  }
+  options.mig = mig;
   if (nvlink_prefer && nvlink_island == 0) {
     std::cerr << "gpuslice-place: --nvlink-prefer needs --nvlink-island N (GPUs per island, 1 to 8)\n";
     return 2;
@@ -217,6 +259,8 @@ int main(int argc, char** argv) {
       }
     }
     replay_options.tuning = options.tuning;
+    replay_options.mig = options.mig;
+    replay_options.mig_layout = options.mig_layout;
     replay_options.pool.nodes = SplitList(pool_nodes_text);
     {
       Cluster check = experiment.cluster;
@@ -299,7 +343,8 @@ int main(int argc, char** argv) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   std::ostringstream summary;
-  WriteSummaryMarkdown(summary, Summarise(runs), title, title.find("default") != std::string::npos && !gangs);
+  WriteSummaryMarkdown(summary, Summarise(runs), title,
+                       title.find("default") != std::string::npos && !gangs && !mig.Enabled());
   summary << "Cluster: " << nodes.size() << " nodes, " << experiment.cluster.total_gpus << " GPUs; " << pods.size()
           << " pods in the list, " << experiment.target.classes.size() << " target classes; " << seeds
           << " seeds from " << first_seed << ", inflation " << inflation << "; " << jobs << " threads, "

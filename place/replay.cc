@@ -17,11 +17,14 @@ ReplayResult Replay(const Experiment& experiment, const std::string& policy_name
                                 options.arrival_speedup);
   };
   Rng rng(seed ^ 0x5ca1ab1e0ddba11ULL);
-  Cluster cluster = experiment.cluster;
-  MarkPool(cluster, experiment.node_names, options.pool);  // names were checked by the caller
-  const bool pooled = std::any_of(cluster.nodes.begin(), cluster.nodes.end(), [](const NodeState& n) { return n.pool; });
-  rng.Shuffle(cluster.nodes);  // the run's node order, as in RunOne
-  const RunPods run_pods = PodsForRun(experiment, options.tiers_apart, options.random_paid_fraction, options.tier_seed);
+  Cluster marked = experiment.cluster;
+  MarkPool(marked, experiment.node_names, options.pool);  // names were checked by the caller
+  const bool pooled = std::any_of(marked.nodes.begin(), marked.nodes.end(), [](const NodeState& n) { return n.pool; });
+  // MIG nodes marked, in the run's node order, as in RunOne.
+  Cluster cluster = ClusterForRun(std::move(marked), experiment.node_names, options.mig, options.mig_layout, rng);
+  const RunPods run_pods = PodsForRun(experiment, options.tiers_apart, options.random_paid_fraction, options.tier_seed,
+                                      options.mig.isolate_paid && options.mig.Enabled(),
+                                      options.mig.open && options.mig.Enabled());
   std::unique_ptr<Policy> policy =
       MakePolicy(policy_name, experiment.target, cluster, run_pods.score_classes, options.tuning);
   const std::vector<Pod>& pods = run_pods.pods;

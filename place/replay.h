@@ -28,6 +28,8 @@ struct ReplayOptions {
   bool tiers_apart = false;           // tiers.h; the pods' tiers as RunOptions gives them
   double random_paid_fraction = -1;
   uint64_t tier_seed = 7;
+  MigOptions mig;  // MIG-partitioned nodes (mig.h)
+  MigLayout mig_layout;
 };
 
 struct ReplayResult {

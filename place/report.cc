@@ -91,6 +91,25 @@ std::vector<PolicySummary> Summarise(const std::vector<RunSeries>& runs) {
       s.mixed_tier_gpus = mixed / tiered;
       s.paid_pct = arrivals > 0 ? 100.0 * paid / arrivals : 0;
     }
+    int mig_runs = 0;
+    double instances = 0, used = 0, used_capacity = 0, pod_milli = 0;
+    for (const RunSeries& run : runs) {
+      if (run.policy != policy || !run.mig_measured) continue;
+      ++mig_runs;
+      s.isolated_pods += run.isolated_pods;
+      s.isolated_failed += run.isolated_failed;
+      instances += run.mig_instances;
+      used += run.mig_used_at_100;
+      used_capacity += static_cast<double>(run.mig_used_capacity_at_100);
+      pod_milli += static_cast<double>(run.mig_pod_milli_at_100);
+    }
+    if (mig_runs > 0) {
+      s.isolated_pods /= mig_runs;
+      s.isolated_failed /= mig_runs;
+      s.mig_instances = instances / mig_runs;
+      s.mig_used_pct_at_100 = instances > 0 ? 100.0 * used / instances : 0;
+      s.mig_fill_pct_at_100 = used_capacity > 0 ? 100.0 * pod_milli / used_capacity : 0;
+    }
     if (pairs > 0) s.on_one_island_pct = 100.0 * static_cast<double>(local) / static_cast<double>(pairs);
     s.nodes_per_gang = s.gangs_placed > 0 ? s.nodes_per_gang / s.gangs_placed : 0;
     s.gangs_placed /= std::max(1, s.seeds);
@@ -111,8 +130,9 @@ const std::map<std::string, double>& PublishedUnallocatedAt100() {
 void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& summary, const std::string& title,
                           bool compare_published) {
   bool gangs = false;
-  bool islands = false, tiers = false;
+  bool islands = false, tiers = false, mig = false;
   for (const PolicySummary& s : summary) {
+    mig = mig || s.mig_instances >= 0;
     tiers = tiers || s.mixed_tier_gpus >= 0;
     gangs = gangs || s.gangs_placed > 0;
     islands = islands || s.on_one_island_pct >= 0;
@@ -124,10 +144,12 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
   if (gangs) out << " Gangs placed | Nodes per gang |";
   if (islands) out << " Multi-GPU pods on one NVLink island % |";
   if (tiers) out << " Paid % of arrivals | GPUs holding two tiers (most at once) |";
+  if (mig) out << " Isolated pods (arrived) | Isolated failed | MIG instances | MIG instances used % at 100% | MIG instance fill % at 100% |";
   out << " Seconds per run |\n";
   out << "|---|---:|---:|";
   if (compare_published) out << "---:|---:|";
-  out << "---:|---:|---:|---:|" << (gangs ? "---:|---:|" : "") << (islands ? "---:|" : "") << (tiers ? "---:|---:|" : "") << "---:|\n";
+  out << "---:|---:|---:|---:|" << (gangs ? "---:|---:|" : "") << (islands ? "---:|" : "") << (tiers ? "---:|---:|" : "")
+      << (mig ? "---:|---:|---:|---:|---:|" : "") << "---:|\n";
   for (const PolicySummary& s : summary) {
     out << "| " << s.policy << " | " << s.seeds << " | " << Number(s.unallocated_at_100, 2) << " |";
     if (compare_published) {
@@ -144,6 +166,10 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
     if (gangs) out << Number(s.gangs_placed, 1) << " | " << Number(s.nodes_per_gang, 2) << " | ";
     if (islands) out << Number(s.on_one_island_pct, 1) << " | ";
     if (tiers) out << Number(s.paid_pct, 1) << " | " << Number(s.mixed_tier_gpus, 1) << " | ";
+    if (mig) {
+      out << Number(s.isolated_pods, 1) << " | " << Number(s.isolated_failed, 1) << " | " << Number(s.mig_instances, 0)
+          << " | " << Number(s.mig_used_pct_at_100, 1) << " | " << Number(s.mig_fill_pct_at_100, 1) << " | ";
+    }
     out << Number(s.seconds, 1) << " |\n";
   }
   out << "\n";

@@ -29,6 +29,11 @@ struct PolicySummary {
   double on_one_island_pct = -1;  // multi-GPU pods an island could hold that got one (-1: not measured)
   double mixed_tier_gpus = -1;    // GPUs holding two tiers, the most at once, mean over seeds (-1: no tiers)
   double paid_pct = 0;            // paid share of arrivals (with tiers)
+  // MIG (mig.h), means over seeds; mig_instances < 0: not measured.
+  double isolated_pods = 0, isolated_failed = 0;
+  double mig_instances = -1;
+  double mig_used_pct_at_100 = 0;  // instances holding a pod, % of all
+  double mig_fill_pct_at_100 = 0;  // milli-GPU the pods ask for, % of their instances' capacity
 };
 std::vector<PolicySummary> Summarise(const std::vector<RunSeries>& runs);
 
