@@ -153,7 +153,7 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
   series.tiers_measured = options.tiers;
   series.mig_measured = options.mig.Enabled();
   for (const NodeState& node : cluster.nodes) series.mig_instances += CountMig(node).instances;
-  int64_t isolated_milli = 0;
+  int64_t instance_milli = 0;  // asked by the pods on MIG instances (never a gang member's)
   bool mig_snapshot_taken = false;
   auto mig_snapshot = [&] {
     if (!series.mig_measured || mig_snapshot_taken) return;
@@ -163,7 +163,7 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
       series.mig_used_at_100 += use.used;
       series.mig_used_capacity_at_100 += use.used_capacity_milli;
     }
-    series.mig_pod_milli_at_100 = isolated_milli;
+    series.mig_pod_milli_at_100 = instance_milli;
   };
   for (int index : arrivals) {
     const Pod& pod = run_pods.pods[static_cast<size_t>(index)];
@@ -192,6 +192,7 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
       }
       Place(cluster.nodes[static_cast<size_t>(placement.node)], member, placement.gpus);
       allocated += member.TotalGpuMilli();
+      if (cluster.nodes[static_cast<size_t>(placement.node)].mig) instance_milli += member.TotalGpuMilli();
       refresh_frag(placement.node);
       refresh_mixed(placement.node);
       series.mixed_tier_gpus_max = std::max(series.mixed_tier_gpus_max, mixed_total);
@@ -209,7 +210,6 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
       series.isolated_failed += pod.isolated;
     } else {
       stranded.RemovePending(pending_shape(index));
-      if (pod.isolated) isolated_milli += pod.gpu_milli;
     }
     series.isolated_pods += pod.isolated;
     if (arrived >= cluster.total_gpu_milli) mig_snapshot();

@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.01, 10.0));
   app.add_option("--jobs", jobs, "Runs in parallel (threads)")->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_option("--out", out_dir,
-                 "Directory for metrics.csv, summary.md, unallocated.dat, stranded.dat, their gnuplot scripts (.gp) and the charts unallocated.svg, unallocated-zoom.svg, stranded.svg, stranded-zoom.svg (with --replay: replay.csv, replay-summary.md)");
+                 "Directory for metrics.csv, summary.md, unallocated.dat, stranded.dat, their gnuplot scripts (.gp) and the charts unallocated.svg, unallocated-zoom.svg, stranded.svg, stranded-zoom.svg (with --replay: replay.csv, replay-summary.md, replay.dat, replay.gp and the chart replay.svg: allocated and stranded GPUs and queued pods per --replay-step)");
   app.add_option("--title", title, "Title of the summary and chart (default: the pod list's file name)");
   app.add_option("--fgd-bf-weight", options_tuning.best_fit_weight,
                  "FGD-BF: milli-GPU of fragmentation worth a whole node's best-fit residual (0: the exact gradient "
@@ -105,6 +105,16 @@ int main(int argc, char** argv) {
                  "With --replay: multiply run times by this (the trace alone keeps 0.23% of the GPUs busy)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e9));
+  app.add_option("--replay-step", replay_options.series_bin_s,
+                 "With --replay: seconds per step of the time series in replay.csv and the chart replay.svg")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{86400 * 365}));
+  double replay_chart_hours = 0;
+  app.add_option("--replay-chart-hours", replay_chart_hours,
+                 "With --replay: chart only the first this many hours in replay.svg (0: up to a quarter past the last "
+                 "hour with a pod queued)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e7));
   app.add_option("--backfill-depth", replay_options.backfill_depth, "With --backfill: queued pods looked at")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
@@ -336,7 +346,22 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(out_dir);
     WriteReplayCsv(csv, results);
     const std::filesystem::path dir(out_dir);
-    return WriteFile(dir / "replay.csv", csv.str()) && WriteFile(dir / "replay-summary.md", summary.str()) ? 0 : 1;
+    std::ostringstream replay_table;
+    const std::vector<std::string> charted = WriteReplayTable(replay_table, results);
+    if (!WriteFile(dir / "replay.csv", csv.str()) || !WriteFile(dir / "replay-summary.md", summary.str()) ||
+        !WriteFile(dir / "replay.dat", replay_table.str()) ||
+        !WriteFile(dir / "replay.gp",
+                   ReplayGnuplot((dir / "replay.dat").string(), (dir / "replay.svg").string(), charted,
+                                 title + (replay_options.backfill ? ", replay with backfill" : ", replay (FIFO)") +
+                                     " (mean of " + std::to_string(seeds) + " seeds)",
+                                 replay_chart_hours))) {
+      return 1;
+    }
+    if (!no_chart && std::system(("gnuplot '" + (dir / "replay.gp").string() + "'").c_str()) != 0) {
+      std::cerr << "gpuslice-place: gnuplot failed or is missing (scripts/install-deps.sh installs gnuplot-nox)\n";
+      return 1;
+    }
+    return 0;
   }
   const std::vector<RunSeries> runs = RunAll(experiment, policies, seed_list, options, jobs, progress);
   if (show_progress) std::fprintf(stderr, "\n");

@@ -31,6 +31,8 @@ ReplayResult Replay(const Experiment& experiment, const std::string& policy_name
   const Cluster empty = cluster;
 
   ReplayResult result;
+  const int64_t bin = std::max<int64_t>(1, options.series_bin_s);
+  result.series_bin_s = bin;
   result.policy = policy_name;
   result.seed = seed;
   result.pods = static_cast<int>(pods.size());
@@ -72,8 +74,15 @@ ReplayResult Replay(const Experiment& experiment, const std::string& policy_name
   auto advance = [&](int64_t to) {  // integrate the state held from `now` to `to`
     const double stranded_now = now < to ? static_cast<double>(stranded.StrandedMilli(cluster)) : 0.0;
     while (now < to) {
-      const int64_t hour = (now - start) / 3600;
-      const int64_t step = std::min(to, start + (hour + 1) * 3600) - now;
+      // Past the last arrival with nothing queued only the drain is left: one integration step,
+      // and the series stops a day later (nothing can queue again; a long tail of runs scaled up
+      // would otherwise fill it for months).
+      if (queue.empty() && now >= window_end + 86400) {
+        now = to;
+        break;
+      }
+      const int64_t hour = (now - start) / bin;  // a bin of the series: an hour unless asked
+      const int64_t step = std::min(to, start + (hour + 1) * bin) - now;
       if (static_cast<size_t>(hour) >= hour_alloc.size()) {
         hour_alloc.resize(static_cast<size_t>(hour) + 1);
         hour_queue.resize(static_cast<size_t>(hour) + 1);
@@ -262,9 +271,9 @@ ReplayResult Replay(const Experiment& experiment, const std::string& policy_name
     result.p95_wait_s = waits[std::min(waits.size() - 1, static_cast<size_t>(0.95 * static_cast<double>(waits.size())))];
   }
   for (size_t h = 0; h < hour_alloc.size(); ++h) {
-    result.hourly_allocated_pct.push_back(100.0 * hour_alloc[h] / 3600.0 / capacity);
-    result.hourly_queued.push_back(hour_queue[h] / 3600.0);
-    result.hourly_stranded_pct.push_back(100.0 * hour_stranded[h] / 3600.0 / capacity);
+    result.hourly_allocated_pct.push_back(100.0 * hour_alloc[h] / static_cast<double>(bin) / capacity);
+    result.hourly_queued.push_back(hour_queue[h] / static_cast<double>(bin));
+    result.hourly_stranded_pct.push_back(100.0 * hour_stranded[h] / static_cast<double>(bin) / capacity);
   }
   return result;
 }

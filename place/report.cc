@@ -216,7 +216,7 @@ void WriteReplayCsv(std::ostream& out, const std::vector<ReplayResult>& results)
   out << "policy,seed,hour,allocated_gpu_pct,queued_pods,stranded_gpu_pct\n";
   for (const ReplayResult& r : results) {
     for (size_t h = 0; h < r.hourly_allocated_pct.size(); ++h) {
-      out << r.policy << ',' << r.seed << ',' << h << ',' << Number(r.hourly_allocated_pct[h], 3) << ','
+      out << r.policy << ',' << r.seed << ',' << Number(static_cast<double>(h * r.series_bin_s) / 3600.0, 3) << ',' << Number(r.hourly_allocated_pct[h], 3) << ','
           << Number(r.hourly_queued[h], 2) << ',' << Number(r.hourly_stranded_pct[h], 3) << '\n';
     }
   }
@@ -310,6 +310,69 @@ void WritePoolSweepTable(std::ostream& out, const std::vector<PoolSweepPoint>& s
     }
     out << '\n';
   }
+}
+
+std::vector<std::string> WriteReplayTable(std::ostream& out, const std::vector<ReplayResult>& results) {
+  std::vector<std::string> policies;
+  for (const ReplayResult& r : results) {
+    if (std::find(policies.begin(), policies.end(), r.policy) == policies.end()) policies.push_back(r.policy);
+  }
+  size_t longest = 0, last_queued = 0;
+  for (const ReplayResult& r : results) {
+    longest = std::max(longest, r.hourly_allocated_pct.size());
+    for (size_t h = 0; h < r.hourly_queued.size(); ++h) {
+      if (r.hourly_queued[h] > 0) last_queued = std::max(last_queued, h);
+    }
+  }
+  const int64_t bin = results.empty() ? 3600 : results[0].series_bin_s;
+  bool queued = false;
+  for (const ReplayResult& r : results) queued = queued || std::any_of(r.hourly_queued.begin(), r.hourly_queued.end(), [](double q) { return q > 0; });
+  const size_t hours = queued ? std::min(longest, last_queued + last_queued / 4 + 1) : longest;
+  out << "# hour";
+  for (const std::string& p : policies) out << " " << p << "_allocated_pct " << p << "_stranded_pct " << p << "_queued";
+  out << "\n";
+  for (size_t h = 0; h < hours; ++h) {
+    out << Number(static_cast<double>(h * static_cast<size_t>(bin)) / 3600.0, 3);
+    for (const std::string& p : policies) {
+      double allocated = 0, stranded = 0, queued = 0;
+      int n = 0;
+      for (const ReplayResult& r : results) {
+        if (r.policy != p) continue;
+        ++n;  // a run whose series ended earlier holds nothing from then on
+        if (h < r.hourly_allocated_pct.size()) {
+          allocated += r.hourly_allocated_pct[h];
+          stranded += r.hourly_stranded_pct[h];
+          queued += r.hourly_queued[h];
+        }
+      }
+      n = std::max(1, n);
+      out << ' ' << Number(allocated / n, 3) << ' ' << Number(stranded / n, 3) << ' ' << Number(queued / n, 2);
+    }
+    out << '\n';
+  }
+  return policies;
+}
+
+std::string ReplayGnuplot(const std::string& table_path, const std::string& svg_path,
+                          const std::vector<std::string>& policies, const std::string& title, double hours) {
+  std::ostringstream s;
+  s << "set terminal svg size 900,900 dynamic noenhanced font 'sans,12'\n"
+    << "set output '" << svg_path << "'\n"
+    << "set multiplot layout 3,1 title '" << title << "'\n"
+    << "set grid\nset key outside right top vertical\nset yrange [0:*]\nset lmargin 10\nset rmargin 22\n";
+  if (hours > 0) s << "set xrange [0:" << hours << "]\n";
+  const char* const labels[3] = {"Allocated GPUs (%)", "Stranded GPUs (%)", "Queued pods"};
+  for (int panel = 0; panel < 3; ++panel) {
+    s << "set ylabel '" << labels[panel] << "'\n"
+      << (panel == 2 ? "set xlabel 'Hours from the first arrival'\n" : "unset xlabel\n") << "plot ";
+    for (size_t i = 0; i < policies.size(); ++i) {
+      s << (i ? ", \\\n     " : "") << "'" << table_path << "' using 1:" << (2 + 3 * i + static_cast<size_t>(panel))
+        << " with lines lw 2 lc " << (i + 1) << " title '" << policies[i] << "'";
+    }
+    s << "\n";
+  }
+  s << "unset multiplot\n";
+  return s.str();
 }
 
 std::string PoolSweepGnuplot(const std::string& table_path, const std::string& svg_path,
