@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--mig-layout", mig.layout,
                  "MIG: the instances of every partitioned GPU, comma-separated profiles of --mig-model (e.g. "
-                 "7 x 1g.10gb); an instance covers a share of min(compute/7, memory/8) of a GPU")
+                 "4g.40gb,3g.40gb); an instance covers a share of min(compute/7, memory/8) of a GPU")
       ->capture_default_str();
   app.add_flag("--mig-isolate", mig.isolate_paid,
                "MIG: with --tiers, the paid tier's shares require isolation: each fits only a free MIG instance that "

@@ -408,8 +408,9 @@ std::string GnuplotScript(const std::string& table_path, const std::string& svg_
   std::ostringstream plot;
   plot << "plot ";
   for (size_t i = 0; i < policies.size(); ++i) {
-    plot << (i ? ", \\\n     " : "") << "'" << table_path << "' using 1:" << (i + 2) << " with lines lw 2 title '"
-         << policies[i] << "'";
+    // gnuplot cycles 8 colours: from the 9th policy on, dashed lines keep them apart.
+    plot << (i ? ", \\\n     " : "") << "'" << table_path << "' using 1:" << (i + 2) << " with lines lw 2 dt "
+         << (i / 8 + 1) << " title '" << policies[i] << "'";
   }
   plot << "\n";
   // The whole run, then the last part, where the policies differ, on a scale that shows it.
