@@ -97,7 +97,40 @@ GpuMask GpusWithRoom(const NodeState& node, int gpu_milli) {
   return mask;
 }
 
+namespace {
+
+// The smallest instance of GPU g that covers `milli` and is free (want_used false) or holds a pod
+// (true); -1 if none. Instances are sorted by capacity, so the first match is the smallest.
+int MigInstance(const NodeState& node, int g, int milli, bool want_used) {
+  for (int i = 0; i < node.mig_instances; ++i) {
+    const bool used = (node.mig_used[static_cast<size_t>(g)] >> i) & 1;
+    if (used == want_used && node.mig_capacity[static_cast<size_t>(i)] >= milli) return i;
+  }
+  return -1;
+}
+
+// Takes (or gives back) GPU g's instance for a pod of `milli`. Giving back frees the smallest
+// held instance that covers the pod: instances of one capacity are interchangeable, and if the
+// pod had a larger one, the pod in the freed one fits the larger one as well.
+void MigTake(NodeState& node, int g, int milli, bool take) {
+  const int i = MigInstance(node, g, milli, !take);
+  if (i < 0) return;
+  node.mig_used[static_cast<size_t>(g)] ^= static_cast<uint8_t>(1u << i);
+  const int16_t capacity = node.mig_capacity[static_cast<size_t>(i)];
+  node.gpu_left[static_cast<size_t>(g)] = static_cast<int16_t>(node.gpu_left[static_cast<size_t>(g)] + (take ? -capacity : capacity));
+}
+
+}  // namespace
+
 GpuMask GpusWithRoom(const NodeState& node, const Pod& pod) {
+  if (node.mig ? !(pod.isolated || pod.may_use_mig) : pod.isolated) return 0;
+  if (node.mig) {
+    GpuMask room = 0;
+    for (int g = 0; g < node.gpus; ++g) {
+      if (MigInstance(node, g, pod.gpu_milli, false) >= 0) room |= GpuMask{1} << g;
+    }
+    return room;
+  }
   GpuMask room = GpusWithRoom(node, pod.gpu_milli);
   if (!pod.keep_tier_apart) return room;
   for (int g = 0; g < node.gpus; ++g) {
@@ -174,7 +207,11 @@ void Place(NodeState& node, const Pod& pod, GpuMask gpus) {
   node.memory_left -= pod.memory_mib;
   for (int g = 0; g < node.gpus; ++g) {
     if ((gpus >> g) & 1) {
-      node.gpu_left[static_cast<size_t>(g)] -= static_cast<int16_t>(pod.gpu_milli);
+      if (node.mig) {
+        MigTake(node, g, pod.gpu_milli, true);
+      } else {
+        node.gpu_left[static_cast<size_t>(g)] -= static_cast<int16_t>(pod.gpu_milli);
+      }
       ++node.tier_pods[static_cast<size_t>(g)][static_cast<size_t>(pod.tier)];
     }
   }
@@ -187,7 +224,11 @@ void Unplace(NodeState& node, const Pod& pod, GpuMask gpus) {
   node.memory_left += pod.memory_mib;
   for (int g = 0; g < node.gpus; ++g) {
     if ((gpus >> g) & 1) {
-      node.gpu_left[static_cast<size_t>(g)] += static_cast<int16_t>(pod.gpu_milli);
+      if (node.mig) {
+        MigTake(node, g, pod.gpu_milli, false);
+      } else {
+        node.gpu_left[static_cast<size_t>(g)] += static_cast<int16_t>(pod.gpu_milli);
+      }
       --node.tier_pods[static_cast<size_t>(g)][static_cast<size_t>(pod.tier)];
     }
   }

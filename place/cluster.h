@@ -17,6 +17,8 @@ inline constexpr int kPodKinds = 7;
 // Tiers (place/tiers.h): 0 free, 1 paid. With tiers kept apart, pods of two tiers never share a
 // physical GPU.
 inline constexpr int kTiers = 2;
+// A MIG GPU holds at most 7 GPU instances (7 compute slices).
+inline constexpr int kMaxMigInstances = 7;
 const char* PodKindName(PodKind kind);
 
 struct Pod {
@@ -29,6 +31,8 @@ struct Pod {
   PodKind kind = PodKind::kPureCpu;
   int tier = 0;
   bool keep_tier_apart = false;  // may take no GPU that holds a pod of another tier
+  bool isolated = false;         // needs a MIG instance of its own (mig.h); only shares are
+  bool may_use_mig = false;      // a share not isolated that may still take a free MIG instance
 
   int64_t TotalGpuMilli() const { return int64_t{num_gpu} * gpu_milli; }
   bool IsFractional() const { return num_gpu == 1 && gpu_milli < kMilliPerGpu; }
@@ -46,6 +50,13 @@ struct NodeState {
   // Pods of each tier on each GPU.
   std::array<std::array<int16_t, kTiers>, kMaxGpusPerNode> tier_pods{};
   bool pool = false;     // reserved for big pods (pool.h)
+  // MIG (mig.h): every GPU partitioned into the same instances, milli-GPU each, smallest first;
+  // bit i of mig_used[g] set while instance i of GPU g holds a pod. gpu_left of a MIG GPU is the
+  // capacity of its free instances.
+  bool mig = false;
+  int8_t mig_instances = 0;
+  std::array<int16_t, kMaxMigInstances> mig_capacity{};
+  std::array<uint8_t, kMaxGpusPerNode> mig_used{};
   uint32_t version = 0;  // bumped on every change: caches keyed by it stay valid until then
 
   int GpuLeftTotal() const;
@@ -77,7 +88,8 @@ bool Fits(const NodeState& node, const Pod& pod);
 // GPUs on `node` that can take one share of `pod`, as a mask.
 GpuMask GpusWithRoom(const NodeState& node, int gpu_milli);
 // GPUs on `node` that `pod` may take one share of: room for it (and, with tiers kept apart, no
-// pod of another tier). Every policy's GPU choice goes through this.
+// pod of another tier). On a MIG node only isolated pods (and shares that may_use_mig), and only
+// GPUs with a free instance that covers the share; isolated pods nowhere else. Every policy's GPU choice goes through this.
 GpuMask GpusWithRoom(const NodeState& node, const Pod& pod);
 // The first `count` fully free GPUs by index (the artifact's AllocateExclusiveGpuId).
 GpuMask FirstFreeGpus(const NodeState& node, int count);
@@ -89,6 +101,7 @@ GpuMask IslandFreeGpus(const NodeState& node, int count, int island_size);
 int PairsOnOneIsland(GpuMask gpus, int island_size);
 // The artifact's "best" GPU choice: the tightest GPU for a share, first free GPUs otherwise.
 GpuMask BestFitGpus(const NodeState& node, const Pod& pod);
+// On a MIG GPU the pod takes the smallest free instance that covers it, and all of its capacity.
 void Place(NodeState& node, const Pod& pod, GpuMask gpus);
 // Undoes Place (a gang that did not fit as a whole gives back what its members took).
 void Unplace(NodeState& node, const Pod& pod, GpuMask gpus);

@@ -37,7 +37,8 @@ Experiment PrepareExperiment(const std::vector<NodeSpec>& nodes, std::vector<Pod
   return experiment;
 }
 
-RunPods PodsForRun(const Experiment& experiment, bool tiers_apart, double random_paid_fraction, uint64_t tier_seed) {
+RunPods PodsForRun(const Experiment& experiment, bool tiers_apart, double random_paid_fraction, uint64_t tier_seed,
+                   bool isolate_paid, bool mig_open) {
   RunPods run{experiment.pods, experiment.gang_members, experiment.score_classes};
   if (random_paid_fraction >= 0) {
     AssignRandomTiers(run.pods, random_paid_fraction, tier_seed);
@@ -47,7 +48,18 @@ RunPods PodsForRun(const Experiment& experiment, bool tiers_apart, double random
     KeepTiersApart(run.pods, experiment.score_classes);
     run.score_classes = KeepTiersApart(run.gang_members, experiment.score_classes);
   }
+  if (isolate_paid || mig_open) {
+    MarkMigPods(run.pods, run.score_classes, isolate_paid, mig_open);
+    run.score_classes = MarkMigPods(run.gang_members, run.score_classes, isolate_paid, mig_open);  // members are never shares
+  }
   return run;
+}
+
+Cluster ClusterForRun(Cluster cluster, const std::vector<std::string>& names, const MigOptions& mig,
+                      const MigLayout& layout, Rng& rng) {
+  if (mig.Enabled()) MarkMigNodes(cluster, names, mig, layout);
+  rng.Shuffle(cluster.nodes);
+  return cluster;
 }
 
 namespace {
@@ -71,10 +83,11 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
   const auto start = std::chrono::steady_clock::now();
   // The artifact names nodes "<rand.Perm index>-<name>" and breaks score ties by name: a random
   // node order per seed, which the run's cluster takes on.
-  const RunPods run_pods = PodsForRun(experiment, options.tiers_apart, options.random_paid_fraction, options.tier_seed);
+  const RunPods run_pods = PodsForRun(experiment, options.tiers_apart, options.random_paid_fraction, options.tier_seed,
+                                      options.mig.isolate_paid && options.mig.Enabled(),
+                                      options.mig.open && options.mig.Enabled());
   Rng rng(seed ^ 0x5ca1ab1e0ddba11ULL);
-  Cluster cluster = experiment.cluster;
-  rng.Shuffle(cluster.nodes);
+  Cluster cluster = ClusterForRun(experiment.cluster, experiment.node_names, options.mig, options.mig_layout, rng);
   std::unique_ptr<Policy> policy = MakePolicy(policy_name, experiment.target, cluster, run_pods.score_classes, options.tuning);
   const std::vector<int> arrivals =
       InflatedArrivals(run_pods.pods, cluster.total_gpu_milli, options.inflation, seed);
@@ -138,6 +151,20 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
     node_mixed[static_cast<size_t>(node_index)] = mixed;
   };
   series.tiers_measured = options.tiers;
+  series.mig_measured = options.mig.Enabled();
+  for (const NodeState& node : cluster.nodes) series.mig_instances += CountMig(node).instances;
+  int64_t instance_milli = 0;  // asked by the pods on MIG instances (never a gang member's)
+  bool mig_snapshot_taken = false;
+  auto mig_snapshot = [&] {
+    if (!series.mig_measured || mig_snapshot_taken) return;
+    mig_snapshot_taken = true;
+    for (const NodeState& node : cluster.nodes) {
+      const MigUse use = CountMig(node);
+      series.mig_used_at_100 += use.used;
+      series.mig_used_capacity_at_100 += use.used_capacity_milli;
+    }
+    series.mig_pod_milli_at_100 = instance_milli;
+  };
   for (int index : arrivals) {
     const Pod& pod = run_pods.pods[static_cast<size_t>(index)];
     arrived += pod.TotalGpuMilli();
@@ -165,6 +192,7 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
       }
       Place(cluster.nodes[static_cast<size_t>(placement.node)], member, placement.gpus);
       allocated += member.TotalGpuMilli();
+      if (cluster.nodes[static_cast<size_t>(placement.node)].mig) instance_milli += member.TotalGpuMilli();
       refresh_frag(placement.node);
       refresh_mixed(placement.node);
       series.mixed_tier_gpus_max = std::max(series.mixed_tier_gpus_max, mixed_total);
@@ -179,9 +207,12 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
       }
       ++failed[static_cast<size_t>(pod.kind)];
       ++series.failed_total;
+      series.isolated_failed += pod.isolated;
     } else {
       stranded.RemovePending(pending_shape(index));
     }
+    series.isolated_pods += pod.isolated;
+    if (arrived >= cluster.total_gpu_milli) mig_snapshot();
     if (gang && static_cast<int>(placed.size()) == pod.num_gpu) {
       std::vector<int> nodes;
       for (const Placement& p : placed) nodes.push_back(p.node);
@@ -196,6 +227,7 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
     }
   }
   if (options.pods_done) options.pods_done->fetch_add(since_report, std::memory_order_relaxed);
+  mig_snapshot();  // a run that never reaches 100% arrived: at its end
   series.arrivals = static_cast<int>(arrivals.size());
 
   // Per whole percent: the mean of its samples, or of the samples within one percent of it.

@@ -12,6 +12,7 @@
 
 #include "place/cluster.h"
 #include "place/fragmentation.h"
+#include "place/mig.h"
 #include "place/policy.h"
 
 namespace gpuslice::place {
@@ -55,6 +56,13 @@ struct RunSeries {
   bool tiers_measured = false;
   int mixed_tier_gpus_max = 0;  // the most GPUs holding two tiers at once (RunOptions::tiers)
   int paid_pods = 0, free_pods = 0;  // arrivals by tier
+  // MIG (RunOptions::mig): isolated arrivals and failures over the run; the instances, and those
+  // held with the milli-GPU their pods ask for, when arrived demand first reaches 100% (or at the
+  // end of a run that does not).
+  bool mig_measured = false;
+  int isolated_pods = 0, isolated_failed = 0;
+  int mig_instances = 0, mig_used_at_100 = 0;
+  int64_t mig_used_capacity_at_100 = 0, mig_pod_milli_at_100 = 0;
 
   double UnallocatedAt(int percent) const { return 100.0 - allocated_gpu_pct[static_cast<size_t>(percent)]; }
 };
@@ -79,6 +87,9 @@ struct RunOptions {
   // Tiers at random, paid with this probability (-1: the pods' own, from the trace's qos).
   double random_paid_fraction = -1;
   uint64_t tier_seed = 7;
+  // MIG-partitioned nodes (mig.h); the layout as ParseMigLayout read it.
+  MigOptions mig;
+  MigLayout mig_layout;
 };
 
 // The experiment's pods (and gang members) as one run places them: tiers drawn at random or kept
@@ -87,7 +98,13 @@ struct RunPods {
   std::vector<Pod> pods, gang_members;
   int score_classes = 0;
 };
-RunPods PodsForRun(const Experiment& experiment, bool tiers_apart, double random_paid_fraction, uint64_t tier_seed);
+RunPods PodsForRun(const Experiment& experiment, bool tiers_apart, double random_paid_fraction, uint64_t tier_seed,
+                   bool isolate_paid = false, bool mig_open = false);
+// The run's cluster: `cluster` (the experiment's; `names` in its order) with MIG nodes
+// partitioned as `mig` says (names checked by the caller), in the run's node order (a shuffle by
+// `rng`).
+Cluster ClusterForRun(Cluster cluster, const std::vector<std::string>& names, const MigOptions& mig,
+                      const MigLayout& layout, Rng& rng);
 
 RunSeries RunOne(const Experiment& experiment, const std::string& policy, uint64_t seed, const RunOptions& options);
 

@@ -14,6 +14,7 @@
 #include "place/policy.h"
 #include "place/replay.h"
 #include "place/tiers.h"
+#include "place/mig.h"
 #include "place/pool.h"
 #include "place/report.h"
 #include "place/trace.h"
@@ -73,7 +74,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.01, 10.0));
   app.add_option("--jobs", jobs, "Runs in parallel (threads)")->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_option("--out", out_dir,
-                 "Directory for metrics.csv, summary.md, unallocated.dat, stranded.dat, their gnuplot scripts (.gp) and the charts unallocated.svg, unallocated-zoom.svg, stranded.svg, stranded-zoom.svg (with --replay: replay.csv, replay-summary.md)");
+                 "Directory for metrics.csv, summary.md, unallocated.dat, stranded.dat, their gnuplot scripts (.gp) and the charts unallocated.svg, unallocated-zoom.svg, stranded.svg, stranded-zoom.svg (with --replay: replay.csv, replay-summary.md, replay.dat, replay.gp and the chart replay.svg: allocated and stranded GPUs and queued pods per --replay-step)");
   app.add_option("--title", title, "Title of the summary and chart (default: the pod list's file name)");
   app.add_option("--fgd-bf-weight", options_tuning.best_fit_weight,
                  "FGD-BF: milli-GPU of fragmentation worth a whole node's best-fit residual (0: the exact gradient "
@@ -104,6 +105,16 @@ int main(int argc, char** argv) {
                  "With --replay: multiply run times by this (the trace alone keeps 0.23% of the GPUs busy)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e9));
+  app.add_option("--replay-step", replay_options.series_bin_s,
+                 "With --replay: seconds per step of the time series in replay.csv and the chart replay.svg")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{86400 * 365}));
+  double replay_chart_hours = 0;
+  app.add_option("--replay-chart-hours", replay_chart_hours,
+                 "With --replay: chart only the first this many hours in replay.svg (0: up to a quarter past the last "
+                 "hour with a pod queued)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e7));
   app.add_option("--backfill-depth", replay_options.backfill_depth, "With --backfill: queued pods looked at")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
@@ -121,6 +132,26 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--tier-seed", tier_seed, "With --tiers random: the seed of the draw")->capture_default_str();
   app.add_flag("--tiers-apart", tiers_apart, "With --tiers: pods of two tiers never share a physical GPU");
+  MigOptions mig;
+  std::string mig_nodes_text;
+  app.add_option("--mig-fraction", mig.fraction,
+                 "MIG: partition the GPUs of whole nodes holding this share of the cluster's GPUs into MIG instances "
+                 "(--mig-layout on every GPU); only isolated pods (--mig-isolate) use them")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--mig-nodes", mig_nodes_text, "MIG: the partitioned nodes as comma-separated names (instead of --mig-fraction)");
+  app.add_option("--mig-model", mig.model, "MIG: whose profiles --mig-layout names (A100-40GB, A100-80GB, H100-80GB, H200)")
+      ->capture_default_str();
+  app.add_option("--mig-layout", mig.layout,
+                 "MIG: the instances of every partitioned GPU, comma-separated profiles of --mig-model (e.g. "
+                 "4g.40gb,3g.40gb); an instance covers a share of min(compute/7, memory/8) of a GPU")
+      ->capture_default_str();
+  app.add_flag("--mig-isolate", mig.isolate_paid,
+               "MIG: with --tiers, the paid tier's shares require isolation: each fits only a free MIG instance that "
+               "covers it, and takes all of it");
+  app.add_flag("--mig-open", mig.open,
+               "MIG: shares that do not require isolation may take a free MIG instance that covers them too, a whole "
+               "one each (without it they use only non-MIG GPUs)");
   std::string pool_nodes_text, pool_sweep_text;
   app.add_option("--pool-fraction", replay_options.pool.fraction,
                  "With --replay: reserve whole nodes holding this share of the GPUs for pods of --pool-min-gpus or more; "
@@ -194,6 +225,27 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  mig.nodes = SplitList(mig_nodes_text);
+  if (mig.isolate_paid && tiers == "none") {
+    std::cerr << "gpuslice-place: --mig-isolate needs --tiers qos or --tiers random (the paid tier's shares are isolated)\n";
+    return 2;
+  }
+  if ((mig.isolate_paid || mig.open) && !mig.Enabled()) {
+    std::cerr << "gpuslice-place: --mig-isolate and --mig-open need MIG nodes: --mig-fraction F (0 < F <= 1) or --mig-nodes a,b\n";
+    return 2;
+  }
+  if (mig.Enabled()) {
+    if (std::string bad = ParseMigLayout(mig, &options.mig_layout); !bad.empty()) {
+      std::cerr << "gpuslice-place: " << bad << "\n";
+      return 2;
+    }
+    Cluster check = experiment.cluster;
+    if (std::string bad = MarkMigNodes(check, experiment.node_names, mig, options.mig_layout); !bad.empty()) {
+      std::cerr << "gpuslice-place: " << bad << " in " << nodes_path << "\n";
+      return 2;
+    }
+  }
+  options.mig = mig;
   if (nvlink_prefer && nvlink_island == 0) {
     std::cerr << "gpuslice-place: --nvlink-prefer needs --nvlink-island N (GPUs per island, 1 to 8)\n";
     return 2;
@@ -217,6 +269,8 @@ int main(int argc, char** argv) {
       }
     }
     replay_options.tuning = options.tuning;
+    replay_options.mig = options.mig;
+    replay_options.mig_layout = options.mig_layout;
     replay_options.pool.nodes = SplitList(pool_nodes_text);
     {
       Cluster check = experiment.cluster;
@@ -292,14 +346,30 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(out_dir);
     WriteReplayCsv(csv, results);
     const std::filesystem::path dir(out_dir);
-    return WriteFile(dir / "replay.csv", csv.str()) && WriteFile(dir / "replay-summary.md", summary.str()) ? 0 : 1;
+    std::ostringstream replay_table;
+    const std::vector<std::string> charted = WriteReplayTable(replay_table, results);
+    if (!WriteFile(dir / "replay.csv", csv.str()) || !WriteFile(dir / "replay-summary.md", summary.str()) ||
+        !WriteFile(dir / "replay.dat", replay_table.str()) ||
+        !WriteFile(dir / "replay.gp",
+                   ReplayGnuplot((dir / "replay.dat").string(), (dir / "replay.svg").string(), charted,
+                                 title + (replay_options.backfill ? ", replay with backfill" : ", replay (FIFO)") +
+                                     " (mean of " + std::to_string(seeds) + " seeds)",
+                                 replay_chart_hours))) {
+      return 1;
+    }
+    if (!no_chart && std::system(("gnuplot '" + (dir / "replay.gp").string() + "'").c_str()) != 0) {
+      std::cerr << "gpuslice-place: gnuplot failed or is missing (scripts/install-deps.sh installs gnuplot-nox)\n";
+      return 1;
+    }
+    return 0;
   }
   const std::vector<RunSeries> runs = RunAll(experiment, policies, seed_list, options, jobs, progress);
   if (show_progress) std::fprintf(stderr, "\n");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   std::ostringstream summary;
-  WriteSummaryMarkdown(summary, Summarise(runs), title, title.find("default") != std::string::npos && !gangs);
+  WriteSummaryMarkdown(summary, Summarise(runs), title,
+                       title.find("default") != std::string::npos && !gangs && !mig.Enabled());
   summary << "Cluster: " << nodes.size() << " nodes, " << experiment.cluster.total_gpus << " GPUs; " << pods.size()
           << " pods in the list, " << experiment.target.classes.size() << " target classes; " << seeds
           << " seeds from " << first_seed << ", inflation " << inflation << "; " << jobs << " threads, "

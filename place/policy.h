@@ -30,6 +30,9 @@ struct OurPolicyTuning {
   double best_fit_weight = 100.0;  // milli-GPU of fragmentation per unit of best-fit residual
   bool memory_aware = true;        // count memory in the target classes' fit
 };
+// FGD-BF-S: FGD-BF with the best-fit weight for shares (pods of less than one GPU) this many
+// times the weight for other pods: shares follow the gradient more, whole GPUs pack as before.
+inline constexpr double kShareBestFitFactor = 0.4;
 
 // Null for an unknown name. `score_classes` sizes the per-node score caches of FGD-like ones.
 std::unique_ptr<Policy> MakePolicy(std::string_view name, const TargetWorkload& target, const Cluster& cluster,

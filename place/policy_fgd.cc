@@ -79,7 +79,8 @@ class FgdPolicy final : public Policy {
 
 const std::vector<std::string>& PolicyNames() {
   static const std::vector<std::string> kNames = {"Random", "DotProd", "GpuClustering", "GpuPacking",
-                                                  "BestFit", "FirstFit", "Spread", "FGD", "FGD-BF"};
+                                                  "BestFit", "FirstFit", "Spread", "FGD", "FGD-BF",
+                                                  "FGD-BF-S"};
   return kNames;
 }
 

@@ -17,17 +17,22 @@ ReplayResult Replay(const Experiment& experiment, const std::string& policy_name
                                 options.arrival_speedup);
   };
   Rng rng(seed ^ 0x5ca1ab1e0ddba11ULL);
-  Cluster cluster = experiment.cluster;
-  MarkPool(cluster, experiment.node_names, options.pool);  // names were checked by the caller
-  const bool pooled = std::any_of(cluster.nodes.begin(), cluster.nodes.end(), [](const NodeState& n) { return n.pool; });
-  rng.Shuffle(cluster.nodes);  // the run's node order, as in RunOne
-  const RunPods run_pods = PodsForRun(experiment, options.tiers_apart, options.random_paid_fraction, options.tier_seed);
+  Cluster marked = experiment.cluster;
+  MarkPool(marked, experiment.node_names, options.pool);  // names were checked by the caller
+  const bool pooled = std::any_of(marked.nodes.begin(), marked.nodes.end(), [](const NodeState& n) { return n.pool; });
+  // MIG nodes marked, in the run's node order, as in RunOne.
+  Cluster cluster = ClusterForRun(std::move(marked), experiment.node_names, options.mig, options.mig_layout, rng);
+  const RunPods run_pods = PodsForRun(experiment, options.tiers_apart, options.random_paid_fraction, options.tier_seed,
+                                      options.mig.isolate_paid && options.mig.Enabled(),
+                                      options.mig.open && options.mig.Enabled());
   std::unique_ptr<Policy> policy =
       MakePolicy(policy_name, experiment.target, cluster, run_pods.score_classes, options.tuning);
   const std::vector<Pod>& pods = run_pods.pods;
   const Cluster empty = cluster;
 
   ReplayResult result;
+  const int64_t bin = std::max<int64_t>(1, options.series_bin_s);
+  result.series_bin_s = bin;
   result.policy = policy_name;
   result.seed = seed;
   result.pods = static_cast<int>(pods.size());
@@ -69,8 +74,15 @@ ReplayResult Replay(const Experiment& experiment, const std::string& policy_name
   auto advance = [&](int64_t to) {  // integrate the state held from `now` to `to`
     const double stranded_now = now < to ? static_cast<double>(stranded.StrandedMilli(cluster)) : 0.0;
     while (now < to) {
-      const int64_t hour = (now - start) / 3600;
-      const int64_t step = std::min(to, start + (hour + 1) * 3600) - now;
+      // Past the last arrival with nothing queued only the drain is left: one integration step,
+      // and the series stops a day later (nothing can queue again; a long tail of runs scaled up
+      // would otherwise fill it for months).
+      if (queue.empty() && now >= window_end + 86400) {
+        now = to;
+        break;
+      }
+      const int64_t hour = (now - start) / bin;  // a bin of the series: an hour unless asked
+      const int64_t step = std::min(to, start + (hour + 1) * bin) - now;
       if (static_cast<size_t>(hour) >= hour_alloc.size()) {
         hour_alloc.resize(static_cast<size_t>(hour) + 1);
         hour_queue.resize(static_cast<size_t>(hour) + 1);
@@ -259,9 +271,9 @@ ReplayResult Replay(const Experiment& experiment, const std::string& policy_name
     result.p95_wait_s = waits[std::min(waits.size() - 1, static_cast<size_t>(0.95 * static_cast<double>(waits.size())))];
   }
   for (size_t h = 0; h < hour_alloc.size(); ++h) {
-    result.hourly_allocated_pct.push_back(100.0 * hour_alloc[h] / 3600.0 / capacity);
-    result.hourly_queued.push_back(hour_queue[h] / 3600.0);
-    result.hourly_stranded_pct.push_back(100.0 * hour_stranded[h] / 3600.0 / capacity);
+    result.hourly_allocated_pct.push_back(100.0 * hour_alloc[h] / static_cast<double>(bin) / capacity);
+    result.hourly_queued.push_back(hour_queue[h] / static_cast<double>(bin));
+    result.hourly_stranded_pct.push_back(100.0 * hour_stranded[h] / static_cast<double>(bin) / capacity);
   }
   return result;
 }

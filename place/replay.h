@@ -28,6 +28,9 @@ struct ReplayOptions {
   bool tiers_apart = false;           // tiers.h; the pods' tiers as RunOptions gives them
   double random_paid_fraction = -1;
   uint64_t tier_seed = 7;
+  int64_t series_bin_s = 3600;  // the time series' step (hourly_*: one value per bin)
+  MigOptions mig;  // MIG-partitioned nodes (mig.h)
+  MigLayout mig_layout;
 };
 
 struct ReplayResult {
@@ -45,7 +48,10 @@ struct ReplayResult {
   double allocated_gpu_pct = 0;            // time-weighted, first to last arrival
   double idle_while_waiting_gpu_pct = 0;   // idle GPUs while a GPU pod waits, same window, % of all
   double stranded_gpu_pct = 0;  // idle GPUs no queued pod can use (stranded.h), same window, % of all
-  std::vector<double> hourly_allocated_pct;  // per hour of trace time
+  // The time series: from the first arrival to a day after the last one, or after the queue last
+  // empties if later (then only the drain is left), in steps of series_bin_s.
+  int64_t series_bin_s = 3600;               // the series' step, seconds (an hour unless asked)
+  std::vector<double> hourly_allocated_pct;  // per step of trace time
   std::vector<double> hourly_stranded_pct;
   std::vector<double> hourly_queued;         // mean queued pods per hour
 };

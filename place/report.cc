@@ -91,6 +91,25 @@ std::vector<PolicySummary> Summarise(const std::vector<RunSeries>& runs) {
       s.mixed_tier_gpus = mixed / tiered;
       s.paid_pct = arrivals > 0 ? 100.0 * paid / arrivals : 0;
     }
+    int mig_runs = 0;
+    double instances = 0, used = 0, used_capacity = 0, pod_milli = 0;
+    for (const RunSeries& run : runs) {
+      if (run.policy != policy || !run.mig_measured) continue;
+      ++mig_runs;
+      s.isolated_pods += run.isolated_pods;
+      s.isolated_failed += run.isolated_failed;
+      instances += run.mig_instances;
+      used += run.mig_used_at_100;
+      used_capacity += static_cast<double>(run.mig_used_capacity_at_100);
+      pod_milli += static_cast<double>(run.mig_pod_milli_at_100);
+    }
+    if (mig_runs > 0) {
+      s.isolated_pods /= mig_runs;
+      s.isolated_failed /= mig_runs;
+      s.mig_instances = instances / mig_runs;
+      s.mig_used_pct_at_100 = instances > 0 ? 100.0 * used / instances : 0;
+      s.mig_fill_pct_at_100 = used_capacity > 0 ? 100.0 * pod_milli / used_capacity : 0;
+    }
     if (pairs > 0) s.on_one_island_pct = 100.0 * static_cast<double>(local) / static_cast<double>(pairs);
     s.nodes_per_gang = s.gangs_placed > 0 ? s.nodes_per_gang / s.gangs_placed : 0;
     s.gangs_placed /= std::max(1, s.seeds);
@@ -111,8 +130,9 @@ const std::map<std::string, double>& PublishedUnallocatedAt100() {
 void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& summary, const std::string& title,
                           bool compare_published) {
   bool gangs = false;
-  bool islands = false, tiers = false;
+  bool islands = false, tiers = false, mig = false;
   for (const PolicySummary& s : summary) {
+    mig = mig || s.mig_instances >= 0;
     tiers = tiers || s.mixed_tier_gpus >= 0;
     gangs = gangs || s.gangs_placed > 0;
     islands = islands || s.on_one_island_pct >= 0;
@@ -124,10 +144,12 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
   if (gangs) out << " Gangs placed | Nodes per gang |";
   if (islands) out << " Multi-GPU pods on one NVLink island % |";
   if (tiers) out << " Paid % of arrivals | GPUs holding two tiers (most at once) |";
+  if (mig) out << " Isolated pods (arrived) | Isolated failed | MIG instances | MIG instances used % at 100% | MIG instance fill % at 100% |";
   out << " Seconds per run |\n";
   out << "|---|---:|---:|";
   if (compare_published) out << "---:|---:|";
-  out << "---:|---:|---:|---:|" << (gangs ? "---:|---:|" : "") << (islands ? "---:|" : "") << (tiers ? "---:|---:|" : "") << "---:|\n";
+  out << "---:|---:|---:|---:|" << (gangs ? "---:|---:|" : "") << (islands ? "---:|" : "") << (tiers ? "---:|---:|" : "")
+      << (mig ? "---:|---:|---:|---:|---:|" : "") << "---:|\n";
   for (const PolicySummary& s : summary) {
     out << "| " << s.policy << " | " << s.seeds << " | " << Number(s.unallocated_at_100, 2) << " |";
     if (compare_published) {
@@ -144,6 +166,10 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
     if (gangs) out << Number(s.gangs_placed, 1) << " | " << Number(s.nodes_per_gang, 2) << " | ";
     if (islands) out << Number(s.on_one_island_pct, 1) << " | ";
     if (tiers) out << Number(s.paid_pct, 1) << " | " << Number(s.mixed_tier_gpus, 1) << " | ";
+    if (mig) {
+      out << Number(s.isolated_pods, 1) << " | " << Number(s.isolated_failed, 1) << " | " << Number(s.mig_instances, 0)
+          << " | " << Number(s.mig_used_pct_at_100, 1) << " | " << Number(s.mig_fill_pct_at_100, 1) << " | ";
+    }
     out << Number(s.seconds, 1) << " |\n";
   }
   out << "\n";
@@ -190,7 +216,7 @@ void WriteReplayCsv(std::ostream& out, const std::vector<ReplayResult>& results)
   out << "policy,seed,hour,allocated_gpu_pct,queued_pods,stranded_gpu_pct\n";
   for (const ReplayResult& r : results) {
     for (size_t h = 0; h < r.hourly_allocated_pct.size(); ++h) {
-      out << r.policy << ',' << r.seed << ',' << h << ',' << Number(r.hourly_allocated_pct[h], 3) << ','
+      out << r.policy << ',' << r.seed << ',' << Number(static_cast<double>(h * r.series_bin_s) / 3600.0, 3) << ',' << Number(r.hourly_allocated_pct[h], 3) << ','
           << Number(r.hourly_queued[h], 2) << ',' << Number(r.hourly_stranded_pct[h], 3) << '\n';
     }
   }
@@ -286,6 +312,69 @@ void WritePoolSweepTable(std::ostream& out, const std::vector<PoolSweepPoint>& s
   }
 }
 
+std::vector<std::string> WriteReplayTable(std::ostream& out, const std::vector<ReplayResult>& results) {
+  std::vector<std::string> policies;
+  for (const ReplayResult& r : results) {
+    if (std::find(policies.begin(), policies.end(), r.policy) == policies.end()) policies.push_back(r.policy);
+  }
+  size_t longest = 0, last_queued = 0;
+  for (const ReplayResult& r : results) {
+    longest = std::max(longest, r.hourly_allocated_pct.size());
+    for (size_t h = 0; h < r.hourly_queued.size(); ++h) {
+      if (r.hourly_queued[h] > 0) last_queued = std::max(last_queued, h);
+    }
+  }
+  const int64_t bin = results.empty() ? 3600 : results[0].series_bin_s;
+  bool queued = false;
+  for (const ReplayResult& r : results) queued = queued || std::any_of(r.hourly_queued.begin(), r.hourly_queued.end(), [](double q) { return q > 0; });
+  const size_t hours = queued ? std::min(longest, last_queued + last_queued / 4 + 1) : longest;
+  out << "# hour";
+  for (const std::string& p : policies) out << " " << p << "_allocated_pct " << p << "_stranded_pct " << p << "_queued";
+  out << "\n";
+  for (size_t h = 0; h < hours; ++h) {
+    out << Number(static_cast<double>(h * static_cast<size_t>(bin)) / 3600.0, 3);
+    for (const std::string& p : policies) {
+      double allocated = 0, stranded = 0, queued = 0;
+      int n = 0;
+      for (const ReplayResult& r : results) {
+        if (r.policy != p) continue;
+        ++n;  // a run whose series ended earlier holds nothing from then on
+        if (h < r.hourly_allocated_pct.size()) {
+          allocated += r.hourly_allocated_pct[h];
+          stranded += r.hourly_stranded_pct[h];
+          queued += r.hourly_queued[h];
+        }
+      }
+      n = std::max(1, n);
+      out << ' ' << Number(allocated / n, 3) << ' ' << Number(stranded / n, 3) << ' ' << Number(queued / n, 2);
+    }
+    out << '\n';
+  }
+  return policies;
+}
+
+std::string ReplayGnuplot(const std::string& table_path, const std::string& svg_path,
+                          const std::vector<std::string>& policies, const std::string& title, double hours) {
+  std::ostringstream s;
+  s << "set terminal svg size 900,900 dynamic noenhanced font 'sans,12'\n"
+    << "set output '" << svg_path << "'\n"
+    << "set multiplot layout 3,1 title '" << title << "'\n"
+    << "set grid\nset key outside right top vertical\nset yrange [0:*]\nset lmargin 10\nset rmargin 22\n";
+  if (hours > 0) s << "set xrange [0:" << hours << "]\n";
+  const char* const labels[3] = {"Allocated GPUs (%)", "Stranded GPUs (%)", "Queued pods"};
+  for (int panel = 0; panel < 3; ++panel) {
+    s << "set ylabel '" << labels[panel] << "'\n"
+      << (panel == 2 ? "set xlabel 'Hours from the first arrival'\n" : "unset xlabel\n") << "plot ";
+    for (size_t i = 0; i < policies.size(); ++i) {
+      s << (i ? ", \\\n     " : "") << "'" << table_path << "' using 1:" << (2 + 3 * i + static_cast<size_t>(panel))
+        << " with lines lw 2 lc " << (i + 1) << " title '" << policies[i] << "'";
+    }
+    s << "\n";
+  }
+  s << "unset multiplot\n";
+  return s.str();
+}
+
 std::string PoolSweepGnuplot(const std::string& table_path, const std::string& svg_path,
                              const std::vector<std::string>& policies, int big_gpus, const std::string& title) {
   std::ostringstream s;
@@ -319,8 +408,9 @@ std::string GnuplotScript(const std::string& table_path, const std::string& svg_
   std::ostringstream plot;
   plot << "plot ";
   for (size_t i = 0; i < policies.size(); ++i) {
-    plot << (i ? ", \\\n     " : "") << "'" << table_path << "' using 1:" << (i + 2) << " with lines lw 2 title '"
-         << policies[i] << "'";
+    // gnuplot cycles 8 colours: from the 9th policy on, dashed lines keep them apart.
+    plot << (i ? ", \\\n     " : "") << "'" << table_path << "' using 1:" << (i + 2) << " with lines lw 2 dt "
+         << (i / 8 + 1) << " title '" << policies[i] << "'";
   }
   plot << "\n";
   // The whole run, then the last part, where the policies differ, on a scale that shows it.

@@ -29,6 +29,11 @@ struct PolicySummary {
   double on_one_island_pct = -1;  // multi-GPU pods an island could hold that got one (-1: not measured)
   double mixed_tier_gpus = -1;    // GPUs holding two tiers, the most at once, mean over seeds (-1: no tiers)
   double paid_pct = 0;            // paid share of arrivals (with tiers)
+  // MIG (mig.h), means over seeds; mig_instances < 0: not measured.
+  double isolated_pods = 0, isolated_failed = 0;
+  double mig_instances = -1;
+  double mig_used_pct_at_100 = 0;  // instances holding a pod, % of all
+  double mig_fill_pct_at_100 = 0;  // milli-GPU the pods ask for, % of their instances' capacity
 };
 std::vector<PolicySummary> Summarise(const std::vector<RunSeries>& runs);
 
@@ -41,6 +46,15 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
 // Replay (--replay): a table of means per policy over seeds, and the hourly series as CSV.
 void WriteReplaySummary(std::ostream& out, const std::vector<ReplayResult>& results, const std::string& title);
 void WriteReplayCsv(std::ostream& out, const std::vector<ReplayResult>& results);
+// The replay's series for a chart: the step's start in hours, then per policy (in order of first
+// appearance) the mean over seeds of allocated GPU %, stranded GPU % and queued pods. Steps run to
+// the last one in which any policy has a pod queued, plus a quarter, not beyond the series (all of
+// it when nothing ever queued): after that the cluster only drains. Returns the policies in column order.
+std::vector<std::string> WriteReplayTable(std::ostream& out, const std::vector<ReplayResult>& results);
+// Three panels over time, one line per policy: allocated GPUs, stranded GPUs, queued pods; the
+// first `hours` hours (0: all the table holds).
+std::string ReplayGnuplot(const std::string& table_path, const std::string& svg_path,
+                          const std::vector<std::string>& policies, const std::string& title, double hours = 0);
 
 // The pool sweep (--pool-sweep): per pool size and policy, means over seeds; a table for gnuplot
 // (pool %, then big-job wait and allocated % per policy) and the script that charts both.

@@ -292,7 +292,8 @@ TEST(PlaceCli, RunsTheExperimentAndWritesItsFiles) {
   EXPECT_THAT(output, HasSubstr("| FGD-BF | 2 |"));
   EXPECT_THAT(output, HasSubstr("| FirstFit | 2 |"));
   EXPECT_THAT(output, HasSubstr("| Spread | 2 |"));
-  EXPECT_THAT(output, HasSubstr("18/18 runs done"));  // the progress line: 9 policies x 2 seeds
+  EXPECT_THAT(output, HasSubstr("| FGD-BF-S | 2 |"));
+  EXPECT_THAT(output, HasSubstr("20/20 runs done"));  // the progress line: 10 policies x 2 seeds
   for (const char* file : {"metrics.csv", "summary.md", "unallocated.dat", "unallocated.gp", "stranded.dat", "stranded.gp"}) {
     EXPECT_TRUE(std::filesystem::exists(out + "/" + file)) << file;
   }
@@ -319,6 +320,33 @@ TEST(PlaceCli, BadInputExitsWithTheFileLineAndColumn) {
   output = RunCli("--nodes " + nodes_path + " --pods " + five_columns + " --tiers qos --quiet", &status);
   EXPECT_EQ(status, 2);
   EXPECT_THAT(output, HasSubstr("--tiers qos needs the qos column"));
+  output = RunCli("--nodes " + nodes_path + " --pods " + five_columns + " --mig-nodes n0 --mig-isolate --quiet", &status);
+  EXPECT_EQ(status, 2);
+  EXPECT_THAT(output, HasSubstr("--mig-isolate needs --tiers qos or --tiers random"));
+  output = RunCli("--nodes " + nodes_path + " --pods " + five_columns + " --mig-nodes n9 --quiet", &status);
+  EXPECT_EQ(status, 2);
+  EXPECT_THAT(output, HasSubstr("--mig-nodes: no node is named 'n9' in "));
+  output = RunCli("--nodes " + nodes_path + " --pods " + five_columns + " --mig-nodes n0 --mig-layout 4g.40gb,4g.40gb --quiet",
+                  &status);
+  EXPECT_EQ(status, 2);
+  EXPECT_THAT(output, HasSubstr("--mig-layout: "));
+}
+
+TEST(PlaceCli, AMigRunReportsIsolatedPodsAndInstances) {
+  std::string nodes = testing_files::kNodeHeader, pods = testing_files::kPodHeader11;
+  for (int i = 0; i < 4; ++i) nodes += "n" + std::to_string(i) + ",32000,131072,2,T4\n";
+  for (int i = 0; i < 12; ++i) {
+    pods += "p" + std::to_string(i) + ",2000,4096,1," + (i % 2 ? "300,,LS" : "500,,BE") + ",Running,0,10,0\n";
+  }
+  const std::string nodes_path = testing_files::WriteFixture("nodes.csv", nodes);
+  const std::string pods_path = testing_files::WriteFixture("pods.csv", pods);
+  int status = -1;
+  const std::string output = RunCli("--nodes " + nodes_path + " --pods " + pods_path +
+                                        " --seeds 1 --policies FGD --tiers qos --mig-nodes n0 --mig-isolate --quiet",
+                                    &status);
+  EXPECT_EQ(status, 0) << output;
+  EXPECT_THAT(output, HasSubstr("| Isolated pods (arrived) | Isolated failed | MIG instances |"));
+  EXPECT_THAT(output, HasSubstr(" | 8 | "));  // n0: 2 GPUs x (3g + 2g + 1g + 1g)
 }
 
 }  // namespace

@@ -217,6 +217,23 @@ TEST(PlacePolicy, OursTakesTheLowerExactGradientOverBestFit) {
   EXPECT_EQ(ChoosePlacement("FGD-BF", cluster, MakePod(1000, 1, 500)).node, 1);
 }
 
+TEST(PlacePolicy, OursForSharesWeighsBestFitLess) {
+  Cluster cluster;
+  // A 500 share: on node 0 it fills the GPU with 600 left, fragmentation 300 -> 100 (-200), and
+  // leaves residual ((15000/128000) + (100/8000))/2 = 0.065; on node 1 the GPU with 550 left,
+  // 275 -> 50 (-225), residual ((71000/128000) + (3050/8000))/2 = 0.468. FGD-BF: -200 + 6.5 <
+  // -225 + 46.8, node 0; FGD-BF-S (0.4 of the weight for shares): -200 + 2.6 > -225 + 18.7, node 1.
+  cluster.nodes = {MakeNode(16000, 65536, 0, {600}), MakeNode(72000, 393216, 0, {550, 1000, 1000, 1000})};
+  const Pod share = MakePod(1000, 1, 500);
+  EXPECT_EQ(ChoosePlacement("FGD-BF", cluster, share).node, 0);
+  const Placement light = ChoosePlacement("FGD-BF-S", cluster, share);
+  EXPECT_EQ(light.node, 1);
+  EXPECT_EQ(light.gpus, GpuMask{1});
+  // A whole GPU is weighed as in FGD-BF: both choose alike.
+  const Pod whole = MakePod(1000, 1, 1000);
+  EXPECT_EQ(ChoosePlacement("FGD-BF-S", cluster, whole).node, ChoosePlacement("FGD-BF", cluster, whole).node);
+}
+
 TEST(PlacePolicy, FirstFitTakesTheFirstNodeThatFitsAndItsFirstGpuWithRoom) {
   Cluster cluster;
   cluster.nodes = {MakeNode(4000, 65536, 0, {1000}), MakeNode(32000, 65536, 0, {200, 600, 1000}),

@@ -2,7 +2,10 @@
 // one-GPU node where the answers are worked out by hand.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "place/replay.h"
+#include "place/report.h"
 #include "place_test_files.h"
 
 namespace gpuslice::place {
@@ -43,6 +46,27 @@ TEST(PlaceReplay, DurationsScaleAndArrivalsCompress) {
   options.duration_scale = 1;
   options.arrival_speedup = 2;  // arrivals at 0, 0.5 -> 0, 1 -> 1: a still ends at 10
   EXPECT_DOUBLE_EQ(Replay(OneGpuNode(), "FGD", 1, options).mean_wait_s, (0 + 10 + 9) / 3.0);
+}
+
+// The chart's series in 1-second steps: under FIFO b and c queue from their arrival to 10, so
+// the table runs to the last queued step (9) plus a quarter; the step's queue length and the GPU
+// held (a, then b) are as worked out above.
+TEST(PlaceReplay, TheChartTableRunsPastTheLastQueuedStepWithTheSeriesMeans) {
+  ReplayOptions options;
+  options.series_bin_s = 1;
+  const ReplayResult r = Replay(OneGpuNode(), "FGD", 1, options);
+  std::ostringstream table;
+  EXPECT_EQ(WriteReplayTable(table, {r}), std::vector<std::string>{"FGD"});
+  std::istringstream in(table.str());
+  std::string header, line;
+  std::getline(in, header);
+  EXPECT_EQ(header, "# hour FGD_allocated_pct FGD_stranded_pct FGD_queued");
+  std::vector<std::string> rows;
+  while (std::getline(in, line)) rows.push_back(line);
+  ASSERT_EQ(rows.size(), 12u);  // steps 0..11: the last with a pod queued is 9, and 9 + 9/4 + 1 = 12
+  EXPECT_EQ(rows[0], "0.000 100.000 0.000 0.00");  // a holds the GPU, nothing queued yet
+  EXPECT_EQ(rows[3], "0.001 100.000 0.000 2.00");  // b (from 1) and c (from 2) wait
+  EXPECT_NE(ReplayGnuplot("t.dat", "t.svg", {"FGD"}, "x", 12).find("set xrange [0:12]"), std::string::npos);
 }
 
 }  // namespace
