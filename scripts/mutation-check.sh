@@ -52,11 +52,16 @@ done
 names=() files=() edits=() tests=() whys=()
 # A regex written `^(Suite|...)` also matches the suites' parameterized instances, whose names
 # carry their instantiation's prefix (EveryFamily/ShimMemoryQuotaFamilyTest.X/alloc).
+# Each is kept as its list of alternatives (A|B|C); tests_regex makes the ctest regex of one or
+# several such lists: CMake's regular expressions allow only a few groups, so the union of every
+# sabotage's tests must be one group, not one group per sabotage.
 sabotage() {
   local regex=$4
-  [[ $regex == '^('* ]] && regex="(^|/)(${regex#'^('}"
+  regex=${regex#'^'}
+  [[ $regex == '('*')' ]] && regex=${regex:1:${#regex}-2}
   names+=("$1"); files+=("$2"); edits+=("$3"); tests+=("$regex"); whys+=("$5")
 }
+tests_regex() { printf '(^|/)(%s)' "$(printf '%s\n' "$@" | tr '|' '\n' | sort -u | paste -sd'|')"; }
 
 # Scheduler (broker/grant_policy.cc, broker/scheduler.cc, shim/launch_tracker.cc,
 # shim/hooks_launch.cc): each rule of docs/scheduling.md broken on its own.
@@ -170,9 +175,8 @@ sabotage sim-internal-entry-points-off sim/driver/api_proc_address.cc \
   '^(SimInternalEntryPoints|ShimProcAddressRule)' \
   'GPUSLICE_SIM_PROC_ADDRESS=internal hands out the exports after all'
 
-if [[ -n $only_tests ]]; then
-  for i in "${!tests[@]}"; do tests[$i]=$only_tests; done
-fi
+# The ctest regex of sabotage i's tests (--tests: the one given, as it is).
+regex_of() { if [[ -n $only_tests ]]; then printf '%s' "$only_tests"; else tests_regex "${tests[$1]}"; fi; }
 if ((list)); then
   for i in "${!names[@]}"; do printf '%-34s %-28s %s\n' "${names[$i]}" "${files[$i]}" "${whys[$i]}"; done
   exit 0
@@ -238,10 +242,15 @@ print(" ".join(sorted({os.path.basename(t["command"][0]) for t in tests if t.get
 run_tests() {
   local regex=$1 out=$2
   (cd "$build" && nice -n 15 ctest -R "$regex" -j"$jobs" --timeout 300 >"$out" 2>&1) || true
-  sed -n '/The following tests FAILED:/,$p' "$out" | sed -nE 's/^[[:space:]]*[0-9]+ - ([^ ]+) \(.*$/\1/p'
+  # "  361 - Suite.Name/Param  # GetParam() = ... (Failed)": the name is the first word.
+  sed -n '/The following tests FAILED:/,$p' "$out" | sed -nE 's/^[[:space:]]*[0-9]+ - ([^ ]+).*$/\1/p'
 }
 
-union=$(for i in "${chosen[@]}"; do printf '%s\n' "${tests[$i]}"; done | sort -u | paste -sd'|')
+if [[ -n $only_tests ]]; then
+  union=$only_tests
+else
+  union=$(tests_regex $(for i in "${chosen[@]}"; do printf '%s\n' "${tests[$i]}"; done))
+fi
 say "mutation check of $root ($(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD || echo ', with uncommitted changes')), $(date -u '+%Y-%m-%d %H:%M UTC')"
 # Everything once (ctest must know every test program), then only what the tests run.
 if ! build_all "$log/build-baseline.txt"; then
@@ -249,9 +258,18 @@ if ! build_all "$log/build-baseline.txt"; then
   exit 1
 fi
 
+# A regex that selected nothing (or that ctest could not compile) stops the check: every test
+# would seem to pass.
+require_tests_ran() {
+  grep -qE 'tests passed, [0-9]+ tests failed out of [1-9]' "$1" && return 0
+  say "ctest ran no test for $2 (see $1): fix its regex in scripts/mutation-check.sh"
+  exit 1
+}
+
 declare -A flaky=()
 if ((baseline)); then
   while read -r t; do [[ -n $t ]] && flaky[$t]=1; done < <(run_tests "$union" "$log/tests-baseline.txt")
+  require_tests_ran "$log/tests-baseline.txt" "the baseline"
   if ((${#flaky[@]})); then
     say "baseline: these tests fail without any sabotage and are not counted as catching one: ${!flaky[*]}"
   else
@@ -272,18 +290,19 @@ for i in "${chosen[@]}"; do
   fi
   mv "$target.sabotaged" "$target"
   diff -u "$pristine" "$target" >"$log/$name.diff" || true
-  if ! build_for "${tests[$i]}" "$log/$name-build.txt"; then
+  if ! build_for "$(regex_of "$i")" "$log/$name-build.txt"; then
     say "$(printf '%-34s BUILD FAILED (see %s)' "$name" "$log/$name-build.txt")"
     missed=1
   else
     caught=()
     while read -r t; do [[ -n $t && -z ${flaky[$t]:-} ]] && caught+=("$t"); done \
-      < <(run_tests "${tests[$i]}" "$log/$name-tests.txt")
+      < <(run_tests "$(regex_of "$i")" "$log/$name-tests.txt")
+    require_tests_ran "$log/$name-tests.txt" "$name"
     ran=$(sed -nE 's/.*tests passed, [0-9]+ tests failed out of ([0-9]+).*/\1/p' "$log/$name-tests.txt")
     if ((${#caught[@]})); then
       say "$(printf '%-34s CAUGHT by %d of %s tests run: %s' "$name" "${#caught[@]}" "${ran:-?}" "${caught[*]}")"
     else
-      say "$(printf '%-34s MISSED: all %s tests of %s pass' "$name" "${ran:-?}" "${tests[$i]}")"
+      say "$(printf '%-34s MISSED: all %s tests of %s pass' "$name" "${ran:-?}" "$(regex_of "$i")")"
       missed=1
     fi
   fi
