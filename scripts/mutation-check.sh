@@ -215,9 +215,36 @@ mkdir -p "$copy" "$log"
 say() { printf '%s\n' "$*" | tee -a "$log/summary.txt"; }
 : >"$log/summary.txt"
 
-# The working tree as it is (committed or not), without what git ignores.
+# The working tree as it is (committed or not), without what git ignores. Into a staging
+# directory first, then into the copy only the files whose content differs, with the time of the
+# copy: a file restored after the previous run's last sabotage has an older time than the objects
+# built from the sabotaged file, and copied with its own time it would not be rebuilt.
+stage=$scratch/stage
+rm -rf "$stage"
+mkdir -p "$stage"
 git -C "$root" ls-files -z --cached --others --exclude-standard |
-  (cd "$root" && tar --null -T - -cf -) | tar -C "$copy" -xf -
+  (cd "$root" && tar --null -T - -cf -) | tar -C "$stage" -xf -
+python3 - "$stage" "$copy" <<'PY'
+import filecmp, os, shutil, sys
+stage, copy = sys.argv[1:]
+for top, _, files in os.walk(stage):
+    for name in files:
+        src = os.path.join(top, name)
+        dst = os.path.join(copy, os.path.relpath(src, stage))
+        if os.path.islink(src):
+            if not os.path.islink(dst) or os.readlink(dst) != os.readlink(src):
+                if os.path.lexists(dst):
+                    os.remove(dst)
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                os.symlink(os.readlink(src), dst)
+        elif os.path.islink(dst) or not os.path.exists(dst) or not filecmp.cmp(src, dst, shallow=False):
+            if os.path.lexists(dst):
+                os.remove(dst)
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copyfile(src, dst)
+            shutil.copymode(src, dst)
+PY
+rm -rf "$stage"
 
 # ccache: the copy's paths are not the tree's, so hash neither the directory nor absolute paths.
 export CCACHE_BASEDIR=/ CCACHE_NOHASHDIR=1
