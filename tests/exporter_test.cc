@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -223,6 +224,27 @@ TEST(ExporterGzipTest, AcceptEncodingIsReadAsRfc9110Says) {
   EXPECT_FALSE(AcceptsGzip("gzip;q=0"));
   EXPECT_FALSE(AcceptsGzip("gzip; q=0.000, *"));  // named and refused: "*" does not bring it back
   EXPECT_FALSE(AcceptsGzip("*;q=0"));
+}
+
+// Text that does not compress: the output outgrows the first guess at its size, several times.
+TEST(ExporterGzipTest, IncompressibleTextRoundTrips) {
+  std::string text(300'000, '\0');
+  uint32_t x = 12345;
+  for (char& c : text) c = static_cast<char>((x = x * 1103515245 + 12345) >> 24);
+  std::string gz;
+  ASSERT_TRUE(exporter::Gzip(text, exporter::kGzipLevel, &gz));
+  ASSERT_GT(gz.size(), text.size());
+  z_stream z{};
+  ASSERT_EQ(inflateInit2(&z, 15 + 16), Z_OK);
+  std::string back(text.size() + 1, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(gz.data());
+  z.avail_in = static_cast<uInt>(gz.size());
+  z.next_out = reinterpret_cast<Bytef*>(back.data());
+  z.avail_out = static_cast<uInt>(back.size());
+  EXPECT_EQ(inflate(&z, Z_FINISH), Z_STREAM_END);
+  back.resize(z.total_out);
+  inflateEnd(&z);
+  EXPECT_TRUE(back == text);
 }
 
 // One GET of the exporter's /metrics by curl (a client of its own, in its own process), the body
