@@ -35,6 +35,8 @@ constexpr char kFooter[] = R"help(Endpoints:
             share and device time, the wait-for-grant histogram, refused allocations and
             bytes, grants, processes; per device NVML's memory, utilisation and processes.
             gpuslice_segment_up and gpuslice_nvml_up say whether each source answered.
+            Gzip-compressed (zlib level 1) for clients whose Accept-Encoding allows gzip, as
+            Prometheus's does; as it is for any other.
   /healthz  "ok" while the exporter serves (the state file may still be missing).
 The state file is mapped read-only at every scrape: the exporter never reaps dead processes
 or changes anything, and needs only read permission on it.
