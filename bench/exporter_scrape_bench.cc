@@ -175,10 +175,15 @@ void BM_HttpScrape(benchmark::State& state) {
       state.SkipWithError(("gpuslice-exporter did not start: " + exporter).c_str());
       break;
     }
-    // As Prometheus asks (gzip), or uncompressed: httplib compresses what the client accepts.
+    // As Prometheus asks (gzip), or uncompressed: the exporter compresses what the client accepts
+    // (at zlib level 1, exporter/gzip_body.h).
     auto r = client.Get("/metrics", {{"Accept-Encoding", state.range(0) ? "gzip" : "identity"}});
     if (!r || r->status != 200) {
       state.SkipWithError("GET /metrics failed");
+      break;
+    }
+    if (r->get_header_value("Content-Encoding") != (state.range(0) ? "gzip" : "")) {
+      state.SkipWithError("/metrics came in another encoding than the one asked for");
       break;
     }
     bytes = r->body.size();

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -17,6 +18,7 @@
 
 #include "broker/broker.h"
 #include "common/version.h"
+#include "exporter/gzip_body.h"
 #include "exporter/listen_address.h"
 #include "exporter/metrics_text.h"
 #include "exporter/nvml_devices.h"
@@ -33,6 +35,8 @@ constexpr char kFooter[] = R"help(Endpoints:
             share and device time, the wait-for-grant histogram, refused allocations and
             bytes, grants, processes; per device NVML's memory, utilisation and processes.
             gpuslice_segment_up and gpuslice_nvml_up say whether each source answered.
+            Gzip-compressed (zlib level 1) for clients whose Accept-Encoding allows gzip, as
+            Prometheus's does; as it is for any other.
   /healthz  "ok" while the exporter serves (the state file may still be missing).
 The state file is mapped read-only at every scrape: the exporter never reaps dead processes
 or changes anything, and needs only read permission on it.
@@ -99,8 +103,8 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  // A page is ~1 MB for 64 tenants on 8 GPUs, built and sent a few times per scrape (the text,
-  // the response, its gzip). glibc serves blocks that large with mmap and unmaps them on free, so
+  // A page is ~1 MB for 64 tenants on 8 GPUs, built and sent once or twice per scrape (the text,
+  // its gzip). glibc serves blocks that large with mmap and unmaps them on free, so
   // every scrape faulted its megabytes in afresh: a third of the exporter's CPU (perf). Kept on
   // the heap and not trimmed, they are reused; the peak stays a few copies of one page.
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
@@ -114,7 +118,7 @@ int main(int argc, char** argv) {
   // partial segment waits for the ACK of the one before, which the scraper delays (up to 40 ms
   // on Linux). TCP_NODELAY sends it at once (bench/exporter_scrape_bench.cc, BM_HttpScrape).
   server.set_tcp_nodelay(true);
-  server.Get("/metrics", [&](const httplib::Request&, httplib::Response& response) {
+  server.Get("/metrics", [&](const httplib::Request& request, httplib::Response& response) {
     gpuslice::broker::Snapshot snapshot;
     std::string segment_error, nvml_error;
     const bool have_snapshot = gpuslice::broker::TakeReadOnlySnapshot(state_dir, &snapshot, &segment_error);
@@ -123,8 +127,21 @@ int main(int argc, char** argv) {
     nvml_log.Report(devices.has_value(), nvml_error);
     std::string body;
     RenderMetrics({have_snapshot ? &snapshot : nullptr, devices ? &*devices : nullptr}, &body);
-    response.body = std::move(body);  // set_content would copy the page
-    response.set_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    // Compressed here at level 1 when the client accepts gzip (Prometheus does), else sent as it
+    // is. Either way through a content provider of known length: httplib would compress a body
+    // of text again itself, at level 6 or with brotli (gzip_body.h), but sends such a provider's
+    // bytes untouched.
+    auto page = std::make_shared<std::string>();
+    if (AcceptsGzip(request.get_header_value("Accept-Encoding")) && Gzip(body, kGzipLevel, page.get())) {
+      response.set_header("Content-Encoding", "gzip");
+    } else {
+      *page = std::move(body);
+    }
+    response.set_header("Vary", "Accept-Encoding");
+    response.set_content_provider(page->size(), "text/plain; version=0.0.4; charset=utf-8",
+                                  [page](size_t offset, size_t length, httplib::DataSink& sink) {
+                                    return sink.write(page->data() + offset, length);
+                                  });
   });
   server.Get("/healthz", [](const httplib::Request&, httplib::Response& response) {
     response.set_content("ok\n", "text/plain");

@@ -17,6 +17,8 @@ packages=(
   # Observability (docs/observability.md): gpuslice-exporter's HTTP server, and the Prometheus
   # server, promtool and tmux its tests and `gpuslicectl top`'s test run.
   libcpp-httplib-dev pkg-config prometheus tmux
+  # gpuslice-exporter gzips its page itself (zlib); its test fetches the page with curl.
+  zlib1g-dev curl
   # The Kubernetes device plugin (deviceplugin/): gRPC and protobuf for the kubelet's API,
   # yaml-cpp for its config file (found with pkg-config, above) and gpuslicectl plan's tenants files.
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libyaml-cpp-dev

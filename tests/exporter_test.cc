@@ -1,20 +1,26 @@
 // gpuslice-exporter without a Prometheus server: its command line, that it keeps serving while
 // the broker's state file is missing, appears, disappears and is re-created, that every family
 // it can render passes `promtool check metrics`, and that every metric the Grafana dashboard
-// (examples/grafana-dashboard.json) queries is one it serves.
+// (examples/grafana-dashboard.json) queries is one it serves, and that it gzips the page for the
+// clients that ask (Prometheus does) and for no other.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <zlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "broker/broker.h"
+#include "exporter/gzip_body.h"
 #include "exporter/metrics_text.h"
 #include "tests/support/broker_test_util.h"
 #include "tests/support/exporter_fixture.h"
@@ -201,6 +207,120 @@ TEST(ExporterProcessTest, BadFlagsAreRefusedWithOneClearLine) {
   r = gpuslice::testing::Run({exe, "--listen", "127.0.0.1:" + std::to_string(first.port())}, {}, 10000);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("cannot listen on 127.0.0.1:"));
+}
+
+// --- compression: the exporter gzips the page itself, at level 1 (exporter/gzip_body.h) ---
+
+TEST(ExporterGzipTest, AcceptEncodingIsReadAsRfc9110Says) {
+  using exporter::AcceptsGzip;
+  EXPECT_TRUE(AcceptsGzip("gzip"));  // Prometheus
+  EXPECT_TRUE(AcceptsGzip("deflate, gzip, br, zstd"));  // curl --compressed
+  EXPECT_TRUE(AcceptsGzip("br;q=1.0, GZIP;q=0.5"));
+  EXPECT_TRUE(AcceptsGzip("x-gzip"));
+  EXPECT_TRUE(AcceptsGzip("*"));
+  EXPECT_FALSE(AcceptsGzip(""));  // no header: identity only
+  EXPECT_FALSE(AcceptsGzip("identity"));
+  EXPECT_FALSE(AcceptsGzip("br"));
+  EXPECT_FALSE(AcceptsGzip("gzip;q=0"));
+  EXPECT_FALSE(AcceptsGzip("gzip; q=0.000, *"));  // named and refused: "*" does not bring it back
+  EXPECT_FALSE(AcceptsGzip("*;q=0"));
+}
+
+// Text that does not compress: the output outgrows the first guess at its size, several times.
+TEST(ExporterGzipTest, IncompressibleTextRoundTrips) {
+  std::string text(300'000, '\0');
+  uint32_t x = 12345;
+  for (char& c : text) c = static_cast<char>((x = x * 1103515245 + 12345) >> 24);
+  std::string gz;
+  ASSERT_TRUE(exporter::Gzip(text, exporter::kGzipLevel, &gz));
+  ASSERT_GT(gz.size(), text.size());
+  z_stream z{};
+  ASSERT_EQ(inflateInit2(&z, 15 + 16), Z_OK);
+  std::string back(text.size() + 1, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(gz.data());
+  z.avail_in = static_cast<uInt>(gz.size());
+  z.next_out = reinterpret_cast<Bytef*>(back.data());
+  z.avail_out = static_cast<uInt>(back.size());
+  EXPECT_EQ(inflate(&z, Z_FINISH), Z_STREAM_END);
+  back.resize(z.total_out);
+  inflateEnd(&z);
+  EXPECT_TRUE(back == text);
+}
+
+// One GET of the exporter's /metrics by curl (a client of its own, in its own process), the body
+// as it came over the wire unless `decode`, and the response's headers.
+struct Fetched {
+  std::string headers, body;
+};
+Fetched Curl(const std::string& dir, int port, std::vector<std::string> args) {
+  const std::string curl = FindProgram("curl");
+  std::vector<std::string> argv = {curl, "-sS", "--fail", "-D", dir + "/headers", "-o", dir + "/body"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back("http://127.0.0.1:" + std::to_string(port) + "/metrics");
+  const ProcessResult r = gpuslice::testing::Run(argv, {}, 20000);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return {ReadFile(dir + "/headers"), ReadFile(dir + "/body")};
+}
+
+TEST(ExporterGzipTest, GzipDecodesToTheIdentityPageAndOnlyClientsThatAskGetIt) {
+  if (FindProgram("curl").empty()) GTEST_FAIL() << "curl is not installed (scripts/install-deps.sh)";
+  BrokerTempDir dir;
+  Exporter exporter(dir.state_dir(), dir.root() + "/no-sim-state");
+  ASSERT_TRUE(exporter.WaitServing()) << exporter.process().StderrSoFar();
+  // Tenants on 16 GPUs: a page of ~100 KB, more than one write of httplib's and zlib's buffers.
+  std::vector<std::unique_ptr<broker::Broker>> tenants;
+  for (int t = 0; t < 4; ++t) {
+    std::string error;
+    auto broker = broker::Broker::Attach(dir.state_dir(), &error);
+    ASSERT_TRUE(broker) << error;
+    ASSERT_TRUE(broker->Register("team-" + std::to_string(t), &error)) << error;
+    for (uint8_t g = 0; g < 16; ++g) {
+      uint8_t uuid[16];
+      std::copy(std::begin(kTestUuid), std::end(kTestUuid), uuid);
+      uuid[15] = g;
+      const int ledger = broker->OpenLedger(uuid, kTestGpuTotal, 64 * kMiB, &error);
+      ASSERT_GE(ledger, 0) << error;
+      ASSERT_TRUE(broker->Reserve(ledger, (t + 1) * kMiB));
+    }
+    tenants.push_back(std::move(broker));
+  }
+  const auto content_encoding = [](const std::string& headers) {
+    std::smatch m;
+    return std::regex_search(headers, m, std::regex("(^|\n)content-encoding: *([^\r\n]*)", std::regex::icase))
+               ? m[2].str() : std::string("(none)");
+  };
+
+  // No Accept-Encoding (curl's default): the page as it is.
+  const Fetched plain = Curl(dir.root(), exporter.port(), {});
+  EXPECT_EQ(content_encoding(plain.headers), "(none)");
+  ASSERT_THAT(plain.body, HasSubstr("tenant=\"team-3\""));
+  EXPECT_GT(plain.body.size(), 50'000u);
+  EXPECT_EQ(plain.body.rfind("# HELP ", 0), 0u) << plain.body.substr(0, 200);
+
+  // As Prometheus asks: gzip once, which Python's gzip module decodes to exactly that page (a
+  // second compression by httplib would decode to gzip bytes, not the page).
+  const Fetched gz = Curl(dir.root(), exporter.port(), {"-H", "Accept-Encoding: gzip"});
+  EXPECT_EQ(content_encoding(gz.headers), "gzip");
+  EXPECT_LT(gz.body.size(), plain.body.size() / 4);
+  const ProcessResult decoded = gpuslice::testing::Run(
+      {FindProgram("python3"), "-c", "import gzip,sys; sys.stdout.buffer.write(gzip.decompress(open(sys.argv[1],'rb').read()))",
+       dir.root() + "/body"});
+  ASSERT_EQ(decoded.exit_code, 0) << decoded.err;
+  EXPECT_TRUE(decoded.out == plain.body) << "the gzip page decodes to " << decoded.out.size() << " bytes, not the "
+                                         << plain.body.size() << " of the page";
+
+  // curl --compressed offers deflate, gzip, br and zstd: it gets gzip (not httplib's brotli) and
+  // decodes it to the same page.
+  const Fetched compressed = Curl(dir.root(), exporter.port(), {"--compressed"});
+  EXPECT_EQ(content_encoding(compressed.headers), "gzip");
+  EXPECT_TRUE(compressed.body == plain.body) << "curl --compressed decoded " << compressed.body.size() << " bytes";
+
+  // Clients that refuse gzip get the page as it is, never brotli from httplib.
+  for (const char* refusing : {"Accept-Encoding: br", "Accept-Encoding: gzip;q=0, identity", "Accept-Encoding: identity"}) {
+    const Fetched other = Curl(dir.root(), exporter.port(), {"-H", refusing});
+    EXPECT_EQ(content_encoding(other.headers), "(none)") << refusing;
+    EXPECT_TRUE(other.body == plain.body) << refusing << ": " << other.body.size() << " bytes";
+  }
 }
 
 }  // namespace
