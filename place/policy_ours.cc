@@ -20,7 +20,7 @@
 //
 // Measured (docs/placement.md): of FGD-BF-S's 281 unallocated GPUs at 100% arrived (default
 // list, seed 42), 154 sat on nodes with fewer than 4 cores left — partly 190-milli holes beside
-// 810 shares that nothing fits anyway, but 46 in holes a share could have used. FGD's measure
+// 810 shares that nothing fits anyway, but 46 in larger holes and whole GPUs. FGD's measure
 // sees CPU only through its classes' fit, one placement at a time; the term steers CPU-heavy pods
 // (and CPU-only ones, which share these nodes) away from nodes whose GPUs would lose their CPU.
 //
