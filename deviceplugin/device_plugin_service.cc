@@ -62,7 +62,8 @@ grpc::Status DevicePluginService::GetPreferredAllocation(grpc::ServerContext*,
                                             container.must_include_deviceids().end());
     std::vector<std::string> chosen;
     std::string error;
-    if (!PreferUnits(catalog_, kind_, available, required, container.allocation_size(), &chosen, &error))
+    if (!PreferUnits(catalog_, kind_, available, required, container.allocation_size(), config_.nvlink_island,
+                     &chosen, &error))
       return Invalid(c, error);
     auto* out = response->add_container_responses();
     for (const std::string& id : chosen) out->add_deviceids(id);

@@ -94,6 +94,15 @@ const std::vector<KeySpec>& KeyTable() {
        }},
       {"cdiKind", "a CDI kind such as nvidia.com/gpu, or empty for none",
        [](const std::string& v, PluginConfig* c) { return (v.empty() || ResourceName(v)) && (c->cdi_kind = v, true); }},
+      // NVML does not say how NVLink groups the GPUs in a way the plugin reads (nvidia-smi topo -m
+      // does): the operator names the island size, and islands are consecutive NVML indices.
+      {"nvlinkIsland", "0 (no NVLink islands), 2, 4 or 8: GPUs per island, consecutive NVML indices",
+       [](const std::string& v, PluginConfig* c) {
+         const auto n = ParseUnsigned(v);
+         if (!n || (*n != 0 && *n != 2 && *n != 4 && *n != 8)) return false;
+         c->nvlink_island = static_cast<int>(*n);
+         return true;
+       }},
   };
   return kTable;
 }

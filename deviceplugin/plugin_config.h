@@ -28,6 +28,7 @@ struct PluginConfig {
   int health_interval_ms = 200;                             // healthIntervalMs
   PreloadMode preload = PreloadMode::kEnvironment;          // preload: env | ld.so.preload
   std::string cdi_kind;                                     // cdiKind, e.g. nvidia.com/gpu ("" = none)
+  int nvlink_island = 0;  // nvlinkIsland: GPUs per NVLink island by NVML index (0 = none)
 };
 
 // The YAML keys, for the error line and --help.

@@ -1,13 +1,148 @@
 #include "deviceplugin/preferred_allocation.h"
 
 #include <algorithm>
+#include <bit>
 #include <set>
 
+#include "place/cluster.h"
+
 namespace gpuslice::deviceplugin {
+namespace {
+
+using FreeUnits = std::vector<std::vector<std::string>>;  // per catalog position, in unit order
+
+// The node as place/ models one: per GPU the milli-GPU left. A catalog position's free units are
+// milli-GPU of the largest GPU (units_per_gpu units = kMilliPerGpu), rounded down: with at most
+// 1000 units per GPU (100 compute units; memory units of 1Gi and more) that keeps "has room for
+// n units" and "fewer units left" exact, so place's best fit is a best fit in units. Whole GPUs
+// listed by an NVML index below 8 sit at their index (NVLink islands are index ranges; a GPU the
+// plugin does not serve has no room); otherwise (MIG instances, more than 8 GPUs) positions go
+// in groups of place's kMaxGpusPerNode and islands do not apply.
+struct NodeModel {
+  std::vector<place::NodeState> groups;
+  std::vector<std::vector<int>> position;  // [group][gpu]: catalog position, or -1
+  int island_size = 0;                     // GPUs per island in a group
+  int units_per_gpu = 1;
+  bool exact = true;  // units_per_gpu <= kMilliPerGpu
+
+  int16_t Milli(size_t units) const {
+    return static_cast<int16_t>(static_cast<int64_t>(units) * place::kMilliPerGpu / units_per_gpu);
+  }
+  // A request's milli-GPU: rounded down like the GPUs' when exact, up otherwise (never more room
+  // than units; a GPU just big enough is then found by the spread).
+  int RequestMilli(int units) const {
+    const int64_t scaled = int64_t{units} * place::kMilliPerGpu;
+    return static_cast<int>(exact ? scaled / units_per_gpu : (scaled + units_per_gpu - 1) / units_per_gpu);
+  }
+  void SetFree(int p, size_t units) {
+    for (size_t g = 0; g < groups.size(); ++g) {
+      for (size_t i = 0; i < position[g].size(); ++i) {
+        if (position[g][i] == p) groups[g].gpu_left[i] = Milli(units);
+      }
+    }
+  }
+};
+
+NodeModel BuildNode(const DeviceCatalog& catalog, UnitKind kind, const FreeUnits& free, const std::vector<bool>& allowed,
+                    int island_size) {
+  NodeModel node;
+  const auto& gpus = catalog.gpus();
+  for (size_t p = 0; p < gpus.size(); ++p) node.units_per_gpu = std::max(node.units_per_gpu, catalog.UnitCount(p, kind));
+  node.exact = node.units_per_gpu <= place::kMilliPerGpu;
+  const bool by_index = std::all_of(gpus.begin(), gpus.end(), [](const GpuInfo& g) {
+    return g.mig_index < 0 && g.index >= 0 && g.index < place::kMaxGpusPerNode;
+  });
+  auto add_group = [&](int size) {
+    node.groups.emplace_back();
+    node.groups.back().gpus = size;
+    node.groups.back().model = 0;
+    node.position.emplace_back(static_cast<size_t>(size), -1);
+  };
+  if (by_index) {
+    int slots = 0;
+    for (const GpuInfo& g : gpus) slots = std::max(slots, g.index + 1);
+    add_group(slots);
+    for (size_t p = 0; p < gpus.size(); ++p) node.position[0][static_cast<size_t>(gpus[p].index)] = static_cast<int>(p);
+    node.island_size = island_size > 0 ? island_size : slots;
+  } else {
+    for (size_t first = 0; first < gpus.size(); first += place::kMaxGpusPerNode) {
+      add_group(static_cast<int>(std::min<size_t>(place::kMaxGpusPerNode, gpus.size() - first)));
+      for (size_t i = 0; i < static_cast<size_t>(node.groups.back().gpus); ++i) node.position.back()[i] = static_cast<int>(first + i);
+    }
+    node.island_size = place::kMaxGpusPerNode;
+  }
+  for (size_t p = 0; p < gpus.size(); ++p) node.SetFree(static_cast<int>(p), allowed[p] ? free[p].size() : 0);
+  return node;
+}
+
+// Place's best fit for a share of `units` in each group, the tightest over all groups (the first
+// on ties, as within a group); -1 when no GPU has room.
+int BestFitPosition(const NodeModel& node, int units, const FreeUnits& free) {
+  place::Pod share;
+  share.num_gpu = 1;
+  share.gpu_milli = node.RequestMilli(units);
+  share.kind = share.IsFractional() ? place::PodKind::kShareGpu : place::PodKind::kOneGpu;
+  int best = -1, best_left = 0;
+  for (size_t g = 0; g < node.groups.size(); ++g) {
+    const place::GpuMask mask = place::BestFitGpus(node.groups[g], share);
+    if (mask == 0) continue;
+    const int gpu = std::countr_zero(mask);
+    const int p = node.position[g][static_cast<size_t>(gpu)];
+    const int left = node.groups[g].gpu_left[static_cast<size_t>(gpu)];
+    if (p < 0 || static_cast<int>(free[static_cast<size_t>(p)].size()) < units) continue;  // cannot happen: no room
+    if (best < 0 || left < best_left) {
+      best = p;
+      best_left = left;
+    }
+  }
+  return best;
+}
+
+// `count` free whole GPUs from one NVLink island (place's IslandFreeGpus): the first group that
+// has them on one island, else the first that has them at all; empty when none.
+std::vector<int> WholeGpus(const NodeModel& node, int count) {
+  std::vector<int> fallback;
+  for (size_t g = 0; g < node.groups.size(); ++g) {
+    const place::GpuMask mask = place::IslandFreeGpus(node.groups[g], count, node.island_size);
+    if (std::popcount(mask) != count) continue;
+    std::vector<int> positions;
+    for (int gpu = 0; gpu < node.groups[g].gpus; ++gpu) {
+      if ((mask >> gpu) & 1) positions.push_back(node.position[g][static_cast<size_t>(gpu)]);
+    }
+    const int first = std::countr_zero(mask), last = std::bit_width(mask) - 1;
+    if (first / node.island_size == last / node.island_size) return positions;
+    if (fallback.empty()) fallback = positions;
+  }
+  return fallback;
+}
+
+void Take(std::vector<std::string>& from, size_t n, std::vector<std::string>* chosen) {
+  chosen->insert(chosen->end(), from.begin(), from.begin() + static_cast<std::ptrdiff_t>(n));
+  from.erase(from.begin(), from.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+// Spread: the fullest GPUs first, those holding required units before the rest.
+void Spread(FreeUnits& free, const std::vector<int>& required_on, int missing, std::vector<std::string>* chosen) {
+  std::vector<size_t> order(free.size());
+  for (size_t p = 0; p < order.size(); ++p) order[p] = p;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const bool a_required = required_on[a] > 0, b_required = required_on[b] > 0;
+    if (a_required != b_required) return a_required;
+    return free[a].size() > free[b].size();
+  });
+  for (size_t p : order) {
+    const size_t take = std::min(static_cast<size_t>(missing), free[p].size());
+    Take(free[p], take, chosen);
+    missing -= static_cast<int>(take);
+    if (missing == 0) break;
+  }
+}
+
+}  // namespace
 
 bool PreferUnits(const DeviceCatalog& catalog, UnitKind kind, const std::vector<std::string>& available,
-                 const std::vector<std::string>& must_include, int size, std::vector<std::string>* chosen,
-                 std::string* error) {
+                 const std::vector<std::string>& must_include, int size, int island_size,
+                 std::vector<std::string>* chosen, std::string* error) {
   chosen->clear();
   const std::set<std::string> required(must_include.begin(), must_include.end());
   std::set<std::string> offered(available.begin(), available.end());
@@ -17,14 +152,14 @@ bool PreferUnits(const DeviceCatalog& catalog, UnitKind kind, const std::vector<
     return false;
   }
   // Free units per GPU position, in unit order (IDs sort by unit within a GPU only by number).
-  std::vector<std::vector<std::string>> free(catalog.gpus().size());
+  FreeUnits free(catalog.gpus().size());
   for (const std::string& id : offered) {
     const int p = catalog.PositionOfUnit(id, kind);
     if (p < 0) {
       *error = "unknown device ID '" + id + "'";
       return false;
     }
-    if (!required.contains(id)) free[p].push_back(id);
+    if (!required.contains(id)) free[static_cast<size_t>(p)].push_back(id);
   }
   std::vector<int> required_on(catalog.gpus().size(), 0);
   for (const std::string& id : required) {
@@ -33,7 +168,7 @@ bool PreferUnits(const DeviceCatalog& catalog, UnitKind kind, const std::vector<
       *error = "must_include ID '" + id + "' is not one of the available IDs";
       return false;
     }
-    required_on[p] += 1;
+    required_on[static_cast<size_t>(p)] += 1;
     chosen->push_back(id);
   }
   for (auto& ids : free) {
@@ -41,38 +176,35 @@ bool PreferUnits(const DeviceCatalog& catalog, UnitKind kind, const std::vector<
       return ParseUnitId(a)->index < ParseUnitId(b)->index;
     });
   }
-  int missing = size - static_cast<int>(required.size());
+  const int missing = size - static_cast<int>(required.size());
+  if (missing == 0) return true;
   // The GPUs that may take units: those of the required IDs when there are any (a container's
   // units stay together), otherwise every GPU.
-  std::vector<size_t> order;
-  for (size_t p = 0; p < free.size(); ++p) {
-    if (required.empty() || required_on[p] > 0) order.push_back(p);
-  }
-  // Best fit: the GPU whose free units exceed the need by the least.
-  int best = -1;
-  for (size_t p : order) {
-    const int n = static_cast<int>(free[p].size());
-    if (n >= missing && (best < 0 || n < static_cast<int>(free[best].size()))) best = static_cast<int>(p);
-  }
-  if (best >= 0) {
-    chosen->insert(chosen->end(), free[best].begin(), free[best].begin() + missing);
+  std::vector<bool> allowed(free.size());
+  for (size_t p = 0; p < free.size(); ++p) allowed[p] = required.empty() || required_on[p] > 0;
+  NodeModel node = BuildNode(catalog, kind, free, allowed, island_size);
+  // One GPU: place's best fit.
+  if (const int p = BestFitPosition(node, missing, free); p >= 0) {
+    Take(free[static_cast<size_t>(p)], static_cast<size_t>(missing), chosen);
     return true;
   }
-  // Spread: the fullest GPUs first, the allowed ones before the rest.
-  for (size_t p = 0; p < free.size(); ++p) {
-    if (std::find(order.begin(), order.end(), p) == order.end()) order.push_back(p);
+  // Whole GPUs and a rest: the whole ones free and on one island, the rest by best fit.
+  const int whole = missing / node.units_per_gpu, rest = missing % node.units_per_gpu;
+  const std::vector<int> gpus = required.empty() && whole > 0 ? WholeGpus(node, whole) : std::vector<int>{};
+  if (!gpus.empty()) {
+    for (int p : gpus) {
+      Take(free[static_cast<size_t>(p)], free[static_cast<size_t>(p)].size(), chosen);
+      node.SetFree(p, 0);
+    }
+    if (rest == 0) return true;
+    if (const int p = BestFitPosition(node, rest, free); p >= 0) {
+      Take(free[static_cast<size_t>(p)], static_cast<size_t>(rest), chosen);
+      return true;
+    }
+    Spread(free, required_on, rest, chosen);
+    return true;
   }
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const bool a_required = required_on[a] > 0, b_required = required_on[b] > 0;
-    if (a_required != b_required) return a_required;
-    return free[a].size() > free[b].size();
-  });
-  for (size_t p : order) {
-    const int take = std::min(missing, static_cast<int>(free[p].size()));
-    chosen->insert(chosen->end(), free[p].begin(), free[p].begin() + take);
-    missing -= take;
-    if (missing == 0) break;
-  }
+  Spread(free, required_on, missing, chosen);
   return true;
 }
 

@@ -33,6 +33,13 @@ struct OurPolicyTuning {
 // FGD-BF-S: FGD-BF with the best-fit weight for shares (pods of less than one GPU) this many
 // times the weight for other pods: shares follow the gradient more, whole GPUs pack as before.
 inline constexpr double kShareBestFitFactor = 0.4;
+// FGD-BF-C: FGD-BF-S plus, per milli-GPU of the node's free GPU that its free CPU can no longer
+// feed (at the target workload's CPU per GPU), this many milli-GPU of fragmentation.
+inline constexpr double kCpuStarvedWeight = 1.0;
+// The target workload's milli-CPU per milli-GPU over its GPU classes, by weight.
+double CpuPerGpu(const TargetWorkload& target);
+// Milli-GPU free on `node` beyond what its free CPU feeds at `cpu_per_gpu`.
+double CpuStarvedGpu(int64_t cpu_left, int64_t gpu_left, double cpu_per_gpu);
 
 // Null for an unknown name. `score_classes` sizes the per-node score caches of FGD-like ones.
 std::unique_ptr<Policy> MakePolicy(std::string_view name, const TargetWorkload& target, const Cluster& cluster,

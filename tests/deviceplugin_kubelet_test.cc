@@ -247,6 +247,46 @@ TEST_F(DevicePluginTest, PreferredAllocationPacksOneGpuBestFit) {
   EXPECT_EQ(prefer({}, 16, &chosen).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+// Eight GPUs; GPUs 0-2 have 30 compute units free, 3-5 all 100, 6-7 50. Two whole GPUs: with
+// NVLink islands of 4 (--nvlink-island 4) the placement library keeps them on island 1 (GPUs 4,
+// 5); the control, without islands, gets the first free GPUs, 3 and 4, across the islands.
+class DevicePluginIslandTest : public DevicePluginTest {
+ protected:
+  void ConfigureGpus() override {
+    SetEnv("GPUSLICE_SIM_DEVICES", "8");
+    SetEnv("GPUSLICE_SIM_MEMORY", "16Gi");
+  }
+  std::set<int> PreferTwoWholeGpus(std::vector<std::string> args) {
+    StartRegistered(std::move(args));
+    std::vector<std::string> uuids;
+    v1beta1::PreferredAllocationRequest request;
+    auto* c = request.add_container_requests();
+    for (int gpu = 0; gpu < 8; ++gpu) {
+      const auto ids = Units(*compute_, gpu, 0, gpu < 3 ? 30 : gpu < 6 ? 100 : 50);
+      uuids.push_back(Uuid(ids.at(0)));
+      for (const auto& id : ids) c->add_available_deviceids(id);
+    }
+    c->set_allocation_size(200);
+    v1beta1::PreferredAllocationResponse response;
+    grpc::ClientContext context;
+    EXPECT_TRUE(compute_->GetPreferredAllocation(&context, request, &response).ok());
+    std::set<int> gpus;
+    if (response.container_responses_size() != 1) return gpus;
+    EXPECT_EQ(response.container_responses(0).deviceids_size(), 200);
+    for (const auto& id : response.container_responses(0).deviceids())
+      gpus.insert(static_cast<int>(std::find(uuids.begin(), uuids.end(), Uuid(id)) - uuids.begin()));
+    return gpus;
+  }
+};
+
+TEST_F(DevicePluginIslandTest, TwoWholeGpusComeFromOneNvlinkIsland) {
+  EXPECT_EQ(PreferTwoWholeGpus({"--nvlink-island", "4"}), (std::set<int>{4, 5}));
+}
+
+TEST_F(DevicePluginIslandTest, ControlWithoutIslandsTakesTheFirstFreeGpus) {
+  EXPECT_EQ(PreferTwoWholeGpus({}), (std::set<int>{3, 4}));
+}
+
 TEST_F(DevicePluginTest, AllocateDerivesEachContainersSliceFromItsIds) {
   StartRegistered();
   const auto a = Units(*memory_, 0, 0, 8);
@@ -432,6 +472,7 @@ TEST_F(DevicePluginTest, BadConfigurationStopsAtStartWithOneLineNamingIt) {
       {"preload: always\n", {}, "expected env or ld.so.preload"},
       {"memoryResource: gpu\n", {}, "invalid memoryResource"},
       {"", {"--health-interval-ms", "0"}, "invalid --health-interval-ms '0'"},
+      {"", {"--nvlink-island", "3"}, "invalid --nvlink-island '3'; expected 0 (no NVLink islands), 2, 4 or 8"},
       {"", {"--library", "/nonexistent/libgpuslice.so"}, "library '/nonexistent/libgpuslice.so' does not exist"},
       {"", {"--nvml-library", "/nonexistent/libnvidia-ml.so.1"}, "cannot load NVML from '/nonexistent"},
   };

@@ -234,6 +234,24 @@ TEST(PlacePolicy, OursForSharesWeighsBestFitLess) {
   EXPECT_EQ(ChoosePlacement("FGD-BF-S", cluster, whole).node, ChoosePlacement("FGD-BF", cluster, whole).node);
 }
 
+TEST(PlacePolicy, OursWithCpuTermKeepsCpuForTheNodesFreeGpus) {
+  // The target's GPU classes ask 1 core per 500 and per 1000 milli-GPU alike: 1000 milli-CPU per
+  // 750 milli-GPU. A node's free GPU beyond its free CPU / (4/3) is starved.
+  EXPECT_DOUBLE_EQ(CpuPerGpu(HalfShareHalfWhole()), 1000.0 / 750.0);
+  EXPECT_DOUBLE_EQ(CpuStarvedGpu(2000, 2000, 4.0 / 3.0), 500);
+  EXPECT_DOUBLE_EQ(CpuStarvedGpu(4000, 2000, 4.0 / 3.0), 0);
+  Cluster cluster;
+  // A CPU-only pod of 2 cores. Node 0 (4 cores, 2 free GPUs) keeps a core for each class, so
+  // fragmentation does not change, and it is the tighter fit: FGD-BF-S (the control) takes it,
+  // key 0 + 100 * (2000/128000 + 2000/8000)/2 = 13.3 against node 1's 74.2. But its 2 cores left
+  // feed 1500 of its 2000 milli-GPU: FGD-BF-C adds 500 there and takes node 1.
+  cluster.nodes = {MakeNode(4000, 65536, 0, {1000, 1000}),
+                   MakeNode(64000, 393216, 0, {1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000})};
+  const Pod cpu_only = MakePod(2000, 0, 0);
+  EXPECT_EQ(ChoosePlacement("FGD-BF-S", cluster, cpu_only).node, 0);
+  EXPECT_EQ(ChoosePlacement("FGD-BF-C", cluster, cpu_only).node, 1);
+}
+
 TEST(PlacePolicy, FirstFitTakesTheFirstNodeThatFitsAndItsFirstGpuWithRoom) {
   Cluster cluster;
   cluster.nodes = {MakeNode(4000, 65536, 0, {1000}), MakeNode(32000, 65536, 0, {200, 600, 1000}),
