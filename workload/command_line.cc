@@ -95,6 +95,12 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
   latency_cmd->add_flag("--dependent", latency.dependent,
                         "Wait for each kernel of a request before launching the next (launch, wait, launch: "
                         "a decode loop), instead of launching them all and waiting once");
+  latency_cmd
+      ->add_option("--host-gap-us", latency.host_gap_us,
+                   "With --dependent: microseconds the host spends between a kernel's end and the next launch "
+                   "(sampling a token, say), asleep")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1'000'000}));
   latency_cmd->add_option("--kernel-us", latency.kernel_us, "Length of each kernel in microseconds")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, kMaxKernelUs));

@@ -62,8 +62,11 @@ int RunLatency(const CommonOptions& common, const LatencyOptions& options) {
   auto request = [&] {
     for (int i = 0; i < options.kernels_per_request; ++i) {
       if (!kernel.Launch(stream, kernel_ns)) return false;
-      if (options.dependent && i + 1 < options.kernels_per_request && !DRIVER_CALL(s, cuStreamSynchronize, stream))
-        return false;
+      if (options.dependent && i + 1 < options.kernels_per_request) {
+        if (!DRIVER_CALL(s, cuStreamSynchronize, stream)) return false;
+        // A signal ends the sleep early: the request goes on, and the loop sees the signal after it.
+        if (options.host_gap_us) (void)SleepUntil(Clock::now() + std::chrono::microseconds(options.host_gap_us));
+      }
     }
     return DRIVER_CALL(s, cuStreamSynchronize, stream);
   };
@@ -122,6 +125,7 @@ int RunLatency(const CommonOptions& common, const LatencyOptions& options) {
                  {"period_ms", options.period_ms},
                  {"kernels_per_request", options.kernels_per_request},
                  {"dependent", options.dependent},
+                 {"host_gap_us", options.host_gap_us},
                  {"kernel_us", options.kernel_us},
                  {"blocks", kernel.blocks()},
                  {"requests", latencies_us.size()},

@@ -34,6 +34,7 @@ struct LatencyOptions {
   double period_ms = 10;
   int kernels_per_request = 3;
   bool dependent = false;  // wait for each kernel before launching the next (a decode loop)
+  uint64_t host_gap_us = 0;  // with dependent: host time between a kernel's end and the next launch
   uint64_t kernel_us = 200;
   double duration_s = 5;
   std::optional<uint64_t> requests;  // when set, stop after this many instead of duration_s
