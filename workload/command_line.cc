@@ -92,7 +92,7 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
   latency_cmd->add_option("--kernels-per-request", latency.kernels_per_request, "Kernels in each request")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  latency_cmd->add_flag("--dependent", latency.dependent,
+  CLI::Option* dependent = latency_cmd->add_flag("--dependent", latency.dependent,
                         "Wait for each kernel of a request before launching the next (launch, wait, launch: "
                         "a decode loop), instead of launching them all and waiting once");
   latency_cmd
@@ -100,7 +100,8 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
                    "With --dependent: microseconds the host spends between a kernel's end and the next launch "
                    "(sampling a token, say), asleep")
       ->capture_default_str()
-      ->check(CLI::Range(uint64_t{0}, uint64_t{1'000'000}));
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1'000'000}))
+      ->needs(dependent);  // without it there is no gap to lengthen: refused rather than ignored
   latency_cmd->add_option("--kernel-us", latency.kernel_us, "Length of each kernel in microseconds")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, kMaxKernelUs));
