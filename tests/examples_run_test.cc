@@ -288,7 +288,10 @@ TEST_F(ExamplesRunTest, TheWalkthroughRunsAsDocumentedAndKeepsItsPromises) {
   script += "ls " + broker_dir + " 2>&1; ls " + sim_state + " 2>&1; echo '@@ end'\n";
 
   Sampler sampler(sim_state, broker_dir);
-  const ProcessResult r = gpuslice::testing::Run({"/bin/sh", "-c", script}, {}, 240000);
+  // bash, as a reader's shell: the cleanup's `kill %1 %2` names jobs, which dash (/bin/sh) does not
+  // know outside an interactive shell. Under dash the kill failed and `wait` sat out the holds'
+  // 90 s, so the run took 95 s and the cleanup line's kill was never tested.
+  const ProcessResult r = gpuslice::testing::Run({"/bin/bash", "-c", script}, {}, 240000);
   sampler.Stop();
   const std::string out = ReadFile(output);
   fs::remove_all(scratch);
