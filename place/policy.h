@@ -36,6 +36,15 @@ inline constexpr double kShareBestFitFactor = 0.4;
 // FGD-BF-C: FGD-BF-S plus, per milli-GPU of the node's free GPU that its free CPU can no longer
 // feed (at the target workload's CPU per GPU), this many milli-GPU of fragmentation.
 inline constexpr double kCpuStarvedWeight = 1.0;
+// FGD-BF-H: FGD-BF-C plus, per milli-GPU of dead hole a share leaves on its GPU (or minus, per
+// milli-GPU of one it fills), this many milli-GPU of fragmentation. A hole is dead when the
+// shares of the target workload small enough to fill it are fewer than kRareShareFraction of its
+// shares (by weight).
+inline constexpr double kDeadHoleWeight = 3.0;
+inline constexpr double kRareShareFraction = 0.05;
+// The smallest share size (milli-GPU) at which the target's shares of that size or less reach
+// `rare` of its shares; holes below it are dead. 0 without shares.
+int DeadHoleThreshold(const TargetWorkload& target, double rare);
 // The target workload's milli-CPU per milli-GPU over its GPU classes, by weight.
 double CpuPerGpu(const TargetWorkload& target);
 // Milli-GPU free on `node` beyond what its free CPU feeds at `cpu_per_gpu`.

@@ -252,6 +252,44 @@ TEST(PlacePolicy, OursWithCpuTermKeepsCpuForTheNodesFreeGpus) {
   EXPECT_EQ(ChoosePlacement("FGD-BF-C", cluster, cpu_only).node, 1);
 }
 
+// Shares of 320 and 230 milli-GPU and whole GPUs, 1 core each; a rare 110 share (1% of pods).
+TargetWorkload SharesWithARareSmallOne() {
+  TargetWorkload target;
+  target.classes = {{1000, 320, 1, ~uint64_t{0}, 0, 0.44},
+                    {1000, 230, 1, ~uint64_t{0}, 0, 0.30},
+                    {1000, 1000, 1, ~uint64_t{0}, 0, 0.25},
+                    {1000, 110, 1, ~uint64_t{0}, 0, 0.01}};
+  return target;
+}
+
+TEST(PlacePolicy, DeadHolesAreThoseOnlyRareSharesFill) {
+  // Of the shares (weight 0.75), the 110 is 1.3%: below 5% a hole it alone fills is dead; at 230
+  // the shares that fit are 41%.
+  EXPECT_EQ(DeadHoleThreshold(SharesWithARareSmallOne(), 0.05), 230);
+  EXPECT_EQ(DeadHoleThreshold(SharesWithARareSmallOne(), 0.01), 110);
+  EXPECT_EQ(DeadHoleThreshold(SharesWithARareSmallOne(), 0.5), 320);
+  EXPECT_EQ(DeadHoleThreshold(HalfShareHalfWhole(), 0.05), 500);
+  TargetWorkload whole_only;
+  whole_only.classes = {{1000, 1000, 1, ~uint64_t{0}, 0, 1.0}};
+  EXPECT_EQ(DeadHoleThreshold(whole_only, 0.05), 0);
+}
+
+TEST(PlacePolicy, OursWithHoleTermLeavesNoDeadHoleWhereAFreeGpuWillDo) {
+  // A 230 share. Node 0's one GPU has 350 left: the share leaves 120, which only the rare 110
+  // fills. Fragmentation there goes from 350 * 0.25 (only the whole GPU does not fit) = 87.5 to
+  // 120 (nothing but the 110 fits) = 120 - 1.2 = 118.8: +31.3. On node 1 it opens a free GPU:
+  // 0 -> 770 * 0.25 = 192.5. Best-fit (0.4 * 100 * residual) adds 5.1 on node 0 and 9.3 on node 1;
+  // no CPU is starved. FGD-BF-C (the control) takes node 0 (36.4 < 201.8). FGD-BF-H adds 3 * 120
+  // for the dead hole: 396.4 > 201.8, node 1.
+  Cluster cluster;
+  cluster.nodes = {MakeNode(32000, 65536, 0, {350}), MakeNode(32000, 65536, 0, {1000, 1000})};
+  const Pod share = MakePod(1000, 1, 230);
+  EXPECT_EQ(ChoosePlacement("FGD-BF-C", cluster, share, 1, SharesWithARareSmallOne()).node, 0);
+  const Placement ours = ChoosePlacement("FGD-BF-H", cluster, share, 1, SharesWithARareSmallOne());
+  EXPECT_EQ(ours.node, 1);
+  EXPECT_EQ(ours.gpus, GpuMask{1});
+}
+
 TEST(PlacePolicy, FirstFitTakesTheFirstNodeThatFitsAndItsFirstGpuWithRoom) {
   Cluster cluster;
   cluster.nodes = {MakeNode(4000, 65536, 0, {1000}), MakeNode(32000, 65536, 0, {200, 600, 1000}),
