@@ -190,6 +190,14 @@ int PairsOnOneIsland(GpuMask gpus, int island_size) {
   return pairs;
 }
 
+double RelativePairBandwidth(GpuMask gpus, int island_size, double pcie_ratio) {
+  const int count = std::popcount(gpus);
+  if (count < 2) return 1.0;
+  const int pairs = count * (count - 1) / 2;
+  const int local = PairsOnOneIsland(gpus, island_size);
+  return (local + pcie_ratio * (pairs - local)) / pairs;
+}
+
 GpuMask BestFitGpus(const NodeState& node, const Pod& pod) {
   if (pod.num_gpu == 0) return 0;
   if (!pod.IsFractional()) return FirstFreeGpus(node, pod.num_gpu);

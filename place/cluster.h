@@ -99,6 +99,9 @@ GpuMask FirstFreeGpus(const NodeState& node, int count);
 GpuMask IslandFreeGpus(const NodeState& node, int count, int island_size);
 // How many of the GPU pairs in `gpus` share an island.
 int PairsOnOneIsland(GpuMask gpus, int island_size);
+// The mean bandwidth of the GPU pairs in `gpus`, as a fraction of NVLink's: 1 for a pair on one
+// island, `pcie_ratio` (PCIe's bandwidth / NVLink's) for a pair across. 1 for fewer than two GPUs.
+double RelativePairBandwidth(GpuMask gpus, int island_size, double pcie_ratio);
 // The artifact's "best" GPU choice: the tightest GPU for a share, first free GPUs otherwise.
 GpuMask BestFitGpus(const NodeState& node, const Pod& pod);
 // On a MIG GPU the pod takes the smallest free instance that covers it, and all of its capacity.

@@ -184,6 +184,9 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
           placement.gpus = IslandFreeGpus(cluster.nodes[static_cast<size_t>(placement.node)], member.num_gpu,
                                           options.nvlink_island);
         }
+        ++series.multi_gpu_pods;
+        series.pair_bandwidth_sum +=
+            RelativePairBandwidth(placement.gpus, options.nvlink_island, options.pcie_over_nvlink);
         if (member.num_gpu <= options.nvlink_island) {
           ++series.island_pods;
           series.island_pods_local +=

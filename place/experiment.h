@@ -52,6 +52,8 @@ struct RunSeries {
   int gang_nodes_total = 0;  // nodes the placed gangs span, summed
   int island_pods = 0;        // placed multi-GPU pods that one island could hold (nvlink_island)
   int island_pods_local = 0;  // of which all GPUs on one island
+  int multi_gpu_pods = 0;          // placed multi-GPU pods (nvlink_island), of any size
+  double pair_bandwidth_sum = 0;   // their RelativePairBandwidth, summed
   double seconds = 0;
   bool tiers_measured = false;
   int mixed_tier_gpus_max = 0;  // the most GPUs holding two tiers at once (RunOptions::tiers)
@@ -81,6 +83,10 @@ struct RunOptions {
   // that got one island.
   int nvlink_island = 0;
   bool prefer_island = false;
+  // PCIe's bandwidth over NVLink's, for the pairs of a multi-GPU pod's GPUs that cross islands
+  // (RelativePairBandwidth). Default: V100 (the trace's 8-GPU nodes) NVLink 2, 300 GB/s a GPU,
+  // against PCIe 3.0 x16, 32 GB/s both ways.
+  double pcie_over_nvlink = 32.0 / 300.0;
   // Tiers (tiers.h): count GPUs holding two tiers; with tiers_apart, never let that happen.
   bool tiers = false;
   bool tiers_apart = false;

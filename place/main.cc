@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   bool quiet = false, no_chart = false, no_memory = false, gangs = false, nvlink_prefer = false, replay = false;
   ReplayOptions replay_options;
   int nvlink_island = 0;
+  double nvlink_gbps = 300, pcie_gbps = 32;
   OurPolicyTuning options_tuning;
   app.add_option("--nodes", nodes_path, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
   app.add_option("--pods", pods_path,
@@ -87,9 +88,18 @@ int main(int argc, char** argv) {
                "nothing on any nodes (FGD keeps a multi-GPU pod on one node)");
   app.add_option("--nvlink-island", nvlink_island,
                  "NVLink islands of this many consecutive GPUs per node: report the share of multi-GPU pods (of at most "
-                 "that many GPUs) whose GPUs share one island (0: off)")
+                 "that many GPUs) whose GPUs share one island, and every multi-GPU pod's mean pair bandwidth as a % "
+                 "of NVLink's (0: off)")
       ->capture_default_str()
       ->check(CLI::Range(0, kMaxGpusPerNode));
+  app.add_option("--nvlink-gbps", nvlink_gbps,
+                 "With --nvlink-island: a GPU's NVLink bandwidth, GB/s; with --pcie-gbps it weighs the pairs of a "
+                 "multi-GPU pod's GPUs that cross islands in the pair-bandwidth column (default: V100, NVLink 2)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 1e6));
+  app.add_option("--pcie-gbps", pcie_gbps, "With --nvlink-island: the PCIe bandwidth between GPUs, GB/s (default: PCIe 3.0 x16)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 1e6));
   app.add_flag("--nvlink-prefer", nvlink_prefer,
                "With --nvlink-island: a multi-GPU pod takes its GPUs from one island of the chosen node where it can");
   app.add_flag("--replay", replay,
@@ -211,6 +221,7 @@ int main(int argc, char** argv) {
   options.gangs = gangs;
   options.nvlink_island = nvlink_island;
   options.prefer_island = nvlink_prefer;
+  options.pcie_over_nvlink = pcie_gbps / nvlink_gbps;
   options.tiers = tiers != "none";
   options.tiers_apart = tiers_apart;
   options.random_paid_fraction = tiers == "random" ? tier_paid_fraction : -1;
@@ -248,6 +259,10 @@ int main(int argc, char** argv) {
   options.mig = mig;
   if (nvlink_prefer && nvlink_island == 0) {
     std::cerr << "gpuslice-place: --nvlink-prefer needs --nvlink-island N (GPUs per island, 1 to 8)\n";
+    return 2;
+  }
+  if ((app.count("--nvlink-gbps") > 0 || app.count("--pcie-gbps") > 0) && nvlink_island == 0) {
+    std::cerr << "gpuslice-place: --nvlink-gbps and --pcie-gbps need --nvlink-island N (GPUs per island, 1 to 8)\n";
     return 2;
   }
   const auto start = std::chrono::steady_clock::now();

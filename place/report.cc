@@ -72,12 +72,16 @@ std::vector<PolicySummary> Summarise(const std::vector<RunSeries>& runs) {
       s.gangs_placed += run.gangs_placed;
       s.nodes_per_gang += run.gang_nodes_total;
     }
-    int64_t pairs = 0, local = 0;
+    int64_t pairs = 0, local = 0, multi = 0;
+    double bandwidth = 0;
     for (const RunSeries& run : runs) {
       if (run.policy != policy) continue;
       pairs += run.island_pods;
       local += run.island_pods_local;
+      multi += run.multi_gpu_pods;
+      bandwidth += run.pair_bandwidth_sum;
     }
+    if (multi > 0) s.pair_bandwidth_pct = 100.0 * bandwidth / static_cast<double>(multi);
     int tiered = 0;
     double mixed = 0, paid = 0, arrivals = 0;
     for (const RunSeries& run : runs) {
@@ -142,13 +146,13 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
   if (compare_published) out << " FGD artifact | Difference |";
   out << " at 130% | Fragmented GPU % at 100% | Stranded GPU % at 100% | Failed pods (all arrivals) |";
   if (gangs) out << " Gangs placed | Nodes per gang |";
-  if (islands) out << " Multi-GPU pods on one NVLink island % |";
+  if (islands) out << " Multi-GPU pods on one NVLink island % | Multi-GPU pods' pair bandwidth, % of NVLink |";
   if (tiers) out << " Paid % of arrivals | GPUs holding two tiers (most at once) |";
   if (mig) out << " Isolated pods (arrived) | Isolated failed | MIG instances | MIG instances used % at 100% | MIG instance fill % at 100% |";
   out << " Seconds per run |\n";
   out << "|---|---:|---:|";
   if (compare_published) out << "---:|---:|";
-  out << "---:|---:|---:|---:|" << (gangs ? "---:|---:|" : "") << (islands ? "---:|" : "") << (tiers ? "---:|---:|" : "")
+  out << "---:|---:|---:|---:|" << (gangs ? "---:|---:|" : "") << (islands ? "---:|---:|" : "") << (tiers ? "---:|---:|" : "")
       << (mig ? "---:|---:|---:|---:|---:|" : "") << "---:|\n";
   for (const PolicySummary& s : summary) {
     out << "| " << s.policy << " | " << s.seeds << " | " << Number(s.unallocated_at_100, 2) << " |";
@@ -164,7 +168,7 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
     out << " " << Number(s.unallocated_at_130, 2) << " | " << Number(s.frag_at_100, 2) << " | "
         << Number(s.stranded_at_100, 2) << " | " << Number(s.failed_at_130, 1) << " | ";
     if (gangs) out << Number(s.gangs_placed, 1) << " | " << Number(s.nodes_per_gang, 2) << " | ";
-    if (islands) out << Number(s.on_one_island_pct, 1) << " | ";
+    if (islands) out << Number(s.on_one_island_pct, 1) << " | " << Number(s.pair_bandwidth_pct, 1) << " | ";
     if (tiers) out << Number(s.paid_pct, 1) << " | " << Number(s.mixed_tier_gpus, 1) << " | ";
     if (mig) {
       out << Number(s.isolated_pods, 1) << " | " << Number(s.isolated_failed, 1) << " | " << Number(s.mig_instances, 0)

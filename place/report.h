@@ -26,6 +26,7 @@ struct PolicySummary {
   double seconds = 0;             // mean run time
   double gangs_placed = 0;        // mean over seeds (gangs only)
   double nodes_per_gang = 0;      // mean nodes a placed gang spans (gangs only)
+  double pair_bandwidth_pct = -1;  // multi-GPU pods' mean pair bandwidth, % of NVLink (-1: not measured)
   double on_one_island_pct = -1;  // multi-GPU pods an island could hold that got one (-1: not measured)
   double mixed_tier_gpus = -1;    // GPUs holding two tiers, the most at once, mean over seeds (-1: no tiers)
   double paid_pct = 0;            // paid share of arrivals (with tiers)

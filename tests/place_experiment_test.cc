@@ -251,12 +251,19 @@ TEST(PlaceNvlink, PreferringAnIslandKeepsMultiGpuPodsOnOne) {
   RunOptions options;
   options.inflation = 0.5;
   options.nvlink_island = 4;
+  options.pcie_over_nvlink = 0.1;
   RunSeries run = RunOne(experiment, "FGD", 1, options);
   EXPECT_EQ(run.island_pods, 2);
   EXPECT_EQ(run.island_pods_local, 1);
+  // Pair bandwidth, NVLink 1 and PCIe 0.1: {0,1} 1 and {2,3,4} (1 + 0.1 + 0.1) / 3 = 0.4, or
+  // {0,1,2} 1 and {3,4} 0.1, by arrival order.
+  EXPECT_EQ(run.multi_gpu_pods, 2);
+  EXPECT_TRUE(std::abs(run.pair_bandwidth_sum - 1.4) < 1e-9 || std::abs(run.pair_bandwidth_sum - 1.1) < 1e-9)
+      << run.pair_bandwidth_sum;
   options.prefer_island = true;
   run = RunOne(experiment, "FGD", 1, options);
   EXPECT_EQ(run.island_pods_local, 2);
+  EXPECT_DOUBLE_EQ(run.pair_bandwidth_sum, 2.0);
   // Islands of 2 hold only the 2-GPU pod, which is the only one counted.
   options.nvlink_island = 2;
   run = RunOne(experiment, "FGD", 1, options);
@@ -332,6 +339,12 @@ TEST(PlaceCli, BadInputExitsWithTheFileLineAndColumn) {
                   &status);
   EXPECT_EQ(status, 2);
   EXPECT_THAT(output, HasSubstr("--mig-layout: "));
+  output = RunCli("--nodes " + nodes_path + " --pods " + five_columns + " --pcie-gbps 64 --quiet", &status);
+  EXPECT_EQ(status, 2);
+  EXPECT_THAT(output, HasSubstr("--nvlink-gbps and --pcie-gbps need --nvlink-island N"));
+  output = RunCli("--nodes " + nodes_path + " --pods " + five_columns + " --nvlink-island 4 --pcie-gbps 0 --quiet", &status);
+  EXPECT_NE(status, 0);
+  EXPECT_THAT(output, HasSubstr("--pcie-gbps"));
 }
 
 TEST(PlaceCli, AMigRunReportsIsolatedPodsAndInstances) {

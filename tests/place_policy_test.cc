@@ -90,6 +90,15 @@ TEST(PlacePolicy, NvlinkIslandChoiceKeepsAMultiGpuPodOnOneIsland) {
   EXPECT_EQ(IslandFreeGpus(node, 5, 4), FirstFreeGpus(node, 5));  // no island holds 5
 }
 
+TEST(PlacePolicy, PairBandwidthCountsEachPairOnItsLink) {
+  // 0, 3, 4 with islands of 4: the pair 0-3 on NVLink, 0-4 and 3-4 across on PCIe at 0.1.
+  EXPECT_DOUBLE_EQ(RelativePairBandwidth(0b11001, 4, 0.1), (1 + 0.1 + 0.1) / 3);
+  EXPECT_DOUBLE_EQ(RelativePairBandwidth(0b1110000, 4, 0.1), 1.0);
+  // All 8 GPUs, islands of 4: 12 of the 28 pairs on NVLink.
+  EXPECT_DOUBLE_EQ(RelativePairBandwidth(0xff, 4, 0.1), (12 + 16 * 0.1) / 28);
+  EXPECT_DOUBLE_EQ(RelativePairBandwidth(0b1, 4, 0.1), 1.0);  // one GPU: no pair
+}
+
 TEST(PlacePolicy, TiesGoToTheFirstNodeInTheRunsOrder) {
   EXPECT_EQ(PickHighest({4, 2, 7, 9}, {10, 30, 30, 5}), 2);
   EXPECT_EQ(PickHighest({4, 2, 7, 9}, {10, 30, 31, 5}), 7);
