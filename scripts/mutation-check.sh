@@ -175,6 +175,16 @@ sabotage sim-internal-entry-points-off sim/driver/api_proc_address.cc \
   '^(SimInternalEntryPoints|ShimProcAddressRule)' \
   'GPUSLICE_SIM_PROC_ADDRESS=internal hands out the exports after all'
 
+# Placement (place/policy.h): our policies' terms, each switched off.
+sabotage place-dead-holes-ignored place/policy.h \
+  's/kDeadHoleWeight = 3\.0;/kDeadHoleWeight = 0.0;  \/\/ SABOTAGE/' \
+  '^(PlacePolicy|PlaceExperiment)' \
+  'FGD-BF-H leaves dead holes as FGD-BF-C does'
+sabotage place-cpu-term-off place/policy.h \
+  's/kCpuStarvedWeight = 1\.0;/kCpuStarvedWeight = 0.0;  \/\/ SABOTAGE/' \
+  '^(PlacePolicy|PlaceExperiment)' \
+  'FGD-BF-C lets a node'"'"'s CPU run down while its GPUs are free'
+
 # The ctest regex of sabotage i's tests (--tests: the one given, as it is).
 regex_of() { if [[ -n $only_tests ]]; then printf '%s' "$only_tests"; else tests_regex "${tests[$1]}"; fi; }
 if ((list)); then
