@@ -364,5 +364,32 @@ TEST(PlaceCli, AMigRunReportsIsolatedPodsAndInstances) {
   EXPECT_THAT(output, HasSubstr(" | 8 | "));  // n0: 2 GPUs x (3g + 2g + 1g + 1g)
 }
 
+// scripts/share-packing-bound.py, the offline reference docs/placement.md compares FGD-BF-H with.
+TEST(PlaceShareBound, PacksTheLargestShareFirstIntoTheTightestHole) {
+  // Shares 810, 600, 400, 300, 190 (the whole GPU and the 2-GPU pod are not shares). 810 opens a
+  // GPU (hole 190), 600 another (400), 400 fills that 400, 300 opens a third (700), 190 fills the
+  // 190: three GPUs, one hole of 700.
+  const std::string pods = testing_files::WriteFixture(
+      "bound.csv", std::string(testing_files::kPodHeader5) +
+                       "a,1000,1024,1,190\nb,1000,1024,1,810\nc,1000,1024,1,400\nd,1000,1024,1,1000\n"
+                       "e,1000,1024,1,600\nf,1000,1024,2,1000\ng,1000,1024,1,300\n");
+  const std::string script = std::string("python3 ") + GPUSLICE_SOURCE_DIR + "/scripts/share-packing-bound.py ";
+  FILE* pipe = popen((script + pods + " --gpus 10 2>&1").c_str(), "r");
+  std::string output;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+  EXPECT_EQ(WEXITSTATUS(pclose(pipe)), 0) << output;
+  EXPECT_THAT(output, HasSubstr("5 shares asking 2.3 GPUs take 3 GPUs packed offline (best-fit decreasing); "
+                                "holes 0.7 GPUs = 7.00% of 10\n"));
+  EXPECT_THAT(output, HasSubstr("holes by size (milli-GPU: GPUs): 700: 1\n"));
+  // A list without the GPU columns is refused, naming the file.
+  const std::string bad = testing_files::WriteFixture("bound-bad.csv", "name,cpu_milli\na,1000\n");
+  pipe = popen((script + bad + " 2>&1").c_str(), "r");
+  output.clear();
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+  EXPECT_NE(WEXITSTATUS(pclose(pipe)), 0);
+  EXPECT_THAT(output, HasSubstr("bound-bad.csv: no column 'num_gpu' in the header"));
+}
+
 }  // namespace
 }  // namespace gpuslice::place
