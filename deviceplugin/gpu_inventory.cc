@@ -1,10 +1,8 @@
 #include "deviceplugin/gpu_inventory.h"
 
-#include <dlfcn.h>
-
 #include <mutex>
 
-#include "common/nvml_api.h"
+#include "common/nvml_loader.h"
 
 namespace gpuslice::deviceplugin {
 
@@ -20,11 +18,10 @@ struct GpuInventory::Api {
   decltype(&nvmlDeviceGetUUID) uuid = nullptr;
   decltype(&nvmlDeviceGetName) name = nullptr;
   decltype(&nvmlDeviceGetMemoryInfo) memory = nullptr;
-  // MIG queries (nvml.h's signatures; not in common/nvml_api.h, which the shim shares). Optional:
-  // a driver without them has no MIG, and every GPU is listed whole.
-  nvmlReturn_t (*mig_mode)(nvmlDevice_t, unsigned int* current, unsigned int* pending) = nullptr;
-  nvmlReturn_t (*max_mig_count)(nvmlDevice_t, unsigned int* count) = nullptr;
-  nvmlReturn_t (*mig_by_index)(nvmlDevice_t, unsigned int index, nvmlDevice_t* mig) = nullptr;
+  // MIG queries. Optional: a driver without them has no MIG, and every GPU is listed whole.
+  nvml::GetMigModeFn mig_mode = nullptr;
+  nvml::GetMaxMigDeviceCountFn max_mig_count = nullptr;
+  nvml::GetMigDeviceHandleByIndexFn mig_by_index = nullptr;
 
   bool HasMig() const { return mig_mode && max_mig_count && mig_by_index; }
 
@@ -37,7 +34,7 @@ namespace {
 
 template <typename F>
 bool Resolve(void* handle, const char* symbol, F* out, std::string* error) {
-  *out = reinterpret_cast<F>(dlsym(handle, symbol));
+  *out = nvml::Symbol<F>(handle, symbol);
   if (*out != nullptr) return true;
   *error = std::string("gpuslice-device-plugin: NVML has no ") + symbol + "; a driver of R450 or newer is needed";
   return false;
@@ -54,9 +51,10 @@ GpuInventory::~GpuInventory() {
 
 std::unique_ptr<GpuInventory> GpuInventory::Open(const std::string& library, std::string* error) {
   auto api = std::make_unique<Api>();
-  api->handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  std::string why;
+  api->handle = nvml::Open(library, &why);
   if (api->handle == nullptr) {
-    *error = "gpuslice-device-plugin: cannot load NVML from '" + library + "' (" + dlerror() +
+    *error = "gpuslice-device-plugin: cannot load NVML from '" + library + "' (" + why +
              "); is the NVIDIA driver installed and the library on the loader path (nvmlLibrary)?";
     return nullptr;
   }
@@ -80,12 +78,6 @@ std::unique_ptr<GpuInventory> GpuInventory::Open(const std::string& library, std
   }
   return std::unique_ptr<GpuInventory>(new GpuInventory(std::move(api)));
 }
-
-namespace {
-
-constexpr unsigned int kMigEnabled = 1;  // NVML_DEVICE_MIG_ENABLE
-
-}  // namespace
 
 // One device's UUID, name and memory; the NVML call that failed in *call.
 nvmlReturn_t GpuInventory::Describe(nvmlDevice_t device, GpuInfo* info, const char** call) {
@@ -123,7 +115,7 @@ bool GpuInventory::Discover(std::vector<GpuInfo>* gpus, std::string* error) {
       return false;
     }
     unsigned int mode = 0, pending = 0, slots = 0;
-    const bool mig = api_->HasMig() && api_->mig_mode(device, &mode, &pending) == NVML_SUCCESS && mode == kMigEnabled;
+    const bool mig = api_->HasMig() && api_->mig_mode(device, &mode, &pending) == NVML_SUCCESS && mode == nvml::kMigEnabled;
     if (!mig) {
       gpus->push_back(std::move(gpu));
       continue;

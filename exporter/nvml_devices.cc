@@ -1,8 +1,9 @@
 #include "exporter/nvml_devices.h"
 
-#include <dlfcn.h>
+#include <string>
+#include <type_traits>
 
-#include "common/nvml_api.h"
+#include "common/nvml_loader.h"
 
 namespace gpuslice::exporter {
 
@@ -26,14 +27,16 @@ NvmlDevices::~NvmlDevices() {
 
 bool NvmlDevices::Load(std::string* error) {
   if (!library_) {
-    library_ = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    std::string why;
+    library_ = nvml::Open(nvml::kLibrary, &why);
     if (!library_) {
-      const char* why = dlerror();
-      *error = std::string("cannot load libnvidia-ml.so.1: ") + (why ? why : "unknown error");
+      *error = std::string("cannot load ") + nvml::kLibrary + ": " + why;
       return false;
     }
     api_ = new Api;
-    auto bind = [this](auto* fn, const char* name) { *fn = reinterpret_cast<std::remove_reference_t<decltype(*fn)>>(dlsym(library_, name)); };
+    auto bind = [this](auto* fn, const char* name) {
+      *fn = nvml::Symbol<std::remove_reference_t<decltype(*fn)>>(library_, name);
+    };
     bind(&api_->init, "nvmlInit_v2");
     bind(&api_->shutdown, "nvmlShutdown");
     bind(&api_->count, "nvmlDeviceGetCount_v2");

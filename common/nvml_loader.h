@@ -1,0 +1,40 @@
+// NVML as gpuslice's tools load it (the device plugin, the exporter, gpuslicectl): at run time,
+// never linked, so that a node without the NVIDIA driver still runs them and they can say why
+// there is no GPU. Each tool binds the entry points it needs and words its own errors.
+#pragma once
+
+#include <dlfcn.h>
+
+#include <string>
+
+#include "common/nvml_api.h"
+
+namespace gpuslice::nvml {
+
+// NVML's MIG queries, with nvml.h's signatures. Not in common/nvml_api.h, the subset the shim
+// intercepts; a driver without them has no MIG.
+using GetMigModeFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int* current, unsigned int* pending);
+using GetMaxMigDeviceCountFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int* count);
+using GetMigDeviceHandleByIndexFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int index, nvmlDevice_t* mig);
+inline constexpr unsigned int kMigEnabled = 1;  // NVML_DEVICE_MIG_ENABLE
+
+// The library at `path` (by default the driver's soname), loaded for good: NVML keeps threads of
+// its own on a real driver, so it is never closed. Null, with the loader's reason in *why, when it
+// cannot be loaded.
+inline void* Open(const std::string& path, std::string* why) {
+  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    const char* reason = dlerror();
+    *why = reason != nullptr ? reason : "unknown error";
+  }
+  return library;
+}
+inline constexpr const char* kLibrary = "libnvidia-ml.so.1";
+
+// The entry point `name` of `library` as a pointer of type F; null when the library lacks it.
+template <typename F>
+F Symbol(void* library, const char* name) {
+  return reinterpret_cast<F>(dlsym(library, name));
+}
+
+}  // namespace gpuslice::nvml
