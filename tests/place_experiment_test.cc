@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "place/experiment.h"
 #include "place/fragmentation.h"
@@ -271,14 +272,18 @@ TEST(PlaceNvlink, PreferringAnIslandKeepsMultiGpuPodsOnOne) {
   EXPECT_EQ(run.island_pods_local, 1);
 }
 
-std::string RunCli(const std::string& arguments, int* status) {
-  const std::string command = std::string(GPUSLICE_PLACE_CLI) + " " + arguments + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
+// A shell command's stdout and stderr together, and its exit status.
+std::string RunCommand(const std::string& command, int* status) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
   std::string output;
   char buffer[4096];
   while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
   *status = WEXITSTATUS(pclose(pipe));
   return output;
+}
+
+std::string RunCli(const std::string& arguments, int* status) {
+  return RunCommand(std::string(GPUSLICE_PLACE_CLI) + " " + arguments, status);
 }
 
 TEST(PlaceCli, RunsTheExperimentAndWritesItsFiles) {
@@ -326,22 +331,20 @@ TEST(PlaceCli, BadInputExitsWithTheFileLineAndColumn) {
   EXPECT_THAT(output, HasSubstr("unknown policy 'Nope'"));
   const std::string five_columns =
       testing_files::WriteFixture("five.csv", std::string(testing_files::kPodHeader5) + "p0,2000,4096,1,300\n");
-  output = RunCli("--nodes " + nodes_path + " --pods " + five_columns + " --tiers qos --quiet", &status);
-  EXPECT_EQ(status, 2);
-  EXPECT_THAT(output, HasSubstr("--tiers qos needs the qos column"));
-  output = RunCli("--nodes " + nodes_path + " --pods " + five_columns + " --mig-nodes n0 --mig-isolate --quiet", &status);
-  EXPECT_EQ(status, 2);
-  EXPECT_THAT(output, HasSubstr("--mig-isolate needs --tiers qos or --tiers random"));
-  output = RunCli("--nodes " + nodes_path + " --pods " + five_columns + " --mig-nodes n9 --quiet", &status);
-  EXPECT_EQ(status, 2);
-  EXPECT_THAT(output, HasSubstr("--mig-nodes: no node is named 'n9' in "));
-  output = RunCli("--nodes " + nodes_path + " --pods " + five_columns + " --mig-nodes n0 --mig-layout 4g.40gb,4g.40gb --quiet",
-                  &status);
-  EXPECT_EQ(status, 2);
-  EXPECT_THAT(output, HasSubstr("--mig-layout: "));
-  output = RunCli("--nodes " + nodes_path + " --pods " + five_columns + " --pcie-gbps 64 --quiet", &status);
-  EXPECT_EQ(status, 2);
-  EXPECT_THAT(output, HasSubstr("--nvlink-gbps and --pcie-gbps need --nvlink-island N"));
+  // Options that do not go together, or name what is not there: exit status 2 and one line.
+  const std::pair<const char*, const char*> refusals[] = {
+      {"--tiers qos", "--tiers qos needs the qos column"},
+      {"--mig-nodes n0 --mig-isolate", "--mig-isolate needs --tiers qos or --tiers random"},
+      {"--mig-nodes n9", "--mig-nodes: no node is named 'n9' in "},
+      {"--mig-nodes n0 --mig-layout 4g.40gb,4g.40gb", "--mig-layout: "},
+      {"--pcie-gbps 64", "--nvlink-gbps and --pcie-gbps need --nvlink-island N"},
+  };
+  for (const auto& [options, message] : refusals) {
+    output = RunCli("--nodes " + nodes_path + " --pods " + five_columns + " " + options + " --quiet", &status);
+    EXPECT_EQ(status, 2) << options;
+    EXPECT_THAT(output, HasSubstr(message)) << options;
+  }
+  // An out-of-range value: CLI11's own usage error.
   output = RunCli("--nodes " + nodes_path + " --pods " + five_columns + " --nvlink-island 4 --pcie-gbps 0 --quiet", &status);
   EXPECT_NE(status, 0);
   EXPECT_THAT(output, HasSubstr("--pcie-gbps"));
@@ -374,20 +377,16 @@ TEST(PlaceShareBound, PacksTheLargestShareFirstIntoTheTightestHole) {
                        "a,1000,1024,1,190\nb,1000,1024,1,810\nc,1000,1024,1,400\nd,1000,1024,1,1000\n"
                        "e,1000,1024,1,600\nf,1000,1024,2,1000\ng,1000,1024,1,300\n");
   const std::string script = std::string("python3 ") + GPUSLICE_SOURCE_DIR + "/scripts/share-packing-bound.py ";
-  FILE* pipe = popen((script + pods + " --gpus 10 2>&1").c_str(), "r");
-  std::string output;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
-  EXPECT_EQ(WEXITSTATUS(pclose(pipe)), 0) << output;
+  int status = -1;
+  std::string output = RunCommand(script + pods + " --gpus 10", &status);
+  EXPECT_EQ(status, 0) << output;
   EXPECT_THAT(output, HasSubstr("5 shares asking 2.3 GPUs take 3 GPUs packed offline (best-fit decreasing); "
                                 "holes 0.7 GPUs = 7.00% of 10\n"));
   EXPECT_THAT(output, HasSubstr("holes by size (milli-GPU: GPUs): 700: 1\n"));
   // A list without the GPU columns is refused, naming the file.
   const std::string bad = testing_files::WriteFixture("bound-bad.csv", "name,cpu_milli\na,1000\n");
-  pipe = popen((script + bad + " 2>&1").c_str(), "r");
-  output.clear();
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
-  EXPECT_NE(WEXITSTATUS(pclose(pipe)), 0);
+  output = RunCommand(script + bad, &status);
+  EXPECT_NE(status, 0);
   EXPECT_THAT(output, HasSubstr("bound-bad.csv: no column 'num_gpu' in the header"));
 }
 
