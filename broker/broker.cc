@@ -16,6 +16,7 @@
 #include "broker/lock_fault.h"
 #include "broker/segment_file.h"
 #include "broker/tables.h"
+#include "common/printable.h"
 #include "common/process_lock.h"
 #include "common/robust_mutex.h"
 
@@ -36,7 +37,7 @@ std::string TenantName(const Segment& segment, int tenant) {
   const auto index = TenantIndex::From(tenant);
   if (!index) return "?";
   const TenantEntry& entry = At(segment, *index);
-  return std::string(entry.name, NameLength(entry));
+  return Printable(std::string_view(entry.name, NameLength(entry)));  // for messages: anyone's bytes
 }
 
 }  // namespace
@@ -148,7 +149,9 @@ void Broker::Unregister() {
   // Without the table lock the slot stays registered; dropping the liveness lock lets a reaper
   // that can lock the table return its charges.
   if (table.locked() && StillRegistered()) {  // else it was reaped: it may be another's now
-    ReturnChargesAndFree(segment, *ProcessSlot::From(slot_));
+    // A ledger lock held past its bound keeps that charge and the slot: once this process is
+    // gone (its liveness lock dropped below), a later reap returns them.
+    ReturnChargesAndFree(segment, *ProcessSlot::From(slot_), kReapLedgerWaitNs);
   }
   // Only this descriptor's own lock can be released through it: always safe.
   UnlockByte(file_->fd, kLivenessLockBase + static_cast<uint64_t>(slot_));

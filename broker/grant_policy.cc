@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "broker/ledger.h"
+#include "broker/lock_fault.h"
 #include "common/robust_mutex.h"
 
 namespace gpuslice::broker {
@@ -11,19 +12,22 @@ namespace {
 
 constexpr uint32_t kRegistered = static_cast<uint32_t>(ProcessState::kRegistered);
 
-// Holds the GPU's scheduler mutex. Nothing it guards needs repair after an owner died: every
-// field is rewritten whole by the next decision.
+uint64_t Elapsed(uint64_t since, uint64_t now) { return now > since ? now - since : 0; }
+
+}  // namespace
+
+// Holds the GPU's scheduler mutex, waiting at most `timeout_ns`. Nothing it guards needs repair
+// after an owner died: every field is rewritten whole by the next decision. Not taken (a holder
+// stopped inside a decision, a corrupt lock), nothing it guards may be touched.
 class SchedLock {
  public:
-  explicit SchedLock(GpuEntry* gpu) : lock_(&gpu->sched_mutex.mutex) {}
+  SchedLock(GpuEntry* gpu, uint64_t timeout_ns) : lock_(&gpu->sched_mutex.mutex, timeout_ns) {}
+  [[nodiscard]] bool locked() const { return lock_.locked(); }
+  LockFailure failure() const { return lock_.failure(); }
 
  private:
   RobustLock lock_;
 };
-
-uint64_t Elapsed(uint64_t since, uint64_t now) { return now > since ? now - since : 0; }
-
-}  // namespace
 
 uint64_t QuantumOf(const GpuEntry& gpu) {
   const uint64_t quantum = gpu.quantum_ns.load(std::memory_order_relaxed);
@@ -36,6 +40,8 @@ uint64_t BudgetOf(const GpuEntry& gpu) {
 }
 
 uint64_t LeaseOf(const GpuEntry& gpu) { return std::max(2 * QuantumOf(gpu), kMinLeaseNs); }
+
+uint64_t SchedLockTimeoutNs() { return std::min(kSchedLockBoundNs, LockTimeoutNs()); }
 
 uint32_t WeightOf(const LedgerEntry& ledger) {
   const uint32_t request = ledger.request_pct.load(std::memory_order_relaxed);
@@ -224,8 +230,26 @@ void GrantPolicy::ChargeLocked(int tenant, uint64_t ns, uint64_t now) {
   }
 }
 
+bool GrantPolicy::Lock(std::optional<SchedLock>* lock) {
+  // Once the lock was found stuck, later attempts only try it: every launch of every waiter
+  // would otherwise wait out the bound again.
+  lock->emplace(gpu_, stuck_.load(std::memory_order_relaxed) ? 0 : SchedLockTimeoutNs());
+  if ((*lock)->locked()) {
+    stuck_.store(false, std::memory_order_relaxed);
+    return true;
+  }
+  const LockFailure failure = (*lock)->failure();
+  lock->reset();
+  if (!stuck_.exchange(true)) {
+    ReportLockFault(segment_, &gpu_->sched_mutex, "the scheduler lock of GPU entry " + std::to_string(gpu_index_),
+                    failure, "launches on that GPU are not gated while it stays so", SchedLockTimeoutNs());
+  }
+  return false;
+}
+
 void GrantPolicy::ChargePriorityWork(int tenant, uint64_t ns, uint64_t now) {
-  SchedLock lock(gpu_);
+  std::optional<SchedLock> lock;
+  if (!Lock(&lock)) return;  // not charged: no decision can be made meanwhile either
   ChargeLocked(tenant, ns, now);
   LedgerEntry& l = segment_->ledgers[LedgerIndex(tenant, gpu_index_)];
   l.priority_tokens_ns.store(BucketNow(l.priority_tokens_ns.load(), l.priority_tokens_at_ns.load(), WeightOf(l), now) -
@@ -346,7 +370,14 @@ bool GrantPolicy::AdvanceLocked(uint64_t now) {
   const CloseReason reason = ShouldCloseLocked(h, now);
   const bool close = reason != CloseReason::kNone;
   const bool settled = Elapsed(gpu_->grant_start_ns.load(), now) >= kMinGraceNs;  // a new holder's first launch
-  if (!close && !(activity == Activity::kIdle && settled)) return changed;
+  if (!close && !(activity == Activity::kIdle && settled)) {
+    // Nothing closes the grant now: a gate closed for a reason that is gone (the waiter it was
+    // closed for left, died or exited while its thread waited) opens again. Left closed, the
+    // holder's own launches would wait for its own grant for ever: its waiting thread keeps it
+    // from looking idle, and no hand-over comes without a waiter.
+    if (gpu_->closing.exchange(0) != 0) changed = true;
+    return changed;
+  }
   // Close the gate before the last look at the holder: a launch either sees it closed, or the
   // look sees the launch's in-flight count (docs/scheduling.md, "no overlap").
   const bool was_closing = gpu_->closing.exchange(1) != 0;
@@ -361,12 +392,16 @@ bool GrantPolicy::AdvanceLocked(uint64_t now) {
     HandOverLocked(now);
     return true;
   }
-  if (!close && !was_closing) gpu_->closing.store(0);  // an idleness probe that found work
+  if (!close) {  // an idleness probe that found work; a gate closed earlier for a waiter now gone
+    gpu_->closing.store(0);
+    if (was_closing) changed = true;
+  }
   return changed;
 }
 
 bool GrantPolicy::Advance(uint64_t now) {
-  SchedLock lock(gpu_);
+  std::optional<SchedLock> lock;
+  if (!Lock(&lock)) return false;
   std::fill(std::begin(live_cache_), std::end(live_cache_), 0);
   decider_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   const bool changed = AdvanceLocked(now);
@@ -376,7 +411,8 @@ bool GrantPolicy::Advance(uint64_t now) {
 }
 
 void GrantPolicy::ReleaseIfHeldBy(int tenant, uint64_t now) {
-  SchedLock lock(gpu_);
+  std::optional<SchedLock> lock;
+  if (!Lock(&lock)) return;
   if (gpu_->holder.load() != static_cast<uint32_t>(tenant + 1)) return;
   HandOverLocked(now);
 }

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <thread>
 #include <functional>
+#include <optional>
 
 #include "broker/segment_layout.h"
 
@@ -36,6 +37,9 @@ inline constexpr uint64_t kMinSliceNs = 1'000'000;
 inline constexpr uint64_t kBucketWindowNs = 100'000'000;
 // A tenant capped by its limit becomes eligible again only with this much in its bucket.
 inline constexpr int64_t kMinLimitedBurstNs = 5'000'000;
+// A grant decision lasts microseconds: the scheduler lock held longer than this is held by a
+// process stopped inside a decision (SIGSTOP, a debugger) or is corrupt, and is not waited for.
+inline constexpr uint64_t kSchedLockBoundNs = 1'000'000'000;
 // Shares shown by gpuslicectl are measured over windows of this length.
 inline constexpr uint64_t kShareWindowNs = 10'000'000'000ULL;
 // Virtual time advances by service × kVtimeScale / request.
@@ -44,6 +48,8 @@ inline constexpr uint64_t kVtimeScale = 100;
 uint64_t QuantumOf(const GpuEntry& gpu);
 uint64_t BudgetOf(const GpuEntry& gpu);
 uint64_t LeaseOf(const GpuEntry& gpu);  // max(2 quanta, kMinLeaseNs)
+// kSchedLockBoundNs, or less where a test shortened every lock's timeout (SetLockTimeoutForTesting).
+uint64_t SchedLockTimeoutNs();
 uint32_t WeightOf(const LedgerEntry& ledger);
 uint32_t LimitOf(const LedgerEntry& ledger);
 ComputeClass ClassOf(const LedgerEntry& ledger);
@@ -51,6 +57,8 @@ ComputeClass ClassOf(const LedgerEntry& ledger);
 // A bucket that fills at pct % of real time up to pct % of kBucketWindowNs. Charges may take it
 // below zero by any amount (the drain of long kernels); that debt is repaid in full at pct %.
 int64_t BucketNow(int64_t tokens, uint64_t tokens_at, uint32_t pct, uint64_t now);
+
+class SchedLock;  // grant_policy.cc
 
 class GrantPolicy {
  public:
@@ -84,7 +92,14 @@ class GrantPolicy {
   // For tests and tools: the tenant Advance would grant the GPU to next (-1: none eligible).
   int PickNext(uint64_t now, uint64_t* retry_after_ns);
 
+  // True while this process last found the GPU's scheduler lock unusable (held past
+  // kSchedLockBoundNs, or corrupt): no decision is made, and the process's launches on the GPU
+  // go ungated rather than wait for one (broker/scheduler.h). Reported once, in one line.
+  bool stuck() const { return stuck_.load(std::memory_order_relaxed); }
+
  private:
+  // Takes the scheduler lock into *lock; false (and reported) when it cannot be taken.
+  bool Lock(std::optional<SchedLock>* lock);
   bool AdvanceLocked(uint64_t now);
   void HandOverLocked(uint64_t now);
   void ChargeLocked(int tenant, uint64_t ns, uint64_t now);
@@ -109,6 +124,7 @@ class GrantPolicy {
   // thread deciding (under the scheduler mutex), whose id decider_ holds meanwhile.
   mutable int8_t live_cache_[kMaxProcesses] = {};
   std::atomic<std::thread::id> decider_{};
+  std::atomic<bool> stuck_{false};
 };
 
 }  // namespace gpuslice::broker

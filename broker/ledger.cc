@@ -4,8 +4,8 @@
 
 namespace gpuslice::broker {
 
-LedgerLock::LedgerLock(Segment* segment, LedgerId ledger, bool report)
-    : lock_(&At(*segment, ledger).mutex.mutex, LockTimeoutNs()) {
+LedgerLock::LedgerLock(Segment* segment, LedgerId ledger, bool report, uint64_t timeout_ns)
+    : lock_(&At(*segment, ledger).mutex.mutex, timeout_ns) {
   if (!lock_.locked()) {
     if (report) ReportLedgerLockFault(segment, ledger.value(), lock_.failure());
     return;

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "broker/checked_index.h"
+#include "broker/lock_fault.h"
 #include "broker/segment_layout.h"
 #include "common/robust_mutex.h"
 
@@ -28,7 +29,8 @@ inline int LedgerGpu(int ledger) { return ledger % kMaxGpus; }
 class LedgerLock {
  public:
   // `report`: false when the caller reports the failure itself (in an error it returns).
-  LedgerLock(Segment* segment, LedgerId ledger, bool report = true);
+  // `timeout_ns`: how long to wait for a holder (LockTimeoutNs() by default).
+  LedgerLock(Segment* segment, LedgerId ledger, bool report = true, uint64_t timeout_ns = LockTimeoutNs());
   LedgerLock(const LedgerLock&) = delete;
   LedgerLock& operator=(const LedgerLock&) = delete;
 

@@ -70,22 +70,22 @@ void ForgetSegmentPath(const Segment* segment) {
 }
 
 std::string LockFaultLine(const Segment* segment, const std::string& lock, LockFailure failure,
-                          const std::string& refused) {
+                          const std::string& refused, uint64_t bound_ns) {
   const std::string path = PathOf(segment);
-  return "gpuslice: " + lock + " in " + path + " " + DescribeLockFailure(failure) + ": " + refused +
+  return "gpuslice: " + lock + " in " + path + " " + DescribeLockFailure(failure, bound_ns) + ": " + refused +
          "; once no gpuslice process uses it (gpuslicectl status lists them), remove " + path +
          " and start again";
 }
 
 void ReportLockFault(const Segment* segment, const void* mutex, const std::string& lock, LockFailure failure,
-                     const std::string& refused) {
+                     const std::string& refused, uint64_t bound_ns) {
   try {
     {
       std::lock_guard<std::mutex> guard(PathsMutex());
       if (std::find(g_reported, g_reported + g_reported_count, mutex) != g_reported + g_reported_count) return;
       if (g_reported_count < kMaxReported) g_reported[g_reported_count++] = mutex;
     }
-    Emit(LockFaultLine(segment, lock, failure, refused));
+    Emit(LockFaultLine(segment, lock, failure, refused, bound_ns));
   } catch (...) {
     // Out of memory: the refusal itself still happens.
   }

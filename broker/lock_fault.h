@@ -29,11 +29,11 @@ void ForgetSegmentPath(const Segment* segment);
 // The one line for `lock` (e.g. "the table lock", "the ledger lock of tenant 'a' on GPU 2"),
 // which failed as `failure` says, and what is refused because of it.
 std::string LockFaultLine(const Segment* segment, const std::string& lock, LockFailure failure,
-                          const std::string& refused);
+                          const std::string& refused, uint64_t bound_ns = LockTimeoutNs());
 
 // Reports LockFaultLine(...) to the fault reporter, once per lock (`mutex`) in this process.
 void ReportLockFault(const Segment* segment, const void* mutex, const std::string& lock, LockFailure failure,
-                     const std::string& refused);
+                     const std::string& refused, uint64_t bound_ns = LockTimeoutNs());
 
 // The same for a ledger lock: names the tenant and GPU.
 void ReportLedgerLockFault(const Segment* segment, int ledger, LockFailure failure);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "broker/ledger.h"
+#include "broker/lock_fault.h"
 #include "common/clock.h"
 #include "common/futex.h"
 #include "common/robust_mutex.h"
@@ -38,6 +39,11 @@ GpuEntry* FindGpu(Segment* segment, const uint8_t (&uuid)[16], int* index) {
   return nullptr;
 }
 
+std::string SchedLockFaultLine(const Segment* segment, int gpu, LockFailure failure, const std::string& refused) {
+  return LockFaultLine(segment, "the scheduler lock of GPU entry " + std::to_string(gpu), failure, refused,
+                       SchedLockTimeoutNs());
+}
+
 void WakeAll(GpuEntry* gpu) {
   gpu->grant_seq.fetch_add(1);
   FutexWakeAll(&gpu->grant_seq);
@@ -57,7 +63,12 @@ ComputeGate::ComputeGate(Broker* broker, int ledger)
       policy_(segment_, LedgerGpu(ledger), [broker](int slot) { return broker->IsProcessAlive(slot); }) {}
 
 bool ComputeGate::SetShare(uint32_t request_pct, uint32_t limit_pct, ComputeClass cls, std::string* error) {
-  RobustLock lock(&gpu_->sched_mutex.mutex);
+  RobustLock lock(&gpu_->sched_mutex.mutex, SchedLockTimeoutNs());
+  if (!lock.locked()) {
+    *error = SchedLockFaultLine(segment_, gpu_index_, lock.failure(),
+                                "this process's compute share cannot be set, and its launches there are not gated");
+    return false;
+  }
   const uint32_t request = ledger_->request_pct.load();
   const uint32_t limit = ledger_->limit_pct.load();
   const auto current = static_cast<ComputeClass>(ledger_->compute_class.load());
@@ -157,8 +168,15 @@ void ComputeGate::Acquire() {
   while (gated() && !GrantOpen()) {
     const uint32_t seen = gpu_->grant_seq.load();
     const uint64_t now = MonotonicNanos();
-    mine_->waiting_ns.store(now);  // renewed every slice: a stopped or dead waiter goes stale
-    mine_->heartbeat_ns.store(now);
+    {
+      std::lock_guard<std::mutex> stamping(stamp_mutex_);
+      if (left_.load()) {  // the process exits: the launch goes on ungated, unrecorded
+        waiting_threads_.fetch_sub(1);
+        return;
+      }
+      mine_->waiting_ns.store(now);  // renewed every slice: a stopped or dead waiter goes stale
+      mine_->heartbeat_ns.store(now);
+    }
     // A decision made by someone else in the last quarter slice stands: a hundred waiters must
     // not take the scheduler mutex (and scan every process) two thousand times a second each.
     const uint64_t last = gpu_->last_decision_ns.load();
@@ -172,6 +190,10 @@ void ComputeGate::Acquire() {
 }
 
 void ComputeGate::Leave() {
+  {
+    std::lock_guard<std::mutex> stamping(stamp_mutex_);
+    left_.store(true);
+  }
   const uint64_t now = MonotonicNanos();
   mine_->waiting_ns.store(0);
   mine_->priority_until_ns.store(0);
@@ -191,7 +213,11 @@ bool SetGpuPolicy(Segment* segment, const uint8_t (&uuid)[16], SharingMode mode,
     return false;
   }
   {
-    RobustLock lock(&gpu->sched_mutex.mutex);
+    RobustLock lock(&gpu->sched_mutex.mutex, SchedLockTimeoutNs());
+    if (!lock.locked()) {
+      *error = SchedLockFaultLine(segment, index, lock.failure(), "the policy is not changed");
+      return false;
+    }
     gpu->mode.store(static_cast<uint32_t>(mode));
     gpu->quantum_ns.store(quantum_ns);
     if (mode != SharingMode::kTimeslice) {

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 #include "broker/broker.h"
@@ -29,7 +30,13 @@ class ComputeGate {
   bool SetShare(uint32_t request_pct, uint32_t limit_pct, ComputeClass cls, std::string* error);
 
   SharingMode mode() const { return static_cast<SharingMode>(gpu_->mode.load(std::memory_order_relaxed)); }
-  bool gated() const { return mode() == SharingMode::kTimeslice; }
+  // False once the process has left the GPU (it exits): its slot is no longer its own.
+  // Nor while the GPU's scheduler lock is stuck (GrantPolicy::stuck): no grant can move then, and
+  // a soft slice degrades to the hardware's sharing rather than freeze every tenant; the process's
+  // monitor keeps trying the lock and gating resumes once it is free.
+  bool gated() const {
+    return mode() == SharingMode::kTimeslice && !left_.load(std::memory_order_relaxed) && !policy_.stuck();
+  }
   ComputeClass compute_class() const { return class_; }
   // Limited and non-standard tenants track every launch's completion, also when alone.
   bool always_tracked() const { return class_ != ComputeClass::kStandard || limit_pct_ < 100; }
@@ -67,7 +74,9 @@ class ComputeGate {
   uint64_t LeaseNs() const { return LeaseOf(*gpu_); }
 
   // This process leaves the GPU (exit): its state is cleared, and a grant its tenant holds moves
-  // on unless another live process of the tenant still has the GPU open.
+  // on unless another live process of the tenant still has the GPU open. A thread still waiting
+  // for the grant (exit() from main while a worker waits) stops publishing that it waits, and its
+  // launch goes on ungated: the process is gone from the scheduler's view.
   void Leave();
 
   // Waits (futex) until the GPU's grant state changes or timeout_ns pass.
@@ -92,6 +101,10 @@ class ComputeGate {
   uint32_t limit_pct_ = 100;
   GrantPolicy policy_;
   std::atomic<int> waiting_threads_{0};
+  // Waiting threads stamp the segment under stamp_mutex_, and not once left_ is set: after Leave
+  // no stamp of this process is left fresh for a decision to count it by.
+  std::mutex stamp_mutex_;
+  std::atomic<bool> left_{false};
 };
 
 // Policy, for gpuslicectl: the GPU's sharing mode and quantum (0 = the default).

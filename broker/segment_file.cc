@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -25,6 +27,10 @@ namespace gpuslice::broker {
 namespace {
 
 namespace bip = boost::interprocess;
+
+// How long a newcomer waits for the process creating the state file (milliseconds of work).
+constexpr uint64_t kCreatorBoundNs = 2'000'000'000;
+uint64_t CreatorBoundNs() { return std::min(kCreatorBoundNs, LockTimeoutNs()); }
 
 constexpr uint64_t kSegmentSize = sizeof(Segment);
 constexpr mode_t kFileMode = 0660;
@@ -221,6 +227,27 @@ bool Create(SegmentFile* file, std::string* error) {
   return true;
 }
 
+// The creator's flock, waited for at most `bound_ns` (polled: flock has no timeout of its own).
+bool FlockWithin(int fd, int operation, uint64_t bound_ns, const std::string& path, std::string* error) {
+  constexpr uint64_t kPollNs = 1'000'000;
+  for (uint64_t waited = 0;; waited += kPollNs) {
+    if (flock(fd, operation | LOCK_NB) == 0) return true;
+    if (errno != EWOULDBLOCK && errno != EINTR) {
+      *error = "gpuslice: cannot lock state file " + path + ": " + Strerror(errno);
+      return false;
+    }
+    if (waited >= bound_ns) break;
+    const timespec poll{0, static_cast<long>(kPollNs)};
+    nanosleep(&poll, nullptr);
+  }
+  char bound[32];
+  std::snprintf(bound, sizeof bound, "%g s", static_cast<double>(bound_ns) / 1e9);
+  *error = "gpuslice: state file " + path + " is being created by a process that has held its creation lock for " +
+           bound + " (stopped or stuck halfway; fuser -v " + path +
+           " shows who has it open); stop that process, or remove the file once no gpuslice process uses it";
+  return false;
+}
+
 std::unique_ptr<SegmentFile> Open(const std::string& state_dir, OpenMode mode, std::string* error) {
   std::string dir;
   if (!CheckStateDirectory(state_dir, mode == OpenMode::kCreateOrAttach ? DirectoryUse::kCreateIfMissing
@@ -238,10 +265,11 @@ std::unique_ptr<SegmentFile> Open(const std::string& state_dir, OpenMode mode, s
   Contents contents = Inspect(file->fd, file->path, error);
   if (contents == Contents::kUninitialised) {
     // Wait for a creator at work (it holds the flock); the kernel drops the flock if it died.
-    if (flock(file->fd, mode == OpenMode::kCreateOrAttach ? LOCK_EX : LOCK_SH) != 0) {
-      *error = "gpuslice: cannot lock state file " + file->path + ": " + Strerror(errno);
+    // Creating takes milliseconds: a creator stopped halfway (SIGSTOP, a debugger) is not waited
+    // for past kCreatorBoundNs, so cuInit, gpuslicectl and a scrape fail in bounded time.
+    if (!FlockWithin(file->fd, mode == OpenMode::kCreateOrAttach ? LOCK_EX : LOCK_SH, CreatorBoundNs(), file->path,
+                     error))
       return nullptr;
-    }
     contents = Inspect(file->fd, file->path, error);
     if (contents == Contents::kUninitialised) {
       if (mode != OpenMode::kCreateOrAttach && AnyProcessAlive(file->fd)) {

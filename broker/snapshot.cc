@@ -14,6 +14,7 @@
 #include "broker/grant_policy.h"
 #include "broker/tables.h"
 #include "common/clock.h"
+#include "common/printable.h"
 #include "common/robust_mutex.h"
 
 namespace gpuslice::broker {
@@ -22,7 +23,8 @@ namespace {
 constexpr uint32_t kInUse = static_cast<uint32_t>(EntryState::kInUse);
 constexpr uint32_t kRegistered = static_cast<uint32_t>(ProcessState::kRegistered);
 
-std::string Name(const TenantEntry& entry) { return std::string(entry.name, NameLength(entry)); }
+// As a person will read it (common/printable.h): the bytes are anyone's.
+std::string Name(const TenantEntry& entry) { return Printable(std::string_view(entry.name, NameLength(entry))); }
 
 TenantView ViewTenant(const Segment& segment, TenantIndex tenant, GpuIndex gpu) {
   const TenantEntry& entry = At(segment, tenant);

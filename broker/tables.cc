@@ -188,9 +188,10 @@ std::optional<ProcessSlot> ClaimProcessSlot(Segment* segment, int fd, TenantInde
   return chosen;
 }
 
-void ReturnChargesAndFree(Segment* segment, ProcessSlot slot) {
+bool ReturnChargesAndFree(Segment* segment, ProcessSlot slot, uint64_t ledger_wait_ns) {
   ProcessEntry& process = At(*segment, slot);
   const std::optional<TenantIndex> tenant = TenantOf(process);
+  bool left = false;
   uint32_t gpus = process.open_gpus.load();
   for (GpuIndex g : AllIndices<GpuIndex>()) {
     if (At(process.charged, g).load() != 0) gpus |= g.bit();
@@ -204,7 +205,11 @@ void ReturnChargesAndFree(Segment* segment, ProcessSlot slot) {
     // Also visits ledgers this process opened without a charge: if it died holding one's mutex
     // mid-update, locking it here repairs the total.
     const LedgerId ledger = LedgerId::Of(*tenant, g);
-    LedgerLock lock(segment, ledger);
+    LedgerLock lock(segment, ledger, /*report=*/true, ledger_wait_ns);
+    if (lock.failure() == LockFailure::kTimedOut) {
+      left = true;  // held (a stopped process mid-update): returned by a later reap, not lost
+      continue;
+    }
     if (lock.locked()) {
       LedgerEntry& entry = At(*segment, ledger);
       const uint64_t charged = At(process.charged, g).load();
@@ -215,9 +220,11 @@ void ReturnChargesAndFree(Segment* segment, ProcessSlot slot) {
     // freed all the same, so that every later reap does not wait for that lock again.
     At(process.charged, g).store(0);
   }
+  if (left) return false;
   process.open_gpus.store(0);
   ClearSchedState(process);
   process.state.store(kFree);
+  return true;
 }
 
 int ReapDeadLocked(Segment* segment, int fd, std::optional<ProcessSlot> own_slot) {
@@ -226,7 +233,7 @@ int ReapDeadLocked(Segment* segment, int fd, std::optional<ProcessSlot> own_slot
   for (ProcessSlot i : UsedProcessSlots(*segment)) {
     if (i == own_slot || !IsRegistered(At(*segment, i))) continue;
     if (IsByteLockedByOther(fd, kLivenessLockBase + static_cast<uint64_t>(i.value()))) continue;
-    ReturnChargesAndFree(segment, i);
+    if (!ReturnChargesAndFree(segment, i, kReapLedgerWaitNs)) continue;
     segment->header.processes_reaped.fetch_add(1, std::memory_order_relaxed);
     ++reaped;
   }

@@ -31,8 +31,12 @@ std::optional<GpuIndex> FindOrClaimGpu(Segment* segment, const uint8_t (&uuid)[1
 std::optional<ProcessSlot> ClaimProcessSlot(Segment* segment, int fd, TenantIndex tenant, int32_t pid);
 
 // Returns every byte the slot's process has charged to its tenant's ledgers, then frees the slot.
-// Safe to repeat after a reaper died halfway: each charge is zeroed with its subtraction.
-void ReturnChargesAndFree(Segment* segment, ProcessSlot slot);
+// Safe to repeat after a reaper died halfway: each charge is zeroed with its subtraction. A ledger
+// lock held by someone else for `ledger_wait_ns` leaves that charge and the slot for a later reap
+// (false): a reaper holding the table lock must not wait out every stopped holder's full bound.
+bool ReturnChargesAndFree(Segment* segment, ProcessSlot slot, uint64_t ledger_wait_ns);
+// What a reaper waits for one ledger lock: ledger updates last microseconds.
+inline constexpr uint64_t kReapLedgerWaitNs = 10'000'000;
 
 // Frees the slots of registered processes whose liveness lock is gone (they died, in whatever
 // PID namespace), returning their charges. `own_slot` is skipped: a process's own lock never

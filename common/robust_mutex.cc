@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <cerrno>
+#include <cstdio>
 
 namespace gpuslice {
 namespace {
@@ -72,11 +73,15 @@ void InitRobustMutex(RobustMutex* mutex) {
   pthread_mutexattr_destroy(&attr);
 }
 
-const char* DescribeLockFailure(LockFailure failure) {
+std::string DescribeLockFailure(LockFailure failure, uint64_t bound_ns) {
   switch (failure) {
     case LockFailure::kNone: return "is usable";
     case LockFailure::kBadState: return "is corrupt (not a robust process-shared mutex, or unrecoverable)";
-    case LockFailure::kTimedOut: return "has been held for 10 s (by a stopped process, or it is corrupt)";
+    case LockFailure::kTimedOut: {
+      char bound[32];
+      std::snprintf(bound, sizeof bound, "%g s", static_cast<double>(bound_ns) / 1e9);
+      return std::string("has been held for ") + bound + " (by a stopped process, or it is corrupt)";
+    }
   }
   return "is unusable";
 }

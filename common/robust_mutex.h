@@ -14,6 +14,7 @@
 #include <pthread.h>
 
 #include <cstdint>
+#include <string>
 
 namespace gpuslice {
 
@@ -36,8 +37,9 @@ enum class LockFailure {
   kTimedOut,     // held for kRobustLockTimeoutNs: a stopped or forged owner
 };
 
-// "is corrupt (...)" / "has been held for 10 s ..." — for the caller's one-line message.
-const char* DescribeLockFailure(LockFailure failure);
+// "is corrupt (...)" / "has been held for 10 s ..." (the bound the caller waited) — for the
+// caller's one-line message.
+std::string DescribeLockFailure(LockFailure failure, uint64_t bound_ns = kRobustLockTimeoutNs);
 
 class RobustLock {
  public:

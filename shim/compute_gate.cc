@@ -1,6 +1,5 @@
 // Finding the compute gate of a launch, and the contexts a gate's monitor synchronises.
-#include <unordered_map>
-
+#include "common/clock.h"
 #include "shim/compute_monitor.h"
 #include "shim/log.h"
 #include "shim/real_driver.h"
@@ -25,13 +24,18 @@ LaunchTracker* ShimState::TrackerForDevice(CUdevice device) {
   if (LaunchTracker* tracker = tracker_by_ordinal_[device].load(std::memory_order_acquire)) return tracker;
   int ledger = -1;
   if (LedgerForDevice(device, &ledger) != CUDA_SUCCESS) return nullptr;
+  // A share refused (another process of the tenant asked for another one; the scheduler lock
+  // stuck) is said once and tried again at most once a second, not at every launch: each try may
+  // wait out the lock's bound.
+  const uint64_t now = MonotonicNanos();
+  if (now < share_retry_at_ns_[device].load(std::memory_order_relaxed)) return nullptr;
   std::lock_guard<std::mutex> lock(ledger_mutex_);
   if (LaunchTracker* tracker = tracker_by_ordinal_[device].load()) return tracker;
   auto gate = std::make_unique<broker::ComputeGate>(broker_.get(), ledger);
   std::string error;
   if (!gate->SetShare(options_.compute_request_pct ? options_.compute_request_pct : broker::kDefaultRequestPct,
                       options_.compute_limit_pct, BrokerClass(options_.compute_class), &error)) {
-    LogError("%s", error.c_str());
+    if (share_retry_at_ns_[device].exchange(MonotonicNanos() + kShareRetryNs) == 0) LogError("%s", error.c_str());
     return nullptr;
   }
   NoteContext(gate.get());  // the context of the first launch: what the monitor synchronises
@@ -40,35 +44,52 @@ LaunchTracker* ShimState::TrackerForDevice(CUdevice device) {
   gates_[device] = std::move(gate);
   trackers_[device] = std::move(tracker);
   tracker_by_ordinal_[device].store(raw, std::memory_order_release);
-  // One GPU: launches need no lookup at all. A second GPU turns the shortcut off for good.
-  if (gate_count_.fetch_add(1) == 0) {
-    single_tracker_.store(raw, std::memory_order_release);
-  } else {
-    single_tracker_.store(nullptr, std::memory_order_release);
-  }
   StartComputeMonitor(this);
   return raw;
 }
 
+// The launch's GPU is the device of the context it is launched in: the stream's for an explicit
+// stream, the current one's otherwise. It is asked of the driver on every launch (the current
+// context is a thread-local read in the driver), and the answer is cached per thread only for
+// the context and stream it was found for: a process that launched on GPU 0 and then works on
+// GPU 1 (device_map="auto", a pipeline in one process, a probe of device 0 first) is gated on
+// each GPU from its first launch there. A context's destruction invalidates every thread's cache
+// (its handle may come back for another device).
 LaunchTracker* ShimState::TrackerForLaunch(CUstream stream) {
-  if (LaunchTracker* tracker = single_tracker_.load(std::memory_order_acquire)) return tracker;
   const RealDriver* real = Real();
+  CUcontext current = nullptr;
+  if (real->cuCtxGetCurrent(&current) != CUDA_SUCCESS || !current) return nullptr;  // the launch reports it
+  const bool own_stream = stream != nullptr && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD;
+  struct LastLaunch {
+    const ShimState* state = nullptr;  // a forked child's threads must not use the parent's trackers
+    uint64_t epoch = 0;
+    CUcontext context = nullptr;
+    CUstream stream = nullptr;
+    LaunchTracker* tracker = nullptr;
+  };
+  thread_local LastLaunch last;
+  const uint64_t epoch = contexts_epoch_.load(std::memory_order_acquire);
+  const CUstream key = own_stream ? stream : nullptr;
+  if (last.state == this && last.epoch == epoch && last.context == current && last.stream == key) return last.tracker;
   CUdevice device = -1;
-  if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) {
-    if (real->cuCtxGetDevice(&device) != CUDA_SUCCESS) return nullptr;  // the launch reports it
-    return TrackerForDevice(device);
+  if (!own_stream) {
+    if (real->cuCtxGetDevice(&device) != CUDA_SUCCESS) return nullptr;
+  } else {
+    CUcontext context = nullptr;
+    if (!real->cuStreamGetCtx || real->cuStreamGetCtx(stream, &context) != CUDA_SUCCESS) return nullptr;
+    if (context == current) {
+      if (real->cuCtxGetDevice(&device) != CUDA_SUCCESS) return nullptr;
+    } else {
+      if (real->cuCtxPushCurrent_v2(context) != CUDA_SUCCESS) return nullptr;
+      const CUresult rc = real->cuCtxGetDevice(&device);
+      CUcontext popped = nullptr;
+      real->cuCtxPopCurrent_v2(&popped);
+      if (rc != CUDA_SUCCESS) return nullptr;
+    }
   }
-  // Several GPUs: the stream's device, cached per thread (a driver call only the first time).
-  thread_local std::unordered_map<CUstream, int> device_of_stream;
-  if (auto it = device_of_stream.find(stream); it != device_of_stream.end()) return TrackerForDevice(it->second);
-  CUcontext context = nullptr;
-  if (!real->cuStreamGetCtx || real->cuStreamGetCtx(stream, &context) != CUDA_SUCCESS) return nullptr;
-  if (real->cuCtxPushCurrent_v2(context) != CUDA_SUCCESS) return nullptr;
-  real->cuCtxGetDevice(&device);
-  CUcontext popped = nullptr;
-  real->cuCtxPopCurrent_v2(&popped);
-  device_of_stream[stream] = device;
-  return TrackerForDevice(device);
+  LaunchTracker* tracker = TrackerForDevice(device);
+  if (tracker) last = LastLaunch{this, epoch, current, key, tracker};
+  return tracker;
 }
 
 void ShimState::NoteContext(broker::ComputeGate* gate) {
@@ -98,6 +119,7 @@ void ShimState::SynchronizeGate(broker::ComputeGate* gate) {
 }
 
 void ShimState::ForgetContexts(CUcontext context, CUdevice device) {
+  contexts_epoch_.fetch_add(1, std::memory_order_acq_rel);  // every thread's cached launch device
   LaunchTracker* tracker = nullptr;
   if (!context) {
     if (device < 0 || device >= kMaxOrdinals) return;

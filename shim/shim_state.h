@@ -103,12 +103,15 @@ class ShimState {
   std::mutex ledger_mutex_;
   static constexpr int kMaxOrdinals = 64;
   std::atomic<int> ledger_by_ordinal_[kMaxOrdinals] = {};  // ledger + 1; 0 = not opened yet
-  // Compute gates, one per device ordinal used; the only one while the process uses one GPU.
+  // Compute gates, one per device ordinal used, each created at the first launch on its GPU.
   std::unique_ptr<broker::ComputeGate> gates_[kMaxOrdinals];
   std::unique_ptr<LaunchTracker> trackers_[kMaxOrdinals];
   std::atomic<LaunchTracker*> tracker_by_ordinal_[kMaxOrdinals] = {};
-  std::atomic<LaunchTracker*> single_tracker_{nullptr};
-  std::atomic<int> gate_count_{0};
+  // When a refused compute share may be asked for again (0: never refused).
+  static constexpr uint64_t kShareRetryNs = 1'000'000'000;
+  std::atomic<uint64_t> share_retry_at_ns_[kMaxOrdinals] = {};
+  // Bumped when a context is destroyed: launches' per-thread device caches start again.
+  std::atomic<uint64_t> contexts_epoch_{0};
   std::mutex contexts_mutex_;
   std::vector<std::pair<broker::ComputeGate*, CUcontext>> contexts_;
   std::mutex sync_mutex_;  // held while the monitor synchronises, and around context teardown

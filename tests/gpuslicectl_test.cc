@@ -708,6 +708,20 @@ TEST_F(GpuslicectlTest, HelpExplainsEveryColumnOfTheStatus) {
   EXPECT_THAT(options.out, HasSubstr("--markdown"));
 }
 
+// A tenant name is whatever bytes a process wrote into the segment (the broker takes any 1 to 63
+// bytes): printed raw, one could clear the operator's terminal and forge a row of figures. Every
+// byte outside printable ASCII is shown as \xNN, in the table and the JSON alike.
+TEST_F(GpuslicectlTest, StatusPrintsANameWithEscapesAndNewlinesAsOneInertLine) {
+  auto a = Tenant("evil\x1b[2J\n  forged  0 B  1 GiB\xff", 4 * kGi, kGi, 256 * kMi);
+  const ProcessResult r = Status();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << "no escape reaches the terminal";
+  EXPECT_THAT(r.out, Not(HasSubstr("\n  forged"))) << "no row is forged";
+  EXPECT_THAT(r.out, HasSubstr("evil\\x1b[2J\\x0a  forged  0 B  1 GiB\\xff"));
+  const Json json = StatusJson();
+  EXPECT_EQ(json["gpus"][0]["tenants"][0]["name"], "evil\\x1b[2J\\x0a  forged  0 B  1 GiB\\xff");
+}
+
 TEST_F(GpuslicectlTest, StatusShowsAGpuWhoseHolderHasNoProcessLeftAsIdle) {
   auto a = Tenant("team-a", 4 * kGi, kGi, 0, {.request_pct = 30, .limit_pct = 100, .acquire = true});
   auto b = Tenant("team-b", 4 * kGi, kGi, 0, {.request_pct = 30});

@@ -240,6 +240,56 @@ TEST(GrantPolicyTest, ADeadWaiterStopsCountingAtOnce) {
   EXPECT_EQ(node.gpu().closing.load(), 0u) << "no quantum ends for a waiter that is gone";
 }
 
+// Issue 22's freeze: the quantum ends for a waiter while the holder drains a long kernel, and
+// the waiter goes (its process exits or is killed while its thread waits) before the drain is
+// over. The holder's own next launch then waits for the grant it holds: its waiting stamp keeps
+// it from ever looking idle, and with nobody else waiting no hand-over comes. The gate must open
+// again as soon as nothing closes it; counter-case: with the waiter still there it stays closed.
+TEST(GrantPolicyTest, AGateClosedForAWaiterThatLeftOpensAgainForTheHolder) {
+  for (const bool waiter_stays : {false, true}) {
+    SCOPED_TRACE(waiter_stays ? "the waiter stays" : "the waiter leaves");
+    FakeNode node;
+    const int a = node.Tenant(50), b = node.Tenant(50);
+    const int pa = node.Process(a), pb = node.Process(b);
+    auto policy = node.Policy();
+    node.Wait(pa, kT0);
+    policy.Advance(kT0);
+    node.StopWaiting(pa);
+    node.Launch(pa, kT0 + 10 * kUs);  // two long kernels queued: a drain, not a yield beside one
+    node.Launch(pa, kT0 + 10 * kMs);
+    node.Wait(pb, kT0 + 10 * kMs);
+    policy.Advance(kT0 + 10 * kMs + 1);
+    ASSERT_EQ(node.gpu().closing.load(), 1u) << "the quantum is over and b waits";
+    if (!waiter_stays) node.Kill(pb);  // b's process is gone; its stamp is still fresh
+    node.CompleteAll(pa, kT0 + 30 * kMs);
+    node.Wait(pa, kT0 + 30 * kMs);  // a's next launch finds the gate closed and waits
+    if (waiter_stays) node.Wait(pb, kT0 + 30 * kMs);
+    policy.Advance(kT0 + 30 * kMs);
+    if (waiter_stays) {
+      EXPECT_EQ(node.Holder(), b) << "a drained: b gets the GPU";
+    } else {
+      EXPECT_EQ(node.Holder(), a);
+      EXPECT_EQ(node.gpu().closing.load(), 0u) << "nothing closes the grant any more: a may launch";
+    }
+  }
+}
+
+// A stray write of the closing flag while the holder is alone and busy does not stop it either.
+TEST(GrantPolicyTest, AStrayClosingFlagIsClearedAtTheNextDecision) {
+  FakeNode node;
+  const int a = node.Tenant(50);
+  const int pa = node.Process(a);
+  auto policy = node.Policy();
+  node.Wait(pa, kT0);
+  policy.Advance(kT0);
+  node.Launch(pa, kT0 + 10 * kUs);
+  node.gpu().closing.store(1);
+  node.Wait(pa, kT0 + 1 * kMs);
+  EXPECT_TRUE(policy.Advance(kT0 + 1 * kMs)) << "waiters are woken: the gate changed";
+  EXPECT_EQ(node.Holder(), a);
+  EXPECT_EQ(node.gpu().closing.load(), 0u);
+}
+
 TEST(GrantPolicyTest, AWaiterOwedTheGpuEndsTheGrantAfterTheMinimumSlice) {
   FakeNode node;
   const int a = node.Tenant(70), b = node.Tenant(30);

@@ -103,5 +103,22 @@ TEST_F(ShimMemoryQuotaTest, ChargesRoundUpAsTheDriverAligns) {
   EXPECT_EQ(result["mem_held"].value("free", uint64_t{1}), 0u) << r.out;
 }
 
+// Rows of 513 bytes are padded to a pitch of 1024 (the driver's 512-byte alignment), so two of
+// them take 2 KiB of the device, not the 1.5 KiB their width rounds to: a quota of exactly 100
+// such allocations admits 100 and not 101 (charged by width, 133 would fit). Every other test's
+// rows are already a multiple of the alignment, where width and pitch agree.
+TEST_F(ShimMemoryQuotaTest, PitchedRowsAreChargedByTheirPaddedPitch) {
+  const uint64_t pitch_bytes = 2 * 1024;
+  for (const DriverPath& path : {kDirect, kProcAddress}) {
+    const ProcessResult r = RunShimmed(path.Command("pitch", {"--pitch-width", "513", "--count", "101"}),
+                                       {"GPUSLICE_MEMORY_LIMIT=" + std::to_string(100 * pitch_bytes)});
+    ASSERT_EQ(r.exit_code, 0) << Describe(r);
+    const Json result = ResultOf(r);
+    EXPECT_EQ(result.value("allocated", -1), 100) << path.name << ": " << r.out;
+    EXPECT_EQ(result.value("refused", -1), 1) << path.name << ": " << r.out;
+    EXPECT_EQ(result["mem_held"].value("free", uint64_t{1}), 0u) << path.name << ": " << r.out;
+  }
+}
+
 }  // namespace
 }  // namespace gpuslice::testing

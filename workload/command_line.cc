@@ -83,6 +83,14 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
                           "Seconds after the start at which to launch a kernel that faults (illegal address): "
                           "the context breaks and the run ends with exit 1")
       ->check(CLI::NonNegativeNumber);
+  compute_cmd->add_option("--exit-after", compute.exit_after_s,
+                          "Seconds after the start at which the main thread calls exit(0) while the kernels are "
+                          "launched from another thread (which may be waiting for the GPU): no result line")
+      ->check(CLI::PositiveNumber);
+  compute_cmd->add_option("--first-on-device", compute.first_on_device,
+                          "Before the run, launch one kernel on this device and wait for it; the run then "
+                          "uses --device (one process on two GPUs)")
+      ->check(CLI::NonNegativeNumber);
 
   CLI::App* latency_cmd = app.add_subcommand("latency", "Periodic requests of short kernels: latency percentiles");
   AddCommonOptions(latency_cmd, &common);

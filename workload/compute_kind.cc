@@ -1,6 +1,12 @@
 // compute: spin kernels back to back on one stream, `depth` of them queued at any time so the
 // device never waits for the host. The event recorded after each kernel tells when its slot in
 // the queue is free again.
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <vector>
 
 #include "workload/exit_codes.h"
@@ -19,9 +25,27 @@ Json Throughput(uint64_t kernels, double seconds, uint64_t kernel_us) {
   return Json{{"kernels_per_s", rate}, {"busy_fraction", busy}};
 }
 
-}  // namespace
+// --first-on-device: one kernel on that device, waited for, in its own primary context, which
+// stays retained (in `first`) for the run. Session::Open makes --device current afterwards.
+int LaunchOnceOn(int device, const CommonOptions& common, uint64_t kernel_us, std::optional<Session>* first) {
+  CommonOptions options = common;
+  options.device = device;
+  options.ready_line = false;
+  first->emplace("compute", options);
+  if (const int rc = (*first)->Open(); rc != kExitOk) return rc;
+  SpinKernel kernel(**first);
+  if (!kernel.Load() || !kernel.Launch(nullptr, kernel_us * 1000) || !DRIVER_CALL(**first, cuStreamSynchronize, nullptr))
+    return kExitDriverFailed;
+  (*first)->Emit("first_device_done", Json{{"device", device}});
+  return kExitOk;
+}
 
-int RunCompute(const CommonOptions& common, const ComputeOptions& options) {
+int RunComputeLoop(const CommonOptions& common, const ComputeOptions& options) {
+  std::optional<Session> first;
+  if (options.first_on_device) {
+    if (const int rc = LaunchOnceOn(*options.first_on_device, common, options.kernel_us, &first); rc != kExitOk)
+      return rc;
+  }
   Session s("compute", common);
   if (const int rc = s.Open(); rc != kExitOk) return rc;
   SpinKernel kernel(s);
@@ -105,6 +129,32 @@ int RunCompute(const CommonOptions& common, const ComputeOptions& options) {
   result["stopped_by"] = stopped_by;
   s.Emit("result", result);
   return kExitOk;
+}
+
+}  // namespace
+
+int RunCompute(const CommonOptions& common, const ComputeOptions& options) {
+  if (!options.exit_after_s) return RunComputeLoop(common, options);
+  // The main thread leaves by exit() while the launching thread runs on: the process's exit
+  // handlers (a preloaded library's included) run beside a thread that may be inside a launch.
+  std::mutex mutex;
+  std::condition_variable finished;
+  std::optional<int> rc;
+  std::thread launcher([&] {
+    const int result = RunComputeLoop(common, options);
+    std::lock_guard<std::mutex> lock(mutex);
+    rc = result;
+    finished.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(mutex);
+  if (finished.wait_for(lock, Seconds(*options.exit_after_s), [&] { return rc.has_value(); })) {
+    lock.unlock();
+    launcher.join();
+    return *rc;
+  }
+  std::fprintf(stdout, "{\"event\":\"exiting\",\"kind\":\"compute\"}\n");
+  std::fflush(stdout);
+  std::exit(kExitOk);  // the launcher is neither joined nor stopped: it is what the exit runs beside
 }
 
 }  // namespace gpuslice::workload

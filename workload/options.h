@@ -27,6 +27,12 @@ struct ComputeOptions {
   double duration_s = 5;
   std::optional<uint64_t> kernels;  // when set, stop after this many instead of duration_s
   std::optional<double> fault_after_s;  // when set, launch a faulting kernel this long after the start
+  // When set, the run launches on a thread of its own and the main thread calls exit(0) this long
+  // after the start: a process that ends normally while a thread of it may wait for the GPU.
+  std::optional<double> exit_after_s;
+  // When set, one kernel is launched and waited for on this device before the run uses --device:
+  // a process that works on two GPUs (a probe of device 0 first, a pipeline, device_map="auto").
+  std::optional<int> first_on_device;
 };
 
 struct LatencyOptions {

@@ -3,7 +3,11 @@
 // reserves, prints "ready pid=<its own pid> ..." and then holds (until killed) or unregisters.
 //
 //   gpuslice-broker-test-client --state DIR --tenant NAME [--quota BYTES] [--total BYTES]
-//                               [--uuid GPU-...] [--reserve BYTES] [--hold]
+//                               [--uuid GPU-...] [--reserve BYTES] [--hold] [--hold-sched-lock]
+//
+// --hold-sched-lock: takes the GPU's scheduler lock before "ready" and holds it until killed, as
+// a process stopped (SIGSTOP, a debugger) inside a grant decision would.
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,6 +16,7 @@
 #include <string>
 
 #include "broker/broker.h"
+#include "broker/ledger.h"
 
 namespace {
 
@@ -26,12 +31,14 @@ int main(int argc, char** argv) {
   using gpuslice::broker::Broker;
   std::string state_dir, tenant = "tenant", uuid_text = "GPU-00000000-0000-0000-0000-000000000001";
   uint64_t quota = gpuslice::broker::kUnlimited, total = 80ULL << 30, reserve = 0;
-  bool hold = false;
+  bool hold = false, hold_sched_lock = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const bool has_value = i + 1 < argc;
     if (arg == "--hold") {
       hold = true;
+    } else if (arg == "--hold-sched-lock") {
+      hold = hold_sched_lock = true;
     } else if (arg == "--state" && has_value) {
       state_dir = argv[++i];
     } else if (arg == "--tenant" && has_value) {
@@ -59,6 +66,10 @@ int main(int argc, char** argv) {
   const int ledger = broker->OpenLedger(uuid, total, quota, &error);
   if (ledger < 0) return Fail(error);
   if (reserve > 0 && !broker->Reserve(ledger, reserve)) return Fail("reservation refused");
+  // Never unlocked: the process is killed holding it.
+  if (hold_sched_lock &&
+      pthread_mutex_lock(&broker->segment()->gpus[gpuslice::broker::LedgerGpu(ledger)].sched_mutex.mutex.native) != 0)
+    return Fail("cannot take the scheduler lock");
   std::printf("ready pid=%d ledger=%d used=%llu\n", static_cast<int>(getpid()), ledger,
               static_cast<unsigned long long>(broker->Used(ledger)));
   std::fflush(stdout);

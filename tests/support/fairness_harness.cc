@@ -184,14 +184,16 @@ bool Gpu::SetPolicy(broker::SharingMode mode, uint64_t quantum_ns, std::string* 
   return set(error);
 }
 
-Sample Gpu::Take() const {
+Sample Gpu::Take(int ordinal) const {
   Sample sample;
   simquery::Snapshot snap;
   std::string error;
   sample.t_ns = NowNs();
-  if (!simquery::TakeSnapshot(sim_state_, &snap, &error) || snap.devices.empty()) return sample;
+  if (!simquery::TakeSnapshot(sim_state_, &snap, &error) || ordinal < 0 ||
+      snap.devices.size() <= static_cast<size_t>(ordinal))
+    return sample;
   sample.t_ns = snap.taken_ns;
-  const auto& device = snap.devices[0];
+  const auto& device = snap.devices[static_cast<size_t>(ordinal)];
   sample.device_busy_ns = device.busy_ns;
   sample.handovers = device.handovers;
   for (const auto& p : device.processes) {

@@ -123,7 +123,9 @@ class Gpu {
   // has not, a managed process that allocates 1 MiB and exits introduces it first.
   bool SetPolicy(broker::SharingMode mode, uint64_t quantum_ns, std::string* error, uint64_t budget_ns = 0);
 
-  Sample Take() const;
+  // The simulated device `ordinal` now (a node of several: GPUSLICE_SIM_DEVICES in every
+  // process's StartOptions::env).
+  Sample Take(int ordinal = 0) const;
   // Sends SIGTERM to every running process and waits for them (the workload prints its result).
   void StopAll(int timeout_ms = 30000);
 

@@ -30,6 +30,18 @@ using fairness::StartOptions;
 inline const std::vector<std::string> kComputeBound = {"compute", "--kernel-us", "1000", "--depth", "2",
                                                        "--duration", "120"};
 
+// The workload's last {"event":"progress",...} line (run with --report-interval): its own count
+// of kernels completed in the last window, as a busy fraction. Null when there is none.
+inline fairness::Json LastProgress(const Child& child) {
+  const std::string out = child.Stdout();
+  const size_t at = out.rfind("\"event\":\"progress\"");
+  if (at == std::string::npos) return nullptr;
+  const size_t begin = out.rfind('\n', at), end = out.find('\n', at);
+  const size_t from = begin == std::string::npos ? 0 : begin + 1;
+  return fairness::Json::parse(out.substr(from, end == std::string::npos ? std::string::npos : end - from), nullptr,
+                               false);
+}
+
 // "a=0.5012 b=0.4988" for failure messages.
 inline std::string DescribeShares(const std::map<std::string, double>& shares) {
   std::string text;
