@@ -72,7 +72,16 @@ int DeviceArbiter::NextWaiter() const {
   if (a.waiting.load() == 0) return -1;
   for (int step = 1; step < kMaxProcesses; ++step) {
     const int candidate = (slot_ + step) % kMaxProcesses;
-    if (a.wants[candidate].load()) return candidate;
+    if (!a.wants[candidate].load()) continue;
+    // A process that exited while one of its threads still ran a kernel (exit() from main beside
+    // a launching thread) may have asked for a turn after it unregistered: its context is gone,
+    // as on the hardware, so the request is withdrawn rather than the device handed to it (each
+    // such hand-over cost every later turn a liveness timeout: the survivor ran 2 ms in 7).
+    if (!state_->IsLiveSlot(candidate)) {
+      if (device_->arbiter.wants[candidate].exchange(0) == 1) device_->arbiter.waiting.fetch_sub(1);
+      continue;
+    }
+    return candidate;
   }
   return -1;
 }

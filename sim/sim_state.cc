@@ -244,6 +244,11 @@ void SimState::UnregisterProcess(int slot) {
   own_slot_ = -1;
 }
 
+bool SimState::IsLiveSlot(int slot) const {
+  return slot >= 0 && slot < kMaxProcesses &&
+         static_cast<SlotState>(segment_->slots[slot].state.load()) == SlotState::kLive;
+}
+
 void SimState::ReapLocked() {
   for (int i = 0; i < kMaxProcesses; ++i) {
     // Our own lock does not conflict with our own open file description, so our slot would

@@ -43,6 +43,8 @@ class SimState {
 
   // True while the slot's process holds its liveness lock (works across PID namespaces).
   bool IsAlive(int slot);
+  // The slot belongs to a process that has not unregistered (a lock-free look at its state).
+  bool IsLiveSlot(int slot) const;
   // Returns the memory of every process that died and marks its slot exited.
   void ReapDeadProcesses();
 
