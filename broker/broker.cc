@@ -192,11 +192,9 @@ int Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, u
     const LedgerId ledger = LedgerId::Of(tenant, *gpu);
     LedgerEntry& entry = At(*segment, ledger);
     ProcessEntry& self = At(*segment, own);
-    const uint32_t bit = gpu->bit();
-    const bool already_open = self.open_gpus.load() & bit;
     // Published before the ledger's mutex is taken: whoever reaps this process then visits the
     // ledger, and so repairs it should this process die holding that mutex.
-    self.open_gpus.fetch_or(bit);
+    const bool already_open = MarkGpuOpen(self, *gpu);
     // Dead processes must not pin an old quota (see below).
     if (entry.state.load() == kInUse && entry.quota.load() != quota) ReapDeadLocked(segment, fd, own);
     uint64_t current = quota;
@@ -206,7 +204,7 @@ int Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, u
       if (!lock || !lock->locked()) {  // the caller reports *error (the shim: once); fail closed
         const LockFailure failure = lock ? lock->failure() : LockFailure::kBadState;
         MarkBroken(ledger);
-        if (!already_open) self.open_gpus.fetch_and(~bit);
+        if (!already_open) MarkGpuClosed(self, *gpu);
         *error = LockFaultLine(segment, "the memory ledger lock of tenant '" + TenantName(*segment, tenant_) +
                                             "' on " + FormatUuid(uuid),
                                failure, "this tenant's allocations on this GPU are refused");
@@ -222,7 +220,7 @@ int Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, u
       }
     }
     if (current != quota) {
-      if (!already_open) self.open_gpus.fetch_and(~bit);
+      if (!already_open) MarkGpuClosed(self, *gpu);
       *error = "gpuslice: tenant '" + TenantName(*segment, tenant_) + "' has a quota of " + Bytes(current) +
                " on " + FormatUuid(uuid) + ", set by its first process; this process asks for " + Bytes(quota) +
                " (every process of a tenant must have the same limit on a GPU)";
@@ -239,7 +237,7 @@ bool Broker::OwnsLedger(int ledger) const {
   const auto id = LedgerId::From(ledger);
   const auto slot = ProcessSlot::From(slot_);
   return id && slot && id->tenant().value() == tenant_ &&
-         (At(*file_->segment, *slot).open_gpus.load(std::memory_order_relaxed) & id->gpu().bit());
+         IsGpuOpen(At(*file_->segment, *slot), id->gpu(), std::memory_order_relaxed);
 }
 
 bool Broker::StillRegistered() const {

@@ -11,6 +11,7 @@
 //   for (ProcessSlot p : UsedProcessSlots(*segment)) ...   // the high-water mark, clamped
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 
@@ -36,7 +37,6 @@ class CheckedIndex {
   }
 
   constexpr int value() const { return value_; }
-  constexpr uint32_t bit() const { return 1u << value_; }  // for masks (GpuIndex: open_gpus)
   friend constexpr bool operator==(CheckedIndex a, CheckedIndex b) { return a.value_ == b.value_; }
   friend constexpr bool operator!=(CheckedIndex a, CheckedIndex b) { return a.value_ != b.value_; }
 
@@ -132,6 +132,26 @@ inline const LedgerEntry& At(const Segment& segment, LedgerId ledger) { return s
 template <typename T>
 T& At(T (&per_gpu)[kMaxGpus], GpuIndex gpu) {
   return per_gpu[gpu.value()];
+}
+
+// A process's open_gpus mask, a bit per GPU in words of 64 (segment_layout.h).
+inline std::atomic<uint64_t>& OpenGpusWord(ProcessEntry& process, GpuIndex gpu) {
+  return process.open_gpus[gpu.value() / 64];
+}
+inline uint64_t OpenGpusBit(GpuIndex gpu) { return uint64_t{1} << (gpu.value() % 64); }
+inline bool IsGpuOpen(const ProcessEntry& process, GpuIndex gpu,
+                      std::memory_order order = std::memory_order_seq_cst) {
+  return process.open_gpus[gpu.value() / 64].load(order) & OpenGpusBit(gpu);
+}
+// Set before the ledger's mutex is taken (so a reaper visits it); returns whether it was set already.
+inline bool MarkGpuOpen(ProcessEntry& process, GpuIndex gpu) {
+  return OpenGpusWord(process, gpu).fetch_or(OpenGpusBit(gpu)) & OpenGpusBit(gpu);
+}
+inline void MarkGpuClosed(ProcessEntry& process, GpuIndex gpu) {
+  OpenGpusWord(process, gpu).fetch_and(~OpenGpusBit(gpu));
+}
+inline void ClearOpenGpus(ProcessEntry& process) {
+  for (auto& word : process.open_gpus) word.store(0);
 }
 
 // Fields of an entry that name another entry, checked.

@@ -102,7 +102,7 @@ bool ComputeGate::TenantHasOtherLiveProcess() const {
   for (uint32_t i = 0; i < high_water; ++i) {
     const ProcessEntry& p = segment_->processes[i];
     if (static_cast<int>(i) == broker_->slot() || p.state.load() != kRegistered || p.tenant.load() != tenant_) continue;
-    if ((p.open_gpus.load() & (1u << gpu_index_)) && broker_->IsProcessAlive(static_cast<int>(i))) return true;
+    if (IsGpuOpen(p, *GpuIndex::From(gpu_index_)) && broker_->IsProcessAlive(static_cast<int>(i))) return true;
   }
   return false;
 }
@@ -112,7 +112,7 @@ bool ComputeGate::OthersPresent() const {
   for (uint32_t i = 0; i < high_water; ++i) {
     const ProcessEntry& p = segment_->processes[i];
     if (p.state.load() != kRegistered || p.tenant.load() == tenant_) continue;
-    if ((p.open_gpus.load() & (1u << gpu_index_)) && broker_->IsProcessAlive(static_cast<int>(i))) return true;
+    if (IsGpuOpen(p, *GpuIndex::From(gpu_index_)) && broker_->IsProcessAlive(static_cast<int>(i))) return true;
   }
   return false;
 }

@@ -168,7 +168,8 @@ void InitialiseSegment(Segment* segment) {
   header.max_processes = kMaxProcesses;
   header.tenant_name_bytes = kTenantNameBytes;
   InitRobustMutex(&header.table_mutex.mutex);
-  for (LedgerEntry& ledger : segment->ledgers) InitRobustMutex(&ledger.mutex.mutex);
+  // The ledgers' mutexes are initialised as tenants and GPUs arrive (broker/tables.cc): all
+  // 32,768 of them here would touch 8 MiB of the file, most of which a node never uses.
   // A zeroed pthread mutex is process-private: waiters in one process would never be woken by an
   // unlock in another (gated launches hung until a signal), and a dead holder would never be noticed.
   for (GpuEntry& gpu : segment->gpus) InitRobustMutex(&gpu.sched_mutex.mutex);
@@ -214,15 +215,17 @@ bool Create(SegmentFile* file, std::string* error) {
     return false;
   }
   // An abandoned file may hold a dead creator's partial writes: start again from zeros. A file
-  // of the right size is zeroed through the mapping rather than truncated, so that a reader that
-  // mapped it (a gpuslicectl, a process about to register) never touches a page past the end.
+  // of the right size is zeroed in place rather than truncated, so that a reader that mapped it
+  // (a gpuslicectl, a process about to register) never touches a page past the end: by punching
+  // out its blocks (it stays sparse), or where the file system cannot, through the mapping.
   const bool sized = static_cast<uint64_t>(st.st_size) == kSegmentSize;
   if (!sized && (ftruncate(fd, 0) != 0 || ftruncate(fd, static_cast<off_t>(kSegmentSize)) != 0 || fstat(fd, &st) != 0)) {
     *error = "gpuslice: cannot size state file " + file->path + ": " + Strerror(errno);
     return false;
   }
   if (!Map(file, st, error)) return false;
-  if (sized) std::memset(static_cast<void*>(file->segment), 0, kSegmentSize);
+  if (sized && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(kSegmentSize)) != 0)
+    std::memset(static_cast<void*>(file->segment), 0, kSegmentSize);
   InitialiseSegment(file->segment);
   return true;
 }

@@ -23,15 +23,21 @@
 namespace gpuslice::broker {
 
 inline constexpr uint64_t kMagic = 0x31524B4253435047ULL;  // "GPCSBKR1" little-endian
-inline constexpr uint32_t kLayoutVersion = 3;  // 2: compute time-slicing; 3: in-flight tracking, leases,
-                                               // classes, per-process waiting, counters
+inline constexpr uint32_t kLayoutVersion = 4;  // 2: compute time-slicing; 3: in-flight tracking, leases,
+                                               // classes, per-process waiting, counters; 4: 128 GPUs
+                                               // (open_gpus a 128-bit mask), ledger mutexes set up lazily
 inline constexpr char kStateFileName[] = "gpuslice.state";
 
-inline constexpr int kMaxGpus = 16;            // distinct GPU UUIDs (MIG instances count apiece)
+// Distinct GPU UUIDs, MIG instances counting apiece: a 16-GPU node with seven instances on every
+// GPU, and the 16 parents, is 128. The tables of GPUs x tenants and GPUs x processes grow with it;
+// docs/broker.md ("Size") says how little of them a node actually touches.
+inline constexpr int kMaxGpus = 128;
 inline constexpr int kMaxTenants = 256;
 inline constexpr int kMaxProcesses = 1024;
 inline constexpr int kTenantNameBytes = 64;    // names of at most 63 bytes, NUL-terminated
 inline constexpr int kMaxLedgers = kMaxTenants * kMaxGpus;  // ledger index = tenant * kMaxGpus + gpu
+inline constexpr int kGpuMaskWords = kMaxGpus / 64;          // a bit per GPU, in u64 words
+static_assert(kMaxGpus % 64 == 0, "open_gpus holds whole words");
 
 // A registered process holds an OFD write lock on byte kLivenessLockBase + slot of the state file
 // for as long as it lives (common/process_lock.h). The bytes lie far past the end of the file.
@@ -183,15 +189,22 @@ struct alignas(64) ProcessEntry {
   std::atomic<uint32_t> state;             // ProcessState
   std::atomic<int32_t> pid;                // as the process saw itself: informational only
   std::atomic<int32_t> tenant;             // tenant index while registered
-  std::atomic<uint32_t> open_gpus;         // bit g: the process opened its tenant's ledger on GPU g
+  uint32_t reserved;
   std::atomic<uint64_t> generation;        // bumped at every claim: lock-free readers detect reuse
   std::atomic<uint64_t> started_ns;        // CLOCK_MONOTONIC at registration
+  // Bit g % 64 of word g / 64: the process opened its tenant's ledger on GPU g. Each bit is set
+  // and cleared by one atomic operation on its word (broker/checked_index.h: IsGpuOpen...).
+  std::atomic<uint64_t> open_gpus[kGpuMaskWords];
   // Bytes this process holds on each GPU; changed only under that GPU's ledger mutex of its tenant.
   std::atomic<uint64_t> charged[kMaxGpus];
   // Its scheduling state on each GPU (broker/scheduler.h); zeroed when the slot is claimed.
   ProcessGpuState sched[kMaxGpus];
 };
 
+// The file is created sparse and is mostly never touched: an entry past its table's high-water
+// mark is zero bytes nobody reads. So that this holds for the ledgers too, the mutex of tenant t's
+// ledger on GPU g is initialised once both t and g have been claimed, not when the file is
+// created (broker/tables.cc); a tenant's ledgers lie side by side.
 struct Segment {
   SegmentHeader header;
   GpuEntry gpus[kMaxGpus];

@@ -49,7 +49,7 @@ TenantView ViewTenant(const Segment& segment, TenantIndex tenant, GpuIndex gpu) 
     const ProcessEntry& process = At(segment, p);
     if (process.state.load() != kRegistered || process.tenant.load() != tenant.value()) continue;
     const uint64_t charged = At(process.charged, gpu).load();
-    if (charged == 0 && !(process.open_gpus.load() & gpu.bit())) continue;
+    if (charged == 0 && !IsGpuOpen(process, gpu)) continue;
     // Waiting now: its waiting stamp is within the lease (a stale one is a stopped or dead waiter).
     const uint64_t stamp = At(process.sched, gpu).waiting_ns.load();
     const uint64_t now = MonotonicNanos();

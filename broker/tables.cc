@@ -7,6 +7,7 @@
 #include "broker/ledger.h"
 #include "common/clock.h"
 #include "common/process_lock.h"
+#include "common/robust_mutex.h"
 
 namespace gpuslice::broker {
 namespace {
@@ -17,15 +18,35 @@ constexpr uint32_t kRegistered = static_cast<uint32_t>(ProcessState::kRegistered
 
 // A free entry below the high-water mark, else the first never-used one (raising the mark
 // before the entry is written, so that a claimed entry is always below it). nullopt when full.
-template <typename Index, typename Entry>
-std::optional<Index> FreeEntry(Entry (&entries)[Index::kCount], std::atomic<uint32_t>* mark) {
+// `first_use` prepares a never-used entry before the mark covers it: a claimant killed halfway
+// leaves it past the mark, to be prepared again by the next.
+template <typename Index, typename Entry, typename FirstUse>
+std::optional<Index> FreeEntry(Entry (&entries)[Index::kCount], std::atomic<uint32_t>* mark, FirstUse first_use) {
   const IndexRange<Index> used(mark->load());
   for (Index i : used) {
     if (entries[i.value()].state.load() == kFree) return i;
   }
   const auto next = Index::From(used.size());
-  if (next) mark->store(static_cast<uint32_t>(used.size() + 1));
+  if (next) {
+    first_use(*next);
+    mark->store(static_cast<uint32_t>(used.size() + 1));
+  }
   return next;
+}
+
+// Ledger mutexes are initialised as the tables grow rather than when the file is created, so
+// that the file's pages are touched only for the tenants and GPUs a node has (docs/broker.md,
+// "Size"). The rule: the ledger of tenant t on GPU g is initialised once t and g are both below
+// their high-water marks. Whichever of the two is claimed second, for the first time, initialises
+// it, before raising its mark; both claims hold the table mutex. Nobody can hold such a mutex
+// before: a process opens a ledger only on a claimed GPU, as a claimed tenant. A forged index
+// past a mark finds a zeroed mutex, which RobustLock refuses as corrupt.
+void InitLedgersOfNewTenant(Segment* segment, TenantIndex tenant) {
+  for (GpuIndex gpu : UsedGpus(*segment)) InitRobustMutex(&At(*segment, LedgerId::Of(tenant, gpu)).mutex.mutex);
+}
+void InitLedgersOfNewGpu(Segment* segment, GpuIndex gpu) {
+  for (TenantIndex tenant : UsedTenants(*segment))
+    InitRobustMutex(&At(*segment, LedgerId::Of(tenant, gpu)).mutex.mutex);
 }
 
 // A ledger whose tenant or GPU entry is (re)claimed starts unset. No registered process has a
@@ -86,7 +107,8 @@ std::optional<TenantIndex> FindOrClaimTenant(Segment* segment, std::string_view 
       return i;
     }
   }
-  std::optional<TenantIndex> chosen = FreeEntry<TenantIndex>(segment->tenants, &segment->header.tenant_high_water);
+  std::optional<TenantIndex> chosen = FreeEntry<TenantIndex>(segment->tenants, &segment->header.tenant_high_water,
+                                                             [segment](TenantIndex t) { InitLedgersOfNewTenant(segment, t); });
   if (!chosen && recycle) {
     std::bitset<kMaxTenants> busy;
     for (ProcessSlot p : UsedProcessSlots(*segment)) {
@@ -104,7 +126,8 @@ std::optional<TenantIndex> FindOrClaimTenant(Segment* segment, std::string_view 
   if (!chosen) return std::nullopt;
   TenantEntry& entry = At(*segment, *chosen);
   entry.state.store(kFree);  // a recycled entry: unpublished before it is rewritten
-  for (GpuIndex gpu : AllIndices<GpuIndex>()) ResetLedger(segment, LedgerId::Of(*chosen, gpu));
+  // GPUs past the high-water mark have never had a ledger of any tenant (claiming one resets them).
+  for (GpuIndex gpu : UsedGpus(*segment)) ResetLedger(segment, LedgerId::Of(*chosen, gpu));
   std::memset(entry.name, 0, sizeof entry.name);
   std::memcpy(entry.name, name.data(), std::min<size_t>(name.size(), kTenantNameBytes - 1));
   entry.name_length = static_cast<uint32_t>(std::min<size_t>(name.size(), kTenantNameBytes - 1));
@@ -123,14 +146,18 @@ std::optional<GpuIndex> FindOrClaimGpu(Segment* segment, const uint8_t (&uuid)[1
       return i;
     }
   }
-  std::optional<GpuIndex> chosen = FreeEntry<GpuIndex>(segment->gpus, &segment->header.gpu_high_water);
+  std::optional<GpuIndex> chosen =
+      FreeEntry<GpuIndex>(segment->gpus, &segment->header.gpu_high_water,
+                          [segment](GpuIndex g) { InitLedgersOfNewGpu(segment, g); });
   if (!chosen && recycle) {
-    uint32_t open = 0;
+    uint64_t open[kGpuMaskWords] = {};
     for (ProcessSlot p : UsedProcessSlots(*segment)) {
-      if (IsRegistered(At(*segment, p))) open |= At(*segment, p).open_gpus.load();
+      const ProcessEntry& process = At(*segment, p);
+      if (!IsRegistered(process)) continue;
+      for (int w = 0; w < kGpuMaskWords; ++w) open[w] |= process.open_gpus[w].load();
     }
     for (GpuIndex g : AllIndices<GpuIndex>()) {
-      if (!(open & g.bit())) {
+      if (!(open[g.value() / 64] & OpenGpusBit(g))) {
         chosen = g;
         break;
       }
@@ -180,7 +207,7 @@ std::optional<ProcessSlot> ClaimProcessSlot(Segment* segment, int fd, TenantInde
   process.generation.fetch_add(1);  // before anything else: lock-free readers see the reuse
   process.tenant.store(tenant.value());
   process.pid.store(pid);
-  process.open_gpus.store(0);
+  ClearOpenGpus(process);
   process.started_ns.store(MonotonicNanos());
   for (auto& charged : process.charged) charged.store(0);  // already zero: freed slots hold none
   ClearSchedState(process);
@@ -192,12 +219,8 @@ bool ReturnChargesAndFree(Segment* segment, ProcessSlot slot, uint64_t ledger_wa
   ProcessEntry& process = At(*segment, slot);
   const std::optional<TenantIndex> tenant = TenantOf(process);
   bool left = false;
-  uint32_t gpus = process.open_gpus.load();
   for (GpuIndex g : AllIndices<GpuIndex>()) {
-    if (At(process.charged, g).load() != 0) gpus |= g.bit();
-  }
-  for (GpuIndex g : AllIndices<GpuIndex>()) {
-    if (!(gpus & g.bit())) continue;
+    if (!IsGpuOpen(process, g) && At(process.charged, g).load() == 0) continue;
     if (!tenant) {  // corrupt: nothing to return the charge to
       At(process.charged, g).store(0);
       continue;
@@ -221,7 +244,7 @@ bool ReturnChargesAndFree(Segment* segment, ProcessSlot slot, uint64_t ledger_wa
     At(process.charged, g).store(0);
   }
   if (left) return false;
-  process.open_gpus.store(0);
+  ClearOpenGpus(process);
   ClearSchedState(process);
   process.state.store(kFree);
   return true;
@@ -245,7 +268,7 @@ bool OtherProcessHasLedgerOpen(const Segment& segment, TenantIndex tenant, GpuIn
   for (ProcessSlot i : UsedProcessSlots(segment)) {
     const ProcessEntry& process = At(segment, i);
     if (i != except_slot && IsRegistered(process) && process.tenant.load() == tenant.value() &&
-        (process.open_gpus.load() & gpu.bit())) {
+        IsGpuOpen(process, gpu)) {
       return true;
     }
   }

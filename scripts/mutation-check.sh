@@ -146,6 +146,16 @@ sabotage reclaim-on-memory-query-off shim/hooks_memory_info.cc \
   '^(ShimMemoryInfo|ShimReclaimPaths|ShimCrashTest)' \
   'cuMemGetInfo and NVML keep counting dead processes'"'"' memory'
 
+# Table sizes (issue 22: a 16-GPU node of MIG instances is 128 GPUs).
+sabotage open-gpus-first-word-only broker/checked_index.h \
+  's/return process\.open_gpus\[gpu\.value\(\) \/ 64\]\.load\(order\) & OpenGpusBit\(gpu\);/return process.open_gpus[0].load(order) \& OpenGpusBit(gpu);  \/\/ SABOTAGE/' \
+  '^(BrokerLedgerTest|BrokerCheckedIndexTest)' \
+  'GPUs 64 to 127 are seen open or closed by the bits of GPUs 0 to 63'
+sabotage ledger-init-on-new-tenant-off broker/tables.cc \
+  's/^(void InitLedgersOfNewTenant\(Segment\* segment, TenantIndex tenant\) \{\n).*\n/$1  (void)segment; (void)tenant;  \/\/ SABOTAGE\n/m' \
+  '^(BrokerLedgerTest)' \
+  'a tenant that arrives after a GPU finds its ledger lock there uninitialised and is refused'
+
 # Crash and fork safety.
 sabotage torn-ledger-not-repaired broker/ledger.cc \
   's/(ledger_repairs\.fetch_add\(1, std::memory_order_relaxed\);\n)\s*At\(\*segment, ledger\)\.used\.store\(SumRegisteredCharges\(\*segment, ledger\.tenant\(\), ledger\.gpu\(\)\),\n\s*std::memory_order_release\);/$1    \/\/ SABOTAGE: the total is not recomputed/' \

@@ -18,7 +18,6 @@ TEST(BrokerCheckedIndexTest, OnlyValuesInsideTheTableMakeAnIndex) {
   EXPECT_FALSE(TenantIndex::FromUnsigned(UINT32_MAX));
   EXPECT_EQ(TenantIndex::From(kMaxTenants - 1)->value(), kMaxTenants - 1);
   EXPECT_FALSE(GpuIndex::From(kMaxGpus));
-  EXPECT_EQ(GpuIndex::From(3)->bit(), 8u);
   EXPECT_FALSE(ProcessSlot::From(kMaxProcesses));
   EXPECT_FALSE(LedgerId::From(kMaxLedgers));
   EXPECT_FALSE(LedgerId::From(-5));
@@ -30,6 +29,28 @@ TEST(BrokerCheckedIndexTest, LedgerIdSplitsIntoItsTenantAndGpu) {
   EXPECT_EQ(id.tenant().value(), 7);
   EXPECT_EQ(id.gpu().value(), 5);
   EXPECT_EQ(LedgerId::From(kMaxLedgers - 1)->tenant().value(), kMaxTenants - 1);
+}
+
+// open_gpus spans words: GPU 64 and GPU 127 (the last) have bits of their own, apart from GPU 0's
+// and GPU 63's, as a single 32-bit mask's `1u << gpu` could not give them.
+TEST(BrokerCheckedIndexTest, EveryGpuHasItsOwnOpenBit) {
+  auto segment = std::make_unique<Segment>();
+  ProcessEntry& process = segment->processes[0];
+  const GpuIndex opened[] = {*GpuIndex::From(0), *GpuIndex::From(63), *GpuIndex::From(64),
+                             *GpuIndex::From(kMaxGpus - 1)};
+  for (GpuIndex gpu : opened) EXPECT_FALSE(MarkGpuOpen(process, gpu)) << "was closed";
+  EXPECT_TRUE(MarkGpuOpen(process, opened[2])) << "was open already";
+  EXPECT_EQ(process.open_gpus[0].load(), (1ULL << 63) | 1ULL);
+  EXPECT_EQ(process.open_gpus[1].load(), (1ULL << 63) | 1ULL);
+  int open = 0;
+  for (GpuIndex gpu : AllIndices<GpuIndex>()) open += IsGpuOpen(process, gpu);
+  EXPECT_EQ(open, 4);
+  MarkGpuClosed(process, opened[2]);
+  EXPECT_FALSE(IsGpuOpen(process, opened[2]));
+  EXPECT_TRUE(IsGpuOpen(process, opened[3]));
+  EXPECT_TRUE(IsGpuOpen(process, opened[0]));
+  ClearOpenGpus(process);
+  for (GpuIndex gpu : AllIndices<GpuIndex>()) EXPECT_FALSE(IsGpuOpen(process, gpu));
 }
 
 TEST(BrokerCheckedIndexTest, ForgedHighWaterMarksAreClampedToTheTable) {

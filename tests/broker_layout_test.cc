@@ -10,14 +10,15 @@
 namespace gpuslice::broker {
 namespace {
 
-TEST(BrokerLayoutTest, VersionThreeLayoutIsUnchanged) {
-  ASSERT_EQ(kLayoutVersion, 3u) << "update the golden figures below for the new version";
+TEST(BrokerLayoutTest, VersionFourLayoutIsUnchanged) {
+  ASSERT_EQ(kLayoutVersion, 4u) << "update the golden figures below for the new version";
   EXPECT_EQ(kMagic, 0x31524B4253435047ULL);
-  EXPECT_EQ(kMaxGpus, 16);
+  EXPECT_EQ(kMaxGpus, 128);
   EXPECT_EQ(kMaxTenants, 256);
   EXPECT_EQ(kMaxProcesses, 1024);
   EXPECT_EQ(kTenantNameBytes, 64);
-  EXPECT_EQ(kMaxLedgers, 4096);
+  EXPECT_EQ(kMaxLedgers, 32768);
+  EXPECT_EQ(kGpuMaskWords, 2);
   EXPECT_EQ(kLivenessLockBase, 1ULL << 32);
 
   EXPECT_EQ(sizeof(MutexSlot), 48u);
@@ -26,8 +27,8 @@ TEST(BrokerLayoutTest, VersionThreeLayoutIsUnchanged) {
   EXPECT_EQ(sizeof(TenantEntry), 72u);
   EXPECT_EQ(sizeof(LedgerEntry), 256u);
   EXPECT_EQ(sizeof(ProcessGpuState), 48u);
-  EXPECT_EQ(sizeof(ProcessEntry), 960u);
-  EXPECT_EQ(sizeof(Segment), 2053248u);
+  EXPECT_EQ(sizeof(ProcessEntry), 7232u);
+  EXPECT_EQ(sizeof(Segment), 15837312u);
   EXPECT_EQ(alignof(Segment), 64u);
 
   EXPECT_EQ(offsetof(SegmentHeader, magic), 0u);
@@ -76,17 +77,18 @@ TEST(BrokerLayoutTest, VersionThreeLayoutIsUnchanged) {
   EXPECT_EQ(offsetof(ProcessEntry, state), 0u);
   EXPECT_EQ(offsetof(ProcessEntry, pid), 4u);
   EXPECT_EQ(offsetof(ProcessEntry, tenant), 8u);
-  EXPECT_EQ(offsetof(ProcessEntry, open_gpus), 12u);
+  EXPECT_EQ(offsetof(ProcessEntry, reserved), 12u);
   EXPECT_EQ(offsetof(ProcessEntry, generation), 16u);
   EXPECT_EQ(offsetof(ProcessEntry, started_ns), 24u);
-  EXPECT_EQ(offsetof(ProcessEntry, charged), 32u);
-  EXPECT_EQ(offsetof(ProcessEntry, sched), 160u);
+  EXPECT_EQ(offsetof(ProcessEntry, open_gpus), 32u);
+  EXPECT_EQ(offsetof(ProcessEntry, charged), 48u);
+  EXPECT_EQ(offsetof(ProcessEntry, sched), 1072u);
 
   EXPECT_EQ(offsetof(Segment, header), 0u);
   EXPECT_EQ(offsetof(Segment, gpus), 128u);
-  EXPECT_EQ(offsetof(Segment, tenants), 3200u);
-  EXPECT_EQ(offsetof(Segment, processes), 21632u);
-  EXPECT_EQ(offsetof(Segment, ledgers), 1004672u);
+  EXPECT_EQ(offsetof(Segment, tenants), 24704u);
+  EXPECT_EQ(offsetof(Segment, processes), 43136u);
+  EXPECT_EQ(offsetof(Segment, ledgers), 7448704u);
 }
 
 // The ledger's hot fields and its mutex share one cache line; processes never share one.

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <iterator>
+#include <vector>
 
 #include "broker/broker.h"
 #include "broker/segment_layout.h"
@@ -171,6 +173,53 @@ TEST_F(BrokerLedgerTest, GpuTotalMemoryIsRecordedPerUuid) {
   EXPECT_EQ(snapshot.gpus[0].uuid, FormatUuid(kTestUuid));
   EXPECT_EQ(snapshot.gpus[0].total_memory, kTestGpuTotal);
   EXPECT_EQ(snapshot.gpus[1].total_memory, 40ULL << 30);
+}
+
+// A 16-GPU node with seven MIG instances on every GPU, and the 16 parents: 128 GPUs, each with a
+// quota of its own for the tenant (GPU g: g + 1 MiB), held exactly; GPUs 64 to 127 lie in the
+// second word of a process's open_gpus. A tenant that arrives once every GPU exists gets
+// ledgers there too, and leaving returns every charge.
+TEST_F(BrokerLedgerTest, EveryGpuOfAFullNodeHasALedgerOfItsOwn) {
+  std::string error;
+  auto alpha = Broker::Attach(dir_.state_dir(), &error);
+  ASSERT_TRUE(alpha) << error;
+  ASSERT_TRUE(alpha->Register("alpha", &error)) << error;
+  const auto uuid_of = [](int g, uint8_t (&uuid)[16]) {
+    std::copy(std::begin(kTestUuid), std::end(kTestUuid), uuid);
+    uuid[14] = static_cast<uint8_t>(g >> 8);
+    uuid[15] = static_cast<uint8_t>(g);
+  };
+  std::vector<int> ledgers;
+  for (int g = 0; g < kMaxGpus; ++g) {
+    uint8_t uuid[16];
+    uuid_of(g, uuid);
+    const uint64_t quota = static_cast<uint64_t>(g + 1) * kMiB;
+    const int ledger = alpha->OpenLedger(uuid, kTestGpuTotal, quota, &error);
+    ASSERT_GE(ledger, 0) << "GPU " << g << ": " << error;
+    ledgers.push_back(ledger);
+    EXPECT_TRUE(alpha->Reserve(ledger, quota)) << "GPU " << g;
+    EXPECT_FALSE(alpha->Reserve(ledger, 1)) << "GPU " << g;
+  }
+  for (int g = 0; g < kMaxGpus; ++g) EXPECT_EQ(alpha->Used(ledgers[g]), (g + 1) * kMiB) << "GPU " << g;
+  uint8_t one_more[16];
+  uuid_of(kMaxGpus, one_more);
+  EXPECT_EQ(alpha->OpenLedger(one_more, kTestGpuTotal, kMiB, &error), -1);
+  EXPECT_NE(error.find("is full (128 GPUs in use)"), std::string::npos) << error;
+
+  auto beta = Broker::Attach(dir_.state_dir(), &error);
+  ASSERT_TRUE(beta) << error;
+  ASSERT_TRUE(beta->Register("beta", &error)) << error;
+  // GPUs 64 and 127 without 0 and 63, which have the same bit positions in the first word.
+  for (int g : {5, 64, kMaxGpus - 1}) {
+    uint8_t uuid[16];
+    uuid_of(g, uuid);
+    const int ledger = beta->OpenLedger(uuid, kTestGpuTotal, kMiB, &error);
+    ASSERT_GE(ledger, 0) << "GPU " << g << ": " << error;
+    EXPECT_TRUE(beta->Reserve(ledger, kMiB)) << "GPU " << g;
+    EXPECT_FALSE(beta->Reserve(ledger, 1)) << "GPU " << g;
+  }
+  alpha->Unregister();
+  for (int g = 0; g < kMaxGpus; ++g) EXPECT_EQ(beta->Used(ledgers[g]), 0u) << "GPU " << g;
 }
 
 TEST_F(BrokerLedgerTest, TenantNamesMustBeOneTo63Bytes) {

@@ -52,7 +52,7 @@ class FakeNode {
     const int slot = static_cast<int>(segment_->header.process_high_water.fetch_add(1));
     ProcessEntry& p = segment_->processes[slot];
     p.tenant.store(tenant);
-    p.open_gpus.store(1);
+    p.open_gpus[0].store(1);  // GPU 0
     p.state.store(static_cast<uint32_t>(ProcessState::kRegistered));
     alive_.insert(slot);
     return slot;
