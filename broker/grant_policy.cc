@@ -251,6 +251,10 @@ void GrantPolicy::ChargePriorityWork(int tenant, uint64_t ns, uint64_t now) {
   std::optional<SchedLock> lock;
   if (!Lock(&lock)) return;  // not charged: no decision can be made meanwhile either
   ChargeLocked(tenant, ns, now);
+  // The part of it within the current grant is not the holder's (nor, for a latency holder, its
+  // grant's a second time): the holder's charge leaves it out.
+  if (gpu_->holder.load() != 0)
+    gpu_->overlap_ns.fetch_add(std::min(ns, Elapsed(gpu_->grant_start_ns.load(), now)));
   LedgerEntry& l = segment_->ledgers[LedgerIndex(tenant, gpu_index_)];
   l.priority_tokens_ns.store(BucketNow(l.priority_tokens_ns.load(), l.priority_tokens_at_ns.load(), WeightOf(l), now) -
                              static_cast<int64_t>(ns));
@@ -272,14 +276,51 @@ void GrantPolicy::RollShareWindowLocked(uint64_t now) {
   gpu_->window_start_ns.store(now);
 }
 
+// The previous holder's last kernel, which ran on beside the current grant, has completed (or
+// the grant moves again): the hardware time-sliced the two meanwhile, so each is charged half of
+// the overlap — the tail's tenant now, the current holder by that much less at its hand-over.
+void GrantPolicy::SettleTailLocked(uint64_t now, bool force) {
+  const uint32_t tail = gpu_->tail_holder.load();
+  if (tail == 0) return;
+  if (tail > TenantHighWater()) {  // not a tenant: a corrupt value is dropped
+    gpu_->tail_holder.store(0);
+    return;
+  }
+  if (!force && HolderActivity(static_cast<int>(tail - 1), now) == Activity::kDraining) return;
+  const uint64_t half = Elapsed(gpu_->tail_since_ns.load(), now) / 2;
+  ChargeLocked(static_cast<int>(tail - 1), half, now);
+  gpu_->overlap_ns.fetch_add(half);
+  gpu_->tail_holder.store(0);
+}
+
+uint64_t GrantPolicy::TenantBusyNs(int tenant, uint64_t now) const {
+  uint64_t busy = 0;
+  for (uint32_t i = 0; i < ProcessHighWater(); ++i) {
+    const ProcessEntry& p = segment_->processes[i];
+    if (p.state.load() != kRegistered || p.tenant.load() != tenant) continue;
+    const ProcessGpuState& st = p.sched[gpu_index_];
+    busy += st.busy_total_ns.load();
+    if (st.inflight.load() != 0) busy += Elapsed(st.busy_since_ns.load(), now);  // a period still open
+  }
+  return busy;
+}
+
 void GrantPolicy::HandOverLocked(uint64_t now) {
+  SettleTailLocked(now, /*force=*/true);
   const uint32_t holder = gpu_->holder.load();
   const uint64_t start = gpu_->grant_start_ns.load();
   if (holder != 0 && holder <= TenantHighWater()) {
-    // Charged up to its last activity: nothing for time it held the GPU idle, or after it died.
+    // Charged the time its processes had work on the GPU during the grant — not the gaps of a
+    // launcher that leaves the device idle between kernels, not time it held the GPU idle or after
+    // it died (up to its last activity) — less time already charged to others beside it (latency
+    // work, the previous holder's tail).
     const uint64_t active = std::clamp(gpu_->holder_active_ns.load(), start, now);
-    ChargeLocked(static_cast<int>(holder - 1), active - start, now);
+    const uint64_t busy_now = TenantBusyNs(static_cast<int>(holder - 1), now);
+    const uint64_t at_grant = gpu_->holder_busy_at_grant_ns.load();
+    const uint64_t used = std::min(active - start, busy_now > at_grant ? busy_now - at_grant : 0);
+    ChargeLocked(static_cast<int>(holder - 1), used - std::min(used, gpu_->overlap_ns.load()), now);
   }
+  gpu_->overlap_ns.store(0);
   RollShareWindowLocked(now);
   uint64_t retry_after = 0;
   const int next = PickNext(now, &retry_after);
@@ -291,6 +332,7 @@ void GrantPolicy::HandOverLocked(uint64_t now) {
   }
   gpu_->grant_start_ns.store(now);
   gpu_->holder_active_ns.store(now);
+  gpu_->holder_busy_at_grant_ns.store(next >= 0 ? TenantBusyNs(next, now) : 0);
   gpu_->closing.store(0);
   gpu_->holder.store(next >= 0 ? static_cast<uint32_t>(next + 1) : 0);
 }
@@ -338,6 +380,7 @@ GrantPolicy::CloseReason GrantPolicy::ShouldCloseLocked(int holder, uint64_t now
 bool GrantPolicy::AdvanceLocked(uint64_t now) {
   bool changed = false;
   RefreshWaitingLocked(now);
+  SettleTailLocked(now, /*force=*/false);
   if (gpu_->priority.load() != 0 && !PriorityActive(now)) {
     gpu_->priority.store(0);
     changed = true;
@@ -390,6 +433,11 @@ bool GrantPolicy::AdvanceLocked(uint64_t now) {
   const bool drained = activity != Activity::kDraining || (reason == CloseReason::kYield && most_queued <= 1);
   if ((close && drained) || activity == Activity::kIdle || activity == Activity::kGone) {
     HandOverLocked(now);
+    const uint32_t next = gpu_->holder.load();
+    if (activity == Activity::kDraining && next != 0 && next != holder) {  // its kernel runs on: a tail
+      gpu_->tail_holder.store(holder);
+      gpu_->tail_since_ns.store(now);
+    }
     return true;
   }
   if (!close) {  // an idleness probe that found work; a gate closed earlier for a waiter now gone

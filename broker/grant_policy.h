@@ -102,6 +102,9 @@ class GrantPolicy {
   bool Lock(std::optional<SchedLock>* lock);
   bool AdvanceLocked(uint64_t now);
   void HandOverLocked(uint64_t now);
+  void SettleTailLocked(uint64_t now, bool force);
+  // The busy time of the tenant's registered processes on this GPU so far, open periods included.
+  uint64_t TenantBusyNs(int tenant, uint64_t now) const;
   void ChargeLocked(int tenant, uint64_t ns, uint64_t now);
   void RollShareWindowLocked(uint64_t now);
   // Why the holder's grant must end now: its limit, its quantum while others wait, or a yield

@@ -25,7 +25,9 @@ namespace gpuslice::broker {
 inline constexpr uint64_t kMagic = 0x31524B4253435047ULL;  // "GPCSBKR1" little-endian
 inline constexpr uint32_t kLayoutVersion = 4;  // 2: compute time-slicing; 3: in-flight tracking, leases,
                                                // classes, per-process waiting, counters; 4: 128 GPUs
-                                               // (open_gpus a 128-bit mask), ledger mutexes set up lazily
+                                               // (open_gpus a 128-bit mask), ledger mutexes set up lazily,
+                                               // a grant's overlap with others' charged time, grants
+                                               // charged by their holder's busy time
 inline constexpr char kStateFileName[] = "gpuslice.state";
 
 // Distinct GPU UUIDs, MIG instances counting apiece: a 16-GPU node with seven instances on every
@@ -91,7 +93,9 @@ enum class SharingMode : uint32_t {
 // scheduler's state (broker/scheduler.h, docs/scheduling.md).
 struct alignas(64) GpuEntry {
   std::atomic<uint32_t> state;             // EntryState
-  uint32_t reserved;
+  // The previous holder (tenant + 1) whose last kernel still runs beside the current grant (a
+  // yield to a waiter owed the GPU does not wait for it); 0: none. Under sched_mutex.
+  std::atomic<uint32_t> tail_holder;
   std::atomic<uint64_t> total_memory;      // bytes, as the driver reports it
   std::atomic<uint64_t> uuid[2];           // the UUID's 16 bytes, in order
   // Policy, set by gpuslicectl (0 = the default).
@@ -112,6 +116,13 @@ struct alignas(64) GpuEntry {
   std::atomic<uint64_t> budget_ns;         // policy: work a holder may keep queued (0 = default)
   std::atomic<uint64_t> holder_active_ns;  // the holder was last seen with work: what it is charged to
   std::atomic<uint64_t> last_decision_ns;  // the last grant decision: waiters leave the next to others
+  std::atomic<uint64_t> tail_since_ns;     // when tail_holder's grant passed on
+  // Time within the current grant already charged to others (latency work beside it, the share of
+  // the previous holder's tail): the holder is not charged for it again.
+  std::atomic<uint64_t> overlap_ns;
+  // The holder's processes' busy time (ProcessGpuState::busy_total_ns and any open period) when it
+  // got the grant: its grant is charged by how much that grew, not by the grant's wall time.
+  std::atomic<uint64_t> holder_busy_at_grant_ns;
   MutexSlot sched_mutex;                   // guards grant decisions and every virtual time
 };
 
@@ -176,7 +187,10 @@ struct ProcessGpuState {
   std::atomic<uint64_t> heartbeat_ns;      // renewed by its monitor: a stale one is stopped or stuck
   std::atomic<uint64_t> waiting_ns;        // 0, or renewed by its threads waiting for the grant
   std::atomic<uint64_t> priority_until_ns; // latency class: its launches pass the grant until then
-  std::atomic<uint64_t> busy_since_ns;     // when inflight last became non-zero
+  std::atomic<uint64_t> busy_since_ns;     // when inflight last became non-zero (or work went untracked)
+  // Time it had work in flight, summed over its busy periods that ended (untracked work counts as
+  // in flight from its first launch to its confirmation): what its tenant's grants are charged by.
+  std::atomic<uint64_t> busy_total_ns;
 };
 inline constexpr uint32_t kUntrackedWork = 1u << 31;
 

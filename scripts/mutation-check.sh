@@ -98,7 +98,7 @@ sabotage classes-ignored broker/grant_policy.cc \
   '^(Sched|GrantPolicy)' \
   'GPUSLICE_COMPUTE_CLASS changes nothing in the grant decisions'
 sabotage idle-charged broker/grant_policy.cc \
-  's/const uint64_t active = working \? now : std::min\(went_idle, now\);/const uint64_t active = now;  \/\/ SABOTAGE/' \
+  's/const uint64_t used = std::min\(active - start, busy_now > at_grant \? busy_now - at_grant : 0\);/const uint64_t used = Elapsed(start, now);  \/\/ SABOTAGE/' \
   '^(Sched|GrantPolicy)' \
   'a holder is charged for the time it held the GPU idle'
 
@@ -155,6 +155,28 @@ sabotage ledger-init-on-new-tenant-off broker/tables.cc \
   's/^(void InitLedgersOfNewTenant\(Segment\* segment, TenantIndex tenant\) \{\n).*\n/$1  (void)segment; (void)tenant;  \/\/ SABOTAGE\n/m' \
   '^(BrokerLedgerTest)' \
   'a tenant that arrives after a GPU finds its ledger lock there uninitialised and is refused'
+
+# Deployment shapes (issue 22): leavers mid-wait, two GPUs, bounded locks, pitched rows.
+sabotage closing-kept-for-gone-waiter broker/grant_policy.cc \
+  's/    if \(gpu_->closing\.exchange\(0\) != 0\) changed = true;\n    return changed;/    return changed;  \/\/ SABOTAGE/' \
+  '^(GrantPolicyTest|SchedDeploymentShapesTest)' \
+  'a gate closed for a waiter that then left stays closed: the holder waits for its own grant'
+sabotage first-gpu-gates-all shim/compute_gate.cc \
+  's/  if \(last\.state == this && last\.epoch == epoch && last\.context == current && last\.stream == key\) return last\.tracker;/  if (last.state == this) return last.tracker;  \/\/ SABOTAGE/' \
+  '^(SchedDeploymentShapesTest)' \
+  'a process is gated on the first GPU it launched on for every GPU'
+sabotage sched-lock-unbounded broker/grant_policy.cc \
+  's/uint64_t SchedLockTimeoutNs\(\) \{ return std::min\(kSchedLockBoundNs, LockTimeoutNs\(\)\); \}/uint64_t SchedLockTimeoutNs() { return kWaitForever; }  \/\/ SABOTAGE/' \
+  '^(SchedDeploymentShapesTest)' \
+  'a process stopped inside a grant decision freezes every other tenant and newcomer'
+sabotage pitch-charged-by-width shim/hooks_memory.cc \
+  's/const uint64_t actual = ChargeFor\(SaturatingProduct\(\*pPitch, Height\)\);/const uint64_t actual = ChargeFor(SaturatingProduct(WidthInBytes, Height));  \/\/ SABOTAGE/' \
+  '^(ShimMemoryQuotaTest|ShimMemoryQuotaFamilyTest)' \
+  'pitched allocations are charged by their width, not their padded pitch'
+sabotage latency-work-charged-twice broker/grant_policy.cc \
+  's/  if \(gpu_->holder\.load\(\) != 0\)\n    gpu_->overlap_ns\.fetch_add/  if (false)  \/\/ SABOTAGE\n    gpu_->overlap_ns.fetch_add/' \
+  '^(GrantPolicyTest|SchedDeploymentShapesTest)' \
+  'latency work beside the holder is charged to both'
 
 # Crash and fork safety.
 sabotage torn-ledger-not-repaired broker/ledger.cc \

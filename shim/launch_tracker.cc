@@ -35,8 +35,13 @@ bool LaunchTracker::TryEnter(Entry* entry, bool waited) {
   if (!tracking_.load(std::memory_order_relaxed)) {
     untracked_inside_.fetch_add(1);  // seq_cst: pairs with the monitor's switch to tracking
     if (!tracking_.load()) {
-      if ((published_->inflight.load(std::memory_order_relaxed) & kUntrackedWork) == 0)
+      if ((published_->inflight.load(std::memory_order_relaxed) & kUntrackedWork) == 0) {
+        // Untracked work is counted busy from here to its confirmation. Only when the flag is set
+        // (once per untracked stretch): the clock read stays off the fast path. Before the flag,
+        // so that whoever sees the flag sees its start.
+        if (published_->inflight.load(std::memory_order_relaxed) == 0) published_->busy_since_ns.store(MonotonicNanos());
         published_->inflight.fetch_or(kUntrackedWork);  // before the grant check: "no overlap"
+      }
       if (gate_->GrantOpen()) {
         *entry = Entry::kUntracked;
         return true;
@@ -88,12 +93,20 @@ void LaunchTracker::NoteLaunch(uint32_t before, uint64_t now, bool waited, bool 
       static_cast<uint32_t>(std::clamp<uint64_t>(4 * updated + 50'000, broker::kMinGraceNs, broker::kMaxGraceNs)));
 }
 
+// Nothing in flight any more: the busy period since busy_since_ns is added to the process's busy
+// time (before idle_since_ns moves, which a decision reads as the period's end).
+void LaunchTracker::EndBusyPeriod(uint64_t now) {
+  const uint64_t since = published_->busy_since_ns.load();
+  if (since != 0 && now > since) published_->busy_total_ns.fetch_add(now - since);
+  published_->idle_since_ns.store(now);
+}
+
 void LaunchTracker::CountDown(uint32_t completed, uint64_t now) {
   if (completed == 0) return;
   const uint32_t after = published_->inflight.fetch_sub(completed) - completed;
   if (after != 0) return;
   if (now == 0) now = MonotonicNanos();
-  published_->idle_since_ns.store(now);
+  EndBusyPeriod(now);
   if (priority_busy_.exchange(false, std::memory_order_relaxed)) {
     const uint64_t since = published_->busy_since_ns.load();
     gate_->ChargePriorityWork(now > since ? now - since : 0, now);
@@ -215,7 +228,7 @@ void LaunchTracker::ConfirmUntrackedWorkDone(uint64_t now) {
   while (untracked_inside_.load() != 0) sched_yield();
   state_->SynchronizeGate(gate_);
   const uint32_t after = published_->inflight.fetch_and(~kUntrackedWork) & ~kUntrackedWork;
-  if (after == 0) published_->idle_since_ns.store(now);
+  if (after == 0) EndBusyPeriod(now);
 }
 
 uint64_t LaunchTracker::MonitorStep(uint64_t now) {

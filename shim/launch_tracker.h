@@ -68,6 +68,7 @@ class LaunchTracker {
   // Takes completed launches off the queue; returns how many are still in flight.
   uint32_t Poll(uint64_t now);
   void CountDown(uint32_t completed, uint64_t now);
+  void EndBusyPeriod(uint64_t now);
   void NoteLaunch(uint32_t before, uint64_t now, bool waited, bool priority);
   bool RecordCompletionEvent(CUstream stream, bool per_thread, uint64_t now);
   void ConfirmUntrackedWorkDone(uint64_t now);

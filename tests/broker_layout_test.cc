@@ -26,9 +26,9 @@ TEST(BrokerLayoutTest, VersionFourLayoutIsUnchanged) {
   EXPECT_EQ(sizeof(GpuEntry), 192u);
   EXPECT_EQ(sizeof(TenantEntry), 72u);
   EXPECT_EQ(sizeof(LedgerEntry), 256u);
-  EXPECT_EQ(sizeof(ProcessGpuState), 48u);
-  EXPECT_EQ(sizeof(ProcessEntry), 7232u);
-  EXPECT_EQ(sizeof(Segment), 15837312u);
+  EXPECT_EQ(sizeof(ProcessGpuState), 56u);
+  EXPECT_EQ(sizeof(ProcessEntry), 8256u);
+  EXPECT_EQ(sizeof(Segment), 16885888u);
   EXPECT_EQ(alignof(Segment), 64u);
 
   EXPECT_EQ(offsetof(SegmentHeader, magic), 0u);
@@ -56,7 +56,11 @@ TEST(BrokerLayoutTest, VersionFourLayoutIsUnchanged) {
   EXPECT_EQ(offsetof(GpuEntry, budget_ns), 96u);
   EXPECT_EQ(offsetof(GpuEntry, holder_active_ns), 104u);
   EXPECT_EQ(offsetof(GpuEntry, last_decision_ns), 112u);
-  EXPECT_EQ(offsetof(GpuEntry, sched_mutex), 120u);
+  EXPECT_EQ(offsetof(GpuEntry, tail_holder), 4u);
+  EXPECT_EQ(offsetof(GpuEntry, tail_since_ns), 120u);
+  EXPECT_EQ(offsetof(GpuEntry, overlap_ns), 128u);
+  EXPECT_EQ(offsetof(GpuEntry, holder_busy_at_grant_ns), 136u);
+  EXPECT_EQ(offsetof(GpuEntry, sched_mutex), 144u);
 
   EXPECT_EQ(offsetof(TenantEntry, state), 0u);
   EXPECT_EQ(offsetof(TenantEntry, name_length), 4u);
@@ -88,7 +92,7 @@ TEST(BrokerLayoutTest, VersionFourLayoutIsUnchanged) {
   EXPECT_EQ(offsetof(Segment, gpus), 128u);
   EXPECT_EQ(offsetof(Segment, tenants), 24704u);
   EXPECT_EQ(offsetof(Segment, processes), 43136u);
-  EXPECT_EQ(offsetof(Segment, ledgers), 7448704u);
+  EXPECT_EQ(offsetof(Segment, ledgers), 8497280u);
 }
 
 // The ledger's hot fields and its mutex share one cache line; processes never share one.

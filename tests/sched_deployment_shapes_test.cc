@@ -112,6 +112,40 @@ TEST_F(SchedDeploymentShapesTest, TheSimulatorCountsTheSurvivorsTimeAfterLeavers
   EXPECT_GE(BusyFraction(a, b, "survivor"), 0.9) << "alone on the simulated device";
 }
 
+// --- what tenants are charged, against the device's busy time ---
+// A latency-class service (30%: three 300 us kernels every 10 ms) beside a trainer that keeps 4 ms
+// kernels queued: the service's launches run beside the trainer's grant. Each is charged for its
+// own time and the trainer's grant leaves the service's out, so the charges of all tenants add up
+// to at most the time the simulated device was busy (both were charged for the same time: 106%).
+uint64_t ChargedNs(const std::string& state_dir) {
+  broker::Snapshot snap;
+  std::string error;
+  EXPECT_TRUE(broker::TakeSnapshot(state_dir, &snap, &error)) << error;
+  uint64_t sum = 0;
+  for (const auto& gpu : snap.gpus)
+    for (const auto& tenant : gpu.tenants) sum += tenant.service_ns;
+  return sum;
+}
+
+TEST_F(SchedDeploymentShapesTest, ChargesWithALatencyTenantAddUpToNoMoreThanTheDevicesBusyTime) {
+  StartOptions service = Managed(30);
+  service.env.push_back("GPUSLICE_COMPUTE_CLASS=latency");
+  Child* trainer = Start("trainer", {"compute", "--kernel-us", "4000", "--depth", "8", "--duration", "4"}, Managed(70));
+  Child* svc = Start("service",
+                     {"latency", "--period-ms", "10", "--kernels-per-request", "3", "--kernel-us", "300", "--duration",
+                      "3.5"},
+                     service);
+  ASSERT_TRUE(trainer && svc);
+  // A grant is charged when it ends: the whole run, to the last process's exit, is compared.
+  EXPECT_EQ(svc->Wait(30000), 0) << svc->Stderr();
+  EXPECT_EQ(trainer->Wait(30000), 0) << trainer->Stderr();
+  const double busy = static_cast<double>(gpu().Take().device_busy_ns);
+  const double charged = static_cast<double>(ChargedNs(state_dir()));
+  std::printf("charged %.3f s against %.3f s busy (%.1f%%)\n", charged / 1e9, busy / 1e9, 100 * charged / busy);
+  EXPECT_LE(charged, busy * 1.01) << "charged shares add up to at most the busy time";
+  EXPECT_GE(charged, busy * 0.90) << "and account for nearly all of it";
+}
+
 // --- one process on two GPUs ---
 // "both" launches one kernel on GPU 0 (a probe, as programs do before choosing their device) and
 // then works on GPU 1; a neighbour works on each GPU. "both" is limited to 30% of each GPU it
