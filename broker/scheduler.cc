@@ -62,8 +62,9 @@ ComputeGate::ComputeGate(Broker* broker, int ledger)
       holder_value_(static_cast<uint32_t>(LedgerTenant(ledger) + 1)),
       policy_(segment_, LedgerGpu(ledger), [broker](int slot) { return broker->IsProcessAlive(slot); }) {}
 
-bool ComputeGate::SetShare(uint32_t request_pct, uint32_t limit_pct, ComputeClass cls, std::string* error) {
-  RobustLock lock(&gpu_->sched_mutex.mutex, SchedLockTimeoutNs());
+bool ComputeGate::SetShare(uint32_t request_pct, uint32_t limit_pct, ComputeClass cls, std::string* error,
+                           uint64_t lock_timeout_ns) {
+  RobustLock lock(&gpu_->sched_mutex.mutex, lock_timeout_ns);
   if (!lock.locked()) {
     *error = SchedLockFaultLine(segment_, gpu_index_, lock.failure(),
                                 "this process's compute share cannot be set, and its launches there are not gated");

@@ -27,7 +27,10 @@ class ComputeGate {
 
   // Sets (first process of the tenant on this GPU) or checks the tenant's request, limit and
   // class; every process of a tenant must agree.
-  bool SetShare(uint32_t request_pct, uint32_t limit_pct, ComputeClass cls, std::string* error);
+  // The GPU's scheduler lock is waited for at most `lock_timeout_ns` (SchedLockTimeoutNs() by
+  // default; 0 only tries it).
+  bool SetShare(uint32_t request_pct, uint32_t limit_pct, ComputeClass cls, std::string* error,
+                uint64_t lock_timeout_ns = SchedLockTimeoutNs());
 
   SharingMode mode() const { return static_cast<SharingMode>(gpu_->mode.load(std::memory_order_relaxed)); }
   // False once the process has left the GPU (it exits): its slot is no longer its own.

@@ -25,16 +25,18 @@ LaunchTracker* ShimState::TrackerForDevice(CUdevice device) {
   int ledger = -1;
   if (LedgerForDevice(device, &ledger) != CUDA_SUCCESS) return nullptr;
   // A share refused (another process of the tenant asked for another one; the scheduler lock
-  // stuck) is said once and tried again at most once a second, not at every launch: each try may
-  // wait out the lock's bound.
+  // stuck) is said once and tried again at most once a second, not at every launch, and a retry
+  // only tries the lock: the launch that retries must not wait out the lock's bound again.
   const uint64_t now = MonotonicNanos();
-  if (now < share_retry_at_ns_[device].load(std::memory_order_relaxed)) return nullptr;
+  const uint64_t retry_at = share_retry_at_ns_[device].load(std::memory_order_relaxed);
+  if (now < retry_at) return nullptr;
   std::lock_guard<std::mutex> lock(ledger_mutex_);
   if (LaunchTracker* tracker = tracker_by_ordinal_[device].load()) return tracker;
   auto gate = std::make_unique<broker::ComputeGate>(broker_.get(), ledger);
   std::string error;
   if (!gate->SetShare(options_.compute_request_pct ? options_.compute_request_pct : broker::kDefaultRequestPct,
-                      options_.compute_limit_pct, BrokerClass(options_.compute_class), &error)) {
+                      options_.compute_limit_pct, BrokerClass(options_.compute_class), &error,
+                      retry_at != 0 ? 0 : broker::SchedLockTimeoutNs())) {
     if (share_retry_at_ns_[device].exchange(MonotonicNanos() + kShareRetryNs) == 0) LogError("%s", error.c_str());
     return nullptr;
   }

@@ -25,10 +25,11 @@ constexpr int kTenants = 4;
 constexpr int kMaxLive = 8;  // a 2-core machine: enough to contend, few enough to stay responsive
 const std::string kQuota = "1Gi";
 
-double SoakSeconds() {
-  const char* text = std::getenv("GPUSLICE_SOAK_SECONDS");
-  return text ? std::max(1.0, std::atof(text)) : 20.0;
-}
+// Read when the program starts: each test's fixture clears every GPUSLICE_* variable (SimTest).
+const char* const kSoakSecondsText = std::getenv("GPUSLICE_SOAK_SECONDS");
+const char* const kSoakSeedText = std::getenv("GPUSLICE_SOAK_SEED");
+
+double SoakSeconds() { return kSoakSecondsText ? std::max(1.0, std::atof(kSoakSecondsText)) : 20.0; }
 
 class SoakDeploymentShapesTest : public SchedTest {
  protected:
@@ -50,8 +51,8 @@ class SoakDeploymentShapesTest : public SchedTest {
 
 TEST_F(SoakDeploymentShapesTest, RandomTenantsLeaveNothingFrozenNoQuotaWrongAndNoGrantStuck) {
   SetEnv("GPUSLICE_SIM_DEVICES", "2");
-  const char* seed_text = std::getenv("GPUSLICE_SOAK_SEED");
-  const unsigned seed = seed_text ? static_cast<unsigned>(std::strtoul(seed_text, nullptr, 10)) : std::random_device{}();
+  const unsigned seed =
+      kSoakSeedText ? static_cast<unsigned>(std::strtoul(kSoakSeedText, nullptr, 10)) : std::random_device{}();
   std::printf("soak: %.0f s, GPUSLICE_SOAK_SEED=%u\n", SoakSeconds(), seed);
   std::mt19937 rng(seed);
   const auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
