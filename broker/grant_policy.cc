@@ -43,6 +43,8 @@ uint64_t LeaseOf(const GpuEntry& gpu) { return std::max(2 * QuantumOf(gpu), kMin
 
 uint64_t SchedLockTimeoutNs() { return std::min(kSchedLockBoundNs, LockTimeoutNs()); }
 
+std::string SchedLockName(int gpu) { return "the scheduler lock of GPU entry " + std::to_string(gpu); }
+
 uint32_t WeightOf(const LedgerEntry& ledger) {
   const uint32_t request = ledger.request_pct.load(std::memory_order_relaxed);
   return request ? std::min<uint32_t>(request, 100) : kDefaultRequestPct;
@@ -241,8 +243,8 @@ bool GrantPolicy::Lock(std::optional<SchedLock>* lock) {
   const LockFailure failure = (*lock)->failure();
   lock->reset();
   if (!stuck_.exchange(true)) {
-    ReportLockFault(segment_, &gpu_->sched_mutex, "the scheduler lock of GPU entry " + std::to_string(gpu_index_),
-                    failure, "launches on that GPU are not gated while it stays so", SchedLockTimeoutNs());
+    ReportLockFault(segment_, &gpu_->sched_mutex, SchedLockName(gpu_index_), failure,
+                    "launches on that GPU are not gated while it stays so", SchedLockTimeoutNs());
   }
   return false;
 }

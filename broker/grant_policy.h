@@ -18,6 +18,7 @@
 #include <thread>
 #include <functional>
 #include <optional>
+#include <string>
 
 #include "broker/segment_layout.h"
 
@@ -50,6 +51,8 @@ uint64_t BudgetOf(const GpuEntry& gpu);
 uint64_t LeaseOf(const GpuEntry& gpu);  // max(2 quanta, kMinLeaseNs)
 // kSchedLockBoundNs, or less where a test shortened every lock's timeout (SetLockTimeoutForTesting).
 uint64_t SchedLockTimeoutNs();
+// "the scheduler lock of GPU entry N": how its fault lines name it.
+std::string SchedLockName(int gpu);
 uint32_t WeightOf(const LedgerEntry& ledger);
 uint32_t LimitOf(const LedgerEntry& ledger);
 ComputeClass ClassOf(const LedgerEntry& ledger);

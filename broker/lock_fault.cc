@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "broker/checked_index.h"
+#include "common/printable.h"
 
 namespace gpuslice::broker {
 namespace {
@@ -96,10 +97,8 @@ void ReportLedgerLockFault(const Segment* segment, int ledger, LockFailure failu
   if (!id) return;
   const TenantEntry& tenant = At(*segment, id->tenant());
   try {
-    std::string name(tenant.name, NameLength(tenant));
     // Bytes anyone could have written: the line stays one printable line.
-    for (char& c : name)
-      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+    const std::string name = Printable(std::string_view(tenant.name, NameLength(tenant)));
     ReportLockFault(segment, &At(*segment, *id).mutex, "the memory ledger lock of tenant '" + name + "' on GPU entry " +
                                                          std::to_string(id->gpu().value()),
                     failure, "that tenant's allocations on that GPU are refused");

@@ -40,8 +40,7 @@ GpuEntry* FindGpu(Segment* segment, const uint8_t (&uuid)[16], int* index) {
 }
 
 std::string SchedLockFaultLine(const Segment* segment, int gpu, LockFailure failure, const std::string& refused) {
-  return LockFaultLine(segment, "the scheduler lock of GPU entry " + std::to_string(gpu), failure, refused,
-                       SchedLockTimeoutNs());
+  return LockFaultLine(segment, SchedLockName(gpu), failure, refused, SchedLockTimeoutNs());
 }
 
 void WakeAll(GpuEntry* gpu) {
