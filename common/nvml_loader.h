@@ -17,6 +17,11 @@ using GetMigModeFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int* current, unsig
 using GetMaxMigDeviceCountFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int* count);
 using GetMigDeviceHandleByIndexFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int index, nvmlDevice_t* mig);
 inline constexpr unsigned int kMigEnabled = 1;  // NVML_DEVICE_MIG_ENABLE
+// nvmlDeviceGetCpuAffinityWithinScope (R470+): with scope kAffinityScopeNode, a bit mask of the
+// NUMA nodes the GPU is closest to (what a kubelet's topology manager aligns CPUs with).
+using GetCpuAffinityWithinScopeFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int node_set_size,
+                                                     unsigned long* node_set, unsigned int scope);
+inline constexpr unsigned int kAffinityScopeNode = 0;  // NVML_AFFINITY_SCOPE_NODE
 
 // The library at `path` (by default the driver's soname), loaded for good: NVML keeps threads of
 // its own on a real driver, so it is never closed. Null, with the loader's reason in *why, when it

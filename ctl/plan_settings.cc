@@ -63,6 +63,12 @@ uint32_t RequestInUnit(uint32_t gpu_percent, double unit_sm_percent) {
   return static_cast<uint32_t>(std::min(100.0, std::max(1.0, share)));
 }
 
+int PluginSlices(uint64_t memory_bytes, uint32_t request_pct, uint64_t unit_memory) {
+  const uint64_t slice = unit_memory / kPluginSlicesPerGpu / (1ULL << 20) * (1ULL << 20);
+  const uint64_t for_memory = slice == 0 ? kPluginSlicesPerGpu : (memory_bytes + slice - 1) / slice;
+  return static_cast<int>(std::min<uint64_t>(kPluginSlicesPerGpu, std::max<uint64_t>(for_memory, request_pct)));
+}
+
 std::string MemoryLimitValue(uint64_t bytes) {
   if (bytes % (1ULL << 30) == 0) return std::to_string(bytes >> 30) + "Gi";
   if (bytes % (1ULL << 20) == 0) return std::to_string(bytes >> 20) + "Mi";
@@ -78,11 +84,12 @@ void FillTenantSettings(Plan* plan) {
     pt.env.clear();
     pt.kubernetes.clear();
     const std::string request = std::to_string(pt.compute_request_percent);
-    const uint64_t memory_units = (t.memory_bytes + kPluginMemoryUnit - 1) / kPluginMemoryUnit;
-    const std::string rounded =
-        t.memory_bytes % kPluginMemoryUnit ? " (the plugin's 1Gi units round the quota up to " +
-                                                 std::to_string(memory_units) + "Gi)"
-                                           : "";
+    // One resource: the slices cover the tenant's memory and its request, so one of the two
+    // comes out larger than planned (a quota rounded up to whole slices, or a request raised to
+    // the memory's share).
+    const int slices = PluginSlices(t.memory_bytes, pt.compute_request_percent, unit.memory_bytes);
+    const std::string rounded = " (" + std::to_string(slices) + " slices: " + std::to_string(slices) +
+                                "% of the " + (unit.profile ? "instance" : "GPU") + "'s memory and time)";
     switch (pt.placement) {
       case Placement::kMigInstance:
         pt.kubernetes = {{std::string("nvidia.com/mig-") + unit.profile->name, 1}};
@@ -97,13 +104,13 @@ void FillTenantSettings(Plan* plan) {
         if (unit.profile) {
           // gpuslice's plugin slices the MIG instances it is given (docs/kubernetes.md); the
           // instance must be its alone, or NVIDIA's plugin hands it out whole too.
-          pt.kubernetes = {{"gpuslice.io/gpu-memory", memory_units}, {"gpuslice.io/gpu-compute", pt.compute_request_percent}};
+          pt.kubernetes = {{"gpuslice.io/gpu", slices}};
           pt.kubernetes_note = "gpuslice's device plugin, with this " + std::string(unit.profile->name) +
                                " instance's MIG UUID in its devices (and NVIDIA's plugin kept off it), sets the "
                                "tenant, quota and request of the instance" + rounded +
                                (t.latency_ms ? "; add GPUSLICE_COMPUTE_CLASS=latency to the pod's env" : "");
         } else {
-          pt.kubernetes = {{"gpuslice.io/gpu-memory", memory_units}, {"gpuslice.io/gpu-compute", pt.compute_request_percent}};
+          pt.kubernetes = {{"gpuslice.io/gpu", slices}};
           pt.kubernetes_note = "gpuslice's device plugin sets the tenant, quota and request" + rounded +
                                (t.latency_ms ? "; add GPUSLICE_COMPUTE_CLASS=latency to the pod's env" : "");
         }
@@ -113,7 +120,7 @@ void FillTenantSettings(Plan* plan) {
                   {"GPUSLICE_MEMORY_LIMIT", MemoryLimitValue(t.memory_bytes)},
                   {"GPUSLICE_COMPUTE_REQUEST", request},
                   {"GPUSLICE_COMPUTE_LIMIT", request}};
-        pt.kubernetes = {{"gpuslice.io/gpu-memory", memory_units}, {"gpuslice.io/gpu-compute", pt.compute_request_percent}};
+        pt.kubernetes = {{"gpuslice.io/gpu", slices}};
         pt.kubernetes_note = "gpuslice's device plugin sets the tenant, quota and request" + rounded +
                              "; add GPUSLICE_COMPUTE_LIMIT=" + request +
                              " to the pod's env (the MPS cap: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE)";

@@ -72,9 +72,10 @@ int RunStatus(const StatusOptions& options) {
   // JSON throw.
   // MIG instances under their GPU when NVML is there to say which GPU that is.
   const MigTopology mig = ReadMigTopology();
+  const PodNames pods = ReadPodNames(dir);
   const std::string text =
-      options.json ? StatusJson(snapshot, mig).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n"
-                   : RenderStatusTable(snapshot, mig);
+      options.json ? StatusJson(snapshot, mig, pods).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n"
+                   : RenderStatusTable(snapshot, mig, pods);
   // A closed or full stdout must not look like success to a script.
   if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
     return Fail(fmt::format("writing the status: {}", std::strerror(errno)));

@@ -10,7 +10,7 @@ using Json = nlohmann::ordered_json;
 
 Json PercentOrNull(uint32_t pct) { return pct == 0 ? Json(nullptr) : Json(pct); }
 
-Json TenantJson(const broker::GpuView& gpu, const broker::TenantView& tenant) {
+Json TenantJson(const broker::GpuView& gpu, const broker::TenantView& tenant, const PodNames& pods) {
   Json processes = Json::array();
   for (const auto& process : tenant.processes) {
     processes.push_back({{"pid", process.pid}, {"charged_bytes", process.charged}});
@@ -18,7 +18,12 @@ Json TenantJson(const broker::GpuView& gpu, const broker::TenantView& tenant) {
   // kUnlimited is a sentinel, not a size: a consumer summing quotas must not add 2^64-1.
   const bool limited = tenant.quota != broker::kUnlimited && tenant.quota != 0;
   const auto share = LastSharePercent(gpu, tenant);
+  const auto pod = pods.find(tenant.name);
   return {{"name", tenant.name},
+          {"pod", pod == pods.end() ? Json(nullptr)
+                                    : Json{{"namespace", pod->second.namespace_name},
+                                           {"name", pod->second.pod},
+                                           {"container", pod->second.container}}},
           {"used_bytes", tenant.used},
           {"quota_bytes", tenant.quota == broker::kUnlimited ? Json(nullptr) : Json(tenant.quota)},
           {"used_percent_of_quota", limited ? Json(Percent(tenant.used, tenant.quota)) : Json(nullptr)},
@@ -38,7 +43,7 @@ Json TenantJson(const broker::GpuView& gpu, const broker::TenantView& tenant) {
 
 }  // namespace
 
-Json StatusJson(const broker::Snapshot& snapshot, const MigTopology& mig) {
+Json StatusJson(const broker::Snapshot& snapshot, const MigTopology& mig, const PodNames& pods) {
   Json gpus = Json::array();
   for (const auto& gpu : snapshot.gpus) {
     Json instance = nullptr;
@@ -48,7 +53,7 @@ Json StatusJson(const broker::Snapshot& snapshot, const MigTopology& mig) {
                   {"gpu_index", it->second.gpu_index},
                   {"gpu_uuid", it->second.gpu_uuid}};
     Json tenants = Json::array();
-    for (const auto& tenant : gpu.tenants) tenants.push_back(TenantJson(gpu, tenant));
+    for (const auto& tenant : gpu.tenants) tenants.push_back(TenantJson(gpu, tenant, pods));
     const Commitment commitment = CommitmentOf(gpu);
     const ComputeDemand demand = ComputeDemandOf(gpu);
     const auto window_age = ShareWindowAgeSeconds(snapshot, gpu);

@@ -21,7 +21,9 @@
 //            "compute_unset_tenants": int,   // active tenants that have not launched yet
 //            "compute_oversubscribed": bool, // requests over 100%: shared in proportion
 //            "share_window_ended_seconds_ago": float | null,  // null: no complete window yet
-//            "tenants": [{"name": str, "used_bytes": int,
+//            "tenants": [{"name": str,
+//                         "pod": {"namespace": str, "name": str, "container": str} | null,  // Kubernetes
+//                         "used_bytes": int,
 //                         "quota_bytes": int | null,          // null: no quota
 //                         "used_percent_of_quota": float | null,
 //                         "idle": bool,
@@ -36,11 +38,12 @@
 #include <nlohmann/json.hpp>
 
 #include "broker/broker.h"
+#include "ctl/pod_names.h"
 #include "ctl/mig_topology.h"
 
 namespace gpuslice::ctl {
 
 // Expects SortForDisplay to have run.
-nlohmann::ordered_json StatusJson(const broker::Snapshot& snapshot, const MigTopology& mig = {});
+nlohmann::ordered_json StatusJson(const broker::Snapshot& snapshot, const MigTopology& mig = {}, const PodNames& pods = {});
 
 }  // namespace gpuslice::ctl

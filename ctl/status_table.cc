@@ -93,7 +93,7 @@ std::string CommitmentLine(const broker::GpuView& gpu) {
 }
 
 void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, const MigInstanceInfo* instance,
-               std::string* out) {
+               const PodNames& pods, std::string* out) {
   if (instance)
     *out += fmt::format("MIG {} {}  {} total\n", instance->profile, instance->uuid, FormatBytes(gpu.total_memory));
   else
@@ -111,6 +111,9 @@ void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, con
                       PercentCell(tenant.request_pct), PercentCell(tenant.limit_pct),
                       tenant.request_pct == 0 ? "-" : ClassName(tenant.compute_class),
                       share ? fmt::format("{:.1f}%", *share) : "-"});
+      // A Kubernetes tenant's pod (namespace/pod/container), from the device plugin's pods.json.
+      if (const auto pod = pods.find(tenant.name); pod != pods.end())
+        rows.push_back({"  pod " + pod->second.Text(), "", "", "", "", "", "", ""});
       for (const auto& process : tenant.processes) {
         rows.push_back({fmt::format("  pid {}", process.pid), FormatBytes(process.charged), "", "", "", "", "", ""});
       }
@@ -133,7 +136,7 @@ void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, con
 
 }  // namespace
 
-std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopology& mig) {
+std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopology& mig, const PodNames& pods) {
   std::string out = fmt::format("gpuslice state {} (layout {})\n", snapshot.path, snapshot.layout_version);
   if (snapshot.gpus.empty()) {
     out += "\nno GPU has been used through gpuslice since the state was created\n";
@@ -154,7 +157,7 @@ std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopolog
   for (const auto& [gpu, instance] : order) {
     out += "\n";
     if (!instance) {
-      AppendGpu(snapshot, *gpu, nullptr, &out);
+      AppendGpu(snapshot, *gpu, nullptr, pods, &out);
       parent.clear();
       continue;
     }
@@ -164,7 +167,7 @@ std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopolog
       parent = instance->gpu_uuid;
     }
     std::string block;
-    AppendGpu(snapshot, *gpu, instance, &block);
+    AppendGpu(snapshot, *gpu, instance, pods, &block);
     for (size_t at = 0; at < block.size();) {
       const size_t end = block.find('\n', at);
       out += "  " + block.substr(at, end - at + 1);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "broker/broker.h"
+#include "ctl/pod_names.h"
 #include "ctl/mig_topology.h"
 
 namespace gpuslice::ctl {
@@ -12,6 +13,6 @@ namespace gpuslice::ctl {
 // The snapshot as text, ending in a newline. Expects SortForDisplay to have run. A GPU that is a
 // MIG instance in `mig` is shown, indented, under a line for its GPU, beside that GPU's other
 // instances.
-std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopology& mig = {});
+std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopology& mig = {}, const PodNames& pods = {});
 
 }  // namespace gpuslice::ctl

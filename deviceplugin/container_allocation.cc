@@ -1,7 +1,6 @@
 #include "deviceplugin/container_allocation.h"
 
-#include <sys/random.h>
-
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -61,67 +60,84 @@ bool WriteLdSoPreloadFile(const PluginConfig& config, std::string* error) {
   return true;
 }
 
-std::string NewTenantName() {
-  uint64_t random = 0;
-  while (getrandom(&random, sizeof random, 0) != static_cast<ssize_t>(sizeof random)) {
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, "k8s-%016llx", static_cast<unsigned long long>(random));
-  return text;
+namespace {
+
+// "40 gpuslice.io/gpu slices (40% of one GPU's memory and time)".
+std::string RequestText(const DeviceCatalog& catalog, const PluginConfig& config, size_t slices) {
+  return std::to_string(slices) + " " + config.resource + " slices (" +
+         std::to_string(slices * static_cast<size_t>(catalog.PercentPerSlice())) + "% of one GPU's memory and time)";
 }
 
-bool EditsForUnits(const DeviceCatalog& catalog, const PluginConfig& config, UnitKind kind,
-                   const std::vector<std::string>& ids, ContainerEdits* edits, std::string* error) {
+}  // namespace
+
+SliceOutcome EditsForSlices(const DeviceCatalog& catalog, const PluginConfig& config, const std::vector<std::string>& ids,
+                            ContainerEdits* edits, std::string* error) {
   if (ids.empty()) {
     *error = "a container request with no device IDs";
-    return false;
+    return SliceOutcome::kMalformed;
   }
+  const DeviceCatalog::HealthView health = catalog.Health();
   std::set<std::string> seen;
-  std::vector<int> units_on(catalog.gpus().size(), 0);  // per GPU position
+  std::vector<size_t> slices_on(catalog.gpus().size(), 0);  // per device position
   for (const std::string& id : ids) {
-    const int p = catalog.PositionOfUnit(id, kind);
+    const int p = catalog.PositionOfSlice(id);
     if (p < 0) {
-      *error = "unknown device ID '" + id + "' for " +
-               (kind == UnitKind::kMemory ? config.memory_resource : config.compute_resource);
-      return false;
+      *error = "unknown device ID '" + id + "' for " + config.resource;
+      return SliceOutcome::kMalformed;
     }
     if (!seen.insert(id).second) {
       *error = "device ID '" + id + "' appears twice";
-      return false;
+      return SliceOutcome::kMalformed;
     }
-    units_on[p] += 1;
+    if (!health.healthy[static_cast<size_t>(p)]) {
+      *error = "device ID '" + id + "' is a slice of " + catalog.Describe(static_cast<size_t>(p)) +
+               ", which is Unhealthy (NVML does not answer for it); the kubelet must not allocate it";
+      return SliceOutcome::kUnplaceable;
+    }
+    slices_on[static_cast<size_t>(p)] += 1;
+  }
+  std::vector<size_t> used;  // NVML index order = PCI bus order
+  for (size_t p = 0; p < slices_on.size(); ++p) {
+    if (slices_on[p] > 0) used.push_back(p);
+  }
+  const size_t whole = static_cast<size_t>(catalog.slices_per_gpu());
+  const bool all_whole = std::all_of(used.begin(), used.end(), [&](size_t p) { return slices_on[p] == whole; });
+  if (used.size() > 1 && !all_whole) {
+    std::string where;
+    for (size_t p : used)
+      where += (where.empty() ? "" : ", ") + catalog.Describe(p) + ": " + std::to_string(slices_on[p]);
+    *error = RequestText(catalog, config, ids.size()) + " were given on " + std::to_string(used.size()) +
+             " devices (" + where + "); a slice's memory and time must be on one device (or every slice of "
+             "each device, for whole devices): no single device had that many free, or the kubelet did not "
+             "take the plugin's preferred allocation. Ask for at most " + std::to_string(whole) +
+             " slices, or a multiple of it for whole devices";
+    return SliceOutcome::kUnplaceable;
   }
   *edits = ContainerEdits{};
-  if (kind == UnitKind::kCompute) {
-    // The shim's request is one share of each GPU the tenant uses; GetPreferredAllocation keeps
-    // the units on one GPU, and units the kubelet spread still add up to the pod's request.
-    edits->envs["GPUSLICE_COMPUTE_REQUEST"] = std::to_string(std::min<size_t>(ids.size(), 100));
-  } else {
-    std::string visible;
-    std::vector<size_t> used;
-    for (size_t p = 0; p < units_on.size(); ++p) {  // NVML index order = PCI bus order
-      if (units_on[p] == 0) continue;
-      used.push_back(p);
-      visible += (visible.empty() ? "" : ",") + catalog.gpus()[p].uuid;
-      if (!config.cdi_kind.empty()) edits->cdi_devices.push_back(config.cdi_kind + "=" + catalog.gpus()[p].uuid);
-    }
-    edits->envs["NVIDIA_VISIBLE_DEVICES"] = visible;
-    if (used.size() == 1) {
-      edits->envs["GPUSLICE_MEMORY_LIMIT"] = Quantity(units_on[used[0]] * catalog.unit_bytes());
-    } else {
-      // The container numbers the GPUs it sees from 0 in PCI bus order (CUDA_DEVICE_ORDER), the
-      // order of NVIDIA_VISIBLE_DEVICES above.
-      edits->envs["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
-      for (size_t n = 0; n < used.size(); ++n)
-        edits->envs["GPUSLICE_MEMORY_LIMIT_" + std::to_string(n)] = Quantity(units_on[used[n]] * catalog.unit_bytes());
-    }
-    AddShim(config, NewTenantName(), edits);
+  std::string visible;
+  for (size_t p : used) {
+    visible += (visible.empty() ? "" : ",") + catalog.gpus()[p].uuid;
+    if (!config.cdi_kind.empty()) edits->cdi_devices.push_back(config.cdi_kind + "=" + catalog.gpus()[p].uuid);
   }
+  edits->envs["NVIDIA_VISIBLE_DEVICES"] = visible;
+  if (used.size() == 1) {
+    const size_t p = used[0];
+    edits->envs["GPUSLICE_MEMORY_LIMIT"] =
+        slices_on[p] == whole ? "100%" : Quantity(slices_on[p] * catalog.SliceBytes(p));
+    edits->envs["GPUSLICE_COMPUTE_REQUEST"] = std::to_string(slices_on[p] * static_cast<size_t>(catalog.PercentPerSlice()));
+  } else {
+    // Whole devices: all of each one's memory and time. The container numbers the devices it
+    // sees from 0 in PCI bus order (CUDA_DEVICE_ORDER), the order of NVIDIA_VISIBLE_DEVICES.
+    edits->envs["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+    edits->envs["GPUSLICE_MEMORY_LIMIT"] = "100%";
+    edits->envs["GPUSLICE_COMPUTE_REQUEST"] = "100";
+  }
+  AddShim(config, TenantNameForIds(ids), edits);
   if (!ShimAccepts(edits->envs, error)) {
     *error = "internal error, the shim would refuse the answer: " + *error;
-    return false;
+    return SliceOutcome::kMalformed;
   }
-  return true;
+  return SliceOutcome::kOk;
 }
 
 }  // namespace gpuslice::deviceplugin

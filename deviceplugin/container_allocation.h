@@ -1,12 +1,13 @@
-// Allocate's answer for one container, derived from nothing but the device IDs the kubelet
-// chose (the API never says which pod they are for; guessing is how HAMi mixed up pods):
-//  gpu-memory IDs  -> the GPUs (NVIDIA_VISIBLE_DEVICES, CDI names when configured), the quota
-//                     (GPUSLICE_MEMORY_LIMIT, or GPUSLICE_MEMORY_LIMIT_<n> per GPU when the
-//                     units are spread), a tenant name of its own, the state directory and the
-//                     preloaded libgpuslice.so;
-//  gpu-compute IDs -> GPUSLICE_COMPUTE_REQUEST, the number of percent units.
-// Every GPUSLICE_* value is checked with the shim's own option parser before it is returned, so
-// the plugin never hands a container a variable the shim would refuse.
+// Allocate's answer for one container, derived from nothing but the slice IDs the kubelet chose
+// (the API never says which pod they are for; guessing is how HAMi mixed up pods). k slices of
+// one device are k/slicesPerGpu of its memory (GPUSLICE_MEMORY_LIMIT) and of its time
+// (GPUSLICE_COMPUTE_REQUEST), on that device alone (NVIDIA_VISIBLE_DEVICES, CDI names when
+// configured); every slice of several devices is those devices whole. Anything else — slices
+// of several devices that are not all of them, an unhealthy device's slice — is refused: a
+// container's memory and time are never split over devices. The answer also names a tenant
+// derived from the IDs, the state directory and the preloaded libgpuslice.so. Every GPUSLICE_*
+// value is checked with the shim's own option parser before it is returned, so the plugin
+// never hands a container a variable the shim would refuse.
 #pragma once
 
 #include <map>
@@ -36,12 +37,15 @@ struct ContainerEdits {
 std::string LdSoPreloadHostPath(const PluginConfig& config);
 bool WriteLdSoPreloadFile(const PluginConfig& config, std::string* error);
 
-// A fresh tenant name, "k8s-" and 16 random hex digits: unique to one allocation.
-std::string NewTenantName();
-
-// False with one line in *error (naming the offending ID) for an empty list, a duplicate or an
-// ID that is not this catalog's for `kind`.
-bool EditsForUnits(const DeviceCatalog& catalog, const PluginConfig& config, UnitKind kind,
-                   const std::vector<std::string>& ids, ContainerEdits* edits, std::string* error);
+// False with one line in *error for an empty list, a duplicate, an ID that is not this
+// catalog's, a slice of an unhealthy device, or slices split over devices (naming the request,
+// where its slices are and why that cannot be a slice).
+enum class SliceOutcome {
+  kOk,
+  kMalformed,    // not a list the kubelet sends (empty, duplicate, unknown ID): the caller's error
+  kUnplaceable,  // well formed, but not one device's slice (split, or an unhealthy device)
+};
+SliceOutcome EditsForSlices(const DeviceCatalog& catalog, const PluginConfig& config, const std::vector<std::string>& ids,
+                            ContainerEdits* edits, std::string* error);
 
 }  // namespace gpuslice::deviceplugin

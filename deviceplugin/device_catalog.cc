@@ -4,36 +4,32 @@
 
 namespace gpuslice::deviceplugin {
 
-constexpr int kComputeUnitsPerGpu = 100;  // one per percent of the GPU's time
-
-DeviceCatalog::DeviceCatalog(std::vector<GpuInfo> gpus, uint64_t unit_bytes)
-    : gpus_(std::move(gpus)), unit_bytes_(unit_bytes), healthy_(gpus_.size(), true) {
+DeviceCatalog::DeviceCatalog(std::vector<GpuInfo> gpus, int slices_per_gpu)
+    : gpus_(std::move(gpus)), slices_per_gpu_(slices_per_gpu), healthy_(gpus_.size(), true) {
   for (size_t p = 0; p < gpus_.size(); ++p) {
-    memory_ids_.emplace_back();
-    compute_ids_.emplace_back();
-    for (int k = 0; k < UnitCount(p, UnitKind::kMemory); ++k)
-      memory_ids_.back().push_back(FormatUnitId(gpus_[p].uuid, UnitKind::kMemory, k));
-    for (int k = 0; k < kComputeUnitsPerGpu; ++k)
-      compute_ids_.back().push_back(FormatUnitId(gpus_[p].uuid, UnitKind::kCompute, k));
+    ids_.emplace_back();
+    for (int k = 0; k < slices_per_gpu_; ++k) ids_.back().push_back(FormatSliceId(gpus_[p].uuid, k));
   }
 }
 
-int DeviceCatalog::UnitCount(size_t position, UnitKind kind) const {
-  if (kind == UnitKind::kCompute) return kComputeUnitsPerGpu;
-  return static_cast<int>(gpus_[position].total_memory / unit_bytes_);
+uint64_t DeviceCatalog::SliceBytes(size_t position) const {
+  constexpr uint64_t kMiB = 1ULL << 20;
+  return gpus_[position].total_memory / static_cast<uint64_t>(slices_per_gpu_) / kMiB * kMiB;
 }
 
-const std::vector<std::string>& DeviceCatalog::UnitIds(size_t position, UnitKind kind) const {
-  return kind == UnitKind::kMemory ? memory_ids_[position] : compute_ids_[position];
-}
-
-int DeviceCatalog::PositionOfUnit(const std::string& id, UnitKind kind) const {
-  const auto unit = ParseUnitId(id);
-  if (!unit || unit->kind != kind) return -1;
+int DeviceCatalog::PositionOfSlice(const std::string& id) const {
+  const auto slice = ParseSliceId(id);
+  if (!slice || slice->index >= slices_per_gpu_) return -1;
   for (size_t p = 0; p < gpus_.size(); ++p) {
-    if (gpus_[p].uuid == unit->gpu_uuid) return unit->index < UnitCount(p, kind) ? static_cast<int>(p) : -1;
+    if (gpus_[p].uuid == slice->device_uuid) return static_cast<int>(p);
   }
   return -1;
+}
+
+std::string DeviceCatalog::Describe(size_t position) const {
+  const GpuInfo& g = gpus_[position];
+  if (g.mig_index < 0) return "GPU " + std::to_string(g.index) + " " + g.uuid;
+  return "MIG device " + std::to_string(g.mig_index) + " of GPU " + std::to_string(g.index) + " " + g.uuid;
 }
 
 DeviceCatalog::HealthView DeviceCatalog::Health() const {

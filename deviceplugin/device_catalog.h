@@ -1,4 +1,5 @@
-// What the plugin advertises: the shared GPUs, their unit IDs per resource and their health.
+// What the plugin advertises: the shared devices (GPUs or MIG instances), the IDs of their
+// slices and their health.
 // Health changes bump a version that ListAndWatch streams wait on, so that the kubelet gets the
 // whole list again on every change (as the API asks).
 #pragma once
@@ -16,17 +17,23 @@ namespace gpuslice::deviceplugin {
 
 class DeviceCatalog {
  public:
-  DeviceCatalog(std::vector<GpuInfo> gpus, uint64_t unit_bytes);
+  // Every device is cut into `slices_per_gpu` slices (a divisor of 100, so that a slice's
+  // share of the time is a whole percentage).
+  DeviceCatalog(std::vector<GpuInfo> gpus, int slices_per_gpu);
 
   const std::vector<GpuInfo>& gpus() const { return gpus_; }
-  uint64_t unit_bytes() const { return unit_bytes_; }
-  // Units of `kind` on gpus()[position]: whole unit_bytes of its memory, or 100 percent.
-  int UnitCount(size_t position, UnitKind kind) const;
-  // The IDs of `kind` on gpus()[position], in unit order.
-  const std::vector<std::string>& UnitIds(size_t position, UnitKind kind) const;
-  // The position in gpus() of the GPU an ID of `kind` names, or -1 when the ID is not one this
-  // catalog advertises for that kind.
-  int PositionOfUnit(const std::string& id, UnitKind kind) const;
+  int slices_per_gpu() const { return slices_per_gpu_; }
+  // Percent of a device's time per slice.
+  int PercentPerSlice() const { return 100 / slices_per_gpu_; }
+  // Memory per slice of gpus()[position]: 1/slices_per_gpu of it, rounded down to a MiB (so
+  // that no device is ever promised more than it has, and the quota is a whole "NMi").
+  uint64_t SliceBytes(size_t position) const;
+  // The IDs of gpus()[position], in slice order.
+  const std::vector<std::string>& SliceIds(size_t position) const { return ids_[position]; }
+  // The position in gpus() of the device an ID names, or -1 when it is not an ID of this catalog.
+  int PositionOfSlice(const std::string& id) const;
+  // "GPU 3 GPU-8f6c…" or "MIG 1 of GPU 3 MIG-…", for messages.
+  std::string Describe(size_t position) const;
 
   struct HealthView {
     uint64_t version = 0;
@@ -43,9 +50,8 @@ class DeviceCatalog {
 
  private:
   std::vector<GpuInfo> gpus_;
-  uint64_t unit_bytes_;
-  std::vector<std::vector<std::string>> memory_ids_;   // per position
-  std::vector<std::vector<std::string>> compute_ids_;  // per position
+  int slices_per_gpu_;
+  std::vector<std::vector<std::string>> ids_;  // per position
 
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;

@@ -1,42 +1,44 @@
 #include "deviceplugin/device_ids.h"
 
+#include <algorithm>
+#include <cstdio>
+
 #include "common/quantity.h"
 
 namespace gpuslice::deviceplugin {
 namespace {
 
-constexpr std::string_view kSeparator = "::";
-constexpr std::string_view kMemoryTag = "mem-";
-constexpr std::string_view kComputeTag = "pct-";
+constexpr std::string_view kSeparator = "::slice-";
 constexpr size_t kMaxIdLength = 63;
 
 }  // namespace
 
-std::string FormatUnitId(const std::string& gpu_uuid, UnitKind kind, int index) {
-  return gpu_uuid + std::string(kSeparator) + std::string(kind == UnitKind::kMemory ? kMemoryTag : kComputeTag) +
-         std::to_string(index);
+std::string FormatSliceId(const std::string& device_uuid, int index) {
+  return device_uuid + std::string(kSeparator) + std::to_string(index);
 }
 
-std::optional<UnitId> ParseUnitId(std::string_view id) {
+std::optional<SliceId> ParseSliceId(std::string_view id) {
   if (id.size() > kMaxIdLength) return std::nullopt;
   const size_t separator = id.rfind(kSeparator);
   if (separator == std::string_view::npos || separator == 0) return std::nullopt;
-  UnitId unit;
-  unit.gpu_uuid = std::string(id.substr(0, separator));
-  std::string_view rest = id.substr(separator + kSeparator.size());
-  if (rest.starts_with(kMemoryTag)) {
-    unit.kind = UnitKind::kMemory;
-    rest.remove_prefix(kMemoryTag.size());
-  } else if (rest.starts_with(kComputeTag)) {
-    unit.kind = UnitKind::kCompute;
-    rest.remove_prefix(kComputeTag.size());
-  } else {
-    return std::nullopt;
+  const std::string_view number = id.substr(separator + kSeparator.size());
+  const auto index = ParseUnsigned(number);
+  if (!index || *index > 100000 || std::to_string(*index) != number) return std::nullopt;
+  return SliceId{std::string(id.substr(0, separator)), static_cast<int>(*index)};
+}
+
+std::string TenantNameForIds(std::vector<std::string> ids) {
+  std::sort(ids.begin(), ids.end());
+  uint64_t hash = 14695981039346656037ULL;  // FNV-1a, 64 bits: stable across builds and hosts
+  for (const std::string& id : ids) {
+    for (const char c : id + ",") {
+      hash ^= static_cast<unsigned char>(c);
+      hash *= 1099511628211ULL;
+    }
   }
-  const auto index = ParseUnsigned(rest);
-  if (!index || *index > 100000 || std::to_string(*index) != rest) return std::nullopt;
-  unit.index = static_cast<int>(*index);
-  return unit;
+  char text[32];
+  std::snprintf(text, sizeof text, "k8s-%016llx", static_cast<unsigned long long>(hash));
+  return text;
 }
 
 }  // namespace gpuslice::deviceplugin

@@ -1,28 +1,32 @@
-// Device IDs the plugin advertises. Each ID names its GPU (by UUID, stable across reboots and
-// device reordering) and one unit on it, so that Allocate can derive everything from the IDs the
-// kubelet hands over, without knowing which pod they are for:
-//   <uuid>::mem-<k>   unit k of the GPU's memory (gpuslice.io/gpu-memory)
-//   <uuid>::pct-<k>   percent k of the GPU's time (gpuslice.io/gpu-compute)
+// Device IDs the plugin advertises. Each ID names its device (a GPU or MIG instance, by UUID:
+// stable across reboots and device reordering) and one slice of it, so that Allocate can derive
+// everything from the IDs the kubelet hands over without knowing which pod they are for:
+//   <uuid>::slice-<k>   slice k of the device: 1/slicesPerGpu of its memory and of its time
 // A UUID is at most 40 characters ("GPU-" or "MIG-" and 36), so an ID stays within the
 // kubelet's 63.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gpuslice::deviceplugin {
 
-enum class UnitKind { kMemory, kCompute };
-
-struct UnitId {
-  std::string gpu_uuid;
-  UnitKind kind = UnitKind::kMemory;
+struct SliceId {
+  std::string device_uuid;
   int index = 0;
 };
 
-std::string FormatUnitId(const std::string& gpu_uuid, UnitKind kind, int index);
-// nullopt for anything FormatUnitId cannot have written.
-std::optional<UnitId> ParseUnitId(std::string_view id);
+std::string FormatSliceId(const std::string& device_uuid, int index);
+// nullopt for anything FormatSliceId cannot have written.
+std::optional<SliceId> ParseSliceId(std::string_view id);
+
+// The tenant name of the container the kubelet gave `ids`: "k8s-" and 16 hex digits of a hash
+// of the sorted IDs. Deterministic, so that the pod-resources API's device IDs for a container
+// name its tenant again (the kubelet never hands one ID to two running containers, so two live
+// containers' names differ but for a 64-bit hash collision).
+std::string TenantNameForIds(std::vector<std::string> ids);
 
 }  // namespace gpuslice::deviceplugin

@@ -1,5 +1,7 @@
 #include "deviceplugin/device_plugin_service.h"
 
+#include <cstdio>
+
 #include "deviceplugin/container_allocation.h"
 #include "deviceplugin/preferred_allocation.h"
 
@@ -14,7 +16,23 @@ grpc::Status Invalid(size_t container, const std::string& what) {
                       "gpuslice-device-plugin: container request " + std::to_string(container) + ": " + what);
 }
 
+// The request is well formed but this node cannot hold it as one device's slice; the kubelet
+// fails the pod's admission with this message (it names the request and why).
+grpc::Status Unplaceable(size_t container, const std::string& what) {
+  std::fprintf(stderr, "gpuslice-device-plugin: refused container request %zu: %s\n", container, what.c_str());
+  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                      "gpuslice-device-plugin: container request " + std::to_string(container) + ": " + what);
+}
+
 }  // namespace
+
+size_t ListBytes(const DeviceCatalog& catalog) {
+  PluginConfig config;
+  DevicePluginService service(catalog, config);
+  v1beta1::ListAndWatchResponse response;
+  service.FillList(catalog.Health(), &response);
+  return response.ByteSizeLong();
+}
 
 grpc::Status DevicePluginService::GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
                                                          v1beta1::DevicePluginOptions* options) {
@@ -27,10 +45,13 @@ void DevicePluginService::FillList(const DeviceCatalog::HealthView& health,
   response->Clear();
   for (size_t p = 0; p < catalog_.gpus().size(); ++p) {
     const char* state = health.healthy[p] ? "Healthy" : "Unhealthy";
-    for (const std::string& id : catalog_.UnitIds(p, kind_)) {
+    const int numa = catalog_.gpus()[p].numa_node;
+    for (const std::string& id : catalog_.SliceIds(p)) {
       v1beta1::Device* device = response->add_devices();
       device->set_id(id);
       device->set_health(state);
+      // As NVIDIA's plugin does: the kubelet's topology manager aligns CPUs with it.
+      if (numa >= 0) device->mutable_topology()->add_nodes()->set_id(numa);
     }
   }
 }
@@ -62,9 +83,12 @@ grpc::Status DevicePluginService::GetPreferredAllocation(grpc::ServerContext*,
                                             container.must_include_deviceids().end());
     std::vector<std::string> chosen;
     std::string error;
-    if (!PreferUnits(catalog_, kind_, available, required, container.allocation_size(), config_.nvlink_island,
-                     &chosen, &error))
-      return Invalid(c, error);
+    switch (PreferSlices(catalog_, available, required, container.allocation_size(), config_.nvlink_island, &chosen,
+                         &error)) {
+      case SliceOutcome::kOk: break;
+      case SliceOutcome::kMalformed: return Invalid(c, error);
+      case SliceOutcome::kUnplaceable: return Unplaceable(c, error);
+    }
     auto* out = response->add_container_responses();
     for (const std::string& id : chosen) out->add_deviceids(id);
   }
@@ -79,7 +103,14 @@ grpc::Status DevicePluginService::Allocate(grpc::ServerContext*, const v1beta1::
     const std::vector<std::string> ids(ids_in.begin(), ids_in.end());
     ContainerEdits edits;
     std::string error;
-    if (!EditsForUnits(catalog_, config_, kind_, ids, &edits, &error)) return Invalid(c, error);
+    switch (EditsForSlices(catalog_, config_, ids, &edits, &error)) {
+      case SliceOutcome::kOk: break;
+      case SliceOutcome::kMalformed: return Invalid(c, error);
+      case SliceOutcome::kUnplaceable: return Unplaceable(c, error);
+    }
+    std::fprintf(stderr, "gpuslice-device-plugin: container request %d: tenant %s, %zu slices on %s, memory %s, compute %s%%\n",
+                 c, edits.envs["GPUSLICE_TENANT"].c_str(), ids.size(), edits.envs["NVIDIA_VISIBLE_DEVICES"].c_str(),
+                 edits.envs["GPUSLICE_MEMORY_LIMIT"].c_str(), edits.envs["GPUSLICE_COMPUTE_REQUEST"].c_str());
     auto* out = response->add_container_responses();
     for (const auto& [name, value] : edits.envs) (*out->mutable_envs())[name] = value;
     for (const auto& [name, value] : edits.annotations) (*out->mutable_annotations())[name] = value;

@@ -1,5 +1,6 @@
-// The kubelet's DevicePlugin service for one resource (gpu-memory or gpu-compute) over the
-// shared catalog. Errors are gRPC statuses whose message names the offending ID or field.
+// The kubelet's DevicePlugin service for the plugin's one resource (gpuslice.io/gpu) over the
+// catalog. Errors are gRPC statuses whose message names the offending ID or field, or the
+// request and why it cannot be one device's slice.
 #pragma once
 
 #include <atomic>
@@ -10,10 +11,13 @@
 
 namespace gpuslice::deviceplugin {
 
+// The size in bytes of the whole ListAndWatch answer for `catalog`.
+size_t ListBytes(const DeviceCatalog& catalog);
+
 class DevicePluginService final : public v1beta1::DevicePlugin::Service {
  public:
-  DevicePluginService(const DeviceCatalog& catalog, const PluginConfig& config, UnitKind kind)
-      : catalog_(catalog), config_(config), kind_(kind) {}
+  DevicePluginService(const DeviceCatalog& catalog, const PluginConfig& config)
+      : catalog_(catalog), config_(config) {}
 
   // Ends the ListAndWatch streams of this service (before its server shuts down).
   void EndStreams() { ending_ = true; }
@@ -29,12 +33,12 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service {
   grpc::Status PreStartContainer(grpc::ServerContext*, const v1beta1::PreStartContainerRequest*,
                                  v1beta1::PreStartContainerResponse*) override;
 
- private:
   void FillList(const DeviceCatalog::HealthView& health, v1beta1::ListAndWatchResponse* response) const;
+
+ private:
 
   const DeviceCatalog& catalog_;
   const PluginConfig& config_;
-  const UnitKind kind_;
   std::atomic<bool> ending_{false};
 };
 

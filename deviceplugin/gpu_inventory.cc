@@ -22,6 +22,8 @@ struct GpuInventory::Api {
   nvml::GetMigModeFn mig_mode = nullptr;
   nvml::GetMaxMigDeviceCountFn max_mig_count = nullptr;
   nvml::GetMigDeviceHandleByIndexFn mig_by_index = nullptr;
+  // NUMA placement. Optional: without it no topology is advertised.
+  nvml::GetCpuAffinityWithinScopeFn affinity = nullptr;
 
   bool HasMig() const { return mig_mode && max_mig_count && mig_by_index; }
 
@@ -71,6 +73,7 @@ std::unique_ptr<GpuInventory> GpuInventory::Open(const std::string& library, std
       !Resolve(h, "nvmlDeviceGetMaxMigDeviceCount", &api->max_mig_count, &ignored) ||
       !Resolve(h, "nvmlDeviceGetMigDeviceHandleByIndex", &api->mig_by_index, &ignored))
     api->mig_mode = nullptr;
+  Resolve(h, "nvmlDeviceGetCpuAffinityWithinScope", &api->affinity, &ignored);
   const nvmlReturn_t result = api->init();
   if (result != NVML_SUCCESS) {
     *error = api->Error("nvmlInit", result);
@@ -94,9 +97,25 @@ nvmlReturn_t GpuInventory::Describe(nvmlDevice_t device, GpuInfo* info, const ch
   return result;
 }
 
-bool GpuInventory::Discover(std::vector<GpuInfo>* gpus, std::string* error) {
+namespace {
+
+// The lowest NUMA node in NVML's node mask for `device`, or -1 when NVML does not say.
+int NumaNode(nvml::GetCpuAffinityWithinScopeFn affinity, nvmlDevice_t device) {
+  if (affinity == nullptr) return -1;
+  unsigned long nodes[4] = {};
+  if (affinity(device, 4, nodes, nvml::kAffinityScopeNode) != NVML_SUCCESS) return -1;
+  for (int word = 0; word < 4; ++word) {
+    if (nodes[word] != 0) return word * 64 + __builtin_ctzl(nodes[word]);
+  }
+  return -1;
+}
+
+}  // namespace
+
+bool GpuInventory::Discover(std::vector<GpuInfo>* gpus, std::vector<LeftOutGpu>* left_out, std::string* error) {
   std::lock_guard<std::mutex> lock(api_->mutex);
   gpus->clear();
+  left_out->clear();
   unsigned int count = 0;
   nvmlReturn_t result = api_->count(&count);
   if (result != NVML_SUCCESS) {
@@ -110,10 +129,13 @@ bool GpuInventory::Discover(std::vector<GpuInfo>* gpus, std::string* error) {
     const char* call = "nvmlDeviceGetHandleByIndex";
     result = api_->handle_by_index(i, &device);
     if (result == NVML_SUCCESS) result = Describe(device, &gpu, &call);
+    // One GPU that does not answer (fallen off the bus, in need of a reset) must not keep the
+    // node's other GPUs from being served: it is left out, and the log says why.
     if (result != NVML_SUCCESS) {
-      *error = api_->Error(call, result) + " for GPU " + std::to_string(i);
-      return false;
+      left_out->push_back({gpu.index, std::string(call) + ": " + api_->error_string(result)});
+      continue;
     }
+    gpu.numa_node = NumaNode(api_->affinity, device);
     unsigned int mode = 0, pending = 0, slots = 0;
     const bool mig = api_->HasMig() && api_->mig_mode(device, &mode, &pending) == NVML_SUCCESS && mode == nvml::kMigEnabled;
     if (!mig) {
@@ -122,25 +144,26 @@ bool GpuInventory::Discover(std::vector<GpuInfo>* gpus, std::string* error) {
     }
     result = api_->max_mig_count(device, &slots);
     if (result != NVML_SUCCESS) {
-      *error = api_->Error("nvmlDeviceGetMaxMigDeviceCount", result) + " for GPU " + std::to_string(i);
-      return false;
+      left_out->push_back({gpu.index, std::string("nvmlDeviceGetMaxMigDeviceCount: ") + api_->error_string(result)});
+      continue;
     }
-    for (unsigned int m = 0; m < slots; ++m) {
+    std::vector<GpuInfo> instances;
+    for (unsigned int m = 0; m < slots && result == NVML_SUCCESS; ++m) {
       nvmlDevice_t instance = nullptr;
-      result = api_->mig_by_index(device, m, &instance);
-      if (result == NVML_ERROR_NOT_FOUND) continue;  // a free slot: no instance there
+      const nvmlReturn_t found = api_->mig_by_index(device, m, &instance);
+      if (found == NVML_ERROR_NOT_FOUND) continue;  // a free slot: no instance there
       GpuInfo info;
       info.index = gpu.index;
       info.mig_index = static_cast<int>(m);
       info.parent_uuid = gpu.uuid;
+      info.numa_node = gpu.numa_node;
       call = "nvmlDeviceGetMigDeviceHandleByIndex";
+      result = found;
       if (result == NVML_SUCCESS) result = Describe(instance, &info, &call);
-      if (result != NVML_SUCCESS) {
-        *error = api_->Error(call, result) + " for MIG device " + std::to_string(m) + " of GPU " + std::to_string(i);
-        return false;
-      }
-      gpus->push_back(std::move(info));
+      if (result == NVML_SUCCESS) instances.push_back(std::move(info));
+      else left_out->push_back({gpu.index, std::string(call) + " for MIG device " + std::to_string(m) + ": " + api_->error_string(result)});
     }
+    if (result == NVML_SUCCESS) gpus->insert(gpus->end(), instances.begin(), instances.end());
   }
   return true;
 }

@@ -21,6 +21,14 @@ struct GpuInfo {
   uint64_t total_memory = 0;  // bytes
   int mig_index = -1;         // the instance's NVML MIG device index on its GPU; -1: a whole GPU
   std::string parent_uuid;    // an instance's GPU; empty for a whole GPU
+  int numa_node = -1;         // the NUMA node NVML reports the GPU closest to; -1: unknown
+};
+
+// A GPU NVML lists but that could not be described at discovery (lost, in need of a reset):
+// left out of what the plugin serves, with the reason for the log.
+struct LeftOutGpu {
+  int index = 0;
+  std::string reason;
 };
 
 class GpuInventory {
@@ -33,8 +41,10 @@ class GpuInventory {
   GpuInventory& operator=(const GpuInventory&) = delete;
 
   // Every GPU NVML lists, each GPU in MIG mode as its MIG instances (in NVML's order; none when
-  // it has no instance yet). False with one line in *error when NVML fails.
-  bool Discover(std::vector<GpuInfo>* gpus, std::string* error);
+  // it has no instance yet). A GPU that does not answer (lost at start) goes to *left_out, so
+  // that the healthy ones are still served. False with one line in *error when NVML itself
+  // fails (no device count).
+  bool Discover(std::vector<GpuInfo>* gpus, std::vector<LeftOutGpu>* left_out, std::string* error);
   // Whether the GPU (or instance) still answers NVML as a working device: its handle, UUID and
   // memory can be read and the UUID is still the one discovered. A GPU that fell off the bus or needs a reset
   // answers NVML_ERROR_GPU_IS_LOST (or another error) there.

@@ -1,7 +1,7 @@
-// gpuslice-device-plugin: advertises gpuslice.io/gpu-memory (one ID per unit of each GPU's
-// memory) and gpuslice.io/gpu-compute (one ID per percent of each GPU's time) to the kubelet,
-// and answers Allocate with the environment and mounts that make the container a gpuslice
-// tenant of exactly that slice. docs/kubernetes.md is the user's guide.
+// gpuslice-device-plugin: advertises gpuslice.io/gpu (slicesPerGpu IDs per GPU or MIG instance,
+// each 1/slicesPerGpu of its memory and of its time) to the kubelet, and answers Allocate with
+// the environment and mounts that make the container a gpuslice tenant of exactly that slice of
+// that one device. docs/kubernetes.md is the user's guide.
 //
 // Exit codes: 0 stopped by SIGTERM/SIGINT, 1 a runtime failure (NVML, socket), 2 bad usage or
 // configuration.
@@ -21,10 +21,12 @@
 #include "common/version.h"
 #include "deviceplugin/container_allocation.h"
 #include "deviceplugin/device_catalog.h"
+#include "deviceplugin/device_plugin_service.h"
 #include "deviceplugin/gpu_inventory.h"
 #include "deviceplugin/kubelet_watch.h"
 #include "deviceplugin/plugin_config.h"
 #include "deviceplugin/plugin_endpoint.h"
+#include "deviceplugin/pod_resources_watch.h"
 
 namespace gpuslice::deviceplugin {
 namespace {
@@ -113,15 +115,59 @@ class HealthMonitor {
   std::thread thread_;
 };
 
+// Everything start checks before serving, in order: the host's paths, NVML, the devices it
+// lists (a GPU that does not answer is left out with a line, the others served), `devices`,
+// and what the configuration makes of them (the ListAndWatch answer's size, a slice's memory).
+// False with the exit code and one line.
+bool Prepare(const PluginConfig& config, std::unique_ptr<GpuInventory>* inventory, std::vector<GpuInfo>* gpus,
+             int* code, std::string* error) {
+  *code = kExitUsage;
+  if (!ValidateConfig(config, error)) return false;
+  *code = kExitFailure;
+  *inventory = GpuInventory::Open(config.nvml_library, error);
+  if (!*inventory) return false;
+  std::vector<LeftOutGpu> left_out;
+  if (!(*inventory)->Discover(gpus, &left_out, error)) return false;
+  for (const LeftOutGpu& gpu : left_out)
+    std::fprintf(stderr, "gpuslice-device-plugin: GPU %d left out: %s; the others are served (restart the plugin once it is back)\n",
+                 gpu.index, gpu.reason.c_str());
+  *code = kExitUsage;
+  if (!SelectGpus(config.devices, gpus, error)) return false;
+  *code = kExitFailure;
+  if (gpus->empty()) {
+    *error = left_out.empty() ? "gpuslice-device-plugin: NVML lists no GPU on this node (or only GPUs in MIG mode with no instance)"
+                              : "gpuslice-device-plugin: no GPU answers NVML (" + std::to_string(left_out.size()) + " left out)";
+    return false;
+  }
+  *code = kExitUsage;
+  const DeviceCatalog catalog(*gpus, config.slices_per_gpu);
+  for (size_t p = 0; p < gpus->size(); ++p) {
+    if (catalog.SliceBytes(p) == 0) {
+      *error = "gpuslice-device-plugin: slicesPerGpu " + std::to_string(config.slices_per_gpu) + " leaves " +
+               catalog.Describe(p) + " (" + std::to_string((*gpus)[p].total_memory >> 20) +
+               " MiB) less than 1 MiB per slice; use fewer slices";
+      return false;
+    }
+  }
+  if (const size_t bytes = ListBytes(catalog); bytes > kMaxListBytes) {
+    *error = "gpuslice-device-plugin: " + std::to_string(gpus->size()) + " devices of " + std::to_string(config.slices_per_gpu) +
+             " slices make a ListAndWatch answer of " + std::to_string(bytes) + " bytes, over the " +
+             std::to_string(kMaxListBytes) + " this plugin sends (the kubelet reads at most 4 MiB); use fewer slicesPerGpu or name fewer devices";
+    return false;
+  }
+  return true;
+}
+
 int Main(int argc, char** argv) {
-  CLI::App app{"gpuslice-device-plugin: a Kubernetes device plugin that turns gpuslice.io/gpu-memory and "
-               "gpuslice.io/gpu-compute requests into gpuslice slices (docs/kubernetes.md)"};
+  CLI::App app{"gpuslice-device-plugin: a Kubernetes device plugin that turns gpuslice.io/gpu requests into "
+               "gpuslice slices of one GPU's memory and time (docs/kubernetes.md)"};
   app.set_version_flag("--version", std::string(GPUSLICE_VERSION));
   std::string config_file;
   app.add_option("--config", config_file, "YAML file of the keys below (flags override it)");
   bool check_config = false;
   app.add_flag("--check-config", check_config,
-               "check the keys' values (not the host's paths) and exit: 0 when valid, 2 with the error line");
+               "run every check start runs (keys, the host's paths, NVML, the devices) and exit: 0 when valid, "
+               "2 with the error line for a bad configuration, 1 when NVML or the devices fail");
   std::map<std::string, std::string> flag_values;
   std::map<std::string, CLI::Option*> flags;
   for (const std::string& key : ConfigKeys())
@@ -140,15 +186,8 @@ int Main(int argc, char** argv) {
     if (flags[key]->count() == 0) continue;
     if (!SetConfigValue(key, flag_values[key], "--" + FlagName(key), &config, &error)) return Fail(kExitUsage, error);
   }
-  if (check_config) {
-    std::printf("gpuslice-device-plugin: configuration valid\n");
-    return 0;
-  }
-  if (!ValidateConfig(config, &error)) return Fail(kExitUsage, error);
-  if (config.preload == PreloadMode::kLdSoPreload && !WriteLdSoPreloadFile(config, &error))
-    return Fail(kExitFailure, error);
-
-  // Signals are taken through a signalfd: blocked here, before any thread starts.
+  // Signals are taken through a signalfd: blocked here, before any thread starts (NVML's
+  // own among them).
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
@@ -157,28 +196,34 @@ int Main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   const int stop_fd = signalfd(-1, &stop_signals, SFD_CLOEXEC);
   if (stop_fd < 0) return Fail(kExitFailure, "gpuslice-device-plugin: signalfd failed");
-
-  auto inventory = GpuInventory::Open(config.nvml_library, &error);
-  if (!inventory) return Fail(kExitFailure, error);
+  // --check-config runs every check start runs (the file, the host's paths, NVML and what the
+  // devices make of the configuration) and stops before serving.
+  int code = 0;
+  std::unique_ptr<GpuInventory> inventory;
   std::vector<GpuInfo> gpus;
-  if (!inventory->Discover(&gpus, &error)) return Fail(kExitFailure, error);
-  if (!SelectGpus(config.devices, &gpus, &error)) return Fail(kExitUsage, error);
-  if (gpus.empty())
-    return Fail(kExitFailure, "gpuslice-device-plugin: NVML lists no GPU on this node (or only GPUs in MIG mode with no instance)");
+  if (!Prepare(config, &inventory, &gpus, &code, &error)) return Fail(code, error);
+  if (check_config) {
+    std::printf("gpuslice-device-plugin: configuration valid: %zu devices of %d slices\n", gpus.size(),
+                config.slices_per_gpu);
+    return 0;
+  }
+  if (config.preload == PreloadMode::kLdSoPreload && !WriteLdSoPreloadFile(config, &error))
+    return Fail(kExitFailure, error);
 
-  DeviceCatalog catalog(gpus, config.unit_bytes);
+  DeviceCatalog catalog(gpus, config.slices_per_gpu);
   for (size_t p = 0; p < gpus.size(); ++p) {
     const std::string where = gpus[p].mig_index < 0 ? "" : " (MIG instance of " + gpus[p].parent_uuid + ")";
-    std::fprintf(stderr, "gpuslice-device-plugin: GPU %d %s %s%s: %d memory units of %llu MiB, 100 compute units\n",
-                 gpus[p].index, gpus[p].uuid.c_str(), gpus[p].name.c_str(), where.c_str(), catalog.UnitCount(p, UnitKind::kMemory),
-                 static_cast<unsigned long long>(config.unit_bytes >> 20));
+    const std::string numa = gpus[p].numa_node < 0 ? "" : ", NUMA node " + std::to_string(gpus[p].numa_node);
+    std::fprintf(stderr, "gpuslice-device-plugin: GPU %d %s %s%s: %d slices of %llu MiB and %d%% of its time%s\n",
+                 gpus[p].index, gpus[p].uuid.c_str(), gpus[p].name.c_str(), where.c_str(), config.slices_per_gpu,
+                 static_cast<unsigned long long>(catalog.SliceBytes(p) >> 20), catalog.PercentPerSlice(), numa.c_str());
   }
   int status = 0;
   {
     HealthMonitor health(*inventory, catalog, config.health_interval_ms);
-    PluginEndpoint memory(catalog, config, UnitKind::kMemory);
-    PluginEndpoint compute(catalog, config, UnitKind::kCompute);
-    KubeletWatch watch(config.plugin_dir, {&memory, &compute});
+    PodResourcesWatch pods(config);
+    PluginEndpoint endpoint(catalog, config);
+    KubeletWatch watch(config.plugin_dir, {&endpoint});
     if (!watch.Run(stop_fd, &error)) status = Fail(kExitFailure, error);
     catalog.Stop();  // ends the ListAndWatch streams, then the servers stop
   }

@@ -50,17 +50,17 @@ std::vector<std::string> SplitList(const std::string& value) {
 
 const std::vector<KeySpec>& KeyTable() {
   static const std::vector<KeySpec> kTable = {
-      {"unitSize", "a quantity from 1Mi, e.g. 1Gi or 512Mi",
+      {"resource", "<domain>/<name> in lower case, e.g. gpuslice.io/gpu",
+       [](const std::string& v, PluginConfig* c) { return ResourceName(v) && (c->resource = v, true); }},
+      // A slice's share of the device's time must be a whole percentage (the shim's
+      // GPUSLICE_COMPUTE_REQUEST is one), so that the slices of a device add up to exactly 100%.
+      {"slicesPerGpu", "a divisor of 100: 1, 2, 4, 5, 10, 20, 25, 50 or 100",
        [](const std::string& v, PluginConfig* c) {
-         const auto bytes = ParseByteQuantity(v);
-         if (!bytes || *bytes < (1ULL << 20)) return false;
-         c->unit_bytes = *bytes;
+         const auto n = ParseUnsigned(v);
+         if (!n || *n == 0 || *n > 100 || 100 % *n != 0) return false;
+         c->slices_per_gpu = static_cast<int>(*n);
          return true;
        }},
-      {"memoryResource", "<domain>/<name> in lower case, e.g. gpuslice.io/gpu-memory",
-       [](const std::string& v, PluginConfig* c) { return ResourceName(v) && (c->memory_resource = v, true); }},
-      {"computeResource", "<domain>/<name> in lower case, e.g. gpuslice.io/gpu-compute",
-       [](const std::string& v, PluginConfig* c) { return ResourceName(v) && (c->compute_resource = v, true); }},
       {"devices", "'all' or GPU UUIDs, NVML indices or MIG instance UUIDs, e.g. [0, 1] or GPU-8f6c...",
        [](const std::string& v, PluginConfig* c) {
          c->devices = v == "all" ? std::vector<std::string>{} : SplitList(v);
@@ -103,8 +103,28 @@ const std::vector<KeySpec>& KeyTable() {
          c->nvlink_island = static_cast<int>(*n);
          return true;
        }},
+      {"podResourcesSocket", "the absolute path of the kubelet's pod-resources socket, or empty for none",
+       [](const std::string& v, PluginConfig* c) {
+         return (v.empty() || AbsolutePath(v)) && (c->pod_resources_socket = v, true);
+       }},
   };
   return kTable;
+}
+
+// Keys of the two-resource plugin (gpu-memory and gpu-compute), which could put a pod's memory
+// on one GPU and its compute on another: refused with what replaced them, never ignored.
+const char* RemovedKey(const std::string& key) {
+  if (key == "unitSize")
+    return "a unit is now 1/slicesPerGpu of one GPU's memory and time together (slicesPerGpu: 100 by default)";
+  if (key == "memoryResource" || key == "computeResource")
+    return "memory and compute are now one resource, so that a pod's memory and time are on one GPU: "
+           "name it with resource (default gpuslice.io/gpu)";
+  return nullptr;
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 bool FileExists(const std::string& path) {
@@ -125,6 +145,10 @@ const std::vector<std::string>& ConfigKeys() {
 
 bool SetConfigValue(const std::string& key, const std::string& value, const std::string& source,
                     PluginConfig* config, std::string* error) {
+  if (const char* instead = RemovedKey(key)) {
+    *error = "gpuslice-device-plugin: " + source + " is no longer a key: " + instead + " (docs/kubernetes.md)";
+    return false;
+  }
   for (const KeySpec& spec : KeyTable()) {
     if (key != spec.key) continue;
     if (spec.set(value, config)) return true;
@@ -153,9 +177,16 @@ bool LoadConfigFile(const std::string& path, PluginConfig* config, std::string* 
     *error = "gpuslice-device-plugin: " + path + " must be a YAML mapping of keys such as unitSize: 1Gi";
     return false;
   }
+  std::map<std::string, int> seen;
   for (const auto& entry : root) {
     const std::string key = entry.first.as<std::string>();
     const std::string source = key + " in " + path;
+    // YAML forbids a key twice in one mapping; yaml-cpp keeps both and a lookup finds one of
+    // them, so an operator's edit further down could be silently ignored (or silently win).
+    if (seen[key]++ > 0) {
+      *error = "gpuslice-device-plugin: " + source + " appears twice; keep one";
+      return false;
+    }
     std::string value;
     if (entry.second.IsSequence()) {
       for (const auto& item : entry.second) {
@@ -174,21 +205,21 @@ bool LoadConfigFile(const std::string& path, PluginConfig* config, std::string* 
 }
 
 bool ValidateConfig(const PluginConfig& config, std::string* error) {
-  if (config.memory_resource == config.compute_resource) {
-    *error = "gpuslice-device-plugin: memoryResource and computeResource are both '" + config.memory_resource +
-             "'; they must differ";
-    return false;
-  }
   if (!FileExists(config.host_library)) {
     *error = "gpuslice-device-plugin: library '" + config.host_library +
              "' does not exist; copy libgpuslice.so to the host there (the DaemonSet's init container does) "
              "or set library to where it is";
     return false;
   }
-  struct stat st;
-  if (stat(config.plugin_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+  if (!IsDirectory(config.plugin_dir)) {
     *error = "gpuslice-device-plugin: pluginDir '" + config.plugin_dir +
              "' is not a directory; mount the kubelet's /var/lib/kubelet/device-plugins there";
+    return false;
+  }
+  // Every slice mounts it; a missing one would make each container's start fail far from here.
+  if (!IsDirectory(config.host_state_dir)) {
+    *error = "gpuslice-device-plugin: stateDir '" + config.host_state_dir +
+             "' is not a directory; create it on the host (mkdir -m 0770) and mount it into the plugin's container";
     return false;
   }
   return true;

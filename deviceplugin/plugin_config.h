@@ -15,9 +15,8 @@ enum class PreloadMode {
 };
 
 struct PluginConfig {
-  uint64_t unit_bytes = 1ULL << 30;                         // unitSize: memory per gpu-memory ID
-  std::string memory_resource = "gpuslice.io/gpu-memory";  // memoryResource
-  std::string compute_resource = "gpuslice.io/gpu-compute";  // computeResource
+  std::string resource = "gpuslice.io/gpu";                // resource: the one resource's name
+  int slices_per_gpu = 100;                                 // slicesPerGpu: slices per device (divides 100)
   std::vector<std::string> devices;                         // devices: UUIDs or indices; empty = all
   std::string plugin_dir = "/var/lib/kubelet/device-plugins";  // pluginDir
   std::string host_library = "/var/lib/gpuslice/lib/libgpuslice.so";  // library (on the host)
@@ -29,6 +28,8 @@ struct PluginConfig {
   PreloadMode preload = PreloadMode::kEnvironment;          // preload: env | ld.so.preload
   std::string cdi_kind;                                     // cdiKind, e.g. nvidia.com/gpu ("" = none)
   int nvlink_island = 0;  // nvlinkIsland: GPUs per NVLink island by NVML index (0 = none)
+  // podResourcesSocket: the kubelet's pod-resources API, read to name each tenant's pod ("" = off)
+  std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
 };
 
 // The YAML keys, for the error line and --help.
@@ -42,7 +43,11 @@ bool LoadConfigFile(const std::string& path, PluginConfig* config, std::string* 
 bool SetConfigValue(const std::string& key, const std::string& value, const std::string& source,
                     PluginConfig* config, std::string* error);
 
-// Checks what a single value cannot show (paths that must exist, resource names that differ).
+// Checks what a single value cannot show: the paths that must exist on the host.
 bool ValidateConfig(const PluginConfig& config, std::string* error);
+
+// The bound on one ListAndWatch answer: the kubelet reads it with gRPC's default 4 MiB limit
+// on a received message; a quarter of it leaves room for every field's overhead.
+inline constexpr size_t kMaxListBytes = 1u << 20;
 
 }  // namespace gpuslice::deviceplugin

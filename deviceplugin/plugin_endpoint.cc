@@ -21,10 +21,10 @@ ino_t InodeOf(const std::string& path) {
 
 }  // namespace
 
-PluginEndpoint::PluginEndpoint(const DeviceCatalog& catalog, const PluginConfig& config, UnitKind kind)
-    : catalog_(catalog), config_(config), kind_(kind) {
-  resource_ = kind == UnitKind::kMemory ? config.memory_resource : config.compute_resource;
-  // "gpuslice.io/gpu-memory" -> "gpuslice.io-gpu-memory.sock": one socket per resource.
+PluginEndpoint::PluginEndpoint(const DeviceCatalog& catalog, const PluginConfig& config)
+    : catalog_(catalog), config_(config) {
+  resource_ = config.resource;
+  // "gpuslice.io/gpu" -> "gpuslice.io-gpu.sock".
   socket_name_ = resource_;
   for (char& c : socket_name_) c = c == '/' ? '-' : c;
   socket_name_ += ".sock";
@@ -36,7 +36,7 @@ PluginEndpoint::~PluginEndpoint() { Stop(); }
 bool PluginEndpoint::Serve(std::string* error) {
   Stop();
   unlink(socket_path_.c_str());  // a stale socket of an earlier run refuses the bind
-  service_ = std::make_unique<DevicePluginService>(catalog_, config_, kind_);
+  service_ = std::make_unique<DevicePluginService>(catalog_, config_);
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix://" + socket_path_, grpc::InsecureServerCredentials());
   builder.RegisterService(service_.get());

@@ -1,4 +1,4 @@
-// One resource's endpoint: its gRPC server on <pluginDir>/<socket>, and its registration with
+// The resource's endpoint: its gRPC server on <pluginDir>/<socket>, and its registration with
 // the kubelet on <pluginDir>/kubelet.sock. The kubelet connects back only after Register, so
 // the server is serving first (the API's order).
 #pragma once
@@ -14,7 +14,7 @@ namespace gpuslice::deviceplugin {
 
 class PluginEndpoint {
  public:
-  PluginEndpoint(const DeviceCatalog& catalog, const PluginConfig& config, UnitKind kind);
+  PluginEndpoint(const DeviceCatalog& catalog, const PluginConfig& config);
   ~PluginEndpoint();
 
   const std::string& resource() const { return resource_; }
@@ -32,7 +32,6 @@ class PluginEndpoint {
  private:
   const DeviceCatalog& catalog_;
   const PluginConfig& config_;
-  const UnitKind kind_;
   std::string resource_;
   std::string socket_name_;
   std::string socket_path_;

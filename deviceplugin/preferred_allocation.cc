@@ -43,11 +43,11 @@ struct NodeModel {
   }
 };
 
-NodeModel BuildNode(const DeviceCatalog& catalog, UnitKind kind, const FreeUnits& free, const std::vector<bool>& allowed,
+NodeModel BuildNode(const DeviceCatalog& catalog, const FreeUnits& free, const std::vector<bool>& allowed,
                     int island_size) {
   NodeModel node;
   const auto& gpus = catalog.gpus();
-  for (size_t p = 0; p < gpus.size(); ++p) node.units_per_gpu = std::max(node.units_per_gpu, catalog.UnitCount(p, kind));
+  node.units_per_gpu = catalog.slices_per_gpu();
   node.exact = node.units_per_gpu <= place::kMilliPerGpu;
   const bool by_index = std::all_of(gpus.begin(), gpus.end(), [](const GpuInfo& g) {
     return g.mig_index < 0 && g.index >= 0 && g.index < place::kMaxGpusPerNode;
@@ -121,91 +121,81 @@ void Take(std::vector<std::string>& from, size_t n, std::vector<std::string>* ch
   from.erase(from.begin(), from.begin() + static_cast<std::ptrdiff_t>(n));
 }
 
-// Spread: the fullest GPUs first, those holding required units before the rest.
-void Spread(FreeUnits& free, const std::vector<int>& required_on, int missing, std::vector<std::string>* chosen) {
-  std::vector<size_t> order(free.size());
-  for (size_t p = 0; p < order.size(); ++p) order[p] = p;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const bool a_required = required_on[a] > 0, b_required = required_on[b] > 0;
-    if (a_required != b_required) return a_required;
-    return free[a].size() > free[b].size();
-  });
-  for (size_t p : order) {
-    const size_t take = std::min(static_cast<size_t>(missing), free[p].size());
-    Take(free[p], take, chosen);
-    missing -= static_cast<int>(take);
-    if (missing == 0) break;
-  }
-}
-
 }  // namespace
 
-bool PreferUnits(const DeviceCatalog& catalog, UnitKind kind, const std::vector<std::string>& available,
-                 const std::vector<std::string>& must_include, int size, int island_size,
-                 std::vector<std::string>* chosen, std::string* error) {
+SliceOutcome PreferSlices(const DeviceCatalog& catalog, const std::vector<std::string>& available,
+                          const std::vector<std::string>& must_include, int size, int island_size,
+                          std::vector<std::string>* chosen, std::string* error) {
   chosen->clear();
   const std::set<std::string> required(must_include.begin(), must_include.end());
   std::set<std::string> offered(available.begin(), available.end());
   if (size <= 0 || static_cast<size_t>(size) > offered.size() || required.size() > static_cast<size_t>(size)) {
     *error = "allocation_size " + std::to_string(size) + " cannot be met from " + std::to_string(offered.size()) +
              " available IDs with " + std::to_string(required.size()) + " required";
-    return false;
+    return SliceOutcome::kMalformed;
   }
-  // Free units per GPU position, in unit order (IDs sort by unit within a GPU only by number).
+  // Free slices per device position, in slice order.
   FreeUnits free(catalog.gpus().size());
   for (const std::string& id : offered) {
-    const int p = catalog.PositionOfUnit(id, kind);
+    const int p = catalog.PositionOfSlice(id);
     if (p < 0) {
       *error = "unknown device ID '" + id + "'";
-      return false;
+      return SliceOutcome::kMalformed;
     }
     if (!required.contains(id)) free[static_cast<size_t>(p)].push_back(id);
   }
   std::vector<int> required_on(catalog.gpus().size(), 0);
   for (const std::string& id : required) {
-    const int p = catalog.PositionOfUnit(id, kind);
+    const int p = catalog.PositionOfSlice(id);
     if (p < 0 || !offered.contains(id)) {
       *error = "must_include ID '" + id + "' is not one of the available IDs";
-      return false;
+      return SliceOutcome::kMalformed;
     }
     required_on[static_cast<size_t>(p)] += 1;
     chosen->push_back(id);
   }
   for (auto& ids : free) {
     std::sort(ids.begin(), ids.end(), [](const std::string& a, const std::string& b) {
-      return ParseUnitId(a)->index < ParseUnitId(b)->index;
+      return ParseSliceId(a)->index < ParseSliceId(b)->index;
     });
   }
+  const int per_device = catalog.slices_per_gpu();
   const int missing = size - static_cast<int>(required.size());
-  if (missing == 0) return true;
-  // The GPUs that may take units: those of the required IDs when there are any (a container's
-  // units stay together), otherwise every GPU.
+  if (missing == 0) return SliceOutcome::kOk;
+  // The devices that may take slices: those of the required IDs when there are any (a
+  // container's slices stay together), otherwise every device.
   std::vector<bool> allowed(free.size());
   for (size_t p = 0; p < free.size(); ++p) allowed[p] = required.empty() || required_on[p] > 0;
-  NodeModel node = BuildNode(catalog, kind, free, allowed, island_size);
-  // One GPU: place's best fit.
-  if (const int p = BestFitPosition(node, missing, free); p >= 0) {
-    Take(free[static_cast<size_t>(p)], static_cast<size_t>(missing), chosen);
-    return true;
-  }
-  // Whole GPUs and a rest: the whole ones free and on one island, the rest by best fit.
-  const int whole = missing / node.units_per_gpu, rest = missing % node.units_per_gpu;
-  const std::vector<int> gpus = required.empty() && whole > 0 ? WholeGpus(node, whole) : std::vector<int>{};
-  if (!gpus.empty()) {
-    for (int p : gpus) {
-      Take(free[static_cast<size_t>(p)], free[static_cast<size_t>(p)].size(), chosen);
-      node.SetFree(p, 0);
+  NodeModel node = BuildNode(catalog, free, allowed, island_size);
+  // One device: place's best fit.
+  if (size <= per_device) {
+    if (const int p = BestFitPosition(node, missing, free); p >= 0) {
+      Take(free[static_cast<size_t>(p)], static_cast<size_t>(missing), chosen);
+      return SliceOutcome::kOk;
     }
-    if (rest == 0) return true;
-    if (const int p = BestFitPosition(node, rest, free); p >= 0) {
-      Take(free[static_cast<size_t>(p)], static_cast<size_t>(rest), chosen);
-      return true;
+  } else if (size % per_device == 0 && required.empty()) {
+    // Whole devices, free and on one island.
+    const std::vector<int> devices = WholeGpus(node, size / per_device);
+    if (!devices.empty()) {
+      for (int p : devices) Take(free[static_cast<size_t>(p)], free[static_cast<size_t>(p)].size(), chosen);
+      return SliceOutcome::kOk;
     }
-    Spread(free, required_on, rest, chosen);
-    return true;
   }
-  Spread(free, required_on, missing, chosen);
-  return true;
+  size_t most = 0, at = 0;
+  for (size_t p = 0; p < free.size(); ++p) {
+    const size_t here = allowed[p] ? free[p].size() + static_cast<size_t>(required_on[p]) : 0;
+    if (here > most) most = here, at = p;
+  }
+  *error = std::to_string(size) + " slices fit on no single device here: " +
+           (size > per_device && size % per_device != 0
+                ? "more than one device's " + std::to_string(per_device) + " slices and not whole devices (a multiple of " +
+                      std::to_string(per_device) + ")"
+                : size > per_device ? "there are not " + std::to_string(size / per_device) + " wholly free devices"
+                                    : "the most free on one device is " + std::to_string(most) +
+                                          (most > 0 ? " (" + catalog.Describe(at) + ")" : "")) +
+           "; a slice's memory and time are on one device";
+  chosen->clear();
+  return SliceOutcome::kUnplaceable;
 }
 
 }  // namespace gpuslice::deviceplugin

@@ -1,7 +1,7 @@
 // gpuslice-device-plugin-bench: the plugin's targets measured on the real binary over the
 // simulated NVML, driven by the tests' fake kubelet (docs/kubernetes.md quotes its output):
 // registration after start, re-registration after a kubelet restart, a lost GPU reaching
-// ListAndWatch, Allocate latency for one container of 80 memory units, and the plugin's RSS.
+// ListAndWatch, Allocate latency for one container of 80 slices, and the plugin's RSS.
 //
 //   gpuslice-device-plugin-bench [--gpus 8] [--memory 141Gi] [--allocates 2000] [--rounds 5]
 #include <unistd.h>
@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
 
   const auto started = Clock::now();
   auto plugin = StartPlugin(dir);
-  if (!kubelet.WaitForRegistrations(2, 30000)) return std::fprintf(stderr, "no registration\n%s", plugin->StderrSoFar().c_str()), 1;
+  if (!kubelet.WaitForRegistrations(1, 30000)) return std::fprintf(stderr, "no registration\n%s", plugin->StderrSoFar().c_str()), 1;
   const double register_ms = Ms(started);
 
   std::vector<double> reregister_ms;
@@ -69,15 +69,13 @@ int main(int argc, char** argv) {
     kubelet.DeleteSockets();
     const auto restarted = Clock::now();
     kubelet.Start();
-    if (!kubelet.WaitForRegistrations(2, 30000)) return std::fprintf(stderr, "no re-registration\n"), 1;
+    if (!kubelet.WaitForRegistrations(1, 30000)) return std::fprintf(stderr, "no re-registration\n"), 1;
     reregister_ms.push_back(Ms(restarted));
   }
 
-  auto memory_stub = kubelet.Connect("gpuslice.io/gpu-memory");
-  auto compute_stub = kubelet.Connect("gpuslice.io/gpu-compute");
+  auto memory_stub = kubelet.Connect("gpuslice.io/gpu");
   const auto ids = FirstList(*memory_stub);
-  const size_t compute_ids = FirstList(*compute_stub).size();
-  // Health: a lost GPU's units turn Unhealthy in an open ListAndWatch stream.
+  // Health: a lost GPU's slices turn Unhealthy in an open ListAndWatch stream.
   std::vector<double> health_ms;
   {
     grpc::ClientContext context;
@@ -111,10 +109,10 @@ int main(int argc, char** argv) {
   }
   const long rss = RssKib(plugin->pid());
   std::printf(
-      "{\"gpus\":%s,\"memory\":\"%s\",\"memory_ids\":%zu,\"compute_ids\":%zu,\"register_ms_from_exec\":%.1f,"
+      "{\"gpus\":%s,\"memory\":\"%s\",\"ids\":%zu,\"register_ms_from_exec\":%.1f,"
       "\"reregister_ms_p50\":%.1f,\"reregister_ms_max\":%.1f,\"unhealthy_ms_p50\":%.1f,\"unhealthy_ms_max\":%.1f,"
-      "\"allocate_80_units_us_p50\":%.0f,\"allocate_80_units_us_p99\":%.0f,\"allocates\":%d,\"plugin_rss_mib\":%.1f}\n",
-      gpus.c_str(), memory.c_str(), ids.size(), compute_ids, register_ms, Percentile(reregister_ms, 0.5),
+      "\"allocate_80_slices_us_p50\":%.0f,\"allocate_80_slices_us_p99\":%.0f,\"allocates\":%d,\"plugin_rss_mib\":%.1f}\n",
+      gpus.c_str(), memory.c_str(), ids.size(), register_ms, Percentile(reregister_ms, 0.5),
       Percentile(reregister_ms, 1.0), Percentile(health_ms, 0.5), Percentile(health_ms, 1.0),
       Percentile(allocate_us, 0.5), Percentile(allocate_us, 0.99), allocates, rss / 1024.0);
   plugin.reset();

@@ -32,7 +32,7 @@ class DevicePluginEndToEndTest : public SimTest {
     kubelet_->Start();
     // Container paths unlike the host's, so that a missing mapping shows.
     plugin_ = StartPlugin(dir_, {"--container-library", "/opt/gs/libgpuslice.so", "--container-state-dir", "/gs-state"});
-    ASSERT_TRUE(kubelet_->WaitForRegistrations(2, 10000)) << plugin_->StderrSoFar();
+    ASSERT_TRUE(kubelet_->WaitForRegistrations(1, 10000)) << plugin_->StderrSoFar();
   }
   void TearDown() override {
     plugin_.reset();
@@ -47,14 +47,14 @@ class DevicePluginEndToEndTest : public SimTest {
     SetEnv("GPUSLICE_SIM_MEMORY", "16Gi");
   }
 
-  // Allocate for one container asking `units` of `resource`, with the IDs the plugin prefers.
-  v1beta1::ContainerAllocateResponse AllocateUnits(const std::string& resource, int units) {
-    auto stub = kubelet_->Connect(resource);
+  // Allocate for one container asking `slices`, with the IDs the plugin prefers.
+  v1beta1::ContainerAllocateResponse AllocateSlices(int slices) {
+    auto stub = kubelet_->Connect("gpuslice.io/gpu");
     const auto devices = FirstList(*stub);
     v1beta1::PreferredAllocationRequest preferred;
     auto* want = preferred.add_container_requests();
     for (const auto& d : devices) want->add_available_deviceids(d.id());
-    want->set_allocation_size(units);
+    want->set_allocation_size(slices);
     v1beta1::PreferredAllocationResponse chosen;
     grpc::ClientContext c1;
     EXPECT_TRUE(stub->GetPreferredAllocation(&c1, preferred, &chosen).ok());
@@ -73,15 +73,12 @@ class DevicePluginEndToEndTest : public SimTest {
 };
 
 TEST_F(DevicePluginEndToEndTest, WorkloadStartedWithTheAllocateAnswerGetsThePodsQuotaAndShare) {
-  const auto memory = AllocateUnits("gpuslice.io/gpu-memory", 4);   // 4 GiB
-  const auto compute = AllocateUnits("gpuslice.io/gpu-compute", 30);  // 30 %
+  const auto answer = AllocateSlices(30);  // 30% of the 16 GiB GPU's memory (4890 MiB) and time
   // The simulated GPU of this test (a container sees the node's driver).
   std::vector<std::string> env = {"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_SIM_STATE=" + state_path()};
-  for (const auto* answer : {&memory, &compute}) {
-    for (const auto& [name, value] : answer->envs()) env.push_back(name + "=" + ToHostPath(value, *answer));
-  }
-  const std::string tenant = memory.envs().at("GPUSLICE_TENANT");
-  // Six 1 GiB allocations against a 4 GiB slice, held while gpuslicectl looks.
+  for (const auto& [name, value] : answer.envs()) env.push_back(name + "=" + ToHostPath(value, answer));
+  const std::string tenant = answer.envs().at("GPUSLICE_TENANT");
+  // Six 1 GiB allocations against a 4890 MiB slice, held while gpuslicectl looks.
   Subprocess workload({BinDir() + "/gpuslice-workload", "memory", "--chunk", "1Gi", "--count", "6", "--hold", "30"},
                       env, Inherit::kAllButGpuslice);
   ASSERT_TRUE(workload.WaitForOutput("\"holding\"", 60000)) << workload.StderrSoFar();
@@ -105,7 +102,7 @@ TEST_F(DevicePluginEndToEndTest, WorkloadStartedWithTheAllocateAnswerGetsThePods
     usleep(100000);
   }
   ASSERT_FALSE(tenant_status.is_null()) << "no tenant " << tenant << " in " << last_status << kernels.StderrSoFar() << workload.StderrSoFar();
-  EXPECT_EQ(tenant_status.at("quota_bytes"), 4ULL << 30) << tenant_status.dump();
+  EXPECT_EQ(tenant_status.at("quota_bytes"), 4890ULL << 20) << tenant_status.dump();
   EXPECT_EQ(tenant_status.at("used_bytes"), 4ULL << 30) << tenant_status.dump();
   EXPECT_EQ(tenant_status.at("compute_request_percent"), 30) << tenant_status.dump();
   EXPECT_EQ(tenant_status.at("processes").size(), 2u) << "both processes are one tenant: " << tenant_status.dump();
@@ -122,7 +119,7 @@ TEST_F(DevicePluginEndToEndTest, WorkloadStartedWithTheAllocateAnswerGetsThePods
 // A GPU in MIG mode: the slice is of the instance the answer names. The container runtime
 // exposes only the instance in NVIDIA_VISIBLE_DEVICES; over the simulated driver that is
 // CUDA_VISIBLE_DEVICES naming it. The tenant's memory lands in that instance, and it is limited
-// to its 4 units though the instance has 35 GiB free.
+// to its tenth of it (whole GiB that fit) though the instance has far more free.
 class DevicePluginMigEndToEndTest : public DevicePluginEndToEndTest {
  protected:
   void ConfigureGpus() override {
@@ -133,13 +130,18 @@ class DevicePluginMigEndToEndTest : public DevicePluginEndToEndTest {
 };
 
 TEST_F(DevicePluginMigEndToEndTest, AWorkloadInTheNamedInstanceGetsThePodsSliceOfIt) {
-  const auto memory = AllocateUnits("gpuslice.io/gpu-memory", 4);
+  const auto memory = AllocateSlices(10);  // a tenth of an instance (best fit: the first, 3g.71gb)
   const std::string instance = memory.envs().at("NVIDIA_VISIBLE_DEVICES");
   ASSERT_TRUE(instance.starts_with("MIG-")) << instance;
+  const std::string quota = memory.envs().at("GPUSLICE_MEMORY_LIMIT");
+  ASSERT_TRUE(quota.ends_with("Mi")) << quota;
+  const int fit = std::stoi(quota) / 1024;  // whole GiB within the quota
+  ASSERT_GE(fit, 2) << quota;
   std::vector<std::string> env = {"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_SIM_STATE=" + state_path(),
                                   "CUDA_VISIBLE_DEVICES=" + instance};
   for (const auto& [name, value] : memory.envs()) env.push_back(name + "=" + ToHostPath(value, memory));
-  Subprocess workload({BinDir() + "/gpuslice-workload", "memory", "--chunk", "1Gi", "--count", "6", "--hold", "30"},
+  Subprocess workload({BinDir() + "/gpuslice-workload", "memory", "--chunk", "1Gi", "--count",
+                       std::to_string(fit + 2), "--hold", "30"},
                       env, Inherit::kAllButGpuslice);
   ASSERT_TRUE(workload.WaitForOutput("\"holding\"", 60000)) << workload.StderrSoFar();
   simquery::Snapshot snap;
@@ -147,12 +149,12 @@ TEST_F(DevicePluginMigEndToEndTest, AWorkloadInTheNamedInstanceGetsThePodsSliceO
   ASSERT_TRUE(simquery::TakeSnapshot(state_path(), &snap, &error)) << error;
   ASSERT_EQ(snap.devices.size(), 1u);
   for (const auto& i : snap.devices[0].mig_instances) {
-    EXPECT_EQ(i.used_memory, i.uuid == instance ? 4ULL << 30 : 0u) << i.uuid << " " << i.mig_profile;
+    EXPECT_EQ(i.used_memory, i.uuid == instance ? uint64_t(fit) << 30 : 0u) << i.uuid << " " << i.mig_profile;
   }
   workload.Kill(SIGTERM);
   const auto result = workload.Wait(30000);
   const auto line = nlohmann::json::parse(result.out.substr(result.out.rfind("{\"event\":\"result\"")));
-  EXPECT_EQ(line.at("allocated").get<int>(), 4) << result.out;
+  EXPECT_EQ(line.at("allocated").get<int>(), fit) << result.out;
   EXPECT_EQ(line.at("refused").get<int>(), 2);
 }
 

@@ -89,6 +89,42 @@ std::unique_ptr<v1beta1::DevicePlugin::Stub> FakeKubelet::Connect(const std::str
   return nullptr;
 }
 
+class FakePodResources::Service final : public v1::PodResourcesLister::Service {
+ public:
+  grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*, v1::ListPodResourcesResponse* out) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    *out = pods;
+    ++lists;
+    return grpc::Status::OK;
+  }
+  std::mutex mutex;
+  v1::ListPodResourcesResponse pods;
+  int lists = 0;
+};
+
+FakePodResources::FakePodResources(std::string socket_path)
+    : socket_path_(std::move(socket_path)), service_(std::make_unique<Service>()) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix://" + socket_path_, grpc::InsecureServerCredentials());
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+}
+
+FakePodResources::~FakePodResources() {
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  unlink(socket_path_.c_str());
+}
+
+void FakePodResources::Set(v1::ListPodResourcesResponse pods) {
+  std::lock_guard<std::mutex> lock(service_->mutex);
+  service_->pods = std::move(pods);
+}
+
+int FakePodResources::lists() {
+  std::lock_guard<std::mutex> lock(service_->mutex);
+  return service_->lists;
+}
+
 std::string MakePluginDir() {
   char pattern[] = "/tmp/gsdp-XXXXXX";
   const char* dir = mkdtemp(pattern);
@@ -107,7 +143,8 @@ std::unique_ptr<Subprocess> StartPlugin(const std::string& dir, std::vector<std:
                                    "--plugin-dir", dir,
                                    "--library", ShimPath(),
                                    "--state-dir", dir + "/state",
-                                   "--nvml-library", SimLibDir() + "/libnvidia-ml.so.1"};
+                                   "--nvml-library", SimLibDir() + "/libnvidia-ml.so.1",
+                                   "--pod-resources-socket", ""};  // a test that wants one names it
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   return std::make_unique<Subprocess>(argv);
 }

@@ -12,6 +12,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "api.grpc.pb.h"
+#include "podresources.grpc.pb.h"
 #include "tests/support/subprocess.h"
 
 namespace gpuslice::testing {
@@ -46,6 +47,25 @@ class FakeKubelet {
   std::unique_ptr<grpc::Server> server_;
 };
 
+// The kubelet's pod-resources API (List) on a socket of its own, answering what the test says
+// is allocated: a stand-in for /var/lib/kubelet/pod-resources/kubelet.sock.
+class FakePodResources {
+ public:
+  explicit FakePodResources(std::string socket_path);
+  ~FakePodResources();
+  const std::string& socket_path() const { return socket_path_; }
+  // The pods List answers from now on.
+  void Set(v1::ListPodResourcesResponse pods);
+  // How many List calls arrived.
+  int lists();
+
+ private:
+  class Service;
+  std::string socket_path_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
 // A temporary device-plugins directory (short: unix socket paths are limited to 107 bytes).
 std::string MakePluginDir();
 void RemovePluginDir(const std::string& dir);
@@ -53,7 +73,7 @@ void RemovePluginDir(const std::string& dir);
 // The plugin binary over the simulated NVML, with its state directory and library in `dir`.
 std::unique_ptr<Subprocess> StartPlugin(const std::string& dir, std::vector<std::string> extra_args = {});
 
-// A gpu-memory or gpu-compute ID list from the ListAndWatch stream's first answer.
+// The ID list from the ListAndWatch stream's first answer.
 std::vector<v1beta1::Device> FirstList(v1beta1::DevicePlugin::Stub& stub);
 
 }  // namespace gpuslice::testing

@@ -5,6 +5,7 @@
 // plugin tolerate the GPU taint and require the GPU label; CPU-only pods do neither.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -38,12 +39,20 @@ json Find(const json& documents, const std::string& kind) {
   return json::object();
 }
 
-// `gpuslice-device-plugin --check-config` over a config text.
+// `gpuslice-device-plugin --check-config` over a config text. The check runs everything start
+// runs, the host's paths and NVML among them: those four keys are pointed at this machine's
+// (flags override the file), over two simulated GPUs of a state file of its own.
 ProcessResult CheckConfig(const std::string& text) {
-  const std::string path = "/tmp/gsdp-config-" + std::to_string(getpid()) + ".yaml";
+  const std::string tag = "/tmp/gsdp-config-" + std::to_string(getpid());
+  const std::string path = tag + ".yaml";
+  std::filesystem::create_directories(tag + ".d");
   std::ofstream(path) << text;
-  auto result = Run({BinDir() + "/gpuslice-device-plugin", "--check-config", "--config", path});
+  auto result = Run({"/usr/bin/env", "GPUSLICE_SIM_DEVICES=2", "GPUSLICE_SIM_STATE=/dev/shm/gsdp-config-" + std::to_string(getpid()),
+                     BinDir() + "/gpuslice-device-plugin", "--check-config", "--config", path, "--library", ShimPath(),
+                     "--plugin-dir", tag + ".d", "--state-dir", tag + ".d", "--nvml-library", SimLibDir() + "/libnvidia-ml.so.1"});
   unlink(path.c_str());
+  std::filesystem::remove_all(tag + ".d");
+  unlink(("/dev/shm/gsdp-config-" + std::to_string(getpid())).c_str());
   return result;
 }
 
@@ -79,26 +88,32 @@ TEST(DevicePluginManifestsTest, DaemonSetConfigIsOneThePluginAcceptsAndItsVolume
   EXPECT_EQ(mounted_from[library_dir], library_dir) << "the library is checked at its host path";
   EXPECT_EQ(host_paths.count("gpuslice-state"), 1u);
   EXPECT_EQ(host_paths["gpuslice-state"], config.at("stateDir"));
+  const std::string state_dir = config.at("stateDir");
+  EXPECT_EQ(mounted_from[state_dir], state_dir) << "the state directory is checked and written at its host path";
+  const std::string socket = config.at("podResourcesSocket");
+  const std::string socket_dir = socket.substr(0, socket.rfind('/'));
+  EXPECT_EQ(mounted_from[socket_dir], socket_dir) << "the pod-resources socket at its host path";
   // The init container installs the library into the volume the config names.
   const auto& init = pod.at("initContainers").at(0);
   EXPECT_EQ(host_paths[init.at("volumeMounts").at(0).at("name")], library_dir);
   EXPECT_NE(init.at("command").dump().find("libgpuslice.so"), std::string::npos);
 }
 
-TEST(DevicePluginManifestsTest, PodExampleAsksForEightGibAndThirtyPercent) {
+TEST(DevicePluginManifestsTest, PodExampleAsksForAQuarterOfOneGpu) {
   const auto daemonset = LoadYaml(Manifest("gpuslice-device-plugin.yaml"));
   const json config = ParseYamlText(Find(daemonset, "ConfigMap").at("data").at("config.yaml"));
   const auto pod = Find(LoadYaml(Manifest("pod-gpu-slice.yaml")), "Pod");
   const auto& limits = pod.at("spec").at("containers").at(0).at("resources").at("limits");
-  EXPECT_EQ(limits.at(config.at("memoryResource").get<std::string>()), 8);
-  EXPECT_EQ(limits.at(config.at("computeResource").get<std::string>()), 30);
+  EXPECT_EQ(config.at("slicesPerGpu"), 100);
+  EXPECT_EQ(limits.size(), 1u) << "one resource: memory and time together";
+  EXPECT_EQ(limits.at(config.at("resource").get<std::string>()), 25);
 }
 
 TEST(DevicePluginManifestsTest, MigExampleLeavesTheMigGpuToNvidiasPlugin) {
   const auto documents = LoadYaml(Manifest("pod-mig-slice.yaml"));
   ASSERT_EQ(documents.size(), 2u);
   EXPECT_TRUE(documents.at(0).at("spec").at("containers").at(0).at("resources").at("limits").contains("nvidia.com/mig-1g.10gb"));
-  EXPECT_TRUE(documents.at(1).at("spec").at("containers").at(0).at("resources").at("limits").contains("gpuslice.io/gpu-memory"));
+  EXPECT_TRUE(documents.at(1).at("spec").at("containers").at(0).at("resources").at("limits").contains("gpuslice.io/gpu"));
   const auto checked = CheckConfig("devices: [1]\n");  // the configuration the example's comment applies
   EXPECT_EQ(checked.exit_code, 0) << checked.err;
 }
@@ -239,9 +254,9 @@ TEST(DevicePluginManifestsTest, RemovingATolerationOrAffinityIsCaught) {
 }
 
 TEST(DevicePluginManifestsTest, CheckConfigRefusesABadValueWithOneLine) {
-  const auto checked = CheckConfig("unitSize: lots\n");
+  const auto checked = CheckConfig("slicesPerGpu: lots\n");
   EXPECT_EQ(checked.exit_code, 2);
-  EXPECT_NE(checked.err.find("invalid unitSize"), std::string::npos) << checked.err;
+  EXPECT_NE(checked.err.find("invalid slicesPerGpu"), std::string::npos) << checked.err;
 }
 
 }  // namespace

@@ -180,7 +180,11 @@ TEST_F(GpuslicectlPlanTest, PlacesEachTenantAsItsTrustFaultToleranceAndLatencyRe
   EXPECT_EQ(by_name["ads"]["env"]["GPUSLICE_COMPUTE_LIMIT"], "30");
   EXPECT_EQ(by_name["batch"]["env"]["GPUSLICE_MEMORY_LIMIT"], "40Gi");
   EXPECT_EQ(by_name["bank"]["kubernetes"]["resources"].begin().key().rfind("nvidia.com/mig-", 0), 0u);
-  EXPECT_EQ(by_name["ci"]["kubernetes"]["resources"]["gpuslice.io/gpu-memory"], 6);
+  // One resource, slices of one device: enough for the quota and the request.
+  const auto& ci = by_name["ci"]["kubernetes"]["resources"];
+  ASSERT_EQ(ci.size(), 1u) << ci.dump();
+  EXPECT_GE(ci["gpuslice.io/gpu"].get<int>(), std::stoi(by_name["ci"]["env"]["GPUSLICE_COMPUTE_REQUEST"].get<std::string>()));
+  EXPECT_LE(ci["gpuslice.io/gpu"].get<int>(), 100);
   EXPECT_THAT(by_name["bank"]["reason"].get<std::string>(), HasSubstr("untrusted"));
   // The text shows the same, with the reasons and what is left unused.
   const ProcessResult text = Plan({"--model", "h200", "--gpus", "4", WriteTenants(kMixedTenants)});

@@ -262,6 +262,8 @@ nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned i
 nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t* device);
 nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id);
 nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id);
+nvmlReturn_t nvmlDeviceGetCpuAffinityWithinScope(nvmlDevice_t device, unsigned int nodeSetSize,
+                                                 unsigned long* nodeSet, unsigned int scope);
 }
 #pragma GCC visibility pop
 
@@ -531,6 +533,24 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
     while (samples.size() > 1 && samples[1].time_us <= period_start) samples.erase(samples.begin());
     utilization->gpu = Percent(busy, clocks.now_us, base);
     utilization->memory = 0;  // memory traffic is not simulated
+    return NVML_SUCCESS;
+  });
+}
+
+// --- Topology ---
+
+// The simulated node is a two-socket server: its GPUs split evenly over NUMA nodes 0 and 1 in
+// index order (one GPU: node 0). Scope node (0) or socket (1) both answer that node; a MIG
+// handle, as on NVIDIA's driver, does not answer topology queries (ask its GPU).
+nvmlReturn_t nvmlDeviceGetCpuAffinityWithinScope(nvmlDevice_t device, unsigned int nodeSetSize,
+                                                 unsigned long* nodeSet, unsigned int scope) {
+  return WithDevice(device, [&](Session& session, int ordinal) {
+    if (nodeSet == nullptr || nodeSetSize == 0 || scope > 1) return NVML_ERROR_INVALID_ARGUMENT;
+    if (session.IsMig(ordinal)) return NVML_ERROR_NOT_SUPPORTED;
+    const int count = session.state().device_count();
+    const int node = count >= 2 ? ordinal * 2 / count : 0;
+    for (unsigned int i = 0; i < nodeSetSize; ++i) nodeSet[i] = 0;
+    nodeSet[0] = 1UL << node;
     return NVML_SUCCESS;
   });
 }

@@ -1,0 +1,129 @@
+#include "deviceplugin/pod_resources_watch.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include <grpcpp/grpcpp.h>
+#include <nlohmann/json.hpp>
+
+#include "deviceplugin/device_ids.h"
+#include "podresources.grpc.pb.h"
+
+namespace gpuslice::deviceplugin {
+
+bool ListTenantPods(const std::string& socket, const std::string& resource, int timeout_ms,
+                    std::map<std::string, PodOfTenant>* pods, std::string* error) {
+  auto stub = v1::PodResourcesLister::NewStub(grpc::CreateChannel("unix://" + socket, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+  v1::ListPodResourcesResponse response;
+  const grpc::Status status = stub->List(&context, v1::ListPodResourcesRequest(), &response);
+  if (!status.ok()) {
+    *error = "the kubelet's pod-resources API at " + socket + " did not answer List: " + status.error_message();
+    return false;
+  }
+  pods->clear();
+  for (const auto& pod : response.pod_resources()) {
+    for (const auto& container : pod.containers()) {
+      for (const auto& devices : container.devices()) {
+        if (devices.resource_name() != resource || devices.device_ids().empty()) continue;
+        const std::vector<std::string> ids(devices.device_ids().begin(), devices.device_ids().end());
+        PodOfTenant entry{pod.namespace_(), pod.name(), container.name(), "", static_cast<int>(ids.size())};
+        std::vector<std::string> uuids;
+        for (const std::string& id : ids) {
+          const auto slice = ParseSliceId(id);
+          if (slice && std::find(uuids.begin(), uuids.end(), slice->device_uuid) == uuids.end()) uuids.push_back(slice->device_uuid);
+        }
+        for (const std::string& uuid : uuids) entry.devices += (entry.devices.empty() ? "" : ",") + uuid;
+        (*pods)[TenantNameForIds(ids)] = entry;
+      }
+    }
+  }
+  return true;
+}
+
+bool WritePodsFile(const std::string& path, const std::map<std::string, PodOfTenant>& pods, std::string* error) {
+  nlohmann::ordered_json tenants = nlohmann::ordered_json::object();
+  for (const auto& [tenant, pod] : pods) {
+    tenants[tenant] = {{"namespace", pod.namespace_name}, {"pod", pod.pod},         {"container", pod.container},
+                       {"devices", pod.devices},          {"slices", pod.slices}};
+  }
+  const nlohmann::ordered_json file = {{"written_by", "gpuslice-device-plugin"}, {"tenants", tenants}};
+  const std::string temporary = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << file.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+    if (!out) {
+      *error = "cannot write " + temporary;
+      std::remove(temporary.c_str());
+      return false;
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    *error = "cannot rename " + temporary + " to " + path;
+    std::remove(temporary.c_str());
+    return false;
+  }
+  return true;
+}
+
+PodResourcesWatch::PodResourcesWatch(const PluginConfig& config, int interval_ms) {
+  if (config.pod_resources_socket.empty()) return;
+  thread_ = std::thread([this, config, interval_ms] {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_) {
+      lock.unlock();
+      Poll(config);
+      lock.lock();
+      wake_.wait_for(lock, std::chrono::milliseconds(interval_ms), [this] { return stop_; });
+    }
+  });
+}
+
+PodResourcesWatch::~PodResourcesWatch() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void PodResourcesWatch::Poll(const PluginConfig& config) {
+  std::map<std::string, PodOfTenant> pods;
+  std::string error;
+  // Pods keep their names only as long as the kubelet answers: an old map is left as it was
+  // (a tenant's pod does not change while it runs), and the log says so once.
+  if (!ListTenantPods(config.pod_resources_socket, config.resource, 1000, &pods, &error)) {
+    if (!failing_) std::fprintf(stderr, "gpuslice-device-plugin: %s; tenants are not named after their pods until it does\n", error.c_str());
+    failing_ = true;
+    return;
+  }
+  if (failing_) std::fprintf(stderr, "gpuslice-device-plugin: the pod-resources API answers again\n");
+  failing_ = false;
+  auto same = [](const PodOfTenant& a, const PodOfTenant& b) {
+    return a.namespace_name == b.namespace_name && a.pod == b.pod && a.container == b.container && a.devices == b.devices &&
+           a.slices == b.slices;
+  };
+  if (written_once_ && pods.size() == written_.size() &&
+      std::equal(pods.begin(), pods.end(), written_.begin(),
+                 [&](const auto& a, const auto& b) { return a.first == b.first && same(a.second, b.second); }))
+    return;
+  const std::string path = config.host_state_dir + "/" + kPodsFileName;
+  if (!WritePodsFile(path, pods, &error)) {
+    std::fprintf(stderr, "gpuslice-device-plugin: %s\n", error.c_str());
+    return;
+  }
+  for (const auto& [tenant, pod] : pods) {
+    if (!written_.contains(tenant))
+      std::fprintf(stderr, "gpuslice-device-plugin: tenant %s is pod %s/%s container %s (%d slices on %s)\n", tenant.c_str(),
+                   pod.namespace_name.c_str(), pod.pod.c_str(), pod.container.c_str(), pod.slices, pod.devices.c_str());
+  }
+  written_ = std::move(pods);
+  written_once_ = true;
+}
+
+}  // namespace gpuslice::deviceplugin
