@@ -203,8 +203,8 @@ int Main(int argc, char** argv) {
   std::vector<GpuInfo> gpus;
   if (!Prepare(config, &inventory, &gpus, &code, &error)) return Fail(code, error);
   if (check_config) {
-    std::printf("gpuslice-device-plugin: configuration valid: %zu devices of %d slices\n", gpus.size(),
-                config.slices_per_gpu);
+    std::printf("gpuslice-device-plugin: configuration valid: %zu devices of %d slices, a ListAndWatch answer of %zu bytes\n",
+                gpus.size(), config.slices_per_gpu, ListBytes(DeviceCatalog(gpus, config.slices_per_gpu)));
     return 0;
   }
   if (config.preload == PreloadMode::kLdSoPreload && !WriteLdSoPreloadFile(config, &error))

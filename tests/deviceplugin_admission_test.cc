@@ -113,7 +113,7 @@ class DevicePluginAdmissionTest : public SimTest {
   std::pair<int, int> Churn(StatefulKubelet& node, const std::map<std::string, uint64_t>& memory, bool follows,
                             uint32_t seed, int count) {
     std::mt19937 random(seed);
-    int admitted = 0, refused = 0, next = 0;
+    int admitted = 0, refused = 0, next = 0, by_node = 0;
     for (int i = 0; i < count; ++i) {
       if (!node.pods().empty() && random() % 10 < 4) {  // a pod ends
         auto it = node.pods().begin();
@@ -140,7 +140,10 @@ class DevicePluginAdmissionTest : public SimTest {
         continue;
       }
       ++refused;
-      if (a.refusal.starts_with("node:")) continue;  // the scheduler would not have bound it
+      if (a.refusal.starts_with("node:")) {  // the scheduler would not have bound it
+        ++by_node;
+        continue;
+      }
       EXPECT_NE(a.refusal.find("slices"), std::string::npos) << a.refusal;
       EXPECT_NE(a.refusal.find("one device"), std::string::npos) << "the reason: " << a.refusal;
       const bool never_fits = shape.size() == 1 && shape[0] > kSlices && shape[0] % kSlices != 0;
@@ -152,6 +155,8 @@ class DevicePluginAdmissionTest : public SimTest {
         else EXPECT_LT(whole, shape[0] / kSlices) << name << " refused with " << whole << " whole devices free: " << a.refusal;
       }
     }
+    std::printf("%d pods: %d admitted, %d refused (%d for want of free slices on the node, %d by the plugin)\n", count,
+                admitted, refused, by_node, refused - by_node);
     return {admitted, refused};
   }
 
