@@ -1,6 +1,9 @@
 // TakeSnapshot: the read-mostly view for gpuslicectl. It reaps first (so the figures exclude
 // dead processes) and reads under the table mutex, so no entry is claimed or recycled mid-read.
-// Without write permission it reads the atomics as they are, unreaped and unlocked.
+// Without write permission (the exporter's read-only snapshot) it reads the atomics as they are,
+// unreaped and unlocked, and leaves out the processes that hold no liveness lock any more (dead,
+// not yet reaped): their charges are not counted in their tenant's used memory, which is what a
+// reap will make of it.
 #include <algorithm>
 #include <iterator>
 #include <cstring>
@@ -15,6 +18,7 @@
 #include "broker/tables.h"
 #include "common/clock.h"
 #include "common/printable.h"
+#include "common/process_lock.h"
 #include "common/robust_mutex.h"
 
 namespace gpuslice::broker {
@@ -26,7 +30,8 @@ constexpr uint32_t kRegistered = static_cast<uint32_t>(ProcessState::kRegistered
 // As a person will read it (common/printable.h): the bytes are anyone's.
 std::string Name(const TenantEntry& entry) { return Printable(std::string_view(entry.name, NameLength(entry))); }
 
-TenantView ViewTenant(const Segment& segment, TenantIndex tenant, GpuIndex gpu) {
+// `liveness_fd` >= 0: the segment was not reaped; test each process's liveness lock through it.
+TenantView ViewTenant(const Segment& segment, TenantIndex tenant, GpuIndex gpu, int liveness_fd) {
   const TenantEntry& entry = At(segment, tenant);
   const LedgerEntry& ledger = At(segment, LedgerId::Of(tenant, gpu));
   TenantView view;
@@ -50,6 +55,10 @@ TenantView ViewTenant(const Segment& segment, TenantIndex tenant, GpuIndex gpu) 
     if (process.state.load() != kRegistered || process.tenant.load() != tenant.value()) continue;
     const uint64_t charged = At(process.charged, gpu).load();
     if (charged == 0 && !IsGpuOpen(process, gpu)) continue;
+    if (liveness_fd >= 0 && !IsByteLockedByOther(liveness_fd, kLivenessLockBase + static_cast<uint64_t>(p.value()))) {
+      view.used -= std::min(view.used, charged);  // dead, not reaped yet: a reap returns it
+      continue;
+    }
     // Waiting now: its waiting stamp is within the lease (a stale one is a stopped or dead waiter).
     const uint64_t stamp = At(process.sched, gpu).waiting_ns.load();
     const uint64_t now = MonotonicNanos();
@@ -67,7 +76,7 @@ bool TenantHasRegisteredProcess(const Segment& segment, TenantIndex tenant) {
   return false;
 }
 
-void Fill(const Segment& segment, Snapshot* out) {
+void Fill(const Segment& segment, int liveness_fd, Snapshot* out) {
   out->layout_version = segment.header.layout_version;
   out->taken_ns = MonotonicNanos();
   out->ledger_repairs = segment.header.ledger_repairs.load();
@@ -106,7 +115,7 @@ void Fill(const Segment& segment, Snapshot* out) {
       // service so far, which is not 0 for the tenants served in the window that ended.
       if (view.window_start_ns != 0 && (ledger.window_service_ns.load() != 0 || ledger.last_share_ppm.load() != 0))
         view.share_window_complete = true;
-      view.tenants.push_back(ViewTenant(segment, t, g));
+      view.tenants.push_back(ViewTenant(segment, t, g, liveness_fd));
       view.waiting += view.tenants.back().waiting;
     }
     out->gpus.push_back(std::move(view));
@@ -131,9 +140,9 @@ bool Take(const std::string& state_dir, OpenMode mode, Snapshot* out, std::strin
       // reader without write permission reads it, unreaped and unlocked.
       TableLock table(segment, nullptr);
       if (table.locked()) ReapDeadLocked(segment, file->fd, std::nullopt);
-      Fill(*segment, out);
+      Fill(*segment, table.locked() ? -1 : file->fd, out);
     } else {
-      Fill(*segment, out);
+      Fill(*segment, file->fd, out);
     }
     return true;
   } catch (...) {

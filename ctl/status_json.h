@@ -38,7 +38,7 @@
 #include <nlohmann/json.hpp>
 
 #include "broker/broker.h"
-#include "ctl/pod_names.h"
+#include "common/pod_names.h"
 #include "ctl/mig_topology.h"
 
 namespace gpuslice::ctl {

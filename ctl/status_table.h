@@ -5,7 +5,7 @@
 #include <string>
 
 #include "broker/broker.h"
-#include "ctl/pod_names.h"
+#include "common/pod_names.h"
 #include "ctl/mig_topology.h"
 
 namespace gpuslice::ctl {

@@ -1,11 +1,23 @@
 #include "exporter/listen_address.h"
 
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 
 namespace gpuslice::exporter {
 
 std::optional<ListenAddress> ParseListenAddress(const std::string& text, std::string* error) {
-  const std::string valid = " (expected HOST:PORT, [IPV6]:PORT or :PORT with a port of 1 to 65535, e.g. 127.0.0.1:9400)";
+  const std::string valid = std::string(" (expected HOST:PORT, [IPV6]:PORT or :PORT with a port of 1 to 65535, e.g. ") +
+                            kDefaultListen + ")";
+  if (text.find("://") != std::string::npos) {
+    *error = "--listen '" + text + "' is a URL; give the address alone" + valid;
+    return std::nullopt;
+  }
   const size_t colon = text.rfind(':');
   if (colon == std::string::npos) {
     *error = "--listen '" + text + "' has no port" + valid;
@@ -13,7 +25,8 @@ std::optional<ListenAddress> ParseListenAddress(const std::string& text, std::st
   }
   ListenAddress address;
   address.host = text.substr(0, colon);
-  if (address.host.size() >= 2 && address.host.front() == '[' && address.host.back() == ']') {
+  const bool bracketed = address.host.size() >= 2 && address.host.front() == '[' && address.host.back() == ']';
+  if (bracketed) {
     address.host = address.host.substr(1, address.host.size() - 2);
   } else if (address.host.find(':') != std::string::npos) {
     *error = "--listen '" + text + "': an IPv6 address must be written in brackets" + valid;
@@ -28,7 +41,47 @@ std::optional<ListenAddress> ParseListenAddress(const std::string& text, std::st
     return std::nullopt;
   }
   address.port = std::stoi(port);
+  // 300.1.1.1 and typos are usage errors, found here rather than as a failure to listen.
+  addrinfo hints{};
+  hints.ai_family = bracketed ? AF_INET6 : AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  const int resolved = getaddrinfo(address.host.c_str(), nullptr, &hints, &found);
+  if (found) freeaddrinfo(found);
+  if (resolved != 0) {
+    *error = "--listen '" + text + "': '" + address.host + "' is not an " + (bracketed ? "IPv6 " : "") +
+             "address or a name this machine resolves (" + gai_strerror(resolved) + ")" + valid;
+    return std::nullopt;
+  }
   return address;
+}
+
+std::string WhyCannotListen(const ListenAddress& address) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(address.host.c_str(), std::to_string(address.port).c_str(), &hints, &found) != 0 || !found)
+    return "does not resolve";
+  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  std::string why;
+  if (fd < 0) {
+    why = std::string("cannot open a socket: ") + std::strerror(errno);
+  } else {
+    int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);  // as the server binds
+    if (bind(fd, found->ai_addr, found->ai_addrlen) != 0) {
+      const int e = errno;
+      if (e == EADDRINUSE) why = "is in use by another process (another exporter, or dcgm-exporter on 9400?)";
+      else if (e == EADDRNOTAVAIL) why = "is not an address of this machine";
+      else if (e == EACCES) why = "needs CAP_NET_BIND_SERVICE (ports below 1024) or is not permitted";
+      else why = std::strerror(e);
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return why;
 }
 
 }  // namespace gpuslice::exporter

@@ -11,7 +11,17 @@ struct ListenAddress {
   int port = 0;      // 1..65535
 };
 
-// nullopt and *error (what is wrong and what would be valid) for anything else.
+// The default: 127.0.0.1 and a port of gpuslice's own (not dcgm-exporter's 9400: both run on
+// GPU nodes).
+inline constexpr char kDefaultListen[] = "127.0.0.1:9457";
+
+// nullopt and *error (what is wrong and what would be valid) for anything else: no port, a port
+// out of range, a URL, a host that is neither an address nor a name this machine resolves.
 std::optional<ListenAddress> ParseListenAddress(const std::string& text, std::string* error);
+
+// Binds a probe socket to `address` as the server will, to say why it cannot: "is in use by
+// another process", "is not an address of this machine", "needs CAP_NET_BIND_SERVICE (ports
+// below 1024)"; "" when it can.
+std::string WhyCannotListen(const ListenAddress& address);
 
 }  // namespace gpuslice::exporter

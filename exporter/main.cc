@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -17,6 +18,7 @@
 #include <httplib.h>
 
 #include "broker/broker.h"
+#include "common/pod_names.h"
 #include "common/version.h"
 #include "exporter/gzip_body.h"
 #include "exporter/listen_address.h"
@@ -30,10 +32,12 @@ constexpr int kExitFailed = 1;  // cannot listen
 constexpr int kExitUsage = 2;
 
 constexpr char kFooter[] = R"help(Endpoints:
-  /metrics  Prometheus text format: per GPU (label gpu, its UUID) and tenant (label tenant;
-            class on the compute figures) memory used and quota, compute request, limit,
-            share and device time, the wait-for-grant histogram, refused allocations and
-            bytes, grants, processes; per device NVML's memory, utilisation and processes.
+  /metrics  Prometheus text format: per GPU (label gpu, its UUID) and tenant (labels tenant,
+            namespace, pod, container: the pod from the device plugin's pods.json, empty
+            otherwise; the class on gpuslice_tenant_info) memory used and quota, compute
+            request, limit, share and device time, the wait-for-grant histogram, refused
+            allocations and bytes, grants, processes; per device NVML's memory,
+            utilisation and processes. A tenant's counters read 0 in its first scrape.
             gpuslice_segment_up and gpuslice_nvml_up say whether each source answered.
             Gzip-compressed (zlib level 1) for clients whose Accept-Encoding allows gzip, as
             Prometheus's does; as it is for any other.
@@ -76,7 +80,7 @@ int main(int argc, char** argv) {
   using namespace gpuslice::exporter;
   CLI::App app("Prometheus exporter of gpuslice's per-tenant GPU figures on this node.", "gpuslice-exporter");
   app.set_version_flag("--version", "gpuslice-exporter " GPUSLICE_VERSION, "Print the version and exit");
-  std::string listen = "127.0.0.1:9400";
+  std::string listen = kDefaultListen;
   std::string state_dir = DefaultStateDir();
   app.add_option("--listen", listen, "Address to serve on: HOST:PORT, [IPV6]:PORT or :PORT (all interfaces)")
       ->type_name("ADDR")
@@ -112,6 +116,8 @@ int main(int argc, char** argv) {
 
   NvmlDevices nvml;
   ChangeLog segment_log("state file"), nvml_log("NVML");
+  std::mutex first_sight_mutex;  // scrapes run on two threads
+  FirstSight first_sight;
   httplib::Server server;
   server.new_task_queue = [] { return new httplib::ThreadPool(2); };
   // A response is written as headers and then a body: with Nagle's algorithm on, the body's last
@@ -125,8 +131,15 @@ int main(int argc, char** argv) {
     segment_log.Report(have_snapshot, segment_error);
     const auto devices = nvml.Read(&nvml_error);
     nvml_log.Report(devices.has_value(), nvml_error);
+    std::set<std::string> first_seen;
+    {
+      std::lock_guard lock(first_sight_mutex);
+      if (have_snapshot) first_seen = first_sight.Update(snapshot);
+      else first_sight.UpdateWithoutSnapshot();
+    }
+    const gpuslice::PodNames pods = gpuslice::ReadPodNames(state_dir);
     std::string body;
-    RenderMetrics({have_snapshot ? &snapshot : nullptr, devices ? &*devices : nullptr}, &body);
+    RenderMetrics({have_snapshot ? &snapshot : nullptr, devices ? &*devices : nullptr, &pods, &first_seen}, &body);
     // Compressed here at level 1 when the client accepts gzip (Prometheus does), else sent as it
     // is. Either way through a content provider of known length: httplib would compress a body
     // of text again itself, at level 6 or with brotli (gzip_body.h), but sends such a provider's
@@ -153,8 +166,9 @@ int main(int argc, char** argv) {
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
   if (!server.bind_to_port(address->host.c_str(), address->port)) {
-    std::fprintf(stderr, "gpuslice-exporter: cannot listen on %s (address in use, not local, or not permitted)\n",
-                 listen.c_str());
+    const std::string why = WhyCannotListen(*address);
+    std::fprintf(stderr, "gpuslice-exporter: cannot listen on %s: %s\n", listen.c_str(),
+                 why.empty() ? "the server could not bind it" : why.c_str());
     return kExitFailed;
   }
   std::thread stopper([&] {

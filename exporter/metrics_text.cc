@@ -3,8 +3,10 @@
 #include <cinttypes>
 #include <cstdio>
 #include <functional>
+#include <string_view>
 
 #include "broker/segment_layout.h"
+#include "common/printable.h"
 #include "common/version.h"
 
 namespace gpuslice::exporter {
@@ -13,8 +15,11 @@ namespace {
 using broker::GpuView;
 using broker::TenantView;
 
-const char* ClassLabel(uint32_t compute_class) {
-  switch (compute_class) {
+// The class a tenant set at its first launch; "" for a tenant that never launched (a memory-only
+// tenant has no class, as gpuslicectl status shows "-").
+const char* ClassLabel(const TenantView& tenant) {
+  if (tenant.request_pct == 0) return "";
+  switch (tenant.compute_class) {
     case static_cast<uint32_t>(broker::ComputeClass::kLatency): return "latency";
     case static_cast<uint32_t>(broker::ComputeClass::kBackground): return "background";
     default: return "standard";
@@ -80,65 +85,88 @@ std::string GpuLabels(const GpuView& gpu) {
   return labels;
 }
 
-std::string TenantLabels(const GpuView& gpu, const TenantView& tenant) {
-  std::string labels = GpuLabels(gpu);
-  AddLabel(&labels, "tenant", tenant.name);
-  return labels;
-}
+// What the tenant families of one scrape are rendered with.
+struct Scrape {
+  const broker::Snapshot& snapshot;
+  const PodNames* pods;                     // may be nullptr
+  const std::set<std::string>* first_seen;  // may be nullptr
 
-std::string ClassLabels(const GpuView& gpu, const TenantView& tenant) {
-  std::string labels = TenantLabels(gpu, tenant);
-  AddLabel(&labels, "class", ClassLabel(tenant.compute_class));
-  return labels;
-}
+  bool FirstSeen(const GpuView& gpu, const TenantView& tenant) const {
+    return first_seen && first_seen->contains(SeriesKey(gpu, tenant));
+  }
 
-// One family with a sample per tenant on every GPU; `value` returns false to leave a tenant out.
-void PerTenant(Writer* w, const broker::Snapshot& s, const char* name, const char* type, const char* help,
-               const std::function<bool(const GpuView&, const TenantView&, std::string*, double*)>& value) {
+  // Every tenant series has exactly these labels: gpu, tenant, and the Kubernetes pod's
+  // namespace, pod and container (empty when the tenant did not come from the device plugin), so
+  // that any two tenant families divide or join without ignoring() (docs/observability.md). The
+  // class is on gpuslice_tenant_info alone.
+  std::string TenantLabels(const GpuView& gpu, const TenantView& tenant) const {
+    std::string labels = GpuLabels(gpu);
+    AddLabel(&labels, "tenant", tenant.name);
+    const PodName* pod = nullptr;
+    if (pods) {
+      const auto it = pods->find(tenant.name);
+      if (it != pods->end()) pod = &it->second;
+    }
+    // Printable: a forged pods.json must not bring the target down with invalid UTF-8.
+    AddLabel(&labels, "namespace", pod ? Printable(pod->namespace_name) : "");
+    AddLabel(&labels, "pod", pod ? Printable(pod->pod) : "");
+    AddLabel(&labels, "container", pod ? Printable(pod->container) : "");
+    return labels;
+  }
+};
+
+// A tenant's figure: its value, or nothing to leave the tenant out of the family.
+using TenantValue = std::function<std::optional<double>(const GpuView&, const TenantView&)>;
+
+// One family with a sample per tenant on every GPU.
+void PerTenant(Writer* w, const Scrape& s, const char* name, const char* type, const char* help,
+               const TenantValue& value) {
   bool any = false;
-  for (const GpuView& gpu : s.gpus) {
+  for (const GpuView& gpu : s.snapshot.gpus) {
     for (const TenantView& tenant : gpu.tenants) {
-      std::string labels;
-      double v = 0;
-      if (!value(gpu, tenant, &labels, &v)) continue;
+      const auto v = value(gpu, tenant);
+      if (!v) continue;
       if (!any) w->Family(name, type, help);
       any = true;
-      w->Sample(name, "", labels, v);
+      w->Sample(name, "", s.TenantLabels(gpu, tenant), *v);
     }
   }
 }
 
-// Counters and byte figures are integers: written exactly, never through a double.
-void PerTenantInt(Writer* w, const broker::Snapshot& s, const char* name, const char* type, const char* help,
-                  const std::function<bool(const TenantView&, uint64_t*)>& value) {
+// Counters and byte figures are integers: written exactly, never through a double. A counter of a
+// tenant seen for the first time reads 0 (FirstSight).
+void PerTenantInt(Writer* w, const Scrape& s, const char* name, const char* type, const char* help,
+                  const std::function<std::optional<uint64_t>(const TenantView&)>& value) {
+  const bool counter = std::string_view(type) == "counter";
   bool any = false;
-  for (const GpuView& gpu : s.gpus) {
+  for (const GpuView& gpu : s.snapshot.gpus) {
     for (const TenantView& tenant : gpu.tenants) {
-      uint64_t v = 0;
-      if (!value(tenant, &v)) continue;
+      const auto v = value(tenant);
+      if (!v) continue;
       if (!any) w->Family(name, type, help);
       any = true;
-      w->Sample(name, "", TenantLabels(gpu, tenant), v);
+      w->Sample(name, "", s.TenantLabels(gpu, tenant), counter && s.FirstSeen(gpu, tenant) ? uint64_t{0} : *v);
     }
   }
 }
 
-void WaitHistogram(Writer* w, const broker::Snapshot& s) {
+void WaitHistogram(Writer* w, const Scrape& s) {
   constexpr char kName[] = "gpuslice_tenant_wait_seconds";
   bool any = false;
-  for (const GpuView& gpu : s.gpus) {
+  for (const GpuView& gpu : s.snapshot.gpus) {
     for (const TenantView& tenant : gpu.tenants) {
       if (!any) {
         w->Family(kName, "histogram",
                   "Time a tenant's processes waited for the GPU's grant before launching, per wait.");
       }
       any = true;
-      const std::string labels = TenantLabels(gpu, tenant);
+      const std::string labels = s.TenantLabels(gpu, tenant);
+      const bool zero = s.FirstSeen(gpu, tenant);
       // The buckets are counted apiece (segment_layout.h); Prometheus's are cumulative. The count
       // is their sum, so that it always equals the +Inf bucket even mid-update.
       uint64_t cumulative = 0;
       for (size_t i = 0; i < std::size(tenant.wait_buckets); ++i) {
-        cumulative += tenant.wait_buckets[i];
+        cumulative += zero ? 0 : tenant.wait_buckets[i];
         char le[32];
         if (i < std::size(broker::kWaitBucketsNs)) {
           std::snprintf(le, sizeof le, "%g", static_cast<double>(broker::kWaitBucketsNs[i]) / 1e9);
@@ -149,65 +177,79 @@ void WaitHistogram(Writer* w, const broker::Snapshot& s) {
         AddLabel(&bucket_labels, "le", le);
         w->Sample(kName, "_bucket", bucket_labels, cumulative);
       }
-      w->Sample(kName, "_sum", labels, static_cast<double>(tenant.wait_ns) / 1e9);
+      w->Sample(kName, "_sum", labels, zero ? 0.0 : static_cast<double>(tenant.wait_ns) / 1e9);
       w->Sample(kName, "_count", labels, cumulative);
     }
   }
 }
 
-void Tenants(Writer* w, const broker::Snapshot& s) {
+void Tenants(Writer* w, const Scrape& s) {
+  // The tenant's class and pod as labels of a value-1 series, for joins (group_left).
+  bool any = false;
+  for (const GpuView& gpu : s.snapshot.gpus) {
+    for (const TenantView& tenant : gpu.tenants) {
+      if (!any) {
+        w->Family("gpuslice_tenant_info", "gauge",
+                  "A tenant on the GPU (value 1): its compute class (latency, standard, background; empty before its "
+                  "first launch sets it) beside the labels every tenant series has.");
+      }
+      any = true;
+      std::string labels = s.TenantLabels(gpu, tenant);
+      AddLabel(&labels, "class", ClassLabel(tenant));
+      w->Sample("gpuslice_tenant_info", "", labels, uint64_t{1});
+    }
+  }
   PerTenantInt(w, s, "gpuslice_tenant_memory_used_bytes", "gauge",
-               "GPU memory the tenant's processes hold through gpuslice on the GPU.",
-               [](const TenantView& t, uint64_t* v) { return *v = t.used, true; });
+               "GPU memory the tenant's live processes hold through gpuslice on the GPU.",
+               [](const TenantView& t) { return std::optional<uint64_t>(t.used); });
   PerTenantInt(w, s, "gpuslice_tenant_memory_quota_bytes", "gauge",
                "The tenant's memory quota on the GPU (GPUSLICE_MEMORY_LIMIT); absent when unlimited.",
-               [](const TenantView& t, uint64_t* v) { return *v = t.quota, t.quota != broker::kUnlimited; });
+               [](const TenantView& t) {
+                 return t.quota != broker::kUnlimited ? std::optional<uint64_t>(t.quota) : std::nullopt;
+               });
   PerTenant(w, s, "gpuslice_tenant_compute_request_ratio", "gauge",
             "The tenant's compute request on the GPU (GPUSLICE_COMPUTE_REQUEST), 0 to 1; absent until its first "
             "launch sets it.",
-            [](const GpuView& g, const TenantView& t, std::string* labels, double* v) {
-              *labels = ClassLabels(g, t);
-              *v = t.request_pct / 100.0;
-              return t.request_pct != 0;
+            [](const GpuView&, const TenantView& t) {
+              return t.request_pct != 0 ? std::optional<double>(t.request_pct / 100.0) : std::nullopt;
             });
   PerTenant(w, s, "gpuslice_tenant_compute_limit_ratio", "gauge",
             "The tenant's compute limit on the GPU (GPUSLICE_COMPUTE_LIMIT), 0 to 1; absent until set.",
-            [](const GpuView& g, const TenantView& t, std::string* labels, double* v) {
-              *labels = ClassLabels(g, t);
-              *v = t.limit_pct / 100.0;
-              return t.request_pct != 0;
+            [](const GpuView&, const TenantView& t) {
+              return t.request_pct != 0 ? std::optional<double>(t.limit_pct / 100.0) : std::nullopt;
             });
+  // Only while the tenant has a process on the GPU: the last window's share of a tenant that
+  // left would otherwise be shown for ever (the window rolls only at hand-overs, and an idle GPU
+  // has none).
   PerTenant(w, s, "gpuslice_tenant_compute_share_ratio", "gauge",
             "The tenant's share of the GPU's time over the last complete measurement window (at least 10 s), "
-            "0 to 1; absent before the first window completes.",
-            [](const GpuView& g, const TenantView& t, std::string* labels, double* v) {
-              *labels = ClassLabels(g, t);
-              *v = static_cast<double>(t.last_share_ppm) / 1e6;
-              return g.share_window_complete && g.mode == static_cast<uint32_t>(broker::SharingMode::kTimeslice);
+            "0 to 1; absent before the first window completes and once the tenant has no process on the GPU.",
+            [](const GpuView& g, const TenantView& t) {
+              const bool shown = g.share_window_complete && g.mode == static_cast<uint32_t>(broker::SharingMode::kTimeslice) &&
+                                 !t.processes.empty();
+              return shown ? std::optional<double>(static_cast<double>(t.last_share_ppm) / 1e6) : std::nullopt;
             });
   PerTenant(w, s, "gpuslice_tenant_compute_service_seconds_total", "counter",
             "Device time the GPU was granted to the tenant (rate() of it is the tenant's share).",
-            [](const GpuView& g, const TenantView& t, std::string* labels, double* v) {
-              *labels = TenantLabels(g, t);
-              *v = static_cast<double>(t.service_ns) / 1e9;
-              return true;
+            [&s](const GpuView& g, const TenantView& t) {
+              return std::optional<double>(s.FirstSeen(g, t) ? 0.0 : static_cast<double>(t.service_ns) / 1e9);
             });
   PerTenantInt(w, s, "gpuslice_tenant_grants_total", "counter",
                "Grants of the GPU the tenant received (hand-overs to it).",
-               [](const TenantView& t, uint64_t* v) { return *v = t.grants_received, true; });
+               [](const TenantView& t) { return std::optional<uint64_t>(t.grants_received); });
   WaitHistogram(w, s);
   PerTenantInt(w, s, "gpuslice_tenant_refused_allocations_total", "counter",
                "Allocations refused because they would have exceeded the tenant's quota on the GPU.",
-               [](const TenantView& t, uint64_t* v) { return *v = t.refused_allocations, true; });
+               [](const TenantView& t) { return std::optional<uint64_t>(t.refused_allocations); });
   PerTenantInt(w, s, "gpuslice_tenant_refused_bytes_total", "counter",
                "The sizes of the refused allocations, summed.",
-               [](const TenantView& t, uint64_t* v) { return *v = t.refused_bytes, true; });
+               [](const TenantView& t) { return std::optional<uint64_t>(t.refused_bytes); });
   PerTenantInt(w, s, "gpuslice_tenant_processes", "gauge",
-               "The tenant's registered processes on the GPU (dead ones count until a writer reaps them).",
-               [](const TenantView& t, uint64_t* v) { return *v = t.processes.size(), true; });
+               "The tenant's live processes registered on the GPU.",
+               [](const TenantView& t) { return std::optional<uint64_t>(t.processes.size()); });
   PerTenantInt(w, s, "gpuslice_tenant_waiting_processes", "gauge",
                "The tenant's processes waiting for the GPU's grant now.",
-               [](const TenantView& t, uint64_t* v) { return *v = t.waiting, true; });
+               [](const TenantView& t) { return std::optional<uint64_t>(t.waiting); });
 }
 
 void Gpus(Writer* w, const broker::Snapshot& s) {
@@ -268,6 +310,25 @@ std::string EscapeLabelValue(const std::string& value) {
   return out;
 }
 
+std::string SeriesKey(const broker::GpuView& gpu, const broker::TenantView& tenant) {
+  return gpu.uuid + "/" + tenant.name;
+}
+
+std::set<std::string> FirstSight::Update(const broker::Snapshot& snapshot) {
+  std::set<std::string> now, fresh;
+  for (const GpuView& gpu : snapshot.gpus) {
+    for (const TenantView& tenant : gpu.tenants) now.insert(SeriesKey(gpu, tenant));
+  }
+  if (started_) {
+    for (const std::string& key : now) {
+      if (!known_.contains(key)) fresh.insert(key);
+    }
+  }
+  started_ = true;
+  known_ = std::move(now);  // tenants that went away are forgotten: a return is a new series
+  return fresh;
+}
+
 void RenderMetrics(const ScrapeInput& input, std::string* out) {
   out->clear();
   Writer w(out);
@@ -284,7 +345,7 @@ void RenderMetrics(const ScrapeInput& input, std::string* out) {
     w.Family("gpuslice_processes_reaped_total", "counter", "Dead processes whose charges were returned to their tenant.");
     w.Sample("gpuslice_processes_reaped_total", "", "", s->processes_reaped);
     Gpus(&w, *s);
-    Tenants(&w, *s);
+    Tenants(&w, Scrape{*s, input.pods, input.first_seen});
   }
   if (input.devices) Devices(&w, *input.devices);
 }

@@ -22,6 +22,7 @@
 #include "gpuslice/sim_query.h"
 #include "tests/deviceplugin_fake_kubelet.h"
 #include "tests/deviceplugin_stateful_kubelet.h"
+#include "tests/support/exporter_fixture.h"
 #include "tests/support/test_env.h"
 
 namespace gpuslice::testing {
@@ -271,6 +272,15 @@ TEST_F(DevicePluginAdmissionTest, TenantsAreNamedAfterTheirPodsInStatus) {
   const auto table = testing::Run({BinDir() + "/gpuslicectl", "status", "--state-dir", dir_ + "/state"});
   EXPECT_NE(table.out.find("pod team-a/trainer/c0"), std::string::npos) << table.out;
   EXPECT_NE(plugin_->StderrSoFar().find("is pod team-a/trainer container c0"), std::string::npos) << plugin_->StderrSoFar();
+  // The exporter labels the tenant's series with its pod.
+  Exporter exporter(dir_ + "/state", state_path());
+  ASSERT_TRUE(exporter.WaitServing()) << exporter.process().StderrSoFar();
+  const std::string metrics = exporter.Metrics().value_or("");
+  EXPECT_NE(metrics.find("gpuslice_tenant_memory_used_bytes{gpu=\"" + trainer.envs().at("NVIDIA_VISIBLE_DEVICES") +
+                         "\",tenant=\"" + trainer.envs().at("GPUSLICE_TENANT") +
+                         "\",namespace=\"team-a\",pod=\"trainer\",container=\"c0\"} 1073741824\n"),
+            std::string::npos)
+      << metrics;
   workload.Kill(SIGTERM);
   workload.Wait(30000);
 }

@@ -100,17 +100,19 @@ TEST(ExporterTest, EveryFamilyPassesPromtool) {
 
 TEST(ExporterTest, HistogramIsCumulativeAndLabelValuesAreEscaped) {
   const std::string text = FullExposition();
-  const std::string labels = "gpu=\"GPU-00000000-0000-0000-0000-000000000000\",tenant=\"tenant-1\"";
+  const std::string labels =
+      "gpu=\"GPU-00000000-0000-0000-0000-000000000000\",tenant=\"tenant-1\",namespace=\"\",pod=\"\",container=\"\"";
   EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_bucket{" + labels + ",le=\"0.0001\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_bucket{" + labels + ",le=\"1\"} 14\n"));
   EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_bucket{" + labels + ",le=\"+Inf\"} 16\n"));
   EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_count{" + labels + "} 16\n"));
   EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_sum{" + labels + "} 0.123456789\n"));
   EXPECT_THAT(text, HasSubstr("tenant=\"quote\\\"back\\\\slash\""));
-  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_compute_request_ratio{" + labels + ",class=\"latency\"} 0.3\n"));
+  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_compute_request_ratio{" + labels + "} 0.3\n"));
+  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_info{" + labels + ",class=\"latency\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("gpuslice_tenant_memory_used_bytes{" + labels + "} 1073741824\n"));
   // tenant-0 has no quota: no quota sample rather than 2^64-1.
-  EXPECT_THAT(text, ::testing::Not(HasSubstr("memory_quota_bytes{gpu=\"GPU-00000000-0000-0000-0000-000000000000\",tenant=\"tenant-0\"}")));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("memory_quota_bytes{gpu=\"GPU-00000000-0000-0000-0000-000000000000\",tenant=\"tenant-0\",")));
 }
 
 TEST(ExporterTest, GrafanaDashboardQueriesOnlyMetricsTheExporterServes) {
@@ -164,21 +166,54 @@ TEST(ExporterProcessTest, KeepsServingWhileTheStateFileIsMissingAppearsAndIsRecr
   };
   {
     auto broker = tenant(5 * kMiB);
-    const std::string text = MetricsOrEmpty(exporter);
+    const std::string labels = "{gpu=\"GPU-11223344-5566-7788-99aa-bbccddeeff01\",tenant=\"team-a\",namespace=\"\",pod=\"\",container=\"\"}";
+    // Its first scrape: the counters at 0 (a series created at 0, so that rate() sees the
+    // refusal); the gauges as they are.
+    std::string text = MetricsOrEmpty(exporter);
     EXPECT_THAT(text, HasSubstr("\ngpuslice_segment_up 1\n"));
-    EXPECT_THAT(text, HasSubstr("tenant=\"team-a\"} 5242880\n"));
-    EXPECT_THAT(text, HasSubstr("gpuslice_tenant_refused_allocations_total{gpu=\"GPU-11223344-5566-7788-99aa-bbccddeeff01\",tenant=\"team-a\"} 1\n"));
-    EXPECT_THAT(text, HasSubstr("gpuslice_tenant_processes{gpu=\"GPU-11223344-5566-7788-99aa-bbccddeeff01\",tenant=\"team-a\"} 1\n"));
+    EXPECT_THAT(text, HasSubstr("gpuslice_tenant_memory_used_bytes" + labels + " 5242880\n"));
+    EXPECT_THAT(text, HasSubstr("gpuslice_tenant_refused_allocations_total" + labels + " 0\n"));
+    EXPECT_THAT(text, HasSubstr("gpuslice_tenant_processes" + labels + " 1\n"));
+    text = MetricsOrEmpty(exporter);  // the next scrape: the counters' values
+    EXPECT_THAT(text, HasSubstr("gpuslice_tenant_refused_allocations_total" + labels + " 1\n"));
+    EXPECT_THAT(text, HasSubstr("gpuslice_tenant_refused_bytes_total" + labels + " 67108864\n"));
   }
   std::filesystem::remove(dir.state_file());
   EXPECT_THAT(MetricsOrEmpty(exporter), HasSubstr("\ngpuslice_segment_up 0\n"));
   auto broker = tenant(7 * kMiB);  // a new file: new figures, the old ones gone
   const std::string text = MetricsOrEmpty(exporter);
   EXPECT_THAT(text, HasSubstr("\ngpuslice_segment_up 1\n"));
-  EXPECT_THAT(text, HasSubstr("tenant=\"team-a\"} 7340032\n"));
+  EXPECT_THAT(text, HasSubstr("tenant=\"team-a\",namespace=\"\",pod=\"\",container=\"\"} 7340032\n"));
   EXPECT_TRUE(exporter.process().running());
   // The state file's absence was logged once, and its return.
   EXPECT_THAT(exporter.process().StderrSoFar(), HasSubstr("state file: available again"));
+}
+
+// A name that is not UTF-8 (a tenant name written by anyone with access to the state file, a
+// forged pods.json) must not bring the node's whole target down: Prometheus refuses a page with
+// an invalid UTF-8 label value. Every label value comes out printable ASCII (\xNN).
+TEST(ExporterProcessTest, BadBytesInNamesNeverMakeThePageInvalid) {
+  BrokerTempDir dir;
+  Exporter exporter(dir.state_dir(), dir.root() + "/no-sim-state");
+  ASSERT_TRUE(exporter.WaitServing()) << exporter.process().StderrSoFar();
+  std::string error;
+  auto broker = broker::Broker::Attach(dir.state_dir(), &error);
+  ASSERT_TRUE(broker) << error;
+  const std::string bad = "bad\xff\xfe\x1bname";
+  ASSERT_TRUE(broker->Register(bad, &error)) << error;
+  ASSERT_GE(broker->OpenLedger(kTestUuid, kTestGpuTotal, 64 * kMiB, &error), 0) << error;
+  // The plugin's map names the tenant (as the snapshot prints it) with a pod of odd characters.
+  std::ofstream(dir.state_dir() + "/pods.json")
+      << R"({"tenants": {"bad\\xff\\xfe\\x1bname": {"namespace": "ns", "pod": "p\u00ff\u001b", "container": "c"}}})";
+  const std::string text = MetricsOrEmpty(exporter);
+  ASSERT_THAT(text, HasSubstr("tenant=\"bad\\\\xff\\\\xfe\\\\x1bname\""));
+  ASSERT_THAT(text, HasSubstr("namespace=\"ns\",pod=\"p\\\\xc3\\\\xbf\\\\x1b\",container=\"c\""));
+  for (const unsigned char c : text) ASSERT_LT(c, 0x80) << "a byte outside ASCII in the page";
+  const std::string promtool = FindProgram("promtool");
+  if (promtool.empty()) return;
+  std::ofstream(dir.root() + "/metrics.txt") << text;
+  const ProcessResult lint = gpuslice::testing::Run({"/bin/sh", "-c", promtool + " check metrics < " + dir.root() + "/metrics.txt"});
+  EXPECT_EQ(lint.exit_code, 0) << lint.out << lint.err;
 }
 
 TEST(ExporterProcessTest, BadFlagsAreRefusedWithOneClearLine) {
@@ -189,9 +224,20 @@ TEST(ExporterProcessTest, BadFlagsAreRefusedWithOneClearLine) {
   r = gpuslice::testing::Run({exe, "--listen", "127.0.0.1:99999"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("'99999' is not a port"));
-  r = gpuslice::testing::Run({exe, "--listen", "::1:9400"});
+  r = gpuslice::testing::Run({exe, "--listen", "::1:9457"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("must be written in brackets"));
+  // Not an address: a usage error (2), found before trying to listen.
+  r = gpuslice::testing::Run({exe, "--listen", "300.1.1.1:9457"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("'300.1.1.1' is not an address or a name this machine resolves"));
+  r = gpuslice::testing::Run({exe, "--listen", "http://127.0.0.1:9457"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("is a URL; give the address alone"));
+  // An address of another machine: it cannot listen (1), and says why.
+  r = gpuslice::testing::Run({exe, "--listen", "192.0.2.1:9457"}, {}, 10000);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("is not an address of this machine"));
   r = gpuslice::testing::Run({exe, "--frobnicate"});
   EXPECT_EQ(r.exit_code, 2);
   r = gpuslice::testing::Run({exe, "--version"});
@@ -207,6 +253,7 @@ TEST(ExporterProcessTest, BadFlagsAreRefusedWithOneClearLine) {
   r = gpuslice::testing::Run({exe, "--listen", "127.0.0.1:" + std::to_string(first.port())}, {}, 10000);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("cannot listen on 127.0.0.1:"));
+  EXPECT_THAT(r.err, HasSubstr("is in use by another process"));
 }
 
 // --- compression: the exporter gzips the page itself, at level 1 (exporter/gzip_body.h) ---

@@ -85,12 +85,17 @@ class Prometheus {
  public:
   static std::string Binary() { return FindProgram("prometheus"); }
 
-  explicit Prometheus(int target_port) : port_(FreeLoopbackPort()) {
+  // Scrapes the exporter on `target_port` every second; evaluates `rules_file` (a rules file such
+  // as deploy/prometheus/gpuslice-alerts.yaml) every second when given.
+  explicit Prometheus(int target_port, const std::string& rules_file = "") : port_(FreeLoopbackPort()) {
     char pattern[] = "/tmp/gpuslice-prometheus-XXXXXX";
     dir_ = mkdtemp(pattern) ? pattern : "/tmp/gpuslice-prometheus-fallback";
-    std::ofstream(dir_ + "/prometheus.yml") << "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-                                            << "scrape_configs:\n  - job_name: gpuslice\n    static_configs:\n"
-                                            << "      - targets: ['127.0.0.1:" << target_port << "']\n";
+    std::ofstream config(dir_ + "/prometheus.yml");
+    config << "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
+           << "scrape_configs:\n  - job_name: gpuslice\n    static_configs:\n"
+           << "      - targets: ['127.0.0.1:" << target_port << "']\n";
+    if (!rules_file.empty()) config << "rule_files: ['" << rules_file << "']\n";
+    config.close();
     process_ = std::make_unique<Subprocess>(std::vector<std::string>{
         Binary(), "--config.file=" + dir_ + "/prometheus.yml", "--storage.tsdb.path=" + dir_ + "/data",
         "--web.listen-address=127.0.0.1:" + std::to_string(port_), "--log.level=warn"});

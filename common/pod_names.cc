@@ -1,4 +1,4 @@
-#include "ctl/pod_names.h"
+#include "common/pod_names.h"
 
 #include <fstream>
 
@@ -6,7 +6,7 @@
 
 #include "common/printable.h"
 
-namespace gpuslice::ctl {
+namespace gpuslice {
 
 std::string PodName::Text() const { return Printable(namespace_name + "/" + pod + "/" + container); }
 
@@ -26,4 +26,4 @@ PodNames ReadPodNames(const std::string& state_dir) {
   return names;
 }
 
-}  // namespace gpuslice::ctl
+}  // namespace gpuslice

@@ -1,13 +1,14 @@
 // Which pod each Kubernetes tenant is: gpuslice-device-plugin writes <state dir>/pods.json from
-// the kubelet's pod-resources API (docs/kubernetes.md), and `gpuslicectl status` shows the pod
-// beside its tenant. No file (not a Kubernetes node, or the plugin cannot reach the kubelet) or
-// one that does not parse names no pod: status must still work.
+// the kubelet's pod-resources API (docs/kubernetes.md); `gpuslicectl status` shows the pod beside
+// its tenant and the exporter labels the tenant's series with it. No file (not a Kubernetes node,
+// or the plugin cannot reach the kubelet) or one that does not parse names no pod: status and
+// the metrics must still work.
 #pragma once
 
 #include <map>
 #include <string>
 
-namespace gpuslice::ctl {
+namespace gpuslice {
 
 struct PodName {
   std::string namespace_name;
@@ -21,4 +22,4 @@ using PodNames = std::map<std::string, PodName>;  // by tenant name
 
 PodNames ReadPodNames(const std::string& state_dir);
 
-}  // namespace gpuslice::ctl
+}  // namespace gpuslice
