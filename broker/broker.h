@@ -133,7 +133,7 @@ struct TenantView {
   uint64_t refused_bytes = 0;  // their sizes, summed
   // Waits by duration: wait_buckets[i] counts waits of at most kWaitBucketsNs[i] and more than
   // the bucket before (segment_layout.h); the last counts every longer wait. Not cumulative.
-  uint64_t wait_buckets[8] = {};
+  uint64_t wait_buckets[18] = {};
   // Its share of the GPU's time over the last complete measurement window, in parts per million;
   // meaningful only when the GPU's share_window_complete is true.
   uint64_t last_share_ppm = 0;

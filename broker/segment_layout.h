@@ -23,11 +23,12 @@
 namespace gpuslice::broker {
 
 inline constexpr uint64_t kMagic = 0x31524B4253435047ULL;  // "GPCSBKR1" little-endian
-inline constexpr uint32_t kLayoutVersion = 4;  // 2: compute time-slicing; 3: in-flight tracking, leases,
+inline constexpr uint32_t kLayoutVersion = 5;  // 2: compute time-slicing; 3: in-flight tracking, leases,
                                                // classes, per-process waiting, counters; 4: 128 GPUs
                                                // (open_gpus a 128-bit mask), ledger mutexes set up lazily,
                                                // a grant's overlap with others' charged time, grants
-                                               // charged by their holder's busy time
+                                               // charged by their holder's busy time; 5: 18 wait
+                                               // buckets, 50 us to 10 s
 inline constexpr char kStateFileName[] = "gpuslice.state";
 
 // Distinct GPU UUIDs, MIG instances counting apiece: a 16-GPU node with seven instances on every
@@ -163,12 +164,18 @@ struct alignas(64) LedgerEntry {
   std::atomic<uint64_t> grants_received;
   std::atomic<uint64_t> waits;
   std::atomic<uint64_t> wait_ns;
-  std::atomic<uint64_t> wait_buckets[8];
+  std::atomic<uint64_t> wait_buckets[18];
 };
 
-// Upper bounds of the wait histogram's buckets; the eighth counts every longer wait.
-inline constexpr uint64_t kWaitBucketsNs[7] = {100'000, 1'000'000, 5'000'000, 10'000'000,
-                                               50'000'000, 100'000'000, 1'000'000'000};
+// Upper bounds of the wait histogram's buckets, 50 µs to 10 s in steps of 1, 2.5, 5 (a wait is
+// a few quanta at most when all is well, seconds when it is not: both must be resolved; the
+// eight buckets of layout 4 put a latency tenant's 0.1-0.6 s waits in one, 0.1 s to 1 s); the
+// eighteenth counts every longer wait.
+inline constexpr uint64_t kWaitBucketsNs[17] = {
+    50'000,     100'000,     250'000,     500'000,     1'000'000,     2'500'000,     5'000'000,
+    10'000'000, 25'000'000,  50'000'000,  100'000'000, 250'000'000,   500'000'000,   1'000'000'000,
+    2'500'000'000, 5'000'000'000, 10'000'000'000};
+static_assert(std::extent_v<decltype(kWaitBucketsNs)> + 1 == std::extent_v<decltype(LedgerEntry::wait_buckets)>);
 
 enum class ComputeClass : uint32_t {
   kStandard = 0,    // weighted fair sharing by request and limit

@@ -10,8 +10,8 @@
 namespace gpuslice::broker {
 namespace {
 
-TEST(BrokerLayoutTest, VersionFourLayoutIsUnchanged) {
-  ASSERT_EQ(kLayoutVersion, 4u) << "update the golden figures below for the new version";
+TEST(BrokerLayoutTest, VersionFiveLayoutIsUnchanged) {
+  ASSERT_EQ(kLayoutVersion, 5u) << "update the golden figures below for the new version";
   EXPECT_EQ(kMagic, 0x31524B4253435047ULL);
   EXPECT_EQ(kMaxGpus, 128);
   EXPECT_EQ(kMaxTenants, 256);
@@ -25,10 +25,10 @@ TEST(BrokerLayoutTest, VersionFourLayoutIsUnchanged) {
   EXPECT_EQ(sizeof(SegmentHeader), 128u);
   EXPECT_EQ(sizeof(GpuEntry), 192u);
   EXPECT_EQ(sizeof(TenantEntry), 72u);
-  EXPECT_EQ(sizeof(LedgerEntry), 256u);
+  EXPECT_EQ(sizeof(LedgerEntry), 384u);
   EXPECT_EQ(sizeof(ProcessGpuState), 56u);
   EXPECT_EQ(sizeof(ProcessEntry), 8256u);
-  EXPECT_EQ(sizeof(Segment), 16885888u);
+  EXPECT_EQ(sizeof(Segment), 21080192u);
   EXPECT_EQ(alignof(Segment), 64u);
 
   EXPECT_EQ(offsetof(SegmentHeader, magic), 0u);

@@ -102,10 +102,15 @@ TEST(ExporterTest, HistogramIsCumulativeAndLabelValuesAreEscaped) {
   const std::string text = FullExposition();
   const std::string labels =
       "gpu=\"GPU-00000000-0000-0000-0000-000000000000\",tenant=\"tenant-1\",namespace=\"\",pod=\"\",container=\"\"";
-  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_bucket{" + labels + ",le=\"0.0001\"} 2\n"));
-  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_bucket{" + labels + ",le=\"1\"} 14\n"));
-  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_bucket{" + labels + ",le=\"+Inf\"} 16\n"));
-  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_count{" + labels + "} 16\n"));
+  // 18 buckets of 2 waits each, 50 us to 10 s (1, 2.5, 5 steps), cumulative.
+  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_bucket{" + labels + ",le=\"5e-05\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_bucket{" + labels + ",le=\"0.0001\"} 4\n"));
+  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_bucket{" + labels + ",le=\"0.25\"} 24\n"));
+  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_bucket{" + labels + ",le=\"0.5\"} 26\n"));
+  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_bucket{" + labels + ",le=\"1\"} 28\n"));
+  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_bucket{" + labels + ",le=\"10\"} 34\n"));
+  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_bucket{" + labels + ",le=\"+Inf\"} 36\n"));
+  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_count{" + labels + "} 36\n"));
   EXPECT_THAT(text, HasSubstr("gpuslice_tenant_wait_seconds_sum{" + labels + "} 0.123456789\n"));
   EXPECT_THAT(text, HasSubstr("tenant=\"quote\\\"back\\\\slash\""));
   EXPECT_THAT(text, HasSubstr("gpuslice_tenant_compute_request_ratio{" + labels + "} 0.3\n"));
