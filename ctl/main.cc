@@ -106,19 +106,22 @@ constexpr char kOptionsHelp[] =
     "it. (GPUSLICE_SIM_* variables belong to the simulated driver: see docs/simulator.md.)\n"
     "--markdown prints the table README.md's \"Environment reference\" contains.";
 
-constexpr char kTopHelp[] = R"help(The status as a view that redraws itself (Ctrl-C quits); --once prints one frame
+constexpr char kTopHelp[] = R"help(The status as a view that redraws itself; --once prints one frame of every tenant
 and exits, for scripts. Per GPU its UUID, memory, sharing mode, the tenant holding it, the
 processes waiting and the grants made, then a row per tenant (idle tenants are counted, not
-listed):
-  TENANT      the tenant (GPUSLICE_TENANT)
+listed). It fits the terminal: under 110 columns the rows are compact (80 columns, no bar,
+REFUSED as REF and PROCS as PRC); when the tenants do not fit its height they are paged, each
+page under its GPU's header and the column headings. Keys: s cycles the sort (name, memory,
+share, waits), n or space the next page, p the previous, q quits (as Ctrl-C does).
+  TENANT      the tenant (GPUSLICE_TENANT); a longer name than fits ends in ~
   CLASS       its compute class; "-" until its first launch on the GPU
   MEMORY      a bar of USED against QUOTA (against the device's memory when unlimited)
   REQ         its compute request (GPUSLICE_COMPUTE_REQUEST)
   SHARE       the share of the GPU's time it got since the last frame; with --once, that of
               the last complete window as in gpuslicectl status ("-" before one completes)
   WAIT P99    the 99th percentile of its waits for the grant, as the bound of the broker's
-              histogram bucket that holds it ("<= 5 ms"; buckets 0.1, 1, 5, 10, 50, 100 ms
-              and 1 s); "-" before its first wait
+              histogram bucket that holds it ("<= 5 ms"; buckets from 50 us to 10 s in steps
+              of 1, 2.5, 5); "-" before its first wait
   REFUSED     allocations refused over its quota since its ledger was created
   PROCS       its live processes on the GPU
 Dead processes are reaped first, as for status. The same figures, for Prometheus:
@@ -212,6 +215,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   top_cmd->add_option("--state-dir", top.state_dir, "State directory (default: $GPUSLICE_STATE_DIR, else /run/gpuslice)")
       ->type_name("DIR");
+  top_cmd->add_option("--sort", top.sort, "Order of the tenants under each GPU: memory, share, waits or name (s cycles)")
+      ->type_name("KEY")
+      ->check(CLI::IsMember({"memory", "share", "waits", "name"}))
+      ->capture_default_str();
   top_cmd->footer(kTopHelp);
 
   bool markdown = false;

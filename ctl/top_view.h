@@ -1,6 +1,8 @@
 // What `gpuslicectl top` draws: per GPU its policy and grant, then a row per active tenant with
-// its memory against its quota (a bar), its compute request against the share it got, its wait
-// for the grant (p99 from the broker's histogram) and its refused allocations.
+// its memory against its quota, its compute request against the share it got, its wait for the
+// grant (p99 from the broker's histogram) and its refused allocations. Sorted by a key, and cut
+// into pages that fit the terminal, each page repeating its GPU's header and the column
+// headings, so that they are always on screen.
 #pragma once
 
 #include <cstdint>
@@ -11,12 +13,29 @@
 namespace gpuslice::ctl {
 
 // The 99th percentile of a tenant's waits for the grant, as the histogram's bucket bound
-// ("<= 5 ms", "> 1 s"); "-" before its first wait.
+// ("<= 5 ms", "> 10 s"); "-" before its first wait.
 std::string WaitP99(const broker::TenantView& tenant);
 
-// The screen for `now`. With `previous` (the snapshot of the last refresh) SHARE is the share of
+enum class TopSort { kMemory, kShare, kWaits, kName };
+const char* TopSortName(TopSort sort);  // "memory", "share", "waits", "name"
+TopSort NextTopSort(TopSort sort);      // the order `s` cycles through
+
+struct TopLayout {
+  int width = 0;   // terminal columns; under 110 the compact rows (at most 80 columns), 0: wide
+  int height = 0;  // rows for the tenants' lines, headers included; 0: one page of everything
+  TopSort sort = TopSort::kName;
+  int page = 0;    // clamped to the last page
+};
+
+struct TopFrame {
+  std::string text;
+  int page = 0;   // the page drawn
+  int pages = 1;  // how many there are
+};
+
+// The frame for `now`. With `previous` (the snapshot of the last refresh) SHARE is the share of
 // the GPU's time each tenant got since then; without it (--once), the share of the last complete
 // window (as gpuslicectl status), "-" before there is one.
-std::string RenderTop(const broker::Snapshot& now, const broker::Snapshot* previous);
+TopFrame RenderTop(const broker::Snapshot& now, const broker::Snapshot* previous, const TopLayout& layout = {});
 
 }  // namespace gpuslice::ctl

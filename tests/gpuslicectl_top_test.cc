@@ -9,6 +9,13 @@
 
 #include <string>
 
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <sstream>
+
+#include "broker/broker.h"
+#include "tests/support/broker_test_util.h"
 #include "tests/support/find_program.h"
 #include "tests/support/shim_fixture.h"
 
@@ -22,13 +29,14 @@ class GpuslicectlTopTest : public ShimTest {
     ShimTest::TearDown();
   }
 
-  // Starts `command` in a detached 150x40 tmux session.
-  bool StartInTmux(const std::string& command) {
+  // Starts `command` in a detached tmux session of `columns` x `rows` (150 x 40 by default).
+  bool StartInTmux(const std::string& command, int columns = 150, int rows = 40) {
     socket_ = "gpuslice-top-test-" + std::to_string(getpid());
-    const ProcessResult r = gpuslice::testing::Run({tmux_, "-L", socket_, "-f", "/dev/null", "new-session", "-d", "-x", "150", "-y", "40",
-                                 command});
+    const ProcessResult r = gpuslice::testing::Run({tmux_, "-L", socket_, "-f", "/dev/null", "new-session", "-d", "-x",
+                                                    std::to_string(columns), "-y", std::to_string(rows), command});
     return r.exit_code == 0;
   }
+  void SendKey(const std::string& key) { gpuslice::testing::Run({tmux_, "-L", socket_, "send-keys", key}); }
   std::string Screen() { return gpuslice::testing::Run({tmux_, "-L", socket_, "capture-pane", "-p"}).out; }
   // Waits until the screen shows every one of `texts`; the last screen in *screen.
   bool ScreenShows(const std::vector<std::string>& texts, std::string* screen, int timeout_ms = 20000) {
@@ -78,6 +86,96 @@ TEST_F(GpuslicectlTopTest, RedrawsTenantsMemoryRefusalsAndRequests) {
   EXPECT_EQ(once.out.find("\033["), std::string::npos);
   compute->Kill(SIGTERM);
   Stop(*mem);
+}
+
+// Tenants that only hold memory, each a forked process registered with the broker (no driver
+// needed), killed when the test ends.
+class ForkedTenants {
+ public:
+  ForkedTenants(const std::string& state_dir, int count) {
+    for (int i = 0; i < count; ++i) {
+      char name[32];
+      std::snprintf(name, sizeof name, "tenant-%02d", i);
+      int ready[2];
+      if (pipe(ready) != 0) return;
+      const pid_t pid = fork();
+      if (pid == 0) {
+        close(ready[0]);
+        std::string error;
+        auto broker = broker::Broker::Attach(state_dir, &error);
+        char ok = '0';
+        if (broker && broker->Register(name, &error)) {
+          const int ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, 1ULL << 30, &error);
+          if (ledger >= 0 && broker->Reserve(ledger, static_cast<uint64_t>(i + 1) << 20)) ok = '1';
+        }
+        (void)!write(ready[1], &ok, 1);
+        for (;;) pause();
+      }
+      close(ready[1]);
+      char ok = '0';
+      (void)!read(ready[0], &ok, 1);
+      close(ready[0]);
+      pids_.push_back(pid);
+      all_ready_ = all_ready_ && ok == '1';
+    }
+  }
+  ~ForkedTenants() {
+    for (pid_t pid : pids_) kill(pid, SIGKILL);
+    for (pid_t pid : pids_) waitpid(pid, nullptr, 0);
+  }
+  bool ready() const { return all_ready_ && !pids_.empty(); }
+
+ private:
+  std::vector<pid_t> pids_;
+  bool all_ready_ = true;
+};
+
+std::vector<std::string> Lines(const std::string& screen) {
+  std::vector<std::string> lines;
+  std::istringstream in(screen);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// 64 tenants in an 80 x 24 terminal: rows of at most 80 columns (none wraps), the GPU's header
+// and the column headings on screen on every page, a full page of tenants, a sort by memory
+// (`s`) that puts the largest first, and a second page (`n`) under the same headings.
+TEST_F(GpuslicectlTopTest, SixtyFourTenantsInAnEightyByTwentyFourPaneKeepTheirHeadings) {
+  if (tmux_.empty()) GTEST_SKIP() << "tmux is not installed (scripts/install-deps.sh installs it)";
+  ForkedTenants tenants(state_dir(), 64);
+  ASSERT_TRUE(tenants.ready());
+  ASSERT_TRUE(StartInTmux("env GPUSLICE_STATE_DIR=" + state_dir() + " " + BinDir() + "/gpuslicectl top --interval 0.5; sleep 60",
+                          80, 24));
+  std::string screen;
+  ASSERT_TRUE(ScreenShows({"TENANT", "USED/QUOTA", "page 1/", "tenant-00"}, &screen)) << screen;
+  auto check_page = [&](const std::string& screen) {
+    const auto lines = Lines(screen);
+    int rows = 0;
+    bool header = false, headings = false;
+    for (const auto& line : lines) {
+      EXPECT_LE(line.size(), 80u) << line;
+      header = header || line.starts_with("GPU-");
+      headings = headings || line.starts_with("  TENANT ");
+      rows += line.starts_with("  tenant-");
+    }
+    EXPECT_TRUE(header) << "the GPU's header is on screen:\n" << screen;
+    EXPECT_TRUE(headings) << "the column headings are on screen:\n" << screen;
+    EXPECT_EQ(rows, 24 - 3 - 2) << "a full page: 24 lines less the title, the footer and the two headers\n" << screen;
+    return lines;
+  };
+  check_page(screen);
+  // Sort by memory: tenant-63 holds the most (64 MiB).
+  SendKey("s");
+  ASSERT_TRUE(ScreenShows({"sorted by memory"}, &screen)) << screen;
+  auto lines = check_page(screen);
+  const auto first = std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return l.starts_with("  tenant-"); });
+  ASSERT_NE(first, lines.end());
+  EXPECT_TRUE(first->starts_with("  tenant-63 ")) << screen;
+  // The next page, under the same headings.
+  SendKey("n");
+  ASSERT_TRUE(ScreenShows({"page 2/"}, &screen)) << screen;
+  check_page(screen);
+  EXPECT_EQ(screen.find("tenant-63 "), std::string::npos) << "page 2 holds the next tenants: " << screen;
 }
 
 TEST_F(GpuslicectlTopTest, OnceWithoutStateSaysWhyAndFails) {
