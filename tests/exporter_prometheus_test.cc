@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -137,6 +138,37 @@ TEST_F(ExporterPrometheusTest, SeriesMatchTheSimulatorAndTheBroker) {
   const ProcessResult lint = gpuslice::testing::Run({"/bin/sh", "-c", promtool + " check metrics < " + file});
   EXPECT_EQ(lint.exit_code, 0) << lint.out << lint.err;
   EXPECT_EQ(lint.out + lint.err, "") << "promtool found problems";
+
+  // The dashboard's queries against this live Prometheus: every one valid PromQL, and all but
+  // the share panel (its tenants have exited) return data.
+  const auto dashboard = nlohmann::json::parse(std::ifstream(SourceDir() + "/examples/grafana-dashboard.json"), nullptr, false);
+  ASSERT_FALSE(dashboard.is_discarded());
+  std::vector<std::string> queries;
+  std::function<void(const nlohmann::json&)> visit = [&](const nlohmann::json& node) {
+    if (node.is_object()) {
+      for (const auto& [key, value] : node.items()) {
+        if (key == "expr" && value.is_string()) queries.push_back(value.get<std::string>());
+        else visit(value);
+      }
+    } else if (node.is_array()) {
+      for (const auto& item : node) visit(item);
+    }
+  };
+  visit(dashboard);
+  ASSERT_GE(queries.size(), 15u);
+  int with_data = 0;
+  std::string empty;
+  for (std::string query : queries) {
+    for (const std::string variable : {"$gpu", "$tenant"}) {
+      for (size_t at; (at = query.find(variable)) != std::string::npos;) query.replace(at, variable.size(), ".*");
+    }
+    const auto result = prometheus.Query(query);
+    EXPECT_FALSE(result.is_null()) << "the dashboard's query fails: " << query;
+    if (result.is_array() && !result.empty()) ++with_data;
+    else empty += "\n  " + query;
+  }
+  std::printf("dashboard: %d of %zu queries return data; empty:%s\n", with_data, queries.size(), empty.c_str());
+  EXPECT_GE(with_data, static_cast<int>(queries.size()) - 2) << "empty:" << empty;
 
   // SIGKILLed, the memory tenant's bytes leave the metrics at the next scrape, though nothing
   // reaps it (the exporter reads read-only and no other gpuslice process runs).
