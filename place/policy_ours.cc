@@ -159,12 +159,13 @@ class FgdBestFitPolicy final : public Policy {
         dead_below_(hole_weight > 0 ? DeadHoleThreshold(target, kRareShareFraction) : 0),
         model_aware_(model_aware),
         pinned_(model_aware ? PinnedShare(target, cluster) : std::vector<double>()),
+        any_pinned_(std::any_of(pinned_.begin(), pinned_.end(), [](double p) { return p > 0; })),
         cache_(target_, cluster.nodes.size(), score_classes) {}
 
   Placement Choose(const Cluster& cluster, const Pod& pod, const std::vector<int>& feasible, Rng&) override {
     Placement best;
     double best_key = std::numeric_limits<double>::infinity();
-    if (model_aware_ && pod.num_gpu > 0) scarcity_ = ScarcityNow(pinned_, cluster, kScarcityCap);
+    if (any_pinned_ && pod.num_gpu > 0) scarcity_ = ScarcityNow(pinned_, cluster, kScarcityCap);
     for (int n : feasible) {
       const Choice& choice = cache_.Get(cluster, n, pod, [&](const NodeState& node, double before) {
         return EvaluateExact(node, pod, target_, before, hole_weight_, dead_below_);
@@ -205,6 +206,7 @@ class FgdBestFitPolicy final : public Policy {
   const int dead_below_;  // milli-GPU: smaller holes are dead (DeadHoleThreshold)
   const bool model_aware_;            // FGD-BF-M's terms
   const std::vector<double> pinned_;  // per model (PinnedShare)
+  const bool any_pinned_;             // else scarcity_ stays empty: no model is scarcer than another
   std::vector<double> scarcity_;      // per model, for the GPU pod being placed (ScarcityNow)
   NodeScoreCache<Choice> cache_;
 };

@@ -87,7 +87,12 @@ printf '\r%s: done in %d s%30s\n' "$(basename "$0")" "$elapsed" "" >&2
     printf '%s' "$replay_rows"
     echo
   fi
-  echo "Wall time: $elapsed s ($(nproc) CPUs, --jobs $jobs); warnings:"
-  echo
-  cat "$out"/*.stderr | sort | uniq -c | sed 's/^ */- /' || true
+  echo "Wall time: $elapsed s ($(nproc) CPUs, --jobs $jobs, load average $(cut -d' ' -f1 /proc/loadavg) at the end)."
+  warnings=$(for list in "${lists[@]}"; do sed "s#$data/##" "$out/$list.stderr"; done)
+  if [[ -n $warnings ]]; then
+    echo
+    echo "Pods no node can hold (gpuslice-place's warnings):"
+    echo
+    sed 's/^/- /' <<<"$warnings"
+  fi
 } | tee "$out/report.md"
