@@ -7,9 +7,13 @@
 namespace gpuslice::place {
 namespace {
 
+// "120", "120.2", "0.05": cores without trailing zeros.
 std::string Cores(int64_t milli) {
   const std::string whole = std::to_string(milli / 1000);
-  return milli % 1000 == 0 ? whole : whole + "." + std::to_string(milli % 1000 + 1000).substr(1);
+  if (milli % 1000 == 0) return whole;
+  std::string fraction = std::to_string(milli % 1000 + 1000).substr(1);
+  while (fraction.back() == '0') fraction.pop_back();
+  return whole + "." + fraction;
 }
 
 // Which of the pod's asks no node meets, naming the best a node offers. Checked in the order

@@ -337,7 +337,8 @@ TEST(PlaceCli, RunsTheExperimentAndWritesItsFiles) {
   EXPECT_THAT(output, HasSubstr("| FGD-BF-S | 2 |"));
   EXPECT_THAT(output, HasSubstr("| FGD-BF-C | 2 |"));
   EXPECT_THAT(output, HasSubstr("| FGD-BF-H | 2 |"));
-  EXPECT_THAT(output, HasSubstr("24/24 runs done"));  // the progress line: 12 policies x 2 seeds
+  EXPECT_THAT(output, HasSubstr("| FGD-BF-M | 2 |"));
+  EXPECT_THAT(output, HasSubstr("26/26 runs done"));  // the progress line: 13 policies x 2 seeds
   for (const char* file : {"metrics.csv", "summary.md", "unallocated.dat", "unallocated.gp", "stranded.dat", "stranded.gp"}) {
     EXPECT_TRUE(std::filesystem::exists(out + "/" + file)) << file;
   }

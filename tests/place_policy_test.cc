@@ -318,7 +318,7 @@ Cluster SmallAAndLargeB() {
   return cluster;
 }
 
-TEST(PlacePolicy, ModelPressureIsThePinnedDemandOverTheModelsGpus) {
+TEST(PlacePolicy, PinnedShareIsThePinnedDemandOverTheModelsGpus) {
   // A pod asks 1000 milli-GPU on average, 50 of it pinned to A. At 10 GPUs of demand (the
   // cluster's), A's 2 GPUs owe 0.5 GPU to pinned pods: 25%. Nothing is pinned to B.
   EXPECT_EQ(PinnedShare(FewPinnedToModelA(), SmallAAndLargeB()), (std::vector<double>{0.25, 0.0}));
