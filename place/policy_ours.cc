@@ -36,6 +36,17 @@
 // FGD-BF-C's 4.15 and FGD's 4.73 — as much as an offline best-fit-decreasing packing of the same
 // shares leaves.
 //
+// FGD-BF-M adds to FGD-BF-H, on every node,
+//
+//   + kModelScarcityWeight * pod milli-GPU * ScarcityNow(model)   (model_pressure.h)
+//   + kOpenNodeCost if the node holds nothing yet,
+//
+// and leaves CPU-only pods out of the CPU term. Measured on the FGD artifact's 23 pod lists
+// (docs/reports/2026-12-02-placement-generalisation.md): FGD-BF-H packed unpinned pods onto the
+// small T4 and P100 nodes that gpu_spec pods pin to; in a FIFO replay its CPU term sent pods to
+// fresh nodes and spread CPU-only pods over every node's spare cores, so no whole node stayed
+// free for the big pod at the queue's head, and everyone behind it waited.
+//
 // FGD-BF-S weighs the best-fit term for shares at kShareBestFitFactor (0.4) of that for whole
 // GPUs. Measured (docs/placement.md): on the gpushare40 list, where 40% of GPU pods are shares,
 // FGD-BF's pull packs shares onto full nodes past the gradient's choice and trails FGD (6.10
