@@ -63,10 +63,13 @@ printf '\r%s: done in %d s%30s\n' "$(basename "$0")" "$elapsed" "" >&2
   for list in "${lists[@]}"; do
     awk -F, -v base="$base" -v ours="$ours" -v levels="$levels" -v list="$list" '
       NR == 1 { next }
+      $5 !~ /^-?[0-9.]+$/ { next }  # a level no arrival fell near (a tiny cluster): no value
       { key = $1 SUBSEP $3; sum[key] += $5; n[key]++; if ($3 == 100) at100[$1, $2] = $5 }
       END {
-        k = split(levels, L, ","); row = "| " list " |"; ok = 0
+        k = split(levels, L, ","); row = "| " list " |"; ok = 0; valid = 0
         for (j = 1; j <= k; j++) {
+          if (!n[base, L[j]] || !n[ours, L[j]]) { row = row " – |"; continue }
+          valid++
           b = sum[base, L[j]] / n[base, L[j]]; o = sum[ours, L[j]] / n[ours, L[j]]
           cell = sprintf("%.2f / %.2f", b, o)
           if (o > b + 0.05) cell = "**" cell "**"; else ok++
@@ -74,7 +77,7 @@ printf '\r%s: done in %d s%30s\n' "$(basename "$0")" "$elapsed" "" >&2
         }
         wins = 0; seeds = 0
         for (key in at100) { split(key, p, SUBSEP); if (p[1] == base) { seeds++; if (at100[ours, p[2]] < at100[key]) wins++ } }
-        print row " " ok " of " k " | " wins " of " seeds " |"
+        print row " " ok " of " valid " | " wins " of " seeds " |"
       }' "$out/$list/metrics.csv"
   done
   echo

@@ -454,5 +454,44 @@ TEST(PlaceShareBound, PacksTheLargestShareFirstIntoTheTightestHole) {
   EXPECT_THAT(output, HasSubstr("bound-bad.csv: no column 'num_gpu' in the header"));
 }
 
+TEST(PlaceGeneralisation, TabulatesEveryListAndReplaysThoseWithTimes) {
+  // Two pod lists beside a node list: "timed" has the trace's times, "untimed" (5 columns) not.
+  const std::string dir = ::testing::TempDir() + "/place_generalisation_data";
+  const std::string out = ::testing::TempDir() + "/place_generalisation_out";
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(out);
+  std::filesystem::create_directories(dir);
+  std::string nodes = testing_files::kNodeHeader, timed = testing_files::kPodHeader11,
+              untimed = testing_files::kPodHeader5;
+  for (int i = 0; i < 6; ++i) nodes += "n" + std::to_string(i) + ",32000,131072,2,T4\n";
+  for (int i = 0; i < 20; ++i) {
+    const std::string shape = i % 3 ? ",2000,4096,1,500" : ",4000,8192,1,1000";
+    timed += "p" + std::to_string(i) + shape + ",,LS,Running," + std::to_string(i * 10) + "," +
+             std::to_string(i * 10 + 500) + "," + std::to_string(i * 10) + "\n";
+    untimed += "p" + std::to_string(i) + shape + "\n";
+  }
+  std::ofstream(dir + "/openb_node_list_gpu_node.csv") << nodes;
+  std::ofstream(dir + "/openb_pod_list_timed.csv") << timed;
+  std::ofstream(dir + "/openb_pod_list_untimed.csv") << untimed;
+  int status = -1;
+  const std::string output =
+      RunCommand(std::string("cd ") + GPUSLICE_SOURCE_DIR + " && PLACE=" + GPUSLICE_PLACE_CLI +
+                     " SEEDS=2 REPLAY_SEEDS=1 JOBS=1 scripts/place-generalisation.sh " + dir + " " + out,
+                 &status);
+  EXPECT_EQ(status, 0) << output;
+  EXPECT_THAT(output, HasSubstr("| List | 50% | 70% | 90% | 100% | 110% | 130% |"));
+  EXPECT_THAT(output, HasSubstr("| timed |"));
+  EXPECT_THAT(output, HasSubstr("| untimed |"));
+  EXPECT_THAT(output, HasSubstr("of 2 |"));  // seeds where ours is below at 100%, of 2
+  EXPECT_EQ(output.find("nan"), std::string::npos) << output;  // a level without samples is "–"
+  // The replay table: the timed list only.
+  const size_t replay = output.find("FIFO replay");
+  ASSERT_NE(replay, std::string::npos) << output;
+  EXPECT_THAT(output.substr(replay), HasSubstr("| timed |"));
+  EXPECT_EQ(output.substr(replay).find("| untimed |"), std::string::npos) << output;
+  EXPECT_THAT(output, HasSubstr("done in"));  // the progress line
+  EXPECT_TRUE(std::filesystem::exists(out + "/report.md"));
+}
+
 }  // namespace
 }  // namespace gpuslice::place
