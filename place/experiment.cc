@@ -20,7 +20,20 @@ Experiment PrepareExperiment(const std::vector<NodeSpec>& nodes, std::vector<Pod
   experiment.cluster = BuildCluster(nodes);
   for (const NodeSpec& node : nodes) experiment.node_names.push_back(node.name);
   experiment.pods = BuildPods(pods, experiment.cluster, &experiment.score_classes);
-  experiment.target = BuildTargetWorkload(pods, experiment.pods, 0.95);
+  std::vector<bool> impossible;
+  experiment.impossible = FindImpossiblePods(experiment.cluster, pods, experiment.pods, &impossible);
+  if (experiment.impossible.empty()) {
+    experiment.target = BuildTargetWorkload(pods, experiment.pods, 0.95);
+  } else {
+    std::vector<PodSpec> possible_specs;
+    std::vector<Pod> possible_pods;
+    for (size_t i = 0; i < pods.size(); ++i) {
+      if (impossible[i]) continue;
+      possible_specs.push_back(pods[i]);
+      possible_pods.push_back(experiment.pods[i]);
+    }
+    experiment.target = BuildTargetWorkload(possible_specs, possible_pods, 0.95);
+  }
   for (const PodSpec& pod : pods) experiment.times.emplace_back(pod.creation_time, pod.deletion_time);
   experiment.gang_members = experiment.pods;
   std::map<std::pair<int64_t, int64_t>, int> member_classes;

@@ -12,6 +12,7 @@
 
 #include "place/cluster.h"
 #include "place/fragmentation.h"
+#include "place/impossible.h"
 #include "place/mig.h"
 #include "place/policy.h"
 
@@ -28,9 +29,12 @@ struct Experiment {
   std::vector<std::pair<int64_t, int64_t>> times;
   int score_classes = 0;
   std::vector<std::string> node_names;  // in the cluster's order
+  // Pods no node could hold even empty, by shape (impossible.h): in `pods`, not in `target`.
+  std::vector<ImpossibleClass> impossible;
 };
 
-// Sorts the pods by name, resolves models, builds the target workload (95% popularity).
+// Sorts the pods by name, resolves models, builds the target workload (95% popularity) from the
+// pods some node could hold.
 Experiment PrepareExperiment(const std::vector<NodeSpec>& nodes, std::vector<PodSpec> pods);
 
 // One policy and seed. Vectors are indexed by arrived GPU demand in whole % of capacity,

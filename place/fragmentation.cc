@@ -31,6 +31,11 @@ TargetWorkload BuildTargetWorkload(const std::vector<PodSpec>& specs, const std:
   const double total = static_cast<double>(specs.size());
   double covered = 0;
   for (const auto& [key, entry] : sorted) {
+    const Pod& first = pods[entry.second];
+    target.all_classes.push_back(TargetClass{first.cpu_milli, first.gpu_milli, first.num_gpu, first.model_mask,
+                                             first.memory_mib, static_cast<double>(entry.first) / total});
+  }
+  for (const auto& [key, entry] : sorted) {
     if (covered >= popularity * total) break;
     const Pod& pod = pods[entry.second];
     const auto& memory_counts = memories.at(key);

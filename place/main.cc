@@ -203,6 +203,10 @@ int main(int argc, char** argv) {
   }
   const auto& nodes = std::get<std::vector<NodeSpec>>(nodes_or);
   auto& pods = std::get<std::vector<PodSpec>>(pods_or);
+  if (std::string bad = CheckHasGpus(nodes_path, nodes); !bad.empty()) {
+    std::cerr << "gpuslice-place: " << bad << "\n";
+    return 2;
+  }
   if (std::string bad = CheckGpuModels(pods_path, pods, nodes); !bad.empty()) {
     std::cerr << "gpuslice-place: " << bad << "\n";
     return 2;
@@ -210,6 +214,7 @@ int main(int argc, char** argv) {
   if (title.empty()) title = std::filesystem::path(pods_path).stem().string();
 
   const Experiment experiment = PrepareExperiment(nodes, pods);
+  for (const ImpossibleClass& c : experiment.impossible) std::cerr << ImpossibleWarning(pods_path, c) << "\n";
   std::vector<uint64_t> seed_list;
   for (int i = 0; i < seeds; ++i) seed_list.push_back(first_seed + static_cast<uint64_t>(i));
   std::atomic<int64_t> pods_done{0};

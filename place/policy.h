@@ -42,6 +42,14 @@ inline constexpr double kCpuStarvedWeight = 1.0;
 // shares (by weight).
 inline constexpr double kDeadHoleWeight = 3.0;
 inline constexpr double kRareShareFraction = 0.05;
+// FGD-BF-M (model-aware, and for clusters whose pods come and go): FGD-BF-H with, on every
+// node, kModelScarcityWeight x the pod's milli-GPU x its model's scarcity (ScarcityNow,
+// model_pressure.h: GPUs the pinned pods need over GPUs free, at most kScarcityCap), plus
+// kOpenNodeCost milli-GPU for starting a node with nothing on it, and without FGD-BF-C's CPU term
+// for CPU-only pods. One set for every pod list; only the pinned shares are the list's own.
+inline constexpr double kModelScarcityWeight = 1.0;
+inline constexpr double kScarcityCap = 4.0;
+inline constexpr double kOpenNodeCost = 300.0;
 // The smallest share size (milli-GPU) at which the target's shares of that size or less reach
 // `rare` of its shares; holes below it are dead. 0 without shares.
 int DeadHoleThreshold(const TargetWorkload& target, double rare);

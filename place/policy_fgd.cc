@@ -80,7 +80,7 @@ class FgdPolicy final : public Policy {
 const std::vector<std::string>& PolicyNames() {
   static const std::vector<std::string> kNames = {"Random", "DotProd", "GpuClustering", "GpuPacking",
                                                   "BestFit", "FirstFit", "Spread", "FGD", "FGD-BF",
-                                                  "FGD-BF-S", "FGD-BF-C", "FGD-BF-H"};
+                                                  "FGD-BF-S", "FGD-BF-C", "FGD-BF-H", "FGD-BF-M"};
   return kNames;
 }
 

@@ -36,6 +36,17 @@
 // FGD-BF-C's 4.15 and FGD's 4.73 — as much as an offline best-fit-decreasing packing of the same
 // shares leaves.
 //
+// FGD-BF-M adds to FGD-BF-H, on every node,
+//
+//   + kModelScarcityWeight * pod milli-GPU * ScarcityNow(model)   (model_pressure.h)
+//   + kOpenNodeCost if the node holds nothing yet,
+//
+// and leaves CPU-only pods out of the CPU term. Measured on the FGD artifact's 23 pod lists
+// (docs/reports/2026-12-02-placement-generalisation.md): FGD-BF-H packed unpinned pods onto the
+// small T4 and P100 nodes that gpu_spec pods pin to; in a FIFO replay its CPU term sent pods to
+// fresh nodes and spread CPU-only pods over every node's spare cores, so no whole node stayed
+// free for the big pod at the queue's head, and everyone behind it waited.
+//
 // FGD-BF-S weighs the best-fit term for shares at kShareBestFitFactor (0.4) of that for whole
 // GPUs. Measured (docs/placement.md): on the gpushare40 list, where 40% of GPU pods are shares,
 // FGD-BF's pull packs shares onto full nodes past the gradient's choice and trails FGD (6.10
@@ -44,6 +55,7 @@
 #include <bit>
 #include <limits>
 
+#include "place/model_pressure.h"
 #include "place/policy.h"
 #include "place/score_cache.h"
 
@@ -148,7 +160,7 @@ class FgdBestFitPolicy final : public Policy {
  public:
   FgdBestFitPolicy(const TargetWorkload& target, const Cluster& cluster, int score_classes,
                    const OurPolicyTuning& tuning, double share_factor, double cpu_starved_weight,
-                   double hole_weight)
+                   double hole_weight, bool model_aware = false)
       : target_(WithMemory(target, tuning.memory_aware)),
         best_fit_weight_(tuning.best_fit_weight),
         share_weight_(tuning.best_fit_weight * share_factor),
@@ -156,11 +168,15 @@ class FgdBestFitPolicy final : public Policy {
         cpu_per_gpu_(CpuPerGpu(target)),
         hole_weight_(hole_weight),
         dead_below_(hole_weight > 0 ? DeadHoleThreshold(target, kRareShareFraction) : 0),
+        model_aware_(model_aware),
+        pinned_(model_aware ? PinnedShare(target, cluster) : std::vector<double>()),
+        any_pinned_(std::any_of(pinned_.begin(), pinned_.end(), [](double p) { return p > 0; })),
         cache_(target_, cluster.nodes.size(), score_classes) {}
 
   Placement Choose(const Cluster& cluster, const Pod& pod, const std::vector<int>& feasible, Rng&) override {
     Placement best;
     double best_key = std::numeric_limits<double>::infinity();
+    if (any_pinned_ && pod.num_gpu > 0) scarcity_ = ScarcityNow(pinned_, cluster, kScarcityCap);
     for (int n : feasible) {
       const Choice& choice = cache_.Get(cluster, n, pod, [&](const NodeState& node, double before) {
         return EvaluateExact(node, pod, target_, before, hole_weight_, dead_below_);
@@ -168,11 +184,20 @@ class FgdBestFitPolicy final : public Policy {
       const double weight = pod.IsFractional() ? share_weight_ : best_fit_weight_;
       const NodeState& node = cluster.nodes[static_cast<size_t>(n)];
       double key = choice.delta + weight * Residual(node, pod);
-      if (cpu_starved_weight_ > 0) {
+      // FGD-BF-M leaves CPU-only pods out of the CPU term: the term spreads them over every
+      // node's spare cores, and then no node keeps the cores a big pod needs.
+      if (cpu_starved_weight_ > 0 && (!model_aware_ || pod.num_gpu > 0)) {
         const int64_t gpu_left = node.GpuLeftTotal();
         key += cpu_starved_weight_ *
                (CpuStarvedGpu(node.cpu_left - pod.cpu_milli, gpu_left - pod.TotalGpuMilli(), cpu_per_gpu_) -
                 CpuStarvedGpu(node.cpu_left, gpu_left, cpu_per_gpu_));
+      }
+      if (model_aware_) {
+        if (node.cpu_left == node.cpu_capacity && node.FullyFreeGpus() == node.gpus) key += kOpenNodeCost;
+        if (pod.num_gpu > 0 && node.model >= 0 && static_cast<size_t>(node.model) < scarcity_.size()) {
+          key += kModelScarcityWeight * static_cast<double>(pod.TotalGpuMilli()) *
+                 scarcity_[static_cast<size_t>(node.model)];
+        }
       }
       if (key < best_key - 1e-9) {
         best_key = key;
@@ -190,6 +215,10 @@ class FgdBestFitPolicy final : public Policy {
   const double cpu_per_gpu_;  // milli-CPU per milli-GPU
   const double hole_weight_;
   const int dead_below_;  // milli-GPU: smaller holes are dead (DeadHoleThreshold)
+  const bool model_aware_;            // FGD-BF-M's terms
+  const std::vector<double> pinned_;  // per model (PinnedShare)
+  const bool any_pinned_;             // else scarcity_ stays empty: no model is scarcer than another
+  std::vector<double> scarcity_;      // per model, for the GPU pod being placed (ScarcityNow)
   NodeScoreCache<Choice> cache_;
 };
 
@@ -208,6 +237,10 @@ std::unique_ptr<Policy> MakeOurPolicy(std::string_view name, const TargetWorkloa
   if (name == "FGD-BF-H") {
     return std::make_unique<FgdBestFitPolicy>(target, cluster, score_classes, tuning, kShareBestFitFactor,
                                               kCpuStarvedWeight, kDeadHoleWeight);
+  }
+  if (name == "FGD-BF-M") {
+    return std::make_unique<FgdBestFitPolicy>(target, cluster, score_classes, tuning, kShareBestFitFactor,
+                                              kCpuStarvedWeight, kDeadHoleWeight, /*model_aware=*/true);
   }
   return nullptr;
 }

@@ -54,6 +54,8 @@ using Loaded = std::variant<T, TraceError>;
 Loaded<std::vector<NodeSpec>> ReadNodeList(const std::string& path);
 // Reads the 11-column list (name .. scheduled_time) or the 5-column one (name .. gpu_milli).
 Loaded<std::vector<PodSpec>> ReadPodList(const std::string& path);
+// A node list must have a GPU (the experiment measures GPUs); says so, naming the file, if not.
+std::string CheckHasGpus(const std::string& node_path, const std::vector<NodeSpec>& nodes);
 // Every model a pod's gpu_spec names must exist on some node; says which pod and model if not.
 std::string CheckGpuModels(const std::string& pod_path, const std::vector<PodSpec>& pods,
                            const std::vector<NodeSpec>& nodes);

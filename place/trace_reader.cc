@@ -199,6 +199,15 @@ Loaded<std::vector<PodSpec>> ReadPodList(const std::string& path) {
   return pods;
 }
 
+std::string CheckHasGpus(const std::string& node_path, const std::vector<NodeSpec>& nodes) {
+  for (const NodeSpec& node : nodes) {
+    if (node.gpus > 0) return {};
+  }
+  return node_path + ": none of its " + std::to_string(nodes.size()) +
+         " nodes has a GPU, so there is nothing to place GPUs on or to measure (the trace's GPU nodes are in "
+         "openb_node_list_gpu_node.csv)";
+}
+
 std::string CheckGpuModels(const std::string& pod_path, const std::vector<PodSpec>& pods,
                            const std::vector<NodeSpec>& nodes) {
   std::set<std::string> known;

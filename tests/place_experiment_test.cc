@@ -94,6 +94,36 @@ std::vector<Pod> PodsOf(const std::vector<PodSpec>& specs) {
   return BuildPods(specs, BuildCluster({{"n0", 64000, 262144, 8, "T4"}}), nullptr);
 }
 
+TEST(PlaceImpossiblePods, AreKeptOutOfTheTargetWorkloadAndNamedOncePerClass) {
+  // Two-GPU nodes of 32 cores. The most popular class asks for 4 GPUs and a CPU-only class for
+  // 999,999 cores: no node can hold either, so neither may become a target class.
+  std::vector<NodeSpec> nodes;
+  for (int i = 0; i < 3; ++i) nodes.push_back(NodeSpec{"n" + std::to_string(i), 32000, 131072, 2, "T4"});
+  std::vector<PodSpec> pods;
+  for (int i = 0; i < 6; ++i) pods.push_back(Spec("a" + std::to_string(i), 8000, 4, 1000));
+  for (int i = 0; i < 3; ++i) pods.push_back(Spec("b" + std::to_string(i), 4000, 1, 1000));
+  for (int i = 0; i < 2; ++i) pods.push_back(Spec("c" + std::to_string(i), 999999000, 0, 0));
+  const Experiment experiment = PrepareExperiment(nodes, pods);
+  for (const TargetClass& c : experiment.target.classes) {
+    EXPECT_LE(c.num_gpu, 2);
+    EXPECT_LE(c.cpu_milli, 32000);
+  }
+  ASSERT_EQ(experiment.target.classes.size(), 1u);
+  EXPECT_EQ(experiment.target.classes[0].num_gpu, 1);
+  EXPECT_DOUBLE_EQ(experiment.target.classes[0].weight, 1.0);
+  ASSERT_EQ(experiment.impossible.size(), 2u);
+  EXPECT_EQ(experiment.impossible[0].count, 6);
+  EXPECT_EQ(experiment.impossible[0].first_pod, "a0");
+  EXPECT_THAT(experiment.impossible[0].why, HasSubstr("the most GPUs a node of its models has is 2"));
+  EXPECT_EQ(experiment.impossible[1].count, 2);
+  EXPECT_THAT(experiment.impossible[1].why, HasSubstr("the most cores a node has is 32"));
+  EXPECT_THAT(ImpossibleWarning("pods.csv", experiment.impossible[0]),
+              HasSubstr("warning: pods.csv:0: 6 pods (the first a0) ask for 4 GPUs x 1000 milli-GPU, 8 cores"));
+  // They still arrive, and fail.
+  const RunSeries run = RunOne(experiment, "FGD", 1, RunOptions{});
+  EXPECT_GT(run.failed_total, 0);
+}
+
 TEST(PlaceInflation, ShufflesThenSamplesUntilTheDemandReachesTheRatio) {
   std::vector<PodSpec> specs;
   for (int i = 0; i < 10; ++i) specs.push_back(Spec("p" + std::to_string(i), 1000, 1 + i % 2, 1000));
@@ -307,7 +337,8 @@ TEST(PlaceCli, RunsTheExperimentAndWritesItsFiles) {
   EXPECT_THAT(output, HasSubstr("| FGD-BF-S | 2 |"));
   EXPECT_THAT(output, HasSubstr("| FGD-BF-C | 2 |"));
   EXPECT_THAT(output, HasSubstr("| FGD-BF-H | 2 |"));
-  EXPECT_THAT(output, HasSubstr("24/24 runs done"));  // the progress line: 12 policies x 2 seeds
+  EXPECT_THAT(output, HasSubstr("| FGD-BF-M | 2 |"));
+  EXPECT_THAT(output, HasSubstr("26/26 runs done"));  // the progress line: 13 policies x 2 seeds
   for (const char* file : {"metrics.csv", "summary.md", "unallocated.dat", "unallocated.gp", "stranded.dat", "stranded.gp"}) {
     EXPECT_TRUE(std::filesystem::exists(out + "/" + file)) << file;
   }
@@ -350,6 +381,39 @@ TEST(PlaceCli, BadInputExitsWithTheFileLineAndColumn) {
   EXPECT_THAT(output, HasSubstr("--pcie-gbps"));
 }
 
+TEST(PlaceCli, WarnsOncePerClassOfImpossiblePods) {
+  std::string nodes = testing_files::kNodeHeader, pods = testing_files::kPodHeader5;
+  for (int i = 0; i < 4; ++i) nodes += "n" + std::to_string(i) + ",32000,131072,2,T4\n";
+  for (int i = 0; i < 12; ++i) pods += "p" + std::to_string(i) + ",2000,4096,1,500\n";
+  for (int i = 0; i < 3; ++i) pods += "q" + std::to_string(i) + ",2000,4096,4,1000\n";
+  pods += "r0,999999000,4096,0,0\n";
+  int status = -1;
+  const std::string output = RunCli("--nodes " + testing_files::WriteFixture("nodes.csv", nodes) + " --pods " +
+                                        testing_files::WriteFixture("pods.csv", pods) +
+                                        " --seeds 1 --jobs 1 --policies FGD --quiet",
+                                    &status);
+  EXPECT_EQ(status, 0) << output;
+  EXPECT_THAT(output, HasSubstr("pods.csv:14: 3 pods (the first q0) ask for 4 GPUs x 1000 milli-GPU, 2 cores, 4096 "
+                                "MiB, which no node can hold: the most GPUs a node of its models has is 2"));
+  EXPECT_THAT(output, HasSubstr("pods.csv:17: 1 pod (r0) asks for no GPU, 999999 cores, 4096 MiB, which no node can "
+                                "hold: the most cores a node has is 32"));
+  EXPECT_EQ(output.find("warning", output.find("warning", output.find("warning") + 1) + 1), std::string::npos)
+      << "one line per class: " << output;
+}
+
+TEST(PlaceCli, ANodeListWithoutGpusIsAnError) {
+  std::string nodes = testing_files::kNodeHeader, pods = testing_files::kPodHeader5;
+  for (int i = 0; i < 4; ++i) nodes += "n" + std::to_string(i) + ",32000,131072,0,\n";
+  pods += "p0,2000,4096,1,500\n";
+  int status = -1;
+  const std::string output = RunCli("--nodes " + testing_files::WriteFixture("nodes.csv", nodes) + " --pods " +
+                                        testing_files::WriteFixture("pods.csv", pods) + " --seeds 1 --quiet",
+                                    &status);
+  EXPECT_EQ(status, 2) << output;
+  EXPECT_THAT(output, HasSubstr("nodes.csv: none of its 4 nodes has a GPU"));
+  EXPECT_EQ(output.find("100.00"), std::string::npos) << output;
+}
+
 TEST(PlaceCli, AMigRunReportsIsolatedPodsAndInstances) {
   std::string nodes = testing_files::kNodeHeader, pods = testing_files::kPodHeader11;
   for (int i = 0; i < 4; ++i) nodes += "n" + std::to_string(i) + ",32000,131072,2,T4\n";
@@ -388,6 +452,45 @@ TEST(PlaceShareBound, PacksTheLargestShareFirstIntoTheTightestHole) {
   output = RunCommand(script + bad, &status);
   EXPECT_NE(status, 0);
   EXPECT_THAT(output, HasSubstr("bound-bad.csv: no column 'num_gpu' in the header"));
+}
+
+TEST(PlaceGeneralisation, TabulatesEveryListAndReplaysThoseWithTimes) {
+  // Two pod lists beside a node list: "timed" has the trace's times, "untimed" (5 columns) not.
+  const std::string dir = ::testing::TempDir() + "/place_generalisation_data";
+  const std::string out = ::testing::TempDir() + "/place_generalisation_out";
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(out);
+  std::filesystem::create_directories(dir);
+  std::string nodes = testing_files::kNodeHeader, timed = testing_files::kPodHeader11,
+              untimed = testing_files::kPodHeader5;
+  for (int i = 0; i < 6; ++i) nodes += "n" + std::to_string(i) + ",32000,131072,2,T4\n";
+  for (int i = 0; i < 20; ++i) {
+    const std::string shape = i % 3 ? ",2000,4096,1,500" : ",4000,8192,1,1000";
+    timed += "p" + std::to_string(i) + shape + ",,LS,Running," + std::to_string(i * 10) + "," +
+             std::to_string(i * 10 + 500) + "," + std::to_string(i * 10) + "\n";
+    untimed += "p" + std::to_string(i) + shape + "\n";
+  }
+  std::ofstream(dir + "/openb_node_list_gpu_node.csv") << nodes;
+  std::ofstream(dir + "/openb_pod_list_timed.csv") << timed;
+  std::ofstream(dir + "/openb_pod_list_untimed.csv") << untimed;
+  int status = -1;
+  const std::string output =
+      RunCommand(std::string("cd ") + GPUSLICE_SOURCE_DIR + " && PLACE=" + GPUSLICE_PLACE_CLI +
+                     " SEEDS=2 REPLAY_SEEDS=1 JOBS=1 scripts/place-generalisation.sh " + dir + " " + out,
+                 &status);
+  EXPECT_EQ(status, 0) << output;
+  EXPECT_THAT(output, HasSubstr("| List | 50% | 70% | 90% | 100% | 110% | 130% |"));
+  EXPECT_THAT(output, HasSubstr("| timed |"));
+  EXPECT_THAT(output, HasSubstr("| untimed |"));
+  EXPECT_THAT(output, HasSubstr("of 2 |"));  // seeds where ours is below at 100%, of 2
+  EXPECT_EQ(output.find("nan"), std::string::npos) << output;  // a level without samples is "–"
+  // The replay table: the timed list only.
+  const size_t replay = output.find("FIFO replay");
+  ASSERT_NE(replay, std::string::npos) << output;
+  EXPECT_THAT(output.substr(replay), HasSubstr("| timed |"));
+  EXPECT_EQ(output.substr(replay).find("| untimed |"), std::string::npos) << output;
+  EXPECT_THAT(output, HasSubstr("done in"));  // the progress line
+  EXPECT_TRUE(std::filesystem::exists(out + "/report.md"));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "place/cluster.h"
 #include "place/fragmentation.h"
+#include "place/model_pressure.h"
 #include "place/policy.h"
 
 namespace gpuslice::place {
@@ -259,6 +260,8 @@ TEST(PlacePolicy, OursWithCpuTermKeepsCpuForTheNodesFreeGpus) {
   const Pod cpu_only = MakePod(2000, 0, 0);
   EXPECT_EQ(ChoosePlacement("FGD-BF-S", cluster, cpu_only).node, 0);
   EXPECT_EQ(ChoosePlacement("FGD-BF-C", cluster, cpu_only).node, 1);
+  // FGD-BF-M leaves CPU-only pods out of the term (both nodes are empty: the same cost to open).
+  EXPECT_EQ(ChoosePlacement("FGD-BF-M", cluster, cpu_only).node, 0);
 }
 
 // Shares of 320 and 230 milli-GPU and whole GPUs, 1 core each; a rare 110 share (1% of pods).
@@ -297,6 +300,81 @@ TEST(PlacePolicy, OursWithHoleTermLeavesNoDeadHoleWhereAFreeGpuWillDo) {
   const Placement ours = ChoosePlacement("FGD-BF-H", cluster, share, 1, SharesWithARareSmallOne());
   EXPECT_EQ(ours.node, 1);
   EXPECT_EQ(ours.gpus, GpuMask{1});
+}
+
+// One GPU and 8 cores a pod: 5% of pods pinned to model 0 (A), the rest on any model.
+TargetWorkload FewPinnedToModelA() {
+  TargetWorkload target;
+  target.classes = {{8000, 1000, 1, uint64_t{1}, 0, 0.05}, {8000, 1000, 1, ~uint64_t{0}, 0, 0.95}};
+  return target;
+}
+
+// Node 0: model A, 2 GPUs, 16 cores; node 1: model B, 8 GPUs, 128 cores.
+Cluster SmallAAndLargeB() {
+  Cluster cluster;
+  cluster.models = {"A", "B"};
+  cluster.nodes = {MakeNode(16000, 65536, 0, {1000, 1000}),
+                   MakeNode(128000, 393216, 1, {1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000})};
+  return cluster;
+}
+
+TEST(PlacePolicy, PinnedShareIsThePinnedDemandOverTheModelsGpus) {
+  // A pod asks 1000 milli-GPU on average, 50 of it pinned to A. At 10 GPUs of demand (the
+  // cluster's), A's 2 GPUs owe 0.5 GPU to pinned pods: 25%. Nothing is pinned to B.
+  EXPECT_EQ(PinnedShare(FewPinnedToModelA(), SmallAAndLargeB()), (std::vector<double>{0.25, 0.0}));
+  // A class pinned to both models is not pinned; nor is one without gpu_spec.
+  TargetWorkload any = FewPinnedToModelA();
+  any.classes[0].model_mask = 0b11;
+  EXPECT_EQ(PinnedShare(any, SmallAAndLargeB()), (std::vector<double>{0.0, 0.0}));
+  EXPECT_EQ(PinnedShare(HalfShareHalfWhole(), SmallAAndLargeB()), (std::vector<double>{0.0, 0.0}));
+  // Size pins too: a class of 64 cores fits only B's nodes (A's have 16).
+  TargetWorkload big = HalfShareHalfWhole();
+  big.classes[1].cpu_milli = 64000;
+  EXPECT_EQ(PinnedShare(big, SmallAAndLargeB())[0], 0.0);
+  EXPECT_GT(PinnedShare(big, SmallAAndLargeB())[1], 0.0);
+}
+
+TEST(PlacePolicy, ScarcityRisesAsThePinnedModelFills) {
+  Cluster cluster = SmallAAndLargeB();
+  const std::vector<double> pinned{0.25, 0.0};
+  EXPECT_EQ(ScarcityNow(pinned, cluster, 4.0), (std::vector<double>{0.25, 0.0}));
+  cluster.nodes[0].gpu_left[0] = 0;  // 1 of A's 2 GPUs left: 0.5 GPU needed of 1 free
+  EXPECT_EQ(ScarcityNow(pinned, cluster, 4.0), (std::vector<double>{0.5, 0.0}));
+  cluster.nodes[0].gpu_left[1] = 100;  // under a GPU free counts as one
+  EXPECT_EQ(ScarcityNow(pinned, cluster, 4.0), (std::vector<double>{0.5, 0.0}));
+  EXPECT_EQ(ScarcityNow({8.0, 0.0}, cluster, 4.0), (std::vector<double>{4.0, 0.0}));  // capped
+}
+
+TEST(PlacePolicy, OursWithModelTermKeepsUnpinnedPodsOffThePinnedPodsModel) {
+  // An unpinned pod of 1 GPU, 8 cores. On node 0 (A) fragmentation stays 0 (both classes fit
+  // its last GPU and 8 cores); on node 1 (B) it falls by 0.05 * 1000 (the pinned class cannot use
+  // B's idle GPUs). Best fit: 100 * (8000/128000 + 1000/8000)/2 = 9.4 on node 0, 90.6 on node 1.
+  // FGD-BF-H (the control): 9.4 < -50 + 90.6, node 0, the model pinned pods need. FGD-BF-M adds
+  // 1000 milli-GPU * 25% (A's scarcity: all its GPUs free) = 250 on A, and the same cost to open
+  // either node: node 1.
+  Cluster cluster = SmallAAndLargeB();
+  const Pod unpinned = MakePod(8000, 1, 1000);
+  EXPECT_EQ(ChoosePlacement("FGD-BF-H", cluster, unpinned, 1, FewPinnedToModelA()).node, 0);
+  EXPECT_EQ(ChoosePlacement("FGD-BF-M", cluster, unpinned, 1, FewPinnedToModelA()).node, 1);
+  // A pinned pod goes to A all the same.
+  Pod pinned = unpinned;
+  pinned.model_mask = 1;
+  EXPECT_EQ(ChoosePlacement("FGD-BF-M", cluster, pinned, 1, FewPinnedToModelA()).node, 0);
+}
+
+TEST(PlacePolicy, OursWithOpenTermKeepsAnEmptyNodeWhole) {
+  // A whole-GPU pod with 3 cores. Node 0 is in use (4 of its 8 cores left, 2 free GPUs); after
+  // the pod its last core feeds 750 of its last GPU's 1000 milli (4/3 milli-CPU per milli-GPU):
+  // FGD-BF-C's term adds 250, and with best fit 6.6 it is 256.6 against node 1's 67.6, so
+  // FGD-BF-H (the control) opens empty node 1. FGD-BF-M charges 300 for opening a node (a whole
+  // node is what a big pod that arrives later needs) and takes node 0.
+  Cluster cluster;
+  cluster.nodes = {MakeNode(4000, 65536, 0, {1000, 1000}),
+                   MakeNode(64000, 393216, 0, {1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000})};
+  cluster.nodes[0].cpu_capacity = 8000;
+  const Pod pod = MakePod(3000, 1, 1000);
+  EXPECT_EQ(ChoosePlacement("FGD-BF-H", cluster, pod).node, 1);
+  EXPECT_EQ(ChoosePlacement("FGD-BF-M", cluster, pod).node, 0);
 }
 
 TEST(PlacePolicy, FirstFitTakesTheFirstNodeThatFitsAndItsFirstGpuWithRoom) {
