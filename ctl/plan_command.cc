@@ -36,7 +36,7 @@ int RunPlan(const PlanOptions& options) {
     return Fail(kExitUsage, std::string("give either --model (") + PlanModelChoices() + ") or --gpu N (read through NVML)");
   std::vector<PlanGpu> gpus;
   if (!options.model.empty()) {
-    const sim::MigGpuModel* model = FindPlanModel(options.model);
+    const gpu::MigGpuModel* model = FindPlanModel(options.model);
     if (!model) return Fail(kExitUsage, "unknown --model '" + options.model + "'; expected " + PlanModelChoices());
     if (options.gpus < 1 || options.gpus > 64) return Fail(kExitUsage, "--gpus must be 1 to 64");
     gpus = GpusOfModel(*model, options.gpus);

@@ -22,26 +22,26 @@ std::string Lower(std::string text) {
 
 }  // namespace
 
-const sim::MigGpuModel* FindPlanModel(const std::string& value) {
+const gpu::MigGpuModel* FindPlanModel(const std::string& value) {
   const std::string lower = Lower(value);
   for (const auto& a : kAliases)
-    if (lower == a.alias) return sim::FindMigGpuModel(a.key);
-  for (const auto& m : sim::MigGpuModels())
+    if (lower == a.alias) return gpu::FindMigGpuModel(a.key);
+  for (const auto& m : gpu::MigGpuModels())
     if (lower == Lower(m.key)) return &m;
   return nullptr;
 }
 
 const char* PlanModelChoices() { return "h200, h100-80, a100-80 or a100-40"; }
 
-std::vector<PlanGpu> GpusOfModel(const sim::MigGpuModel& model, int count) {
+std::vector<PlanGpu> GpusOfModel(const gpu::MigGpuModel& model, int count) {
   std::vector<PlanGpu> gpus;
   for (int i = 0; i < count; ++i) gpus.push_back({i, model.name, "", model.memory_bytes, &model});
   return gpus;
 }
 
-const sim::MigGpuModel* ModelOfDeviceName(const std::string& name) {
-  // The table's names are the driver's (sim/mig_profiles.cc); the simulator appends " (simulated)".
-  for (const auto& m : sim::MigGpuModels())
+const gpu::MigGpuModel* ModelOfDeviceName(const std::string& name) {
+  // The table's names are the driver's (gpu/mig_profiles.cc); the simulator appends " (simulated)".
+  for (const auto& m : gpu::MigGpuModels())
     if (name == m.name || name == std::string(m.name) + " (simulated)") return &m;
   return nullptr;
 }

@@ -1,6 +1,6 @@
 // The GPUs `gpuslicectl plan` lays tenants out on: a model named on the command line (--model,
 // with --gpus copies of it), or the node's GPUs read through NVML (--gpu). A GPU is MIG-capable
-// when it is one of the models whose MIG profiles gpuslice knows (sim/mig_profiles.h, NVIDIA's
+// when it is one of the models whose MIG profiles gpuslice knows (gpu/mig_profiles.h, NVIDIA's
 // tables); any other GPU is planned as a whole GPU only.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/mig_profiles.h"
+#include "gpu/mig_profiles.h"
 
 namespace gpuslice::ctl {
 
@@ -17,17 +17,17 @@ struct PlanGpu {
   std::string name;                    // "NVIDIA H200"
   std::string uuid;                    // "GPU-..." when read from NVML, else ""
   uint64_t memory_bytes = 0;
-  const sim::MigGpuModel* model = nullptr;  // nullptr: not MIG-capable (as far as gpuslice knows)
+  const gpu::MigGpuModel* model = nullptr;  // nullptr: not MIG-capable (as far as gpuslice knows)
 };
 
 // The --model values: h200, h100-80, a100-80, a100-40 (or the table's own keys, any case).
 // nullptr when unknown.
-const sim::MigGpuModel* FindPlanModel(const std::string& value);
+const gpu::MigGpuModel* FindPlanModel(const std::string& value);
 // "h200, h100-80, a100-80 or a100-40", for error lines and --help.
 const char* PlanModelChoices();
 
 // `count` GPUs of `model`.
-std::vector<PlanGpu> GpusOfModel(const sim::MigGpuModel& model, int count);
+std::vector<PlanGpu> GpusOfModel(const gpu::MigGpuModel& model, int count);
 
 // The GPUs of the given NVML indices, read through libnvidia-ml.so.1 (dlopen). False with one
 // line in *error when NVML cannot be loaded or has no such GPU.
@@ -35,6 +35,6 @@ bool ReadNvmlGpus(const std::vector<int>& indices, std::vector<PlanGpu>* gpus, s
 
 // The MIG model an NVML device name stands for ("NVIDIA H200" and "NVIDIA H200 (simulated)" are
 // the H200), or nullptr.
-const sim::MigGpuModel* ModelOfDeviceName(const std::string& name);
+const gpu::MigGpuModel* ModelOfDeviceName(const std::string& name);
 
 }  // namespace gpuslice::ctl

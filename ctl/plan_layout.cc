@@ -21,16 +21,16 @@ Need NeedOf(const PlanTenant& t) {
   return Need::kSoft;
 }
 
-double SmPercent(const sim::MigGpuModel& model, const sim::MigProfile& p) {
+double SmPercent(const gpu::MigGpuModel& model, const gpu::MigProfile& p) {
   return 100.0 * p.sm_count / model.sm_count;
 }
-uint64_t InstanceMemory(const sim::MigGpuModel& model, const sim::MigProfile& p) {
-  return model.memory_bytes / sim::kMigMemorySlices * static_cast<uint64_t>(p.memory_slices);
+uint64_t InstanceMemory(const gpu::MigGpuModel& model, const gpu::MigProfile& p) {
+  return model.memory_bytes / gpu::kMigMemorySlices * static_cast<uint64_t>(p.memory_slices);
 }
 
 // The profiles a plan uses, smallest first (the +me twin of the 1g is never needed).
-std::vector<const sim::MigProfile*> Profiles(const sim::MigGpuModel& model) {
-  std::vector<const sim::MigProfile*> out;
+std::vector<const gpu::MigProfile*> Profiles(const gpu::MigGpuModel& model) {
+  std::vector<const gpu::MigProfile*> out;
   for (const auto& p : model.profiles)
     if (std::string_view(p.name).find("+me") == std::string_view::npos) out.push_back(&p);
   std::stable_sort(out.begin(), out.end(), [](auto* a, auto* b) {
@@ -39,7 +39,7 @@ std::vector<const sim::MigProfile*> Profiles(const sim::MigGpuModel& model) {
   return out;
 }
 
-bool ProfileCovers(const sim::MigGpuModel& model, const sim::MigProfile& p, uint64_t memory, double compute) {
+bool ProfileCovers(const gpu::MigGpuModel& model, const gpu::MigProfile& p, uint64_t memory, double compute) {
   return InstanceMemory(model, p) >= memory && SmPercent(model, p) + 1e-9 >= compute;
 }
 
@@ -48,9 +48,9 @@ struct Work {
   const PlanGpu* gpu;
   std::string tier;
   GpuMode mode;
-  std::vector<std::pair<const sim::MigProfile*, size_t>> own;  // instances of one tenant each
+  std::vector<std::pair<const gpu::MigProfile*, size_t>> own;  // instances of one tenant each
   std::vector<size_t> shared;                  // soft slices / MPS clients: of the whole GPU, or one instance
-  const sim::MigProfile* shared_profile = nullptr;
+  const gpu::MigProfile* shared_profile = nullptr;
 };
 
 // Whether `members` fit as soft slices into a unit of `memory` bytes and `sm_percent` of the
@@ -67,7 +67,7 @@ bool SharedFits(const std::vector<PlanTenant>& tenants, const std::vector<size_t
   return used <= memory && requests <= 100;
 }
 
-std::string LayoutText(const std::vector<const sim::MigProfile*>& profiles) {
+std::string LayoutText(const std::vector<const gpu::MigProfile*>& profiles) {
   std::string text;
   for (auto* p : profiles) text += (text.empty() ? "" : ",") + std::string(p->name);
   return text;
@@ -75,31 +75,31 @@ std::string LayoutText(const std::vector<const sim::MigProfile*>& profiles) {
 
 // The instances of a MIG GPU with `own` and a shared instance of `shared` (if any), largest
 // first, placed; nullopt when they do not fit side by side.
-std::optional<std::vector<sim::MigPlacement>> PlaceMig(const sim::MigGpuModel& model,
-                                                       std::vector<const sim::MigProfile*> profiles) {
-  if (profiles.empty()) return std::vector<sim::MigPlacement>{};
+std::optional<std::vector<gpu::MigPlacement>> PlaceMig(const gpu::MigGpuModel& model,
+                                                       std::vector<const gpu::MigProfile*> profiles) {
+  if (profiles.empty()) return std::vector<gpu::MigPlacement>{};
   std::stable_sort(profiles.begin(), profiles.end(), [](auto* a, auto* b) {
     return std::pair(a->compute_slices, a->memory_slices) > std::pair(b->compute_slices, b->memory_slices);
   });
-  std::vector<sim::MigPlacement> placed;
+  std::vector<gpu::MigPlacement> placed;
   std::string ignored;
-  if (!sim::ValidateMigLayout(model, LayoutText(profiles), &placed, &ignored)) return std::nullopt;
+  if (!gpu::ValidateMigLayout(model, LayoutText(profiles), &placed, &ignored)) return std::nullopt;
   return placed;
 }
 
-std::vector<const sim::MigProfile*> OwnProfiles(const Work& w) {
-  std::vector<const sim::MigProfile*> out;
+std::vector<const gpu::MigProfile*> OwnProfiles(const Work& w) {
+  std::vector<const gpu::MigProfile*> out;
   for (const auto& [p, t] : w.own) out.push_back(p);
   return out;
 }
 
 // The smallest shared instance for `members` beside `w`'s own instances (plus `extra`), or
 // nullptr when none fits. Empty members need none: returns nullptr with *fits true.
-const sim::MigProfile* SharedInstanceFor(const Work& w, const std::vector<PlanTenant>& tenants,
-                                         const std::vector<size_t>& members, const sim::MigProfile* extra,
+const gpu::MigProfile* SharedInstanceFor(const Work& w, const std::vector<PlanTenant>& tenants,
+                                         const std::vector<size_t>& members, const gpu::MigProfile* extra,
                                          bool* fits) {
-  const sim::MigGpuModel& model = *w.gpu->model;
-  std::vector<const sim::MigProfile*> base = OwnProfiles(w);
+  const gpu::MigGpuModel& model = *w.gpu->model;
+  std::vector<const gpu::MigProfile*> base = OwnProfiles(w);
   if (extra) base.push_back(extra);
   if (members.empty()) {
     *fits = PlaceMig(model, base).has_value();
@@ -121,11 +121,11 @@ const sim::MigProfile* SharedInstanceFor(const Work& w, const std::vector<PlanTe
 // Adds tenant `t` to `w` in an instance of its own, the smallest that covers it and fits.
 bool TryOwnInstance(Work* w, const std::vector<PlanTenant>& tenants, size_t t) {
   if (w->mode != GpuMode::kMig) return false;
-  const sim::MigGpuModel& model = *w->gpu->model;
+  const gpu::MigGpuModel& model = *w->gpu->model;
   for (auto* p : Profiles(model)) {
     if (!ProfileCovers(model, *p, tenants[t].memory_bytes, tenants[t].compute_percent)) continue;
     bool fits = false;
-    const sim::MigProfile* shared = SharedInstanceFor(*w, tenants, w->shared, p, &fits);
+    const gpu::MigProfile* shared = SharedInstanceFor(*w, tenants, w->shared, p, &fits);
     if (!fits) continue;
     w->own.push_back({p, t});
     w->shared_profile = shared;
@@ -140,7 +140,7 @@ bool TryShared(Work* w, const std::vector<PlanTenant>& tenants, size_t t) {
   members.push_back(t);
   if (w->mode == GpuMode::kMig) {
     bool fits = false;
-    const sim::MigProfile* shared = SharedInstanceFor(*w, tenants, members, nullptr, &fits);
+    const gpu::MigProfile* shared = SharedInstanceFor(*w, tenants, members, nullptr, &fits);
     if (!fits) return false;
     w->shared_profile = shared;
   } else if (!SharedFits(tenants, members, w->gpu->memory_bytes, 100)) {
@@ -283,7 +283,7 @@ Plan BuildPlan(const std::vector<PlanGpu>& pool, const std::vector<PlanTenant>& 
       g.units.push_back(std::move(unit));
     };
     if (w.mode == GpuMode::kMig) {
-      const sim::MigGpuModel& model = *w.gpu->model;
+      const gpu::MigGpuModel& model = *w.gpu->model;
       auto profiles = OwnProfiles(w);
       if (w.shared_profile) profiles.push_back(w.shared_profile);
       const auto placed = PlaceMig(model, profiles);  // fitted during packing
@@ -318,10 +318,10 @@ Plan BuildPlan(const std::vector<PlanGpu>& pool, const std::vector<PlanTenant>& 
           add_unit(unit, w.shared, Placement::kSoftSlice);
         }
       }
-      g.free_compute_slices = sim::kMigComputeSlices - compute;
-      g.free_memory_slices = sim::kMigMemorySlices - memory;
+      g.free_compute_slices = gpu::kMigComputeSlices - compute;
+      g.free_memory_slices = gpu::kMigMemorySlices - memory;
       g.sms_outside_instances = model.sm_count - sms;
-      g.memory_outside_instances = model.memory_bytes / sim::kMigMemorySlices * static_cast<uint64_t>(g.free_memory_slices);
+      g.memory_outside_instances = model.memory_bytes / gpu::kMigMemorySlices * static_cast<uint64_t>(g.free_memory_slices);
     } else {
       PlannedUnit unit;
       unit.memory_bytes = w.gpu->memory_bytes;

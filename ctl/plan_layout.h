@@ -36,7 +36,7 @@ const char* PlacementName(Placement where);  // "mig-instance", "soft-slice", "m
 
 // A place tenants run in: a MIG instance, or the whole GPU.
 struct PlannedUnit {
-  const sim::MigProfile* profile = nullptr;  // nullptr: the whole GPU
+  const gpu::MigProfile* profile = nullptr;  // nullptr: the whole GPU
   int start = -1;                            // first memory slice of the instance
   uint64_t memory_bytes = 0;
   double sm_percent = 100;                   // its SMs as a share of the whole GPU's

@@ -4,25 +4,25 @@
 #include <bit>
 
 #include "place/node_selection.h"
-#include "sim/mig_profiles.h"
+#include "gpu/mig_profiles.h"
 
 namespace gpuslice::place {
 
 std::string ParseMigLayout(const MigOptions& options, MigLayout* layout) {
-  const sim::MigGpuModel* model = sim::FindMigGpuModel(options.model);
+  const gpu::MigGpuModel* model = gpu::FindMigGpuModel(options.model);
   if (model == nullptr) {
     std::string valid;
-    for (const sim::MigGpuModel& m : sim::MigGpuModels()) valid += (valid.empty() ? "" : ", ") + std::string(m.key);
+    for (const gpu::MigGpuModel& m : gpu::MigGpuModels()) valid += (valid.empty() ? "" : ", ") + std::string(m.key);
     return "--mig-model: '" + options.model + "' is not a MIG model; valid: " + valid;
   }
-  std::vector<sim::MigPlacement> placed;
+  std::vector<gpu::MigPlacement> placed;
   std::string error;
-  if (!sim::ValidateMigLayout(*model, options.layout, &placed, &error)) return "--mig-layout: " + error;
+  if (!gpu::ValidateMigLayout(*model, options.layout, &placed, &error)) return "--mig-layout: " + error;
   *layout = MigLayout{};
-  for (const sim::MigPlacement& p : placed) {
+  for (const gpu::MigPlacement& p : placed) {
     layout->profiles.push_back(p.profile->name);
-    const int compute = kMilliPerGpu * p.profile->compute_slices / sim::kMigComputeSlices;
-    const int memory = kMilliPerGpu * p.profile->memory_slices / sim::kMigMemorySlices;
+    const int compute = kMilliPerGpu * p.profile->compute_slices / gpu::kMigComputeSlices;
+    const int memory = kMilliPerGpu * p.profile->memory_slices / gpu::kMigMemorySlices;
     layout->capacity.push_back(static_cast<int16_t>(std::min(compute, memory)));
   }
   std::sort(layout->capacity.begin(), layout->capacity.end());

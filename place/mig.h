@@ -1,5 +1,5 @@
 // MIG-partitioned nodes: some nodes' GPUs are split into MIG GPU instances, the same layout on
-// every GPU (NVIDIA's profiles, sim/mig_profiles.h: the tables the simulated driver and
+// every GPU (NVIDIA's profiles, gpu/mig_profiles.h: the tables the simulated driver and
 // `gpuslicectl plan` use). Pods that require isolation (the paid tier's shares, tiers.h) fit
 // only a free instance that covers them, one pod per instance, and take all of it. Other pods do
 // not use MIG GPUs (they ask for whole or shared GPUs, which a partitioned GPU does not offer),

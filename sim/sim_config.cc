@@ -6,9 +6,17 @@
 #include <string_view>
 
 #include "common/quantity.h"
-#include "sim/mig_profiles.h"
+#include "gpu/mig_profiles.h"
 
 namespace gpuslice::sim {
+
+// NVIDIA's MIG tables are the product's (gpu/mig_profiles.h).
+using gpu::FindMigGpuModel;
+using gpu::MigGpuModel;
+using gpu::MigPlacement;
+using gpu::ValidateMigLayout;
+using gpu::kMigMemorySlices;
+
 namespace {
 
 const char* Env(const char* name) {

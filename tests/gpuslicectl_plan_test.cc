@@ -22,7 +22,7 @@
 
 #include "common/quantity.h"
 #include "gpuslice/sim_query.h"
-#include "sim/mig_profiles.h"
+#include "gpu/mig_profiles.h"
 #include "tests/support/shim_fixture.h"
 
 namespace gpuslice::testing {
@@ -205,9 +205,9 @@ void ExpectPlanHolds(const Json& plan, const std::vector<Json>& tenants, const s
   for (const Json& gpu : plan["gpus"]) {
     const std::string tier = gpu["tier"];
     if (gpu["mode"] == "mig") {
-      std::vector<sim::MigPlacement> placements;
+      std::vector<gpu::MigPlacement> placements;
       std::string error;
-      EXPECT_TRUE(sim::ValidateMigLayout(*sim::FindMigGpuModel(model_key), gpu["mig_layout"].get<std::string>(),
+      EXPECT_TRUE(gpu::ValidateMigLayout(*gpu::FindMigGpuModel(model_key), gpu["mig_layout"].get<std::string>(),
                                          &placements, &error))
           << error;
     }

@@ -1,4 +1,4 @@
-// The simulator's MIG profile tables (sim/mig_profiles.cc) against NVIDIA's published ones:
+// The simulator's MIG profile tables (gpu/mig_profiles.cc) against NVIDIA's published ones:
 // every profile of the four models, every start slice it may and may not take, and layouts that
 // nvidia-smi accepts and refuses.
 #include <gtest/gtest.h>
@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "sim/mig_profiles.h"
+#include "gpu/mig_profiles.h"
 
-namespace gpuslice::sim {
+namespace gpuslice::gpu {
 namespace {
 
 struct ExpectedProfile {
@@ -193,4 +193,4 @@ TEST(MigProfilesTest, PlacementsNeverOverlap) {
 }
 
 }  // namespace
-}  // namespace gpuslice::sim
+}  // namespace gpuslice::gpu

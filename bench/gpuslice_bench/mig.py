@@ -4,12 +4,12 @@ A scenario in mode mig gives every tenant a GPU instance of its own (one compute
 either the profile its `mig:` names or one derived from its compute request: the largest of the
 model's 1g/2g/3g/4g/7g profiles whose compute slices are at most its share of the GPU's seven
 (request ÷ the sum of requests × 7), and at least 1g. The layout must fit one GPU as the driver
-places it (NVIDIA's placement rules, as docs/simulator.md and sim/mig_profiles.cc state them);
+places it (NVIDIA's placement rules, as docs/simulator.md and gpu/mig_profiles.cc state them);
 the simulator checks it again when it creates the instances.
 """
 
 # The standard profile of each size per model (no +me, no double-memory 1g): compute slices ->
-# name. The full tables, with their SM counts, are the simulator's (sim/mig_profiles.cc).
+# name. The full tables, with their SM counts, are the simulator's (gpu/mig_profiles.cc).
 _PROFILES = {
     "A100-40GB": {1: "1g.5gb", 2: "2g.10gb", 3: "3g.20gb", 4: "4g.20gb", 7: "7g.40gb"},
     "A100-80GB": {1: "1g.10gb", 2: "2g.20gb", 3: "3g.40gb", 4: "4g.40gb", 7: "7g.80gb"},

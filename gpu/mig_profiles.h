@@ -1,5 +1,7 @@
-// NVIDIA's MIG GPU-instance profiles for the GPU models the simulator can play (docs/simulator.md,
-// MIG): names, compute and memory slices, SMs, how many fit, and where each may be placed.
+// NVIDIA's MIG GPU-instance profiles for the GPU models gpuslice knows (the ones the simulator
+// can play, docs/simulator.md, MIG; gpuslicectl plan and gpuslice-place lay instances out with
+// them): names, compute and memory slices, SMs, how many fit, and where each may be placed.
+// Facts about NVIDIA's GPUs, in the product: the simulator uses them, never the other way.
 //
 // A MIG GPU has 7 compute slices and 8 memory slices. A GPU instance of profile P occupies
 // P.memory_slices consecutive memory slices from its placement start, and its start must be one
@@ -14,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-namespace gpuslice::sim {
+namespace gpuslice::gpu {
 
 inline constexpr int kMigMemorySlices = 8;
 inline constexpr int kMigComputeSlices = 7;
@@ -58,4 +60,4 @@ bool ValidateMigLayout(const MigGpuModel& model, std::string_view layout, std::v
 // "1g.18gb(x7 at 0-6) ..." for error messages.
 std::string DescribeMigProfiles(const MigGpuModel& model);
 
-}  // namespace gpuslice::sim
+}  // namespace gpuslice::gpu

@@ -1,9 +1,9 @@
-#include "sim/mig_profiles.h"
+#include "gpu/mig_profiles.h"
 
 #include <algorithm>
 #include <cstdio>
 
-namespace gpuslice::sim {
+namespace gpuslice::gpu {
 namespace {
 
 // NVML_GPU_INSTANCE_PROFILE_* values (nvml.h).
@@ -155,4 +155,4 @@ bool ValidateMigLayout(const MigGpuModel& model, std::string_view layout, std::v
   return true;
 }
 
-}  // namespace gpuslice::sim
+}  // namespace gpuslice::gpu
