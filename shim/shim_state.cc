@@ -11,6 +11,7 @@
 
 #include "broker/lock_fault.h"
 #include "shim/compute_monitor.h"
+#include "shim/device_warnings.h"
 #include "shim/log.h"
 #include "shim/real_driver.h"
 
@@ -121,6 +122,10 @@ CUresult ShimState::LedgerForDevice(CUdevice device, int* ledger) {
     ReportLedgerErrorOnce(error);
     return kFailClosed;
   }
+  // Once per GPU and process: the ledger is opened here once (cached below).
+  if (const std::string warning = OversizedQuotaWarning(options_, device, total, broker::FormatUuid(bytes));
+      !warning.empty())
+    LogError("%s", warning.c_str());
   {
     std::lock_guard<std::mutex> uuid_lock(g_uuid_mutex);
     (*g_ledger_by_uuid)[broker::FormatUuid(bytes)] = opened;

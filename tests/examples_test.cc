@@ -340,6 +340,71 @@ TEST_F(ExamplesTest, WrapperRefusesAMissingLibrary) {
                                "name it with --library PATH"));
 }
 
+// A library ld.so cannot preload is ignored with a line on stderr and the program runs
+// unlimited: the wrapper tries the load first and refuses, naming the loader's reason.
+TEST_F(ExamplesTest, WrapperRefusesALibraryThatCannotBePreloaded) {
+  const std::string junk = state_dir() + "/libgpuslice.so";
+  std::ofstream(junk) << "not a shared object\n";
+  std::vector<std::string> args = {"--library", junk};
+  for (const auto& a : TouchCommand()) args.push_back(a);
+  const ProcessResult refused = RunWrapper(args, {"GPUSLICE_TENANT=t"});
+  EXPECT_EQ(refused.exit_code, kWrapperConfigError) << Describe(refused);
+  EXPECT_THAT(refused.err, HasSubstr("error: " + junk + " cannot be preloaded ("));
+  EXPECT_THAT(refused.err, HasSubstr("): COMMAND would run without any limit"));
+  EXPECT_FALSE(Exists(Marker())) << "the command ran without the library";
+}
+
+// Run by a relative path (bin/gpuslice-entrypoint from its prefix), the wrapper preloads its
+// tree's library by an absolute path and says nothing of a --library it was never given.
+TEST_F(ExamplesTest, TheBuiltWrapperRunByARelativePathPreloadsAnAbsolutePath) {
+  const std::string prefix = std::filesystem::path(BinDir()).parent_path().string();
+  for (const char* self : {"bin/gpuslice-entrypoint", "./bin/gpuslice-entrypoint"}) {
+    SCOPED_TRACE(self);
+    const ProcessResult r =
+        gpuslice::testing::Run({"/bin/sh", "-c", "cd \"$0\" && exec \"$1\" --check true", prefix, self},
+                               {"GPUSLICE_STATE_DIR=" + state_dir(), "GPUSLICE_TENANT=t"});
+    EXPECT_EQ(r.exit_code, 0) << Describe(r);
+    EXPECT_THAT(r.out, HasSubstr("would set:       LD_PRELOAD=" + prefix + "/lib/gpuslice/libgpuslice.so\n"));
+    EXPECT_THAT(r.err, Not(HasSubstr("--library")));
+  }
+}
+
+struct WrapperNearMiss {
+  std::string name;
+  std::string meant;
+};
+
+std::ostream& operator<<(std::ostream& os, const WrapperNearMiss& n) { return os << n.name; }
+
+class WrapperNearMissTest : public ExamplesTest, public ::testing::WithParamInterface<WrapperNearMiss> {};
+
+// GPU_SLICE_MEMORY_LIMIT=4Gi would run without a limit: one warning line names it and what it
+// likely meant; not an error (the name may be another program's), so the command runs.
+TEST_P(WrapperNearMissTest, IsWarnedAboutInOneLineAndTheCommandRuns) {
+  const WrapperNearMiss& n = GetParam();
+  const ProcessResult r = RunWrapper(TouchCommand(), {"GPUSLICE_TENANT=t", n.name + "=4Gi"});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("gpuslice-entrypoint: warning: " + n.name +
+                               "='4Gi' is not read: gpuslice reads only upper-case GPUSLICE_* variables; did you mean " +
+                               n.meant + "='4Gi'?\n"));
+  EXPECT_TRUE(Exists(Marker()));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Names, WrapperNearMissTest,
+    ::testing::Values(WrapperNearMiss{"GPU_SLICE_MEMORY_LIMIT", "GPUSLICE_MEMORY_LIMIT"},
+                      WrapperNearMiss{"gpuslice_memory_limit", "GPUSLICE_MEMORY_LIMIT"},
+                      WrapperNearMiss{"Gpu_Slice_Memory_Limit_1", "GPUSLICE_MEMORY_LIMIT_1"},
+                      WrapperNearMiss{"gpuslice_tenant", "GPUSLICE_TENANT"},
+                      WrapperNearMiss{"gpu_slice_memory_limt", "GPUSLICE_MEMORY_LIMIT"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST_F(ExamplesTest, WrapperSaysNothingOfNamesThatAreNotNearMisses) {
+  const ProcessResult r = RunWrapper({"true"}, {"GPUSLICE_TENANT=t", "GPU_MEMORY=4Gi", "SLICE_LIMIT=1"});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.err, Not(HasSubstr("is not read")));
+}
+
 TEST_F(ExamplesTest, WrapperUsageErrors) {
   ProcessResult r = RunWrapper({}, {"GPUSLICE_TENANT=t"});
   EXPECT_EQ(r.exit_code, kWrapperConfigError) << Describe(r);

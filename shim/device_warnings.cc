@@ -1,0 +1,33 @@
+#include "shim/device_warnings.h"
+
+#include <cstdio>
+
+namespace gpuslice::shim {
+
+std::string ShimBytes(uint64_t bytes) {
+  constexpr uint64_t kMi = 1ULL << 20, kGi = 1ULL << 30;
+  char text[48];
+  if (bytes >= kGi && bytes % kGi == 0)
+    std::snprintf(text, sizeof text, "%llu GiB", static_cast<unsigned long long>(bytes / kGi));
+  else if (bytes >= kGi)
+    std::snprintf(text, sizeof text, "%.2f GiB", static_cast<double>(bytes) / kGi);
+  else if (bytes >= kMi)
+    std::snprintf(text, sizeof text, "%llu MiB", static_cast<unsigned long long>(bytes / kMi));
+  else
+    std::snprintf(text, sizeof text, "%llu bytes", static_cast<unsigned long long>(bytes));
+  return text;
+}
+
+std::string OversizedQuotaWarning(const ShimOptions& options, int ordinal, uint64_t device_total,
+                                  const std::string& gpu_uuid) {
+  const auto limit = ordinal >= 0 ? options.LimitFor(ordinal) : options.memory_limit;
+  if (!limit || limit->percent != 0 || limit->bytes <= device_total) return "";
+  const bool own = ordinal >= 0 && options.memory_limit_per_ordinal.count(ordinal) != 0;
+  const std::string variable = own ? "GPUSLICE_MEMORY_LIMIT_" + std::to_string(ordinal) : "GPUSLICE_MEMORY_LIMIT";
+  return "gpuslice: warning: " + variable + " (" + ShimBytes(limit->bytes) + ") is larger than " + gpu_uuid + "'s " +
+         ShimBytes(device_total) +
+         ": the quota never binds and this tenant may take the whole device; give a quantity up to the "
+         "device's memory or a percentage, e.g. " + variable + "=50%";
+}
+
+}  // namespace gpuslice::shim
