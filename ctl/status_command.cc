@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "broker/access_advice.h"
 #include "broker/broker.h"
 #include "broker/segment_layout.h"
 #include "ctl/exit_codes.h"
@@ -38,6 +39,7 @@ std::optional<std::string> ExplainAbsence(const std::string& dir) {
       return fmt::format("state directory {} does not exist (tenants use GPUSLICE_STATE_DIR, default "
                          "/run/gpuslice; point --state-dir at the directory they use)",
                          dir);
+    if (errno == EACCES) return fmt::format("cannot read state directory {}: {}", dir, broker::AccessAdvice(dir, false));
     return fmt::format("cannot read state directory {}: {}", dir, std::strerror(errno));
   }
   if (!S_ISDIR(info.st_mode)) return fmt::format("state directory {} is not a directory", dir);

@@ -485,6 +485,23 @@ TEST_F(ExamplesTest, WrapperIsPosixShell) {
 
 // --- The sample program ----------------------------------------------------------------------
 
+// The systemd example prepares the state directory for the group the exporter reads through: the
+// directory the unit reads is created at boot 2770 root:<group>, the group exists, and the
+// exporter's dynamic user is a member (it was not: the directory the shim creates is 0770 in the
+// first tenant's group, and the exporter saw only gpuslice_segment_up 0).
+TEST(ExamplesSystemd, TheExportersUnitReadsTheStateDirectoryThroughTheGroupItIsPrepared) {
+  const std::string dir = SourceDir() + "/examples/systemd/";
+  const std::string unit = ReadFile(dir + "gpuslice-exporter.service");
+  const std::string tmpfiles = ReadFile(dir + "gpuslice-tmpfiles.conf");
+  const std::string sysusers = ReadFile(dir + "gpuslice-sysusers.conf");
+  EXPECT_THAT(tmpfiles, HasSubstr("\nd /run/gpuslice 2770 root gpuslice -\n"));
+  EXPECT_THAT(sysusers, HasSubstr("\ng gpuslice -\n"));
+  EXPECT_THAT(unit, HasSubstr("\nEnvironment=GPUSLICE_STATE_DIR=/run/gpuslice\n"));
+  EXPECT_THAT(unit, HasSubstr("\nSupplementaryGroups=gpuslice video\n"));
+  EXPECT_THAT(unit, HasSubstr("\nReadOnlyPaths=/run/gpuslice\n"));
+  EXPECT_THAT(unit, HasSubstr("After=network.target systemd-tmpfiles-setup.service\n"));
+}
+
 TEST_F(ExamplesTest, SampleRunsOnTheSimulatedGpu) {
   const ProcessResult r = gpuslice::testing::Run({Sample(), "--elements", "4096"}, {"LD_LIBRARY_PATH=" + SimLibDir()});
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
@@ -504,6 +521,17 @@ TEST_F(ExamplesTest, SampleRunsOnTheSimulatedGpu) {
   uint64_t kernels = 0;
   for (const auto& p : snapshot.devices[0].processes) kernels += p.kernels;
   EXPECT_EQ(kernels, 1u);
+}
+
+// A simulated MIG instance is simulated too: it runs no kernels, and the sample says so rather
+// than report every sum wrong (its name lacked the "(simulated)" its GPU's carries).
+TEST_F(ExamplesTest, SampleRunsOnASimulatedMigInstance) {
+  SetEnv("GPUSLICE_SIM_MODEL", "H200");
+  SetEnv("GPUSLICE_SIM_MIG", "1g.18gb");
+  const ProcessResult r = gpuslice::testing::Run({Sample(), "--elements", "4096"}, {"LD_LIBRARY_PATH=" + SimLibDir()});
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.out, HasSubstr("device 0: NVIDIA H200 MIG 1g.18gb (simulated), cuDeviceTotalMem"));
+  EXPECT_THAT(r.out, HasSubstr("result: not checked: the simulated GPU does not execute kernels"));
 }
 
 TEST_F(ExamplesTest, SampleFailsOnAWrongResultFromADeviceThatIsNotSimulated) {
@@ -540,6 +568,10 @@ TEST_F(ExamplesTest, SampleUsage) {
   r = gpuslice::testing::Run({Sample(), "--help"}, {"LD_LIBRARY_PATH=" + SimLibDir()});
   EXPECT_EQ(r.exit_code, 0) << Describe(r);
   EXPECT_THAT(r.out, HasSubstr("usage: vector_add_driver"));
+  EXPECT_THAT(r.out, HasSubstr("--version"));
+  r = gpuslice::testing::Run({Sample(), "--version"}, {"LD_LIBRARY_PATH=" + SimLibDir()});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(r.out, std::string("vector_add_driver ") + GPUSLICE_VERSION + "\n");
 }
 
 // Linked with -lcuda but without a run path: the loader finds whichever libcuda.so.1 it would

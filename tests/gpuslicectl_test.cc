@@ -477,6 +477,34 @@ TEST_F(GpuslicectlTest, SetOnASegmentItCannotWriteExplainsAndExits1) {
   EXPECT_THAT(r.err, HasSubstr("cannot change the policy: no write permission on " + state_dir_.state_file()));
 }
 
+// "Permission denied" alone leaves an operator guessing: the line names the directory that
+// denies, its owner, group and mode, the caller's uid and groups, and the fix.
+TEST_F(GpuslicectlTest, StatusWithoutPermissionNamesTheDirectoryItsOwnerItsModeTheCallerAndTheFix) {
+  auto a = Tenant("team-a", 4 * kGi, kGi, 0);
+  std::vector<std::string> argv = {Ctl(), "status", "--state-dir", state_dir_.path()};
+  std::string caller = std::to_string(geteuid());
+  std::string expected;
+  if (geteuid() == 0) {
+    // Root enters any directory: run the tool as nobody, outside the directory's group.
+    constexpr char kSetpriv[] = "/usr/bin/setpriv";
+    if (access(kSetpriv, X_OK) != 0) GTEST_SKIP() << "running as root without " << kSetpriv << " to drop privileges";
+    argv.insert(argv.begin(), {kSetpriv, "--reuid=65534", "--regid=65534", "--clear-groups"});
+    ASSERT_EQ(chmod(state_dir_.path().c_str(), 0770), 0);
+    expected = "permission denied: " + state_dir_.path() + " is owned by uid 0, group 0, mode 0770, and uid 65534 " +
+               "(groups 65534) may not enter it: run as a member of group 0 (systemd: SupplementaryGroups=; " +
+               "Kubernetes: securityContext.supplementalGroups), or prepare the state directory for a group shared " +
+               "by every tenant and reader (chgrp GROUP DIR && chmod 2770 DIR;";
+  } else {
+    ASSERT_EQ(chmod(state_dir_.state_file().c_str(), 0), 0);
+    expected = "permission denied: " + state_dir_.state_file() + " is owned by uid " + caller + ", group " +
+               std::to_string(getegid()) + ", mode 0, and uid " + caller;
+  }
+  const ProcessResult r = gpuslice::testing::Run(argv);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(IsOneLine(r.err)) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("gpuslicectl: cannot open state file " + state_dir_.state_file() + ": " + expected));
+}
+
 TEST_F(GpuslicectlTest, SetThenStatusShowsTheNewModeAndQuantum) {
   auto a = Tenant("team-a", 4 * kGi, kGi, 0);
   const std::string uuid = broker::FormatUuid(kUuid);
