@@ -347,6 +347,15 @@ uint64_t Broker::Quota(int ledger) const {
   return id ? At(*file_->segment, *id).quota.load(std::memory_order_acquire) : 0;
 }
 
+uint64_t Broker::GpuUsed(int ledger) const {
+  const auto id = LedgerId::From(ledger);
+  if (!id) return 0;
+  uint64_t sum = 0;
+  for (TenantIndex tenant : UsedTenants(*file_->segment))
+    sum += At(*file_->segment, LedgerId::Of(tenant, id->gpu())).used.load(std::memory_order_acquire);
+  return sum;
+}
+
 void Broker::ReapDeadProcesses() {
   if (!file_->writable) return;
   try {

@@ -46,6 +46,13 @@ then a row per tenant, with these columns:
                 a hand-over to the first hand-over at least 10 s later and ended when the
                 line beneath says. "-" before the first window completes, and in modes
                 none and mps, where nothing is measured
+With NVML (the driver's libnvidia-ml.so.1), a whole GPU's block begins with the device's own
+figures ("device:": its index and name, memory in use and free, utilisation, compute processes,
+managed or not) and the memory accounted here against them ("accounted here: ... of the ... in
+use; unaccounted: ..."): memory in use beyond what this state directory's tenants hold.
+UNACCOUNTED (more than the 1 GiB taken for driver-internal memory) means another state
+directory's tenants or processes not under gpuslice hold it; their quotas are not counted here
+(docs/accounting.md, "Unaccounted memory").
 Each GPU ends with the quota committed: the sum of the tenants' quotas against the device's
 memory. Idle tenants (no live process, nothing used) are listed but not counted: they promise
 nothing, and the broker reuses their entries when its table fills. OVERSUBSCRIBED means the
@@ -58,7 +65,8 @@ tenants that all want the GPU get it in proportion to their requests (60% and 90
 Processes that died are reaped first and their memory returned to their tenant (when the
 state file is writable for you; otherwise the figures are shown as they stand).
 --json prints the same (keys documented in ctl/status_json.h): per GPU mig (the instance's uuid,
-profile, gpu_index, gpu_uuid; null for a whole GPU), mode, quantum_ns,
+profile, gpu_index, gpu_uuid; null for a whole GPU), device (NVML's figures; null without them),
+accounted_bytes, unaccounted_bytes, unaccounted_held_elsewhere, mode, quantum_ns,
 quantum_default, budget_ns, budget_default, holder, grants, compute_requested_percent,
 compute_oversubscribed; per tenant compute_request_percent, compute_limit_percent,
 compute_class, last_window_share_percent (null for "-"), grants_received, waits,

@@ -16,6 +16,7 @@
 #include "broker/segment_layout.h"
 #include "ctl/exit_codes.h"
 #include "ctl/mig_topology.h"
+#include "ctl/status_device.h"
 #include "ctl/status_json.h"
 #include "ctl/status_report.h"
 #include "ctl/status_table.h"
@@ -74,9 +75,11 @@ int RunStatus(const StatusOptions& options) {
   // JSON throw.
   // MIG instances under their GPU when NVML is there to say which GPU that is.
   const MigTopology mig = ReadMigTopology();
+  // The device's own figures beside the broker's (unaccounted memory), when NVML is there.
+  const DeviceFiguresByUuid devices = ReadDeviceFigures();
   const std::string text =
-      options.json ? StatusJson(snapshot, mig).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n"
-                   : RenderStatusTable(snapshot, mig);
+      options.json ? StatusJson(snapshot, mig, devices).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n"
+                   : RenderStatusTable(snapshot, mig, devices);
   // A closed or full stdout must not look like success to a script.
   if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
     return Fail(fmt::format("writing the status: {}", std::strerror(errno)));

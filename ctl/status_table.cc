@@ -93,11 +93,12 @@ std::string CommitmentLine(const broker::GpuView& gpu) {
 }
 
 void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, const MigInstanceInfo* instance,
-               std::string* out) {
+               const exporter::DeviceFigures* device, std::string* out) {
   if (instance)
     *out += fmt::format("MIG {} {}  {} total\n", instance->profile, instance->uuid, FormatBytes(gpu.total_memory));
   else
     *out += fmt::format("GPU {}  {} total\n", gpu.uuid, FormatBytes(gpu.total_memory));
+  if (device) *out += "  " + DeviceLine(*device) + "\n  " + AccountingLine(gpu, *device) + "\n";
   *out += "  " + ComputeLine(gpu) + "\n";
   if (gpu.tenants.empty()) {
     *out += "  no tenants\n";
@@ -133,7 +134,8 @@ void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, con
 
 }  // namespace
 
-std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopology& mig) {
+std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopology& mig,
+                              const DeviceFiguresByUuid& devices) {
   std::string out = fmt::format("gpuslice state {} (layout {})\n", snapshot.path, snapshot.layout_version);
   if (snapshot.gpus.empty()) {
     out += "\nno GPU has been used through gpuslice since the state was created\n";
@@ -154,7 +156,7 @@ std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopolog
   for (const auto& [gpu, instance] : order) {
     out += "\n";
     if (!instance) {
-      AppendGpu(snapshot, *gpu, nullptr, &out);
+      AppendGpu(snapshot, *gpu, nullptr, DeviceOf(devices, *gpu), &out);
       parent.clear();
       continue;
     }
@@ -164,7 +166,7 @@ std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopolog
       parent = instance->gpu_uuid;
     }
     std::string block;
-    AppendGpu(snapshot, *gpu, instance, &block);
+    AppendGpu(snapshot, *gpu, instance, nullptr, &block);
     for (size_t at = 0; at < block.size();) {
       const size_t end = block.find('\n', at);
       out += "  " + block.substr(at, end - at + 1);

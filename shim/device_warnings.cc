@@ -2,6 +2,9 @@
 
 #include <cstdio>
 
+#include "broker/broker.h"
+#include "broker/unaccounted.h"
+
 namespace gpuslice::shim {
 
 std::string ShimBytes(uint64_t bytes) {
@@ -28,6 +31,22 @@ std::string OversizedQuotaWarning(const ShimOptions& options, int ordinal, uint6
          ShimBytes(device_total) +
          ": the quota never binds and this tenant may take the whole device; give a quantity up to the "
          "device's memory or a percentage, e.g. " + variable + "=50%";
+}
+
+std::string UnaccountedMemoryWarning(const DeviceMemorySeen& seen) {
+  const uint64_t used = seen.device_total > seen.device_free ? seen.device_total - seen.device_free : 0;
+  if (!broker::HeldElsewhere(used, seen.accounted)) return "";
+  const uint64_t may_take = seen.tenant_quota == broker::kUnlimited ? seen.device_total : seen.tenant_quota;
+  const uint64_t left = may_take > seen.tenant_used ? may_take - seen.tenant_used : 0;
+  if (seen.device_free >= left) return "";  // everything the tenant may take is there
+  const std::string tenant = seen.tenant.empty() ? "this process's tenant" : "tenant " + seen.tenant;
+  return "gpuslice: warning: " + seen.gpu_uuid + " has " + ShimBytes(seen.device_free) + " free, less than the " +
+         ShimBytes(left) + " " + tenant + " may still take: " + ShimBytes(used) + " of its " +
+         ShimBytes(seen.device_total) + " is in use and " + ShimBytes(seen.accounted) + " of that is accounted in " +
+         seen.state_dir + "; the other " + ShimBytes(broker::UnaccountedBytes(used, seen.accounted)) +
+         " is held by processes of another state directory or not under gpuslice, and allocations within the "
+         "quota may fail: check that every container of the node mounts the same host directory at "
+         "GPUSLICE_STATE_DIR (docs/accounting.md, \"Unaccounted memory\")";
 }
 
 }  // namespace gpuslice::shim

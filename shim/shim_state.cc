@@ -126,6 +126,7 @@ CUresult ShimState::LedgerForDevice(CUdevice device, int* ledger) {
   if (const std::string warning = OversizedQuotaWarning(options_, device, total, broker::FormatUuid(bytes));
       !warning.empty())
     LogError("%s", warning.c_str());
+  WarnOfUnaccountedMemory(device, opened, broker::FormatUuid(bytes));
   {
     std::lock_guard<std::mutex> uuid_lock(g_uuid_mutex);
     (*g_ledger_by_uuid)[broker::FormatUuid(bytes)] = opened;
@@ -133,6 +134,28 @@ CUresult ShimState::LedgerForDevice(CUdevice device, int* ledger) {
   ledger_by_ordinal_[device].store(opened + 1, std::memory_order_release);
   *ledger = opened;
   return CUDA_SUCCESS;
+}
+
+void ShimState::WarnOfUnaccountedMemory(CUdevice device, int ledger, const std::string& gpu_uuid) {
+  // The real driver's figures need a context on that device; a first use without one (a
+  // cuMemCreate for another device) goes without the check rather than create a context.
+  const RealDriver* real = Real();
+  CUcontext context = nullptr;
+  CUdevice current = -1;
+  size_t free = 0, total = 0;
+  if (real->cuCtxGetCurrent(&context) != CUDA_SUCCESS || !context || real->cuCtxGetDevice(&current) != CUDA_SUCCESS ||
+      current != device || real->cuMemGetInfo_v2(&free, &total) != CUDA_SUCCESS)
+    return;
+  DeviceMemorySeen seen;
+  seen.gpu_uuid = gpu_uuid;
+  seen.device_free = free;
+  seen.device_total = total;
+  seen.accounted = broker_->GpuUsed(ledger);
+  seen.tenant_used = broker_->Used(ledger);
+  seen.tenant_quota = broker_->Quota(ledger);
+  seen.tenant = options_.tenant;
+  seen.state_dir = options_.state_dir;
+  if (const std::string warning = UnaccountedMemoryWarning(seen); !warning.empty()) LogError("%s", warning.c_str());
 }
 
 CUresult ShimState::LedgerForCurrentContext(int* ledger) {

@@ -714,7 +714,8 @@ TEST_F(GpuslicectlTest, HelpExplainsEveryColumnOfTheStatus) {
   EXPECT_EQ(r.exit_code, 0);
   for (const char* column : {"TENANT / PID", "USED", "QUOTA", "% QUOTA", "OVERSUBSCRIBED", "--json", "--state-dir",
                              "REQUEST", "LIMIT", "SHARE", "(default)", "GPUSLICE_COMPUTE_REQUEST",
-                             "GPUSLICE_COMPUTE_LIMIT", "oversubscribed: requests are shared in proportion"}) {
+                             "GPUSLICE_COMPUTE_LIMIT", "oversubscribed: requests are shared in proportion", "accounted here:",
+                             "UNACCOUNTED", "unaccounted_bytes"}) {
     EXPECT_THAT(r.out, HasSubstr(column));
   }
   const ProcessResult set = gpuslice::testing::Run({Ctl(), "set", "--help"});

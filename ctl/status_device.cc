@@ -1,0 +1,56 @@
+#include "ctl/status_device.h"
+
+#include <fmt/format.h>
+
+#include "broker/unaccounted.h"
+#include "ctl/mig_topology.h"
+#include "ctl/units.h"
+#include "exporter/nvml_devices.h"
+
+namespace gpuslice::ctl {
+
+DeviceFiguresByUuid ReadDeviceFigures() {
+  DeviceFiguresByUuid devices;
+  exporter::NvmlDevices nvml;
+  std::string ignored;  // no NVML: status shows what the broker holds
+  if (const auto read = nvml.Read(&ignored))
+    for (const auto& device : *read) devices[UuidKey(device.uuid)] = device;
+  return devices;
+}
+
+const exporter::DeviceFigures* DeviceOf(const DeviceFiguresByUuid& devices, const broker::GpuView& gpu) {
+  const auto it = devices.find(UuidKey(gpu.uuid));
+  return it == devices.end() ? nullptr : &it->second;
+}
+
+uint64_t AccountedBytes(const broker::GpuView& gpu) {
+  uint64_t sum = 0;
+  for (const auto& tenant : gpu.tenants) sum += tenant.used;
+  return sum;
+}
+
+std::string DeviceLine(const exporter::DeviceFigures& device) {
+  const uint64_t free = device.memory_total > device.memory_used ? device.memory_total - device.memory_used : 0;
+  std::string line = fmt::format("device: GPU {}, {}; {} in use, {} free", device.index, device.name,
+                                 FormatBytes(device.memory_used), FormatBytes(free));
+  if (device.utilization_pct) line += fmt::format("; {}% busy", *device.utilization_pct);
+  if (device.processes)
+    line += fmt::format("; {} compute process{}", *device.processes, *device.processes == 1 ? "" : "es");
+  return line;
+}
+
+std::string AccountingLine(const broker::GpuView& gpu, const exporter::DeviceFigures& device) {
+  const uint64_t accounted = AccountedBytes(gpu);
+  const uint64_t unaccounted = broker::UnaccountedBytes(device.memory_used, accounted);
+  std::string line = fmt::format("accounted here: {} of the {} in use; unaccounted: ", FormatBytes(accounted),
+                                 FormatBytes(device.memory_used));
+  if (unaccounted == 0) return line + "none";
+  line += FormatBytes(unaccounted);
+  if (!broker::HeldElsewhere(device.memory_used, accounted))
+    return line + fmt::format(" (within the {} allowed for driver-internal memory)",
+                              FormatBytes(broker::kUnaccountedAllowance));
+  return line + " -- UNACCOUNTED: held by another state directory's tenants or by processes not under gpuslice; "
+                "their quotas are not counted here (docs/accounting.md, \"Unaccounted memory\")";
+}
+
+}  // namespace gpuslice::ctl
