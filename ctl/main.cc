@@ -48,14 +48,15 @@ then a row per tenant, with these columns:
                 none and mps, where nothing is measured
 With NVML (the driver's libnvidia-ml.so.1), a whole GPU's block begins with the device's own
 figures ("device:": its index and name, memory in use and free, utilisation, compute processes,
-managed or not) and the memory accounted here against them ("accounted here: ... of the ... in
+managed or not; "device processes:" their pids as the node sees them, names and memory) and the
+memory accounted here against them ("accounted here: ... of the ... in
 use; unaccounted: ..."): memory in use beyond what this state directory's tenants hold.
 UNACCOUNTED (more than the 1 GiB taken for driver-internal memory) means another state
 directory's tenants or processes not under gpuslice hold it; their quotas are not counted here
 (docs/accounting.md, "Unaccounted memory").
 Each GPU ends with the quota committed: the sum of the tenants' quotas against the device's
-memory. Idle tenants (no live process, nothing used) are listed but not counted: they promise
-nothing, and the broker reuses their entries when its table fills. OVERSUBSCRIBED means the
+memory. Idle tenants (no live process, nothing used: "no process" beneath them) are listed but
+not counted: they promise nothing, and the broker reuses their entries when its table fills. OVERSUBSCRIBED means the
 quotas cannot all be honoured at once (they add up to more than the device, or a tenant without
 a quota shares it), so a tenant may run out of memory below its quota while others are busy.
 Then the compute requested: the sum of the active tenants' requests. Requests may add up to

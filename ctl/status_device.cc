@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
+
 #include "broker/unaccounted.h"
+#include "common/printable.h"
 #include "ctl/mig_topology.h"
 #include "ctl/units.h"
 #include "exporter/nvml_devices.h"
@@ -36,6 +39,27 @@ std::string DeviceLine(const exporter::DeviceFigures& device) {
   if (device.utilization_pct) line += fmt::format("; {}% busy", *device.utilization_pct);
   if (device.processes)
     line += fmt::format("; {} compute process{}", *device.processes, *device.processes == 1 ? "" : "es");
+  return line;
+}
+
+std::string ProcessName(unsigned int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  if (!std::getline(in, name) || name.empty()) return "?";
+  return Printable(name);
+}
+
+std::string DeviceProcessesLine(const exporter::DeviceFigures& device) {
+  constexpr size_t kShown = 8;  // a line, not a page: the rest are counted
+  if (device.process_list.empty()) return "";
+  std::string line = "device processes:";
+  for (size_t i = 0; i < device.process_list.size() && i < kShown; ++i) {
+    const auto& process = device.process_list[i];
+    // NVML_VALUE_NOT_AVAILABLE (all ones) when the driver cannot say.
+    const std::string memory = process.memory_used == ~0ULL ? "?" : FormatBytes(process.memory_used);
+    line += fmt::format("{} {} {} ({})", i == 0 ? "" : ",", process.pid, ProcessName(process.pid), memory);
+  }
+  if (device.process_list.size() > kShown) line += fmt::format(" and {} more", device.process_list.size() - kShown);
   return line;
 }
 

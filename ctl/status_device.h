@@ -28,6 +28,14 @@ uint64_t AccountedBytes(const broker::GpuView& gpu);
 // "device: GPU 0, NVIDIA H100 80GB HBM3; 13 GiB in use, 3 GiB free; 0% busy; 2 compute processes".
 std::string DeviceLine(const exporter::DeviceFigures& device);
 
+// The command name of the node's process `pid` (/proc/<pid>/comm), printable; "?" when unreadable.
+std::string ProcessName(unsigned int pid);
+
+// "device processes: 20978 python (3 GiB), 21002 train (2 GiB)": every compute process NVML lists,
+// managed or not, with its name from /proc (the node's PID namespace, where NVML's pids are; "?"
+// when it cannot be read); "" when there are none.
+std::string DeviceProcessesLine(const exporter::DeviceFigures& device);
+
 // "accounted here: 1 GiB of the 13 GiB in use; unaccounted: 12 GiB -- ..." or "...; unaccounted: none".
 std::string AccountingLine(const broker::GpuView& gpu, const exporter::DeviceFigures& device);
 

@@ -54,7 +54,13 @@ void AddDevice(const broker::GpuView& gpu, const exporter::DeviceFigures* device
       {"memory_used_bytes", used},
       {"memory_free_bytes", device->memory_total > used ? device->memory_total - used : 0},
       {"utilization_percent", device->utilization_pct ? Json(*device->utilization_pct) : Json(nullptr)},
-      {"compute_processes", device->processes ? Json(*device->processes) : Json(nullptr)}};
+      {"compute_processes", device->processes ? Json(*device->processes) : Json(nullptr)},
+      {"processes", Json::array()}};
+  for (const auto& process : device->process_list)
+    (*out)["device"]["processes"].push_back(
+        {{"pid", process.pid},
+         {"name", ProcessName(process.pid)},
+         {"memory_bytes", process.memory_used == ~0ULL ? Json(nullptr) : Json(process.memory_used)}});
   (*out)["accounted_bytes"] = accounted;
   (*out)["unaccounted_bytes"] = broker::UnaccountedBytes(used, accounted);
   (*out)["unaccounted_held_elsewhere"] = broker::HeldElsewhere(used, accounted);

@@ -7,7 +7,8 @@
 //                                            // a MIG instance (its UUID as the broker keys it in "uuid"),
 //                                            // as NVML reports it; null: a whole GPU, or no NVML
 //            "device": {"index": int, "name": str, "memory_used_bytes": int, "memory_free_bytes": int,
-//                       "utilization_percent": int | null, "compute_processes": int | null} | null,
+//                       "utilization_percent": int | null, "compute_processes": int | null,
+//                       "processes": [{"pid": int, "name": str, "memory_bytes": int | null}]} | null,
 //                                            // NVML's figures for a whole GPU; null: a MIG instance, or no NVML
 //            "accounted_bytes": int,         // what the tenants of this state directory hold on it
 //            "unaccounted_bytes": int | null, // in use on the device beyond that; null without "device"

@@ -98,7 +98,11 @@ void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, con
     *out += fmt::format("MIG {} {}  {} total\n", instance->profile, instance->uuid, FormatBytes(gpu.total_memory));
   else
     *out += fmt::format("GPU {}  {} total\n", gpu.uuid, FormatBytes(gpu.total_memory));
-  if (device) *out += "  " + DeviceLine(*device) + "\n  " + AccountingLine(gpu, *device) + "\n";
+  if (device) {
+    *out += "  " + DeviceLine(*device) + "\n";
+    if (const std::string processes = DeviceProcessesLine(*device); !processes.empty()) *out += "  " + processes + "\n";
+    *out += "  " + AccountingLine(gpu, *device) + "\n";
+  }
   *out += "  " + ComputeLine(gpu) + "\n";
   if (gpu.tenants.empty()) {
     *out += "  no tenants\n";
@@ -115,6 +119,9 @@ void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, con
       for (const auto& process : tenant.processes) {
         rows.push_back({fmt::format("  pid {}", process.pid), FormatBytes(process.charged), "", "", "", "", "", ""});
       }
+      // Said, not left to the reader to infer from a missing pid row: its entry lingers from an
+      // earlier run and promises nothing (status_report.h).
+      if (IsIdle(tenant)) rows.push_back({"  no process", "", "", "", "", "", "", ""});
     }
     // Tenant names run to 63 bytes: size the first column to the longest one present.
     size_t name_width = 0;

@@ -485,6 +485,23 @@ TEST_F(ExamplesTest, WrapperIsPosixShell) {
 
 // --- The sample program ----------------------------------------------------------------------
 
+// Followed in order, the README installs the library before any command preloads it, and starts
+// a tenant through the wrapper, which refuses a library the loader cannot preload (a preload of
+// a path that is not there runs the program unlimited).
+TEST(ExamplesReadme, InstallsBeforeItPreloadsAndStartsTenantsThroughTheWrapper) {
+  const std::string readme = ReadFile(SourceDir() + "/README.md");
+  const size_t installing = readme.find("\n## Installing\n");
+  const size_t using_it = readme.find("\n## Using it\n");
+  ASSERT_NE(installing, std::string::npos);
+  ASSERT_NE(using_it, std::string::npos);
+  EXPECT_LT(installing, using_it);
+  const size_t first_preload = readme.find("LD_PRELOAD=");
+  EXPECT_TRUE(first_preload == std::string::npos || first_preload > installing);
+  const size_t first_block = readme.find("```sh\n", using_it);
+  const size_t block_end = readme.find("```\n", first_block + 6);
+  EXPECT_THAT(readme.substr(first_block, block_end - first_block), HasSubstr("gpuslice-entrypoint python train.py"));
+}
+
 // The systemd example prepares the state directory for the group the exporter reads through: the
 // directory the unit reads is created at boot 2770 root:<group>, the group exists, and the
 // exporter's dynamic user is a member (it was not: the directory the shim creates is 0770 in the

@@ -76,8 +76,8 @@ broker::Snapshot FullSnapshot() {
 }
 
 std::vector<exporter::DeviceFigures> Devices() {
-  return {{"GPU-00000000-0000-0000-0000-000000000000", "NVIDIA H100 (simulated)", 0, 80ULL << 30, 1ULL << 30, 50u, 3u},
-          {"GPU-00000000-0000-0000-0000-000000000001", "NVIDIA H100 (simulated)", 1, 80ULL << 30, 0, 0u, 0u}};
+  return {{"GPU-00000000-0000-0000-0000-000000000000", "NVIDIA H100 (simulated)", 0, 80ULL << 30, 1ULL << 30, 50u, 3u, {}},
+          {"GPU-00000000-0000-0000-0000-000000000001", "NVIDIA H100 (simulated)", 1, 80ULL << 30, 0, 0u, 0u, {}}};
 }
 
 std::string FullExposition() {

@@ -361,7 +361,8 @@ TEST_F(GpuslicectlTest, StatusDoesNotCountTheQuotaOfIdleTenants) {
 
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ContainsRegex("\n  proc-0123456789abcdef +0 B +unlimited +- +- +- +- +-\n  team-a "));
+  // Shown as idle: a row beneath it says it has no process.
+  EXPECT_THAT(r.out, ContainsRegex("\n  proc-0123456789abcdef +0 B +unlimited +- +- +- +- +-\n    no process\n  team-a "));
   EXPECT_THAT(r.out, HasSubstr("\n  quota committed: 1 GiB of 4 GiB (25.0%); 1 idle tenant not counted\n"));
 
   const Json gpu = StatusJson()["gpus"][0];
