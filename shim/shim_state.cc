@@ -122,11 +122,15 @@ CUresult ShimState::LedgerForDevice(CUdevice device, int* ledger) {
     ReportLedgerErrorOnce(error);
     return kFailClosed;
   }
-  // Once per GPU and process: the ledger is opened here once (cached below).
-  if (const std::string warning = OversizedQuotaWarning(options_, device, total, broker::FormatUuid(bytes));
-      !warning.empty())
-    LogError("%s", warning.c_str());
-  WarnOfUnaccountedMemory(device, opened, broker::FormatUuid(bytes));
+  // Once per GPU and process: the ledger is opened here once (cached below). A warning that
+  // cannot be composed (no memory) is dropped: it must never fail the call, nor throw across it.
+  try {
+    const std::string gpu_uuid = broker::FormatUuid(bytes);
+    if (const std::string warning = OversizedQuotaWarning(options_, device, total, gpu_uuid); !warning.empty())
+      LogError("%s", warning.c_str());
+    WarnOfUnaccountedMemory(device, opened, gpu_uuid);
+  } catch (...) {
+  }
   {
     std::lock_guard<std::mutex> uuid_lock(g_uuid_mutex);
     (*g_ledger_by_uuid)[broker::FormatUuid(bytes)] = opened;
