@@ -356,6 +356,18 @@ uint64_t Broker::GpuUsed(int ledger) const {
   return sum;
 }
 
+int Broker::GpuProcesses(int ledger) const {
+  const auto id = LedgerId::From(ledger);
+  if (!id) return 0;
+  int count = 0;
+  for (ProcessSlot slot : UsedProcessSlots(*file_->segment)) {
+    const ProcessEntry& process = At(*file_->segment, slot);
+    const bool registered = process.state.load() == static_cast<uint32_t>(ProcessState::kRegistered);
+    if (registered && IsGpuOpen(process, id->gpu()) && IsProcessAlive(slot.value())) ++count;
+  }
+  return count;
+}
+
 void Broker::ReapDeadProcesses() {
   if (!file_->writable) return;
   try {

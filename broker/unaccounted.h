@@ -9,19 +9,25 @@
 
 namespace gpuslice::broker {
 
-// Driver-internal memory (each process's context and modules: hundreds of MiB on a real GPU) is
-// never charged to a tenant, so a difference up to this much is taken for it; only a larger one
-// is reported as memory held elsewhere. The figure itself is always shown.
-inline constexpr uint64_t kUnaccountedAllowance = 1ULL << 30;
+// Driver-internal memory (each process's context and modules: a few hundred MiB per process on
+// a real GPU) is never charged to a tenant, so a difference up to 512 MiB per process on the
+// device, and at least 1 GiB, is taken for it; only a larger one is reported as memory held
+// elsewhere. The figure itself is always shown.
+inline constexpr uint64_t kContextAllowance = 512ULL << 20;
+inline constexpr uint64_t kMinimumAllowance = 1ULL << 30;
+
+inline uint64_t DriverAllowance(uint64_t processes) {
+  return processes * kContextAllowance > kMinimumAllowance ? processes * kContextAllowance : kMinimumAllowance;
+}
 
 // Device memory in use beyond what is accounted; 0 when the accounted total is as large.
 inline uint64_t UnaccountedBytes(uint64_t device_used, uint64_t accounted) {
   return device_used > accounted ? device_used - accounted : 0;
 }
 
-// Whether that difference is more than driver-internal memory explains.
-inline bool HeldElsewhere(uint64_t device_used, uint64_t accounted) {
-  return UnaccountedBytes(device_used, accounted) > kUnaccountedAllowance;
+// Whether that difference is more than the driver-internal memory of `processes` explains.
+inline bool HeldElsewhere(uint64_t device_used, uint64_t accounted, uint64_t processes) {
+  return UnaccountedBytes(device_used, accounted) > DriverAllowance(processes);
 }
 
 }  // namespace gpuslice::broker

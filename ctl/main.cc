@@ -48,17 +48,18 @@ then a row per tenant, with these columns:
                 none and mps, where nothing is measured
 With NVML (the driver's libnvidia-ml.so.1), a whole GPU's block begins with the device's own
 figures ("device:": its index and name, memory in use and free, utilisation, compute processes,
-managed or not; "device processes:" their pids as the node sees them, names and memory) and the
-memory accounted here against them ("accounted here: ... of the ... in
-use; unaccounted: ..."): memory in use beyond what this state directory's tenants hold.
-UNACCOUNTED (more than the 1 GiB taken for driver-internal memory) means another state
+managed or not; "device processes:": their pids as the node sees them, names and memory) and
+the memory accounted here against them ("accounted here: ... of the ... in use; unaccounted:
+..."): memory in use beyond what this state directory's tenants hold. UNACCOUNTED (more than
+the 512 MiB per process, at least 1 GiB, taken for driver-internal memory) means another state
 directory's tenants or processes not under gpuslice hold it; their quotas are not counted here
 (docs/accounting.md, "Unaccounted memory").
 Each GPU ends with the quota committed: the sum of the tenants' quotas against the device's
 memory. Idle tenants (no live process, nothing used: "no process" beneath them) are listed but
-not counted: they promise nothing, and the broker reuses their entries when its table fills. OVERSUBSCRIBED means the
-quotas cannot all be honoured at once (they add up to more than the device, or a tenant without
-a quota shares it), so a tenant may run out of memory below its quota while others are busy.
+not counted: they promise nothing, and the broker reuses their entries when its table fills.
+OVERSUBSCRIBED means the quotas cannot all be honoured at once (they add up to more than the
+device, or a tenant without a quota shares it), so a tenant may run out of memory below its
+quota while others are busy.
 Then the compute requested: the sum of the active tenants' requests. Requests may add up to
 more than 100%: the line then says "oversubscribed: requests are shared in proportion", and
 tenants that all want the GPU get it in proportion to their requests (60% and 90% get 40% and

@@ -32,6 +32,13 @@ uint64_t AccountedBytes(const broker::GpuView& gpu) {
   return sum;
 }
 
+uint64_t ProcessesOn(const broker::GpuView& gpu, const exporter::DeviceFigures& device) {
+  if (device.processes) return *device.processes;
+  uint64_t count = 0;
+  for (const auto& tenant : gpu.tenants) count += tenant.processes.size();
+  return count;
+}
+
 std::string DeviceLine(const exporter::DeviceFigures& device) {
   const uint64_t free = device.memory_total > device.memory_used ? device.memory_total - device.memory_used : 0;
   std::string line = fmt::format("device: GPU {}, {}; {} in use, {} free", device.index, device.name,
@@ -70,9 +77,10 @@ std::string AccountingLine(const broker::GpuView& gpu, const exporter::DeviceFig
                                  FormatBytes(device.memory_used));
   if (unaccounted == 0) return line + "none";
   line += FormatBytes(unaccounted);
-  if (!broker::HeldElsewhere(device.memory_used, accounted))
-    return line + fmt::format(" (within the {} allowed for driver-internal memory)",
-                              FormatBytes(broker::kUnaccountedAllowance));
+  const uint64_t processes = ProcessesOn(gpu, device);
+  if (!broker::HeldElsewhere(device.memory_used, accounted, processes))
+    return line + fmt::format(" (within the {} allowed for the driver-internal memory of {} process{})",
+                              FormatBytes(broker::DriverAllowance(processes)), processes, processes == 1 ? "" : "es");
   return line + " -- UNACCOUNTED: held by another state directory's tenants or by processes not under gpuslice; "
                 "their quotas are not counted here (docs/accounting.md, \"Unaccounted memory\")";
 }

@@ -25,6 +25,10 @@ const exporter::DeviceFigures* DeviceOf(const DeviceFiguresByUuid& devices, cons
 // What the GPU's tenants in this state directory hold, together.
 uint64_t AccountedBytes(const broker::GpuView& gpu);
 
+// The processes whose driver-internal memory the device's figure may hold: NVML's count of its
+// compute processes, else this state directory's live processes on it.
+uint64_t ProcessesOn(const broker::GpuView& gpu, const exporter::DeviceFigures& device);
+
 // "device: GPU 0, NVIDIA H100 80GB HBM3; 13 GiB in use, 3 GiB free; 0% busy; 2 compute processes".
 std::string DeviceLine(const exporter::DeviceFigures& device);
 

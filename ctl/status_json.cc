@@ -63,7 +63,7 @@ void AddDevice(const broker::GpuView& gpu, const exporter::DeviceFigures* device
          {"memory_bytes", process.memory_used == ~0ULL ? Json(nullptr) : Json(process.memory_used)}});
   (*out)["accounted_bytes"] = accounted;
   (*out)["unaccounted_bytes"] = broker::UnaccountedBytes(used, accounted);
-  (*out)["unaccounted_held_elsewhere"] = broker::HeldElsewhere(used, accounted);
+  (*out)["unaccounted_held_elsewhere"] = broker::HeldElsewhere(used, accounted, ProcessesOn(gpu, *device));
 }
 
 }  // namespace

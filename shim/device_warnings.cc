@@ -35,7 +35,7 @@ std::string OversizedQuotaWarning(const ShimOptions& options, int ordinal, uint6
 
 std::string UnaccountedMemoryWarning(const DeviceMemorySeen& seen) {
   const uint64_t used = seen.device_total > seen.device_free ? seen.device_total - seen.device_free : 0;
-  if (!broker::HeldElsewhere(used, seen.accounted)) return "";
+  if (!broker::HeldElsewhere(used, seen.accounted, seen.processes)) return "";
   const uint64_t may_take = seen.tenant_quota == broker::kUnlimited ? seen.device_total : seen.tenant_quota;
   const uint64_t left = may_take > seen.tenant_used ? may_take - seen.tenant_used : 0;
   if (seen.device_free >= left) return "";  // everything the tenant may take is there

@@ -155,6 +155,7 @@ void ShimState::WarnOfUnaccountedMemory(CUdevice device, int ledger, const std::
   seen.device_free = free;
   seen.device_total = total;
   seen.accounted = broker_->GpuUsed(ledger);
+  seen.processes = static_cast<uint64_t>(broker_->GpuProcesses(ledger));
   seen.tenant_used = broker_->Used(ledger);
   seen.tenant_quota = broker_->Quota(ledger);
   seen.tenant = options_.tenant;

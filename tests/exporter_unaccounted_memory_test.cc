@@ -122,5 +122,22 @@ TEST_F(UnaccountedMemoryTest, AFullDeviceWhoseMemoryIsAccountedHereIsNotWarnedAb
   Stop(*first);
 }
 
+// Control for the allowance: each process's context takes device memory no tenant is charged
+// (as on a real GPU). Three processes' 400 MiB contexts are within the 512 MiB per process taken
+// for driver-internal memory, and are not reported as another directory's.
+TEST_F(UnaccountedMemoryTest, ContextsOfTheProcessesHereAreTakenForDriverMemory) {
+  SetEnv("GPUSLICE_SIM_CONTEXT_MEMORY", "400Mi");
+  auto first = Hold("team-a", state_dir(), 1);
+  auto second = Hold("team-a", state_dir(), 1);
+  auto third = Hold("team-a", state_dir(), 1);
+  for (auto* p : {first.get(), second.get(), third.get()}) EXPECT_THAT(p->StderrSoFar(), Not(HasSubstr(kWarning)));
+  const ProcessResult r = Status(state_dir());
+  EXPECT_THAT(r.out, HasSubstr("  accounted here: 3 GiB of the 4.17 GiB in use; unaccounted: 1.17 GiB (within the "
+                               "1.5 GiB allowed for the driver-internal memory of 3 processes)\n"));
+  Stop(*third);
+  Stop(*second);
+  Stop(*first);
+}
+
 }  // namespace
 }  // namespace gpuslice::testing
