@@ -34,8 +34,9 @@ then a row per tenant, with these columns:
   QUOTA         the tenant's limit on this GPU (GPUSLICE_MEMORY_LIMIT), or "unlimited"
   % QUOTA       USED as a share of QUOTA ("-" when unlimited)
   REQUEST       the share of the GPU's time the tenant is entitled to when it wants it, and
-                its weight among those waiting (GPUSLICE_COMPUTE_REQUEST); "-" until its
-                first kernel launch on this GPU sets it
+                its weight among those waiting (GPUSLICE_COMPUTE_REQUEST), set when its
+                first process uses the GPU; "-" when it has not (a process of an older
+                gpuslice sets it at its first kernel launch)
   LIMIT         the share it may never exceed (GPUSLICE_COMPUTE_LIMIT); "-" likewise
   CLASS         its compute class (GPUSLICE_COMPUTE_CLASS): standard, latency (its launches
                 go first while it stays within its request) or background (runs only on
@@ -121,7 +122,7 @@ and exits, for scripts. Per GPU its UUID, memory, sharing mode, the tenant holdi
 processes waiting and the grants made, then a row per tenant (idle tenants are counted, not
 listed):
   TENANT      the tenant (GPUSLICE_TENANT)
-  CLASS       its compute class; "-" until its first launch on the GPU
+  CLASS       its compute class; "-" until its first process uses the GPU
   MEMORY      a bar of USED against QUOTA (against the device's memory when unlimited)
   REQ         its compute request (GPUSLICE_COMPUTE_REQUEST)
   SHARE       the share of the GPU's time it got since the last frame; with --once, that of

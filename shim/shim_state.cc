@@ -122,6 +122,7 @@ CUresult ShimState::LedgerForDevice(CUdevice device, int* ledger) {
     ReportLedgerErrorOnce(error);
     return kFailClosed;
   }
+  PresetComputeShare(opened);
   // Once per GPU and process: the ledger is opened here once (cached below). A warning that
   // cannot be composed (no memory) is dropped: it must never fail the call, nor throw across it.
   try {

@@ -624,6 +624,23 @@ TEST_F(GpuslicectlTest, StatusShowsEachTenantsComputeRequestAndLimit) {
   EXPECT_TRUE(gpu["tenants"][2]["compute_limit_percent"].is_null());
 }
 
+// A tenant's request, limit and class show as soon as its first process uses the GPU, before
+// any kernel launch (they showed "-" until the first launch).
+TEST_F(GpuslicectlTest, StatusShowsARequestBeforeTheFirstLaunch) {
+  Subprocess holder({Workload(), "memory", "--chunk", "256Mi", "--count", "1", "--hold", "60", "--ready-line"},
+                    {"LD_PRELOAD=" + ShimPath(), "LD_LIBRARY_PATH=" + SimLibDir(),
+                     "GPUSLICE_STATE_DIR=" + state_dir_.path(), "GPUSLICE_TENANT=team-a",
+                     "GPUSLICE_MEMORY_LIMIT=1Gi", "GPUSLICE_COMPUTE_REQUEST=30", "GPUSLICE_COMPUTE_LIMIT=50",
+                     "GPUSLICE_COMPUTE_CLASS=latency"});
+  ASSERT_TRUE(holder.WaitForOutput("\"event\":\"holding\"")) << holder.StdoutSoFar() << holder.StderrSoFar();
+  const ProcessResult r = Status();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +256 MiB +1 GiB +25.0% +30% +50% +latency +-\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n  compute requested: 30% by 1 tenant\n"));
+  holder.Kill(SIGTERM);
+  holder.Wait(30000);
+}
+
 TEST_F(GpuslicectlTest, StatusSaysWhenTheActiveTenantsRequestMoreThanTheGpu) {
   auto a = Tenant("team-a", 4 * kGi, kGi, 0, {.request_pct = 60});
   auto b = Tenant("team-b", 4 * kGi, kGi, 0, {.request_pct = 70});
