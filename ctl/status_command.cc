@@ -40,7 +40,8 @@ std::optional<std::string> ExplainAbsence(const std::string& dir) {
       return fmt::format("state directory {} does not exist (tenants use GPUSLICE_STATE_DIR, default "
                          "/run/gpuslice; point --state-dir at the directory they use)",
                          dir);
-    if (errno == EACCES) return fmt::format("cannot read state directory {}: {}", dir, broker::AccessAdvice(dir, false));
+    if (errno == EACCES)
+      return fmt::format("cannot read state directory {}: {}", dir, broker::AccessAdvice(dir, false));
     return fmt::format("cannot read state directory {}: {}", dir, std::strerror(errno));
   }
   if (!S_ISDIR(info.st_mode)) return fmt::format("state directory {} is not a directory", dir);
@@ -78,8 +79,9 @@ int RunStatus(const StatusOptions& options) {
   // The device's own figures beside the broker's (unaccounted memory), when NVML is there.
   const DeviceFiguresByUuid devices = ReadDeviceFigures();
   const std::string text =
-      options.json ? StatusJson(snapshot, mig, devices).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n"
-                   : RenderStatusTable(snapshot, mig, devices);
+      options.json
+          ? StatusJson(snapshot, mig, devices).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n"
+          : RenderStatusTable(snapshot, mig, devices);
   // A closed or full stdout must not look like success to a script.
   if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
     return Fail(fmt::format("writing the status: {}", std::strerror(errno)));

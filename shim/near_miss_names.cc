@@ -62,7 +62,8 @@ std::vector<std::string> NearMissWarnings(char** environment) {
     const std::string meant = Meant(canonical);
     std::string line = "gpuslice: warning: " + std::string(name) + "='" + std::string(value) +
                        "' is not read: gpuslice reads only upper-case GPUSLICE_* variables";
-    line += meant.empty() ? " (gpuslicectl options lists them)" : "; did you mean " + meant + "='" + std::string(value) + "'?";
+    line += meant.empty() ? " (gpuslicectl options lists them)"
+                          : "; did you mean " + meant + "='" + std::string(value) + "'?";
     warnings.push_back(std::move(line));
   }
   return warnings;

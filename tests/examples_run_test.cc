@@ -370,7 +370,8 @@ TEST_F(ExamplesRunTest, TheWalkthroughRunsAsDocumentedAndKeepsItsPromises) {
   // what varies from run to run (StatusBlockDifference; SHARE within the ±3 points promised).
   for (size_t i = 0; i < w.commands.size(); ++i) {
     if (w.commands[i].find("gpuslicectl status") == std::string::npos) continue;
-    const std::string printed = Replace(StepOutput(out, fmt::format("step {}", i)), broker_dir, "/tmp/gpuslice-walkthrough");
+    const std::string printed =
+        Replace(StepOutput(out, fmt::format("step {}", i)), broker_dir, "/tmp/gpuslice-walkthrough");
     EXPECT_EQ(StatusBlockDifference(w.outputs[i], printed, 3.0), "") << "the status block of `" << w.commands[i] << "`";
   }
   // gpuslicectl status shows both tenants against their quotas.
