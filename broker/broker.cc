@@ -347,6 +347,27 @@ uint64_t Broker::Quota(int ledger) const {
   return id ? At(*file_->segment, *id).quota.load(std::memory_order_acquire) : 0;
 }
 
+uint64_t Broker::GpuUsed(int ledger) const {
+  const auto id = LedgerId::From(ledger);
+  if (!id) return 0;
+  uint64_t sum = 0;
+  for (TenantIndex tenant : UsedTenants(*file_->segment))
+    sum += At(*file_->segment, LedgerId::Of(tenant, id->gpu())).used.load(std::memory_order_acquire);
+  return sum;
+}
+
+int Broker::GpuProcesses(int ledger) const {
+  const auto id = LedgerId::From(ledger);
+  if (!id) return 0;
+  int count = 0;
+  for (ProcessSlot slot : UsedProcessSlots(*file_->segment)) {
+    const ProcessEntry& process = At(*file_->segment, slot);
+    const bool registered = process.state.load() == static_cast<uint32_t>(ProcessState::kRegistered);
+    if (registered && IsGpuOpen(process, id->gpu()) && IsProcessAlive(slot.value())) ++count;
+  }
+  return count;
+}
+
 void Broker::ReapDeadProcesses() {
   if (!file_->writable) return;
   try {

@@ -64,6 +64,11 @@ class Broker {
 
   uint64_t Used(int ledger) const;
   uint64_t Quota(int ledger) const;
+  // What every tenant of this state directory holds on the GPU of `ledger`, summed (lock-free
+  // reads: a figure at rest, for the unaccounted-memory warning of broker/unaccounted.h).
+  uint64_t GpuUsed(int ledger) const;
+  // The live processes of this state directory that use the GPU of `ledger` (this one included).
+  int GpuProcesses(int ledger) const;
 
   // Returns the charges of every process that died (any PID namespace) to its tenant.
   void ReapDeadProcesses();

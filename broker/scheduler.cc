@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "broker/checked_index.h"
 #include "broker/ledger.h"
 #include "broker/lock_fault.h"
 #include "common/clock.h"
@@ -60,6 +61,25 @@ ComputeGate::ComputeGate(Broker* broker, int ledger)
       tenant_(LedgerTenant(ledger)),
       holder_value_(static_cast<uint32_t>(LedgerTenant(ledger) + 1)),
       policy_(segment_, LedgerGpu(ledger), [broker](int slot) { return broker->IsProcessAlive(slot); }) {}
+
+void PresetShare(Broker* broker, int ledger, uint32_t request_pct, uint32_t limit_pct, ComputeClass cls,
+                 uint64_t lock_timeout_ns) {
+  const auto id = LedgerId::From(ledger);
+  if (!id) return;
+  Segment& segment = *broker->segment();
+  RobustLock lock(&At(segment, id->gpu()).sched_mutex.mutex, lock_timeout_ns);
+  if (!lock.locked()) return;  // SetShare tries again, and reports, at the first launch
+  LedgerEntry& entry = At(segment, *id);
+  if (entry.request_pct.load() != 0) return;
+  const uint64_t now = MonotonicNanos();
+  entry.request_pct.store(request_pct);
+  entry.limit_pct.store(limit_pct);
+  entry.compute_class.store(static_cast<uint32_t>(cls));
+  entry.tokens_ns.store(static_cast<int64_t>(kBucketWindowNs * limit_pct / 100));
+  entry.tokens_at_ns.store(now);
+  entry.priority_tokens_ns.store(static_cast<int64_t>(kBucketWindowNs * request_pct / 100));
+  entry.priority_tokens_at_ns.store(now);
+}
 
 bool ComputeGate::SetShare(uint32_t request_pct, uint32_t limit_pct, ComputeClass cls, std::string* error,
                            uint64_t lock_timeout_ns) {

@@ -18,6 +18,14 @@
 
 namespace gpuslice::broker {
 
+// Records the tenant's request, limit and class on the GPU of `ledger` when its processes have
+// not set them yet (request 0), as ComputeGate::SetShare would at the first launch: so that
+// `gpuslicectl status` shows what a tenant asks for before it launches. Never refuses: a tenant
+// whose values are set already keeps them (SetShare judges a disagreement at the launch, as
+// before), and a scheduler lock not free within `lock_timeout_ns` leaves them for SetShare.
+void PresetShare(Broker* broker, int ledger, uint32_t request_pct, uint32_t limit_pct, ComputeClass cls,
+                 uint64_t lock_timeout_ns = SchedLockTimeoutNs());
+
 class ComputeGate {
  public:
   // For this process's tenant on the GPU of `ledger` (opened with Broker::OpenLedger).

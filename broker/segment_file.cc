@@ -18,6 +18,7 @@
 #include <boost/interprocess/exceptions.hpp>
 #include <boost/interprocess/file_mapping.hpp>
 
+#include "broker/access_advice.h"
 #include "broker/lock_fault.h"
 #include "broker/state_dir.h"
 #include "common/clock.h"
@@ -92,7 +93,8 @@ int OpenStateFile(const std::string& path, OpenMode mode, bool* writable, std::s
       return fd;
     }
     if (errno != EEXIST) {
-      *error = "gpuslice: cannot create state file " + path + ": " + Strerror(errno);
+      *error = "gpuslice: cannot create state file " + path + ": " +
+               (errno == EACCES ? AccessAdvice(path, true) : Strerror(errno));
       return -1;
     }
   }
@@ -109,6 +111,9 @@ int OpenStateFile(const std::string& path, OpenMode mode, bool* writable, std::s
     *error = "gpuslice: no state file " + path + ": no gpuslice process has run with this state directory";
   } else if (errno == EISDIR) {
     *error = Refuse(path, "it is a directory; the state file must be a regular file");
+  } else if (errno == EACCES) {
+    // Attaching falls back to reading (above): what was denied is the read, unless creating.
+    *error = "gpuslice: cannot open state file " + path + ": " + AccessAdvice(path, mode == OpenMode::kCreateOrAttach);
   } else {
     *error = "gpuslice: cannot open state file " + path + ": " + Strerror(errno);
   }

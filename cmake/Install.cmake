@@ -32,7 +32,9 @@ set(CPACK_PACKAGE_NAME gpuslice)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_VENDOR gpuslice)
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "soft fractional GPUs: per-tenant GPU memory quotas and compute shares")
-set(CPACK_PACKAGE_DESCRIPTION
+# One string: set() with several quoted arguments makes a list, and its ';' separators would
+# show in the package's description.
+string(CONCAT CPACK_PACKAGE_DESCRIPTION
     "libgpuslice.so, preloaded, interposes the CUDA driver API to enforce each tenant's GPU memory\n"
     "quota and weighted share of compute time on a shared NVIDIA GPU; gpuslicectl shows and sets\n"
     "it; gpuslice-entrypoint validates a container's settings and preloads the library.")

@@ -34,8 +34,9 @@ then a row per tenant, with these columns:
   QUOTA         the tenant's limit on this GPU (GPUSLICE_MEMORY_LIMIT), or "unlimited"
   % QUOTA       USED as a share of QUOTA ("-" when unlimited)
   REQUEST       the share of the GPU's time the tenant is entitled to when it wants it, and
-                its weight among those waiting (GPUSLICE_COMPUTE_REQUEST); "-" until its
-                first kernel launch on this GPU sets it
+                its weight among those waiting (GPUSLICE_COMPUTE_REQUEST), set when its
+                first process uses the GPU; "-" when it has not (a process of an older
+                gpuslice sets it at its first kernel launch)
   LIMIT         the share it may never exceed (GPUSLICE_COMPUTE_LIMIT); "-" likewise
   CLASS         its compute class (GPUSLICE_COMPUTE_CLASS): standard, latency (its launches
                 go first while it stays within its request) or background (runs only on
@@ -46,11 +47,20 @@ then a row per tenant, with these columns:
                 a hand-over to the first hand-over at least 10 s later and ended when the
                 line beneath says. "-" before the first window completes, and in modes
                 none and mps, where nothing is measured
+With NVML (the driver's libnvidia-ml.so.1), a whole GPU's block begins with the device's own
+figures ("device:": its index and name, memory in use and free, utilisation, compute processes,
+managed or not; "device processes:": their pids as the node sees them, names and memory) and
+the memory accounted here against them ("accounted here: ... of the ... in use; unaccounted:
+..."): memory in use beyond what this state directory's tenants hold. UNACCOUNTED (more than
+the 512 MiB per process, at least 1 GiB, taken for driver-internal memory) means another state
+directory's tenants or processes not under gpuslice hold it; their quotas are not counted here
+(docs/accounting.md, "Unaccounted memory").
 Each GPU ends with the quota committed: the sum of the tenants' quotas against the device's
-memory. Idle tenants (no live process, nothing used) are listed but not counted: they promise
-nothing, and the broker reuses their entries when its table fills. OVERSUBSCRIBED means the
-quotas cannot all be honoured at once (they add up to more than the device, or a tenant without
-a quota shares it), so a tenant may run out of memory below its quota while others are busy.
+memory. Idle tenants (no live process, nothing used: "no process" beneath them) are listed but
+not counted: they promise nothing, and the broker reuses their entries when its table fills.
+OVERSUBSCRIBED means the quotas cannot all be honoured at once (they add up to more than the
+device, or a tenant without a quota shares it), so a tenant may run out of memory below its
+quota while others are busy.
 Then the compute requested: the sum of the active tenants' requests. Requests may add up to
 more than 100%: the line then says "oversubscribed: requests are shared in proportion", and
 tenants that all want the GPU get it in proportion to their requests (60% and 90% get 40% and
@@ -58,7 +68,8 @@ tenants that all want the GPU get it in proportion to their requests (60% and 90
 Processes that died are reaped first and their memory returned to their tenant (when the
 state file is writable for you; otherwise the figures are shown as they stand).
 --json prints the same (keys documented in ctl/status_json.h): per GPU mig (the instance's uuid,
-profile, gpu_index, gpu_uuid; null for a whole GPU), mode, quantum_ns,
+profile, gpu_index, gpu_uuid; null for a whole GPU), device (NVML's figures; null without them),
+accounted_bytes, unaccounted_bytes, unaccounted_held_elsewhere, mode, quantum_ns,
 quantum_default, budget_ns, budget_default, holder, grants, compute_requested_percent,
 compute_oversubscribed; per tenant compute_request_percent, compute_limit_percent,
 compute_class, last_window_share_percent (null for "-"), grants_received, waits,
@@ -114,7 +125,7 @@ REFUSED as REF and PROCS as PRC); when the tenants do not fit its height they ar
 page under its GPU's header and the column headings. Keys: s cycles the sort (name, memory,
 share, waits), n or space the next page, p the previous, q quits (as Ctrl-C does).
   TENANT      the tenant (GPUSLICE_TENANT); a longer name than fits ends in ~
-  CLASS       its compute class; "-" until its first launch on the GPU
+  CLASS       its compute class; "-" until its first process uses the GPU
   MEMORY      a bar of USED against QUOTA (against the device's memory when unlimited)
   REQ         its compute request (GPUSLICE_COMPUTE_REQUEST)
   SHARE       the share of the GPU's time it got since the last frame; with --once, that of

@@ -44,10 +44,12 @@ MigTopology ReadMigTopology() {
       if (mig_handle(gpu, k, &instance) != NVML_SUCCESS) continue;  // an empty slot
       MigInstanceInfo info;
       info.uuid = Text(uuid, instance);
-      // NVML names an instance "<GPU name> MIG <profile>".
+      // NVML names an instance "<GPU name> MIG <profile>"; a profile is one word, and whatever
+      // follows it (a simulated device's " (simulated)") is not part of it.
       const std::string instance_name = Text(name, instance);
       const size_t at = instance_name.rfind(" MIG ");
       info.profile = at == std::string::npos ? instance_name : instance_name.substr(at + 5);
+      info.profile = info.profile.substr(0, info.profile.find(' '));
       info.gpu_index = static_cast<int>(i);
       info.gpu_uuid = gpu_uuid;
       info.gpu_name = gpu_name;

@@ -1,9 +1,12 @@
 #include "ctl/plan_input.h"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cerrno>
 #include <cmath>
-#include <fstream>
+#include <cstring>
 #include <set>
 #include <sstream>
 
@@ -140,14 +143,28 @@ bool ParsePlanTenants(const std::string& text, const std::string& source, std::v
 }
 
 bool ReadPlanTenants(const std::string& path, std::vector<PlanTenant>* tenants, std::string* error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *error = path + ": cannot be read";
+  // read(2) rather than a stream: the system's reason (missing, permission, a directory) is
+  // what the operator needs, and a stream keeps it from us.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  std::string text;
+  int why = fd < 0 ? errno : 0;
+  if (fd >= 0) {
+    char chunk[65536];
+    for (ssize_t n; (n = read(fd, chunk, sizeof chunk)) != 0;) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        why = errno;
+        break;
+      }
+      text.append(chunk, static_cast<size_t>(n));
+    }
+    close(fd);
+  }
+  if (why != 0) {
+    *error = path + ": cannot be read: " + std::strerror(why);
     return false;
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParsePlanTenants(text.str(), path, tenants, error);
+  return ParsePlanTenants(text, path, tenants, error);
 }
 
 }  // namespace gpuslice::ctl

@@ -11,10 +11,12 @@
 
 #include <fmt/format.h>
 
+#include "broker/access_advice.h"
 #include "broker/broker.h"
 #include "broker/segment_layout.h"
 #include "ctl/exit_codes.h"
 #include "ctl/mig_topology.h"
+#include "ctl/status_device.h"
 #include "ctl/status_json.h"
 #include "ctl/status_report.h"
 #include "ctl/status_table.h"
@@ -38,6 +40,8 @@ std::optional<std::string> ExplainAbsence(const std::string& dir) {
       return fmt::format("state directory {} does not exist (tenants use GPUSLICE_STATE_DIR, default "
                          "/run/gpuslice; point --state-dir at the directory they use)",
                          dir);
+    if (errno == EACCES)
+      return fmt::format("cannot read state directory {}: {}", dir, broker::AccessAdvice(dir, false));
     return fmt::format("cannot read state directory {}: {}", dir, std::strerror(errno));
   }
   if (!S_ISDIR(info.st_mode)) return fmt::format("state directory {} is not a directory", dir);
@@ -72,10 +76,14 @@ int RunStatus(const StatusOptions& options) {
   // JSON throw.
   // MIG instances under their GPU when NVML is there to say which GPU that is.
   const MigTopology mig = ReadMigTopology();
+  // The device's own figures beside the broker's (unaccounted memory), when NVML is there, and
+  // each Kubernetes tenant's pod.
+  const DeviceFiguresByUuid devices = ReadDeviceFigures();
   const PodNames pods = ReadPodNames(dir);
   const std::string text =
-      options.json ? StatusJson(snapshot, mig, pods).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n"
-                   : RenderStatusTable(snapshot, mig, pods);
+      options.json
+          ? StatusJson(snapshot, mig, devices, pods).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n"
+          : RenderStatusTable(snapshot, mig, devices, pods);
   // A closed or full stdout must not look like success to a script.
   if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
     return Fail(fmt::format("writing the status: {}", std::strerror(errno)));

@@ -1,5 +1,6 @@
 #include "ctl/status_json.h"
 
+#include "broker/unaccounted.h"
 #include "ctl/status_report.h"
 #include "ctl/units.h"
 
@@ -41,9 +42,39 @@ Json TenantJson(const broker::GpuView& gpu, const broker::TenantView& tenant, co
           {"processes", std::move(processes)}};
 }
 
+// NVML's figures for the GPU, and this state directory's memory against them.
+void AddDevice(const broker::GpuView& gpu, const exporter::DeviceFigures* device, Json* out) {
+  const uint64_t accounted = AccountedBytes(gpu);
+  if (!device) {
+    (*out)["device"] = nullptr;
+    (*out)["accounted_bytes"] = accounted;
+    (*out)["unaccounted_bytes"] = nullptr;
+    (*out)["unaccounted_held_elsewhere"] = nullptr;
+    return;
+  }
+  const uint64_t used = device->memory_used;
+  (*out)["device"] = {
+      {"index", device->index},
+      {"name", device->name},
+      {"memory_used_bytes", used},
+      {"memory_free_bytes", device->memory_total > used ? device->memory_total - used : 0},
+      {"utilization_percent", device->utilization_pct ? Json(*device->utilization_pct) : Json(nullptr)},
+      {"compute_processes", device->processes ? Json(*device->processes) : Json(nullptr)},
+      {"processes", Json::array()}};
+  for (const auto& process : device->process_list)
+    (*out)["device"]["processes"].push_back(
+        {{"pid", process.pid},
+         {"name", ProcessName(process.pid)},
+         {"memory_bytes", process.memory_used == ~0ULL ? Json(nullptr) : Json(process.memory_used)}});
+  (*out)["accounted_bytes"] = accounted;
+  (*out)["unaccounted_bytes"] = broker::UnaccountedBytes(used, accounted);
+  (*out)["unaccounted_held_elsewhere"] = broker::HeldElsewhere(used, accounted, ProcessesOn(gpu, *device));
+}
+
 }  // namespace
 
-Json StatusJson(const broker::Snapshot& snapshot, const MigTopology& mig, const PodNames& pods) {
+Json StatusJson(const broker::Snapshot& snapshot, const MigTopology& mig, const DeviceFiguresByUuid& devices,
+                const PodNames& pods) {
   Json gpus = Json::array();
   for (const auto& gpu : snapshot.gpus) {
     Json instance = nullptr;
@@ -57,27 +88,27 @@ Json StatusJson(const broker::Snapshot& snapshot, const MigTopology& mig, const 
     const Commitment commitment = CommitmentOf(gpu);
     const ComputeDemand demand = ComputeDemandOf(gpu);
     const auto window_age = ShareWindowAgeSeconds(snapshot, gpu);
-    gpus.push_back({{"uuid", gpu.uuid},
-                    {"total_memory_bytes", gpu.total_memory},
-                    {"mig", instance},
-                    {"quota_committed_bytes", commitment.quota_bytes},
-                    {"unlimited_tenants", commitment.unlimited_tenants},
-                    {"idle_tenants", commitment.idle_tenants},
-                    {"oversubscribed", commitment.oversubscribed},
-                    {"mode", ModeName(gpu.mode)},
-                    {"quantum_ns", EffectiveQuantumNs(gpu)},
-                    {"quantum_default", gpu.quantum_ns == 0},
-                    {"budget_ns", EffectiveBudgetNs(gpu)},
-                    {"budget_default", gpu.budget_ns == 0},
-                    {"holder", ActiveHolder(gpu).empty() ? Json(nullptr) : Json(ActiveHolder(gpu))},
-                    {"closing", gpu.closing},
-                    {"waiting_processes", gpu.waiting},
-                    {"grants", gpu.grants},
-                    {"compute_requested_percent", demand.requested_pct},
-                    {"compute_unset_tenants", demand.unset_tenants},
-                    {"compute_oversubscribed", demand.oversubscribed},
-                    {"share_window_ended_seconds_ago", window_age ? Json(*window_age) : Json(nullptr)},
-                    {"tenants", std::move(tenants)}});
+    Json entry = {{"uuid", gpu.uuid}, {"total_memory_bytes", gpu.total_memory}, {"mig", instance}};
+    AddDevice(gpu, instance.is_null() ? DeviceOf(devices, gpu) : nullptr, &entry);
+    entry.update(Json{{"quota_committed_bytes", commitment.quota_bytes},
+                      {"unlimited_tenants", commitment.unlimited_tenants},
+                      {"idle_tenants", commitment.idle_tenants},
+                      {"oversubscribed", commitment.oversubscribed},
+                      {"mode", ModeName(gpu.mode)},
+                      {"quantum_ns", EffectiveQuantumNs(gpu)},
+                      {"quantum_default", gpu.quantum_ns == 0},
+                      {"budget_ns", EffectiveBudgetNs(gpu)},
+                      {"budget_default", gpu.budget_ns == 0},
+                      {"holder", ActiveHolder(gpu).empty() ? Json(nullptr) : Json(ActiveHolder(gpu))},
+                      {"closing", gpu.closing},
+                      {"waiting_processes", gpu.waiting},
+                      {"grants", gpu.grants},
+                      {"compute_requested_percent", demand.requested_pct},
+                      {"compute_unset_tenants", demand.unset_tenants},
+                      {"compute_oversubscribed", demand.oversubscribed},
+                      {"share_window_ended_seconds_ago", window_age ? Json(*window_age) : Json(nullptr)},
+                      {"tenants", std::move(tenants)}});
+    gpus.push_back(std::move(entry));
   }
   return {{"state_file", snapshot.path}, {"layout_version", snapshot.layout_version}, {"gpus", std::move(gpus)}};
 }

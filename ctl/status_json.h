@@ -6,6 +6,13 @@
 //            "mig": {"uuid": "MIG-...", "profile": str, "gpu_index": int, "gpu_uuid": "GPU-..."} | null,
 //                                            // a MIG instance (its UUID as the broker keys it in "uuid"),
 //                                            // as NVML reports it; null: a whole GPU, or no NVML
+//            "device": {"index": int, "name": str, "memory_used_bytes": int, "memory_free_bytes": int,
+//                       "utilization_percent": int | null, "compute_processes": int | null,
+//                       "processes": [{"pid": int, "name": str, "memory_bytes": int | null}]} | null,
+//                                            // NVML's figures for a whole GPU; null: a MIG instance, or no NVML
+//            "accounted_bytes": int,         // what the tenants of this state directory hold on it
+//            "unaccounted_bytes": int | null, // in use on the device beyond that; null without "device"
+//            "unaccounted_held_elsewhere": bool | null,  // beyond driver-internal memory (broker/unaccounted.h)
 //            "quota_committed_bytes": int,   // sum of the active tenants' finite quotas
 //            "unlimited_tenants": int,       // active tenants without a quota
 //            "idle_tenants": int,            // tenants not counted (status_report.h)
@@ -40,10 +47,12 @@
 #include "broker/broker.h"
 #include "common/pod_names.h"
 #include "ctl/mig_topology.h"
+#include "ctl/status_device.h"
 
 namespace gpuslice::ctl {
 
 // Expects SortForDisplay to have run.
-nlohmann::ordered_json StatusJson(const broker::Snapshot& snapshot, const MigTopology& mig = {}, const PodNames& pods = {});
+nlohmann::ordered_json StatusJson(const broker::Snapshot& snapshot, const MigTopology& mig = {},
+                                  const DeviceFiguresByUuid& devices = {}, const PodNames& pods = {});
 
 }  // namespace gpuslice::ctl

@@ -39,8 +39,10 @@ uint64_t EffectiveBudgetNs(const broker::GpuView& gpu);
 // A tenant's compute class as GPUSLICE_COMPUTE_CLASS names it: "standard", "latency", "background".
 std::string ClassName(uint32_t compute_class);
 
-// How much of one GPU's time the active tenants ask for (GPUSLICE_COMPUTE_REQUEST). A tenant sets
-// its request at its first kernel launch on the GPU; until then it asks for nothing.
+// How much of one GPU's time the active tenants ask for (GPUSLICE_COMPUTE_REQUEST). A tenant's
+// first process on the GPU sets its request when it opens its ledger there (broker::PresetShare);
+// a tenant whose request is not set (an older shim, or the scheduler lock was busy) counts as
+// "not launched yet" until its first kernel launch sets it.
 struct ComputeDemand {
   uint64_t requested_pct = 0;    // sum of the active tenants' requests
   int requesting_tenants = 0;    // active tenants with a request

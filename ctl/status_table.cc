@@ -93,11 +93,16 @@ std::string CommitmentLine(const broker::GpuView& gpu) {
 }
 
 void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, const MigInstanceInfo* instance,
-               const PodNames& pods, std::string* out) {
+               const exporter::DeviceFigures* device, const PodNames& pods, std::string* out) {
   if (instance)
     *out += fmt::format("MIG {} {}  {} total\n", instance->profile, instance->uuid, FormatBytes(gpu.total_memory));
   else
     *out += fmt::format("GPU {}  {} total\n", gpu.uuid, FormatBytes(gpu.total_memory));
+  if (device) {
+    *out += "  " + DeviceLine(*device) + "\n";
+    if (const std::string processes = DeviceProcessesLine(*device); !processes.empty()) *out += "  " + processes + "\n";
+    *out += "  " + AccountingLine(gpu, *device) + "\n";
+  }
   *out += "  " + ComputeLine(gpu) + "\n";
   if (gpu.tenants.empty()) {
     *out += "  no tenants\n";
@@ -117,6 +122,9 @@ void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, con
       for (const auto& process : tenant.processes) {
         rows.push_back({fmt::format("  pid {}", process.pid), FormatBytes(process.charged), "", "", "", "", "", ""});
       }
+      // Said, not left to the reader to infer from a missing pid row: its entry lingers from an
+      // earlier run and promises nothing (status_report.h).
+      if (IsIdle(tenant)) rows.push_back({"  no process", "", "", "", "", "", "", ""});
     }
     // Tenant names run to 63 bytes: size the first column to the longest one present.
     size_t name_width = 0;
@@ -136,7 +144,8 @@ void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, con
 
 }  // namespace
 
-std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopology& mig, const PodNames& pods) {
+std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopology& mig,
+                              const DeviceFiguresByUuid& devices, const PodNames& pods) {
   std::string out = fmt::format("gpuslice state {} (layout {})\n", snapshot.path, snapshot.layout_version);
   if (snapshot.gpus.empty()) {
     out += "\nno GPU has been used through gpuslice since the state was created\n";
@@ -157,7 +166,7 @@ std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopolog
   for (const auto& [gpu, instance] : order) {
     out += "\n";
     if (!instance) {
-      AppendGpu(snapshot, *gpu, nullptr, pods, &out);
+      AppendGpu(snapshot, *gpu, nullptr, DeviceOf(devices, *gpu), pods, &out);
       parent.clear();
       continue;
     }
@@ -167,7 +176,7 @@ std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopolog
       parent = instance->gpu_uuid;
     }
     std::string block;
-    AppendGpu(snapshot, *gpu, instance, pods, &block);
+    AppendGpu(snapshot, *gpu, instance, nullptr, pods, &block);
     for (size_t at = 0; at < block.size();) {
       const size_t end = block.find('\n', at);
       out += "  " + block.substr(at, end - at + 1);

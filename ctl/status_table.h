@@ -7,12 +7,17 @@
 #include "broker/broker.h"
 #include "common/pod_names.h"
 #include "ctl/mig_topology.h"
+#include "ctl/status_device.h"
 
 namespace gpuslice::ctl {
 
 // The snapshot as text, ending in a newline. Expects SortForDisplay to have run. A GPU that is a
 // MIG instance in `mig` is shown, indented, under a line for its GPU, beside that GPU's other
 // instances.
-std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopology& mig = {}, const PodNames& pods = {});
+// `devices` (NVML's, ctl/status_device.h) adds to each whole GPU a line of the device's own
+// figures and one of the memory accounted here against them; `pods` (the device plugin's
+// pods.json) a line under each Kubernetes tenant naming its pod.
+std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopology& mig = {},
+                              const DeviceFiguresByUuid& devices = {}, const PodNames& pods = {});
 
 }  // namespace gpuslice::ctl

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "broker/segment_layout.h"
+#include "broker/unaccounted.h"
 #include "common/printable.h"
 #include "common/version.h"
 
@@ -296,6 +297,28 @@ void Devices(Writer* w, const std::vector<DeviceFigures>& devices) {
   }
 }
 
+// The broker's GPUs against NVML's: memory the device has in use that no tenant of this state
+// directory holds (broker/unaccounted.h). Only where both know the GPU: a MIG instance, which
+// NVML lists under its GPU, has no device figures here.
+void Unaccounted(Writer* w, const broker::Snapshot& s, const std::vector<DeviceFigures>& devices) {
+  bool any = false;
+  for (const GpuView& g : s.gpus) {
+    const DeviceFigures* device = nullptr;
+    for (const auto& d : devices)
+      if (d.uuid == g.uuid) device = &d;
+    if (!device) continue;
+    uint64_t accounted = 0;
+    for (const auto& t : g.tenants) accounted += t.used;
+    if (!any)
+      w->Family("gpuslice_gpu_memory_unaccounted_bytes", "gauge",
+                "Memory in use on the device (NVML) beyond what this state directory's tenants hold: other state "
+                "directories' tenants, processes not under gpuslice, and driver-internal memory.");
+    any = true;
+    w->Sample("gpuslice_gpu_memory_unaccounted_bytes", "", GpuLabels(g),
+              broker::UnaccountedBytes(device->memory_used, accounted));
+  }
+}
+
 }  // namespace
 
 std::string EscapeLabelValue(const std::string& value) {
@@ -348,6 +371,7 @@ void RenderMetrics(const ScrapeInput& input, std::string* out) {
     Tenants(&w, Scrape{*s, input.pods, input.first_seen});
   }
   if (input.devices) Devices(&w, *input.devices);
+  if (input.snapshot && input.devices) Unaccounted(&w, *input.snapshot, *input.devices);
 }
 
 }  // namespace gpuslice::exporter

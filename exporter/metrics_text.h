@@ -22,6 +22,12 @@ struct DeviceFigures {
   unsigned long long memory_used = 0;
   std::optional<unsigned int> utilization_pct;  // absent when NVML does not support it
   std::optional<unsigned int> processes;        // compute processes running on it
+  // Those processes: pid (the node's PID namespace, as NVML reports it) and device memory.
+  struct Process {
+    unsigned int pid = 0;
+    unsigned long long memory_used = 0;
+  };
+  std::vector<Process> process_list;
 };
 
 struct ScrapeInput {

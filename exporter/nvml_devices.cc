@@ -2,6 +2,7 @@
 
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "common/nvml_loader.h"
 
@@ -95,6 +96,11 @@ std::optional<std::vector<DeviceFigures>> NvmlDevices::Read(std::string* error) 
     if (api_->processes) {
       const nvmlReturn_t rc = api_->processes(device, &processes, nullptr);
       if (rc == NVML_SUCCESS || rc == NVML_ERROR_INSUFFICIENT_SIZE) figures.processes = processes;
+      // The list itself (gpuslicectl status names them); room for a few that start meanwhile.
+      std::vector<nvmlProcessInfo_t> infos(processes + 8);
+      unsigned int listed = static_cast<unsigned int>(infos.size());
+      if (processes > 0 && api_->processes(device, &listed, infos.data()) == NVML_SUCCESS)
+        for (unsigned int k = 0; k < listed; ++k) figures.process_list.push_back({infos[k].pid, infos[k].usedGpuMemory});
     }
     devices.push_back(std::move(figures));
   }

@@ -1,8 +1,9 @@
-// libFuzzer target: the shim's whole option parsing (shim/options.h ParseOptions) over an
-// environment made of the input, one "NAME=value" per line (the seed corpus and options.dict
-// steer it to the GPUSLICE_* names). Any environment is accepted or refused, never crashes or
-// hangs; a refusal comes with a message that says it is gpuslice's, and an accepted one never
-// holds a value outside what the options allow (no tenant runs unlimited because of a typo).
+// libFuzzer target: the shim's whole option parsing (shim/options.h ParseOptions, and the
+// near-miss names' warnings, NearMissWarnings) over an environment made of the input, one
+// "NAME=value" per line (the seed corpus and options.dict steer it to the GPUSLICE_* names). Any
+// environment is accepted or refused, never crashes or hangs; a refusal comes with a message that
+// says it is gpuslice's, and an accepted one never holds a value outside what the options allow
+// (no tenant runs unlimited because of a typo).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -27,6 +28,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<char*> environment;
   for (std::string& entry : entries) environment.push_back(entry.data());
   environment.push_back(nullptr);
+
+  // The near-miss names' warnings read the same environment: one "gpuslice: warning:" line each.
+  for (const std::string& warning : gpuslice::shim::NearMissWarnings(environment.data())) {
+    if (warning.rfind("gpuslice: warning: ", 0) != 0) std::abort();
+  }
 
   gpuslice::shim::ShimOptions options;
   std::string error;

@@ -19,6 +19,16 @@ broker::ComputeClass BrokerClass(ComputeClass compute_class) {
 
 }  // namespace
 
+// At the ledger's opening: the tenant's request shows before its first launch. The allocation
+// that opens the ledger waits at most 10 ms for the scheduler lock (SetShare, at the first
+// launch, is the one that must succeed, and has its own bound).
+void ShimState::PresetComputeShare(int ledger) {
+  constexpr uint64_t kPresetLockTimeoutNs = 10'000'000;
+  broker::PresetShare(broker_.get(), ledger,
+                      options_.compute_request_pct ? options_.compute_request_pct : broker::kDefaultRequestPct,
+                      options_.compute_limit_pct, BrokerClass(options_.compute_class), kPresetLockTimeoutNs);
+}
+
 LaunchTracker* ShimState::TrackerForDevice(CUdevice device) {
   if (device < 0 || device >= kMaxOrdinals) return nullptr;
   if (LaunchTracker* tracker = tracker_by_ordinal_[device].load(std::memory_order_acquire)) return tracker;

@@ -102,8 +102,9 @@ std::string Assignment(std::string_view name, std::string_view value) {
   return std::string(name) + "='" + std::string(value) + "'";
 }
 
-// The option a misspelt name most likely meant, or "".
-std::string Suggestion(std::string_view name) {
+}  // namespace
+
+std::string SuggestOption(std::string_view name) {
   std::string best;
   size_t best_distance = 4;  // more edits than this is not a typo
   for (const auto& spec : OptionTable()) {
@@ -116,9 +117,11 @@ std::string Suggestion(std::string_view name) {
   return best;
 }
 
+namespace {
+
 std::string UnknownVariable(std::string_view name, std::string_view value) {
   // A misspelt limit must not silently mean "unlimited".
-  const std::string suggestion = Suggestion(name);
+  const std::string suggestion = SuggestOption(name);
   std::string known;
   for (const auto& spec : OptionTable()) known += (known.empty() ? "" : ", ") + std::string(spec.name);
   return "gpuslice: unknown variable " + Assignment(name, value) + "; " +

@@ -66,6 +66,14 @@ struct ShimOptions {
 // variables that were valid, for the driver's loader only (the shim fails closed).
 bool ParseOptions(char** environment, ShimOptions* out, std::string* error);
 
+// One "gpuslice: warning: ..." line for each variable that looks meant for gpuslice but that it
+// never reads (GPU_SLICE_*, or GPUSLICE_* in another case: gpuslice_memory_limit), naming the
+// variable and the one it most likely meant (shim/near_miss_names.cc). They are not errors.
+std::vector<std::string> NearMissWarnings(char** environment);
+
+// The declared option a misspelt GPUSLICE_* name most likely meant (at most 3 edits), or "".
+std::string SuggestOption(std::string_view name);
+
 // Parses one limit ("512Mi", "4Gi", "4G", "1048576", "25%").
 std::optional<MemoryLimit> ParseMemoryLimit(std::string_view text);
 

@@ -25,6 +25,12 @@ const ShimOptions& ProcessOptions(bool* valid) {
     std::string error;
     p->valid = ParseOptions(environ, &p->options, &error);
     if (!p->valid) LogError("%s", error.c_str() + std::strlen("gpuslice: "));
+    // Said whatever the verdict: a GPU_SLICE_MEMORY_LIMIT beside a typo is a second mistake. A
+    // warning that cannot be composed (no memory) is dropped, never thrown into the caller.
+    try {
+      for (const std::string& warning : NearMissWarnings(environ)) LogError("%s", warning.c_str());
+    } catch (...) {
+    }
     return p;
   }();
   *valid = parsed->valid;

@@ -11,6 +11,7 @@
 
 #include "broker/lock_fault.h"
 #include "shim/compute_monitor.h"
+#include "shim/device_warnings.h"
 #include "shim/log.h"
 #include "shim/real_driver.h"
 
@@ -121,6 +122,16 @@ CUresult ShimState::LedgerForDevice(CUdevice device, int* ledger) {
     ReportLedgerErrorOnce(error);
     return kFailClosed;
   }
+  PresetComputeShare(opened);
+  // Once per GPU and process: the ledger is opened here once (cached below). A warning that
+  // cannot be composed (no memory) is dropped: it must never fail the call, nor throw across it.
+  try {
+    const std::string gpu_uuid = broker::FormatUuid(bytes);
+    if (const std::string warning = OversizedQuotaWarning(options_, device, total, gpu_uuid); !warning.empty())
+      LogError("%s", warning.c_str());
+    WarnOfUnaccountedMemory(device, opened, gpu_uuid);
+  } catch (...) {
+  }
   {
     std::lock_guard<std::mutex> uuid_lock(g_uuid_mutex);
     (*g_ledger_by_uuid)[broker::FormatUuid(bytes)] = opened;
@@ -128,6 +139,29 @@ CUresult ShimState::LedgerForDevice(CUdevice device, int* ledger) {
   ledger_by_ordinal_[device].store(opened + 1, std::memory_order_release);
   *ledger = opened;
   return CUDA_SUCCESS;
+}
+
+void ShimState::WarnOfUnaccountedMemory(CUdevice device, int ledger, const std::string& gpu_uuid) {
+  // The real driver's figures need a context on that device; a first use without one (a
+  // cuMemCreate for another device) goes without the check rather than create a context.
+  const RealDriver* real = Real();
+  CUcontext context = nullptr;
+  CUdevice current = -1;
+  size_t free = 0, total = 0;
+  if (real->cuCtxGetCurrent(&context) != CUDA_SUCCESS || !context || real->cuCtxGetDevice(&current) != CUDA_SUCCESS ||
+      current != device || real->cuMemGetInfo_v2(&free, &total) != CUDA_SUCCESS)
+    return;
+  DeviceMemorySeen seen;
+  seen.gpu_uuid = gpu_uuid;
+  seen.device_free = free;
+  seen.device_total = total;
+  seen.accounted = broker_->GpuUsed(ledger);
+  seen.processes = static_cast<uint64_t>(broker_->GpuProcesses(ledger));
+  seen.tenant_used = broker_->Used(ledger);
+  seen.tenant_quota = broker_->Quota(ledger);
+  seen.tenant = options_.tenant;
+  seen.state_dir = options_.state_dir;
+  if (const std::string warning = UnaccountedMemoryWarning(seen); !warning.empty()) LogError("%s", warning.c_str());
 }
 
 CUresult ShimState::LedgerForCurrentContext(int* ledger) {

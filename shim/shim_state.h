@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -94,6 +95,12 @@ class ShimState {
  private:
   ShimState() = default;
   static ShimState* Create();
+  // At a GPU's first use: one warning line when the device holds memory this state directory
+  // does not account for and the tenant's quota cannot be met (shim/device_warnings.h).
+  void WarnOfUnaccountedMemory(CUdevice device, int ledger, const std::string& gpu_uuid);
+  // At a GPU's first use: records the tenant's compute request, limit and class there unless its
+  // processes have (broker::PresetShare), so that they show before its first launch.
+  void PresetComputeShare(int ledger);
 
   ShimOptions options_;
   std::unique_ptr<broker::Broker> broker_;

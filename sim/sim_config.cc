@@ -192,7 +192,7 @@ bool LoadSimConfigFromEnv(SimConfig* config, std::string* error) {
       std::snprintf(inst.profile, sizeof inst.profile, "%s", p.profile->name);
       SimDeviceConfig& u = config->mig_units[n];
       u = config->devices[g];
-      std::snprintf(u.name, sizeof u.name, "%s MIG %s", model->name, p.profile->name);
+      std::snprintf(u.name, sizeof u.name, "%s MIG %s (simulated)", model->name, p.profile->name);
       MakeUuid(std::string(seed ? seed : "gpuslice-sim") + "/mig", n, u.uuid);
       u.total_memory = memory / kMigMemorySlices * static_cast<uint64_t>(p.profile->memory_slices);
       u.sm_count = p.profile->sm_count;

@@ -82,8 +82,7 @@ TEST_F(DevicePluginEndToEndTest, WorkloadStartedWithTheAllocateAnswerGetsThePods
   Subprocess workload({BinDir() + "/gpuslice-workload", "memory", "--chunk", "1Gi", "--count", "6", "--hold", "30"},
                       env, Inherit::kAllButGpuslice);
   ASSERT_TRUE(workload.WaitForOutput("\"holding\"", 60000)) << workload.StderrSoFar();
-  // A second process of the same container launches kernels: the broker learns the tenant's
-  // compute request at its first launch.
+  // A second process of the same container launches kernels: one tenant, two processes.
   Subprocess kernels({BinDir() + "/gpuslice-workload", "compute", "--kernel-us", "500", "--duration", "30"}, env,
                      Inherit::kAllButGpuslice);
   nlohmann::json tenant_status;
@@ -98,7 +97,9 @@ TEST_F(DevicePluginEndToEndTest, WorkloadStartedWithTheAllocateAnswerGetsThePods
         if (t.at("name") == tenant) tenant_status = t;
       }
     }
-    if (!tenant_status.is_null() && !tenant_status.at("compute_request_percent").is_null()) break;
+    if (!tenant_status.is_null() && !tenant_status.at("compute_request_percent").is_null() &&
+        tenant_status.at("processes").size() == 2)
+      break;
     usleep(100000);
   }
   ASSERT_FALSE(tenant_status.is_null()) << "no tenant " << tenant << " in " << last_status << kernels.StderrSoFar() << workload.StderrSoFar();

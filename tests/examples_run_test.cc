@@ -3,7 +3,8 @@
 //
 // - examples/README.md's walkthrough: its setup block and every `$ ` command, taken from the
 //   README itself and run by sh in order (backgrounded ones as backgrounded), then its cleanup
-//   line. Checked: what each command prints, the memory quotas, that gpuslicectl's SHARE agrees
+//   line. Checked: what each command prints (each `gpuslicectl status` block as documented, give
+//   or take what varies between runs: StatusBlockDifference), the memory quotas, that gpuslicectl's SHARE agrees
 //   with the device time each tenant got in the same window (±3 points), that the two compute
 //   tenants split the device 60/40 as requested (±3 points), and that the cleanup works;
 // - examples/kubernetes/*.yaml: each container's command, arguments and environment from the
@@ -20,6 +21,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -187,6 +190,7 @@ std::set<int> PidsOf(const std::map<int, std::string>& tenant_of, const std::str
 struct Walkthrough {
   std::vector<std::string> setup;     // the sh block's lines
   std::vector<std::string> commands;  // every `$ ` command, continuation lines joined
+  std::vector<std::string> outputs;   // what the document shows each command print
   std::string cleanup;                // "When you are done: `...`"
 };
 
@@ -219,9 +223,12 @@ Walkthrough ParseWalkthrough(const std::string& readme) {
         pending += "\n" + line;
       } else if (line.starts_with("$ ")) {
         pending = line.substr(2);
+      } else if (!w.outputs.empty()) {
+        w.outputs.back() += line + "\n";
       }
       if (!pending.empty() && !pending.ends_with("\\")) {
         w.commands.push_back(pending);
+        w.outputs.emplace_back();
         pending.clear();
       }
     }
@@ -248,6 +255,59 @@ std::string StepOutput(const std::string& out, const std::string& name) {
   if (begin == std::string::npos) return "";
   const size_t end = out.find("@@ ", begin + marker.size());
   return out.substr(begin + marker.size(), end == std::string::npos ? std::string::npos : end - begin - marker.size());
+}
+
+// Where `actual`, a `gpuslicectl status` block, differs from the `documented` one by more than
+// what varies from run to run; "" when it does not. Varying: pids (the tenants' and the device's
+// processes'), the grant count, the age of the share window, who holds the GPU and who waits
+// (after the compute line's first ';'), the device's utilisation, column widths; SHARE
+// percentages may differ by `share_points`. Every other word and number must be as documented.
+std::string StatusBlockDifference(const std::string& documented, const std::string& actual, double share_points) {
+  auto lines = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  };
+  const std::vector<std::string> doc = lines(documented), got = lines(actual);
+  if (doc.size() != got.size())
+    return fmt::format("{} lines documented, {} printed:\n{}", doc.size(), got.size(), actual);
+  static const std::regex kToken(R"(\d+(\.\d+)?|[^\d\s]+)");
+  auto tokens = [](const std::string& line) {
+    std::vector<std::string> out;
+    for (auto it = std::sregex_iterator(line.begin(), line.end(), kToken); it != std::sregex_iterator(); ++it)
+      out.push_back(it->str());
+    return out;
+  };
+  auto is_number = [](const std::string& t) { return !t.empty() && std::isdigit(static_cast<unsigned char>(t[0])); };
+  for (size_t i = 0; i < doc.size(); ++i) {
+    std::string d = doc[i], g = got[i];
+    if (d.find("compute: timeslice") != std::string::npos) {  // the holder and the waiters vary
+      d = d.substr(0, d.find(';'));
+      g = g.substr(0, g.find(';'));
+    }
+    const std::vector<std::string> dt = tokens(d), gt = tokens(g);
+    const bool tenant_row = d.find('%') != std::string::npos && d.starts_with("  ") && !d.starts_with("  quota") &&
+                            !d.starts_with("  compute") && !d.starts_with("  device");
+    bool same = dt.size() == gt.size();
+    for (size_t k = 0; same && k < dt.size(); ++k) {
+      if (dt[k] == gt[k]) continue;
+      if (!is_number(dt[k]) || !is_number(gt[k])) {
+        same = false;
+        break;
+      }
+      const std::string before = k > 0 ? dt[k - 1] : "", after = k + 1 < dt.size() ? dt[k + 1] : "";
+      const bool pid_listed = d.starts_with("  device processes:") && after != "(";  // "<pid> <name> (<memory>)"
+      const bool varies = before == "pid" || pid_listed || after.starts_with("grant") || after == "s" ||
+                          (after == "%" && k + 2 < dt.size() && dt[k + 2].starts_with("busy"));
+      const bool share = tenant_row && k + 2 == dt.size() && after == "%";
+      if (varies) continue;
+      if (share && std::abs(std::stod(dt[k]) - std::stod(gt[k])) <= share_points) continue;
+      same = false;
+    }
+    if (!same) return fmt::format("line {}: documented\n{}\nprinted\n{}", i + 1, doc[i], got[i]);
+  }
+  return "";
 }
 
 class ExamplesRunTest : public SimTest {};
@@ -306,6 +366,14 @@ TEST_F(ExamplesRunTest, TheWalkthroughRunsAsDocumentedAndKeepsItsPromises) {
   EXPECT_THAT(out, HasSubstr("cuDeviceTotalMem 8589934592 B (8.00 GiB)"));
   EXPECT_THAT(out, HasSubstr("holding 201326592 B (192.00 MiB) for 90 s"));
   EXPECT_THAT(out, HasSubstr("holding 402653184 B (384.00 MiB) for 90 s"));
+  // Each `gpuslicectl status` block the walkthrough shows is what the run printed, give or take
+  // what varies from run to run (StatusBlockDifference; SHARE within the ±3 points promised).
+  for (size_t i = 0; i < w.commands.size(); ++i) {
+    if (w.commands[i].find("gpuslicectl status") == std::string::npos) continue;
+    const std::string printed =
+        Replace(StepOutput(out, fmt::format("step {}", i)), broker_dir, "/tmp/gpuslice-walkthrough");
+    EXPECT_EQ(StatusBlockDifference(w.outputs[i], printed, 3.0), "") << "the status block of `" << w.commands[i] << "`";
+  }
   // gpuslicectl status shows both tenants against their quotas.
   const std::string status = StepOutput(out, "step 3");
   EXPECT_THAT(status, ContainsRegex("\n  inference +192 MiB +4 GiB +4.7% +60% +100%"));

@@ -340,6 +340,71 @@ TEST_F(ExamplesTest, WrapperRefusesAMissingLibrary) {
                                "name it with --library PATH"));
 }
 
+// A library ld.so cannot preload is ignored with a line on stderr and the program runs
+// unlimited: the wrapper tries the load first and refuses, naming the loader's reason.
+TEST_F(ExamplesTest, WrapperRefusesALibraryThatCannotBePreloaded) {
+  const std::string junk = state_dir() + "/libgpuslice.so";
+  std::ofstream(junk) << "not a shared object\n";
+  std::vector<std::string> args = {"--library", junk};
+  for (const auto& a : TouchCommand()) args.push_back(a);
+  const ProcessResult refused = RunWrapper(args, {"GPUSLICE_TENANT=t"});
+  EXPECT_EQ(refused.exit_code, kWrapperConfigError) << Describe(refused);
+  EXPECT_THAT(refused.err, HasSubstr("error: " + junk + " cannot be preloaded ("));
+  EXPECT_THAT(refused.err, HasSubstr("): COMMAND would run without any limit"));
+  EXPECT_FALSE(Exists(Marker())) << "the command ran without the library";
+}
+
+// Run by a relative path (bin/gpuslice-entrypoint from its prefix), the wrapper preloads its
+// tree's library by an absolute path and says nothing of a --library it was never given.
+TEST_F(ExamplesTest, TheBuiltWrapperRunByARelativePathPreloadsAnAbsolutePath) {
+  const std::string prefix = std::filesystem::path(BinDir()).parent_path().string();
+  for (const char* self : {"bin/gpuslice-entrypoint", "./bin/gpuslice-entrypoint"}) {
+    SCOPED_TRACE(self);
+    const ProcessResult r =
+        gpuslice::testing::Run({"/bin/sh", "-c", "cd \"$0\" && exec \"$1\" --check true", prefix, self},
+                               {"GPUSLICE_STATE_DIR=" + state_dir(), "GPUSLICE_TENANT=t"});
+    EXPECT_EQ(r.exit_code, 0) << Describe(r);
+    EXPECT_THAT(r.out, HasSubstr("would set:       LD_PRELOAD=" + prefix + "/lib/gpuslice/libgpuslice.so\n"));
+    EXPECT_THAT(r.err, Not(HasSubstr("--library")));
+  }
+}
+
+struct WrapperNearMiss {
+  std::string name;
+  std::string meant;
+};
+
+std::ostream& operator<<(std::ostream& os, const WrapperNearMiss& n) { return os << n.name; }
+
+class WrapperNearMissTest : public ExamplesTest, public ::testing::WithParamInterface<WrapperNearMiss> {};
+
+// GPU_SLICE_MEMORY_LIMIT=4Gi would run without a limit: one warning line names it and what it
+// likely meant; not an error (the name may be another program's), so the command runs.
+TEST_P(WrapperNearMissTest, IsWarnedAboutInOneLineAndTheCommandRuns) {
+  const WrapperNearMiss& n = GetParam();
+  const ProcessResult r = RunWrapper(TouchCommand(), {"GPUSLICE_TENANT=t", n.name + "=4Gi"});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("gpuslice-entrypoint: warning: " + n.name +
+                               "='4Gi' is not read: gpuslice reads only upper-case GPUSLICE_* variables; did you mean " +
+                               n.meant + "='4Gi'?\n"));
+  EXPECT_TRUE(Exists(Marker()));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Names, WrapperNearMissTest,
+    ::testing::Values(WrapperNearMiss{"GPU_SLICE_MEMORY_LIMIT", "GPUSLICE_MEMORY_LIMIT"},
+                      WrapperNearMiss{"gpuslice_memory_limit", "GPUSLICE_MEMORY_LIMIT"},
+                      WrapperNearMiss{"Gpu_Slice_Memory_Limit_1", "GPUSLICE_MEMORY_LIMIT_1"},
+                      WrapperNearMiss{"gpuslice_tenant", "GPUSLICE_TENANT"},
+                      WrapperNearMiss{"gpu_slice_memory_limt", "GPUSLICE_MEMORY_LIMIT"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST_F(ExamplesTest, WrapperSaysNothingOfNamesThatAreNotNearMisses) {
+  const ProcessResult r = RunWrapper({"true"}, {"GPUSLICE_TENANT=t", "GPU_MEMORY=4Gi", "SLICE_LIMIT=1"});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.err, Not(HasSubstr("is not read")));
+}
+
 TEST_F(ExamplesTest, WrapperUsageErrors) {
   ProcessResult r = RunWrapper({}, {"GPUSLICE_TENANT=t"});
   EXPECT_EQ(r.exit_code, kWrapperConfigError) << Describe(r);
@@ -420,6 +485,40 @@ TEST_F(ExamplesTest, WrapperIsPosixShell) {
 
 // --- The sample program ----------------------------------------------------------------------
 
+// Followed in order, the README installs the library before any command preloads it, and starts
+// a tenant through the wrapper, which refuses a library the loader cannot preload (a preload of
+// a path that is not there runs the program unlimited).
+TEST(ExamplesReadme, InstallsBeforeItPreloadsAndStartsTenantsThroughTheWrapper) {
+  const std::string readme = ReadFile(SourceDir() + "/README.md");
+  const size_t installing = readme.find("\n## Installing\n");
+  const size_t using_it = readme.find("\n## Using it\n");
+  ASSERT_NE(installing, std::string::npos);
+  ASSERT_NE(using_it, std::string::npos);
+  EXPECT_LT(installing, using_it);
+  const size_t first_preload = readme.find("LD_PRELOAD=");
+  EXPECT_TRUE(first_preload == std::string::npos || first_preload > installing);
+  const size_t first_block = readme.find("```sh\n", using_it);
+  const size_t block_end = readme.find("```\n", first_block + 6);
+  EXPECT_THAT(readme.substr(first_block, block_end - first_block), HasSubstr("gpuslice-entrypoint python train.py"));
+}
+
+// The systemd example prepares the state directory for the group the exporter reads through: the
+// directory the unit reads is created at boot 2770 root:<group>, the group exists, and the
+// exporter's dynamic user is a member (it was not: the directory the shim creates is 0770 in the
+// first tenant's group, and the exporter saw only gpuslice_segment_up 0).
+TEST(ExamplesSystemd, TheExportersUnitReadsTheStateDirectoryThroughTheGroupItIsPrepared) {
+  const std::string dir = SourceDir() + "/examples/systemd/";
+  const std::string unit = ReadFile(dir + "gpuslice-exporter.service");
+  const std::string tmpfiles = ReadFile(dir + "gpuslice-tmpfiles.conf");
+  const std::string sysusers = ReadFile(dir + "gpuslice-sysusers.conf");
+  EXPECT_THAT(tmpfiles, HasSubstr("\nd /run/gpuslice 2770 root gpuslice -\n"));
+  EXPECT_THAT(sysusers, HasSubstr("\ng gpuslice -\n"));
+  EXPECT_THAT(unit, HasSubstr("\nEnvironment=GPUSLICE_STATE_DIR=/run/gpuslice\n"));
+  EXPECT_THAT(unit, HasSubstr("\nSupplementaryGroups=gpuslice video\n"));
+  EXPECT_THAT(unit, HasSubstr("\nReadOnlyPaths=/run/gpuslice\n"));
+  EXPECT_THAT(unit, HasSubstr("After=network.target systemd-tmpfiles-setup.service\n"));
+}
+
 TEST_F(ExamplesTest, SampleRunsOnTheSimulatedGpu) {
   const ProcessResult r = gpuslice::testing::Run({Sample(), "--elements", "4096"}, {"LD_LIBRARY_PATH=" + SimLibDir()});
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
@@ -439,6 +538,17 @@ TEST_F(ExamplesTest, SampleRunsOnTheSimulatedGpu) {
   uint64_t kernels = 0;
   for (const auto& p : snapshot.devices[0].processes) kernels += p.kernels;
   EXPECT_EQ(kernels, 1u);
+}
+
+// A simulated MIG instance is simulated too: it runs no kernels, and the sample says so rather
+// than report every sum wrong (its name lacked the "(simulated)" its GPU's carries).
+TEST_F(ExamplesTest, SampleRunsOnASimulatedMigInstance) {
+  SetEnv("GPUSLICE_SIM_MODEL", "H200");
+  SetEnv("GPUSLICE_SIM_MIG", "1g.18gb");
+  const ProcessResult r = gpuslice::testing::Run({Sample(), "--elements", "4096"}, {"LD_LIBRARY_PATH=" + SimLibDir()});
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.out, HasSubstr("device 0: NVIDIA H200 MIG 1g.18gb (simulated), cuDeviceTotalMem"));
+  EXPECT_THAT(r.out, HasSubstr("result: not checked: the simulated GPU does not execute kernels"));
 }
 
 TEST_F(ExamplesTest, SampleFailsOnAWrongResultFromADeviceThatIsNotSimulated) {
@@ -475,6 +585,10 @@ TEST_F(ExamplesTest, SampleUsage) {
   r = gpuslice::testing::Run({Sample(), "--help"}, {"LD_LIBRARY_PATH=" + SimLibDir()});
   EXPECT_EQ(r.exit_code, 0) << Describe(r);
   EXPECT_THAT(r.out, HasSubstr("usage: vector_add_driver"));
+  EXPECT_THAT(r.out, HasSubstr("--version"));
+  r = gpuslice::testing::Run({Sample(), "--version"}, {"LD_LIBRARY_PATH=" + SimLibDir()});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(r.out, std::string("vector_add_driver ") + GPUSLICE_VERSION + "\n");
 }
 
 // Linked with -lcuda but without a run path: the loader finds whichever libcuda.so.1 it would

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -75,8 +76,8 @@ broker::Snapshot FullSnapshot() {
 }
 
 std::vector<exporter::DeviceFigures> Devices() {
-  return {{"GPU-00000000-0000-0000-0000-000000000000", "NVIDIA H100 (simulated)", 0, 80ULL << 30, 1ULL << 30, 50u, 3u},
-          {"GPU-00000000-0000-0000-0000-000000000001", "NVIDIA H100 (simulated)", 1, 80ULL << 30, 0, 0u, 0u}};
+  return {{"GPU-00000000-0000-0000-0000-000000000000", "NVIDIA H100 (simulated)", 0, 80ULL << 30, 1ULL << 30, 50u, 3u, {}},
+          {"GPU-00000000-0000-0000-0000-000000000001", "NVIDIA H100 (simulated)", 1, 80ULL << 30, 0, 0u, 0u, {}}};
 }
 
 std::string FullExposition() {
@@ -219,6 +220,37 @@ TEST(ExporterProcessTest, BadBytesInNamesNeverMakeThePageInvalid) {
   std::ofstream(dir.root() + "/metrics.txt") << text;
   const ProcessResult lint = gpuslice::testing::Run({"/bin/sh", "-c", promtool + " check metrics < " + dir.root() + "/metrics.txt"});
   EXPECT_EQ(lint.exit_code, 0) << lint.out << lint.err;
+}
+
+// A state directory the exporter's user may not enter (the shim made it 0770 in the first
+// tenant's group) is logged with its owner, group and mode, the exporter's uid and the fix, not
+// only as gpuslice_segment_up 0.
+TEST(ExporterProcessTest, AStateDirectoryItMayNotEnterIsLoggedWithItsOwnerModeAndTheFix) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to run the exporter as another user";
+  constexpr char kSetpriv[] = "/usr/bin/setpriv";
+  if (access(kSetpriv, X_OK) != 0) GTEST_SKIP() << kSetpriv << " is not installed";
+  BrokerTempDir dir;
+  std::string error;
+  auto broker = broker::Broker::Attach(dir.state_dir(), &error);
+  ASSERT_TRUE(broker) << error;
+  ASSERT_EQ(chmod(dir.root().c_str(), 0755), 0);
+  ASSERT_EQ(chmod(dir.state_dir().c_str(), 0770), 0);
+  const int port = FreeLoopbackPort();
+  Subprocess exporter({kSetpriv, "--reuid=65534", "--regid=65534", "--clear-groups", BinDir() + "/gpuslice-exporter",
+                       "--listen", "127.0.0.1:" + std::to_string(port), "--state-dir", dir.state_dir()},
+                      {"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_SIM_STATE=" + dir.root() + "/no-sim-state"},
+                      Inherit::kAllButGpuslice);
+  std::optional<std::string> metrics;
+  for (int i = 0; i < 500 && !metrics; ++i) {
+    metrics = HttpGet(port, "/metrics");
+    if (!metrics) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(metrics) << exporter.StderrSoFar();
+  EXPECT_THAT(*metrics, HasSubstr("\ngpuslice_segment_up 0\n"));
+  EXPECT_THAT(exporter.StderrSoFar(),
+              HasSubstr("cannot open state file " + dir.state_file() + ": permission denied: " + dir.state_dir() +
+                        " is owned by uid 0, group 0, mode 0770, and uid 65534 (groups 65534) may not enter it: run "
+                        "as a member of group 0 (systemd: SupplementaryGroups="));
 }
 
 TEST(ExporterProcessTest, BadFlagsAreRefusedWithOneClearLine) {

@@ -13,6 +13,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -398,6 +399,38 @@ TEST_F(GpuslicectlPlanTest, HelpAndDocsNameEveryTenantFieldAndExitStatus) {
     EXPECT_THAT(help.out, HasSubstr(text));
   }
   EXPECT_THAT(gpuslice::testing::Run({Ctl(), "--help"}).out, HasSubstr("plan"));
+}
+
+// Each example's header shows the command that plans it: run from the source tree, as written,
+// it plans every tenant (tenants.yaml's said --gpus 2, and it needs 3: exit 3).
+TEST_F(GpuslicectlPlanTest, EveryExamplesHeaderCommandPlansIt) {
+  for (const char* name : {"tenants.yaml", "fifty-tenants.yaml"}) {
+    SCOPED_TRACE(name);
+    std::ifstream in(SourceDir() + "/examples/plan/" + name);
+    std::string command;
+    for (std::string line; std::getline(in, line);) {
+      if (const size_t at = line.find("build/bin/gpuslicectl plan "); line.starts_with("#") && at != std::string::npos) {
+        command = line.substr(at + std::string("build/bin/gpuslicectl plan ").size());
+        break;
+      }
+    }
+    ASSERT_FALSE(command.empty()) << "no command in the header of " << name;
+    std::vector<std::string> args;
+    std::istringstream words(command);
+    for (std::string word; words >> word;) args.push_back(word.starts_with("examples/") ? SourceDir() + "/" + word : word);
+    const ProcessResult r = Plan(args);
+    EXPECT_EQ(r.exit_code, 0) << command << "\n" << Describe(r);
+  }
+}
+
+// A tenants file that cannot be opened says why (the system's reason), not only that it cannot.
+TEST_F(GpuslicectlPlanTest, AnUnreadableTenantsFileSaysWhy) {
+  ProcessResult r = Plan({"--model", "h200", state_dir() + "/missing.yaml"});
+  EXPECT_NE(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr(state_dir() + "/missing.yaml: cannot be read: No such file or directory"));
+  r = Plan({"--model", "h200", state_dir()});
+  EXPECT_NE(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr(state_dir() + ": cannot be read: Is a directory"));
 }
 
 }  // namespace

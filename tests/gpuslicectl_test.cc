@@ -361,7 +361,8 @@ TEST_F(GpuslicectlTest, StatusDoesNotCountTheQuotaOfIdleTenants) {
 
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ContainsRegex("\n  proc-0123456789abcdef +0 B +unlimited +- +- +- +- +-\n  team-a "));
+  // Shown as idle: a row beneath it says it has no process.
+  EXPECT_THAT(r.out, ContainsRegex("\n  proc-0123456789abcdef +0 B +unlimited +- +- +- +- +-\n    no process\n  team-a "));
   EXPECT_THAT(r.out, HasSubstr("\n  quota committed: 1 GiB of 4 GiB (25.0%); 1 idle tenant not counted\n"));
 
   const Json gpu = StatusJson()["gpus"][0];
@@ -475,6 +476,34 @@ TEST_F(GpuslicectlTest, SetOnASegmentItCannotWriteExplainsAndExits1) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_TRUE(IsOneLine(r.err)) << r.err;
   EXPECT_THAT(r.err, HasSubstr("cannot change the policy: no write permission on " + state_dir_.state_file()));
+}
+
+// "Permission denied" alone leaves an operator guessing: the line names the directory that
+// denies, its owner, group and mode, the caller's uid and groups, and the fix.
+TEST_F(GpuslicectlTest, StatusWithoutPermissionNamesTheDirectoryItsOwnerItsModeTheCallerAndTheFix) {
+  auto a = Tenant("team-a", 4 * kGi, kGi, 0);
+  std::vector<std::string> argv = {Ctl(), "status", "--state-dir", state_dir_.path()};
+  std::string caller = std::to_string(geteuid());
+  std::string expected;
+  if (geteuid() == 0) {
+    // Root enters any directory: run the tool as nobody, outside the directory's group.
+    constexpr char kSetpriv[] = "/usr/bin/setpriv";
+    if (access(kSetpriv, X_OK) != 0) GTEST_SKIP() << "running as root without " << kSetpriv << " to drop privileges";
+    argv.insert(argv.begin(), {kSetpriv, "--reuid=65534", "--regid=65534", "--clear-groups"});
+    ASSERT_EQ(chmod(state_dir_.path().c_str(), 0770), 0);
+    expected = "permission denied: " + state_dir_.path() + " is owned by uid 0, group 0, mode 0770, and uid 65534 " +
+               "(groups 65534) may not enter it: run as a member of group 0 (systemd: SupplementaryGroups=; " +
+               "Kubernetes: securityContext.supplementalGroups), or prepare the state directory for a group shared " +
+               "by every tenant and reader (chgrp GROUP DIR && chmod 2770 DIR;";
+  } else {
+    ASSERT_EQ(chmod(state_dir_.state_file().c_str(), 0), 0);
+    expected = "permission denied: " + state_dir_.state_file() + " is owned by uid " + caller + ", group " +
+               std::to_string(getegid()) + ", mode 0, and uid " + caller;
+  }
+  const ProcessResult r = gpuslice::testing::Run(argv);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(IsOneLine(r.err)) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("gpuslicectl: cannot open state file " + state_dir_.state_file() + ": " + expected));
 }
 
 TEST_F(GpuslicectlTest, SetThenStatusShowsTheNewModeAndQuantum) {
@@ -595,6 +624,23 @@ TEST_F(GpuslicectlTest, StatusShowsEachTenantsComputeRequestAndLimit) {
   EXPECT_TRUE(gpu["tenants"][2]["compute_limit_percent"].is_null());
 }
 
+// A tenant's request, limit and class show as soon as its first process uses the GPU, before
+// any kernel launch (they showed "-" until the first launch).
+TEST_F(GpuslicectlTest, StatusShowsARequestBeforeTheFirstLaunch) {
+  Subprocess holder({Workload(), "memory", "--chunk", "256Mi", "--count", "1", "--hold", "60", "--ready-line"},
+                    {"LD_PRELOAD=" + ShimPath(), "LD_LIBRARY_PATH=" + SimLibDir(),
+                     "GPUSLICE_STATE_DIR=" + state_dir_.path(), "GPUSLICE_TENANT=team-a",
+                     "GPUSLICE_MEMORY_LIMIT=1Gi", "GPUSLICE_COMPUTE_REQUEST=30", "GPUSLICE_COMPUTE_LIMIT=50",
+                     "GPUSLICE_COMPUTE_CLASS=latency"});
+  ASSERT_TRUE(holder.WaitForOutput("\"event\":\"holding\"")) << holder.StdoutSoFar() << holder.StderrSoFar();
+  const ProcessResult r = Status();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +256 MiB +1 GiB +25.0% +30% +50% +latency +-\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n  compute requested: 30% by 1 tenant\n"));
+  holder.Kill(SIGTERM);
+  holder.Wait(30000);
+}
+
 TEST_F(GpuslicectlTest, StatusSaysWhenTheActiveTenantsRequestMoreThanTheGpu) {
   auto a = Tenant("team-a", 4 * kGi, kGi, 0, {.request_pct = 60});
   auto b = Tenant("team-b", 4 * kGi, kGi, 0, {.request_pct = 70});
@@ -686,7 +732,8 @@ TEST_F(GpuslicectlTest, HelpExplainsEveryColumnOfTheStatus) {
   EXPECT_EQ(r.exit_code, 0);
   for (const char* column : {"TENANT / PID", "USED", "QUOTA", "% QUOTA", "OVERSUBSCRIBED", "--json", "--state-dir",
                              "REQUEST", "LIMIT", "SHARE", "(default)", "GPUSLICE_COMPUTE_REQUEST",
-                             "GPUSLICE_COMPUTE_LIMIT", "oversubscribed: requests are shared in proportion"}) {
+                             "GPUSLICE_COMPUTE_LIMIT", "oversubscribed: requests are shared in proportion", "accounted here:",
+                             "UNACCOUNTED", "unaccounted_bytes"}) {
     EXPECT_THAT(r.out, HasSubstr(column));
   }
   const ProcessResult set = gpuslice::testing::Run({Ctl(), "set", "--help"});

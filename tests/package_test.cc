@@ -84,6 +84,11 @@ TEST_F(PackageTest, TheDebUnpackedIntoAScratchRootInstallsTheOneLayoutAndRuns) {
   EXPECT_THAT(fields.out, HasSubstr("Package: gpuslice\n"));
   EXPECT_THAT(fields.out, HasSubstr(std::string("Version: ") + GPUSLICE_VERSION + "\n"));
   EXPECT_THAT(fields.out, HasSubstr("libfmt")) << "gpuslicectl needs the shared fmt library";
+  // The description as written: three lines, no list separators from CMake.
+  const ProcessResult description = gpuslice::testing::Run({"/usr/bin/env", "dpkg-deb", "-f", *deb_, "Description"});
+  EXPECT_THAT(description.out, HasSubstr("quota and weighted share of compute time"));
+  EXPECT_EQ(description.out.find("\n;"), std::string::npos) << description.out;
+  EXPECT_EQ(description.out.find("\n ;"), std::string::npos) << description.out;
   for (const std::string path :
        {"lib/gpuslice/libgpuslice.so", "lib/gpuslice/sim/libcuda.so.1", "lib/gpuslice/sim/libnvidia-ml.so.1",
         "bin/gpuslicectl", "bin/gpuslice-entrypoint", "bin/gpuslice-sim", "bin/gpuslice-workload",
@@ -104,6 +109,11 @@ TEST_F(PackageTest, TheDebUnpackedIntoAScratchRootInstallsTheOneLayoutAndRuns) {
     EXPECT_EQ(r.exit_code, 0) << tool << ": " << r.err;
     EXPECT_EQ(r.out, tool + " " + GPUSLICE_VERSION + "\n");
   }
+  // The sample links the driver: with the packaged simulated one on the library path.
+  const ProcessResult sample = gpuslice::testing::Run({Installed("bin/vector_add_driver"), "--version"},
+                                                      {"LD_LIBRARY_PATH=" + Installed("lib/gpuslice/sim")});
+  EXPECT_EQ(sample.exit_code, 0) << sample.err;
+  EXPECT_EQ(sample.out, std::string("vector_add_driver ") + GPUSLICE_VERSION + "\n");
   // The build tree's own tools, not installed, say the same.
   for (const std::string tool : {"gpuslice-bench"}) {
     const ProcessResult r = gpuslice::testing::Run({BinDir() + "/" + tool, "--version"});

@@ -70,7 +70,7 @@ TEST_F(SimMigTest, LayoutBecomesInstancesWithTheirMemorySmsAndUuids) {
     EXPECT_EQ(m.total_memory, kH200Memory / 8 * slices[i]);
     EXPECT_EQ(m.sm_count, sms[i]);
     EXPECT_EQ(m.uuid.rfind("MIG-", 0), 0u) << m.uuid;
-    EXPECT_EQ(m.name, std::string("NVIDIA H200 MIG ") + profiles[i]);
+    EXPECT_EQ(m.name, std::string("NVIDIA H200 MIG ") + profiles[i] + " (simulated)");
     for (int j = 0; j < i; ++j) EXPECT_NE(m.uuid, gpu.mig_instances[j].uuid);
   }
   EXPECT_EQ(gpu.mig_instances[0].mig_start, 0);  // 3g at 0, 2g at 4, 1g at 6
@@ -126,18 +126,18 @@ TEST_F(SimMigTest, CudaEnumeratesTheInstanceCudaVisibleDevicesNames) {
   Enumerated e;
   ASSERT_EQ(EnumerateIn(instances[2].uuid.c_str(), &e), 0);
   EXPECT_EQ(e.count, 1);
-  EXPECT_STREQ(e.name, "NVIDIA H200 MIG 1g.18gb");
+  EXPECT_STREQ(e.name, "NVIDIA H200 MIG 1g.18gb (simulated)");
   EXPECT_EQ(e.total, kH200Memory / 8);
   EXPECT_EQ(e.sms, 16);
   ASSERT_EQ(EnumerateIn(instances[1].uuid.substr(0, 12).c_str(), &e), 0);  // a unique prefix
-  EXPECT_STREQ(e.name, "NVIDIA H200 MIG 2g.35gb");
+  EXPECT_STREQ(e.name, "NVIDIA H200 MIG 2g.35gb (simulated)");
   ASSERT_EQ(EnumerateIn(nullptr, &e), 0);  // unset: the first instance
   EXPECT_EQ(e.count, 1);
-  EXPECT_STREQ(e.name, "NVIDIA H200 MIG 3g.71gb");
+  EXPECT_STREQ(e.name, "NVIDIA H200 MIG 3g.71gb (simulated)");
   // One MIG device per process: the second MIG entry is not enumerated.
   ASSERT_EQ(EnumerateIn((instances[1].uuid + "," + instances[2].uuid).c_str(), &e), 0);
   EXPECT_EQ(e.count, 1);
-  EXPECT_STREQ(e.name, "NVIDIA H200 MIG 2g.35gb");
+  EXPECT_STREQ(e.name, "NVIDIA H200 MIG 2g.35gb (simulated)");
   ASSERT_EQ(EnumerateIn("MIG-00000000-0000-4000-8000-000000000000", &e), 0);  // names nothing
   EXPECT_EQ(e.count, 0);
 }

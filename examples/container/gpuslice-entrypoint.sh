@@ -5,10 +5,14 @@
 #
 # 1. Validates the GPUSLICE_* variables the container was given (by `docker run -e`, a pod's env,
 #    a device plugin) by the rules the shim itself applies, so that a typo or a bad value stops the
-#    container at once with one clear line, instead of at the program's first CUDA call.
+#    container at once with one clear line, instead of at the program's first CUDA call. A name
+#    that looks meant for gpuslice but is not read by it (GPU_SLICE_MEMORY_LIMIT,
+#    gpuslice_memory_limit) gets a warning line naming the variable it likely meant.
 # 2. Checks the state directory (GPUSLICE_STATE_DIR, default /run/gpuslice): it must exist — a
 #    host directory mounted into every container of the node — and be writable.
-# 3. Adds the library to LD_PRELOAD, after whatever LD_PRELOAD already holds (never replacing it).
+# 3. Checks that the library exists and that the dynamic loader can preload it (a trial load
+#    into env): a library it cannot preload would be ignored and COMMAND would run unlimited.
+#    Adds it to LD_PRELOAD, after whatever LD_PRELOAD already holds (never replacing it).
 # 4. exec's COMMAND: it becomes the container's main process, receives its signals, and its
 #    exit status is the container's.
 #
@@ -30,12 +34,20 @@ version=unreleased
 library=/usr/local/lib/gpuslice/libgpuslice.so
 # Installed under another prefix (cmake --install --prefix X, a scratch root): the library beside
 # this script's bin/ is the one installed with it.
+# Its directory made absolute first: run as bin/gpuslice-entrypoint or ./gpuslice-entrypoint, a
+# relative library path would be looked for from each process's working directory.
 case $0 in
-  */bin/*)
-    [ -f "${0%/bin/*}/lib/gpuslice/libgpuslice.so" ] && library=${0%/bin/*}/lib/gpuslice/libgpuslice.so
+  */*) self_dir=${0%/*} ;;
+  *) self_dir=$(command -v -- "$0" 2>/dev/null) && self_dir=${self_dir%/*} ;;
+esac
+self_dir=$(cd -- "${self_dir:-.}" 2>/dev/null && pwd) || self_dir=
+case $self_dir in
+  */bin)
+    [ -f "${self_dir%/bin}/lib/gpuslice/libgpuslice.so" ] && library=${self_dir%/bin}/lib/gpuslice/libgpuslice.so
     ;;
 esac
 library_default=$library
+library_option=
 check=0
 errors=0
 state_dir_default=/run/gpuslice
@@ -209,6 +221,28 @@ check_variable() {
   esac
 }
 
+# The names that look meant for gpuslice but that it never reads, sorted: GPU_SLICE_* in any
+# case, GPUSLICE_* in another case (gpuslice_memory_limit). The shim warns about them too.
+near_miss_variables() {
+  env | sed -n '/^GPUSLICE_/d; s/^\([Gg][Pp][Uu]_\{0,1\}[Ss][Ll][Ii][Cc][Ee]_[A-Za-z0-9_]*\)=.*/\1/p' | sort -u
+}
+
+# The GPUSLICE_* variable a near-miss name most likely meant ("" when none is near).
+near_miss_meant() {
+  upper=$(printf '%s' "$1" | sed 'y/abcdefghijklmnopqrstuvwxyz/ABCDEFGHIJKLMNOPQRSTUVWXYZ/; s/^GPU_SLICE_/GPUSLICE_/')
+  case " $known_options " in
+    *" $upper "*)
+      printf '%s' "$upper"
+      return
+      ;;
+  esac
+  case $upper in
+    GPUSLICE_SIM_*) printf '%s' "$upper" ;;
+    GPUSLICE_MEMORY_LIMIT_*) is_digits "${upper#GPUSLICE_MEMORY_LIMIT_}" && printf '%s' "$upper" ;;
+    *) suggestion "$upper" ;;
+  esac
+}
+
 # The names of the GPUSLICE_* variables in the environment, sorted.
 gpuslice_variables() {
   # A value holding a newline could put a look-alike at the start of a line: every name is
@@ -281,9 +315,13 @@ while [ "$#" -gt 0 ]; do
         exit 2
       }
       library=$2
+      library_option=--library
       shift
       ;;
-    --library=*) library=${1#--library=} ;;
+    --library=*)
+      library=${1#--library=}
+      library_option=--library
+      ;;
     -h | --help)
       usage
       exit 0
@@ -317,6 +355,17 @@ fi
 for name in $(gpuslice_variables); do
   is_set "$name" || continue
   check_variable "$name" "$(value_of "$name")"
+done
+
+# Not errors (the name may be another program's), but never silent: GPU_SLICE_MEMORY_LIMIT=4Gi
+# would otherwise run without a limit.
+for name in $(near_miss_variables); do
+  is_set "$name" || continue
+  meant=$(near_miss_meant "$name")
+  value=$(value_of "$name")
+  hint=
+  [ -n "$meant" ] && hint="; did you mean $meant='$value'?"
+  warn "$name='$value' is not read: gpuslice reads only upper-case GPUSLICE_* variables$hint"
 done
 
 request=${GPUSLICE_COMPUTE_REQUEST-}
@@ -373,9 +422,24 @@ fi
 # --- The library and LD_PRELOAD ------------------------------------------------------------
 
 if ! is_absolute "$library"; then
-  error "--library $library is not an absolute path (LD_PRELOAD would look for it relative to each process's working directory)"
+  error "${library_option:+$library_option }$library is not an absolute path (LD_PRELOAD would look for it relative to each process's working directory)"
 elif [ ! -f "$library" ] || [ ! -r "$library" ]; then
   error "$library is missing or unreadable: install libgpuslice.so there or name it with --library PATH"
+else
+  # ld.so ignores a library it cannot preload (another architecture, not a shared object, a
+  # dependency missing) with a line on stderr, and runs the program without it: unlimited. A
+  # trial load into env (the shim is inert until a CUDA call) finds that before COMMAND runs.
+  probe=$(LD_PRELOAD=$library env 2>&1 >/dev/null)
+  probe_status=$?
+  case $probe in
+    *"cannot be preloaded"*)
+      why=$(printf '%s' "$probe" | sed -n 's/.*cannot be preloaded (\(.*\)): ignored.*/\1/p' | sed -n 1p)
+      error "$library cannot be preloaded (${why:-the dynamic loader refused it}): COMMAND would run without any limit; install a libgpuslice.so built for this system there or name it with --library PATH"
+      ;;
+    *)
+      [ "$probe_status" -eq 0 ] || error "$library cannot be preloaded: a trial run under it (LD_PRELOAD=$library env) exited with status $probe_status${probe:+: $probe}"
+      ;;
+  esac
 fi
 
 preload_has_library=0

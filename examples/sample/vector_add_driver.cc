@@ -5,7 +5,7 @@
 // cuMemcpyDtoH and checks it against the sums computed on the host. On the way it prints what
 // cuMemGetInfo reports — under libgpuslice.so that is the tenant's slice, not the whole GPU.
 //
-//   vector_add_driver [--elements N] [--device N] [--hold SECONDS]
+//   vector_add_driver [--elements N] [--device N] [--hold SECONDS] [--version]
 //
 // It links with -lcuda and calls the driver by name, nothing else. In this repository it is
 // linked against the simulated driver's libcuda.so.1 but carries no run path: the dynamic loader
@@ -38,6 +38,11 @@
 #include <vector>
 
 #include "vector_add_kernel.h"
+
+// Set by this repository's build to project(VERSION); a copy built elsewhere says so.
+#ifndef GPUSLICE_VERSION
+#define GPUSLICE_VERSION "unreleased"
+#endif
 
 namespace {
 
@@ -81,11 +86,12 @@ std::string Bytes(uint64_t bytes) {
 
 void Usage(FILE* out) {
   std::fprintf(out,
-               "usage: vector_add_driver [--elements N] [--device N] [--hold SECONDS]\n"
+               "usage: vector_add_driver [--elements N] [--device N] [--hold SECONDS] [--version]\n"
                "  --elements N     length of each of the three float vectors (default 1048576: 4 MiB each)\n"
                "  --device N       CUDA device ordinal (default 0)\n"
                "  --hold SECONDS   keep the allocations this long before freeing them, so that\n"
                "                   `gpuslicectl status` shows them (SIGINT or SIGTERM ends it early)\n"
+               "  --version        print the version and exit\n"
                "Exit status: 0 success, 1 a driver call failed or a wrong sum, 2 bad usage,\n"
                "3 an allocation refused with CUDA_ERROR_OUT_OF_MEMORY.\n");
 }
@@ -104,6 +110,10 @@ bool ParseArgs(int argc, char** argv, Options* options) {
     const std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       Usage(stdout);
+      std::exit(kExitOk);
+    }
+    if (arg == "--version") {
+      std::printf("vector_add_driver %s\n", GPUSLICE_VERSION);
       std::exit(kExitOk);
     }
     double value = 0;

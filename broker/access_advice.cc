@@ -1,0 +1,61 @@
+#include "broker/access_advice.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace gpuslice::broker {
+namespace {
+
+std::string Octal(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof text, "0%o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+
+std::string Caller() {
+  std::string text = "uid " + std::to_string(geteuid()) + " (groups " + std::to_string(getegid());
+  gid_t groups[64];
+  const int n = getgroups(64, groups);
+  for (int i = 0; i < n; ++i)
+    if (groups[i] != getegid()) text += " " + std::to_string(groups[i]);
+  return text + ")";
+}
+
+// The first directory on the way to `path` that this process cannot enter, else `path` itself.
+std::string Denying(const std::string& path, bool* is_directory_on_the_way) {
+  *is_directory_on_the_way = true;
+  for (size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+    const std::string dir = path.substr(0, slash);
+    if (faccessat(AT_FDCWD, dir.c_str(), X_OK, AT_EACCESS) != 0) return dir;
+  }
+  *is_directory_on_the_way = false;
+  return path;
+}
+
+}  // namespace
+
+std::string AccessAdvice(const std::string& path, bool write) {
+  bool on_the_way = false;
+  const std::string denying = Denying(path, &on_the_way);
+  struct stat st {};
+  std::string what = denying;
+  std::string group = "GROUP";
+  if (stat(denying.c_str(), &st) == 0) {
+    what += " is owned by uid " + std::to_string(st.st_uid) + ", group " + std::to_string(st.st_gid) + ", mode " +
+            Octal(st.st_mode);
+    group = std::to_string(st.st_gid);
+  }
+  const std::string need = on_the_way ? "enter it" : (write ? "read and write it" : "read it");
+  return "permission denied: " + what + ", and " + Caller() + " may not " + need +
+         ": run as a member of group " + group +
+         " (systemd: SupplementaryGroups=; Kubernetes: securityContext.supplementalGroups), or prepare the state "
+         "directory for a group shared by every tenant and reader (chgrp GROUP DIR && chmod 2770 DIR; "
+         "docs/broker.md, \"Permissions\")";
+}
+
+}  // namespace gpuslice::broker

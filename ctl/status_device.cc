@@ -1,0 +1,88 @@
+#include "ctl/status_device.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "broker/unaccounted.h"
+#include "common/printable.h"
+#include "ctl/mig_topology.h"
+#include "ctl/units.h"
+#include "exporter/nvml_devices.h"
+
+namespace gpuslice::ctl {
+
+DeviceFiguresByUuid ReadDeviceFigures() {
+  DeviceFiguresByUuid devices;
+  exporter::NvmlDevices nvml;
+  std::string ignored;  // no NVML: status shows what the broker holds
+  if (const auto read = nvml.Read(&ignored))
+    for (const auto& device : *read) devices[UuidKey(device.uuid)] = device;
+  return devices;
+}
+
+const exporter::DeviceFigures* DeviceOf(const DeviceFiguresByUuid& devices, const broker::GpuView& gpu) {
+  const auto it = devices.find(UuidKey(gpu.uuid));
+  return it == devices.end() ? nullptr : &it->second;
+}
+
+uint64_t AccountedBytes(const broker::GpuView& gpu) {
+  uint64_t sum = 0;
+  for (const auto& tenant : gpu.tenants) sum += tenant.used;
+  return sum;
+}
+
+uint64_t ProcessesOn(const broker::GpuView& gpu, const exporter::DeviceFigures& device) {
+  if (device.processes) return *device.processes;
+  uint64_t count = 0;
+  for (const auto& tenant : gpu.tenants) count += tenant.processes.size();
+  return count;
+}
+
+std::string DeviceLine(const exporter::DeviceFigures& device) {
+  const uint64_t free = device.memory_total > device.memory_used ? device.memory_total - device.memory_used : 0;
+  std::string line = fmt::format("device: GPU {}, {}; {} in use, {} free", device.index, device.name,
+                                 FormatBytes(device.memory_used), FormatBytes(free));
+  if (device.utilization_pct) line += fmt::format("; {}% busy", *device.utilization_pct);
+  if (device.processes)
+    line += fmt::format("; {} compute process{}", *device.processes, *device.processes == 1 ? "" : "es");
+  return line;
+}
+
+std::string ProcessName(unsigned int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  if (!std::getline(in, name) || name.empty()) return "?";
+  return Printable(name);
+}
+
+std::string DeviceProcessesLine(const exporter::DeviceFigures& device) {
+  constexpr size_t kShown = 8;  // a line, not a page: the rest are counted
+  if (device.process_list.empty()) return "";
+  std::string line = "device processes:";
+  for (size_t i = 0; i < device.process_list.size() && i < kShown; ++i) {
+    const auto& process = device.process_list[i];
+    // NVML_VALUE_NOT_AVAILABLE (all ones) when the driver cannot say.
+    const std::string memory = process.memory_used == ~0ULL ? "?" : FormatBytes(process.memory_used);
+    line += fmt::format("{} {} {} ({})", i == 0 ? "" : ",", process.pid, ProcessName(process.pid), memory);
+  }
+  if (device.process_list.size() > kShown) line += fmt::format(" and {} more", device.process_list.size() - kShown);
+  return line;
+}
+
+std::string AccountingLine(const broker::GpuView& gpu, const exporter::DeviceFigures& device) {
+  const uint64_t accounted = AccountedBytes(gpu);
+  const uint64_t unaccounted = broker::UnaccountedBytes(device.memory_used, accounted);
+  std::string line = fmt::format("accounted here: {} of the {} in use; unaccounted: ", FormatBytes(accounted),
+                                 FormatBytes(device.memory_used));
+  if (unaccounted == 0) return line + "none";
+  line += FormatBytes(unaccounted);
+  const uint64_t processes = ProcessesOn(gpu, device);
+  if (!broker::HeldElsewhere(device.memory_used, accounted, processes))
+    return line + fmt::format(" (within the {} allowed for the driver-internal memory of {} process{})",
+                              FormatBytes(broker::DriverAllowance(processes)), processes, processes == 1 ? "" : "es");
+  return line + " -- UNACCOUNTED: held by another state directory's tenants or by processes not under gpuslice; "
+                "their quotas are not counted here (docs/accounting.md, \"Unaccounted memory\")";
+}
+
+}  // namespace gpuslice::ctl
