@@ -82,15 +82,14 @@ int OpenStateFile(const std::string& path, OpenMode mode, bool* writable, std::s
   constexpr int kFlags = O_CLOEXEC | O_NOFOLLOW | O_NOCTTY;
   *writable = true;
   if (mode == OpenMode::kCreateOrAttach) {
-    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | kFlags, kFileMode);
-    if (fd >= 0) {
+    UniqueFd fd(open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | kFlags, kFileMode));
+    if (fd.get() >= 0) {
       // open() applied the umask; set the mode explicitly instead (the umask is never changed).
-      if (fchmod(fd, kFileMode) != 0) {
+      if (fchmod(fd.get(), kFileMode) != 0) {
         *error = "gpuslice: cannot set mode 0660 on new state file " + path + ": " + Strerror(errno);
-        close(fd);
         return -1;
       }
-      return fd;
+      return fd.release();
     }
     if (errno != EEXIST) {
       *error = "gpuslice: cannot create state file " + path + ": " +
@@ -378,15 +377,14 @@ std::unique_ptr<SegmentFile> OpenSegmentFile(const std::string& state_dir, OpenM
 }
 
 bool ReopenSegmentDescriptor(SegmentFile* file, std::string* error) {
-  const int fd = open(file->path.c_str(), (file->writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW);
+  UniqueFd fd(open(file->path.c_str(), (file->writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW));
   struct stat st {};
-  if (fd < 0 || fstat(fd, &st) != 0 || st.st_dev != file->device || st.st_ino != file->inode) {
-    if (fd >= 0) close(fd);
+  if (fd.get() < 0 || fstat(fd.get(), &st) != 0 || st.st_dev != file->device || st.st_ino != file->inode) {
     *error = "gpuslice: state file " + file->path + " was removed or replaced since it was mapped";
     return false;
   }
   if (file->fd >= 0) close(file->fd);
-  file->fd = fd;
+  file->fd = fd.release();
   file->owner_pid = getpid();
   return true;
 }

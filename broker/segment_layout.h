@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "broker/compute_class.h"
 #include "common/robust_mutex.h"
 
 namespace gpuslice::broker {
@@ -177,11 +178,7 @@ inline constexpr uint64_t kWaitBucketsNs[17] = {
     2'500'000'000, 5'000'000'000, 10'000'000'000};
 static_assert(std::extent_v<decltype(kWaitBucketsNs)> + 1 == std::extent_v<decltype(LedgerEntry::wait_buckets)>);
 
-enum class ComputeClass : uint32_t {
-  kStandard = 0,    // weighted fair sharing by request and limit
-  kLatency = 1,     // launches pass the grant while within its request; others' queues are cut
-  kBackground = 2,  // granted only when no standard or latency tenant waits
-};
+// ComputeClass (LedgerEntry::compute_class's values): broker/compute_class.h.
 
 // What one process does on one GPU, written by the process itself (launching threads and its
 // monitor) and read by every scheduler decision. Times are CLOCK_MONOTONIC nanoseconds.

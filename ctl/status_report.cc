@@ -50,12 +50,8 @@ uint64_t EffectiveBudgetNs(const broker::GpuView& gpu) {
 }
 
 std::string ClassName(uint32_t compute_class) {
-  switch (static_cast<broker::ComputeClass>(compute_class)) {
-    case broker::ComputeClass::kStandard: return "standard";
-    case broker::ComputeClass::kLatency: return "latency";
-    case broker::ComputeClass::kBackground: return "background";
-  }
-  return fmt::format("unknown ({})", compute_class);
+  const auto known = broker::ComputeClassFromStored(compute_class);
+  return known ? broker::ComputeClassName(*known) : fmt::format("unknown ({})", compute_class);
 }
 
 ComputeDemand ComputeDemandOf(const broker::GpuView& gpu) {

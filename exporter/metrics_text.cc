@@ -20,11 +20,8 @@ using broker::TenantView;
 // tenant has no class, as gpuslicectl status shows "-").
 const char* ClassLabel(const TenantView& tenant) {
   if (tenant.request_pct == 0) return "";
-  switch (tenant.compute_class) {
-    case static_cast<uint32_t>(broker::ComputeClass::kLatency): return "latency";
-    case static_cast<uint32_t>(broker::ComputeClass::kBackground): return "background";
-    default: return "standard";
-  }
+  const auto known = broker::ComputeClassFromStored(tenant.compute_class);
+  return known ? broker::ComputeClassName(*known) : "standard";
 }
 
 // Writes families one after the other: HELP and TYPE once, then the samples.

@@ -7,18 +7,6 @@
 
 namespace gpuslice::shim {
 
-namespace {
-
-broker::ComputeClass BrokerClass(ComputeClass compute_class) {
-  switch (compute_class) {
-    case ComputeClass::kLatency: return broker::ComputeClass::kLatency;
-    case ComputeClass::kBackground: return broker::ComputeClass::kBackground;
-    default: return broker::ComputeClass::kStandard;
-  }
-}
-
-}  // namespace
-
 // At the ledger's opening: the tenant's request shows before its first launch. The allocation
 // that opens the ledger waits at most 10 ms for the scheduler lock (SetShare, at the first
 // launch, is the one that must succeed, and has its own bound).
@@ -26,7 +14,7 @@ void ShimState::PresetComputeShare(int ledger) {
   constexpr uint64_t kPresetLockTimeoutNs = 10'000'000;
   broker::PresetShare(broker_.get(), ledger,
                       options_.compute_request_pct ? options_.compute_request_pct : broker::kDefaultRequestPct,
-                      options_.compute_limit_pct, BrokerClass(options_.compute_class), kPresetLockTimeoutNs);
+                      options_.compute_limit_pct, options_.compute_class, kPresetLockTimeoutNs);
 }
 
 LaunchTracker* ShimState::TrackerForDevice(CUdevice device) {
@@ -45,7 +33,7 @@ LaunchTracker* ShimState::TrackerForDevice(CUdevice device) {
   auto gate = std::make_unique<broker::ComputeGate>(broker_.get(), ledger);
   std::string error;
   if (!gate->SetShare(options_.compute_request_pct ? options_.compute_request_pct : broker::kDefaultRequestPct,
-                      options_.compute_limit_pct, BrokerClass(options_.compute_class), &error,
+                      options_.compute_limit_pct, options_.compute_class, &error,
                       retry_at != 0 ? 0 : broker::SchedLockTimeoutNs())) {
     if (share_retry_at_ns_[device].exchange(MonotonicNanos() + kShareRetryNs) == 0) LogError("%s", error.c_str());
     return nullptr;

@@ -157,15 +157,6 @@ bool ApplyVariable(std::string_view name, std::string_view value, ShimOptions* o
 
 }  // namespace
 
-const char* ComputeClassName(ComputeClass compute_class) {
-  switch (compute_class) {
-    case ComputeClass::kLatency: return "latency";
-    case ComputeClass::kStandard: return "standard";
-    case ComputeClass::kBackground: return "background";
-  }
-  return "standard";
-}
-
 const std::vector<OptionSpec>& OptionTable() {
   // Exact names are matched before per-ordinal prefixes: GPUSLICE_MEMORY_LIMIT comes first.
   static const std::vector<OptionSpec> kTable = {

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "broker/compute_class.h"
+
 namespace gpuslice::shim {
 
 struct ShimOptions;
@@ -38,14 +40,12 @@ struct MemoryLimit {
   uint64_t QuotaFor(uint64_t device_total) const;
 };
 
-// GPUSLICE_COMPUTE_CLASS: how the compute scheduler treats the tenant's launches.
-enum class ComputeClass : uint8_t {
-  kLatency,     // its launches go first, held to its request when others want the GPU
-  kStandard,    // weighted fair sharing by request and limit
-  kBackground,  // runs only on GPU time no other tenant wants
-};
-// "latency", "standard", "background".
-const char* ComputeClassName(ComputeClass compute_class);
+// GPUSLICE_COMPUTE_CLASS: how the compute scheduler treats the tenant's launches (latency: they
+// go first, held to its request when others want the GPU; standard: weighted fair sharing by
+// request and limit; background: only GPU time no other tenant wants). The broker's type, so that
+// the value the shim parses is the value the state file stores.
+using broker::ComputeClass;
+using broker::ComputeClassName;
 
 struct ShimOptions {
   std::optional<MemoryLimit> memory_limit;              // GPUSLICE_MEMORY_LIMIT
