@@ -1,0 +1,54 @@
+// What a ResourceClaim's allocation gives a container on this node: the one device the
+// scheduler chose, the memory and compute it booked there (status.allocation.devices.results[]
+// .consumedCapacity) and the compute class and limit of the claim's or its class's opaque
+// configuration. Everything is checked against this node's devices before anything is written:
+// a device the node does not have, more than the device holds, or a configuration the driver
+// does not understand is refused with one line naming the claim, and nothing changes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dra/driver_config.h"
+#include "dra/node_devices.h"
+
+namespace gpuslice::dra {
+
+// The opaque configuration's parameters (DeviceClass or ResourceClaim spec.devices.config[]
+// .opaque with driver = this driver): {"apiVersion": "gpu.gpuslice.io/v1alpha1", "kind":
+// "GpuSliceConfig", "computeClass": "latency|standard|background", "computeLimit": 1-100}.
+inline constexpr char kConfigApiVersion[] = "gpu.gpuslice.io/v1alpha1";
+inline constexpr char kConfigKind[] = "GpuSliceConfig";
+
+struct ClaimDevice {
+  std::string request;  // the claim's request name the device was allocated for
+  std::string pool;
+  std::string device;
+  std::string uuid;      // what NVIDIA_VISIBLE_DEVICES names
+  uint64_t memory = 0;   // bytes booked
+  int compute = 0;       // percent of the device's time booked
+  std::string compute_class;  // empty: the shim's default
+  int compute_limit = 0;      // 0: none
+};
+
+// The claim's device on this node; false with one line in *error. `claim` is the API server's
+// ResourceClaim object.
+bool ReadClaimAllocation(const nlohmann::json& claim, const DriverConfig& config, const std::vector<NodeDevice>& devices,
+                         ClaimDevice* out, std::string* error);
+
+// The container's environment for a claim's device (GPUSLICE_*, LD_PRELOAD,
+// NVIDIA_VISIBLE_DEVICES), checked with the shim's own option parser: a value the shim would
+// refuse never reaches a container. `tenant` from TenantName.
+bool ClaimEnvironment(const ClaimDevice& device, const DriverConfig& config, const std::string& tenant,
+                      std::map<std::string, std::string>* env, std::string* error);
+
+// The gpuslice tenant of a claim: "<namespace>.<name>" (every container of every pod that
+// shares the claim shares its booking), shortened with the claim UID's head when over the
+// shim's 63 characters.
+std::string TenantName(const std::string& claim_namespace, const std::string& claim_name, const std::string& uid);
+
+}  // namespace gpuslice::dra
