@@ -118,7 +118,9 @@ StandInApiServer::StandInApiServer(std::string token, int port) : token_(std::mo
     port_ = server_->bind_to_any_port("127.0.0.1");
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
-  // Bound and listening before the thread starts: connections wait in the backlog meanwhile.
+  // Running before the constructor returns: a Stop() before the loop started would not stop it
+  // (httplib 0.11 has no wait_until_ready).
+  for (int i = 0; i < 5000 && !server_->is_running(); ++i) usleep(1000);
 }
 
 StandInApiServer::~StandInApiServer() { Stop(); }
