@@ -31,14 +31,20 @@ int Fail(int code, const std::string& line) {
   return code;
 }
 
-// The devices to publish: those NVML lists that still answer as healthy.
-std::vector<NodeDevice> HealthyDevices(deviceplugin::GpuInventory& inventory, std::string* error) {
+// The devices to publish: those NVML lists and that still answer as healthy (a GPU lost
+// since the last look may still be listed). *left_out: one line per GPU left out.
+std::vector<NodeDevice> HealthyDevices(deviceplugin::GpuInventory& inventory, std::string* left_out_lines, std::string* error) {
   std::vector<deviceplugin::GpuInfo> gpus, healthy;
   std::vector<deviceplugin::LeftOutGpu> left_out;
+  left_out_lines->clear();
   if (!inventory.Discover(&gpus, &left_out, error)) return {};
-  for (const auto& l : left_out) std::fprintf(stderr, "gpuslice-dra-driver: GPU %d left out: %s\n", l.index, l.reason.c_str());
+  for (const auto& l : left_out) *left_out_lines += "gpuslice-dra-driver: GPU " + std::to_string(l.index) + " left out: " + l.reason + "\n";
   for (const auto& gpu : gpus) {
-    if (inventory.Healthy(gpu)) healthy.push_back(gpu);
+    if (inventory.Healthy(gpu)) {
+      healthy.push_back(gpu);
+    } else {
+      *left_out_lines += "gpuslice-dra-driver: " + gpu.uuid + " left out: it no longer answers NVML\n";
+    }
   }
   return NameDevices(healthy);
 }
@@ -100,8 +106,10 @@ int Run(int argc, char** argv) {
   auto inventory = deviceplugin::GpuInventory::Open(config.nvml_library, &error);
   if (!inventory) return Fail(kExitFailure, error);
   const std::string driver_version = NvmlDriverVersion(config.nvml_library);
-  std::vector<NodeDevice> devices = HealthyDevices(*inventory, &error);
+  std::string left_out;
+  std::vector<NodeDevice> devices = HealthyDevices(*inventory, &left_out, &error);
   if (!error.empty()) return Fail(kExitFailure, error);
+  std::fputs(left_out.c_str(), stderr);
 
   ApiClient api(server, {api_tries, std::chrono::milliseconds(api_backoff_ms)});
   ClaimPreparer preparer(config, &api);
@@ -138,12 +146,13 @@ int Run(int argc, char** argv) {
     const timespec wait = {poll_ms / 1000, (poll_ms % 1000) * 1000000L};
     if (sigtimedwait(&stop_signals, nullptr, &wait) > 0) break;
     error.clear();
-    auto now = HealthyDevices(*inventory, &error);
+    auto now = HealthyDevices(*inventory, &left_out, &error);
     if (!error.empty()) {
       std::fprintf(stderr, "%s\n", error.c_str());
       continue;
     }
-    if (Signature(now) != signature) {
+    if (Signature(now) != signature) {  // said once per change, not once per poll
+      std::fputs(left_out.c_str(), stderr);
       devices = std::move(now);
       signature = Signature(devices);
       preparer.SetDevices(devices);

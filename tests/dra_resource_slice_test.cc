@@ -110,6 +110,11 @@ TEST_F(DraResourceSliceTest, ALostGpuIsRepublishedWithoutItAndBackWhenItRecovers
   EXPECT_EQ(without["spec"]["pool"]["generation"], 2);
   EXPECT_EQ(without["spec"]["devices"].size(), 9u);
   EXPECT_EQ(Device(without, "gpu-5"), nullptr);
+  usleep(500000);  // five more health polls: the loss is said once, not once per poll
+  const std::string log = driver_->StderrSoFar();
+  const auto said = log.find("GPU 5 left out");
+  EXPECT_NE(said, std::string::npos) << log;
+  EXPECT_EQ(log.find("GPU 5 left out", said + 1), std::string::npos) << log;
   ASSERT_EQ(testing::Run({BinDir() + "/gpuslice-sim", "gpu-lost", "5", "--clear", "--state", state_path()}).exit_code, 0);
   ASSERT_TRUE(api_->WaitForSlices(3, 20000)) << driver_->StderrSoFar();
   const auto back = api_->accepted_slices()[2];
