@@ -15,6 +15,23 @@ std::string Message(const nlohmann::json& body, const std::string& raw) {
   return raw.substr(0, 200);
 }
 
+// httplib names its errors ("Connection", "SSLServerVerification"); a user needs the cause.
+std::string Cause(httplib::Error error, const ApiServer& server) {
+  switch (error) {
+    case httplib::Error::Connection:
+      return "cannot connect (Connection)";
+    case httplib::Error::SSLServerVerification:
+      return "its certificate is not vouched for by " + (server.ca_file.empty() ? std::string("the system's CAs") : server.ca_file) +
+             " (SSLServerVerification)";
+    case httplib::Error::SSLConnection:
+      return "the TLS handshake failed (SSLConnection)";
+    case httplib::Error::Read:
+      return "the connection broke while reading (Read)";
+    default:
+      return httplib::to_string(error);
+  }
+}
+
 }  // namespace
 
 ApiClient::ApiClient(ApiServer server, Backoff backoff) : server_(std::move(server)), backoff_(backoff) {}
@@ -46,7 +63,7 @@ bool ApiClient::Call(const std::string& method, const std::string& path, const n
       if (result->status != 429 && result->status < 500) return true;
       last = "HTTP " + std::to_string(result->status) + " " + Message(reply->body, result->body);
     } else {
-      last = httplib::to_string(result.error());
+      last = Cause(result.error(), server_);
     }
     if (attempt < backoff_.tries) {
       std::this_thread::sleep_for(delay);

@@ -73,6 +73,8 @@ int Run(int argc, char** argv) {
   app.add_option("--kubeconfig", kubeconfig, "a kubeconfig (development); default: the pod's service account");
   app.add_option("--api-server", api_server, "the API server's URL, over the kubeconfig's or the pod's");
   app.add_option("--token-file", token_file, "a bearer token for --api-server");
+  app.add_option("--service-account-dir", service_account_dir, "in a pod: the service account's token and ca.crt")
+      ->capture_default_str();
   app.add_option("--poll-interval-ms", poll_ms, "how often device health is checked")->capture_default_str()->check(CLI::Range(10, 600000));
   app.add_option("--api-tries", api_tries, "tries per API call before an error")->capture_default_str()->check(CLI::Range(1, 100));
   app.add_option("--api-backoff-ms", api_backoff_ms, "the first retry's delay, doubled after each")->capture_default_str()->check(CLI::Range(1, 60000));

@@ -40,7 +40,21 @@ std::string SchemaErrors(const std::string& kind, const nlohmann::json& object) 
   return result.out + result.err + (result.out.empty() && result.err.empty() ? "exit " + std::to_string(result.exit_code) : "");
 }
 
-StandInApiServer::StandInApiServer(std::string token, int port) : token_(std::move(token)), server_(std::make_unique<httplib::Server>()) {
+namespace {
+std::unique_ptr<httplib::Server> MakeServer(const std::string& cert_file, const std::string& key_file) {
+  if (cert_file.empty()) return std::make_unique<httplib::Server>();
+  return std::make_unique<httplib::SSLServer>(cert_file.c_str(), key_file.c_str());
+}
+}  // namespace
+
+bool MakeCertificate(const std::string& prefix) {
+  return Run({"/usr/bin/env", "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+              "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", prefix + ".key", "-out", prefix + ".crt"})
+             .exit_code == 0;
+}
+
+StandInApiServer::StandInApiServer(std::string token, int port, const std::string& cert_file, const std::string& key_file)
+    : token_(std::move(token)), server_(MakeServer(cert_file, key_file)), tls_(!cert_file.empty()) {
   auto authorized = [this](const httplib::Request& req, httplib::Response& res) {
     if (token_.empty() || req.get_header_value("Authorization") == "Bearer " + token_) return true;
     Answer(res, 401, Status(401, "Unauthorized", "Unauthorized"));
@@ -131,7 +145,7 @@ void StandInApiServer::Stop() {
   thread_.join();
 }
 
-std::string StandInApiServer::url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+std::string StandInApiServer::url() const { return (tls_ ? "https" : "http") + std::string("://127.0.0.1:") + std::to_string(port_); }
 
 bool StandInApiServer::Validate(const nlohmann::json& slice, std::string* why) {
   *why = SchemaErrors("resourceslice", slice);

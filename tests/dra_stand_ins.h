@@ -34,8 +34,10 @@ namespace drapb = k8s::io::kubelet::pkg::apis::dra::v1;
 
 class StandInApiServer {
  public:
-  // `token`: the bearer token every request must carry (empty: none needed); `port`: 0 for any.
-  explicit StandInApiServer(std::string token = "", int port = 0);
+  // `token`: the bearer token every request must carry (empty: none needed); `port`: 0 for any;
+  // `cert_file` and `key_file`: HTTPS with that certificate (empty: HTTP).
+  explicit StandInApiServer(std::string token = "", int port = 0, const std::string& cert_file = "",
+                            const std::string& key_file = "");
   ~StandInApiServer();
   std::string url() const;
   void Stop();  // the API server goes down (its port refuses connections)
@@ -53,6 +55,7 @@ class StandInApiServer {
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   int port_ = 0;
+  bool tls_ = false;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::map<std::string, nlohmann::json> claims_;  // "<namespace>/<name>"
@@ -109,6 +112,9 @@ void RemoveDriverDir(const std::string& dir);
 std::unique_ptr<Subprocess> StartDriver(const std::string& dir, const std::string& api_url,
                                         std::vector<std::string> extra_args = {}, const std::string& state_dir = "");
 std::string RegistrationSocket(const std::string& dir);
+
+// A self-signed certificate for 127.0.0.1 (openssl): <prefix>.crt and <prefix>.key.
+bool MakeCertificate(const std::string& prefix);
 
 // tests/dra_validate.py's verdict on `object` (kind: resourceslice or cdi): empty when valid.
 std::string SchemaErrors(const std::string& kind, const nlohmann::json& object);
