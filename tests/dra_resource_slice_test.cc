@@ -83,6 +83,7 @@ TEST_F(DraResourceSliceTest, EightH200WithTwoInMigModeArePublishedAsOneValidSlic
       EXPECT_EQ((*d)["capacity"]["memory"]["value"], std::to_string(instance.total_memory));
     }
   }
+  EXPECT_FALSE((*Device(slice, "gpu-2"))["attributes"]["driverVersion"]["string"].get<std::string>().empty());
   const auto& policy = (*Device(slice, "gpu-2"))["capacity"]["compute"]["requestPolicy"];
   EXPECT_EQ(policy["default"], "10");
   EXPECT_EQ(policy["validRange"]["max"], "100");
