@@ -6,6 +6,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -26,7 +27,8 @@ class DraMigTest : public SimTest {
     dir_ = MakeDriverDir();
     ASSERT_FALSE(dir_.empty());
     api_ = std::make_unique<StandInApiServer>();
-    driver_ = StartDriver(dir_, api_->url());
+    // Container paths unlike the host's, so that a mount the spec gets wrong shows.
+    driver_ = StartDriver(dir_, api_->url(), {"--container-library", "/opt/gs/libgpuslice.so", "--container-state-dir", "/gs-state"});
     ASSERT_TRUE(driver_->WaitForOutput("serving", 20000)) << driver_->StderrSoFar();
     kubelet_ = std::make_unique<StandInKubelet>(RegistrationSocket(dir_));
     std::string error;
@@ -66,12 +68,22 @@ TEST_F(DraMigTest, AClaimOnAnInstanceHoldsItsBookedMemoryInThatInstance) {
   std::ifstream in(dir_ + "/cdi/gpuslice.io-claim_" + spec.uid + ".json");
   const auto cdi = nlohmann::json::parse(in);
   EXPECT_EQ(SchemaErrors("cdi", cdi), "");
+  // As a runtime applies the spec: each value under a mount's container path is what the
+  // mount's host path holds (this test runs on the host, so it names the host path).
   std::vector<std::string> env = {"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_SIM_STATE=" + state_path()};
   std::string visible;
   for (const std::string entry : cdi["devices"][0]["containerEdits"]["env"]) {
-    env.push_back(entry);
-    if (entry.starts_with("NVIDIA_VISIBLE_DEVICES=")) visible = entry.substr(23);
+    const std::string name = entry.substr(0, entry.find('=')), value = entry.substr(entry.find('=') + 1);
+    std::string host = value;
+    for (const auto& m : cdi["devices"][0]["containerEdits"]["mounts"]) {
+      const std::string container = m["containerPath"], from = m["hostPath"];
+      if (value == container || value.starts_with(container + "/")) host = from + value.substr(container.size());
+    }
+    env.push_back(name + "=" + host);
+    if (name == "NVIDIA_VISIBLE_DEVICES") visible = value;
   }
+  EXPECT_NE(std::find(env.begin(), env.end(), "LD_PRELOAD=" + ShimPath()), env.end()) << "the library's mount";
+  EXPECT_NE(std::find(env.begin(), env.end(), "GPUSLICE_STATE_DIR=" + dir_ + "/state"), env.end()) << "the state's mount";
   EXPECT_EQ(visible, instance.uuid);
   env.push_back("CUDA_VISIBLE_DEVICES=" + visible);  // what the NVIDIA runtime makes of it
   Subprocess workload({BinDir() + "/gpuslice-workload", "memory", "--chunk", "1Gi", "--count", "5", "--hold", "30"}, env,

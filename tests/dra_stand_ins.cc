@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -273,20 +274,26 @@ std::string RegistrationSocket(const std::string& dir) { return dir + "/registry
 std::unique_ptr<Subprocess> StartDriver(const std::string& dir, const std::string& api_url, std::vector<std::string> extra_args,
                                         const std::string& state_dir) {
   const std::string state = state_dir.empty() ? dir + "/state" : state_dir;
-  std::vector<std::string> argv = {BinDir() + "/gpuslice-dra-driver",
-                                   "--node-name", "node-a",
-                                   "--plugin-dir", dir + "/plugin",
-                                   "--registry-dir", dir + "/registry",
-                                   "--cdi-dir", dir + "/cdi",
-                                   "--nvml-library", SimLibDir() + "/libnvidia-ml.so.1",
-                                   "--library", ShimPath(),
-                                   "--container-library", ShimPath(),
-                                   "--state-dir", state,
-                                   "--container-state-dir", state,
-                                   "--api-tries", "3",
-                                   "--api-backoff-ms", "50",
-                                   "--poll-interval-ms", "100"};
-  if (!api_url.empty()) argv.insert(argv.end(), {"--api-server", api_url});
+  // Flag and value pairs; one named in extra_args replaces the default (the driver refuses a
+  // flag given twice).
+  std::vector<std::pair<std::string, std::string>> flags = {
+      {"--node-name", "node-a"},
+      {"--plugin-dir", dir + "/plugin"},
+      {"--registry-dir", dir + "/registry"},
+      {"--cdi-dir", dir + "/cdi"},
+      {"--nvml-library", SimLibDir() + "/libnvidia-ml.so.1"},
+      {"--library", ShimPath()},
+      {"--container-library", ShimPath()},
+      {"--state-dir", state},
+      {"--container-state-dir", state},
+      {"--api-tries", "3"},
+      {"--api-backoff-ms", "50"},
+      {"--poll-interval-ms", "100"}};
+  if (!api_url.empty()) flags.push_back({"--api-server", api_url});
+  std::vector<std::string> argv = {BinDir() + "/gpuslice-dra-driver"};
+  for (const auto& [flag, value] : flags) {
+    if (std::find(extra_args.begin(), extra_args.end(), flag) == extra_args.end()) argv.insert(argv.end(), {flag, value});
+  }
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   return std::make_unique<Subprocess>(argv);
 }

@@ -108,7 +108,8 @@ void RemoveDriverDir(const std::string& dir);
 
 // gpuslice-dra-driver over the simulated NVML, node "node-a", talking to `api_url`, with quick
 // retries (3 tries from 50 ms) and health polls (100 ms). Host and container paths are equal;
-// the broker's state directory is `state_dir` (empty: <dir>/state).
+// the broker's state directory is `state_dir` (empty: <dir>/state). A flag in `extra_args`
+// replaces its default.
 std::unique_ptr<Subprocess> StartDriver(const std::string& dir, const std::string& api_url,
                                         std::vector<std::string> extra_args = {}, const std::string& state_dir = "");
 std::string RegistrationSocket(const std::string& dir);
