@@ -2,6 +2,7 @@
 
 #include "dra/cdi_spec.h"
 #include "dra/claim_allocation.h"
+#include "dra/claim_environment.h"
 
 namespace gpuslice::dra {
 

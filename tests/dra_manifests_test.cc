@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dra/claim_allocation.h"
+#include "dra/claim_environment.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"
 

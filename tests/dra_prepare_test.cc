@@ -140,6 +140,7 @@ TEST_F(DraPrepareTest, TheClaimsConfigurationOverridesTheClasssAndNoConsumedCapa
                                      {"computeClass", "background"}, {"computeLimit", 100}};
   const nlohmann::json latency = {{"apiVersion", "gpu.gpuslice.io/v1alpha1"}, {"kind", "GpuSliceConfig"}, {"computeClass", "latency"}};
   const ClaimSpec spec{.name = "whole", .uid = "0b6c7a52-1111-4f00-9000-000000000002",
+                       .memory = "", .compute = "",  // no consumedCapacity: allocated without consumable capacity
                        .config = nlohmann::json::array({OpaqueConfig("FromClaim", latency), OpaqueConfig("FromClass", background)})};
   api_->SetClaim(MakeClaim(spec));
   const auto answer = PrepareOne(spec);
@@ -149,6 +150,18 @@ TEST_F(DraPrepareTest, TheClaimsConfigurationOverridesTheClasssAndNoConsumedCapa
   EXPECT_EQ(env.at("GPUSLICE_COMPUTE_LIMIT"), "100") << "the class's, which the claim leaves";
   EXPECT_EQ(env.at("GPUSLICE_MEMORY_LIMIT"), "16Gi");
   EXPECT_EQ(env.at("GPUSLICE_COMPUTE_REQUEST"), "100");
+}
+
+// A device allocated for a firstAvailable subrequest ("gpu/small") is answered for its request
+// ("gpu"): the kubelet matches devices to containers by the request's own name.
+TEST_F(DraPrepareTest, ADeviceOfASubrequestIsAnsweredForItsRequest) {
+  const ClaimSpec spec{.name = "sub", .uid = "0b6c7a52-1111-4f00-9000-000000000005", .memory = "1Gi", .compute = "10",
+                       .request = "gpu/small"};
+  api_->SetClaim(MakeClaim(spec));
+  const auto answer = PrepareOne(spec);
+  ASSERT_EQ(answer.error(), "");
+  ASSERT_EQ(answer.devices(0).request_names_size(), 1);
+  EXPECT_EQ(answer.devices(0).request_names(0), "gpu");
 }
 
 TEST_F(DraPrepareTest, PrepareIsIdempotentAndUnprepareRemovesTheSpecOnce) {
@@ -198,7 +211,7 @@ TEST_F(DraPrepareTest, BadClaimsAreRefusedInOneLineAndChangeNothing) {
   };
   for (const auto& c : cases) api_->SetClaim(MakeClaim(c.spec));
   // Not at the API server, and there with another UID (deleted and created again).
-  const ClaimSpec missing{.name = "gone", .uid = "u-8"};
+  const ClaimSpec missing{.name = "gone", .uid = "u-8", .memory = "1Gi", .compute = "10", .config = nlohmann::json::array()};
   ClaimSpec replaced{.name = "again", .uid = "u-9", .memory = "1Gi", .compute = "10"};
   api_->SetClaim(MakeClaim(replaced));
   replaced.uid = "u-9-old";

@@ -184,7 +184,7 @@ int StandInApiServer::claim_reads() {
 }
 
 nlohmann::json MakeClaim(const ClaimSpec& spec) {
-  nlohmann::json result = {{"request", "gpu"}, {"driver", "gpu.gpuslice.io"}, {"pool", spec.node}, {"device", spec.device}};
+  nlohmann::json result = {{"request", spec.request}, {"driver", "gpu.gpuslice.io"}, {"pool", spec.node}, {"device", spec.device}};
   if (!spec.memory.empty()) result["consumedCapacity"]["memory"] = spec.memory;
   if (!spec.compute.empty()) result["consumedCapacity"]["compute"] = spec.compute;
   if (!spec.memory.empty() || !spec.compute.empty()) result["shareID"] = "a1b2c3d4-0000-4000-8000-" + spec.uid.substr(0, 12);

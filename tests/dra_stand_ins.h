@@ -77,6 +77,7 @@ struct ClaimSpec {
   std::string memory;   // consumedCapacity memory, e.g. "10Gi"
   std::string compute;  // consumedCapacity compute, e.g. "30"
   nlohmann::json config = nlohmann::json::array();  // status.allocation.devices.config
+  std::string request = "gpu";  // the result's request ("gpu/small": a firstAvailable subrequest)
 };
 nlohmann::json MakeClaim(const ClaimSpec& spec);
 // An opaque configuration of this driver's, as the allocation carries it.
