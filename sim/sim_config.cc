@@ -157,6 +157,16 @@ bool LoadSimConfigFromEnv(SimConfig* config, std::string* error) {
     }
   }
 
+  // GPUSLICE_SIM_MIG_GPUS: how many devices, the first ones, carry that layout (a node with some
+  // GPUs in MIG mode and the others whole); all of them when unset.
+  int mig_gpus = devices;
+  if (const char* v = Env("GPUSLICE_SIM_MIG_GPUS")) {
+    const auto n = ParseUnsigned(v);
+    if (!n || *n > static_cast<uint64_t>(devices))
+      return Fail(error, "GPUSLICE_SIM_MIG_GPUS", v, "a count from 0 to GPUSLICE_SIM_DEVICES, e.g. 2");
+    mig_gpus = static_cast<int>(*n);
+  }
+
   config->device_count = devices;
   config->default_kernel_ns = kernel_ns;
   for (int i = 0; i < kMaxDevices; ++i) {
@@ -177,7 +187,7 @@ bool LoadSimConfigFromEnv(SimConfig* config, std::string* error) {
   config->mps_enabled_gpus = mps ? (1u << devices) - 1 : 0;
   config->mig_instance_count = 0;
   config->mig_enabled_gpus = 0;
-  for (int g = 0; g < devices && !mig.empty(); ++g) {
+  for (int g = 0; g < mig_gpus && !mig.empty(); ++g) {
     config->mig_enabled_gpus |= 1u << g;
     for (size_t k = 0; k < mig.size(); ++k) {
       const int n = static_cast<int>(config->mig_instance_count++);

@@ -1,0 +1,60 @@
+#include "dra/cdi_spec.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+namespace gpuslice::dra {
+
+// 0.5.0 is the first CDI version that allows a device name starting with a digit (a UID).
+constexpr char kCdiVersion[] = "0.6.0";
+
+std::string CdiDeviceName(const std::string& claim_uid, const std::string& device) { return claim_uid + "-" + device; }
+
+std::string CdiDeviceId(const std::string& claim_uid, const std::string& device) {
+  return std::string(kCdiKind) + "=" + CdiDeviceName(claim_uid, device);
+}
+
+std::string CdiSpecPath(const DriverConfig& config, const std::string& claim_uid) {
+  return config.cdi_dir + "/gpuslice.io-claim_" + claim_uid + ".json";
+}
+
+nlohmann::json CdiSpecJson(const DriverConfig& config, const std::string& claim_uid, const std::string& device,
+                           const std::map<std::string, std::string>& env) {
+  nlohmann::json variables = nlohmann::json::array();
+  for (const auto& [name, value] : env) variables.push_back(name + "=" + value);
+  nlohmann::json mounts = {
+      {{"hostPath", config.host_library}, {"containerPath", config.container_library}, {"options", {"ro", "nosuid", "nodev", "bind"}}},
+      {{"hostPath", config.host_state_dir}, {"containerPath", config.container_state_dir}, {"options", {"rw", "nosuid", "nodev", "bind"}}},
+  };
+  return {{"cdiVersion", kCdiVersion},
+          {"kind", kCdiKind},
+          {"devices",
+           {{{"name", CdiDeviceName(claim_uid, device)}, {"containerEdits", {{"env", variables}, {"mounts", mounts}}}}}}};
+}
+
+bool WriteCdiSpec(const DriverConfig& config, const std::string& claim_uid, const nlohmann::json& spec, std::string* error) {
+  const std::string path = CdiSpecPath(config, claim_uid);
+  const std::string temporary = path + ".tmp";
+  std::ofstream out(temporary, std::ios::trunc);
+  out << spec.dump(2) << "\n";
+  out.close();
+  if (!out || std::rename(temporary.c_str(), path.c_str()) != 0) {
+    *error = "gpuslice-dra-driver: cannot write the CDI spec " + path + ": " + std::strerror(errno);
+    std::remove(temporary.c_str());
+    return false;
+  }
+  return true;
+}
+
+bool RemoveCdiSpec(const DriverConfig& config, const std::string& claim_uid, std::string* error) {
+  const std::string path = CdiSpecPath(config, claim_uid);
+  if (std::remove(path.c_str()) != 0 && errno != ENOENT) {
+    *error = "gpuslice-dra-driver: cannot remove the CDI spec " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace gpuslice::dra

@@ -1,0 +1,42 @@
+// What a ResourceClaim's allocation gives a container on this node: the one device the
+// scheduler chose, the memory and compute it booked there (status.allocation.devices.results[]
+// .consumedCapacity) and the compute class and limit of the claim's or its class's opaque
+// configuration. Everything is checked against this node's devices before anything is written:
+// a device the node does not have, more than the device holds, or a configuration the driver
+// does not understand is refused with one line naming the claim, and nothing changes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dra/driver_config.h"
+#include "dra/node_devices.h"
+
+namespace gpuslice::dra {
+
+// The opaque configuration's parameters (DeviceClass or ResourceClaim spec.devices.config[]
+// .opaque with driver = this driver): {"apiVersion": "gpu.gpuslice.io/v1alpha1", "kind":
+// "GpuSliceConfig", "computeClass": "latency|standard|background", "computeLimit": 1-100}.
+inline constexpr char kConfigApiVersion[] = "gpu.gpuslice.io/v1alpha1";
+inline constexpr char kConfigKind[] = "GpuSliceConfig";
+
+struct ClaimDevice {
+  std::string request;  // the claim's request name the device was allocated for
+  std::string pool;
+  std::string device;
+  std::string uuid;      // what NVIDIA_VISIBLE_DEVICES names
+  uint64_t memory = 0;   // bytes booked
+  int compute = 0;       // percent of the device's time booked
+  std::string compute_class;  // empty: the shim's default
+  int compute_limit = 0;      // 0: none
+};
+
+// The claim's device on this node; false with one line in *error. `claim` is the API server's
+// ResourceClaim object.
+bool ReadClaimAllocation(const nlohmann::json& claim, const DriverConfig& config, const std::vector<NodeDevice>& devices,
+                         ClaimDevice* out, std::string* error);
+
+}  // namespace gpuslice::dra

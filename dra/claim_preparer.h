@@ -1,0 +1,49 @@
+// NodePrepareResources and NodeUnprepareResources for one claim, apart from gRPC. Prepare
+// reads the claim from the API server, checks its allocation against this node's devices,
+// writes the CDI spec, then records the claim in the checkpoint; a claim already in the
+// checkpoint is answered from it (the kubelet repeats calls; a restarted driver must not
+// prepare twice). Unprepare removes the spec and the record; an unknown claim is already
+// unprepared. A failure changes nothing: no spec, no record.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "dra/api_client.h"
+#include "dra/checkpoint.h"
+#include "dra/driver_config.h"
+#include "dra/node_devices.h"
+
+namespace gpuslice::dra {
+
+struct ClaimRef {
+  std::string claim_namespace;
+  std::string name;
+  std::string uid;
+};
+
+class ClaimPreparer {
+ public:
+  ClaimPreparer(DriverConfig config, ApiClient* api);
+
+  std::string checkpoint_path() const { return config_.plugin_dir + "/checkpoint.json"; }
+  // Reads the checkpoint of an earlier run.
+  bool Load(std::string* error);
+  // The devices claims may name (the last discovery's).
+  void SetDevices(std::vector<NodeDevice> devices);
+
+  bool Prepare(const ClaimRef& claim, std::vector<PreparedDevice>* devices, std::string* error);
+  bool Unprepare(const ClaimRef& claim, std::string* error);
+  size_t prepared() const;
+
+ private:
+  const DriverConfig config_;
+  ApiClient* const api_;
+  mutable std::mutex mutex_;  // one claim at a time: the checkpoint is one file
+  std::vector<NodeDevice> devices_;
+  PreparedClaims claims_;
+};
+
+}  // namespace gpuslice::dra

@@ -1,0 +1,27 @@
+// What gpuslice-dra-driver is told at start (dra/main.cc's flags): its names, where the kubelet
+// and the container runtime look for it, and what a prepared container is given.
+#pragma once
+
+#include <string>
+
+namespace gpuslice::dra {
+
+struct DriverConfig {
+  std::string driver_name = "gpu.gpuslice.io";  // ResourceSlice spec.driver, DeviceClass selectors
+  std::string node_name;                         // this node; also the pool's name
+  std::string plugin_dir;     // the DRAPlugin socket and the checkpoint (/var/lib/kubelet/plugins/<driver>)
+  std::string registry_dir;   // the kubelet's plugins_registry: the registration socket
+  std::string cdi_dir;        // where the container runtime reads CDI specs (/var/run/cdi)
+  std::string nvml_library = "libnvidia-ml.so.1";
+  // The shim and the broker's state directory: their host paths (CDI mounts' sources) and the
+  // paths a container sees them at.
+  std::string host_library;
+  std::string container_library = "/usr/local/gpuslice/lib/libgpuslice.so";
+  std::string host_state_dir;
+  std::string container_state_dir = "/var/run/gpuslice";
+};
+
+// The CDI kind of the specs the driver writes; a device's CDI ID is "<kind>=<claim uid>-<device>".
+inline constexpr char kCdiKind[] = "gpuslice.io/claim";
+
+}  // namespace gpuslice::dra

@@ -1,0 +1,35 @@
+#include "dra/node_devices.h"
+
+namespace gpuslice::dra {
+
+std::vector<NodeDevice> NameDevices(const std::vector<deviceplugin::GpuInfo>& gpus) {
+  std::vector<NodeDevice> devices;
+  for (const auto& gpu : gpus) {
+    std::string name = "gpu-" + std::to_string(gpu.index);
+    if (gpu.mig_index >= 0) name += "-mig-" + std::to_string(gpu.mig_index);
+    devices.push_back({name, gpu});
+  }
+  return devices;
+}
+
+std::string MigProfile(const NodeDevice& device) {
+  if (device.gpu.mig_index < 0) return "";
+  const auto at = device.gpu.name.rfind(" MIG ");
+  return at == std::string::npos ? "" : device.gpu.name.substr(at + 5);
+}
+
+std::string Model(const NodeDevice& device) {
+  std::string model = device.gpu.name;
+  if (const auto at = model.find(" MIG "); at != std::string::npos) model.resize(at);
+  if (model.starts_with("NVIDIA ")) model.erase(0, 7);
+  return model;
+}
+
+const NodeDevice* FindDevice(const std::vector<NodeDevice>& devices, const std::string& name) {
+  for (const auto& d : devices) {
+    if (d.name == name) return &d;
+  }
+  return nullptr;
+}
+
+}  // namespace gpuslice::dra

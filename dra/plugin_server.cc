@@ -1,0 +1,130 @@
+#include "dra/plugin_server.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "dra_v1.grpc.pb.h"
+#include "pluginregistration_v1.grpc.pb.h"
+
+namespace gpuslice::dra {
+
+namespace drapb = k8s::io::kubelet::pkg::apis::dra::v1;
+
+class PluginServer::DraService final : public drapb::DRAPlugin::Service {
+ public:
+  explicit DraService(ClaimPreparer* preparer) : preparer_(preparer) {}
+
+  grpc::Status NodePrepareResources(grpc::ServerContext*, const drapb::NodePrepareResourcesRequest* request,
+                                    drapb::NodePrepareResourcesResponse* response) override {
+    for (const auto& c : request->claims()) {
+      drapb::NodePrepareResourceResponse& answer = (*response->mutable_claims())[c.uid()];
+      std::vector<PreparedDevice> devices;
+      std::string error;
+      if (!preparer_->Prepare({c.namespace_(), c.name(), c.uid()}, &devices, &error)) {
+        std::fprintf(stderr, "%s\n", error.c_str());
+        answer.set_error(error);
+        continue;
+      }
+      for (const auto& d : devices) {
+        drapb::Device* device = answer.add_devices();
+        device->add_request_names(d.request);
+        device->set_pool_name(d.pool);
+        device->set_device_name(d.device);
+        for (const auto& id : d.cdi_device_ids) device->add_cdi_device_ids(id);
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status NodeUnprepareResources(grpc::ServerContext*, const drapb::NodeUnprepareResourcesRequest* request,
+                                      drapb::NodeUnprepareResourcesResponse* response) override {
+    for (const auto& c : request->claims()) {
+      drapb::NodeUnprepareResourceResponse& answer = (*response->mutable_claims())[c.uid()];
+      std::string error;
+      if (!preparer_->Unprepare({c.namespace_(), c.name(), c.uid()}, &error)) {
+        std::fprintf(stderr, "%s\n", error.c_str());
+        answer.set_error(error);
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  ClaimPreparer* const preparer_;
+};
+
+class PluginServer::RegistrationService final : public pluginregistration::Registration::Service {
+ public:
+  RegistrationService(const DriverConfig& config, std::string endpoint, std::atomic<bool>* registered,
+                      std::atomic<int>* registrations)
+      : config_(config), endpoint_(std::move(endpoint)), registered_(registered), registrations_(registrations) {}
+
+  grpc::Status GetInfo(grpc::ServerContext*, const pluginregistration::InfoRequest*,
+                       pluginregistration::PluginInfo* info) override {
+    info->set_type("DRAPlugin");
+    info->set_name(config_.driver_name);
+    info->set_endpoint(endpoint_);
+    info->add_supported_versions("v1.DRAPlugin");
+    return grpc::Status::OK;
+  }
+
+  grpc::Status NotifyRegistrationStatus(grpc::ServerContext*, const pluginregistration::RegistrationStatus* status,
+                                        pluginregistration::RegistrationStatusResponse*) override {
+    *registered_ = status->plugin_registered();
+    if (status->plugin_registered()) {
+      ++*registrations_;
+      std::fprintf(stderr, "gpuslice-dra-driver: registered with the kubelet\n");
+    } else {
+      std::fprintf(stderr, "gpuslice-dra-driver: the kubelet refused the registration: %s\n", status->error().c_str());
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  const DriverConfig& config_;
+  const std::string endpoint_;
+  std::atomic<bool>* const registered_;
+  std::atomic<int>* const registrations_;
+};
+
+PluginServer::PluginServer(const DriverConfig& config, ClaimPreparer* preparer) : config_(config), preparer_(preparer) {}
+PluginServer::~PluginServer() { Stop(); }
+
+bool PluginServer::Start(std::string* error) {
+  struct Endpoint {
+    std::string socket;
+    grpc::Service* service;
+    std::unique_ptr<grpc::Server>* server;
+  };
+  dra_service_ = std::make_unique<DraService>(preparer_);
+  registration_service_ = std::make_unique<RegistrationService>(config_, plugin_socket(), &registered_, &registrations_);
+  for (const Endpoint& e : {Endpoint{plugin_socket(), dra_service_.get(), &dra_server_},
+                            Endpoint{registration_socket(), registration_service_.get(), &registration_server_}}) {
+    unlink(e.socket.c_str());  // a stale socket of an earlier run refuses the bind
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix://" + e.socket, grpc::InsecureServerCredentials());
+    builder.RegisterService(e.service);
+    *e.server = builder.BuildAndStart();
+    if (!*e.server) {
+      *error = "gpuslice-dra-driver: cannot serve on " + e.socket;
+      Stop();
+      return false;
+    }
+  }
+  return true;
+}
+
+void PluginServer::Stop() {
+  // The registration socket first: the kubelet stops calling a plugin whose socket went away.
+  for (auto* server : {&registration_server_, &dra_server_}) {
+    if (!*server) continue;
+    (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+    (*server)->Wait();
+    server->reset();
+  }
+  unlink(registration_socket().c_str());
+  unlink(plugin_socket().c_str());
+}
+
+}  // namespace gpuslice::dra

@@ -1,0 +1,57 @@
+#include "dra/resource_slice.h"
+
+namespace gpuslice::dra {
+namespace {
+
+nlohmann::json Text(const std::string& value) { return {{"string", value.substr(0, 64)}}; }
+nlohmann::json Int(int64_t value) { return {{"int", value}}; }
+
+nlohmann::json DeviceJson(const NodeDevice& device, const std::string& driver_version) {
+  const auto& gpu = device.gpu;
+  nlohmann::json attributes = {
+      {"type", Text(gpu.mig_index >= 0 ? "mig" : "gpu")},
+      {"uuid", Text(gpu.uuid)},
+      {"productName", Text(gpu.name)},
+      {"model", Text(Model(device))},
+      {"index", Int(gpu.index)},
+  };
+  if (gpu.mig_index >= 0) {
+    attributes["migIndex"] = Int(gpu.mig_index);
+    attributes["migProfile"] = Text(MigProfile(device));
+    attributes["parentUUID"] = Text(gpu.parent_uuid);
+  }
+  if (gpu.numa_node >= 0) attributes["numaNode"] = Int(gpu.numa_node);
+  // A string, not a `version`: NVIDIA's "535.104.05" is not semver (a leading zero).
+  if (!driver_version.empty()) attributes["driverVersion"] = Text(driver_version);
+  nlohmann::json capacity = {
+      {"memory",
+       {{"value", std::to_string(gpu.total_memory)},
+        {"requestPolicy", {{"default", kDefaultMemory}, {"validRange", {{"min", kMinimumMemory}}}}}}},
+      {"compute",
+       {{"value", "100"},
+        {"requestPolicy",
+         {{"default", std::to_string(kDefaultComputePercent)},
+          {"validRange", {{"min", "1"}, {"max", "100"}, {"step", "1"}}}}}}},
+  };
+  return {{"name", device.name}, {"allowMultipleAllocations", true}, {"attributes", attributes}, {"capacity", capacity}};
+}
+
+}  // namespace
+
+std::string ResourceSliceName(const DriverConfig& config) { return config.node_name + "-" + config.driver_name; }
+
+nlohmann::json ResourceSliceJson(const DriverConfig& config, const std::vector<NodeDevice>& devices,
+                                 const std::string& driver_version, int64_t generation) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& device : devices) list.push_back(DeviceJson(device, driver_version));
+  return {{"apiVersion", "resource.k8s.io/v1"},
+          {"kind", "ResourceSlice"},
+          {"metadata", {{"name", ResourceSliceName(config)}}},
+          {"spec",
+           {{"driver", config.driver_name},
+            {"nodeName", config.node_name},
+            {"pool", {{"name", config.node_name}, {"generation", generation}, {"resourceSliceCount", 1}}},
+            {"devices", list}}}};
+}
+
+}  // namespace gpuslice::dra

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Validates what the DRA driver writes against the official schemas (tests/data/).
+
+  dra_validate.py resourceslice FILE   resource.k8s.io/v1 ResourceSlice, OpenAPI v3 (strict)
+  dra_validate.py cdi FILE             a CDI spec, the CDI project's JSON schema
+
+Exit 0 when valid; 1 with one line per error on stdout. Strict as the API server is with
+fieldValidation=Strict: an object schema that lists properties accepts no others. Beyond the
+schema, the few rules of the API server's validation the driver could break and the schema
+cannot say (names that are DNS labels, capacity and attribute counts, one node field).
+"""
+import copy
+import json
+import os
+import re
+import sys
+import warnings
+
+import jsonschema
+
+# Debian's jsonschema 4.10 has RefResolver; a newer one from pip warns that it is deprecated.
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def closed(schema):
+    """Every object schema with properties, closed (strict field validation)."""
+    if isinstance(schema, dict):
+        out = {k: closed(v) for k, v in schema.items()}
+        if "properties" in out and "additionalProperties" not in out:
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [closed(v) for v in schema]
+    return schema
+
+
+def resourceslice_errors(obj):
+    with open(os.path.join(DATA, "kubernetes", "resource.k8s.io-v1-resourceslice-openapi.json")) as f:
+        doc = closed(json.load(f))
+    schema = copy.deepcopy(doc)
+    schema["$ref"] = "#/components/schemas/io.k8s.api.resource.v1.ResourceSlice"
+    validator = jsonschema.Draft7Validator(schema)
+    errors = ["%s: %s" % ("/".join(map(str, e.absolute_path)) or "(root)", e.message) for e in validator.iter_errors(obj)]
+    if errors:
+        return errors
+    if obj.get("apiVersion") != "resource.k8s.io/v1" or obj.get("kind") != "ResourceSlice":
+        errors.append("apiVersion/kind: not resource.k8s.io/v1 ResourceSlice")
+    spec = obj["spec"]
+    if sum(k in spec for k in ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection")) != 1:
+        errors.append("spec: exactly one of nodeName, nodeSelector, allNodes, perDeviceNodeSelection")
+    devices = spec.get("devices", [])
+    if len(devices) > 128:
+        errors.append("spec.devices: more than 128")
+    names = set()
+    for d in devices:
+        name = d["name"]
+        if not DNS_LABEL.match(name) or len(name) > 63:
+            errors.append("device %r: not a DNS label" % name)
+        if name in names:
+            errors.append("device %r: duplicate" % name)
+        names.add(name)
+        if len(d.get("attributes", {})) + len(d.get("capacity", {})) > 32:
+            errors.append("device %r: more than 32 attributes and capacities" % name)
+        for key, attribute in d.get("attributes", {}).items():
+            if len(attribute) != 1:
+                errors.append("device %r attribute %r: exactly one value field" % (name, key))
+            if len(attribute.get("string", "")) > 64:
+                errors.append("device %r attribute %r: string longer than 64" % (name, key))
+        for key, capacity in d.get("capacity", {}).items():
+            if "requestPolicy" in capacity and not d.get("allowMultipleAllocations"):
+                errors.append("device %r capacity %r: requestPolicy without allowMultipleAllocations" % (name, key))
+    return errors
+
+
+def cdi_errors(obj):
+    with open(os.path.join(DATA, "cdi", "schema.json")) as f:
+        schema = json.load(f)
+    with open(os.path.join(DATA, "cdi", "defs.json")) as f:
+        defs = json.load(f)
+    resolver = jsonschema.RefResolver(base_uri="file://" + os.path.join(DATA, "cdi") + "/", referrer=schema,
+                                      store={"defs.json": defs, "file://" + os.path.join(DATA, "cdi", "defs.json"): defs})
+    validator = jsonschema.Draft7Validator(schema, resolver=resolver)
+    return ["%s: %s" % ("/".join(map(str, e.absolute_path)) or "(root)", e.message) for e in validator.iter_errors(obj)]
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in ("resourceslice", "cdi"):
+        print("usage: dra_validate.py resourceslice|cdi FILE")
+        return 2
+    with open(sys.argv[2]) as f:
+        obj = json.load(f)
+    errors = resourceslice_errors(obj) if sys.argv[1] == "resourceslice" else cdi_errors(obj)
+    for e in errors:
+        print(e)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
