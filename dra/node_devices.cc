@@ -14,8 +14,12 @@ std::vector<NodeDevice> NameDevices(const std::vector<deviceplugin::GpuInfo>& gp
 
 std::string MigProfile(const NodeDevice& device) {
   if (device.gpu.mig_index < 0) return "";
+  // NVML names an instance "<GPU name> MIG <profile>"; a profile is one word, and whatever
+  // follows it (a simulated device's " (simulated)") is not part of it.
   const auto at = device.gpu.name.rfind(" MIG ");
-  return at == std::string::npos ? "" : device.gpu.name.substr(at + 5);
+  if (at == std::string::npos) return "";
+  const std::string profile = device.gpu.name.substr(at + 5);
+  return profile.substr(0, profile.find(' '));
 }
 
 std::string Model(const NodeDevice& device) {
