@@ -41,7 +41,7 @@ then a row per tenant, with these columns:
   CLASS         its compute class (GPUSLICE_COMPUTE_CLASS): standard, latency (its launches
                 go first while it stays within its request) or background (runs only on
                 time no other tenant wants); "-" likewise
-  SHARE         the time the tenant used the GPU (from each grant until its last process
+  HELD          the time the tenant held the GPU (from each grant until its last process
                 went idle, the drain of its kernels at each hand-over included, plus its
                 latency-class work) as a share of the last complete window, which runs from
                 a hand-over to the first hand-over at least 10 s later and ended when the
@@ -123,12 +123,12 @@ processes waiting and the grants made, then a row per tenant (idle tenants are c
 listed). It fits the terminal: under 110 columns the rows are compact (80 columns, no bar,
 REFUSED as REF and PROCS as PRC); when the tenants do not fit its height they are paged, each
 page under its GPU's header and the column headings. Keys: s cycles the sort (name, memory,
-share, waits), n or space the next page, p the previous, q quits (as Ctrl-C does).
+held time, waits), n or space the next page, p the previous, q quits (as Ctrl-C does).
   TENANT      the tenant (GPUSLICE_TENANT); a longer name than fits ends in ~
   CLASS       its compute class; "-" until its first process uses the GPU
   MEMORY      a bar of USED against QUOTA (against the device's memory when unlimited)
   REQ         its compute request (GPUSLICE_COMPUTE_REQUEST)
-  SHARE       the share of the GPU's time it got since the last frame; with --once, that of
+  HELD        the share of the GPU's time it held since the last frame; with --once, that of
               the last complete window as in gpuslicectl status ("-" before one completes)
   WAIT P99    the 99th percentile of its waits for the grant, as the bound of the broker's
               histogram bucket that holds it ("<= 5 ms"; buckets from 50 us to 10 s in steps

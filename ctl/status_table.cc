@@ -64,12 +64,12 @@ std::string DemandLine(const broker::GpuView& gpu) {
 
 std::string ShareLine(const broker::Snapshot& snapshot, const broker::GpuView& gpu) {
   if (gpu.mode != static_cast<uint32_t>(broker::SharingMode::kTimeslice))
-    return "SHARE: not measured (launches are not gated)";
+    return "HELD: not measured (launches are not gated)";
   if (const auto age = ShareWindowAgeSeconds(snapshot, gpu))
-    return fmt::format("SHARE: time each tenant held the GPU (its turns, drain included) in the last complete window "
+    return fmt::format("HELD: time each tenant held the GPU (its turns, drain included) in the last complete window "
                        "(hand-over to hand-over, 10 s or more), which ended {:.1f} s ago",
                        *age);
-  return "SHARE: - until a first window of taking turns (10 s or more) completes";
+  return "HELD: - until a first window of taking turns (10 s or more) completes";
 }
 
 std::string QuotaText(uint64_t quota) { return quota == broker::kUnlimited ? "unlimited" : FormatBytes(quota); }
@@ -108,7 +108,7 @@ void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, con
     *out += "  no tenants\n";
   } else {
     std::vector<Row> rows;
-    rows.push_back({"TENANT / PID", "USED", "QUOTA", "% QUOTA", "REQUEST", "LIMIT", "CLASS", "SHARE"});
+    rows.push_back({"TENANT / PID", "USED", "QUOTA", "% QUOTA", "REQUEST", "LIMIT", "CLASS", "HELD"});
     for (const auto& tenant : gpu.tenants) {
       const auto share = LastSharePercent(gpu, tenant);
       rows.push_back({tenant.name, FormatBytes(tenant.used), QuotaText(tenant.quota),

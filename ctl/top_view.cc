@@ -138,10 +138,10 @@ TopFrame RenderTop(const broker::Snapshot& now, const broker::Snapshot* previous
                                  gpu.waiting, gpu.grants);
     if (!wide) section.header = Fit(section.header, static_cast<size_t>(layout.width) - 1);
     section.headings = wide ? fmt::format("  {:<16} {:<10} {:<22} {:>21}  {:>4} {:>5}  {:>10} {:>7} {:>5}", "TENANT",
-                                          "CLASS", "MEMORY", "USED / QUOTA", "REQ", "SHARE", "WAIT P99", "REFUSED",
+                                          "CLASS", "MEMORY", "USED / QUOTA", "REQ", "HELD", "WAIT P99", "REFUSED",
                                           "PROCS")
                             : fmt::format("  {:<15} {:<8} {:>19} {:>4} {:>5} {:>9} {:>4} {:>3}", "TENANT", "CLASS",
-                                          "USED/QUOTA", "REQ", "SHARE", "WAIT P99", "REF", "PRC");
+                                          "USED/QUOTA", "REQ", "HELD", "WAIT P99", "REF", "PRC");
     int idle = 0;
     for (const auto& tenant : gpu.tenants) {
       if (IsIdle(tenant) && tenant.refused_allocations == 0 && tenant.service_ns == 0) {

@@ -33,7 +33,7 @@ struct TopFrame {
   int pages = 1;  // how many there are
 };
 
-// The frame for `now`. With `previous` (the snapshot of the last refresh) SHARE is the share of
+// The frame for `now`. With `previous` (the snapshot of the last refresh) HELD is the share of
 // the GPU's time each tenant got since then; without it (--once), the share of the last complete
 // window (as gpuslicectl status), "-" before there is one.
 TopFrame RenderTop(const broker::Snapshot& now, const broker::Snapshot* previous, const TopLayout& layout = {});

@@ -4,8 +4,8 @@
 // - examples/README.md's walkthrough: its setup block and every `$ ` command, taken from the
 //   README itself and run by sh in order (backgrounded ones as backgrounded), then its cleanup
 //   line. Checked: what each command prints (each `gpuslicectl status` block as documented, give
-//   or take what varies between runs: StatusBlockDifference), the memory quotas, that gpuslicectl's SHARE agrees
-//   with the device time each tenant got in the same window (±3 points), that the two compute
+//   or take what varies between runs: StatusBlockDifference), the memory quotas, that gpuslicectl's HELD agrees
+//   with the device time each tenant got in the same window (3 points below to 6 above), that the two compute
 //   tenants split the device 60/40 as requested (±3 points), and that the cleanup works;
 // - examples/kubernetes/*.yaml: each container's command, arguments and environment from the
 //   manifest, run on one simulated GPU with the node's state directory replaced by a scratch one
@@ -260,7 +260,7 @@ std::string StepOutput(const std::string& out, const std::string& name) {
 // Where `actual`, a `gpuslicectl status` block, differs from the `documented` one by more than
 // what varies from run to run; "" when it does not. Varying: pids (the tenants' and the device's
 // processes'), the grant count, the age of the share window, who holds the GPU and who waits
-// (after the compute line's first ';'), the device's utilisation, column widths; SHARE
+// (after the compute line's first ';'), the device's utilisation, column widths; HELD
 // percentages may differ by `share_points`. Every other word and number must be as documented.
 std::string StatusBlockDifference(const std::string& documented, const std::string& actual, double share_points) {
   auto lines = [](const std::string& text) {
@@ -367,7 +367,7 @@ TEST_F(ExamplesRunTest, TheWalkthroughRunsAsDocumentedAndKeepsItsPromises) {
   EXPECT_THAT(out, HasSubstr("holding 201326592 B (192.00 MiB) for 90 s"));
   EXPECT_THAT(out, HasSubstr("holding 402653184 B (384.00 MiB) for 90 s"));
   // Each `gpuslicectl status` block the walkthrough shows is what the run printed, give or take
-  // what varies from run to run (StatusBlockDifference; SHARE within the ±3 points promised).
+  // what varies from run to run (StatusBlockDifference; HELD within the ±3 points promised).
   for (size_t i = 0; i < w.commands.size(); ++i) {
     if (w.commands[i].find("gpuslicectl status") == std::string::npos) continue;
     const std::string printed =
@@ -419,8 +419,10 @@ TEST_F(ExamplesRunTest, TheWalkthroughRunsAsDocumentedAndKeepsItsPromises) {
                              "points)",
                              inference_pct, 100.0 - inference_pct, (both_to - both_from) / 1e9));
 
-  // Every window gpuslicectl's SHARE reported: each tenant's share within 3 points of the device
-  // time it got over that window.
+  // Every window gpuslicectl's HELD reported against the device time each tenant got over it.
+  // HELD is time held: a turn's drain and the gaps between its kernels count, the device's busy
+  // time does not, so HELD may exceed the device time (by up to 6 points here, where a turn is a
+  // few kernels), and must not fall more than 3 points below it.
   int windows = 0;
   for (size_t i = 1; i < samples.size(); ++i) {
     const uint64_t w0 = samples[i - 1].window_start, w1 = samples[i].window_start;
@@ -430,14 +432,14 @@ TEST_F(ExamplesRunTest, TheWalkthroughRunsAsDocumentedAndKeepsItsPromises) {
       const double truth = 100.0 * (Sampler::BusyAt(samples, pids, w1) - Sampler::BusyAt(samples, pids, w0)) / (w1 - w0);
       const auto it = samples[i].share_ppm.find(name);
       const double share = it == samples[i].share_ppm.end() ? 0.0 : it->second / 10'000.0;
-      std::printf("window of %.1f s: %s SHARE %.1f%%, device time %.1f%%\n", (w1 - w0) / 1e9, name, share, truth);
-      promises.Check(std::abs(share - truth) <= 3.0,
-                     fmt::format("SHARE of {} over a {:.1f} s window: {:.1f}%, device time {:.1f}% (±3 points)", name,
-                                 (w1 - w0) / 1e9, share, truth));
+      std::printf("window of %.1f s: %s HELD %.1f%%, device time %.1f%%\n", (w1 - w0) / 1e9, name, share, truth);
+      promises.Check(share >= truth - 3.0 && share <= truth + 6.0,
+                     fmt::format("HELD of {} over a {:.1f} s window: {:.1f}%, device time {:.1f}% (-3 to +6 points)",
+                                 name, (w1 - w0) / 1e9, share, truth));
     }
   }
   EXPECT_GE(windows, 1) << "no share window completed during the walkthrough";
-  EXPECT_THAT(StepOutput(out, "step 7"), HasSubstr("SHARE: "));
+  EXPECT_THAT(StepOutput(out, "step 7"), HasSubstr("HELD: "));
   REPORT_PROMISES(promises);
 }
 

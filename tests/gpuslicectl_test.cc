@@ -259,7 +259,7 @@ TEST_F(GpuslicectlTest, StatusTableShowsEachTenantItsUsageAgainstQuotaAndItsProc
   EXPECT_THAT(r.out, StartsWith("gpuslice state " + state_dir_.state_file() + " (layout " +
                                 std::to_string(broker::kLayoutVersion) + ")\n"));
   EXPECT_THAT(r.out, HasSubstr("\nGPU " + broker::FormatUuid(kUuid) + "  4 GiB total\n"));
-  EXPECT_THAT(r.out, ContainsRegex("\n  TENANT / PID +USED +QUOTA +% QUOTA +REQUEST +LIMIT +CLASS +SHARE\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  TENANT / PID +USED +QUOTA +% QUOTA +REQUEST +LIMIT +CLASS +HELD\n"));
   // Processes in pid order.
   const pid_t first = std::min(a1->pid(), a2->pid());
   const pid_t second = std::max(a1->pid(), a2->pid());
@@ -527,7 +527,7 @@ TEST_F(GpuslicectlTest, SetThenStatusShowsTheNewModeAndQuantum) {
   EXPECT_EQ(gpu["quantum_default"], false);
   r = Status();
   EXPECT_THAT(r.out, HasSubstr("\n  compute: none (memory quotas only: launches are not gated), quantum 20 ms, budget 2 ms (default)\n"));
-  EXPECT_THAT(r.out, HasSubstr("\n  SHARE: not measured (launches are not gated)\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n  HELD: not measured (launches are not gated)\n"));
 
   // Only what is given changes; every spelling of a duration is taken.
   r = Set({"--gpu", "all", "--quantum", "0.05s"});
@@ -606,7 +606,7 @@ TEST_F(GpuslicectlTest, StatusShowsEachTenantsComputeRequestAndLimit) {
   EXPECT_THAT(r.out, ContainsRegex("\n  team-b +0 B +1 GiB +0.0% +50% +100% +standard +-\n"));
   EXPECT_THAT(r.out, ContainsRegex("\n  team-c +0 B +1 GiB +0.0% +- +- +- +-\n"));
   EXPECT_THAT(r.out, HasSubstr("\n  compute requested: 80% by 2 tenants (1 more not launched yet)\n"));
-  EXPECT_THAT(r.out, HasSubstr("\n  SHARE: - until a first window of taking turns (10 s or more) completes\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n  HELD: - until a first window of taking turns (10 s or more) completes\n"));
   EXPECT_THAT(r.out, Not(HasSubstr("oversubscribed")));
 
   const Json gpu = StatusJson()["gpus"][0];
@@ -670,7 +670,7 @@ TEST_F(GpuslicectlTest, StatusShowsTheShareOfTheLastCompleteWindow) {
   EXPECT_THAT(r.out, ContainsRegex("\n  team-a +0 B +1 GiB +0.0% +60% +100% +standard +55.2%\n"));
   EXPECT_THAT(r.out, ContainsRegex("\n  team-b +0 B +1 GiB +0.0% +40% +100% +standard +0.0%\n"))
       << "a tenant that got nothing in a measured window has a share of 0, not '-'";
-  EXPECT_THAT(r.out, ContainsRegex("\n  SHARE: time each tenant held the GPU \\(its turns, drain included\\) in the last "
+  EXPECT_THAT(r.out, ContainsRegex("\n  HELD: time each tenant held the GPU \\(its turns, drain included\\) in the last "
                                    "complete window \\(hand-over to hand-over, 10 s or more\\), which ended [0-9]+\\.[0-9] s "
                                    "ago\n"));
   Json gpu = StatusJson()["gpus"][0];
@@ -731,7 +731,7 @@ TEST_F(GpuslicectlTest, HelpExplainsEveryColumnOfTheStatus) {
   const ProcessResult r = gpuslice::testing::Run({Ctl(), "status", "--help"});
   EXPECT_EQ(r.exit_code, 0);
   for (const char* column : {"TENANT / PID", "USED", "QUOTA", "% QUOTA", "OVERSUBSCRIBED", "--json", "--state-dir",
-                             "REQUEST", "LIMIT", "SHARE", "(default)", "GPUSLICE_COMPUTE_REQUEST",
+                             "REQUEST", "LIMIT", "HELD", "(default)", "GPUSLICE_COMPUTE_REQUEST",
                              "GPUSLICE_COMPUTE_LIMIT", "oversubscribed: requests are shared in proportion", "accounted here:",
                              "UNACCOUNTED", "unaccounted_bytes"}) {
     EXPECT_THAT(r.out, HasSubstr(column));
@@ -747,7 +747,7 @@ TEST_F(GpuslicectlTest, HelpExplainsEveryColumnOfTheStatus) {
   for (const char* command : {"status", "set", "options", "top"}) EXPECT_THAT(top.out, HasSubstr(command));
   const ProcessResult top_help = gpuslice::testing::Run({Ctl(), "top", "--help"});
   EXPECT_EQ(top_help.exit_code, 0);
-  for (const char* text : {"--once", "--interval", "--state-dir", "MEMORY", "SHARE", "WAIT P99", "REFUSED", "PROCS"}) {
+  for (const char* text : {"--once", "--interval", "--state-dir", "MEMORY", "HELD", "WAIT P99", "REFUSED", "PROCS"}) {
     EXPECT_THAT(top_help.out, HasSubstr(text));
   }
   const ProcessResult options = gpuslice::testing::Run({Ctl(), "options", "--help"});

@@ -101,7 +101,7 @@ TEST_F(PackageTest, TheDebUnpackedIntoAScratchRootInstallsTheOneLayoutAndRuns) {
   EXPECT_FALSE(fs::exists(Installed("lib/gpuslice/sim/libcuda.so")))
       << "no development link: the simulated driver is for running, found only with LD_LIBRARY_PATH";
   std::ifstream help(Installed("share/doc/gpuslice/help/gpuslicectl-status.txt"));
-  EXPECT_THAT(std::string(std::istreambuf_iterator<char>(help), {}), HasSubstr("SHARE"));
+  EXPECT_THAT(std::string(std::istreambuf_iterator<char>(help), {}), HasSubstr("HELD"));
 
   // Every installed tool answers --version with the project's version.
   for (const std::string tool : {"gpuslicectl", "gpuslice-entrypoint", "gpuslice-sim", "gpuslice-workload"}) {
