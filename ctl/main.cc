@@ -115,7 +115,7 @@ constexpr char kOptionsHelp[] =
     "name, type, default, an example and what it means. The shim reads them once, at the process's\n"
     "first CUDA call, and reports a bad value or an unknown GPUSLICE_* variable in one line naming\n"
     "it. (GPUSLICE_SIM_* variables belong to the simulated driver: see docs/simulator.md.)\n"
-    "--markdown prints the table README.md's \"Environment reference\" contains.";
+    "--markdown prints the table docs/configuration.md's \"Environment reference\" contains.";
 
 constexpr char kTopHelp[] = R"help(The status as a view that redraws itself; --once prints one frame of every tenant
 and exits, for scripts. Per GPU its UUID, memory, sharing mode, the tenant holding it, the
@@ -234,7 +234,7 @@ int main(int argc, char** argv) {
 
   bool markdown = false;
   CLI::App* options_cmd = app.add_subcommand("options", "The shim's environment variables: type, default, meaning");
-  options_cmd->add_flag("--markdown", markdown, "Print the Markdown table of README.md's environment reference");
+  options_cmd->add_flag("--markdown", markdown, "Print the Markdown table of docs/configuration.md's environment reference");
   options_cmd->footer(kOptionsHelp);
 
   PlanOptions plan;

@@ -1,7 +1,7 @@
 // Every GPUSLICE_* option the shim reads, declared once (shim/options.cc): each declaration
 // carries the name, the documented type, default and meaning, an example, and the function that
 // parses and validates a value into ShimOptions. The parser, its error lines, `gpuslicectl
-// options` and the README's environment reference all come from that one list. Read once, at
+// options` and docs/configuration.md's environment reference all come from that one list. Read once, at
 // the first CUDA call (shim/process_options.cc).
 #pragma once
 

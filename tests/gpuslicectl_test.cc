@@ -3,7 +3,7 @@
 // workload program under the preloaded shim over the simulated driver (the whole path). Status
 // shows each tenant's used / quota and its processes, in the table and the JSON alike, forgets a
 // killed process's memory, and explains in one line why it has nothing to show; `options
-// --markdown` is, byte for byte, the README's environment table.
+// --markdown` is, byte for byte, docs/configuration.md's environment table.
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -700,7 +700,7 @@ TEST_F(GpuslicectlTest, EveryGpuslicectlCommandTheReadmeShowsExists) {
   }
 }
 
-TEST_F(GpuslicectlTest, OptionsMarkdownIsExactlyTheReadmesEnvironmentReference) {
+TEST_F(GpuslicectlTest, OptionsMarkdownIsExactlyTheManualsEnvironmentReference) {
   const ProcessResult r = gpuslice::testing::Run({Ctl(), "options", "--markdown"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, StartsWith("| variable | type | default | meaning |\n|---|---|---|---|\n"));
@@ -708,13 +708,13 @@ TEST_F(GpuslicectlTest, OptionsMarkdownIsExactlyTheReadmesEnvironmentReference) 
     EXPECT_THAT(r.out, HasSubstr("| `" + std::string(name) + "` |"));
   }
 
-  const std::string readme = ReadFile(SourceDir() + "/README.md");
-  const size_t begin = readme.find("\n## Environment reference\n");
-  ASSERT_NE(begin, std::string::npos) << "README.md lost its environment reference";
-  const size_t end = readme.find("\n## ", begin + 1);
-  const std::string section = readme.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+  const std::string page = ReadFile(SourceDir() + "/docs/configuration.md");
+  const size_t begin = page.find("\n## Environment reference\n");
+  ASSERT_NE(begin, std::string::npos) << "docs/configuration.md lost its environment reference";
+  const size_t end = page.find("\n## ", begin + 1);
+  const std::string section = page.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
   EXPECT_THAT(section, HasSubstr("\n" + r.out))
-      << "README.md's environment table differs from the shim's option table; regenerate it with\n"
+      << "docs/configuration.md's environment table differs from the shim's option table; regenerate it with\n"
          "  build/bin/gpuslicectl options --markdown\n"
          "and paste it over the table in the \"Environment reference\" section.";
 }
