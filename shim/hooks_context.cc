@@ -7,7 +7,8 @@
 // (shim/compute_gate.cc) on its own thread; the driver forbids using a context while it is being
 // destroyed, so teardown runs while the monitor is paused, and the monitor forgets the contexts
 // it destroyed.
-#include "shim/driver_api.h"
+#include "shim/driver_api.h"  // first: declares every versioned name
+#include "shim/hook_entry.h"
 #include "shim/real_driver.h"
 #include "shim/shim_state.h"
 
@@ -17,10 +18,6 @@ using gpuslice::shim::ShimState;
 
 namespace {
 
-#define GPUSLICE_REAL_OR_UNSUPPORTED(name) \
-  const auto* real = Real();               \
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED; \
-  if (!real->name) return CUDA_ERROR_NOT_SUPPORTED;
 
 // The device's primary context while it is active (retained by someone), else nullptr: there
 // is then nothing for a release or reset to destroy. Retained and released at once to learn it.

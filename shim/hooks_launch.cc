@@ -6,7 +6,8 @@
 // The fast path — the tenant holds the grant — is the tracker's TryEnter/Exit around the driver
 // call: alone on the GPU, a few atomic operations; shared, also one event recorded behind the
 // launch (shim/launch_tracker.h).
-#include "shim/driver_api.h"
+#include "shim/driver_api.h"  // first: declares every versioned name
+#include "shim/hook_entry.h"
 #include "shim/real_driver.h"
 #include "shim/shim_state.h"
 
@@ -40,10 +41,6 @@ CUresult Gated(CUstream stream, bool per_thread, Call call) {
 using gpuslice::shim::Gated;
 using gpuslice::shim::Real;
 
-#define GPUSLICE_REAL_OR_UNSUPPORTED(name) \
-  const auto* real = Real();               \
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED; \
-  if (!real->name) return CUDA_ERROR_NOT_SUPPORTED;
 
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                 unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,

@@ -108,11 +108,11 @@ CUDA_ARRAY3D_DESCRIPTOR As3D(const CUDA_ARRAY_DESCRIPTOR& d) {
 using namespace gpuslice::shim;
 
 CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
-  return AllocateInCurrentContext(dptr, bytesize, [&] { return Real()->cuMemAlloc_v2(dptr, bytesize); });
+  return AllocateInCurrentContext(dptr, bytesize, [&] { return CallReal<&RealDriver::cuMemAlloc_v2>(dptr, bytesize); });
 }
 
 CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
-  return AllocateInCurrentContext(dptr, bytesize, [&] { return Real()->cuMemAllocManaged(dptr, bytesize, flags); });
+  return AllocateInCurrentContext(dptr, bytesize, [&] { return CallReal<&RealDriver::cuMemAllocManaged>(dptr, bytesize, flags); });
 }
 
 // The pitch is only known after the call: reserve for the narrowest legal pitch (rows padded
@@ -120,7 +120,7 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned 
 // saturate: such a request is refused as out of memory, never charged as a small one.
 CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
                                     unsigned int ElementSizeBytes) {
-  auto call = [&] { return Real()->cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes); };
+  auto call = [&] { return CallReal<&RealDriver::cuMemAllocPitch_v2>(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes); };
   const RealDriver* real = nullptr;
   ShimState* state = nullptr;
   if (CUresult rc = EnterHook(&real, &state); rc != CUDA_SUCCESS) return rc;
@@ -147,7 +147,7 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t Wi
 
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
   return FreeAndCredit(&ShimState::allocations, dptr,
-                       [&] { return Real() ? Real()->cuMemFree_v2(dptr) : CUDA_ERROR_NOT_INITIALIZED; });
+                       [&] { return CallReal<&RealDriver::cuMemFree_v2>(dptr); });
 }
 
 // Stream-ordered allocations are charged when asked for and credited when freed, whatever
@@ -156,36 +156,36 @@ CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
 CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
   return AllocateStreamOrdered(
       dptr, bytesize, [&](ShimState* state, int* ledger) { return state->LedgerForStream(hStream, ledger); },
-      [&] { return Real()->cuMemAllocAsync(dptr, bytesize, hStream); });
+      [&] { return CallReal<&RealDriver::cuMemAllocAsync>(dptr, bytesize, hStream); });
 }
 
 CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
   return AllocateStreamOrdered(
       dptr, bytesize, [&](ShimState* state, int* ledger) { return state->LedgerForStream(hStream, ledger); },
-      [&] { return Real()->cuMemAllocAsync_ptsz(dptr, bytesize, hStream); });
+      [&] { return CallReal<&RealDriver::cuMemAllocAsync_ptsz>(dptr, bytesize, hStream); });
 }
 
 CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
   return AllocateStreamOrdered(
       dptr, bytesize, [&](ShimState* state, int* ledger) { return state->LedgerForPool(pool, hStream, ledger); },
-      [&] { return Real()->cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream); });
+      [&] { return CallReal<&RealDriver::cuMemAllocFromPoolAsync>(dptr, bytesize, pool, hStream); });
 }
 
 CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
                                               CUstream hStream) {
   return AllocateStreamOrdered(
       dptr, bytesize, [&](ShimState* state, int* ledger) { return state->LedgerForPool(pool, hStream, ledger); },
-      [&] { return Real()->cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream); });
+      [&] { return CallReal<&RealDriver::cuMemAllocFromPoolAsync_ptsz>(dptr, bytesize, pool, hStream); });
 }
 
 CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
   return FreeAndCredit(&ShimState::allocations, dptr,
-                       [&] { return Real() ? Real()->cuMemFreeAsync(dptr, hStream) : CUDA_ERROR_NOT_INITIALIZED; });
+                       [&] { return CallReal<&RealDriver::cuMemFreeAsync>(dptr, hStream); });
 }
 
 CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
   return FreeAndCredit(&ShimState::allocations, dptr, [&] {
-    return Real() ? Real()->cuMemFreeAsync_ptsz(dptr, hStream) : CUDA_ERROR_NOT_INITIALIZED;
+    return CallReal<&RealDriver::cuMemFreeAsync_ptsz>(dptr, hStream);
   });
 }
 
@@ -214,7 +214,7 @@ CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
 // credited at cuMemRelease of the handle. Handles belong to the process, not to a context.
 CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
                              unsigned long long flags) {
-  auto call = [&] { return Real()->cuMemCreate(handle, size, prop, flags); };
+  auto call = [&] { return CallReal<&RealDriver::cuMemCreate>(handle, size, prop, flags); };
   const RealDriver* real = nullptr;
   ShimState* state = nullptr;
   if (CUresult rc = EnterHook(&real, &state); rc != CUDA_SUCCESS) return rc;
@@ -227,14 +227,14 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, 
 
 CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
   return FreeAndCredit(&ShimState::physical, handle,
-                       [&] { return Real() ? Real()->cuMemRelease(handle) : CUDA_ERROR_NOT_INITIALIZED; });
+                       [&] { return CallReal<&RealDriver::cuMemRelease>(handle); });
 }
 
 CUresult CUDAAPI cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* pAllocateArray) {
   uint64_t key = 0;
   const auto bytes = pAllocateArray ? gpuslice::ArrayBytes(As3D(*pAllocateArray)) : std::nullopt;
   return CreateArrayOfBytes(bytes, pHandle, &key, [&] {
-    const CUresult rc = Real()->cuArrayCreate_v2(pHandle, pAllocateArray);
+    const CUresult rc = CallReal<&RealDriver::cuArrayCreate_v2>(pHandle, pAllocateArray);
     if (rc == CUDA_SUCCESS) key = reinterpret_cast<uint64_t>(*pHandle);
     return rc;
   });
@@ -244,7 +244,7 @@ CUresult CUDAAPI cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIP
   uint64_t key = 0;
   const auto bytes = pAllocateArray ? gpuslice::ArrayBytes(*pAllocateArray) : std::nullopt;
   return CreateArrayOfBytes(bytes, pHandle, &key, [&] {
-    const CUresult rc = Real()->cuArray3DCreate_v2(pHandle, pAllocateArray);
+    const CUresult rc = CallReal<&RealDriver::cuArray3DCreate_v2>(pHandle, pAllocateArray);
     if (rc == CUDA_SUCCESS) key = reinterpret_cast<uint64_t>(*pHandle);
     return rc;
   });
@@ -256,7 +256,7 @@ CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_AR
   const auto bytes =
       pMipmappedArrayDesc ? gpuslice::MipmappedArrayBytes(*pMipmappedArrayDesc, numMipmapLevels) : std::nullopt;
   return CreateArrayOfBytes(bytes, pHandle, &key, [&] {
-    const CUresult rc = Real()->cuMipmappedArrayCreate(pHandle, pMipmappedArrayDesc, numMipmapLevels);
+    const CUresult rc = CallReal<&RealDriver::cuMipmappedArrayCreate>(pHandle, pMipmappedArrayDesc, numMipmapLevels);
     if (rc == CUDA_SUCCESS) key = reinterpret_cast<uint64_t>(*pHandle);
     return rc;
   });
@@ -264,11 +264,11 @@ CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_AR
 
 CUresult CUDAAPI cuArrayDestroy(CUarray hArray) {
   return FreeAndCredit(&ShimState::arrays, reinterpret_cast<uint64_t>(hArray),
-                       [&] { return Real() ? Real()->cuArrayDestroy(hArray) : CUDA_ERROR_NOT_INITIALIZED; });
+                       [&] { return CallReal<&RealDriver::cuArrayDestroy>(hArray); });
 }
 
 CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
   return FreeAndCredit(&ShimState::arrays, reinterpret_cast<uint64_t>(hMipmappedArray), [&] {
-    return Real() ? Real()->cuMipmappedArrayDestroy(hMipmappedArray) : CUDA_ERROR_NOT_INITIALIZED;
+    return CallReal<&RealDriver::cuMipmappedArrayDestroy>(hMipmappedArray);
   });
 }
