@@ -19,10 +19,12 @@ namespace {
 
 TEST(ShimMissingEntryPointsTest, CallsTheDriverLacksAreAnsweredNotSupportedNotCrashed) {
   BrokerTempDir dir;
-  const ProcessResult r = gpuslice::testing::Run({BinDir() + "/gpuslice-test-missing-entry"},
-                              {"LD_PRELOAD=" + ShimPath(), "GPUSLICE_DRIVER_LIBRARY=" + BinDir() + "/libgpuslice-partial-driver.so",
-                               "GPUSLICE_STATE_DIR=" + dir.state_dir(), "GPUSLICE_TENANT=old-driver",
-                               "GPUSLICE_MEMORY_LIMIT=1Gi"});
+  // Only these GPUSLICE_* variables: an inherited one (a CI script's) is refused by the shim.
+  Subprocess app({BinDir() + "/gpuslice-test-missing-entry"},
+                 {"LD_PRELOAD=" + ShimPath(), "GPUSLICE_DRIVER_LIBRARY=" + BinDir() + "/libgpuslice-partial-driver.so",
+                  "GPUSLICE_STATE_DIR=" + dir.state_dir(), "GPUSLICE_TENANT=old-driver", "GPUSLICE_MEMORY_LIMIT=1Gi"},
+                 Inherit::kAllButGpuslice);
+  const ProcessResult r = app.Wait(60000);
   ASSERT_EQ(r.exit_code, 0) << "the program died (a null entry point called?):\n" << r.out << r.err;
   std::map<std::string, std::string> answers;
   std::istringstream lines(r.out);
