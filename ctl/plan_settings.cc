@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "ctl/units.h"
+#include "shim/option_values.h"
 
 namespace gpuslice::ctl {
 namespace {
@@ -69,11 +70,7 @@ int PluginSlices(uint64_t memory_bytes, uint32_t request_pct, uint64_t unit_memo
   return static_cast<int>(std::min<uint64_t>(kPluginSlicesPerGpu, std::max<uint64_t>(for_memory, request_pct)));
 }
 
-std::string MemoryLimitValue(uint64_t bytes) {
-  if (bytes % (1ULL << 30) == 0) return std::to_string(bytes >> 30) + "Gi";
-  if (bytes % (1ULL << 20) == 0) return std::to_string(bytes >> 20) + "Mi";
-  return std::to_string(bytes);
-}
+std::string MemoryLimitValue(uint64_t bytes) { return shim::QuotaText(bytes); }
 
 void FillTenantSettings(Plan* plan) {
   for (PlannedTenant& pt : plan->tenants) {

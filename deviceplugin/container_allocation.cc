@@ -5,31 +5,10 @@
 #include <fstream>
 #include <set>
 
-#include "shim/options.h"
+#include "shim/option_values.h"
 
 namespace gpuslice::deviceplugin {
 namespace {
-
-// "8Gi", "512Mi" or plain bytes: the shortest exact form the shim parses.
-std::string Quantity(uint64_t bytes) {
-  if (bytes % (1ULL << 30) == 0) return std::to_string(bytes >> 30) + "Gi";
-  if (bytes % (1ULL << 20) == 0) return std::to_string(bytes >> 20) + "Mi";
-  return std::to_string(bytes);
-}
-
-// The shim reads GPUSLICE_* with its option table; a value it would refuse must never reach a
-// container (the tenant would fail closed at its first CUDA call, far from the cause).
-bool ShimAccepts(const std::map<std::string, std::string>& envs, std::string* error) {
-  std::vector<std::string> entries;
-  for (const auto& [name, value] : envs) {
-    if (name.starts_with("GPUSLICE_")) entries.push_back(name + "=" + value);
-  }
-  std::vector<char*> environment;
-  for (std::string& entry : entries) environment.push_back(entry.data());
-  environment.push_back(nullptr);
-  shim::ShimOptions options;
-  return shim::ParseOptions(environment.data(), &options, error);
-}
 
 void AddShim(const PluginConfig& config, const std::string& tenant, ContainerEdits* edits) {
   edits->envs["GPUSLICE_TENANT"] = tenant;
@@ -123,7 +102,7 @@ SliceOutcome EditsForSlices(const DeviceCatalog& catalog, const PluginConfig& co
   if (used.size() == 1) {
     const size_t p = used[0];
     edits->envs["GPUSLICE_MEMORY_LIMIT"] =
-        slices_on[p] == whole ? "100%" : Quantity(slices_on[p] * catalog.SliceBytes(p));
+        slices_on[p] == whole ? "100%" : shim::QuotaText(slices_on[p] * catalog.SliceBytes(p));
     edits->envs["GPUSLICE_COMPUTE_REQUEST"] = std::to_string(slices_on[p] * static_cast<size_t>(catalog.PercentPerSlice()));
   } else {
     // Whole devices: all of each one's memory and time. The container numbers the devices it
@@ -133,7 +112,7 @@ SliceOutcome EditsForSlices(const DeviceCatalog& catalog, const PluginConfig& co
     edits->envs["GPUSLICE_COMPUTE_REQUEST"] = "100";
   }
   AddShim(config, TenantNameForIds(ids), edits);
-  if (!ShimAccepts(edits->envs, error)) {
+  if (!shim::ShimAccepts(edits->envs, error)) {
     *error = "internal error, the shim would refuse the answer: " + *error;
     return SliceOutcome::kMalformed;
   }
