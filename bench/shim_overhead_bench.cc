@@ -43,15 +43,24 @@ constexpr const char* kPtx = R"(
 
 CUfunction g_noop = nullptr;
 CUstream g_stream = nullptr;
+CUcontext g_context = nullptr;
+decltype(&cuCtxSetCurrent) g_set_current = nullptr;
+
+// Benchmark threads start with no current context: each makes the benchmark's current, as an
+// application's worker threads do.
+void MakeContextCurrent() { g_set_current(g_context); }
 
 // A private simulated GPU and broker segment, a context, and a no-op kernel. With
-// `mode_none`, the GPU's sharing mode is set to none before the benchmarks run.
-void Setup(bool mode_none) {
+// `mode_none`, the GPU's sharing mode is set to none before the benchmarks run; with `tracked`,
+// the tenant is of the background class, whose launches are tracked by completion even alone
+// (each followed by an event), as every tenant's are while another shares the GPU.
+void Setup(bool mode_none, bool tracked) {
   const std::string tag = std::to_string(getpid());
   setenv("GPUSLICE_SIM_STATE", ("/dev/shm/gpuslice-bench-" + tag).c_str(), 1);
   setenv("GPUSLICE_STATE_DIR", ("/tmp/gpuslice-bench-" + tag).c_str(), 1);
   setenv("GPUSLICE_MEMORY_LIMIT", "64Gi", 1);
-  CUcontext ctx = nullptr;
+  if (tracked) setenv("GPUSLICE_COMPUTE_CLASS", "background", 1);
+  CUcontext& ctx = g_context;
   CUmodule module = nullptr;
   if (cuInit(0) != CUDA_SUCCESS || Real()->cuDeviceGetUuid_v2 == nullptr) {
     std::fprintf(stderr, "shim_overhead_bench: cannot initialise the simulated driver through the shim\n");
@@ -63,6 +72,7 @@ void Setup(bool mode_none) {
   auto* get_function = reinterpret_cast<decltype(&cuModuleGetFunction)>(gpuslice::shim::RealDlsym(Real()->handle, "cuModuleGetFunction"));
   auto* create_stream = reinterpret_cast<decltype(&cuStreamCreate)>(gpuslice::shim::RealDlsym(Real()->handle, "cuStreamCreate"));
   retain(&ctx, 0);
+  g_set_current = set_current;
   set_current(ctx);
   load(&module, kPtx);
   get_function(&g_noop, module, "noop");
@@ -86,7 +96,8 @@ void Setup(bool mode_none) {
     }
   }
   benchmark::AddCustomContext("gpuslice_mode", mode_none ? "none (launches pass through)"
-                                                         : "timeslice (the tenant holds the grant: gated fast path)");
+                                              : tracked ? "timeslice, every launch tracked (background class)"
+                                                        : "timeslice (the tenant holds the grant: gated fast path)");
 }
 
 void Drain() {
@@ -95,19 +106,22 @@ void Drain() {
 }
 
 void BM_LaunchKernel_Direct(benchmark::State& state) {
+  MakeContextCurrent();
   for (auto _ : state) {
     Real()->cuLaunchKernel(g_noop, 1, 1, 1, 1, 1, 1, 0, g_stream, nullptr, nullptr);
   }
-  Drain();
+  if (state.thread_index() == 0) Drain();
 }
 void BM_LaunchKernel_Shim(benchmark::State& state) {
+  MakeContextCurrent();
   for (auto _ : state) {
     cuLaunchKernel(g_noop, 1, 1, 1, 1, 1, 1, 0, g_stream, nullptr, nullptr);
   }
-  Drain();
+  if (state.thread_index() == 0) Drain();
 }
 
 void BM_MemAllocFree_Direct(benchmark::State& state) {
+  MakeContextCurrent();
   CUdeviceptr p = 0;
   for (auto _ : state) {
     Real()->cuMemAlloc_v2(&p, 1 << 20);
@@ -115,6 +129,7 @@ void BM_MemAllocFree_Direct(benchmark::State& state) {
   }
 }
 void BM_MemAllocFree_Shim(benchmark::State& state) {
+  MakeContextCurrent();
   CUdeviceptr p = 0;
   for (auto _ : state) {
     cuMemAlloc_v2(&p, 1 << 20);
@@ -131,9 +146,14 @@ void BM_MemGetInfo_Shim(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(cuMemGetInfo_v2(&free, &total));
 }
 
-// Interleaved pairs so that drift of a noisy machine hits both sides alike.
+// Interleaved pairs so that drift of a noisy machine hits both sides alike. Launches also from
+// 2, 4 and 8 threads at once: the shim's cost per launch must not grow with them (threads of one
+// process share its tracker, and must not share a written cache line per launch). Thread counts
+// above the machine's cores measure time-sharing too, on both sides of a pair alike.
 BENCHMARK(BM_LaunchKernel_Direct)->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK(BM_LaunchKernel_Shim)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_LaunchKernel_Direct)->ThreadRange(2, 8)->UseRealTime()->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_LaunchKernel_Shim)->ThreadRange(2, 8)->UseRealTime()->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK(BM_MemAllocFree_Direct)->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK(BM_MemAllocFree_Shim)->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK(BM_MemGetInfo_Direct)->Repetitions(5)->ReportAggregatesOnly(true);
@@ -143,16 +163,19 @@ BENCHMARK(BM_MemGetInfo_Shim)->Repetitions(5)->ReportAggregatesOnly(true);
 
 int main(int argc, char** argv) {
   bool mode_none = false;
+  bool tracked = false;
   int kept = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--gpuslice-mode=none") == 0) {
       mode_none = true;
+    } else if (std::strcmp(argv[i], "--gpuslice-tracked") == 0) {
+      tracked = true;
     } else if (std::strcmp(argv[i], "--gpuslice-mode=timeslice") != 0) {
       argv[kept++] = argv[i];
     }
   }
   argc = kept;
-  Setup(mode_none);
+  Setup(mode_none, tracked);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -157,6 +157,14 @@ struct GpuView {
   bool closing = false;        // the holder is draining to hand the GPU on
   uint32_t waiting = 0;        // processes of any tenant waiting for the grant
   uint64_t grants = 0;         // grants made since the GPU entry was created
+  // Where the device's time went at hand-overs, summed since the GPU entry was created
+  // (GpuEntry's counters, docs/performance.md): grant start to its holder's first launch, the
+  // rest of the time holders had nothing in flight, gate closed to hand-over, nobody holding
+  // the GPU while tenants over their limits waited.
+  uint64_t grant_start_idle_ns = 0;
+  uint64_t holder_idle_ns = 0;
+  uint64_t drain_ns = 0;
+  uint64_t unheld_waiting_ns = 0;
   // Shares are measured over windows of at least 10 s, rolled at hand-overs. window_start_ns is
   // when the current window began (CLOCK_MONOTONIC), i.e. when the last complete one ended; 0
   // before the first grant. share_window_complete: at least one window has completed, so the

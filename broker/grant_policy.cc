@@ -99,7 +99,7 @@ bool GrantPolicy::Fresh(const ProcessEntry&, uint64_t stamp, uint64_t now) const
 }
 
 GrantPolicy::Activity GrantPolicy::HolderActivity(int tenant, uint64_t now, uint64_t* went_idle_ns,
-                                                  uint32_t* most_queued) const {
+                                                  uint32_t* queued) const {
   bool live = false, draining = false, waiting = false, between = false;
   uint64_t went_idle = 0;
   for (uint32_t i = 0; i < ProcessHighWater(); ++i) {
@@ -114,7 +114,7 @@ GrantPolicy::Activity GrantPolicy::HolderActivity(int tenant, uint64_t now, uint
     if (inflight != 0 && Fresh(p, st.heartbeat_ns.load(), now)) {
       draining = true;
       // Work of unknown extent counts as more than one kernel.
-      if (most_queued) *most_queued = std::max(*most_queued, (inflight & kUntrackedWork) ? 2u : inflight);
+      if (queued) *queued += (inflight & kUntrackedWork) ? 2u : inflight;
     }
     if (Fresh(p, waiting_ns, now)) waiting = true;
     const uint64_t grace = std::clamp<uint64_t>(st.grace_ns.load(), kMinGraceNs, kMaxGraceNs);
@@ -307,6 +307,19 @@ uint64_t GrantPolicy::TenantBusyNs(int tenant, uint64_t now) const {
   return busy;
 }
 
+// Where the ending grant's time went: from its start to the holder's first launch (the
+// hand-over's own cost: waking the new holder, its first launch), the rest of the time its
+// holder had nothing in flight, and the drain from the gate's closing.
+void GrantPolicy::CountGrantTimeLocked(uint64_t start, uint64_t used, uint64_t now) {
+  const uint64_t held = Elapsed(start, now);
+  const uint64_t first = gpu_->first_work_ns.load();
+  const uint64_t start_idle = first >= start && first <= now ? first - start : held;  // no launch: all of it
+  gpu_->grant_start_idle_ns.fetch_add(start_idle);
+  gpu_->holder_idle_ns.fetch_add(held - std::min(held, start_idle + used));
+  const uint64_t closed = gpu_->closed_at_ns.load();
+  if (closed != 0) gpu_->drain_ns.fetch_add(Elapsed(closed, now));
+}
+
 void GrantPolicy::HandOverLocked(uint64_t now) {
   SettleTailLocked(now, /*force=*/true);
   const uint32_t holder = gpu_->holder.load();
@@ -321,7 +334,10 @@ void GrantPolicy::HandOverLocked(uint64_t now) {
     const uint64_t at_grant = gpu_->holder_busy_at_grant_ns.load();
     const uint64_t used = std::min(active - start, busy_now > at_grant ? busy_now - at_grant : 0);
     ChargeLocked(static_cast<int>(holder - 1), used - std::min(used, gpu_->overlap_ns.load()), now);
+    CountGrantTimeLocked(start, std::min(busy_now > at_grant ? busy_now - at_grant : 0, Elapsed(start, now)), now);
   }
+  gpu_->first_work_ns.store(0);
+  gpu_->closed_at_ns.store(0);
   gpu_->overlap_ns.store(0);
   RollShareWindowLocked(now);
   uint64_t retry_after = 0;
@@ -379,6 +395,27 @@ GrantPolicy::CloseReason GrantPolicy::ShouldCloseLocked(int holder, uint64_t now
   return reason;
 }
 
+// Whether the holder's grant, closed for `reason`, may move on with `queued` of its launches still
+// in flight (docs/scheduling.md, "Hand-over"). Its limit reached, only once they have all
+// finished: a limit is a ceiling. At the end of its quantum, once its last kernel runs: the next
+// holder's first kernel then queues behind it and the device does not go idle while the grant
+// moves (a hand-over costs the wake-up of the next holder and its first launch, the length of a
+// decision; drained to nothing, the device idled for all of it). Yielding to a waiter owed the
+// GPU (or to anyone, from background), at once: the waiter's work joins what the holder has
+// queued — at most its budget — time-sliced by the hardware as it would be without gpuslice, so
+// a light tenant's request waits for no one's queue; the holder launches nothing more meanwhile.
+// Work that runs on beside the next grant is a tail, charged half to each (SettleTailLocked).
+bool GrantPolicy::DrainedFor(CloseReason reason, Activity activity, uint32_t queued) {
+  if (activity != Activity::kDraining) return true;
+  switch (reason) {
+    case CloseReason::kYield: return true;
+    case CloseReason::kQuantum: return queued <= 1;
+    case CloseReason::kLimit:
+    case CloseReason::kNone: return false;
+  }
+  return false;
+}
+
 bool GrantPolicy::AdvanceLocked(uint64_t now) {
   bool changed = false;
   RefreshWaitingLocked(now);
@@ -394,6 +431,10 @@ bool GrantPolicy::AdvanceLocked(uint64_t now) {
     changed = true;
   }
   if (holder == 0) {
+    // Tenants wait and nobody holds the GPU: all of them over their limits (the time since the
+    // last decision, at most a lease, counts).
+    if (gpu_->waiting.load() != 0)
+      gpu_->unheld_waiting_ns.fetch_add(std::min(Elapsed(gpu_->last_decision_ns.load(), now), LeaseOf(*gpu_)));
     uint64_t retry_after = 0;
     if (PickNext(now, &retry_after) >= 0) {
       HandOverLocked(now);
@@ -421,19 +462,17 @@ bool GrantPolicy::AdvanceLocked(uint64_t now) {
     // holder's own launches would wait for its own grant for ever: its waiting thread keeps it
     // from looking idle, and no hand-over comes without a waiter.
     if (gpu_->closing.exchange(0) != 0) changed = true;
+    gpu_->closed_at_ns.store(0);
     return changed;
   }
   // Close the gate before the last look at the holder: a launch either sees it closed, or the
   // look sees the launch's in-flight count (docs/scheduling.md, "no overlap").
   const bool was_closing = gpu_->closing.exchange(1) != 0;
   if (close && !was_closing) changed = true;
-  uint32_t most_queued = 0;
-  activity = HolderActivity(h, now, nullptr, &most_queued);
-  // Yielding to a waiter that is owed the GPU (or to anyone, from background), the holder's
-  // running kernel need not finish first: the waiter's work joins it, time-sliced by the
-  // hardware, as it would be without gpuslice; the holder launches nothing more meanwhile.
-  const bool drained = activity != Activity::kDraining || (reason == CloseReason::kYield && most_queued <= 1);
-  if ((close && drained) || activity == Activity::kIdle || activity == Activity::kGone) {
+  if (close && gpu_->closed_at_ns.load() == 0) gpu_->closed_at_ns.store(now);
+  uint32_t queued = 0;
+  activity = HolderActivity(h, now, nullptr, &queued);
+  if ((close && DrainedFor(reason, activity, queued)) || activity == Activity::kIdle || activity == Activity::kGone) {
     HandOverLocked(now);
     const uint32_t next = gpu_->holder.load();
     if (activity == Activity::kDraining && next != 0 && next != holder) {  // its kernel runs on: a tail
@@ -444,6 +483,7 @@ bool GrantPolicy::AdvanceLocked(uint64_t now) {
   }
   if (!close) {  // an idleness probe that found work; a gate closed earlier for a waiter now gone
     gpu_->closing.store(0);
+    gpu_->closed_at_ns.store(0);
     if (was_closing) changed = true;
   }
   return changed;

@@ -77,10 +77,10 @@ class GrantPolicy {
 
   // The holder's activity, as Advance judges it.
   enum class Activity { kGone, kIdle, kBetweenLaunches, kWaiting, kDraining };
-  // went_idle_ns: when its last process with no work went idle; most_queued: the most launches
-  // in flight in one of its processes.
+  // went_idle_ns: when its last process with no work went idle; queued: its launches in flight,
+  // over all its processes (work of unknown extent counting two).
   Activity HolderActivity(int tenant, uint64_t now, uint64_t* went_idle_ns = nullptr,
-                          uint32_t* most_queued = nullptr) const;
+                          uint32_t* queued = nullptr) const;
 
   // Latency-class work done outside the grant: charged like a grant of `ns` (scheduler mutex).
   void ChargePriorityWork(int tenant, uint64_t ns, uint64_t now);
@@ -105,6 +105,7 @@ class GrantPolicy {
   bool Lock(std::optional<SchedLock>* lock);
   bool AdvanceLocked(uint64_t now);
   void HandOverLocked(uint64_t now);
+  void CountGrantTimeLocked(uint64_t start, uint64_t used, uint64_t now);
   void SettleTailLocked(uint64_t now, bool force);
   // The busy time of the tenant's registered processes on this GPU so far, open periods included.
   uint64_t TenantBusyNs(int tenant, uint64_t now) const;
@@ -114,6 +115,7 @@ class GrantPolicy {
   // (a waiter owed the GPU, or a background holder beside a standard or latency waiter).
   enum class CloseReason { kNone, kLimit, kQuantum, kYield };
   CloseReason ShouldCloseLocked(int holder, uint64_t now) const;
+  static bool DrainedFor(CloseReason reason, Activity activity, uint32_t queued);
   bool Owed(int waiter, int holder, uint64_t held) const;
   void RefreshWaitingLocked(uint64_t now);
   uint64_t SystemVtime(uint64_t now) const;

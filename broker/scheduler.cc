@@ -139,6 +139,10 @@ bool ComputeGate::OthersPresent() const {
 
 bool ComputeGate::OthersWaiting(uint64_t now) const { return policy_.CountWaitingTenants(tenant_, now) > 0; }
 
+bool ComputeGate::PriorityBucketHasTime(uint64_t now) const {
+  return BucketNow(ledger_->priority_tokens_ns.load(), ledger_->priority_tokens_at_ns.load(), WeightOf(*ledger_), now) > 0;
+}
+
 bool ComputeGate::TakePriority(uint64_t now) {
   if (class_ != ComputeClass::kLatency) return false;
   // Within its request (the priority bucket is not empty): the launch passes the grant.
@@ -163,6 +167,14 @@ void ComputeGate::DropPriority() {
 void ComputeGate::ChargePriorityWork(uint64_t ns, uint64_t now) { policy_.ChargePriorityWork(tenant_, ns, now); }
 
 void ComputeGate::Wake() { WakeAll(gpu_); }
+
+void ComputeGate::NoteFirstGrantedLaunch() {
+  uint64_t none = 0;
+  const uint64_t start = gpu_->grant_start_ns.load();
+  const uint64_t now = MonotonicNanos();
+  // Only for the grant that let it in: after a hand-over the next decision resets the field.
+  if (HeldByUs() && gpu_->grant_start_ns.load() == start) gpu_->first_work_ns.compare_exchange_strong(none, std::max(now, start));
+}
 
 void ComputeGate::WaitForChange(uint64_t timeout_ns) {
   const uint32_t seen = gpu_->grant_seq.load();

@@ -60,10 +60,17 @@ class ComputeGate {
   }
   // This process's published state on the GPU.
   ProcessGpuState& published() { return *mine_; }
+  // A launch got in under the grant: the grant's first is when the device had the holder's work
+  // again after the hand-over (GpuEntry::first_work_ns). One load of a line GrantOpen read.
+  void NoteGrantedLaunch() {
+    if (gpu_->first_work_ns.load(std::memory_order_relaxed) == 0) NoteFirstGrantedLaunch();
+  }
 
   // Latency class: true when this launch may pass the grant (the tenant is within its request),
   // and then the priority lease is taken. RenewPriority extends it while work is in flight.
   bool TakePriority(uint64_t now);
+  // The priority bucket still holds time: the tenant is within its request.
+  bool PriorityBucketHasTime(uint64_t now) const;
   void RenewPriority(uint64_t now);
   void DropPriority();
   // Latency work done outside the grant is charged as if granted.
@@ -99,6 +106,7 @@ class ComputeGate {
  private:
   bool TenantHasOtherLiveProcess() const;
   void CountWait(uint64_t waited_ns);
+  void NoteFirstGrantedLaunch();
 
   Broker* broker_;
   Segment* segment_;

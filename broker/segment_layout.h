@@ -24,12 +24,13 @@
 namespace gpuslice::broker {
 
 inline constexpr uint64_t kMagic = 0x31524B4253435047ULL;  // "GPCSBKR1" little-endian
-inline constexpr uint32_t kLayoutVersion = 5;  // 2: compute time-slicing; 3: in-flight tracking, leases,
+inline constexpr uint32_t kLayoutVersion = 6;  // 2: compute time-slicing; 3: in-flight tracking, leases,
                                                // classes, per-process waiting, counters; 4: 128 GPUs
                                                // (open_gpus a 128-bit mask), ledger mutexes set up lazily,
                                                // a grant's overlap with others' charged time, grants
                                                // charged by their holder's busy time; 5: 18 wait
-                                               // buckets, 50 us to 10 s
+                                               // buckets, 50 us to 10 s; 6: where the device's time
+                                               // went at hand-overs (GpuEntry's idle counters)
 inline constexpr char kStateFileName[] = "gpuslice.state";
 
 // Distinct GPU UUIDs, MIG instances counting apiece: a 16-GPU node with seven instances on every
@@ -125,6 +126,14 @@ struct alignas(64) GpuEntry {
   // The holder's processes' busy time (ProcessGpuState::busy_total_ns and any open period) when it
   // got the grant: its grant is charged by how much that grew, not by the grant's wall time.
   std::atomic<uint64_t> holder_busy_at_grant_ns;
+  // Where the device's time went while tenants wanted it: what gpuslice-bench breaks the device
+  // time lost to the scheduler down by (docs/performance.md). Counters are summed at hand-overs.
+  std::atomic<uint64_t> first_work_ns;       // the holder's first launch in its grant (0: none yet)
+  std::atomic<uint64_t> closed_at_ns;        // when the holder's gate closed for a reason (0: open)
+  std::atomic<uint64_t> grant_start_idle_ns; // grant start to the holder's first launch (the hand-over's cost)
+  std::atomic<uint64_t> holder_idle_ns;      // the rest of the time a holder had nothing in flight
+  std::atomic<uint64_t> drain_ns;            // gate closed to hand-over (the holder's queue still runs)
+  std::atomic<uint64_t> unheld_waiting_ns;   // nobody held the GPU while a tenant waited (over its limit)
   MutexSlot sched_mutex;                   // guards grant decisions and every virtual time
 };
 

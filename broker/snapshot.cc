@@ -97,6 +97,10 @@ void Fill(const Segment& segment, int liveness_fd, Snapshot* out) {
     view.closing = gpu.closing.load() != 0;
     view.waiting = 0;  // summed over its tenants below
     view.grants = gpu.grants.load();
+    view.grant_start_idle_ns = gpu.grant_start_idle_ns.load();
+    view.holder_idle_ns = gpu.holder_idle_ns.load();
+    view.drain_ns = gpu.drain_ns.load();
+    view.unheld_waiting_ns = gpu.unheld_waiting_ns.load();
     view.window_start_ns = gpu.window_start_ns.load();
     // A holder none of whose processes is registered any more (the last one died, or exited
     // without handing the grant on) holds nothing: the next decision, by whoever next looks,

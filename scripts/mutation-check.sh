@@ -93,6 +93,14 @@ sabotage no-budget shim/launch_tracker.cc \
   's/bounded_\.store\(others\);/bounded_.store(false);  \/\/ SABOTAGE/' \
   '^(Sched|GrantPolicy)' \
   'a holder keeps its whole backlog queued while others share the GPU'
+sabotage latency-bucket-ignored broker/scheduler.cc \
+  's/(if \(BucketNow\(ledger_->priority_tokens_ns\.load\(\), ledger_->priority_tokens_at_ns\.load\(\), WeightOf\(\*ledger_\), now\) <= 0\)\n\s*)return false;/${1}{}  \/\/ SABOTAGE/' \
+  '^(Sched|GrantPolicy)' \
+  'a latency-class launch passes the grant whatever its bucket holds'
+sabotage yield-drains broker/grant_policy.cc \
+  's/case CloseReason::kYield: return true;/case CloseReason::kYield: return false;  \/\/ SABOTAGE/' \
+  '^(Sched|GrantPolicy)' \
+  'a waiter owed the GPU waits for the holder'"'"'s whole queue to drain'
 sabotage classes-ignored broker/grant_policy.cc \
   's/return value <= static_cast<uint32_t>\(ComputeClass::kBackground\) \? static_cast<ComputeClass>\(value\)\n\s*: ComputeClass::kStandard;/return ComputeClass::kStandard;  \/\/ SABOTAGE/' \
   '^(Sched|GrantPolicy)' \

@@ -67,7 +67,7 @@ LaunchTracker* ShimState::TrackerForLaunch(CUstream stream) {
     CUstream stream = nullptr;
     LaunchTracker* tracker = nullptr;
   };
-  thread_local LastLaunch last;
+  __attribute__((tls_model("initial-exec"))) thread_local LastLaunch last;  // preloaded: static TLS, no call
   const uint64_t epoch = contexts_epoch_.load(std::memory_order_acquire);
   const CUstream key = own_stream ? stream : nullptr;
   if (last.state == this && last.epoch == epoch && last.context == current && last.stream == key) return last.tracker;

@@ -17,6 +17,7 @@ using broker::kUntrackedWork;
 // A blocked launcher looks at its oldest launch this often (a fraction of a kernel, bounded).
 constexpr uint64_t kMinPollNs = 20'000;
 constexpr uint64_t kMaxPollNs = 200'000;
+constexpr uint32_t kMinBudgetKernels = 2;
 constexpr uint32_t kMaxBudgetKernels = 1024;
 
 void SleepNanos(uint64_t ns) {
@@ -31,33 +32,30 @@ LaunchTracker::LaunchTracker(ShimState* state, broker::ComputeGate* gate)
   tracking_.store(gate->always_tracked());
 }
 
-bool LaunchTracker::TryEnter(Entry* entry, bool waited) {
-  if (!tracking_.load(std::memory_order_relaxed)) {
-    untracked_inside_.fetch_add(1);  // seq_cst: pairs with the monitor's switch to tracking
-    if (!tracking_.load()) {
-      if ((published_->inflight.load(std::memory_order_relaxed) & kUntrackedWork) == 0) {
-        // Untracked work is counted busy from here to its confirmation. Only when the flag is set
-        // (once per untracked stretch): the clock read stays off the fast path. Before the flag,
-        // so that whoever sees the flag sees its start.
-        if (published_->inflight.load(std::memory_order_relaxed) == 0) published_->busy_since_ns.store(MonotonicNanos());
-        published_->inflight.fetch_or(kUntrackedWork);  // before the grant check: "no overlap"
-      }
-      if (gate_->GrantOpen()) {
-        *entry = Entry::kUntracked;
-        return true;
-      }
-      untracked_inside_.fetch_sub(1);
-      return false;
-    }
-    untracked_inside_.fetch_sub(1);
-  }
+// Untracked work is counted busy from here to its confirmation. Only when the flag is set (once
+// per untracked stretch): the clock read stays off the fast path. Before the flag, so that
+// whoever sees the flag sees its start; and before the grant check: "no overlap".
+void LaunchTracker::FlagUntrackedWork() {
+  if (published_->inflight.load(std::memory_order_relaxed) == 0) published_->busy_since_ns.store(MonotonicNanos());
+  published_->inflight.fetch_or(kUntrackedWork);
+  gate_->NoteGrantedLaunch();
+}
+
+bool LaunchTracker::EnterTracked(Entry* entry, bool waited) {
   if (bounded_.load(std::memory_order_relaxed) && queued_.load(std::memory_order_relaxed) >= budget_kernels_.load(std::memory_order_relaxed))
     return false;  // enough queued while others share the GPU: wait for a completion
   if (gate_->compute_class() == broker::ComputeClass::kLatency) {
     const uint64_t now = MonotonicNanos();
     if (gate_->TakePriority(now)) {
-      NoteLaunch(published_->inflight.fetch_add(1), now, waited, true);
-      *entry = Entry::kPriority;
+      const uint32_t before = published_->inflight.fetch_add(1);
+      NoteLaunch(before, now, waited, true);
+      // Priority taken again within a busy period (its bucket refilled): charged from here. Not
+      // charged, the bucket refilled to full and the tenant passed the grant for good.
+      if (before != 0 && !priority_busy_.load(std::memory_order_relaxed)) {
+        priority_charged_ns_.store(now, std::memory_order_relaxed);
+        priority_busy_.store(true, std::memory_order_relaxed);
+      }
+      entry->kind = Entry::Kind::kPriority;
       return true;
     }
   }
@@ -70,7 +68,8 @@ bool LaunchTracker::TryEnter(Entry* entry, bool waited) {
     return false;
   }
   NoteLaunch(before, 0, waited, false);
-  *entry = Entry::kTracked;
+  gate_->NoteGrantedLaunch();
+  entry->kind = Entry::Kind::kTracked;
   return true;
 }
 
@@ -82,6 +81,7 @@ void LaunchTracker::NoteLaunch(uint32_t before, uint64_t now, bool waited, bool 
   if (before != 0) return;
   if (now == 0) now = MonotonicNanos();
   published_->busy_since_ns.store(now);
+  priority_charged_ns_.store(now, std::memory_order_relaxed);
   priority_busy_.store(priority, std::memory_order_relaxed);
   const uint64_t idle_since = published_->idle_since_ns.load(std::memory_order_relaxed);
   if (waited || idle_since == 0 || now <= idle_since || now - idle_since >= broker::kMaxGraceNs) return;
@@ -107,17 +107,18 @@ void LaunchTracker::CountDown(uint32_t completed, uint64_t now) {
   if (after != 0) return;
   if (now == 0) now = MonotonicNanos();
   EndBusyPeriod(now);
-  if (priority_busy_.exchange(false, std::memory_order_relaxed)) {
-    const uint64_t since = published_->busy_since_ns.load();
-    gate_->ChargePriorityWork(now > since ? now - since : 0, now);
-  }
+  if (priority_busy_.exchange(false, std::memory_order_relaxed)) ChargePriorityUpTo(now);
 }
 
-void LaunchTracker::Exit(Entry entry, CUresult launched, CUstream stream, bool per_thread) {
-  if (entry == Entry::kUntracked) {
-    untracked_inside_.fetch_sub(1, std::memory_order_release);
-    return;
-  }
+// Priority work is charged as it runs (by the monitor), not only when its busy period ends: a
+// latency tenant that keeps its queue full never ends one, and its bucket, never drained, let
+// it pass the grant for ever (beside a standard tenant it took the whole device).
+void LaunchTracker::ChargePriorityUpTo(uint64_t now) {
+  const uint64_t from = priority_charged_ns_.exchange(now, std::memory_order_relaxed);
+  if (now > from) gate_->ChargePriorityWork(now - from, now);
+}
+
+void LaunchTracker::ExitTracked(CUresult launched, CUstream stream, bool per_thread) {
   if (launched != CUDA_SUCCESS) {
     CountDown(1, 0);  // nothing was queued
     return;
@@ -196,10 +197,13 @@ void LaunchTracker::WaitForOldest() {
     SleepNanos(std::clamp<uint64_t>(kernel_ns_.load(std::memory_order_relaxed) / 16, kMinPollNs, kMaxPollNs));
 }
 
+// At least two kernels: one running and the next queued behind it. With one, the device idled at
+// every completion for as long as the launcher took to wake and launch again (a few percent of
+// the device with 4 ms kernels, lost whenever another tenant merely had the GPU open).
 void LaunchTracker::UpdateBudget() {
   const uint64_t kernel = std::max<uint64_t>(kernel_ns_.load(std::memory_order_relaxed), 1);
   const uint64_t kernels = (gate_->BudgetNs() + kernel - 1) / kernel;
-  budget_kernels_.store(static_cast<uint32_t>(std::clamp<uint64_t>(kernels, 1, kMaxBudgetKernels)),
+  budget_kernels_.store(static_cast<uint32_t>(std::clamp<uint64_t>(kernels, kMinBudgetKernels, kMaxBudgetKernels)),
                         std::memory_order_relaxed);
 }
 
@@ -223,9 +227,9 @@ void LaunchTracker::Wait() {
 }
 
 void LaunchTracker::ConfirmUntrackedWorkDone(uint64_t now) {
-  // No launch is on the untracked path once this reads 0 after tracking was switched on (each
-  // increments the count before reading the switch).
-  while (untracked_inside_.load() != 0) sched_yield();
+  // No launch is on the untracked path once every flag reads 0 after tracking was switched on
+  // (each raises its flag before reading the switch).
+  untracked_.Drain();
   state_->SynchronizeGate(gate_);
   const uint32_t after = published_->inflight.fetch_and(~kUntrackedWork) & ~kUntrackedWork;
   if (after == 0) EndBusyPeriod(now);
@@ -245,12 +249,20 @@ uint64_t LaunchTracker::MonitorStep(uint64_t now) {
     now = MonotonicNanos();
     published_->heartbeat_ns.store(now);
   }
-  // Latency priority lasts while this process has work in flight or is between two launches.
+  // Latency priority lasts while this process has work in flight or is between two launches, and
+  // its tenant is within its request (the bucket, drained by the work as it runs, holds time).
+  // Dropped, the rest of the busy period runs under the grant like a standard tenant's.
   if (published_->priority_until_ns.load() != 0) {
+    constexpr uint64_t kChargeEveryNs = 1'000'000;  // each charge takes the scheduler lock
+    if (priority_busy_.load(std::memory_order_relaxed) &&
+        now - priority_charged_ns_.load(std::memory_order_relaxed) >= kChargeEveryNs)
+      ChargePriorityUpTo(now);
     const uint64_t grace = std::clamp<uint64_t>(published_->grace_ns.load(), broker::kMinGraceNs, broker::kMaxGraceNs);
-    if (published_->inflight.load() != 0 || now - published_->idle_since_ns.load() < grace) {
+    const bool active = published_->inflight.load() != 0 || now - published_->idle_since_ns.load() < grace;
+    if (active && gate_->PriorityBucketHasTime(now)) {
       gate_->RenewPriority(now);
     } else {
+      if (priority_busy_.exchange(false, std::memory_order_relaxed)) ChargePriorityUpTo(now);
       gate_->DropPriority();
     }
   }

@@ -23,6 +23,7 @@
 
 #include "broker/scheduler.h"
 #include "shim/driver_api.h"
+#include "shim/untracked_slots.h"
 
 namespace gpuslice::shim {
 
@@ -36,13 +37,31 @@ class LaunchTracker {
 
   broker::ComputeGate* gate() const { return gate_; }
 
-  // How a launch got in: under the tenant's grant (tracked or not) or by latency priority.
-  enum class Entry : uint8_t { kUntracked, kTracked, kPriority };
+  // How a launch got in: under the tenant's grant (tracked or not) or by latency priority; an
+  // untracked one, with the flag it raised (lowered by Exit).
+  struct Entry {
+    enum class Kind : uint8_t { kUntracked, kTracked, kPriority } kind = Kind::kTracked;
+    UntrackedSlots::Ticket ticket;
+  };
 
   // The fast path. True: the caller may launch now and must then call Exit. False: call Wait,
-  // then try again (with `waited`).
-  bool TryEnter(Entry* entry, bool waited = false);
-  void Exit(Entry entry, CUresult launched, CUstream stream, bool per_thread);
+  // then try again (with `waited`). Inline up to the untracked launch, the whole of it while the
+  // tenant is alone on the GPU.
+  bool TryEnter(Entry* entry, bool waited = false) {
+    if (!tracking_.load(std::memory_order_relaxed)) {
+      const UntrackedSlots::Ticket ticket = untracked_.Enter();  // pairs with the switch to tracking
+      if (!tracking_.load(std::memory_order_relaxed)) return EnterUntracked(entry, ticket);
+      UntrackedSlots::Exit(ticket);
+    }
+    return EnterTracked(entry, waited);
+  }
+  void Exit(const Entry& entry, CUresult launched, CUstream stream, bool per_thread) {
+    if (entry.kind == Entry::Kind::kUntracked) {
+      UntrackedSlots::Exit(entry.ticket);
+      return;
+    }
+    ExitTracked(launched, stream, per_thread);
+  }
   // The slow path: blocks (interruptibly) until the grant is this tenant's again or enough of its
   // queued work has completed.
   void Wait();
@@ -65,10 +84,23 @@ class LaunchTracker {
     uint64_t launched_ns;
   };
 
+  bool EnterUntracked(Entry* entry, const UntrackedSlots::Ticket& ticket) {
+    if ((published_->inflight.load(std::memory_order_relaxed) & broker::kUntrackedWork) == 0) FlagUntrackedWork();
+    if (gate_->GrantOpen()) {
+      *entry = Entry{Entry::Kind::kUntracked, ticket};
+      return true;
+    }
+    UntrackedSlots::Exit(ticket);
+    return false;
+  }
+  void FlagUntrackedWork();
+  bool EnterTracked(Entry* entry, bool waited);
+  void ExitTracked(CUresult launched, CUstream stream, bool per_thread);
   // Takes completed launches off the queue; returns how many are still in flight.
   uint32_t Poll(uint64_t now);
   void CountDown(uint32_t completed, uint64_t now);
   void EndBusyPeriod(uint64_t now);
+  void ChargePriorityUpTo(uint64_t now);
   void NoteLaunch(uint32_t before, uint64_t now, bool waited, bool priority);
   bool RecordCompletionEvent(CUstream stream, bool per_thread, uint64_t now);
   void ConfirmUntrackedWorkDone(uint64_t now);
@@ -80,12 +112,18 @@ class LaunchTracker {
   broker::ProcessGpuState* published_;
   std::atomic<bool> tracking_{false};
   std::atomic<bool> bounded_{false};        // others share the GPU: keep at most the budget queued
-  std::atomic<uint32_t> untracked_inside_{0};  // launches mid-call on the untracked path
+  // Launches mid-call on the untracked path, flagged per thread: each of the process's first
+  // kOwnSlots launching threads has a flag of its own, on a cache line of its own, which only it
+  // writes — with plain stores, the monitor's switch to tracking making them visible by a
+  // process-wide barrier (membarrier; shim/untracked_slots.h). Later threads share one counter,
+  // counted with atomic additions. A single shared counter cost every launch a contended line.
+  UntrackedSlots untracked_;
   std::atomic<uint32_t> budget_kernels_{2};
   std::atomic<uint64_t> kernel_ns_{1'000'000};  // measured kernel length (EWMA)
   std::atomic<uint32_t> queued_{0};             // size of pending_, for the fast path's budget test
   std::atomic<uint64_t> gap_ns_{0};             // EWMA of completion-to-next-launch gaps
   std::atomic<bool> priority_busy_{false};      // the current busy period began with a priority launch
+  std::atomic<uint64_t> priority_charged_ns_{0};  // its priority work is charged up to here
   std::mutex mutex_;                            // guards pending_, free_events_, last_completion_ns_
   std::deque<Pending> pending_;
   std::unordered_map<CUcontext, std::vector<CUevent>> free_events_;

@@ -137,22 +137,26 @@ void* RealDlsym(void* handle, const char* name) {
   return fn ? fn(handle, name) : nullptr;
 }
 
-const RealDriver* Real() {
-  static std::atomic<RealDriver*> loaded{nullptr};
+namespace real_driver_internal {
+
+std::atomic<const RealDriver*> g_loaded{nullptr};
+
+const RealDriver* Load() {
   static std::atomic<bool> failed{false};
   static std::mutex mutex;
-  if (RealDriver* d = loaded.load(std::memory_order_acquire)) return d;
   if (failed.load()) return nullptr;
   std::lock_guard<std::mutex> lock(mutex);
-  if (RealDriver* d = loaded.load()) return d;
-  RealDriver* d = LoadDriver();
+  if (const RealDriver* d = g_loaded.load()) return d;
+  const RealDriver* d = LoadDriver();
   if (!d) {
     failed.store(true);
     return nullptr;
   }
-  loaded.store(d, std::memory_order_release);
+  g_loaded.store(d, std::memory_order_release);
   return d;
 }
+
+}  // namespace real_driver_internal
 
 const RealNvml* RealNvmlIfLoaded() {
   static std::atomic<RealNvml*> loaded{nullptr};

@@ -3,6 +3,8 @@
 // gpuslice itself. Every pointer is typed by the declaration of the name it was looked up by.
 #pragma once
 
+#include <atomic>
+
 #include <string>
 
 #include "shim/driver_api.h"
@@ -27,8 +29,16 @@ struct RealNvml {
 };
 
 // The real driver, loading it on first use. nullptr (and one line on stderr, once) when it
-// cannot be loaded or is gpuslice itself.
-const RealDriver* Real();
+// cannot be loaded or is gpuslice itself. Inline once loaded: every hook asks, the launch hooks
+// twice.
+namespace real_driver_internal {
+extern std::atomic<const RealDriver*> g_loaded;
+const RealDriver* Load();
+}  // namespace real_driver_internal
+inline const RealDriver* Real() {
+  if (const RealDriver* d = real_driver_internal::g_loaded.load(std::memory_order_acquire)) return d;
+  return real_driver_internal::Load();
+}
 // True when Real() failed because a GPUSLICE_* variable is invalid (cuInit then fails closed
 // rather than reporting no device).
 bool OptionsInvalid();

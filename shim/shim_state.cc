@@ -19,7 +19,6 @@ namespace gpuslice::shim {
 namespace {
 
 std::mutex g_create_mutex;
-std::atomic<ShimState*> g_state{nullptr};
 std::atomic<bool> g_failed{false};
 // UUIDs of ledgers opened through CUDA ordinals, so NVML's view uses the same ledger.
 std::mutex g_uuid_mutex;
@@ -36,7 +35,7 @@ std::string OwnTenantName() {
 }
 
 void ChildAfterFork() {
-  ShimState* parent = g_state.exchange(nullptr);
+  ShimState* parent = ShimState::instance_.exchange(nullptr);
   if (parent) parent->ForgetAfterFork();  // the parent's object is left behind, not freed
   g_failed.store(false);
   std::lock_guard<std::mutex> lock(g_uuid_mutex);
@@ -51,23 +50,24 @@ void ReportLedgerErrorOnce(const std::string& error) {
 
 __attribute__((destructor)) void ShutdownAtExit() {
   // Only the broker: calling the driver while the process exits is undefined behaviour.
-  if (ShimState* state = g_state.load()) state->Shutdown();
+  if (ShimState* state = ShimState::instance_.load()) state->Shutdown();
 }
 
 }  // namespace
 
-ShimState* ShimState::Get() {
-  if (ShimState* s = g_state.load(std::memory_order_acquire)) return s;
+std::atomic<ShimState*> ShimState::instance_{nullptr};
+
+ShimState* ShimState::GetSlow() {
   if (g_failed.load(std::memory_order_acquire)) return nullptr;
   std::lock_guard<std::mutex> lock(g_create_mutex);
-  if (ShimState* s = g_state.load()) return s;
+  if (ShimState* s = ShimState::instance_.load()) return s;
   if (g_failed.load()) return nullptr;
   ShimState* s = Create();
   if (!s) {
     g_failed.store(true, std::memory_order_release);
     return nullptr;
   }
-  g_state.store(s, std::memory_order_release);
+  ShimState::instance_.store(s, std::memory_order_release);
   return s;
 }
 

@@ -26,8 +26,14 @@ inline constexpr CUresult kFailClosed = CUDA_ERROR_NOT_PERMITTED;
 
 class ShimState {
  public:
-  // The state, initialising it on first use; nullptr when initialisation failed.
-  static ShimState* Get();
+  // The state, initialising it on first use; nullptr when initialisation failed. Inline once set
+  // up: every hook asks.
+  static ShimState* Get() {
+    if (ShimState* s = instance_.load(std::memory_order_acquire)) return s;
+    return GetSlow();
+  }
+  // Set once initialised; cleared in a forked child and read at exit (shim/shim_state.cc). Use Get.
+  static std::atomic<ShimState*> instance_;
 
   const ShimOptions& options() const { return options_; }
   broker::Broker& broker() { return *broker_; }
@@ -94,6 +100,7 @@ class ShimState {
 
  private:
   ShimState() = default;
+  static ShimState* GetSlow();
   static ShimState* Create();
   // At a GPU's first use: one warning line when the device holds memory this state directory
   // does not account for and the tenant's quota cannot be met (shim/device_warnings.h).

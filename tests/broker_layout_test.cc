@@ -11,7 +11,7 @@ namespace gpuslice::broker {
 namespace {
 
 TEST(BrokerLayoutTest, VersionFiveLayoutIsUnchanged) {
-  ASSERT_EQ(kLayoutVersion, 5u) << "update the golden figures below for the new version";
+  ASSERT_EQ(kLayoutVersion, 6u) << "update the golden figures below for the new version";
   EXPECT_EQ(kMagic, 0x31524B4253435047ULL);
   EXPECT_EQ(kMaxGpus, 128);
   EXPECT_EQ(kMaxTenants, 256);
@@ -23,12 +23,12 @@ TEST(BrokerLayoutTest, VersionFiveLayoutIsUnchanged) {
 
   EXPECT_EQ(sizeof(MutexSlot), 48u);
   EXPECT_EQ(sizeof(SegmentHeader), 128u);
-  EXPECT_EQ(sizeof(GpuEntry), 192u);
+  EXPECT_EQ(sizeof(GpuEntry), 256u);
   EXPECT_EQ(sizeof(TenantEntry), 72u);
   EXPECT_EQ(sizeof(LedgerEntry), 384u);
   EXPECT_EQ(sizeof(ProcessGpuState), 56u);
   EXPECT_EQ(sizeof(ProcessEntry), 8256u);
-  EXPECT_EQ(sizeof(Segment), 21080192u);
+  EXPECT_EQ(sizeof(Segment), 21088384u);
   EXPECT_EQ(alignof(Segment), 64u);
 
   EXPECT_EQ(offsetof(SegmentHeader, magic), 0u);
@@ -60,7 +60,13 @@ TEST(BrokerLayoutTest, VersionFiveLayoutIsUnchanged) {
   EXPECT_EQ(offsetof(GpuEntry, tail_since_ns), 120u);
   EXPECT_EQ(offsetof(GpuEntry, overlap_ns), 128u);
   EXPECT_EQ(offsetof(GpuEntry, holder_busy_at_grant_ns), 136u);
-  EXPECT_EQ(offsetof(GpuEntry, sched_mutex), 144u);
+  EXPECT_EQ(offsetof(GpuEntry, first_work_ns), 144u);
+  EXPECT_EQ(offsetof(GpuEntry, closed_at_ns), 152u);
+  EXPECT_EQ(offsetof(GpuEntry, grant_start_idle_ns), 160u);
+  EXPECT_EQ(offsetof(GpuEntry, holder_idle_ns), 168u);
+  EXPECT_EQ(offsetof(GpuEntry, drain_ns), 176u);
+  EXPECT_EQ(offsetof(GpuEntry, unheld_waiting_ns), 184u);
+  EXPECT_EQ(offsetof(GpuEntry, sched_mutex), 192u);
 
   EXPECT_EQ(offsetof(TenantEntry, state), 0u);
   EXPECT_EQ(offsetof(TenantEntry, name_length), 4u);
@@ -90,9 +96,9 @@ TEST(BrokerLayoutTest, VersionFiveLayoutIsUnchanged) {
 
   EXPECT_EQ(offsetof(Segment, header), 0u);
   EXPECT_EQ(offsetof(Segment, gpus), 128u);
-  EXPECT_EQ(offsetof(Segment, tenants), 24704u);
-  EXPECT_EQ(offsetof(Segment, processes), 43136u);
-  EXPECT_EQ(offsetof(Segment, ledgers), 8497280u);
+  EXPECT_EQ(offsetof(Segment, tenants), 32896u);
+  EXPECT_EQ(offsetof(Segment, processes), 51328u);
+  EXPECT_EQ(offsetof(Segment, ledgers), 8505472u);
 }
 
 // The ledger's hot fields and its mutex share one cache line; processes never share one.

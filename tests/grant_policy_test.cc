@@ -124,12 +124,15 @@ TEST(GrantPolicyTest, TheGrantGoesToTheWaiterFurthestBelowItsEntitlement) {
   EXPECT_EQ(other.Holder(), c2);
 }
 
-// The quantum ends while the holder still has a kernel queued: the gate closes at once, the
-// grant moves only when that kernel has completed.
-TEST(GrantPolicyTest, AClosedGrantMovesOnlyOnceTheHoldersWorkHasCompleted) {
+// The quantum ends while the holder has two kernels in flight: the gate closes at once, and the
+// grant moves when only the last of them still runs — the next holder's first kernel queues
+// behind it, so the device does not idle while the grant moves. That kernel is a tail, charged
+// half to each while it overlaps the new grant.
+TEST(GrantPolicyTest, AtTheEndOfItsQuantumTheGrantMovesWhenTheHoldersLastKernelRuns) {
   FakeNode node;
   const int a = node.Tenant(50), b = node.Tenant(50);
   const int pa = node.Process(a), pb = node.Process(b);
+  node.ledger(b).vtime.store(15 * kMs);  // not owed the GPU: it waits for the quantum
   auto policy = node.Policy();
   node.Wait(pa, kT0);
   policy.Advance(kT0);
@@ -138,19 +141,25 @@ TEST(GrantPolicyTest, AClosedGrantMovesOnlyOnceTheHoldersWorkHasCompleted) {
   node.Launch(pa, kT0 + 10 * kUs);
   node.Wait(pb, kT0 + 1 * kMs);
   policy.Advance(kT0 + 5 * kMs);
-  EXPECT_EQ(node.gpu().closing.load(), 0u) << "b is not owed the GPU yet, and the quantum runs";
+  EXPECT_EQ(node.gpu().closing.load(), 0u) << "b is not owed the GPU, and the quantum runs";
   node.Launch(pa, kT0 + 10 * kMs);
   node.Wait(pb, kT0 + 10 * kMs);
   policy.Advance(kT0 + 10 * kMs + 1);
   EXPECT_EQ(node.gpu().closing.load(), 1u) << "the quantum is over and b waits";
-  EXPECT_EQ(node.Holder(), a) << "a still has work in flight";
-  node.CompleteAll(pa, kT0 + 12 * kMs);
-  node.Wait(pb, kT0 + 12 * kMs);
-  policy.Advance(kT0 + 12 * kMs);
-  EXPECT_EQ(node.Holder(), b);
+  EXPECT_EQ(node.Holder(), a) << "two kernels in flight: the queued one starts first";
+  node.state(pa).inflight.store(1);  // one completed; the last one runs
+  node.state(pa).heartbeat_ns.store(kT0 + 11 * kMs);
+  node.Wait(pb, kT0 + 11 * kMs);
+  policy.Advance(kT0 + 11 * kMs);
+  EXPECT_EQ(node.Holder(), b) << "b's first kernel queues behind a's last";
   EXPECT_EQ(node.gpu().closing.load(), 0u);
-  EXPECT_EQ(node.ledger(a).service_ns.load(), 12 * kMs - 10 * kUs)
+  EXPECT_EQ(node.gpu().tail_holder.load(), static_cast<uint32_t>(a + 1));
+  EXPECT_EQ(node.ledger(a).service_ns.load(), 11 * kMs - 10 * kUs)
       << "charged the time it had work in flight, the drain included (not the 10 us before its launch)";
+  node.CompleteAll(pa, kT0 + 12 * kMs);
+  policy.Advance(kT0 + 12 * kMs);
+  EXPECT_EQ(node.gpu().tail_holder.load(), 0u);
+  EXPECT_EQ(node.ledger(a).service_ns.load(), 11 * kMs - 10 * kUs + 500 * kUs) << "and half of the 1 ms overlap";
 }
 
 // A synchronous launcher leaves the GPU empty for microseconds between a completion and its
@@ -188,6 +197,7 @@ TEST(GrantPolicyTest, AStoppedHolderLosesTheGrantWhenItsLeaseRunsOut) {
   node.StopWaiting(pa);
   node.Launch(pa, kT0 + 1 * kMs);  // two kernels queued, then frozen: no heartbeat after this
   node.Launch(pa, kT0 + 1 * kMs);
+  node.ledger(b).vtime.store(100 * kMs);  // not owed the GPU: a yield would not wait for a at all
   const uint64_t lease = LeaseOf(node.gpu());
   ASSERT_EQ(lease, 20 * kMs);
   for (uint64_t t = kT0 + 2 * kMs; t < kT0 + 1 * kMs + lease; t += kMs) {
@@ -256,8 +266,9 @@ TEST(GrantPolicyTest, AGateClosedForAWaiterThatLeftOpensAgainForTheHolder) {
     node.Wait(pa, kT0);
     policy.Advance(kT0);
     node.StopWaiting(pa);
-    node.Launch(pa, kT0 + 10 * kUs);  // two long kernels queued: a drain, not a yield beside one
+    node.Launch(pa, kT0 + 10 * kUs);  // two long kernels queued: a drain
     node.Launch(pa, kT0 + 10 * kMs);
+    node.ledger(b).vtime.store(15 * kMs);  // not owed the GPU (a yield would not wait): the quantum ends
     node.Wait(pb, kT0 + 10 * kMs);
     policy.Advance(kT0 + 10 * kMs + 1);
     ASSERT_EQ(node.gpu().closing.load(), 1u) << "the quantum is over and b waits";
@@ -309,14 +320,10 @@ TEST(GrantPolicyTest, AWaiterOwedTheGpuEndsTheGrantAfterTheMinimumSlice) {
   node.Launch(pa, kT0 + 200 * kUs);  // a second kernel queued behind the running one
   node.Wait(pb, kT0 + kMinSliceNs + 100 * kUs);
   policy.Advance(kT0 + kMinSliceNs + 100 * kUs);
-  EXPECT_EQ(node.gpu().closing.load(), 1u) << "b is owed the GPU: the grant ends after 1 ms, not 10";
-  EXPECT_EQ(node.Holder(), a) << "two kernels queued: the queued one must go first";
-  // One completes: only the running one is left, and b's work may join it.
-  node.state(pa).inflight.store(1);
-  node.state(pa).heartbeat_ns.store(kT0 + 2 * kMs);
-  node.Wait(pb, kT0 + 2 * kMs);
-  policy.Advance(kT0 + 2 * kMs);
-  EXPECT_EQ(node.Holder(), b) << "an owed waiter does not wait for the holder's running kernel";
+  EXPECT_EQ(node.Holder(), b) << "b is owed the GPU: the grant ends after 1 ms, not 10, and b's work joins a's "
+                                 "queue at once, time-sliced with it as without gpuslice";
+  EXPECT_EQ(node.gpu().closing.load(), 0u);
+  EXPECT_EQ(node.gpu().tail_holder.load(), static_cast<uint32_t>(a + 1)) << "a's two kernels run on: a tail";
 }
 
 TEST(GrantPolicyTest, ABackgroundHolderYieldsAtOnceAndIsGrantedOnlyWhenNobodyElseWaits) {
@@ -333,13 +340,15 @@ TEST(GrantPolicyTest, ABackgroundHolderYieldsAtOnceAndIsGrantedOnlyWhenNobodyEls
   node.Launch(pbg, kT0 + 10 * kUs);
   node.Wait(pst, kT0 + 20 * kUs);
   policy.Advance(kT0 + 20 * kUs);
-  EXPECT_EQ(node.gpu().closing.load(), 1u) << "a standard waiter ends a background grant at once";
-  EXPECT_EQ(node.Holder(), bg) << "its queued kernel goes first";
+  EXPECT_EQ(node.Holder(), st) << "a standard waiter ends a background grant at once, although its virtual time "
+                                  "is far ahead; the background kernels run on beside it";
   node.CompleteAll(pbg, kT0 + 500 * kUs);
-  node.Wait(pbg, kT0 + 500 * kUs);
-  node.Wait(pst, kT0 + 500 * kUs);
-  policy.Advance(kT0 + 500 * kUs);
-  EXPECT_EQ(node.Holder(), st) << "granted although its virtual time is far ahead";
+  node.CompleteAll(pst, kT0 + 500 * kUs);
+  node.Wait(pbg, kT0 + 600 * kUs);
+  node.Wait(pst, kT0 + 600 * kUs);
+  node.state(pst).grace_ns.store(0);
+  policy.Advance(kT0 + 2 * kMs);
+  EXPECT_EQ(node.Holder(), st) << "while the standard tenant waits, the background one is not granted";
 }
 
 TEST(GrantPolicyTest, LatencyPriorityLastsWhileItsLeaseIsRenewedAndDiesWithItsProcess) {

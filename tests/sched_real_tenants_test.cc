@@ -146,6 +146,42 @@ TEST_F(SchedRealTenantsTest, ControlAStandardBatchJobTakesItsShare) {
   EXPECT_LT(ServiceShareBesideBatch(this, "standard"), kBesideBackgroundAtLeast);
 }
 
+// --- a latency tenant that is really compute-bound ---
+// The latency class passes the grant only while its priority bucket (filled at its request)
+// holds time; beyond that its launches wait for the grant like a standard tenant's. A tenant that
+// declares `latency` with a small request (10) but keeps eight 1 ms kernels queued must therefore
+// be held to about its request beside a standard trainer (90): were its launches to pass the
+// grant whatever the bucket holds (the `latency-bucket-ignored` sabotage of
+// scripts/mutation-check.sh), it would run beside the trainer all the time, time-sliced with it
+// by the hardware, and take half of the device. Unmanaged — the control — it takes that half.
+const std::vector<std::string> kGreedyLatency = {"compute", "--kernel-us", "1000", "--depth", "8", "--duration", "60"};
+
+double GreedyLatencyShare(SchedRealTenantsTest* test, bool managed) {
+  const StartOptions greedy = managed ? WithClass(SchedTest::Managed(10), "latency") : SchedTest::Unmanaged();
+  const StartOptions trainer = managed ? SchedTest::Managed(90) : SchedTest::Unmanaged();
+  EXPECT_NE(test->gpu().StartReady("trainer", kBatch, trainer), nullptr);
+  EXPECT_NE(test->gpu().StartReady("greedy", kGreedyLatency, greedy), nullptr);
+  SleepFor(1);  // past the bucket's first fill (10% of its 100 ms window)
+  const Sample a = test->gpu().Take();
+  SleepFor(3);
+  const Sample b = test->gpu().Take();
+  const double share = BusyFraction(a, b, "greedy"), trainer_share = BusyFraction(a, b, "trainer");
+  std::printf("%s: latency tenant (request 10) busy %.3f, trainer (request 90) busy %.3f\n",
+              managed ? "gpuslice" : "unmanaged", share, trainer_share);
+  return share;
+}
+
+// Its request is 0.10; the hardware's even time-slicing gives it 0.5.
+constexpr double kGreedyLatencyAtMost = 0.25;
+
+TEST_F(SchedRealTenantsTest, AComputeBoundLatencyTenantIsHeldToItsRequestBesideStandardTenants) {
+  EXPECT_LE(GreedyLatencyShare(this, true), kGreedyLatencyAtMost);
+}
+
+TEST_F(SchedRealTenantsTest, ControlWithoutGpusliceTheLatencyTenantTakesHalf) {
+  EXPECT_GT(GreedyLatencyShare(this, false), kGreedyLatencyAtMost);
+}
+
 // --- a service whose request is a chain of dependent kernels ---
 // Each request of the service is sixteen 250 us kernels, each launched 300 us after the one before
 // it has finished (a decode loop: launch, wait, sample the token on the host, launch), beside a

@@ -106,6 +106,8 @@ def run_scenario(scenario, modes, ctx, unavailable, header):
                                       "run": metrics.run_figures(mode, figs, rows, mode in metrics.ENFORCING_MODES),
                                       "timeline": metrics.timeline_json(rows, tenants, metrics.steady_end(record)),
                                       "events": record.events, "wall_s": round(record.wall_s, 1)}
+            if mode == "gpuslice":
+                results["modes"][mode]["scheduler"] = metrics.scheduler_figures(record)
     for values in latencies.values():
         values.sort()
     # Evaluated from the results document alone; a missed target is reported, never a failure.

@@ -198,3 +198,22 @@ def timeline_json(rows, tenants, end=None):
             "utilisation": [round(r["utilisation"], 4) for r in rows],
             "share": {t.name: [round(r["share"][t.name], 4) for r in rows] for t in tenants},
             "entitled": {t.name: [round(r["entitled"][t.name], 4) for r in rows] for t in tenants}}
+
+
+def scheduler_figures(record):
+    """gpuslice runs: the scheduler's account of the device's time over the run, summed over the
+    GPUs, as fractions of the run's wall time (the steady windows and the ramps alike): from a
+    grant's start to its holder's first launch (the hand-over's own cost), the rest of the time
+    holders had nothing in flight, nobody holding the GPU while tenants over their limits waited,
+    and the drains (gate closed to hand-over; the device still runs the holder's queue, so not a
+    loss by itself). None where it could not be read."""
+    if not record.scheduler or not record.duration:
+        return None
+    wall_ns = record.duration * 1e9
+    total = lambda key: sum(g["grant_time_ns"].get(key, 0) for g in record.scheduler)
+    return {"grants": sum(g["grants"] for g in record.scheduler),
+            "grant_start_idle": total("grant_start_idle") / wall_ns,
+            "holder_idle": total("holder_idle") / wall_ns,
+            "unheld_waiting": total("unheld_waiting") / wall_ns,
+            "drain": total("drain") / wall_ns}
+

@@ -60,6 +60,9 @@ class RunRecord:
     processes: list      # ProcessRecord
     wall_s: float
     events: list = dataclasses.field(default_factory=list)  # {at_s, signal, tenant, pids} as sent
+    # gpuslice runs: the scheduler's own account of the device's time (gpuslicectl status --json,
+    # per GPU: grants and grant_time_ns), read once the tenants have exited; None elsewhere.
+    scheduler: object = None
 
 
 @dataclasses.dataclass
@@ -274,8 +277,26 @@ def _execute(scenario, mode, tenants, processes, ctx, base, state_path, label, s
                              result=p.result or (p.partial_result() if p.faulted else None), holding=p.holding,
                              latencies_us=p.latencies_us(), killed=p.killed, faulted=p.faulted)
                for p in processes]
+    scheduler = _scheduler_account(ctx, base, state_dir) if mode == "gpuslice" else None
     return RunRecord(mode=mode, tenants=[t.name for t in tenants], duration=scenario.duration,
-                     samples=sampler.samples, processes=records, wall_s=time.monotonic() - started, events=sent)
+                     samples=sampler.samples, processes=records, wall_s=time.monotonic() - started, events=sent,
+                     scheduler=scheduler)
+
+
+def _scheduler_account(ctx, base, state_dir):
+    """Per GPU the grants made and where the device's time went at hand-overs, from gpuslicectl
+    status --json (docs/performance.md, "Where the device's time goes"); None if it cannot be read."""
+    argv = [ctx.paths.bin("gpuslicectl"), "status", "--json"]
+    try:
+        out = subprocess.run(argv, env=dict(base, GPUSLICE_STATE_DIR=state_dir), capture_output=True, text=True,
+                             timeout=30)
+        status = json.loads(out.stdout) if out.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        status = None
+    if not status:
+        return None
+    return [{"uuid": g.get("uuid"), "grants": g.get("grants", 0), "grant_time_ns": g.get("grant_time_ns", {})}
+            for g in status.get("gpus", [])]
 
 
 def _classify_faults(processes):

@@ -46,7 +46,7 @@ def _ran(results):
 
 TENANT_HEADER = ["tenant", "mode", "GPU share", "entitled", "NP", "throughput", "p50 ms", "p99 ms", "p99 vs solo",
                  "refused allocs"]
-RUN_HEADER = ["mode", "STP", "ANTT", "Jain", "worst share error", "GPU busy", "quota violations"]
+RUN_HEADER = ["mode", "STP", "ANTT", "Jain", "worst share error", "GPU busy", "busy / unmanaged", "quota violations"]
 
 
 def tenant_rows(results):
@@ -82,8 +82,31 @@ def run_rows(results):
             continue
         run = r["run"]
         rows.append([mode, num(run["stp"]), num(run["antt"]), num(run["jain"], 3), pct(run["worst_share_error"]),
-                     pct(run["gpu_utilisation"]), _violations(run)])
+                     pct(run["gpu_utilisation"]), pct(busy_of_unmanaged(results, mode)), _violations(run)])
     return rows
+
+
+def busy_of_unmanaged(results, mode):
+    """The device's busy time in `mode` as a fraction of its busy time unmanaged, in the same run."""
+    unmanaged = results["modes"].get("unmanaged", {})
+    if mode == "unmanaged" or unmanaged.get("status") != "ran" or results["modes"][mode].get("status") != "ran":
+        return None
+    base, busy = unmanaged["run"].get("gpu_utilisation"), results["modes"][mode]["run"].get("gpu_utilisation")
+    return busy / base if base and busy is not None else None
+
+
+def _scheduler_text(results):
+    """Where gpuslice's device time went: the breakdown of what it lost against unmanaged."""
+    r = results["modes"].get("gpuslice", {})
+    f = r.get("scheduler")
+    if r.get("status") != "ran" or not f:
+        return []
+    ratio = busy_of_unmanaged(results, "gpuslice")
+    head = "gpuslice: device busy " + (f"{pct(ratio)} of unmanaged" if ratio is not None else pct(r["run"]["gpu_utilisation"]))
+    return ["", f"{head}; {f['grants']} grants; of the wall time: hand-overs (grant start to first launch) "
+                f"{pct(f['grant_start_idle'])}, holders with nothing in flight {pct(f['holder_idle'])}, "
+                f"nobody eligible (limits) {pct(f['unheld_waiting'])}; drains {pct(f['drain'])} "
+                f"(the device still runs the holder's queue)"]
 
 
 def _text(header, rows, right_from=2):
@@ -137,7 +160,8 @@ def text_report(results):
     s = results["scenario"]
     head = f"{s['name']}: {results['platform']['description']}, {s['duration_s']:g} s per mode"
     return "\n".join([head, "", _text(TENANT_HEADER, tenant_rows(results)), "",
-                      _text(RUN_HEADER, run_rows(results))] + _faults_text(results) + _targets_text(results))
+                      _text(RUN_HEADER, run_rows(results))] + _scheduler_text(results) + _faults_text(results) +
+                     _targets_text(results))
 
 
 def _refusals_brief(fig, mode):
@@ -190,6 +214,8 @@ def brief_report(results):
             lines.append(f"{mode}: {r['status']}: {r['reason'].splitlines()[0]}")
             continue
         run = r["run"]
-        lines.append(f"{mode}: GPU busy {pct(run['gpu_utilisation'])}, Jain's fairness {num(run['jain'], 2)}, "
+        ratio = busy_of_unmanaged(results, mode)
+        busy = pct(run['gpu_utilisation']) + (f" ({pct(ratio)} of unmanaged)" if ratio is not None else "")
+        lines.append(f"{mode}: GPU busy {busy}, Jain's fairness {num(run['jain'], 2)}, "
                      f"worst share error {pct(run['worst_share_error'])}, quotas: {_quotas_brief(run)}")
     return "\n".join(lines + _targets_text(results))

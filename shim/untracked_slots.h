@@ -1,0 +1,84 @@
+// Which threads of a process are inside a launch on the untracked path (the tenant alone on the
+// GPU): the one thing every such launch must publish, and the monitor must be able to wait out
+// when it switches tracking on (shim/launch_tracker.h).
+//
+// The handshake is Dekker's: a launcher raises its flag, then reads the tracking switch; the
+// monitor sets the switch, then reads every flag; one of the two must see the other. Done with
+// sequentially consistent atomics on both sides, each launch pays two locked instructions. Here
+// the launcher's side is two plain stores to a line only its thread writes, and the monitor pays
+// for both sides with membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which runs a full barrier on
+// every thread of the process (the asymmetric fence of folly and liburcu). Where the kernel
+// refuses membarrier (older than 4.14, a seccomp profile), launchers fence themselves instead.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace gpuslice::shim {
+
+class UntrackedSlots {
+ public:
+  // The first kOwnSlots threads of the process that launch get a flag each (thread numbers are
+  // never reused: a process that churns through threads ends up on the shared counter, which is
+  // only slower).
+  static constexpr uint32_t kOwnSlots = 256;
+
+  // What Exit needs to lower the flag Enter raised.
+  struct Ticket {
+    std::atomic<uint32_t>* flag = nullptr;
+    bool shared = false;
+  };
+
+  UntrackedSlots();
+
+  // The launcher's side: raise this thread's flag; after it, a full barrier as seen by Drain.
+  Ticket Enter() {
+    const uint32_t thread = ThreadNumber();
+    if (thread < kOwnSlots) {
+      std::atomic<uint32_t>& flag = own_[thread].flag;
+      flag.store(1, std::memory_order_relaxed);
+      if (asymmetric_) {
+        std::atomic_signal_fence(std::memory_order_seq_cst);  // the compiler keeps the order
+      } else {
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+      }
+      return Ticket{&flag, false};
+    }
+    shared_.count.fetch_add(1);  // seq_cst, a full barrier by itself
+    return Ticket{&shared_.count, true};
+  }
+  static void Exit(const Ticket& ticket) {
+    if (ticket.shared) {
+      ticket.flag->fetch_sub(1, std::memory_order_release);
+    } else {
+      ticket.flag->store(0, std::memory_order_release);
+    }
+  }
+
+  // The monitor's side, after it set the tracking switch: a barrier on every thread, then waits
+  // until no thread is inside the untracked path.
+  void Drain() const;
+
+ private:
+  struct alignas(64) Slot {
+    std::atomic<uint32_t> flag{0};
+  };
+  // The thread's number, from 0 in the order threads first launch. Initial-exec TLS: the shim is
+  // preloaded, so its few bytes of thread-local storage come from the static block and a read is
+  // one instruction rather than a call to __tls_get_addr.
+  static uint32_t ThreadNumber() {
+    const uint32_t known = thread_number_plus_one_;
+    return known != 0 ? known - 1 : AssignThreadNumber();
+  }
+  static uint32_t AssignThreadNumber();
+  __attribute__((tls_model("initial-exec"))) static inline thread_local uint32_t thread_number_plus_one_ = 0;
+  bool AnyInside() const;
+
+  bool asymmetric_;  // membarrier(PRIVATE_EXPEDITED) is registered for this process
+  Slot own_[kOwnSlots];
+  struct alignas(64) {
+    std::atomic<uint32_t> count{0};
+  } shared_;
+};
+
+}  // namespace gpuslice::shim
