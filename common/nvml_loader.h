@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <string>
+#include <type_traits>
 
 #include "common/nvml_api.h"
 
@@ -41,5 +42,34 @@ template <typename F>
 F Symbol(void* library, const char* name) {
   return reinterpret_cast<F>(dlsym(library, name));
 }
+
+// The entry points every tool that lists devices needs: start and stop NVML, count the devices,
+// and read one's UUID, name and memory. Bind resolves all seven and answers the name of the
+// first the library lacks (null when it has them all); which are required is the caller's call.
+struct DeviceQueries {
+  decltype(&nvmlInit_v2) init = nullptr;
+  decltype(&nvmlShutdown) shutdown = nullptr;
+  decltype(&nvmlDeviceGetCount_v2) count = nullptr;
+  decltype(&nvmlDeviceGetHandleByIndex_v2) handle_by_index = nullptr;
+  decltype(&nvmlDeviceGetUUID) uuid = nullptr;
+  decltype(&nvmlDeviceGetName) name = nullptr;
+  decltype(&nvmlDeviceGetMemoryInfo) memory = nullptr;
+
+  const char* Bind(void* library) {
+    const char* missing = nullptr;
+    auto bind = [&](auto* fn, const char* symbol) {
+      *fn = Symbol<std::remove_reference_t<decltype(*fn)>>(library, symbol);
+      if (*fn == nullptr && missing == nullptr) missing = symbol;
+    };
+    bind(&init, "nvmlInit_v2");
+    bind(&shutdown, "nvmlShutdown");
+    bind(&count, "nvmlDeviceGetCount_v2");
+    bind(&handle_by_index, "nvmlDeviceGetHandleByIndex_v2");
+    bind(&uuid, "nvmlDeviceGetUUID");
+    bind(&name, "nvmlDeviceGetName");
+    bind(&memory, "nvmlDeviceGetMemoryInfo");
+    return missing;
+  }
+};
 
 }  // namespace gpuslice::nvml

@@ -7,17 +7,10 @@
 namespace gpuslice::deviceplugin {
 
 // The NVML entry points the plugin uses, resolved once.
-struct GpuInventory::Api {
+struct GpuInventory::Api : nvml::DeviceQueries {
   void* handle = nullptr;
   std::mutex mutex;  // NVML is thread-safe; this only orders discovery and health polls
-  decltype(&nvmlInit_v2) init = nullptr;
-  decltype(&nvmlShutdown) shutdown = nullptr;
   decltype(&nvmlErrorString) error_string = nullptr;
-  decltype(&nvmlDeviceGetCount_v2) count = nullptr;
-  decltype(&nvmlDeviceGetHandleByIndex_v2) handle_by_index = nullptr;
-  decltype(&nvmlDeviceGetUUID) uuid = nullptr;
-  decltype(&nvmlDeviceGetName) name = nullptr;
-  decltype(&nvmlDeviceGetMemoryInfo) memory = nullptr;
   // MIG queries. Optional: a driver without them has no MIG, and every GPU is listed whole.
   nvml::GetMigModeFn mig_mode = nullptr;
   nvml::GetMaxMigDeviceCountFn max_mig_count = nullptr;
@@ -34,11 +27,15 @@ struct GpuInventory::Api {
 
 namespace {
 
+std::string NoSymbol(const char* symbol) {
+  return std::string("gpuslice-device-plugin: NVML has no ") + symbol + "; a driver of R450 or newer is needed";
+}
+
 template <typename F>
 bool Resolve(void* handle, const char* symbol, F* out, std::string* error) {
   *out = nvml::Symbol<F>(handle, symbol);
   if (*out != nullptr) return true;
-  *error = std::string("gpuslice-device-plugin: NVML has no ") + symbol + "; a driver of R450 or newer is needed";
+  *error = NoSymbol(symbol);
   return false;
 }
 
@@ -61,13 +58,11 @@ std::unique_ptr<GpuInventory> GpuInventory::Open(const std::string& library, std
     return nullptr;
   }
   void* h = api->handle;
-  if (!Resolve(h, "nvmlInit_v2", &api->init, error) || !Resolve(h, "nvmlShutdown", &api->shutdown, error) ||
-      !Resolve(h, "nvmlErrorString", &api->error_string, error) ||
-      !Resolve(h, "nvmlDeviceGetCount_v2", &api->count, error) ||
-      !Resolve(h, "nvmlDeviceGetHandleByIndex_v2", &api->handle_by_index, error) ||
-      !Resolve(h, "nvmlDeviceGetUUID", &api->uuid, error) || !Resolve(h, "nvmlDeviceGetName", &api->name, error) ||
-      !Resolve(h, "nvmlDeviceGetMemoryInfo", &api->memory, error))
+  if (const char* missing = api->Bind(h)) {
+    *error = NoSymbol(missing);
     return nullptr;
+  }
+  if (!Resolve(h, "nvmlErrorString", &api->error_string, error)) return nullptr;
   std::string ignored;
   if (!Resolve(h, "nvmlDeviceGetMigMode", &api->mig_mode, &ignored) ||
       !Resolve(h, "nvmlDeviceGetMaxMigDeviceCount", &api->max_mig_count, &ignored) ||

@@ -18,6 +18,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/node_daemon.h"
 #include "common/version.h"
 #include "deviceplugin/container_allocation.h"
 #include "deviceplugin/device_catalog.h"
@@ -31,13 +32,9 @@
 namespace gpuslice::deviceplugin {
 namespace {
 
-constexpr int kExitFailure = 1;
-constexpr int kExitUsage = 2;
-
-int Fail(int code, const std::string& line) {
-  std::fprintf(stderr, "%s\n", line.c_str());
-  return code;
-}
+using node_daemon::Fail;
+using node_daemon::kExitFailure;
+using node_daemon::kExitUsage;
 
 // "unitSize" -> "unit-size".
 std::string FlagName(const std::string& key) {
@@ -188,12 +185,7 @@ int Main(int argc, char** argv) {
   }
   // Signals are taken through a signalfd: blocked here, before any thread starts (NVML's
   // own among them).
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  const sigset_t stop_signals = node_daemon::BlockStopSignals();
   const int stop_fd = signalfd(-1, &stop_signals, SFD_CLOEXEC);
   if (stop_fd < 0) return Fail(kExitFailure, "gpuslice-device-plugin: signalfd failed");
   // --check-config runs every check start runs (the file, the host's paths, NVML and what the

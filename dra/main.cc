@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/node_daemon.h"
 #include "deviceplugin/gpu_inventory.h"
 #include "dra/api_client.h"
 #include "dra/claim_preparer.h"
@@ -23,13 +24,9 @@
 namespace gpuslice::dra {
 namespace {
 
-constexpr int kExitFailure = 1;
-constexpr int kExitUsage = 2;
-
-int Fail(int code, const std::string& line) {
-  std::fprintf(stderr, "%s\n", line.c_str());
-  return code;
-}
+using node_daemon::Fail;
+using node_daemon::kExitFailure;
+using node_daemon::kExitUsage;
 
 // The devices to publish: those NVML lists and that still answer as healthy (a GPU lost
 // since the last look may still be listed). *left_out: one line per GPU left out.
@@ -98,12 +95,7 @@ int Run(int argc, char** argv) {
   }
 
   // Signals are waited for with sigtimedwait: blocked before any thread starts.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  const sigset_t stop_signals = node_daemon::BlockStopSignals();
 
   auto inventory = deviceplugin::GpuInventory::Open(config.nvml_library, &error);
   if (!inventory) return Fail(kExitFailure, error);

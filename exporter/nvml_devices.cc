@@ -8,14 +8,7 @@
 
 namespace gpuslice::exporter {
 
-struct NvmlDevices::Api {
-  decltype(&nvmlInit_v2) init = nullptr;
-  decltype(&nvmlShutdown) shutdown = nullptr;
-  decltype(&nvmlDeviceGetCount_v2) count = nullptr;
-  decltype(&nvmlDeviceGetHandleByIndex_v2) handle = nullptr;
-  decltype(&nvmlDeviceGetUUID) uuid = nullptr;
-  decltype(&nvmlDeviceGetName) name = nullptr;
-  decltype(&nvmlDeviceGetMemoryInfo) memory = nullptr;
+struct NvmlDevices::Api : nvml::DeviceQueries {
   // Optional: a device or library without them still reports the rest.
   decltype(&nvmlDeviceGetUtilizationRates) utilization = nullptr;
   decltype(&nvmlDeviceGetComputeRunningProcesses_v3) processes = nullptr;
@@ -38,17 +31,11 @@ bool NvmlDevices::Load(std::string* error) {
     auto bind = [this](auto* fn, const char* name) {
       *fn = nvml::Symbol<std::remove_reference_t<decltype(*fn)>>(library_, name);
     };
-    bind(&api_->init, "nvmlInit_v2");
-    bind(&api_->shutdown, "nvmlShutdown");
-    bind(&api_->count, "nvmlDeviceGetCount_v2");
-    bind(&api_->handle, "nvmlDeviceGetHandleByIndex_v2");
-    bind(&api_->uuid, "nvmlDeviceGetUUID");
-    bind(&api_->name, "nvmlDeviceGetName");
-    bind(&api_->memory, "nvmlDeviceGetMemoryInfo");
+    api_->Bind(library_);  // which of them are required is checked below
     bind(&api_->utilization, "nvmlDeviceGetUtilizationRates");
     bind(&api_->processes, "nvmlDeviceGetComputeRunningProcesses_v3");
   }
-  if (!api_->init || !api_->count || !api_->handle || !api_->uuid || !api_->name || !api_->memory) {
+  if (!api_->init || !api_->count || !api_->handle_by_index || !api_->uuid || !api_->name || !api_->memory) {
     *error = "libnvidia-ml.so.1 lacks nvmlInit_v2, nvmlDeviceGetCount_v2, nvmlDeviceGetHandleByIndex_v2, "
              "nvmlDeviceGetUUID, nvmlDeviceGetName or nvmlDeviceGetMemoryInfo";
     return false;
@@ -75,7 +62,7 @@ std::optional<std::vector<DeviceFigures>> NvmlDevices::Read(std::string* error) 
   std::vector<DeviceFigures> devices;
   for (unsigned int i = 0; i < count; ++i) {
     nvmlDevice_t device = nullptr;
-    if (api_->handle(i, &device) != NVML_SUCCESS) continue;
+    if (api_->handle_by_index(i, &device) != NVML_SUCCESS) continue;
     DeviceFigures figures;
     figures.index = static_cast<int>(i);
     char text[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};

@@ -12,17 +12,10 @@
 #include <vector>
 
 #include "broker/broker.h"
-#include "tests/support/broker_test_util.h"
+#include "tests/support/broker_test_names.h"
 
 namespace gpuslice::broker {
 namespace {
-
-using ::gpuslice::testing::BrokerTempDir;
-using ::gpuslice::testing::ChildGroup;
-using ::gpuslice::testing::kMiB;
-using ::gpuslice::testing::kTestGpuTotal;
-using ::gpuslice::testing::kTestUuid;
-using ::gpuslice::testing::Shared;
 
 constexpr int kProcesses = 4;
 constexpr int kThreads = 4;

@@ -21,18 +21,10 @@
 #include "broker/segment_file.h"
 #include "broker/segment_layout.h"
 #include "common/robust_mutex.h"
-#include "tests/support/broker_test_util.h"
+#include "tests/support/broker_test_names.h"
 
 namespace gpuslice::broker {
 namespace {
-
-using ::gpuslice::testing::BrokerTempDir;
-using ::gpuslice::testing::ChildGroup;
-using ::gpuslice::testing::kMiB;
-using ::gpuslice::testing::kTestGpuTotal;
-using ::gpuslice::testing::kTestUuid;
-using ::gpuslice::testing::SecondsSince;
-using ::gpuslice::testing::Shared;
 
 // A child's report that it is attached and holds what it was told to.
 struct Ready {

@@ -10,15 +10,10 @@
 
 #include "broker/broker.h"
 #include "broker/segment_layout.h"
-#include "tests/support/broker_test_util.h"
+#include "tests/support/broker_test_names.h"
 
 namespace gpuslice::broker {
 namespace {
-
-using ::gpuslice::testing::BrokerTempDir;
-using ::gpuslice::testing::kMiB;
-using ::gpuslice::testing::kTestGpuTotal;
-using ::gpuslice::testing::kTestUuid;
 
 class BrokerLedgerTest : public ::testing::Test {
  protected:

@@ -12,18 +12,12 @@
 #include <thread>
 
 #include "broker/broker.h"
-#include "tests/support/broker_test_util.h"
+#include "tests/support/broker_test_names.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"
 
 namespace gpuslice::broker {
 namespace {
-
-using ::gpuslice::testing::BrokerTempDir;
-using ::gpuslice::testing::kMiB;
-using ::gpuslice::testing::kTestGpuTotal;
-using ::gpuslice::testing::kTestUuid;
-using ::gpuslice::testing::SecondsSince;
 
 std::string FindUnshare() {
   for (const char* path : {"/usr/bin/unshare", "/bin/unshare", "/usr/sbin/unshare", "/sbin/unshare"}) {

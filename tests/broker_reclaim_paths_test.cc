@@ -27,16 +27,10 @@
 #include "broker/broker.h"
 #include "broker/segment_file.h"
 #include "broker/segment_layout.h"
-#include "tests/support/broker_test_util.h"
+#include "tests/support/broker_test_names.h"
 
 namespace gpuslice::broker {
 namespace {
-
-using ::gpuslice::testing::BrokerTempDir;
-using ::gpuslice::testing::ChildGroup;
-using ::gpuslice::testing::kMiB;
-using ::gpuslice::testing::kTestGpuTotal;
-using ::gpuslice::testing::kTestUuid;
 
 // The n-th of several distinct GPU UUIDs.
 void UuidNumber(int n, uint8_t (&uuid)[16]) {

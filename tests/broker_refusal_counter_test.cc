@@ -18,18 +18,10 @@
 #include "broker/broker.h"
 #include "broker/segment_file.h"
 #include "broker/segment_layout.h"
-#include "tests/support/broker_test_util.h"
+#include "tests/support/broker_test_names.h"
 
 namespace gpuslice::broker {
 namespace {
-
-using ::gpuslice::testing::BrokerTempDir;
-using ::gpuslice::testing::ChildGroup;
-using ::gpuslice::testing::kMiB;
-using ::gpuslice::testing::kTestGpuTotal;
-using ::gpuslice::testing::kTestUuid;
-using ::gpuslice::testing::SecondsSince;
-using ::gpuslice::testing::Shared;
 
 constexpr uint64_t kQuota = 200 * kMiB;
 

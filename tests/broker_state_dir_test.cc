@@ -13,14 +13,12 @@
 #include <vector>
 
 #include "broker/broker.h"
-#include "tests/support/broker_test_util.h"
+#include "tests/support/broker_test_names.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"
 
 namespace gpuslice::broker {
 namespace {
-
-using ::gpuslice::testing::BrokerTempDir;
 
 constexpr uid_t kNobody = 65534;
 constexpr uid_t kStranger = 12345;  // a user that is neither root nor nobody

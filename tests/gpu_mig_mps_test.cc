@@ -2,7 +2,8 @@
 // only what the machine already has — MIG instances that exist (nvidia-smi -L lists them) and an
 // MPS control daemon that already runs — and never change the GPU's settings: without either,
 // the case reports itself skipped with the reason. The simulated counterparts are
-// sim_mig_test, sim_mps_test and shim_mig_test; the figures, docs/benchmarks.md (four-ways).
+// sim_mig_test, sim_mps_test and shim_mig_test; measured figures (four-ways),
+// docs/reports/2026-12-02-benchmark-results.md.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>

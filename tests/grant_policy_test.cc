@@ -86,11 +86,25 @@ class FakeNode {
   std::set<int> alive_;
 };
 
-TEST(GrantPolicyTest, AnIdleGpuIsGrantedToTheFirstWaiterAtOnce) {
+// Each test's node, and the policy deciding for it.
+class GrantPolicyTest : public ::testing::Test {
+ protected:
+  // `slot` waits, alone, at kT0 and is granted the GPU; then it stops waiting, as a process does
+  // that goes on to launch. The start of most cases: its tenant holds the GPU.
+  void GrantAtStart(int slot) { GrantAtStart(node, policy, slot); }
+  static void GrantAtStart(FakeNode& on, GrantPolicy& deciding, int slot) {
+    on.Wait(slot, kT0);
+    deciding.Advance(kT0);
+    on.StopWaiting(slot);
+  }
+
   FakeNode node;
+  GrantPolicy policy = node.Policy();
+};
+
+TEST_F(GrantPolicyTest, AnIdleGpuIsGrantedToTheFirstWaiterAtOnce) {
   const int a = node.Tenant(50);
   const int pa = node.Process(a);
-  auto policy = node.Policy();
   EXPECT_FALSE(policy.Advance(kT0)) << "nobody waits: nothing to grant";
   EXPECT_EQ(node.Holder(), -1);
   node.Wait(pa, kT0);
@@ -98,15 +112,13 @@ TEST(GrantPolicyTest, AnIdleGpuIsGrantedToTheFirstWaiterAtOnce) {
   EXPECT_EQ(node.Holder(), a);
 }
 
-TEST(GrantPolicyTest, TheGrantGoesToTheWaiterFurthestBelowItsEntitlement) {
-  FakeNode node;
+TEST_F(GrantPolicyTest, TheGrantGoesToTheWaiterFurthestBelowItsEntitlement) {
   const int a = node.Tenant(50), b = node.Tenant(50), c = node.Tenant(50);
   const int pa = node.Process(a), pb = node.Process(b), pc = node.Process(c);
   node.ledger(a).vtime.store(300);
   node.ledger(b).vtime.store(100);
   node.ledger(c).vtime.store(200);
   for (int p : {pa, pb, pc}) node.Wait(p, kT0);
-  auto policy = node.Policy();
   policy.Advance(kT0);
   EXPECT_EQ(node.Holder(), b);
   // Counter-case: b does not wait, c is next.
@@ -128,15 +140,11 @@ TEST(GrantPolicyTest, TheGrantGoesToTheWaiterFurthestBelowItsEntitlement) {
 // grant moves when only the last of them still runs — the next holder's first kernel queues
 // behind it, so the device does not idle while the grant moves. That kernel is a tail, charged
 // half to each while it overlaps the new grant.
-TEST(GrantPolicyTest, AtTheEndOfItsQuantumTheGrantMovesWhenTheHoldersLastKernelRuns) {
-  FakeNode node;
+TEST_F(GrantPolicyTest, AtTheEndOfItsQuantumTheGrantMovesWhenTheHoldersLastKernelRuns) {
   const int a = node.Tenant(50), b = node.Tenant(50);
   const int pa = node.Process(a), pb = node.Process(b);
   node.ledger(b).vtime.store(15 * kMs);  // not owed the GPU: it waits for the quantum
-  auto policy = node.Policy();
-  node.Wait(pa, kT0);
-  policy.Advance(kT0);
-  node.StopWaiting(pa);
+  GrantAtStart(pa);
   ASSERT_EQ(node.Holder(), a);
   node.Launch(pa, kT0 + 10 * kUs);
   node.Wait(pb, kT0 + 1 * kMs);
@@ -164,14 +172,10 @@ TEST(GrantPolicyTest, AtTheEndOfItsQuantumTheGrantMovesWhenTheHoldersLastKernelR
 
 // A synchronous launcher leaves the GPU empty for microseconds between a completion and its
 // next launch: within its grace that is not idleness; past it, it is.
-TEST(GrantPolicyTest, AHolderBetweenTwoLaunchesKeepsTheGrantUntilItsGraceRunsOut) {
-  FakeNode node;
+TEST_F(GrantPolicyTest, AHolderBetweenTwoLaunchesKeepsTheGrantUntilItsGraceRunsOut) {
   const int a = node.Tenant(50), b = node.Tenant(50);
   const int pa = node.Process(a), pb = node.Process(b);
-  auto policy = node.Policy();
-  node.Wait(pa, kT0);
-  policy.Advance(kT0);
-  node.StopWaiting(pa);
+  GrantAtStart(pa);
   node.state(pa).grace_ns.store(300 * kUs);
   node.Launch(pa, kT0 + 10 * kUs);
   node.CompleteAll(pa, kT0 + 2 * kMs);
@@ -187,14 +191,10 @@ TEST(GrantPolicyTest, AHolderBetweenTwoLaunchesKeepsTheGrantUntilItsGraceRunsOut
 
 // A holder whose monitor stops renewing its lease (SIGSTOP, a debugger) loses the grant: its
 // queued kernels finish on the GPU without it.
-TEST(GrantPolicyTest, AStoppedHolderLosesTheGrantWhenItsLeaseRunsOut) {
-  FakeNode node;
+TEST_F(GrantPolicyTest, AStoppedHolderLosesTheGrantWhenItsLeaseRunsOut) {
   const int a = node.Tenant(50), b = node.Tenant(50);
   const int pa = node.Process(a), pb = node.Process(b);
-  auto policy = node.Policy();
-  node.Wait(pa, kT0);
-  policy.Advance(kT0);
-  node.StopWaiting(pa);
+  GrantAtStart(pa);
   node.Launch(pa, kT0 + 1 * kMs);  // two kernels queued, then frozen: no heartbeat after this
   node.Launch(pa, kT0 + 1 * kMs);
   node.ledger(b).vtime.store(100 * kMs);  // not owed the GPU: a yield would not wait for a at all
@@ -210,14 +210,10 @@ TEST(GrantPolicyTest, AStoppedHolderLosesTheGrantWhenItsLeaseRunsOut) {
   EXPECT_EQ(node.Holder(), b);
 }
 
-TEST(GrantPolicyTest, AHolderThatDiedIsReplacedAtOnceAndChargedOnlyWhileItLived) {
-  FakeNode node;
+TEST_F(GrantPolicyTest, AHolderThatDiedIsReplacedAtOnceAndChargedOnlyWhileItLived) {
   const int a = node.Tenant(50), b = node.Tenant(50);
   const int pa = node.Process(a), pb = node.Process(b);
-  auto policy = node.Policy();
-  node.Wait(pa, kT0);
-  policy.Advance(kT0);
-  node.StopWaiting(pa);
+  GrantAtStart(pa);
   node.Launch(pa, kT0 + 1 * kMs);
   policy.Advance(kT0 + 3 * kMs);  // seen busy at +3 ms
   node.Kill(pa);
@@ -229,16 +225,12 @@ TEST(GrantPolicyTest, AHolderThatDiedIsReplacedAtOnceAndChargedOnlyWhileItLived)
 
 // A waiter that dies stops counting at once: the tenant's remaining idle process does not make
 // it "waiting", and the holder, alone, keeps the GPU.
-TEST(GrantPolicyTest, ADeadWaiterStopsCountingAtOnce) {
-  FakeNode node;
+TEST_F(GrantPolicyTest, ADeadWaiterStopsCountingAtOnce) {
   const int a = node.Tenant(50), b = node.Tenant(50);
   const int pa = node.Process(a);
   const int pb_waiter = node.Process(b);
   node.Process(b);  // an idle process of b stays alive
-  auto policy = node.Policy();
-  node.Wait(pa, kT0);
-  policy.Advance(kT0);
-  node.StopWaiting(pa);
+  GrantAtStart(pa);
   node.Launch(pa, kT0 + 10 * kUs);
   node.Wait(pb_waiter, kT0 + 1 * kMs);
   policy.Advance(kT0 + 1 * kMs);
@@ -256,42 +248,38 @@ TEST(GrantPolicyTest, ADeadWaiterStopsCountingAtOnce) {
 // over. The holder's own next launch then waits for the grant it holds: its waiting stamp keeps
 // it from ever looking idle, and with nobody else waiting no hand-over comes. The gate must open
 // again as soon as nothing closes it; counter-case: with the waiter still there it stays closed.
-TEST(GrantPolicyTest, AGateClosedForAWaiterThatLeftOpensAgainForTheHolder) {
+TEST_F(GrantPolicyTest, AGateClosedForAWaiterThatLeftOpensAgainForTheHolder) {
   for (const bool waiter_stays : {false, true}) {
     SCOPED_TRACE(waiter_stays ? "the waiter stays" : "the waiter leaves");
-    FakeNode node;
-    const int a = node.Tenant(50), b = node.Tenant(50);
-    const int pa = node.Process(a), pb = node.Process(b);
-    auto policy = node.Policy();
-    node.Wait(pa, kT0);
-    policy.Advance(kT0);
-    node.StopWaiting(pa);
-    node.Launch(pa, kT0 + 10 * kUs);  // two long kernels queued: a drain
-    node.Launch(pa, kT0 + 10 * kMs);
-    node.ledger(b).vtime.store(15 * kMs);  // not owed the GPU (a yield would not wait): the quantum ends
-    node.Wait(pb, kT0 + 10 * kMs);
-    policy.Advance(kT0 + 10 * kMs + 1);
-    ASSERT_EQ(node.gpu().closing.load(), 1u) << "the quantum is over and b waits";
-    if (!waiter_stays) node.Kill(pb);  // b's process is gone; its stamp is still fresh
-    node.CompleteAll(pa, kT0 + 30 * kMs);
-    node.Wait(pa, kT0 + 30 * kMs);  // a's next launch finds the gate closed and waits
-    if (waiter_stays) node.Wait(pb, kT0 + 30 * kMs);
-    policy.Advance(kT0 + 30 * kMs);
+    FakeNode trial;
+    const int a = trial.Tenant(50), b = trial.Tenant(50);
+    const int pa = trial.Process(a), pb = trial.Process(b);
+    auto trial_policy = trial.Policy();
+    GrantAtStart(trial, trial_policy, pa);
+    trial.Launch(pa, kT0 + 10 * kUs);  // two long kernels queued: a drain
+    trial.Launch(pa, kT0 + 10 * kMs);
+    trial.ledger(b).vtime.store(15 * kMs);  // not owed the GPU (a yield would not wait): the quantum ends
+    trial.Wait(pb, kT0 + 10 * kMs);
+    trial_policy.Advance(kT0 + 10 * kMs + 1);
+    ASSERT_EQ(trial.gpu().closing.load(), 1u) << "the quantum is over and b waits";
+    if (!waiter_stays) trial.Kill(pb);  // b's process is gone; its stamp is still fresh
+    trial.CompleteAll(pa, kT0 + 30 * kMs);
+    trial.Wait(pa, kT0 + 30 * kMs);  // a's next launch finds the gate closed and waits
+    if (waiter_stays) trial.Wait(pb, kT0 + 30 * kMs);
+    trial_policy.Advance(kT0 + 30 * kMs);
     if (waiter_stays) {
-      EXPECT_EQ(node.Holder(), b) << "a drained: b gets the GPU";
+      EXPECT_EQ(trial.Holder(), b) << "a drained: b gets the GPU";
     } else {
-      EXPECT_EQ(node.Holder(), a);
-      EXPECT_EQ(node.gpu().closing.load(), 0u) << "nothing closes the grant any more: a may launch";
+      EXPECT_EQ(trial.Holder(), a);
+      EXPECT_EQ(trial.gpu().closing.load(), 0u) << "nothing closes the grant any more: a may launch";
     }
   }
 }
 
 // A stray write of the closing flag while the holder is alone and busy does not stop it either.
-TEST(GrantPolicyTest, AStrayClosingFlagIsClearedAtTheNextDecision) {
-  FakeNode node;
+TEST_F(GrantPolicyTest, AStrayClosingFlagIsClearedAtTheNextDecision) {
   const int a = node.Tenant(50);
   const int pa = node.Process(a);
-  auto policy = node.Policy();
   node.Wait(pa, kT0);
   policy.Advance(kT0);
   node.Launch(pa, kT0 + 10 * kUs);
@@ -302,15 +290,11 @@ TEST(GrantPolicyTest, AStrayClosingFlagIsClearedAtTheNextDecision) {
   EXPECT_EQ(node.gpu().closing.load(), 0u);
 }
 
-TEST(GrantPolicyTest, AWaiterOwedTheGpuEndsTheGrantAfterTheMinimumSlice) {
-  FakeNode node;
+TEST_F(GrantPolicyTest, AWaiterOwedTheGpuEndsTheGrantAfterTheMinimumSlice) {
   const int a = node.Tenant(70), b = node.Tenant(30);
   const int pa = node.Process(a), pb = node.Process(b);
-  auto policy = node.Policy();
   node.ledger(a).vtime.store(1000 * kMs);
-  node.Wait(pa, kT0);
-  policy.Advance(kT0);
-  node.StopWaiting(pa);
+  GrantAtStart(pa);
   node.Launch(pa, kT0 + 10 * kUs);
   // b starts waiting far behind: re-enters two quanta behind the holder.
   node.Wait(pb, kT0 + 100 * kUs);
@@ -326,11 +310,9 @@ TEST(GrantPolicyTest, AWaiterOwedTheGpuEndsTheGrantAfterTheMinimumSlice) {
   EXPECT_EQ(node.gpu().tail_holder.load(), static_cast<uint32_t>(a + 1)) << "a's two kernels run on: a tail";
 }
 
-TEST(GrantPolicyTest, ABackgroundHolderYieldsAtOnceAndIsGrantedOnlyWhenNobodyElseWaits) {
-  FakeNode node;
+TEST_F(GrantPolicyTest, ABackgroundHolderYieldsAtOnceAndIsGrantedOnlyWhenNobodyElseWaits) {
   const int bg = node.Tenant(50, 100, ComputeClass::kBackground), st = node.Tenant(50);
   const int pbg = node.Process(bg), pst = node.Process(st);
-  auto policy = node.Policy();
   node.ledger(st).vtime.store(1'000'000 * kMs);  // far ahead: a standard tenant would wait for it
   node.Wait(pbg, kT0);
   policy.Advance(kT0);
@@ -351,11 +333,9 @@ TEST(GrantPolicyTest, ABackgroundHolderYieldsAtOnceAndIsGrantedOnlyWhenNobodyEls
   EXPECT_EQ(node.Holder(), st) << "while the standard tenant waits, the background one is not granted";
 }
 
-TEST(GrantPolicyTest, LatencyPriorityLastsWhileItsLeaseIsRenewedAndDiesWithItsProcess) {
-  FakeNode node;
+TEST_F(GrantPolicyTest, LatencyPriorityLastsWhileItsLeaseIsRenewedAndDiesWithItsProcess) {
   const int lat = node.Tenant(30, 100, ComputeClass::kLatency);
   const int plat = node.Process(lat);
-  auto policy = node.Policy();
   node.state(plat).priority_until_ns.store(kT0 + 20 * kMs);
   node.gpu().priority.store(1);
   policy.Advance(kT0 + 5 * kMs);
@@ -365,14 +345,10 @@ TEST(GrantPolicyTest, LatencyPriorityLastsWhileItsLeaseIsRenewedAndDiesWithItsPr
   EXPECT_EQ(node.gpu().priority.load(), 0u) << "a dead process's priority does not hold the others back";
 }
 
-TEST(GrantPolicyTest, ALimitedHolderIsClosedWhenItsBucketIsUsedUp) {
-  FakeNode node;
+TEST_F(GrantPolicyTest, ALimitedHolderIsClosedWhenItsBucketIsUsedUp) {
   const int a = node.Tenant(25, 30);
   const int pa = node.Process(a);
-  auto policy = node.Policy();
-  node.Wait(pa, kT0);
-  policy.Advance(kT0);
-  node.StopWaiting(pa);
+  GrantAtStart(pa);
   node.Launch(pa, kT0 + 10 * kUs);
   // The bucket holds 30 ms and fills at 30%: it runs dry after about 30 / 0.7 = 43 ms held.
   node.Launch(pa, kT0 + 40 * kMs);
@@ -387,11 +363,9 @@ TEST(GrantPolicyTest, ALimitedHolderIsClosedWhenItsBucketIsUsedUp) {
 // its capacity) and then waiting alone is granted again once the bucket has refilled to its burst.
 // Found by the ASan pass: the refill was capped at one window's worth, which only brings -cap back
 // to 0, below the burst, so the waiter was never eligible again and waited for ever.
-TEST(GrantPolicyTest, ALimitedTenantDrivenToTheBottomOfItsBucketIsGrantedAgainAfterTheRefill) {
-  FakeNode node;
+TEST_F(GrantPolicyTest, ALimitedTenantDrivenToTheBottomOfItsBucketIsGrantedAgainAfterTheRefill) {
   const int a = node.Tenant(10, 60);
   const int pa = node.Process(a);
-  auto policy = node.Policy();
   node.ledger(a).tokens_ns.store(-static_cast<int64_t>(kBucketWindowNs * 60 / 100));
   node.ledger(a).tokens_at_ns.store(kT0);
   node.Wait(pa, kT0);
@@ -409,11 +383,9 @@ TEST(GrantPolicyTest, ALimitedTenantDrivenToTheBottomOfItsBucketIsGrantedAgainAf
 // at 5 % of real time (45 ms to its 5 ms burst: 0.9 s), not before — and not never: with the
 // refill capped at two windows (10 ms at 5 %) its waiting process hung for good (seen in
 // gpuslice-bench: a 5 % batch job alone, "held by nobody, 1 process waiting").
-TEST(GrantPolicyTest, ALimitedTenantChargedFarPastItsBucketRepaysTheDebtAndIsGrantedAgain) {
-  FakeNode node;
+TEST_F(GrantPolicyTest, ALimitedTenantChargedFarPastItsBucketRepaysTheDebtAndIsGrantedAgain) {
   const int a = node.Tenant(5, 5);
   const int pa = node.Process(a);
-  auto policy = node.Policy();
   node.ledger(a).tokens_ns.store(-40 * static_cast<int64_t>(kMs));
   node.ledger(a).tokens_at_ns.store(kT0);
   node.Wait(pa, kT0);
@@ -427,14 +399,10 @@ TEST(GrantPolicyTest, ALimitedTenantChargedFarPastItsBucketRepaysTheDebtAndIsGra
   EXPECT_EQ(node.Holder(), a) << "the debt is repaid: the waiter must be granted";
 }
 
-TEST(GrantPolicyTest, AnIdleHolderIsNotChargedForTheTimeItHeldTheGpuIdle) {
-  FakeNode node;
+TEST_F(GrantPolicyTest, AnIdleHolderIsNotChargedForTheTimeItHeldTheGpuIdle) {
   const int a = node.Tenant(50);
   const int pa = node.Process(a);
-  auto policy = node.Policy();
-  node.Wait(pa, kT0);
-  policy.Advance(kT0);
-  node.StopWaiting(pa);
+  GrantAtStart(pa);
   node.Launch(pa, kT0 + 10 * kUs);
   node.CompleteAll(pa, kT0 + 4 * kMs);
   policy.Advance(kT0 + 4000 * kMs);  // four seconds later, alone and idle: released
@@ -445,41 +413,35 @@ TEST(GrantPolicyTest, AnIdleHolderIsNotChargedForTheTimeItHeldTheGpuIdle) {
 // Latency work beside the holder is charged to the latency tenant (its busy period); the
 // holder's grant leaves that time out, so the two are not both charged for it (charged shares
 // added up to 106% with a latency tenant). Counter-case: without the latency work, the whole grant.
-TEST(GrantPolicyTest, LatencyWorkBesideTheHolderIsChargedOnceNotAlsoToTheHolder) {
+TEST_F(GrantPolicyTest, LatencyWorkBesideTheHolderIsChargedOnceNotAlsoToTheHolder) {
   for (const bool latency_work : {true, false}) {
     SCOPED_TRACE(latency_work ? "with latency work" : "without");
-    FakeNode node;
-    const int a = node.Tenant(50), s = node.Tenant(30, 100, ComputeClass::kLatency), b = node.Tenant(20);
-    const int pa = node.Process(a), pb = node.Process(b);
-    node.Process(s);
-    auto policy = node.Policy();
-    node.Wait(pa, kT0);
-    policy.Advance(kT0);
-    node.StopWaiting(pa);
-    node.Launch(pa, kT0 + 10 * kUs);
-    node.Launch(pa, kT0 + 10 * kUs);
-    if (latency_work) policy.ChargePriorityWork(s, 3 * kMs, kT0 + 8 * kMs);  // 5..8 ms beside a
-    node.CompleteAll(pa, kT0 + 12 * kMs);
-    node.Wait(pb, kT0 + 12 * kMs);
-    node.Wait(pa, kT0 + 12 * kMs);
-    policy.Advance(kT0 + 12 * kMs);
-    ASSERT_EQ(node.Holder(), b);
-    EXPECT_EQ(node.ledger(a).service_ns.load(), (latency_work ? 9 : 12) * kMs - 10 * kUs);
-    EXPECT_EQ(node.ledger(s).service_ns.load(), (latency_work ? 3 : 0) * kMs);
+    FakeNode trial;
+    const int a = trial.Tenant(50), s = trial.Tenant(30, 100, ComputeClass::kLatency), b = trial.Tenant(20);
+    const int pa = trial.Process(a), pb = trial.Process(b);
+    trial.Process(s);
+    auto trial_policy = trial.Policy();
+    GrantAtStart(trial, trial_policy, pa);
+    trial.Launch(pa, kT0 + 10 * kUs);
+    trial.Launch(pa, kT0 + 10 * kUs);
+    if (latency_work) trial_policy.ChargePriorityWork(s, 3 * kMs, kT0 + 8 * kMs);  // 5..8 ms beside a
+    trial.CompleteAll(pa, kT0 + 12 * kMs);
+    trial.Wait(pb, kT0 + 12 * kMs);
+    trial.Wait(pa, kT0 + 12 * kMs);
+    trial_policy.Advance(kT0 + 12 * kMs);
+    ASSERT_EQ(trial.Holder(), b);
+    EXPECT_EQ(trial.ledger(a).service_ns.load(), (latency_work ? 9 : 12) * kMs - 10 * kUs);
+    EXPECT_EQ(trial.ledger(s).service_ns.load(), (latency_work ? 3 : 0) * kMs);
   }
 }
 
 // Yielding to a waiter owed the GPU, the holder's one running kernel is not waited for: it runs
 // on beside the new grant, time-sliced with it by the hardware. Each is charged half of that
 // overlap (the new holder was charged all of it: 1.25 s charged for 0.80 s of busy time).
-TEST(GrantPolicyTest, ThePreviousHoldersRunningKernelIsChargedHalfToEachWhileTheyOverlap) {
-  FakeNode node;
+TEST_F(GrantPolicyTest, ThePreviousHoldersRunningKernelIsChargedHalfToEachWhileTheyOverlap) {
   const int a = node.Tenant(70), b = node.Tenant(30);
   const int pa = node.Process(a), pb = node.Process(b);
-  auto policy = node.Policy();
-  node.Wait(pa, kT0);
-  policy.Advance(kT0);
-  node.StopWaiting(pa);
+  GrantAtStart(pa);
   node.Launch(pa, kT0 + 10 * kUs);                 // one long kernel
   node.ledger(b).vtime.store(0);
   node.ledger(a).vtime.store(100 * kMs);           // b is owed the GPU: a yields after 1 ms
@@ -504,11 +466,9 @@ TEST(GrantPolicyTest, ThePreviousHoldersRunningKernelIsChargedHalfToEachWhileThe
 
 // Two tenants that always want the GPU, requests 75 and 25: each grant is a whole quantum, and
 // the larger request gets three grants for every one of the other's.
-TEST(GrantPolicyTest, RequestsAreWeightsThreeGrantsToOneFor75And25) {
-  FakeNode node;
+TEST_F(GrantPolicyTest, RequestsAreWeightsThreeGrantsToOneFor75And25) {
   const int a = node.Tenant(75), b = node.Tenant(25);
   const int pa = node.Process(a), pb = node.Process(b);
-  auto policy = node.Policy();
   int grants[2] = {0, 0};
   uint64_t t = kT0;
   for (int i = 0; i < 40; ++i) {
@@ -533,8 +493,7 @@ TEST(GrantPolicyTest, RequestsAreWeightsThreeGrantsToOneFor75And25) {
   EXPECT_EQ(grants[b], 10);
 }
 
-TEST(GrantPolicyTest, ACorruptHolderValueIsDroppedNotFollowed) {
-  FakeNode node;
+TEST_F(GrantPolicyTest, ACorruptHolderValueIsDroppedNotFollowed) {
   const int a = node.Tenant(50);
   const int pa = node.Process(a);
   node.gpu().holder.store(0xFFFFFFF0u);
