@@ -221,13 +221,13 @@ int GrantPolicy::PickNext(uint64_t now, uint64_t* retry_after_ns) {
   return best >= 0 ? best : best_background;
 }
 
-void GrantPolicy::ChargeLocked(int tenant, uint64_t ns, uint64_t now) {
+void GrantPolicy::ChargeLocked(int tenant, uint64_t ns, uint64_t now, uint64_t limit_ns) {
   LedgerEntry& l = segment_->ledgers[LedgerIndex(tenant, gpu_index_)];
   l.vtime.fetch_add(ns * kVtimeScale / WeightOf(l));
   l.service_ns.fetch_add(ns);
   const uint32_t limit = LimitOf(l);
   if (limit < 100) {
-    l.tokens_ns.store(BucketNow(l.tokens_ns.load(), l.tokens_at_ns.load(), limit, now) - static_cast<int64_t>(ns));
+    l.tokens_ns.store(BucketNow(l.tokens_ns.load(), l.tokens_at_ns.load(), limit, now) - static_cast<int64_t>(limit_ns));
     l.tokens_at_ns.store(now);
   }
 }
@@ -252,7 +252,7 @@ bool GrantPolicy::Lock(std::optional<SchedLock>* lock) {
 void GrantPolicy::ChargePriorityWork(int tenant, uint64_t ns, uint64_t now) {
   std::optional<SchedLock> lock;
   if (!Lock(&lock)) return;  // not charged: no decision can be made meanwhile either
-  ChargeLocked(tenant, ns, now);
+  ChargeLocked(tenant, ns, now, ns);
   // The part of it within the current grant is not the holder's (nor, for a latency holder, its
   // grant's a second time): the holder's charge leaves it out.
   if (gpu_->holder.load() != 0)
@@ -278,9 +278,12 @@ void GrantPolicy::RollShareWindowLocked(uint64_t now) {
   gpu_->window_start_ns.store(now);
 }
 
-// The previous holder's last kernel, which ran on beside the current grant, has completed (or
-// the grant moves again): the hardware time-sliced the two meanwhile, so each is charged half of
-// the overlap — the tail's tenant now, the current holder by that much less at its hand-over.
+// The previous holder's work that ran on beside the current grant (a tail) has completed, or
+// the grant moves again. While the current holder also had work on the device the hardware
+// time-sliced the two, and each is charged half of that time — the tail's tenant now, the
+// current holder by that much less at its hand-over; the rest of the tail ran alone and is the
+// tail tenant's. (Charged half of the whole tail, a limited trainer whose queued kernels ran on
+// after a service's short request took 85% of the device against its limit of 70%.)
 void GrantPolicy::SettleTailLocked(uint64_t now, bool force) {
   const uint32_t tail = gpu_->tail_holder.load();
   if (tail == 0) return;
@@ -289,9 +292,19 @@ void GrantPolicy::SettleTailLocked(uint64_t now, bool force) {
     return;
   }
   if (!force && HolderActivity(static_cast<int>(tail - 1), now) == Activity::kDraining) return;
-  const uint64_t half = Elapsed(gpu_->tail_since_ns.load(), now) / 2;
-  ChargeLocked(static_cast<int>(tail - 1), half, now);
-  gpu_->overlap_ns.fetch_add(half);
+  const uint64_t since = gpu_->tail_since_ns.load();
+  const uint64_t elapsed = Elapsed(since, now);
+  // The tail began at the current grant's hand-over: the holder's busy time since then.
+  const uint32_t holder = gpu_->holder.load();
+  uint64_t shared = 0;
+  if (holder != 0 && holder <= TenantHighWater() && gpu_->grant_start_ns.load() == since) {
+    const uint64_t busy = TenantBusyNs(static_cast<int>(holder - 1), now);
+    const uint64_t at_grant = gpu_->holder_busy_at_grant_ns.load();
+    shared = std::min(elapsed, busy > at_grant ? busy - at_grant : 0);
+  }
+  const uint64_t charged = elapsed - shared / 2;
+  ChargeLocked(static_cast<int>(tail - 1), charged, now, charged);
+  gpu_->overlap_ns.fetch_add(shared / 2);
   gpu_->tail_holder.store(0);
 }
 
@@ -333,7 +346,8 @@ void GrantPolicy::HandOverLocked(uint64_t now) {
     const uint64_t busy_now = TenantBusyNs(static_cast<int>(holder - 1), now);
     const uint64_t at_grant = gpu_->holder_busy_at_grant_ns.load();
     const uint64_t used = std::min(active - start, busy_now > at_grant ? busy_now - at_grant : 0);
-    ChargeLocked(static_cast<int>(holder - 1), used - std::min(used, gpu_->overlap_ns.load()), now);
+    const uint64_t charged = used - std::min(used, gpu_->overlap_ns.load());
+    ChargeLocked(static_cast<int>(holder - 1), charged, now, charged);
     CountGrantTimeLocked(start, std::min(busy_now > at_grant ? busy_now - at_grant : 0, Elapsed(start, now)), now);
   }
   gpu_->first_work_ns.store(0);
@@ -404,9 +418,12 @@ GrantPolicy::CloseReason GrantPolicy::ShouldCloseLocked(int holder, uint64_t now
 // GPU (or to anyone, from background), at once: the waiter's work joins what the holder has
 // queued — at most its budget — time-sliced by the hardware as it would be without gpuslice, so
 // a light tenant's request waits for no one's queue; the holder launches nothing more meanwhile.
-// Work that runs on beside the next grant is a tail, charged half to each (SettleTailLocked).
-bool GrantPolicy::DrainedFor(CloseReason reason, Activity activity, uint32_t queued) {
+// Work that runs on beside the next grant is a tail (SettleTailLocked). A limited holder drains
+// fully whatever the reason: a tail's device time is known only roughly (how the hardware
+// time-slices two contexts' kernels is not seen), and a limit is a ceiling.
+bool GrantPolicy::DrainedFor(CloseReason reason, Activity activity, uint32_t queued, bool limited) {
   if (activity != Activity::kDraining) return true;
+  if (limited) return false;  // a limited holder's work stays within its grants: its limit holds
   switch (reason) {
     case CloseReason::kYield: return true;
     case CloseReason::kQuantum: return queued <= 1;
@@ -472,7 +489,7 @@ bool GrantPolicy::AdvanceLocked(uint64_t now) {
   if (close && gpu_->closed_at_ns.load() == 0) gpu_->closed_at_ns.store(now);
   uint32_t queued = 0;
   activity = HolderActivity(h, now, nullptr, &queued);
-  if ((close && DrainedFor(reason, activity, queued)) || activity == Activity::kIdle || activity == Activity::kGone) {
+  if ((close && DrainedFor(reason, activity, queued, LimitOf(segment_->ledgers[LedgerIndex(h, gpu_index_)]) < 100)) || activity == Activity::kIdle || activity == Activity::kGone) {
     HandOverLocked(now);
     const uint32_t next = gpu_->holder.load();
     if (activity == Activity::kDraining && next != 0 && next != holder) {  // its kernel runs on: a tail

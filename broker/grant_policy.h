@@ -109,13 +109,14 @@ class GrantPolicy {
   void SettleTailLocked(uint64_t now, bool force);
   // The busy time of the tenant's registered processes on this GPU so far, open periods included.
   uint64_t TenantBusyNs(int tenant, uint64_t now) const;
-  void ChargeLocked(int tenant, uint64_t ns, uint64_t now);
+  // `ns` to the tenant's virtual time and service, `limit_ns` to its limit's bucket.
+  void ChargeLocked(int tenant, uint64_t ns, uint64_t now, uint64_t limit_ns);
   void RollShareWindowLocked(uint64_t now);
   // Why the holder's grant must end now: its limit, its quantum while others wait, or a yield
   // (a waiter owed the GPU, or a background holder beside a standard or latency waiter).
   enum class CloseReason { kNone, kLimit, kQuantum, kYield };
   CloseReason ShouldCloseLocked(int holder, uint64_t now) const;
-  static bool DrainedFor(CloseReason reason, Activity activity, uint32_t queued);
+  static bool DrainedFor(CloseReason reason, Activity activity, uint32_t queued, bool limited);
   bool Owed(int waiter, int holder, uint64_t held) const;
   void RefreshWaitingLocked(uint64_t now);
   uint64_t SystemVtime(uint64_t now) const;

@@ -50,7 +50,8 @@ class ComputeGate {
   }
   ComputeClass compute_class() const { return class_; }
   // Limited and non-standard tenants track every launch's completion, also when alone.
-  bool always_tracked() const { return class_ != ComputeClass::kStandard || limit_pct_ < 100; }
+  bool always_tracked() const { return class_ != ComputeClass::kStandard || limited(); }
+  bool limited() const { return limit_pct_ < 100; }
 
   // The fast path's test: this tenant holds the grant, it is not closing, and no latency work
   // has priority (latency tenants pass their own priority).

@@ -197,13 +197,16 @@ void LaunchTracker::WaitForOldest() {
     SleepNanos(std::clamp<uint64_t>(kernel_ns_.load(std::memory_order_relaxed) / 16, kMinPollNs, kMaxPollNs));
 }
 
-// At least two kernels: one running and the next queued behind it. With one, the device idled at
+// At least two kernels (unlimited tenants): one running and the next queued behind it. With one, the device idled at
 // every completion for as long as the launcher took to wake and launch again (a few percent of
 // the device with 4 ms kernels, lost whenever another tenant merely had the GPU open).
 void LaunchTracker::UpdateBudget() {
   const uint64_t kernel = std::max<uint64_t>(kernel_ns_.load(std::memory_order_relaxed), 1);
   const uint64_t kernels = (gate_->BudgetNs() + kernel - 1) / kernel;
-  budget_kernels_.store(static_cast<uint32_t>(std::clamp<uint64_t>(kernels, kMinBudgetKernels, kMaxBudgetKernels)),
+  // A limited tenant's grant ends with its queue drained (its limit is a ceiling): one kernel
+  // queued at least, as a waiter owed the GPU waits for what it has queued.
+  const uint64_t least = gate_->limited() ? 1 : kMinBudgetKernels;
+  budget_kernels_.store(static_cast<uint32_t>(std::clamp<uint64_t>(kernels, least, kMaxBudgetKernels)),
                         std::memory_order_relaxed);
 }
 

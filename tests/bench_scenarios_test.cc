@@ -104,7 +104,8 @@ TEST(BenchScenariosTest, TheLibraryHasTheDocumentedScenarios) {
                            "memory-hog", "four-equal-tenants", "eight-equal-tenants", "weighted-50-30-20",
                            "alone-request-25", "alone-limit-30", "latency-beside-compute", "sync-beside-async",
                            "latency-class", "latency-standard", "stalled-holder", "dying-waiters",
-                           "arrival-at-idle-gpu", "two-wide-trainers", "four-ways"})
+                           "arrival-at-idle-gpu", "two-wide-trainers", "four-ways",
+                           "standard-beside-three-process-trainer"})
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
 }
 

@@ -164,10 +164,52 @@ TEST_F(GrantPolicyTest, AtTheEndOfItsQuantumTheGrantMovesWhenTheHoldersLastKerne
   EXPECT_EQ(node.gpu().tail_holder.load(), static_cast<uint32_t>(a + 1));
   EXPECT_EQ(node.ledger(a).service_ns.load(), 11 * kMs - 10 * kUs)
       << "charged the time it had work in flight, the drain included (not the 10 us before its launch)";
+  node.Launch(pb, kT0 + 11 * kMs);
+  node.StopWaiting(pb);
   node.CompleteAll(pa, kT0 + 12 * kMs);
   policy.Advance(kT0 + 12 * kMs);
   EXPECT_EQ(node.gpu().tail_holder.load(), 0u);
-  EXPECT_EQ(node.ledger(a).service_ns.load(), 11 * kMs - 10 * kUs + 500 * kUs) << "and half of the 1 ms overlap";
+  EXPECT_EQ(node.ledger(a).service_ns.load(), 11 * kMs - 10 * kUs + 500 * kUs)
+      << "and half of the 1 ms during which b's kernel ran beside it";
+}
+
+// A tail that runs while the new holder has nothing on the device is the tail tenant's alone.
+TEST_F(GrantPolicyTest, ATailThatRunsAloneIsChargedWholeToItsTenant) {
+  const int a = node.Tenant(50), b = node.Tenant(50);
+  const int pa = node.Process(a), pb = node.Process(b);
+  node.ledger(b).vtime.store(15 * kMs);
+  GrantAtStart(pa);
+  node.Launch(pa, kT0 + 10 * kUs);
+  node.Launch(pa, kT0 + 10 * kMs);
+  node.Wait(pb, kT0 + 10 * kMs);
+  policy.Advance(kT0 + 10 * kMs + 1);
+  node.state(pa).inflight.store(1);
+  node.state(pa).heartbeat_ns.store(kT0 + 11 * kMs);
+  node.Wait(pb, kT0 + 11 * kMs);
+  policy.Advance(kT0 + 11 * kMs);
+  ASSERT_EQ(node.Holder(), b);
+  node.CompleteAll(pa, kT0 + 15 * kMs);  // b launched nothing meanwhile
+  policy.Advance(kT0 + 15 * kMs);
+  EXPECT_EQ(node.ledger(a).service_ns.load(), 15 * kMs - 10 * kUs) << "the 4 ms tail, whole";
+}
+
+// A limited holder leaves no tail: how the hardware shares a tail's time with the next holder's
+// work is not seen, and a limit is a ceiling. Even a waiter owed the GPU waits for its queue.
+TEST_F(GrantPolicyTest, ALimitedHoldersGrantMovesOnlyOnceItsWorkHasCompleted) {
+  const int a = node.Tenant(70, 70), b = node.Tenant(30);
+  const int pa = node.Process(a), pb = node.Process(b);
+  node.ledger(a).vtime.store(1000 * kMs);
+  GrantAtStart(pa);
+  node.Launch(pa, kT0 + 10 * kUs);
+  node.Wait(pb, kT0 + 2 * kMs);
+  policy.Advance(kT0 + 2 * kMs);
+  EXPECT_EQ(node.gpu().closing.load(), 1u) << "b is owed the GPU";
+  EXPECT_EQ(node.Holder(), a) << "a's kernel runs: a is limited, so no tail";
+  node.CompleteAll(pa, kT0 + 3 * kMs);
+  node.Wait(pb, kT0 + 3 * kMs);
+  policy.Advance(kT0 + 3 * kMs);
+  EXPECT_EQ(node.Holder(), b);
+  EXPECT_EQ(node.gpu().tail_holder.load(), 0u);
 }
 
 // A synchronous launcher leaves the GPU empty for microseconds between a completion and its
