@@ -70,7 +70,8 @@ state file is writable for you; otherwise the figures are shown as they stand).
 --json prints the same (keys documented in ctl/status_json.h): per GPU mig (the instance's uuid,
 profile, gpu_index, gpu_uuid; null for a whole GPU), device (NVML's figures; null without them),
 accounted_bytes, unaccounted_bytes, unaccounted_held_elsewhere, mode, quantum_ns,
-quantum_default, budget_ns, budget_default, holder, grants, compute_requested_percent,
+quantum_default, budget_ns, budget_default, holder, grants, grant_time_ns (nanoseconds since the GPU
+entry was created: grant_start_idle, holder_idle, drain, unheld_waiting), compute_requested_percent,
 compute_oversubscribed; per tenant compute_request_percent, compute_limit_percent,
 compute_class, last_window_share_percent (null for "-"), grants_received, waits,
 wait_seconds_total, refused_allocations.

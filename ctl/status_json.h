@@ -24,6 +24,8 @@
 //            "closing": bool,                // the holder is draining to hand over
 //            "waiting_processes": int,       // processes of any tenant waiting for the grant
 //            "grants": int,                  // grants made so far
+//            "grant_time_ns": {"grant_start_idle": int, "holder_idle": int, "drain": int,
+//                              "unheld_waiting": int},  // where grant time went, summed at hand-overs
 //            "compute_requested_percent": int, // sum of the active tenants' requests
 //            "compute_unset_tenants": int,   // active tenants that have not launched yet
 //            "compute_oversubscribed": bool, // requests over 100%: shared in proportion

@@ -169,7 +169,7 @@ sabotage closing-kept-for-gone-waiter broker/grant_policy.cc \
   's/    if \(gpu_->closing\.exchange\(0\) != 0\) changed = true;\n    return changed;/    return changed;  \/\/ SABOTAGE/' \
   '^(GrantPolicyTest|SchedDeploymentShapesTest)' \
   'a gate closed for a waiter that then left stays closed: the holder waits for its own grant'
-sabotage first-gpu-gates-all shim/compute_gate.cc \
+sabotage first-gpu-gates-all shim/launch_routing.cc \
   's/  if \(last\.state == this && last\.epoch == epoch && last\.context == current && last\.stream == key\) return last\.tracker;/  if (last.state == this) return last.tracker;  \/\/ SABOTAGE/' \
   '^(SchedDeploymentShapesTest)' \
   'a process is gated on the first GPU it launched on for every GPU'

@@ -4,7 +4,7 @@
 // and putting them back if it refuses (docs/accounting.md).
 //
 // The compute monitor synchronises the contexts this process launched from
-// (shim/compute_gate.cc) on its own thread; the driver forbids using a context while it is being
+// (shim/launch_routing.cc) on its own thread; the driver forbids using a context while it is being
 // destroyed, so teardown runs while the monitor is paused, and the monitor forgets the contexts
 // it destroyed.
 #include "shim/driver_api.h"  // first: declares every versioned name
@@ -53,7 +53,7 @@ template <typename Call, typename Destroyed>
 CUresult TearDownPrimary(const RealDriver* real, CUdevice dev, Call call, Destroyed destroyed) {
   ShimState* state = ShimState::Get();
   if (!state) return call();
-  auto pause = state->PauseSynchronisation();
+  auto pause = state->PauseSynchronization();
   bool gone = false;
   const CUresult rc = TearDown(state, ActivePrimaryContext(real, dev), call, [&] { return gone = destroyed(); });
   if (rc == CUDA_SUCCESS && gone) state->ForgetContexts(nullptr, dev);
@@ -66,7 +66,7 @@ CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuCtxDestroy_v2)
   ShimState* state = ShimState::Get();
   if (!state) return real->cuCtxDestroy_v2(ctx);
-  auto pause = state->PauseSynchronisation();
+  auto pause = state->PauseSynchronization();
   const CUresult rc = TearDown(
       state, ctx, [&] { return real->cuCtxDestroy_v2(ctx); }, [] { return true; });
   if (rc == CUDA_SUCCESS) state->ForgetContexts(ctx, -1);

@@ -7,7 +7,6 @@
 
 #include "common/clock.h"
 #include "shim/real_driver.h"
-#include "shim/shim_state.h"
 
 namespace gpuslice::shim {
 namespace {
@@ -27,8 +26,8 @@ void SleepNanos(uint64_t ns) {
 
 }  // namespace
 
-LaunchTracker::LaunchTracker(ShimState* state, broker::ComputeGate* gate)
-    : state_(state), gate_(gate), published_(&gate->published()) {
+LaunchTracker::LaunchTracker(ContextSync* contexts, broker::ComputeGate* gate)
+    : contexts_(contexts), gate_(gate), published_(&gate->published()) {
   tracking_.store(gate->always_tracked());
 }
 
@@ -158,7 +157,7 @@ uint32_t LaunchTracker::Poll(uint64_t now) {
   uint32_t completed = 0;
   uint32_t left = 0;
   {
-    auto pause = state_->PauseSynchronisation();  // no context is destroyed under our queries
+    auto pause = contexts_->PauseSynchronization();  // no context is destroyed under our queries
     std::lock_guard<std::mutex> lock(mutex_);
     const RealDriver* real = Real();
     while (!pending_.empty()) {
@@ -233,7 +232,7 @@ void LaunchTracker::ConfirmUntrackedWorkDone(uint64_t now) {
   // No launch is on the untracked path once every flag reads 0 after tracking was switched on
   // (each raises its flag before reading the switch).
   untracked_.Drain();
-  state_->SynchronizeGate(gate_);
+  contexts_->SynchronizeGate(gate_);
   const uint32_t after = published_->inflight.fetch_and(~kUntrackedWork) & ~kUntrackedWork;
   if (after == 0) EndBusyPeriod(now);
 }

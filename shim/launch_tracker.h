@@ -22,16 +22,15 @@
 #include <vector>
 
 #include "broker/scheduler.h"
+#include "shim/context_sync.h"
 #include "shim/driver_api.h"
 #include "shim/untracked_slots.h"
 
 namespace gpuslice::shim {
 
-class ShimState;
-
 class LaunchTracker {
  public:
-  LaunchTracker(ShimState* state, broker::ComputeGate* gate);
+  LaunchTracker(ContextSync* contexts, broker::ComputeGate* gate);
   LaunchTracker(const LaunchTracker&) = delete;
   LaunchTracker& operator=(const LaunchTracker&) = delete;
 
@@ -70,7 +69,7 @@ class LaunchTracker {
   uint64_t MonitorStep(uint64_t now);
 
   // The application destroyed `context` (nullptr: every context of the device): its queued work
-  // and events are gone. Call with synchronisation paused (ShimState::PauseSynchronisation).
+  // and events are gone. Call with synchronisation paused (ContextSync::PauseSynchronization).
   void ForgetContext(CUcontext context);
 
   // For the benchmarks and tests: the current budget in kernels and the kernel length estimate.
@@ -107,7 +106,7 @@ class LaunchTracker {
   void WaitForOldest();
   void UpdateBudget();
 
-  ShimState* state_;
+  ContextSync* contexts_;
   broker::ComputeGate* gate_;
   broker::ProcessGpuState* published_;
   std::atomic<bool> tracking_{false};

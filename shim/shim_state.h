@@ -15,6 +15,7 @@
 #include "broker/broker.h"
 #include "broker/scheduler.h"
 #include "shim/allocation_map.h"
+#include "shim/context_sync.h"
 #include "shim/launch_tracker.h"
 #include "shim/driver_api.h"
 #include "shim/options.h"
@@ -24,7 +25,7 @@ namespace gpuslice::shim {
 // The result a failed initialisation gives every intercepted call.
 inline constexpr CUresult kFailClosed = CUDA_ERROR_NOT_PERMITTED;
 
-class ShimState {
+class ShimState final : public ContextSync {
  public:
   // The state, initialising it on first use; nullptr when initialisation failed. Inline once set
   // up: every hook asks.
@@ -82,10 +83,10 @@ class ShimState {
   // The contexts this process launched from on a gate's GPU: what its monitor synchronises when
   // it must confirm that work launched untracked has finished.
   void NoteContext(broker::ComputeGate* gate);
-  void SynchronizeGate(broker::ComputeGate* gate);
+  void SynchronizeGate(broker::ComputeGate* gate) override;
   // Held around the application's context teardown (shim/hooks_context.cc): the driver forbids
   // using a context while it is destroyed, so the monitor does not synchronise meanwhile.
-  std::unique_lock<std::mutex> PauseSynchronisation() { return std::unique_lock<std::mutex>(sync_mutex_); }
+  std::unique_lock<std::mutex> PauseSynchronization() override { return std::unique_lock<std::mutex>(sync_mutex_); }
   // The monitor stops synchronising `context` (nullptr: every context noted on `device`'s
   // GPU) and stops following its launches; a later gated launch from a live one notes it again.
   void ForgetContexts(CUcontext context, CUdevice device);

@@ -1,4 +1,6 @@
-// Finding the compute gate of a launch, and the contexts a gate's monitor synchronises.
+// ShimState's launch routing: which GPU's compute gate (and this process's launch tracker on it) a
+// launch goes through, and the contexts a gate's monitor synchronises (broker/scheduler.h holds the
+// shared-state side of the gate, shim/launch_tracker.h the process-local side).
 #include "common/clock.h"
 #include "shim/compute_monitor.h"
 #include "shim/log.h"

@@ -1,0 +1,24 @@
+// What a GPU's launch tracker needs of the process's contexts, and no more: ShimState implements
+// it (shim/launch_routing.cc), so that the tracker does not depend on the whole shim state and
+// the two do not call each other in a cycle.
+#pragma once
+
+#include <mutex>
+
+namespace gpuslice::broker {
+class ComputeGate;
+}
+
+namespace gpuslice::shim {
+
+class ContextSync {
+ public:
+  virtual ~ContextSync() = default;
+  // Held while the tracker queries its events and around the application's context teardown:
+  // the driver forbids using a context while it is destroyed.
+  virtual std::unique_lock<std::mutex> PauseSynchronization() = 0;
+  // On the monitor's thread: waits for all work of the process's contexts on `gate`'s GPU.
+  virtual void SynchronizeGate(broker::ComputeGate* gate) = 0;
+};
+
+}  // namespace gpuslice::shim
