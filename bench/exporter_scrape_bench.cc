@@ -93,12 +93,12 @@ Node& TheNode() {
 }
 
 void BM_RenderMetrics(benchmark::State& state) {
-  gpuslice::broker::Snapshot snapshot;
-  std::string error;
-  if (!gpuslice::broker::TakeReadOnlySnapshot(TheNode().state_dir(), &snapshot, &error)) {
-    state.SkipWithError(error.c_str());
+  gpuslice::Result<gpuslice::broker::Snapshot> taken = gpuslice::broker::TakeReadOnlySnapshot(TheNode().state_dir());
+  if (!taken.ok()) {
+    state.SkipWithError(taken.message().c_str());
     return;
   }
+  const gpuslice::broker::Snapshot& snapshot = *taken;
   std::string text;
   for (auto _ : state) {
     gpuslice::exporter::RenderMetrics({&snapshot, nullptr}, &text);
@@ -109,14 +109,15 @@ void BM_RenderMetrics(benchmark::State& state) {
 BENCHMARK(BM_RenderMetrics)->Unit(benchmark::kMicrosecond);
 
 void BM_SnapshotAndRender(benchmark::State& state) {
-  std::string text, error;
+  std::string text;
   size_t tenants = 0;
   for (auto _ : state) {
-    gpuslice::broker::Snapshot snapshot;
-    if (!gpuslice::broker::TakeReadOnlySnapshot(TheNode().state_dir(), &snapshot, &error)) {
-      state.SkipWithError(error.c_str());
+    gpuslice::Result<gpuslice::broker::Snapshot> taken = gpuslice::broker::TakeReadOnlySnapshot(TheNode().state_dir());
+    if (!taken.ok()) {
+      state.SkipWithError(taken.message().c_str());
       return;
     }
+    const gpuslice::broker::Snapshot& snapshot = *taken;
     gpuslice::exporter::RenderMetrics({&snapshot, nullptr}, &text);
     tenants = 0;
     for (const auto& gpu : snapshot.gpus) tenants += gpu.tenants.size();

@@ -106,18 +106,23 @@ void ReportLedgerLockFault(const Segment* segment, int ledger, LockFailure failu
   }
 }
 
-TableLock::TableLock(Segment* segment, std::string* error)
-    : lock_(&segment->header.table_mutex.mutex, LockTimeoutNs()) {
-  if (lock_.locked()) return;
-  constexpr char kLock[] = "the table lock";
-  constexpr char kRefused[] = "no process can register, open a GPU or be reaped";
-  if (!error) {
-    ReportLockFault(segment, &segment->header.table_mutex, kLock, lock_.failure(), kRefused);
-    return;
-  }
+namespace {
+constexpr char kTableLock[] = "the table lock";
+constexpr char kTableLockRefused[] = "no process can register, open a GPU or be reaped";
+}  // namespace
+
+TableLock::TableLock(Segment* segment, Failure on_failure)
+    : segment_(segment), lock_(&segment->header.table_mutex.mutex, LockTimeoutNs()) {
+  if (lock_.locked() || on_failure != Failure::kReport) return;
+  ReportLockFault(segment, &segment->header.table_mutex, kTableLock, lock_.failure(), kTableLockRefused);
+}
+
+Status TableLock::status() const {
+  if (lock_.locked()) return Status::Ok();
   try {
-    *error = LockFaultLine(segment, kLock, lock_.failure(), kRefused);  // the caller reports it
+    return Status::Unavailable(LockFaultLine(segment_, kTableLock, lock_.failure(), kTableLockRefused));
   } catch (...) {
+    return Status::Unavailable("");
   }
 }
 

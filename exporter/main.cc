@@ -125,10 +125,11 @@ int main(int argc, char** argv) {
   // on Linux). TCP_NODELAY sends it at once (bench/exporter_scrape_bench.cc, BM_HttpScrape).
   server.set_tcp_nodelay(true);
   server.Get("/metrics", [&](const httplib::Request& request, httplib::Response& response) {
-    gpuslice::broker::Snapshot snapshot;
-    std::string segment_error, nvml_error;
-    const bool have_snapshot = gpuslice::broker::TakeReadOnlySnapshot(state_dir, &snapshot, &segment_error);
-    segment_log.Report(have_snapshot, segment_error);
+    gpuslice::Result<gpuslice::broker::Snapshot> taken = gpuslice::broker::TakeReadOnlySnapshot(state_dir);
+    std::string nvml_error;
+    const bool have_snapshot = taken.ok();
+    segment_log.Report(have_snapshot, taken.message());
+    gpuslice::broker::Snapshot snapshot = have_snapshot ? std::move(taken).value() : gpuslice::broker::Snapshot();
     const auto devices = nvml.Read(&nvml_error);
     nvml_log.Report(devices.has_value(), nvml_error);
     std::set<std::string> first_seen;

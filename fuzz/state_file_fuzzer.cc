@@ -93,8 +93,7 @@ void Exercise() {
     }
     broker->ReapDeadProcesses();
   }
-  gpuslice::broker::Snapshot snapshot;
-  if (!gpuslice::broker::TakeSnapshot(g_dir, &snapshot, &error)) CheckMessage(error);
+  if (auto snapshot = gpuslice::broker::TakeSnapshot(g_dir); !snapshot.ok()) CheckMessage(snapshot.message());
   broker.reset();
 }
 

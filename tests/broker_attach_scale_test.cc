@@ -95,9 +95,10 @@ TEST(BrokerAttachScaleTest, TwoHundredProcessesAttachingAtOnceDoNotStall) {
   BrokerTempDir dir;
   EXPECT_LT(Round(dir.state_dir(), "cold (racing to create the file)"), 30.0);
   EXPECT_LT(Round(dir.state_dir(), "warm (file in place)"), 30.0);
-  Snapshot snapshot;
   std::string error;
-  ASSERT_TRUE(TakeSnapshot(dir.state_dir(), &snapshot, &error)) << error;
+  Result<Snapshot> taken = TakeSnapshot(dir.state_dir());
+  ASSERT_TRUE(taken.ok()) << taken.message();
+  Snapshot snapshot = taken.ok() ? std::move(taken).value() : Snapshot();
   ASSERT_EQ(snapshot.gpus.size(), 1u);
   EXPECT_EQ(snapshot.gpus[0].tenants.size(), 8u);
   for (const TenantView& tenant : snapshot.gpus[0].tenants) {

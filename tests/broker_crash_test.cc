@@ -72,9 +72,9 @@ class BrokerCrashTest : public ::testing::Test {
 
   // Every ledger of the file, read directly.
   uint64_t TotalUsedOfAllLedgers() {
-    std::string error;
-    auto file = OpenSegmentFile(dir_.state_dir(), OpenMode::kAttachExisting, &error);
-    EXPECT_TRUE(file) << error;
+    auto opened = OpenSegmentFile(dir_.state_dir(), OpenMode::kAttachExisting);
+    EXPECT_TRUE(opened.ok()) << opened.message();
+    const std::unique_ptr<SegmentFile> file = opened.ok() ? std::move(opened).value() : nullptr;
     if (!file) return UINT64_MAX;
     uint64_t total = 0;
     for (const LedgerEntry& ledger : file->segment->ledgers) total += ledger.used.load();
@@ -117,9 +117,9 @@ TEST_F(BrokerCrashTest, LedgerLeftMidUpdateByADeadHolderIsRepairedByTheNextLocke
   // A process dies holding the ledger's mutex after adding to the total but before recording
   // its own charge: the total is now 7 MiB too high and the mutex is owner-dead.
   const pid_t dying = children_.Fork([&] {
-    std::string error;
-    auto file = OpenSegmentFile(dir_.state_dir(), OpenMode::kAttachExisting, &error);
-    if (!file) return 1;
+    auto opened = OpenSegmentFile(dir_.state_dir(), OpenMode::kAttachExisting);
+    if (!opened.ok()) return 1;
+    const std::unique_ptr<SegmentFile> file = std::move(opened).value();
     LedgerEntry& entry = file->segment->ledgers[ledger];
     pthread_mutex_lock(&entry.mutex.mutex.native);
     entry.used.fetch_add(7 * kMiB);
@@ -134,9 +134,9 @@ TEST_F(BrokerCrashTest, LedgerLeftMidUpdateByADeadHolderIsRepairedByTheNextLocke
 
 TEST_F(BrokerCrashTest, TableMutexHeldByADeadProcessBlocksNoOne) {
   const pid_t dying = children_.Fork([&] {
-    std::string error;
-    auto file = OpenSegmentFile(dir_.state_dir(), OpenMode::kCreateOrAttach, &error);
-    if (!file) return 1;
+    auto opened = OpenSegmentFile(dir_.state_dir(), OpenMode::kCreateOrAttach);
+    if (!opened.ok()) return 1;
+    const std::unique_ptr<SegmentFile> file = std::move(opened).value();
     pthread_mutex_lock(&file->segment->header.table_mutex.mutex.native);
     // Half a tenant claim: the high-water mark raised, the entry never published.
     file->segment->header.tenant_high_water.fetch_add(1);
@@ -336,9 +336,10 @@ TEST_F(BrokerCrashTest, SigkillLoopLeavesEveryLedgerAtExactlyZero) {
   EXPECT_EQ(survivor->Used(ledger), 0u);
   EXPECT_TRUE(survivor->Reserve(ledger, kQuota)) << "the whole quota is available again";
   survivor.reset();
-  Snapshot snapshot;
   std::string error;
-  ASSERT_TRUE(TakeSnapshot(dir_.state_dir(), &snapshot, &error)) << error;
+  Result<Snapshot> taken = TakeSnapshot(dir_.state_dir());
+  ASSERT_TRUE(taken.ok()) << taken.message();
+  Snapshot snapshot = taken.ok() ? std::move(taken).value() : Snapshot();
   EXPECT_EQ(TotalUsedOfAllLedgers(), 0u);
   std::printf("%llu dead processes reaped, %llu ledgers repaired after their holder died\n",
               static_cast<unsigned long long>(snapshot.processes_reaped),

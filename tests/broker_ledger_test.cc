@@ -167,8 +167,9 @@ TEST_F(BrokerLedgerTest, GpuTotalMemoryIsRecordedPerUuid) {
   const int other = broker->OpenLedger(other_gpu, 40ULL << 30, kUnlimited, &error);
   ASSERT_GE(other, 0) << error;
   EXPECT_NE(other, ledger);
-  Snapshot snapshot;
-  ASSERT_TRUE(TakeSnapshot(dir_.state_dir(), &snapshot, &error)) << error;
+  Result<Snapshot> taken = TakeSnapshot(dir_.state_dir());
+  ASSERT_TRUE(taken.ok()) << taken.message();
+  Snapshot snapshot = taken.ok() ? std::move(taken).value() : Snapshot();
   ASSERT_EQ(snapshot.gpus.size(), 2u);
   EXPECT_EQ(snapshot.gpus[0].uuid, FormatUuid(kTestUuid));
   EXPECT_EQ(snapshot.gpus[0].total_memory, kTestGpuTotal);
@@ -257,9 +258,10 @@ TEST_F(BrokerLedgerTest, SnapshotShowsEachTenantsQuotaUseAndProcesses) {
   auto beta = Member("beta", kUnlimited, &beta_ledger);
   ASSERT_TRUE(alpha && beta);
   ASSERT_TRUE(alpha->Reserve(alpha_ledger, 3 * kMiB));
-  Snapshot snapshot;
   std::string error;
-  ASSERT_TRUE(TakeSnapshot(dir_.state_dir(), &snapshot, &error)) << error;
+  Result<Snapshot> taken = TakeSnapshot(dir_.state_dir());
+  ASSERT_TRUE(taken.ok()) << taken.message();
+  Snapshot snapshot = taken.ok() ? std::move(taken).value() : Snapshot();
   EXPECT_EQ(snapshot.path, dir_.state_file());
   EXPECT_EQ(snapshot.layout_version, broker::kLayoutVersion);
   ASSERT_EQ(snapshot.gpus.size(), 1u);

@@ -65,8 +65,9 @@ TEST(BrokerPidNamespaceTest, ProcessInAnotherPidNamespaceIsLiveUntilKilledThenRe
   ASSERT_GE(ledger, 0) << error;
   EXPECT_FALSE(survivor->Reserve(ledger, 50 * kMiB)) << "the contained process is alive: nothing is reaped";
   EXPECT_EQ(survivor->Used(ledger), 60 * kMiB);
-  Snapshot snapshot;
-  ASSERT_TRUE(TakeSnapshot(dir.state_dir(), &snapshot, &error)) << error;
+  Result<Snapshot> taken = TakeSnapshot(dir.state_dir());
+  ASSERT_TRUE(taken.ok()) << taken.message();
+  Snapshot snapshot = taken.ok() ? std::move(taken).value() : Snapshot();
   ASSERT_EQ(snapshot.gpus.size(), 1u);
   ASSERT_EQ(snapshot.gpus[0].tenants.size(), 1u);
   bool listed = false;

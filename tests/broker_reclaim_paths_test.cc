@@ -67,18 +67,18 @@ class BrokerReclaimPathsTest : public ::testing::Test {
 
   // Read straight from the file: no reap on the way (a snapshot would reap).
   uint64_t UsedOnAllLedgers() {
-    std::string error;
-    auto file = OpenSegmentFile(dir_.state_dir(), OpenMode::kAttachExisting, &error);
-    EXPECT_TRUE(file) << error;
+    auto opened = OpenSegmentFile(dir_.state_dir(), OpenMode::kAttachExisting);
+    EXPECT_TRUE(opened.ok()) << opened.message();
+    const std::unique_ptr<SegmentFile> file = opened.ok() ? std::move(opened).value() : nullptr;
     uint64_t total = 0;
     if (file)
       for (const LedgerEntry& ledger : file->segment->ledgers) total += ledger.used.load();
     return total;
   }
   uint64_t Reaped() {
-    std::string error;
-    auto file = OpenSegmentFile(dir_.state_dir(), OpenMode::kAttachExisting, &error);
-    EXPECT_TRUE(file) << error;
+    auto opened = OpenSegmentFile(dir_.state_dir(), OpenMode::kAttachExisting);
+    EXPECT_TRUE(opened.ok()) << opened.message();
+    const std::unique_ptr<SegmentFile> file = opened.ok() ? std::move(opened).value() : nullptr;
     return file ? file->segment->header.processes_reaped.load() : 0;
   }
 

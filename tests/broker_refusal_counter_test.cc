@@ -53,9 +53,9 @@ struct WatchState {
 };
 
 bool Sample(const std::string& state_dir, WatchState* watch) {
-  std::string error;
-  auto file = OpenSegmentFile(state_dir, OpenMode::kReadOnly, &error);
-  if (!file) return false;
+  auto opened = OpenSegmentFile(state_dir, OpenMode::kReadOnly);
+  if (!opened.ok()) return false;
+  const std::unique_ptr<SegmentFile> file = std::move(opened).value();
   uint64_t allocations = 0, bytes = 0;
   for (const LedgerEntry& ledger : file->segment->ledgers) {
     allocations += ledger.refused_allocations.load();
@@ -105,9 +105,10 @@ int RefusedMember(const std::string& state_dir, int index, int refusals, bool ho
 
 // The one tenant on the one GPU, as gpuslicectl sees it (after reaping the dead).
 std::optional<TenantView> OnlyTenant(const std::string& state_dir) {
-  Snapshot snapshot;
   std::string error;
-  EXPECT_TRUE(TakeSnapshot(state_dir, &snapshot, &error)) << error;
+  Result<Snapshot> taken = TakeSnapshot(state_dir);
+  EXPECT_TRUE(taken.ok()) << taken.message();
+  Snapshot snapshot = taken.ok() ? std::move(taken).value() : Snapshot();
   if (snapshot.gpus.size() != 1 || snapshot.gpus[0].tenants.size() != 1) {
     ADD_FAILURE() << "expected one GPU with one tenant";
     return std::nullopt;

@@ -55,8 +55,7 @@ class BrokerSegmentFileTest : public ::testing::Test {
     EXPECT_EQ(Broker::Attach(dir_.state_dir(), &error), nullptr);
     EXPECT_NE(error.find(dir_.state_file()), std::string::npos) << "the message names the file: " << error;
     EXPECT_EQ(error.find('\n'), std::string::npos) << "one line: " << error;
-    std::string existing_error;
-    EXPECT_EQ(Broker::AttachExisting(dir_.state_dir(), &existing_error), nullptr);
+    EXPECT_FALSE(Broker::AttachExisting(dir_.state_dir()).ok());
     return error;
   }
 
@@ -178,8 +177,7 @@ TEST_F(BrokerSegmentFileTest, FileAbandonedByACreatorThatDiedIsInitialisedAgain)
   ASSERT_GE(fd, 0);
   ASSERT_EQ(ftruncate(fd, sizeof(Segment)), 0);
   close(fd);
-  std::string error;
-  EXPECT_EQ(Broker::AttachExisting(dir_.state_dir(), &error), nullptr);
+  std::string error = Broker::AttachExisting(dir_.state_dir()).message();
   EXPECT_NE(error.find("not initialised"), std::string::npos) << error;
   auto broker = Broker::Attach(dir_.state_dir(), &error);
   ASSERT_TRUE(broker) << error;
@@ -223,20 +221,23 @@ TEST_F(BrokerSegmentFileTest, FileAbandonedWithPartialWritesStartsAgainFromZeros
 }
 
 TEST_F(BrokerSegmentFileTest, AttachExistingOnAMissingDirectoryExplainsItself) {
-  std::string error;
-  EXPECT_EQ(Broker::AttachExisting(dir_.state_dir(), &error), nullptr);
+  Result<std::unique_ptr<Broker>> attached = Broker::AttachExisting(dir_.state_dir());
+  ASSERT_FALSE(attached.ok());
+  std::string error = attached.message();
   EXPECT_NE(error.find(dir_.state_dir()), std::string::npos) << error;
   EXPECT_NE(error.find("does not exist"), std::string::npos) << error;
+  EXPECT_EQ(attached.status().code(), Status::Code::kNotFound);
   EXPECT_FALSE(std::filesystem::exists(dir_.state_dir())) << "AttachExisting never creates anything";
-  Snapshot snapshot;
-  EXPECT_FALSE(TakeSnapshot(dir_.state_dir(), &snapshot, &error));
-  EXPECT_NE(error.find("does not exist"), std::string::npos) << error;
+  Result<Snapshot> snapshot = TakeSnapshot(dir_.state_dir());
+  EXPECT_FALSE(snapshot.ok());
+  EXPECT_NE(snapshot.message().find("does not exist"), std::string::npos) << snapshot.message();
 }
 
 TEST_F(BrokerSegmentFileTest, AttachExistingOnAnEmptyDirectoryExplainsItself) {
   std::filesystem::create_directory(dir_.state_dir());
-  std::string error;
-  EXPECT_EQ(Broker::AttachExisting(dir_.state_dir(), &error), nullptr);
+  Result<std::unique_ptr<Broker>> attached = Broker::AttachExisting(dir_.state_dir());
+  ASSERT_FALSE(attached.ok());
+  const std::string& error = attached.message();
   EXPECT_NE(error.find("no state file " + dir_.state_file()), std::string::npos) << error;
   EXPECT_FALSE(std::filesystem::exists(dir_.state_file()));
 }
@@ -264,14 +265,14 @@ TEST_F(BrokerSegmentFileTest, ReaderWithoutWritePermissionGetsAReadOnlySnapshot)
   const pid_t child = ::gpuslice::testing::ForkChild([&] {
     // Root may write any file: become nobody so that only the read-only path remains.
     if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) return 3;
-    std::string error;
-    Snapshot snapshot;
-    if (!TakeSnapshot(dir_.state_dir(), &snapshot, &error)) {
-      std::fprintf(stderr, "%s\n", error.c_str());
+    Result<Snapshot> taken = TakeSnapshot(dir_.state_dir());
+    if (!taken.ok()) {
+      std::fprintf(stderr, "%s\n", taken.message().c_str());
       return 1;
     }
-    auto broker = Broker::AttachExisting(dir_.state_dir(), &error);
-    if (!broker || broker->Register("alpha", &error)) return 4;  // a reader cannot register
+    const Snapshot& snapshot = *taken;
+    Result<std::unique_ptr<Broker>> broker = Broker::AttachExisting(dir_.state_dir());
+    if (!broker.ok() || (*broker)->Register("alpha").ok()) return 4;  // a reader cannot register
     return snapshot.gpus.size() == 1 && snapshot.gpus[0].tenants.size() == 1 ? 0 : 5;
   });
   EXPECT_EQ(::gpuslice::testing::WaitChild(child), 0);

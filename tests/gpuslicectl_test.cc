@@ -159,8 +159,9 @@ class GpuslicectlTest : public SimTest {
 
   // What the broker itself says about the state directory, as gpuslicectl passes it on.
   std::string BrokersRefusal() {
-    std::string error;
-    EXPECT_EQ(broker::Broker::AttachExisting(state_dir_.path(), &error), nullptr);
+    Result<std::unique_ptr<broker::Broker>> attached = broker::Broker::AttachExisting(state_dir_.path());
+    EXPECT_FALSE(attached.ok());
+    std::string error = attached.message();
     if (error.starts_with("gpuslice: ")) error.erase(0, 10);
     return error + "\n";
   }
