@@ -11,6 +11,8 @@
 #include <optional>
 #include <string_view>
 
+#include <fmt/format.h>
+
 #include "broker/checked_index.h"
 #include "broker/ledger.h"
 #include "broker/lock_fault.h"
@@ -28,9 +30,7 @@ const char kNoMemory[] = "gpuslice: out of memory in the broker";
 
 std::string Bytes(uint64_t bytes) {
   if (bytes == kUnlimited) return "unlimited";
-  char text[64];
-  std::snprintf(text, sizeof text, "%" PRIu64 " bytes (%.1f MiB)", bytes, static_cast<double>(bytes) / (1 << 20));
-  return text;
+  return fmt::format("{} bytes ({:.1f} MiB)", bytes, static_cast<double>(bytes) / (1 << 20));
 }
 
 std::string TenantName(const Segment& segment, int tenant) {
@@ -91,18 +91,19 @@ Status Broker::Register(const std::string& tenant) {
     Segment* segment = file_->segment;
     if (tenant.empty() || tenant.size() >= static_cast<size_t>(kTenantNameBytes) ||
         tenant.find('\0') != std::string::npos) {
-      return Status::InvalidArgument("gpuslice: tenant name '" + tenant +
-                                     "' is invalid: it must be 1 to 63 bytes, without NUL");
+      return Status::InvalidArgument(
+          fmt::format("gpuslice: tenant name '{}' is invalid: it must be 1 to 63 bytes, without NUL", tenant));
     }
     if (slot_ >= 0 && !StillRegistered()) slot_ = -1;  // lost: register afresh
     if (slot_ >= 0) {
       if (TenantName(*segment, tenant_) == tenant) return Status::Ok();
-      return Status::InvalidArgument("gpuslice: this process is registered as tenant '" +
-                                     TenantName(*segment, tenant_) + "' and cannot also register as '" + tenant + "'");
+      return Status::InvalidArgument(
+          fmt::format("gpuslice: this process is registered as tenant '{}' and cannot also register as '{}'",
+                      TenantName(*segment, tenant_), tenant));
     }
     if (!file_->writable) {
-      return Status::PermissionDenied("gpuslice: state file " + file_->path +
-                                      " is mapped read-only: this process cannot register");
+      return Status::PermissionDenied(
+          fmt::format("gpuslice: state file {} is mapped read-only: this process cannot register", file_->path));
     }
     const int fd = file_->fd;
     TableLock table(segment, TableLock::Failure::kReturn);  // claims are idempotent: no repair needed
@@ -113,8 +114,8 @@ Status Broker::Register(const std::string& tenant) {
       tenant_index = FindOrClaimTenant(segment, tenant, /*recycle=*/true);
     }
     if (!tenant_index) {
-      return Status::ResourceExhausted("gpuslice: the tenant table of " + file_->path + " is full (" +
-                                       std::to_string(kMaxTenants) + " tenants with live processes)");
+      return Status::ResourceExhausted(fmt::format(
+          "gpuslice: the tenant table of {} is full ({} tenants with live processes)", file_->path, kMaxTenants));
     }
     const pid_t pid = getpid();
     std::optional<ProcessSlot> slot = ClaimProcessSlot(segment, fd, *tenant_index, pid);
@@ -123,8 +124,8 @@ Status Broker::Register(const std::string& tenant) {
       slot = ClaimProcessSlot(segment, fd, *tenant_index, pid);
     }
     if (!slot) {
-      return Status::ResourceExhausted("gpuslice: the process table of " + file_->path + " is full (" +
-                                       std::to_string(kMaxProcesses) + " live processes)");
+      return Status::ResourceExhausted(
+          fmt::format("gpuslice: the process table of {} is full ({} live processes)", file_->path, kMaxProcesses));
     }
     slot_ = slot->value();
     tenant_ = tenant_index->value();
@@ -169,8 +170,10 @@ Result<int> Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_
     TableLock table(segment, TableLock::Failure::kReturn);
     if (!table.locked()) return table.status();
     if (!StillRegistered()) {
-      return Status::Error("gpuslice: this process's broker registration was lost (its descriptor of " + file_->path +
-                           " was closed); it must register again");
+      return Status::Error(
+          fmt::format("gpuslice: this process's broker registration was lost (its descriptor of {} was closed); it "
+                      "must register again",
+                      file_->path));
     }
     const ProcessSlot own = *ProcessSlot::From(slot_);
     const TenantIndex tenant = *TenantIndex::From(tenant_);
@@ -180,8 +183,9 @@ Result<int> Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_
       gpu = FindOrClaimGpu(segment, uuid, device_total_bytes, /*recycle=*/true);
     }
     if (!gpu) {
-      return Status::ResourceExhausted("gpuslice: the GPU table of " + file_->path + " is full (" +
-                                       std::to_string(kMaxGpus) + " GPUs in use); cannot add " + FormatUuid(uuid));
+      return Status::ResourceExhausted(
+          fmt::format("gpuslice: the GPU table of {} is full ({} GPUs in use); cannot add {}", file_->path, kMaxGpus,
+                      FormatUuid(uuid)));
     }
     const LedgerId ledger = LedgerId::Of(tenant, *gpu);
     LedgerEntry& entry = At(*segment, ledger);
@@ -199,9 +203,10 @@ Result<int> Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_
         const LockFailure failure = lock ? lock->failure() : LockFailure::kBadState;
         MarkBroken(ledger);
         if (!already_open) MarkGpuClosed(self, *gpu);
-        return Status::Unavailable(LockFaultLine(segment, "the memory ledger lock of tenant '" +
-                                                              TenantName(*segment, tenant_) + "' on " + FormatUuid(uuid),
-                                                 failure, "this tenant's allocations on this GPU are refused"));
+        return Status::Unavailable(LockFaultLine(
+            segment,
+            fmt::format("the memory ledger lock of tenant '{}' on {}", TenantName(*segment, tenant_), FormatUuid(uuid)),
+            failure, "this tenant's allocations on this GPU are refused"));
       }
       if (entry.state.load() != kInUse) {
         entry.quota.store(quota);  // the tenant's first process on this GPU sets the quota
@@ -214,10 +219,10 @@ Result<int> Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_
     }
     if (current != quota) {
       if (!already_open) MarkGpuClosed(self, *gpu);
-      return Status::InvalidArgument("gpuslice: tenant '" + TenantName(*segment, tenant_) + "' has a quota of " +
-                                     Bytes(current) + " on " + FormatUuid(uuid) +
-                                     ", set by its first process; this process asks for " + Bytes(quota) +
-                                     " (every process of a tenant must have the same limit on a GPU)");
+      return Status::InvalidArgument(
+          fmt::format("gpuslice: tenant '{}' has a quota of {} on {}, set by its first process; this process asks for "
+                      "{} (every process of a tenant must have the same limit on a GPU)",
+                      TenantName(*segment, tenant_), Bytes(current), FormatUuid(uuid), Bytes(quota)));
     }
     return ledger.value();
   } catch (...) {

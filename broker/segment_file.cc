@@ -17,6 +17,7 @@
 
 #include <boost/interprocess/exceptions.hpp>
 #include <boost/interprocess/file_mapping.hpp>
+#include <fmt/format.h>
 
 #include "broker/access_advice.h"
 #include "broker/lock_fault.h"
@@ -52,22 +53,14 @@ class UniqueFd {
 
 std::string Strerror(int error) { return std::strerror(error); }
 
-std::string Hex(uint64_t value) {
-  char text[24];
-  std::snprintf(text, sizeof text, "0x%016" PRIx64, value);
-  return text;
-}
+std::string Hex(uint64_t value) { return fmt::format("{:#018x}", value); }
 
-std::string Octal(mode_t mode) {
-  char text[8];
-  std::snprintf(text, sizeof text, "0%03o", static_cast<unsigned>(mode & 07777));
-  return text;
-}
+std::string Octal(mode_t mode) { return fmt::format("0{:03o}", static_cast<unsigned>(mode & 07777)); }
 
 // Refusals name the file, what is wrong and what would be valid; "stop and remove" is the remedy
 // for anything another build or a corruption left behind.
 std::string Refuse(const std::string& path, const std::string& why) {
-  return "gpuslice: refusing state file " + path + ": " + why;
+  return fmt::format("gpuslice: refusing state file {}: {}", path, why);
 }
 
 const std::string kRemedy = "; once no gpuslice process uses it (fuser -v shows who has it open), remove it";
@@ -86,13 +79,14 @@ Result<int> OpenStateFile(const std::string& path, OpenMode mode, bool* writable
     if (fd.get() >= 0) {
       // open() applied the umask; set the mode explicitly instead (the umask is never changed).
       if (fchmod(fd.get(), kFileMode) != 0) {
-        return Status::Error("gpuslice: cannot set mode 0660 on new state file " + path + ": " + Strerror(errno));
+        return Status::Error(
+            fmt::format("gpuslice: cannot set mode 0660 on new state file {}: {}", path, Strerror(errno)));
       }
       return fd.release();
     }
     if (errno != EEXIST) {
-      return Status::Error("gpuslice: cannot create state file " + path + ": " +
-               (errno == EACCES ? AccessAdvice(path, true) : Strerror(errno)));
+      return Status::Error(fmt::format("gpuslice: cannot create state file {}: {}", path,
+                                       (errno == EACCES ? AccessAdvice(path, true) : Strerror(errno))));
     }
   }
   if (mode == OpenMode::kReadOnly) *writable = false;
@@ -104,27 +98,29 @@ Result<int> OpenStateFile(const std::string& path, OpenMode mode, bool* writable
   if (fd >= 0) return fd;
   if (errno == ELOOP) return Status::Error(Refuse(path, "it is a symbolic link; the state file must be a regular file"));
   if (errno == ENOENT) {
-    return Status::NotFound("gpuslice: no state file " + path + ": no gpuslice process has run with this state directory");
+    return Status::NotFound(
+        fmt::format("gpuslice: no state file {}: no gpuslice process has run with this state directory", path));
   }
   if (errno == EISDIR) return Status::Error(Refuse(path, "it is a directory; the state file must be a regular file"));
   if (errno == EACCES) {
     // Attaching falls back to reading (above): what was denied is the read, unless creating.
-    return Status::PermissionDenied("gpuslice: cannot open state file " + path + ": " +
-                                    AccessAdvice(path, mode == OpenMode::kCreateOrAttach));
+    return Status::PermissionDenied(fmt::format("gpuslice: cannot open state file {}: {}", path,
+                                                AccessAdvice(path, mode == OpenMode::kCreateOrAttach)));
   }
-  return Status::Error("gpuslice: cannot open state file " + path + ": " + Strerror(errno));
+  return Status::Error(fmt::format("gpuslice: cannot open state file {}: {}", path, Strerror(errno)));
 }
 
 Status CheckFileKind(int fd, const std::string& path, struct stat* st) {
   if (fstat(fd, st) != 0) {
-    return Status::Error("gpuslice: cannot stat state file " + path + ": " + Strerror(errno));
+    return Status::Error(fmt::format("gpuslice: cannot stat state file {}: {}", path, Strerror(errno)));
   }
   if (!S_ISREG(st->st_mode)) {
     return Status::Error(Refuse(path, "it is not a regular file; the state file must be a regular file of mode 0660"));
   }
   if (st->st_mode & S_IWOTH) {
-    return Status::Error(Refuse(path, "it is world-writable (mode " + Octal(st->st_mode) +
-                              "); the state file must be mode 0660 or stricter (chmod o-w " + path + ")"));
+    return Status::Error(Refuse(
+        path, fmt::format("it is world-writable (mode {}); the state file must be mode 0660 or stricter (chmod o-w {})",
+                          Octal(st->st_mode), path)));
   }
   return Status::Ok();
 }
@@ -135,14 +131,14 @@ enum class Contents { kValid, kUninitialised };
 Result<Contents> Inspect(int fd, const std::string& path) {
   struct stat st {};
   if (fstat(fd, &st) != 0) {
-    return Status::Error("gpuslice: cannot stat state file " + path + ": " + Strerror(errno));
+    return Status::Error(fmt::format("gpuslice: cannot stat state file {}: {}", path, Strerror(errno)));
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size == 0) return Contents::kUninitialised;
   alignas(SegmentHeader) unsigned char buffer[sizeof(SegmentHeader)] = {};
   const ssize_t got = pread(fd, buffer, sizeof buffer, 0);
   if (got < 0) {
-    return Status::Error("gpuslice: cannot read state file " + path + ": " + Strerror(errno));
+    return Status::Error(fmt::format("gpuslice: cannot read state file {}: {}", path, Strerror(errno)));
   }
   const auto* header = std::launder(reinterpret_cast<const SegmentHeader*>(buffer));
   // Only a creator that died before storing the magic leaves a full-size file without one.
@@ -197,7 +193,7 @@ Status Create(SegmentFile* file) {
   const int fd = file->fd;
   struct stat st {};
   if (fstat(fd, &st) != 0) {
-    return Status::Error("gpuslice: cannot stat state file " + file->path + ": " + Strerror(errno));
+    return Status::Error(fmt::format("gpuslice: cannot stat state file {}: {}", file->path, Strerror(errno)));
   }
   // A segment without magic whose processes still hold their liveness locks was not abandoned
   // by a creator: its magic was overwritten while tenants use it. Initialising it again would
@@ -212,7 +208,7 @@ Status Create(SegmentFile* file) {
   // out its blocks (it stays sparse), or where the file system cannot, through the mapping.
   const bool sized = static_cast<uint64_t>(st.st_size) == kSegmentSize;
   if (!sized && (ftruncate(fd, 0) != 0 || ftruncate(fd, static_cast<off_t>(kSegmentSize)) != 0 || fstat(fd, &st) != 0)) {
-    return Status::Error("gpuslice: cannot size state file " + file->path + ": " + Strerror(errno));
+    return Status::Error(fmt::format("gpuslice: cannot size state file {}: {}", file->path, Strerror(errno)));
   }
   if (Status s = Map(file, st); !s.ok()) return s;
   if (sized && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(kSegmentSize)) != 0)
@@ -227,17 +223,17 @@ Status FlockWithin(int fd, int operation, uint64_t bound_ns, const std::string& 
   for (uint64_t waited = 0;; waited += kPollNs) {
     if (flock(fd, operation | LOCK_NB) == 0) return Status::Ok();
     if (errno != EWOULDBLOCK && errno != EINTR) {
-      return Status::Error("gpuslice: cannot lock state file " + path + ": " + Strerror(errno));
+      return Status::Error(fmt::format("gpuslice: cannot lock state file {}: {}", path, Strerror(errno)));
     }
     if (waited >= bound_ns) break;
     const timespec poll{0, static_cast<long>(kPollNs)};
     nanosleep(&poll, nullptr);
   }
-  char bound[32];
-  std::snprintf(bound, sizeof bound, "%g s", static_cast<double>(bound_ns) / 1e9);
-  return Status::Error("gpuslice: state file " + path + " is being created by a process that has held its creation lock for " +
-           bound + " (stopped or stuck halfway; fuser -v " + path +
-           " shows who has it open); stop that process, or remove the file once no gpuslice process uses it");
+  return Status::Unavailable(
+      fmt::format("gpuslice: state file {} is being created by a process that has held its creation lock for {:g} s "
+                  "(stopped or stuck halfway; fuser -v {} shows who has it open); stop that process, or remove the "
+                  "file once no gpuslice process uses it",
+                  path, static_cast<double>(bound_ns) / 1e9, path));
 }
 
 Result<std::unique_ptr<SegmentFile>> Open(const std::string& state_dir, OpenMode mode) {
@@ -269,9 +265,10 @@ Result<std::unique_ptr<SegmentFile>> Open(const std::string& state_dir, OpenMode
                                                 "still use it; stop them (fuser -v shows who has it open), then remove it"));
       }
       if (mode != OpenMode::kCreateOrAttach) {
-        return Status::Unavailable("gpuslice: state file " + file->path +
-                                   " is not initialised yet (its creator died or is still creating it); the next "
-                                   "process that attaches through the shim initialises it");
+        return Status::Unavailable(
+            fmt::format("gpuslice: state file {} is not initialised yet (its creator died or is still creating it); "
+                        "the next process that attaches through the shim initialises it",
+                        file->path));
       }
       if (Status s = Create(file.get()); !s.ok()) return s;
       flock(file->fd, LOCK_UN);
@@ -293,30 +290,29 @@ SegmentFile::~SegmentFile() {
 }
 
 Status ValidateHeader(const SegmentHeader& header, uint64_t file_size, const std::string& path) {
-  const std::string expected_size = std::to_string(kSegmentSize);
   if (file_size < sizeof(SegmentHeader)) {
-    return Status::Error(Refuse(path, "it is truncated (" + std::to_string(file_size) + " bytes; a layout-version-" +
-                              std::to_string(kLayoutVersion) + " state file has " + expected_size + ")" + kRemedy));
+    return Status::Error(Refuse(path, fmt::format("it is truncated ({} bytes; a layout-version-{} state file has {}){}",
+                                                  file_size, kLayoutVersion, kSegmentSize, kRemedy)));
   }
   if (header.magic != kMagic) {
-    return Status::Error(Refuse(path, "it is not a gpuslice state file (magic " + Hex(header.magic) + ", expected " +
-                              Hex(kMagic) + ")" + kRemedy));
+    return Status::Error(Refuse(path, fmt::format("it is not a gpuslice state file (magic {}, expected {}){}",
+                                                  Hex(header.magic), Hex(kMagic), kRemedy)));
   }
   if (header.layout_version != kLayoutVersion) {
-    return Status::Error(Refuse(path, "it has layout version " + std::to_string(header.layout_version) +
-                              ", this build reads version " + std::to_string(kLayoutVersion) + " only" + kRemedy +
-                              " (or run a gpuslice build of the same version)"));
+    return Status::Error(Refuse(path, fmt::format("it has layout version {}, this build reads version {} only{} (or "
+                                                  "run a gpuslice build of the same version)",
+                                                  header.layout_version, kLayoutVersion, kRemedy)));
   }
   if (header.header_size != sizeof(SegmentHeader) || header.segment_size != kSegmentSize ||
       file_size != kSegmentSize) {
-    return Status::Error(Refuse(path, "it has " + std::to_string(file_size) + " bytes (its header says " +
-                              std::to_string(header.segment_size) + "), a layout-version-" +
-                              std::to_string(kLayoutVersion) + " state file has " + expected_size +
-                              " (truncated or corrupt)" + kRemedy));
+    return Status::Error(Refuse(
+        path,
+        fmt::format(
+            "it has {} bytes (its header says {}), a layout-version-{} state file has {} (truncated or corrupt){}",
+            file_size, header.segment_size, kLayoutVersion, kSegmentSize, kRemedy)));
   }
   const auto corrupt = [&](const char* field, uint64_t value, uint64_t limit) {
-    return Status::Error(Refuse(path, std::string("it is corrupt (") + field + " " + std::to_string(value) + ", valid: " +
-                              std::to_string(limit) + ")" + kRemedy));
+    return Status::Error(Refuse(path, fmt::format("it is corrupt ({} {}, valid: {}){}", field, value, limit, kRemedy)));
   };
   if (header.max_gpus != kMaxGpus) return corrupt("GPU table capacity", header.max_gpus, kMaxGpus);
   if (header.max_tenants != kMaxTenants) return corrupt("tenant table capacity", header.max_tenants, kMaxTenants);
@@ -343,11 +339,11 @@ Result<std::unique_ptr<SegmentFile>> OpenSegmentFile(const std::string& state_di
   try {
     return Open(state_dir, mode);
   } catch (const bip::interprocess_exception& e) {
-    return Status::Error("gpuslice: cannot map state file in " + state_dir + ": " + e.what());
+    return Status::Error(fmt::format("gpuslice: cannot map state file in {}: {}", state_dir, e.what()));
   } catch (const std::exception& e) {
-    return Status::Error(std::string("gpuslice: cannot attach the broker state in ") + state_dir + ": " + e.what());
+    return Status::Error(fmt::format("gpuslice: cannot attach the broker state in {}: {}", state_dir, e.what()));
   } catch (...) {
-    return Status::Error("gpuslice: cannot attach the broker state in " + state_dir);
+    return Status::Error(fmt::format("gpuslice: cannot attach the broker state in {}", state_dir));
   }
 }
 
@@ -355,7 +351,8 @@ Status ReopenSegmentDescriptor(SegmentFile* file) {
   UniqueFd fd(open(file->path.c_str(), (file->writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW));
   struct stat st {};
   if (fd.get() < 0 || fstat(fd.get(), &st) != 0 || st.st_dev != file->device || st.st_ino != file->inode) {
-    return Status::Error("gpuslice: state file " + file->path + " was removed or replaced since it was mapped");
+    return Status::Error(
+        fmt::format("gpuslice: state file {} was removed or replaced since it was mapped", file->path));
   }
   if (file->fd >= 0) close(file->fd);
   file->fd = fd.release();

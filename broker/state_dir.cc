@@ -11,19 +11,17 @@
 #include <cstring>
 #include <memory>
 
+#include <fmt/format.h>
+
 namespace gpuslice::broker {
 namespace {
 
 constexpr mode_t kDirectoryMode = 0770;
 
-std::string Octal(mode_t mode) {
-  char text[8];
-  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
-  return text;
-}
+std::string Octal(mode_t mode) { return fmt::format("{:04o}", static_cast<unsigned>(mode & 07777)); }
 
 std::string Refuse(const std::string& dir, const std::string& why) {
-  return "gpuslice: refusing state directory " + dir + " (GPUSLICE_STATE_DIR): " + why;
+  return fmt::format("gpuslice: refusing state directory {} (GPUSLICE_STATE_DIR): {}", dir, why);
 }
 
 std::string Valid() {
@@ -41,33 +39,36 @@ std::string Resolve(const std::string& path) {
 Status CheckComponent(const std::string& component, bool is_state_dir, const std::string& dir) {
   struct stat st {};
   if (lstat(component.c_str(), &st) != 0) {
-    return Status::Error(Refuse(dir, "cannot inspect " + component + ": " + std::strerror(errno)));
+    return Status::Error(Refuse(dir, fmt::format("cannot inspect {}: {}", component, std::strerror(errno))));
   }
   if (S_ISLNK(st.st_mode)) {
-    return Status::Error(Refuse(dir, component + " was replaced by a symbolic link while it was checked; retry"));
+    return Status::Error(
+        Refuse(dir, fmt::format("{} was replaced by a symbolic link while it was checked; retry", component)));
   }
   if (!S_ISDIR(st.st_mode)) {
-    return Status::Error(is_state_dir ? "gpuslice: state directory " + dir + " is not a directory"
-                          : Refuse(dir, component + " is not a directory"));
+    return Status::Error(is_state_dir ? fmt::format("gpuslice: state directory {} is not a directory", dir)
+                                      : Refuse(dir, fmt::format("{} is not a directory", component)));
   }
   const uid_t self = geteuid();
   if (st.st_uid != 0 && st.st_uid != self) {
-    return Status::Error(Refuse(dir, (is_state_dir ? std::string("it") : component) + " is owned by uid " +
-                             std::to_string(st.st_uid) + ", neither root nor this user (uid " +
-                             std::to_string(self) + "); " +
-                             (is_state_dir ? Valid() : "every directory on its path must be owned by root or this user")));
+    return Status::Error(Refuse(
+        dir, fmt::format("{} is owned by uid {}, neither root nor this user (uid {}); {}",
+                         (is_state_dir ? std::string("it") : component), st.st_uid, self,
+                         (is_state_dir ? Valid() : "every directory on its path must be owned by root or this user"))));
   }
   if (is_state_dir) {
     if (st.st_mode & S_IWOTH) {
-      return Status::Error(Refuse(dir, "it is world-writable (mode " + Octal(st.st_mode) +
-                               "): any user could create the state file first and lock every tenant out; " + Valid() +
-                               " (chmod o-w " + dir + ")"));
+      return Status::Error(Refuse(dir, fmt::format("it is world-writable (mode {}): any user could create the state "
+                                                   "file first and lock every tenant out; {} (chmod o-w {})",
+                                                   Octal(st.st_mode), Valid(), dir)));
     }
   } else if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
-    return Status::Error(Refuse(dir, component + " (mode " + Octal(st.st_mode) +
-                             ") is writable by others without the sticky bit, so they could replace the state "
-                             "directory; every directory on its path must be writable only by root or this user, "
-                             "or be sticky as /tmp is"));
+    return Status::Error(Refuse(
+        dir,
+        fmt::format(
+            "{} (mode {}) is writable by others without the sticky bit, so they could replace the state directory; "
+            "every directory on its path must be writable only by root or this user, or be sticky as /tmp is",
+            component, Octal(st.st_mode))));
   }
   return Status::Ok();
 }
@@ -94,15 +95,17 @@ Status Create(const std::string& dir) {
   const std::string name = dir.substr(slash == std::string::npos ? 0 : slash + 1);
   const std::string resolved_parent = Resolve(parent);
   if (resolved_parent.empty()) {
-    return Status::Error("gpuslice: cannot create state directory " + dir + " (mode 0770; its parent must exist): " +
-             std::strerror(errno));
+    return Status::Error(
+        fmt::format("gpuslice: cannot create state directory {} (mode 0770; its parent must exist): {}", dir,
+                    std::strerror(errno)));
   }
   if (Status s = CheckPath(resolved_parent, /*ends_in_state_dir=*/false, dir); !s.ok()) return s;
   const std::string target = resolved_parent + (resolved_parent == "/" ? "" : "/") + name;
   if (mkdir(target.c_str(), kDirectoryMode) != 0) {
     if (errno == EEXIST) return Status::Ok();  // created meanwhile by another process: checked next
-    return Status::Error("gpuslice: cannot create state directory " + dir + " (mode 0770; its parent must exist): " +
-             std::strerror(errno));
+    return Status::Error(
+        fmt::format("gpuslice: cannot create state directory {} (mode 0770; its parent must exist): {}", dir,
+                    std::strerror(errno)));
   }
   // mkdir applied the umask; the mode is set explicitly instead (the umask is never changed).
   const int fd = open(target.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -110,7 +113,8 @@ Status Create(const std::string& dir) {
   const int saved = errno;
   if (fd >= 0) close(fd);
   if (!ok) {
-    return Status::Error("gpuslice: cannot set mode 0770 on state directory " + dir + ": " + std::strerror(saved));
+    return Status::Error(
+        fmt::format("gpuslice: cannot set mode 0770 on state directory {}: {}", dir, std::strerror(saved)));
   }
   return Status::Ok();
 }
@@ -122,15 +126,17 @@ Result<std::string> CheckStateDirectory(const std::string& dir, DirectoryUse use
   std::string resolved = Resolve(dir);
   if (resolved.empty() && errno == ENOENT) {
     if (use == DirectoryUse::kMustExist) {
-      return Status::NotFound("gpuslice: state directory " + dir +
-                              " does not exist: no gpuslice process has run on this node with this state directory");
+      return Status::NotFound(
+          fmt::format("gpuslice: state directory {} does not exist: no gpuslice process has run on this node with this "
+                      "state directory",
+                      dir));
     }
     if (Status s = Create(dir); !s.ok()) return s;
     resolved = Resolve(dir);
   }
   if (resolved.empty()) {
-    if (errno == ENOTDIR) return Status::Error("gpuslice: state directory " + dir + " is not a directory");
-    return Status::Error("gpuslice: cannot use state directory " + dir + ": " + std::strerror(errno));
+    if (errno == ENOTDIR) return Status::Error(fmt::format("gpuslice: state directory {} is not a directory", dir));
+    return Status::Error(fmt::format("gpuslice: cannot use state directory {}: {}", dir, std::strerror(errno)));
   }
   if (Status s = CheckPath(resolved, /*ends_in_state_dir=*/true, dir); !s.ok()) return s;
   return resolved;
