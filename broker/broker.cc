@@ -75,12 +75,12 @@ std::unique_ptr<Broker> Broker::Attach(const std::string& state_dir, std::string
 
 Status Broker::UseOwnDescriptor() {
   struct stat st {};
-  const bool ours = file_->fd >= 0 && fstat(file_->fd, &st) == 0 && st.st_dev == file_->device &&
+  const bool ours = file_->fd.valid() && fstat(file_->fd.get(), &st) == 0 && st.st_dev == file_->device &&
                     st.st_ino == file_->inode;
   if (ours && file_->owner_pid == getpid()) return Status::Ok();
   // Closed by the application (which dropped the liveness lock with it): the number may name
   // another file now, so it is not ours to close, and the registration is lost.
-  if (!ours) file_->fd = -1;
+  if (!ours) (void)file_->fd.release();
   ForgetAfterFork();
   return ReopenSegmentDescriptor(file_.get());
 }
@@ -105,7 +105,7 @@ Status Broker::Register(const std::string& tenant) {
       return Status::PermissionDenied(
           fmt::format("gpuslice: state file {} is mapped read-only: this process cannot register", file_->path));
     }
-    const int fd = file_->fd;
+    const int fd = file_->fd.get();
     TableLock table(segment, TableLock::Failure::kReturn);  // claims are idempotent: no repair needed
     if (!table.locked()) return table.status();
     std::optional<TenantIndex> tenant_index = FindOrClaimTenant(segment, tenant, /*recycle=*/false);
@@ -156,7 +156,7 @@ void Broker::Unregister() {
     ReturnChargesAndFree(segment, *ProcessSlot::From(slot_), kReapLedgerWaitNs);
   }
   // Only this descriptor's own lock can be released through it: always safe.
-  UnlockByte(file_->fd, kLivenessLockBase + static_cast<uint64_t>(slot_));
+  UnlockByte(file_->fd.get(), kLivenessLockBase + static_cast<uint64_t>(slot_));
   slot_ = -1;
   tenant_ = -1;
 }
@@ -166,7 +166,7 @@ Result<int> Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_
     if (slot_ >= 0 && file_->owner_pid != getpid()) ForgetAfterFork();
     if (slot_ < 0) return Status::Error("gpuslice: this process must register with the broker before opening a ledger");
     Segment* segment = file_->segment;
-    const int fd = file_->fd;
+    const int fd = file_->fd.get();
     TableLock table(segment, TableLock::Failure::kReturn);
     if (!table.locked()) return table.status();
     if (!StillRegistered()) {
@@ -321,7 +321,7 @@ Segment* Broker::segment() const { return file_->segment; }
 
 bool Broker::IsProcessAlive(int slot) const {
   if (slot == slot_) return true;
-  return file_->fd >= 0 && IsByteLockedByOther(file_->fd, kLivenessLockBase + static_cast<uint64_t>(slot));
+  return file_->fd.valid() && IsByteLockedByOther(file_->fd.get(), kLivenessLockBase + static_cast<uint64_t>(slot));
 }
 
 int Broker::FindLedger(const uint8_t (&uuid)[16]) const {
@@ -381,17 +381,14 @@ void Broker::ReapDeadProcesses() {
   }
   Segment* segment = file_->segment;
   TableLock table(segment, TableLock::Failure::kReport);
-  if (table.locked()) ReapDeadLocked(segment, file_->fd, ProcessSlot::From(slot_));
+  if (table.locked()) ReapDeadLocked(segment, file_->fd.get(), ProcessSlot::From(slot_));
 }
 
 void Broker::ForgetAfterFork() {
   // Only close(2): this may run in a pthread_atfork child handler. Closing the child's copy does
   // not release the parent's lock (the open file description lives on in the parent), and the
   // child no longer keeps the parent's slot alive once the parent dies.
-  if (file_ && file_->fd >= 0) {
-    close(file_->fd);
-    file_->fd = -1;
-  }
+  if (file_) file_->fd.reset();
   slot_ = -1;
   tenant_ = -1;
 }

@@ -37,20 +37,6 @@ uint64_t CreatorBoundNs() { return std::min(kCreatorBoundNs, LockTimeoutNs()); }
 constexpr uint64_t kSegmentSize = sizeof(Segment);
 constexpr mode_t kFileMode = 0660;
 
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd = -1) : fd_(fd) {}
-  ~UniqueFd() { if (fd_ >= 0) close(fd_); }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset(int fd) { if (fd_ >= 0) close(fd_); fd_ = fd; }
-
- private:
-  int fd_;
-};
-
 std::string Strerror(int error) { return std::strerror(error); }
 
 std::string Hex(uint64_t value) { return fmt::format("{:#018x}", value); }
@@ -172,7 +158,7 @@ void InitialiseSegment(Segment* segment) {
 Status Map(SegmentFile* file, const struct stat& validated) {
   const bip::mode_t mode = file->writable ? bip::read_write : bip::read_only;
   // Boost opens its own descriptor (without O_CLOEXEC) and closes it when `mapping` goes out of
-  // scope; the mapping stays valid. The liveness locks use file->fd, never this one.
+  // scope; the mapping stays valid. The liveness locks use file->fd.get(), never this one.
   bip::file_mapping mapping(file->path.c_str(), mode);
   struct stat mapped {};
   if (fstat(mapping.get_mapping_handle().handle, &mapped) != 0 || mapped.st_dev != validated.st_dev ||
@@ -190,7 +176,7 @@ Status Map(SegmentFile* file, const struct stat& validated) {
 
 // Initialises an empty (or abandoned) file, holding the flock that serialises creators.
 Status Create(SegmentFile* file) {
-  const int fd = file->fd;
+  const int fd = file->fd.get();
   struct stat st {};
   if (fstat(fd, &st) != 0) {
     return Status::Error(fmt::format("gpuslice: cannot stat state file {}: {}", file->path, Strerror(errno)));
@@ -244,23 +230,23 @@ Result<std::unique_ptr<SegmentFile>> Open(const std::string& state_dir, OpenMode
   file->path = *dir + (dir->back() == '/' ? "" : "/") + kStateFileName;
   Result<int> fd = OpenStateFile(file->path, mode, &file->writable);
   if (!fd.ok()) return std::move(fd).status();
-  file->fd = *fd;
+  file->fd.reset(*fd);
   file->owner_pid = getpid();
   struct stat st {};
-  if (Status s = CheckFileKind(file->fd, file->path, &st); !s.ok()) return s;
+  if (Status s = CheckFileKind(file->fd.get(), file->path, &st); !s.ok()) return s;
 
-  Result<Contents> contents = Inspect(file->fd, file->path);
+  Result<Contents> contents = Inspect(file->fd.get(), file->path);
   if (contents.ok() && *contents == Contents::kUninitialised) {
     // Wait for a creator at work (it holds the flock); the kernel drops the flock if it died.
     // Creating takes milliseconds: a creator stopped halfway (SIGSTOP, a debugger) is not waited
     // for past kCreatorBoundNs, so cuInit, gpuslicectl and a scrape fail in bounded time.
-    if (Status s = FlockWithin(file->fd, mode == OpenMode::kCreateOrAttach ? LOCK_EX : LOCK_SH, CreatorBoundNs(),
+    if (Status s = FlockWithin(file->fd.get(), mode == OpenMode::kCreateOrAttach ? LOCK_EX : LOCK_SH, CreatorBoundNs(),
                                file->path);
         !s.ok())
       return s;
-    contents = Inspect(file->fd, file->path);
+    contents = Inspect(file->fd.get(), file->path);
     if (contents.ok() && *contents == Contents::kUninitialised) {
-      if (mode != OpenMode::kCreateOrAttach && AnyProcessAlive(file->fd)) {
+      if (mode != OpenMode::kCreateOrAttach && AnyProcessAlive(file->fd.get())) {
         return Status::Error(Refuse(file->path, "it is corrupt (its header has no valid magic) while gpuslice processes "
                                                 "still use it; stop them (fuser -v shows who has it open), then remove it"));
       }
@@ -271,13 +257,13 @@ Result<std::unique_ptr<SegmentFile>> Open(const std::string& state_dir, OpenMode
                         file->path));
       }
       if (Status s = Create(file.get()); !s.ok()) return s;
-      flock(file->fd, LOCK_UN);
+      flock(file->fd.get(), LOCK_UN);
       return file;
     }
-    flock(file->fd, LOCK_UN);
+    flock(file->fd.get(), LOCK_UN);
   }
   if (!contents.ok()) return std::move(contents).status();
-  if (Status s = CheckFileKind(file->fd, file->path, &st); !s.ok()) return s;
+  if (Status s = CheckFileKind(file->fd.get(), file->path, &st); !s.ok()) return s;
   if (Status s = Map(file.get(), st); !s.ok()) return s;
   return file;
 }
@@ -286,7 +272,6 @@ Result<std::unique_ptr<SegmentFile>> Open(const std::string& state_dir, OpenMode
 
 SegmentFile::~SegmentFile() {
   if (segment) ForgetSegmentPath(segment);
-  if (fd >= 0) close(fd);
 }
 
 Status ValidateHeader(const SegmentHeader& header, uint64_t file_size, const std::string& path) {
@@ -354,8 +339,7 @@ Status ReopenSegmentDescriptor(SegmentFile* file) {
     return Status::Error(
         fmt::format("gpuslice: state file {} was removed or replaced since it was mapped", file->path));
   }
-  if (file->fd >= 0) close(file->fd);
-  file->fd = fd.release();
+  file->fd = std::move(fd);
   file->owner_pid = getpid();
   return Status::Ok();
 }

@@ -15,6 +15,7 @@
 
 #include "broker/segment_layout.h"
 #include "common/status.h"
+#include "common/unique_fd.h"
 
 namespace gpuslice::broker {
 
@@ -22,9 +23,9 @@ struct SegmentFile {
   ~SegmentFile();
 
   std::string path;
-  // Open (O_CLOEXEC) for the life of the mapping: liveness locks are taken through it. -1 after
-  // ForgetAfterFork until reopened.
-  int fd = -1;
+  // Open (O_CLOEXEC) for the life of the mapping: liveness locks are taken through it. None
+  // after ForgetAfterFork until reopened.
+  UniqueFd fd;
   int owner_pid = 0;         // the process that opened fd (a forked child must open its own)
   bool writable = false;     // false: mapped read-only (a reader without write permission)
   dev_t device = 0;          // identity of the mapped file, to reopen exactly that file

@@ -139,10 +139,10 @@ Result<Snapshot> Take(const std::string& state_dir, OpenMode mode) {
       // A table lock in a bad state has been reported (one line): the view is then read as a
       // reader without write permission reads it, unreaped and unlocked.
       TableLock table(segment, TableLock::Failure::kReport);
-      if (table.locked()) ReapDeadLocked(segment, file->fd, std::nullopt);
-      Fill(*segment, table.locked() ? -1 : file->fd, out);
+      if (table.locked()) ReapDeadLocked(segment, file->fd.get(), std::nullopt);
+      Fill(*segment, table.locked() ? -1 : file->fd.get(), out);
     } else {
-      Fill(*segment, file->fd, out);
+      Fill(*segment, file->fd.get(), out);
     }
     return snapshot;
   } catch (...) {

@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "common/unique_fd.h"
+
 namespace gpuslice::broker {
 namespace {
 
@@ -108,10 +110,9 @@ Status Create(const std::string& dir) {
                     std::strerror(errno)));
   }
   // mkdir applied the umask; the mode is set explicitly instead (the umask is never changed).
-  const int fd = open(target.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-  const bool ok = fd >= 0 && fchmod(fd, kDirectoryMode) == 0;
+  const UniqueFd fd(open(target.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+  const bool ok = fd.valid() && fchmod(fd.get(), kDirectoryMode) == 0;
   const int saved = errno;
-  if (fd >= 0) close(fd);
   if (!ok) {
     return Status::Error(
         fmt::format("gpuslice: cannot set mode 0770 on state directory {}: {}", dir, std::strerror(saved)));

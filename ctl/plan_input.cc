@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/quantity.h"
+#include "common/unique_fd.h"
 #include "shim/options.h"
 
 namespace gpuslice::ctl {
@@ -145,12 +146,12 @@ bool ParsePlanTenants(const std::string& text, const std::string& source, std::v
 bool ReadPlanTenants(const std::string& path, std::vector<PlanTenant>* tenants, std::string* error) {
   // read(2) rather than a stream: the system's reason (missing, permission, a directory) is
   // what the operator needs, and a stream keeps it from us.
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   std::string text;
-  int why = fd < 0 ? errno : 0;
-  if (fd >= 0) {
+  int why = fd.valid() ? 0 : errno;
+  if (fd.valid()) {
     char chunk[65536];
-    for (ssize_t n; (n = read(fd, chunk, sizeof chunk)) != 0;) {
+    for (ssize_t n; (n = read(fd.get(), chunk, sizeof chunk)) != 0;) {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
         why = errno;
@@ -158,7 +159,6 @@ bool ReadPlanTenants(const std::string& path, std::vector<PlanTenant>* tenants, 
       }
       text.append(chunk, static_cast<size_t>(n));
     }
-    close(fd);
   }
   if (why != 0) {
     *error = path + ": cannot be read: " + std::strerror(why);

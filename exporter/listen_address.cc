@@ -8,6 +8,9 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <memory>
+
+#include "common/unique_fd.h"
 
 namespace gpuslice::exporter {
 
@@ -64,23 +67,22 @@ std::string WhyCannotListen(const ListenAddress& address) {
   addrinfo* found = nullptr;
   if (getaddrinfo(address.host.c_str(), std::to_string(address.port).c_str(), &hints, &found) != 0 || !found)
     return "does not resolve";
-  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(found, &freeaddrinfo);
+  const UniqueFd fd(socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   std::string why;
-  if (fd < 0) {
+  if (!fd.valid()) {
     why = std::string("cannot open a socket: ") + std::strerror(errno);
   } else {
     int yes = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);  // as the server binds
-    if (bind(fd, found->ai_addr, found->ai_addrlen) != 0) {
+    setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);  // as the server binds
+    if (bind(fd.get(), found->ai_addr, found->ai_addrlen) != 0) {
       const int e = errno;
       if (e == EADDRINUSE) why = "is in use by another process (another exporter, or dcgm-exporter on 9400?)";
       else if (e == EADDRNOTAVAIL) why = "is not an address of this machine";
       else if (e == EACCES) why = "needs CAP_NET_BIND_SERVICE (ports below 1024) or is not permitted";
       else why = std::strerror(e);
     }
-    close(fd);
   }
-  freeaddrinfo(found);
   return why;
 }
 

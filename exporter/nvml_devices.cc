@@ -21,10 +21,9 @@ struct NvmlDevices::Api {
   decltype(&nvmlDeviceGetComputeRunningProcesses_v3) processes = nullptr;
 };
 
-NvmlDevices::~NvmlDevices() {
-  // Neither nvmlShutdown nor dlclose: other threads may still be reading at exit.
-  delete api_;
-}
+// Neither nvmlShutdown nor dlclose: other threads may still be reading at exit.
+NvmlDevices::NvmlDevices() = default;
+NvmlDevices::~NvmlDevices() = default;
 
 bool NvmlDevices::Load(std::string* error) {
   if (!library_) {
@@ -34,7 +33,7 @@ bool NvmlDevices::Load(std::string* error) {
       *error = std::string("cannot load ") + nvml::kLibrary + ": " + why;
       return false;
     }
-    api_ = new Api;
+    api_ = std::make_unique<Api>();
     auto bind = [this](auto* fn, const char* name) {
       *fn = nvml::Symbol<std::remove_reference_t<decltype(*fn)>>(library_, name);
     };

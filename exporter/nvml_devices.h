@@ -3,6 +3,7 @@
 // missing or not loaded yet; it tries again at every scrape until NVML answers.
 #pragma once
 
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -14,7 +15,7 @@ namespace gpuslice::exporter {
 
 class NvmlDevices {
  public:
-  NvmlDevices() = default;
+  NvmlDevices();
   ~NvmlDevices();
   NvmlDevices(const NvmlDevices&) = delete;
   NvmlDevices& operator=(const NvmlDevices&) = delete;
@@ -29,7 +30,7 @@ class NvmlDevices {
   void* library_ = nullptr;
   bool initialised_ = false;
   struct Api;
-  Api* api_ = nullptr;
+  std::unique_ptr<Api> api_;
 };
 
 }  // namespace gpuslice::exporter
