@@ -101,49 +101,44 @@ bool ParseTenant(const YAML::Node& node, size_t index, PlanTenant* tenant, std::
 
 }  // namespace
 
-bool ParsePlanTenants(const std::string& text, const std::string& source, std::vector<PlanTenant>* tenants,
-                      std::string* error) {
+Result<std::vector<PlanTenant>> ParsePlanTenants(const std::string& text, const std::string& source) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    *error = source + ": not YAML or JSON (line " + std::to_string(e.mark.line + 1) + "): " + e.msg;
-    return false;
+    return Status::InvalidArgument(source + ": not YAML or JSON (line " + std::to_string(e.mark.line + 1) +
+                                   "): " + e.msg);
   }
   // The document is {tenants: [...]} or the list itself.
   YAML::Node list = root;
   if (root.IsMap()) {
     for (const auto& field : root) {
       if (Scalar(field.first) != "tenants") {
-        *error = source + ": unknown key '" + Scalar(field.first) + "'; the file holds 'tenants:', a list of tenants";
-        return false;
+        return Status::InvalidArgument(source + ": unknown key '" + Scalar(field.first) +
+                                       "'; the file holds 'tenants:', a list of tenants");
       }
     }
     list = root["tenants"];
   }
   if (!list.IsSequence() || list.size() == 0) {
-    *error = source + ": no tenants; expected 'tenants:' and a list of them, " + kExample;
-    return false;
+    return Status::InvalidArgument(source + ": no tenants; expected 'tenants:' and a list of them, " + kExample);
   }
   std::vector<PlanTenant> parsed(list.size());
   std::set<std::string> names;
   for (size_t i = 0; i < list.size(); ++i) {
     std::string why;
     if (!ParseTenant(list[i], i, &parsed[i], &why)) {
-      *error = source + ": " + why;
-      return false;
+      return Status::InvalidArgument(source + ": " + why);
     }
     if (!names.insert(parsed[i].name).second) {
-      *error = source + ": tenant " + std::to_string(i + 1) + ": the name '" + parsed[i].name +
-               "' is used twice; each tenant needs its own (it is its GPUSLICE_TENANT)";
-      return false;
+      return Status::InvalidArgument(source + ": tenant " + std::to_string(i + 1) + ": the name '" + parsed[i].name +
+                                     "' is used twice; each tenant needs its own (it is its GPUSLICE_TENANT)");
     }
   }
-  *tenants = std::move(parsed);
-  return true;
+  return parsed;
 }
 
-bool ReadPlanTenants(const std::string& path, std::vector<PlanTenant>* tenants, std::string* error) {
+Result<std::vector<PlanTenant>> ReadPlanTenants(const std::string& path) {
   // read(2) rather than a stream: the system's reason (missing, permission, a directory) is
   // what the operator needs, and a stream keeps it from us.
   const UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -161,10 +156,9 @@ bool ReadPlanTenants(const std::string& path, std::vector<PlanTenant>* tenants, 
     }
   }
   if (why != 0) {
-    *error = path + ": cannot be read: " + std::strerror(why);
-    return false;
+    return Status::Error(path + ": cannot be read: " + std::strerror(why));
   }
-  return ParsePlanTenants(text, path, tenants, error);
+  return ParsePlanTenants(text, path);
 }
 
 }  // namespace gpuslice::ctl

@@ -14,17 +14,15 @@
 
 namespace gpuslice::exporter {
 
-std::optional<ListenAddress> ParseListenAddress(const std::string& text, std::string* error) {
+Result<ListenAddress> ParseListenAddress(const std::string& text) {
   const std::string valid = std::string(" (expected HOST:PORT, [IPV6]:PORT or :PORT with a port of 1 to 65535, e.g. ") +
                             kDefaultListen + ")";
   if (text.find("://") != std::string::npos) {
-    *error = "--listen '" + text + "' is a URL; give the address alone" + valid;
-    return std::nullopt;
+    return Status::InvalidArgument("--listen '" + text + "' is a URL; give the address alone" + valid);
   }
   const size_t colon = text.rfind(':');
   if (colon == std::string::npos) {
-    *error = "--listen '" + text + "' has no port" + valid;
-    return std::nullopt;
+    return Status::InvalidArgument("--listen '" + text + "' has no port" + valid);
   }
   ListenAddress address;
   address.host = text.substr(0, colon);
@@ -32,16 +30,14 @@ std::optional<ListenAddress> ParseListenAddress(const std::string& text, std::st
   if (bracketed) {
     address.host = address.host.substr(1, address.host.size() - 2);
   } else if (address.host.find(':') != std::string::npos) {
-    *error = "--listen '" + text + "': an IPv6 address must be written in brackets" + valid;
-    return std::nullopt;
+    return Status::InvalidArgument("--listen '" + text + "': an IPv6 address must be written in brackets" + valid);
   }
   if (address.host.empty()) address.host = "0.0.0.0";
   const std::string port = text.substr(colon + 1);
   bool digits = !port.empty() && port.size() <= 5;
   for (char c : port) digits = digits && std::isdigit(static_cast<unsigned char>(c));
   if (!digits || std::stoi(port) < 1 || std::stoi(port) > 65535) {
-    *error = "--listen '" + text + "': '" + port + "' is not a port" + valid;
-    return std::nullopt;
+    return Status::InvalidArgument("--listen '" + text + "': '" + port + "' is not a port" + valid);
   }
   address.port = std::stoi(port);
   // 300.1.1.1 and typos are usage errors, found here rather than as a failure to listen.
@@ -53,9 +49,9 @@ std::optional<ListenAddress> ParseListenAddress(const std::string& text, std::st
   const int resolved = getaddrinfo(address.host.c_str(), nullptr, &hints, &found);
   if (found) freeaddrinfo(found);
   if (resolved != 0) {
-    *error = "--listen '" + text + "': '" + address.host + "' is not an " + (bracketed ? "IPv6 " : "") +
-             "address or a name this machine resolves (" + gai_strerror(resolved) + ")" + valid;
-    return std::nullopt;
+    return Status::InvalidArgument("--listen '" + text + "': '" + address.host + "' is not an " +
+                                   (bracketed ? "IPv6 " : "") + "address or a name this machine resolves (" +
+                                   gai_strerror(resolved) + ")" + valid);
   }
   return address;
 }

@@ -25,13 +25,12 @@ struct NvmlDevices::Api {
 NvmlDevices::NvmlDevices() = default;
 NvmlDevices::~NvmlDevices() = default;
 
-bool NvmlDevices::Load(std::string* error) {
+Status NvmlDevices::Load() {
   if (!library_) {
     std::string why;
     library_ = nvml::Open(nvml::kLibrary, &why);
     if (!library_) {
-      *error = std::string("cannot load ") + nvml::kLibrary + ": " + why;
-      return false;
+      return Status::Error(std::string("cannot load ") + nvml::kLibrary + ": " + why);
     }
     api_ = std::make_unique<Api>();
     auto bind = [this](auto* fn, const char* name) {
@@ -48,28 +47,26 @@ bool NvmlDevices::Load(std::string* error) {
     bind(&api_->processes, "nvmlDeviceGetComputeRunningProcesses_v3");
   }
   if (!api_->init || !api_->count || !api_->handle || !api_->uuid || !api_->name || !api_->memory) {
-    *error = "libnvidia-ml.so.1 lacks nvmlInit_v2, nvmlDeviceGetCount_v2, nvmlDeviceGetHandleByIndex_v2, "
-             "nvmlDeviceGetUUID, nvmlDeviceGetName or nvmlDeviceGetMemoryInfo";
-    return false;
+    return Status::Error(
+        "libnvidia-ml.so.1 lacks nvmlInit_v2, nvmlDeviceGetCount_v2, nvmlDeviceGetHandleByIndex_v2, "
+        "nvmlDeviceGetUUID, nvmlDeviceGetName or nvmlDeviceGetMemoryInfo");
   }
   if (!initialised_) {
     const nvmlReturn_t rc = api_->init();
     if (rc != NVML_SUCCESS) {
-      *error = "nvmlInit_v2 failed with NVML error " + std::to_string(static_cast<int>(rc));
-      return false;
+      return Status::Error("nvmlInit_v2 failed with NVML error " + std::to_string(static_cast<int>(rc)));
     }
     initialised_ = true;
   }
-  return true;
+  return Status::Ok();
 }
 
-std::optional<std::vector<DeviceFigures>> NvmlDevices::Read(std::string* error) {
+Result<std::vector<DeviceFigures>> NvmlDevices::Read() {
   std::lock_guard lock(mutex_);
-  if (!Load(error)) return std::nullopt;
+  if (Status loaded = Load(); !loaded.ok()) return loaded;
   unsigned int count = 0;
   if (const nvmlReturn_t rc = api_->count(&count); rc != NVML_SUCCESS) {
-    *error = "nvmlDeviceGetCount_v2 failed with NVML error " + std::to_string(static_cast<int>(rc));
-    return std::nullopt;
+    return Status::Error("nvmlDeviceGetCount_v2 failed with NVML error " + std::to_string(static_cast<int>(rc)));
   }
   std::vector<DeviceFigures> devices;
   for (unsigned int i = 0; i < count; ++i) {
