@@ -49,12 +49,13 @@ class Node {
       if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the benchmark, even if it crashes
         close(ready[0]);
-        std::string error;
-        auto broker = gpuslice::broker::Broker::Attach(state_dir_, &error);
-        if (!broker || !broker->Register("tenant-" + std::to_string(t), &error)) _exit(1);
+        auto attached = gpuslice::broker::Broker::Attach(state_dir_);
+        if (!attached.ok()) _exit(1);
+        const std::unique_ptr<gpuslice::broker::Broker> broker = std::move(attached).value();
+        if (!broker->Register("tenant-" + std::to_string(t)).ok()) _exit(1);
         for (int g = 0; g < kGpus; ++g) {
           uint8_t uuid[16] = {0x42, static_cast<uint8_t>(g), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
-          const int ledger = broker->OpenLedger(uuid, 80ULL << 30, 1ULL << 30, &error);
+          const int ledger = broker->OpenLedger(uuid, 80ULL << 30, 1ULL << 30).value_or(-1);
           if (ledger < 0 || !broker->Reserve(ledger, (t + 1) << 20)) _exit(1);
           broker->Reserve(ledger, 2ULL << 30);  // refused: the counters are not all zero
         }

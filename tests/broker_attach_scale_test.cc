@@ -36,15 +36,15 @@ int Client(const std::string& state_dir, int start_fd, Timings* timings, int ind
   char go;
   if (read(start_fd, &go, 1) != 0) return 3;  // EOF when the test closes the pipe: all start together
   const uint64_t start = MonotonicNanos();
-  std::string error;
-  auto broker = Broker::Attach(state_dir, &error);
+  Result<std::unique_ptr<Broker>> attach = Broker::Attach(state_dir);
   const uint64_t attached = MonotonicNanos();
-  if (!broker) {
-    std::fprintf(stderr, "%s\n", error.c_str());
+  if (!attach.ok()) {
+    std::fprintf(stderr, "%s\n", attach.message().c_str());
     return 1;
   }
-  if (!broker->Register("crowd-" + std::to_string(index % 8), &error)) return 1;
-  const int ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, 1ULL << 40, &error);
+  const std::unique_ptr<Broker> broker = std::move(attach).value();
+  if (!broker->Register("crowd-" + std::to_string(index % 8)).ok()) return 1;
+  const int ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, 1ULL << 40).value_or(-1);
   if (ledger < 0 || !broker->Reserve(ledger, kMiB)) return 1;
   broker->Release(ledger, kMiB);
   broker->Unregister();

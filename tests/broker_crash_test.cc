@@ -27,6 +27,9 @@ namespace gpuslice::broker {
 namespace {
 
 using ::gpuslice::testing::BrokerTempDir;
+using ::gpuslice::testing::ErrorOf;
+using ::gpuslice::testing::IsOk;
+using ::gpuslice::testing::ValueOf;
 using ::gpuslice::testing::ChildGroup;
 using ::gpuslice::testing::kMiB;
 using ::gpuslice::testing::kTestGpuTotal;
@@ -50,12 +53,13 @@ class BrokerCrashTest : public ::testing::Test {
  protected:
   std::unique_ptr<Broker> Member(const std::string& tenant, uint64_t quota, int* ledger) {
     std::string error;
-    auto broker = Broker::Attach(dir_.state_dir(), &error);
-    EXPECT_TRUE(broker) << error;
+    auto broker = ValueOf(Broker::Attach(dir_.state_dir()));
+    EXPECT_TRUE(broker);
     if (!broker) return nullptr;
-    EXPECT_TRUE(broker->Register(tenant, &error)) << error;
-    *ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, quota, &error);
-    EXPECT_GE(*ledger, 0) << error;
+    EXPECT_TRUE(IsOk(broker->Register(tenant)));
+    const Result<int> opened = broker->OpenLedger(kTestUuid, kTestGpuTotal, quota);
+    EXPECT_TRUE(IsOk(opened));
+    *ledger = opened.value_or(-1);
     return broker;
   }
 
@@ -236,11 +240,11 @@ TEST_F(BrokerCrashTest, ProcessThatLostItsLivenessLockFailsClosedAndCanRegisterA
   careless->Release(ledger, 30 * kMiB);
   EXPECT_EQ(other->Used(other_ledger), 100 * kMiB) << "its release must not touch another's charges";
   std::string error;
-  EXPECT_EQ(careless->OpenLedger(kTestUuid, kTestGpuTotal, 100 * kMiB, &error), -1);
+  error = ErrorOf(careless->OpenLedger(kTestUuid, kTestGpuTotal, 100 * kMiB));
   EXPECT_NE(error.find("lost"), std::string::npos) << error;
 
-  ASSERT_TRUE(careless->Register("alpha", &error)) << error;
-  ASSERT_GE(careless->OpenLedger(kTestUuid, kTestGpuTotal, 100 * kMiB, &error), 0) << error;
+  ASSERT_TRUE(IsOk(careless->Register("alpha")));
+  ASSERT_TRUE(IsOk(careless->OpenLedger(kTestUuid, kTestGpuTotal, 100 * kMiB)));
   other->Release(other_ledger, 10 * kMiB);
   EXPECT_TRUE(careless->Reserve(ledger, 10 * kMiB));
   careless.reset();

@@ -24,6 +24,7 @@ namespace gpuslice::broker {
 namespace {
 
 using ::gpuslice::testing::BrokerTempDir;
+using ::gpuslice::testing::IsOk;
 using ::gpuslice::testing::ChildGroup;
 using ::gpuslice::testing::kMiB;
 using ::gpuslice::testing::kTestGpuTotal;
@@ -82,9 +83,11 @@ pid_t StartWatcher(ChildGroup* children, const std::string& state_dir, WatchStat
 // than the quota, each time a different size.
 int RefusedMember(const std::string& state_dir, int index, int refusals, bool hold, Reports* reports) {
   std::string error;
-  auto broker = Broker::Attach(state_dir, &error);
-  if (!broker || !broker->Register("tenant", &error)) return 3;
-  const int ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, kQuota, &error);
+  Result<std::unique_ptr<Broker>> attached = Broker::Attach(state_dir);
+  if (!attached.ok()) return 3;
+  std::unique_ptr<Broker> broker = std::move(attached).value();
+  if (!broker->Register("tenant").ok()) return 3;
+  const int ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, kQuota).value_or(-1);
   if (ledger < 0 || !broker->Reserve(ledger, kMiB)) return 4;
   for (int r = 0; r < refusals; ++r) {
     const uint64_t bytes = kQuota + 1 + static_cast<uint64_t>(index) * 7 + static_cast<uint64_t>(r);
@@ -121,7 +124,7 @@ TEST(BrokerRefusalCounterTest, ThousandRefusalsAcrossProcessesCountedExactlyThro
   Shared<Reports> reports;
   {
     std::string error;
-    ASSERT_TRUE(Broker::Attach(dir.state_dir(), &error)) << error;  // create the file for the watcher
+    ASSERT_TRUE(IsOk(Broker::Attach(dir.state_dir())));  // create the file for the watcher
   }
   Shared<WatchState> watch;
   ChildGroup children;

@@ -21,6 +21,9 @@ namespace gpuslice::broker {
 namespace {
 
 using ::gpuslice::testing::BrokerTempDir;
+using ::gpuslice::testing::ErrorOf;
+using ::gpuslice::testing::IsOk;
+using ::gpuslice::testing::ValueOf;
 using ::gpuslice::testing::kMiB;
 using ::gpuslice::testing::kTestGpuTotal;
 using ::gpuslice::testing::kTestUuid;
@@ -43,16 +46,16 @@ class BrokerSegmentFileTest : public ::testing::Test {
   // Creates a valid state file (with one tenant holding memory) and lets it go.
   void CreateValidFile() {
     std::string error;
-    auto broker = Broker::Attach(dir_.state_dir(), &error);
-    ASSERT_TRUE(broker) << error;
-    ASSERT_TRUE(broker->Register("alpha", &error)) << error;
-    ASSERT_GE(broker->OpenLedger(kTestUuid, kTestGpuTotal, kMiB, &error), 0) << error;
+    auto broker = ValueOf(Broker::Attach(dir_.state_dir()));
+    ASSERT_TRUE(broker);
+    ASSERT_TRUE(IsOk(broker->Register("alpha")));
+    ASSERT_TRUE(IsOk(broker->OpenLedger(kTestUuid, kTestGpuTotal, kMiB)));
   }
 
   // Attach must fail; returns its message.
   std::string AttachError() {
     std::string error;
-    EXPECT_EQ(Broker::Attach(dir_.state_dir(), &error), nullptr);
+    error = ErrorOf(Broker::Attach(dir_.state_dir()));
     EXPECT_NE(error.find(dir_.state_file()), std::string::npos) << "the message names the file: " << error;
     EXPECT_EQ(error.find('\n'), std::string::npos) << "one line: " << error;
     EXPECT_FALSE(Broker::AttachExisting(dir_.state_dir()).ok());
@@ -64,20 +67,19 @@ class BrokerSegmentFileTest : public ::testing::Test {
 
 TEST_F(BrokerSegmentFileTest, CreatedDirectoryIs0770AndFileIs0660WhateverTheUmask) {
   const mode_t old_umask = umask(077);
-  std::string error;
-  auto broker = Broker::Attach(dir_.state_dir(), &error);
+  Result<std::unique_ptr<Broker>> broker = Broker::Attach(dir_.state_dir());
   umask(old_umask);
-  ASSERT_TRUE(broker) << error;
+  ASSERT_TRUE(IsOk(broker));
   EXPECT_EQ(ModeOf(dir_.state_dir()), 0770u);
   EXPECT_EQ(ModeOf(dir_.state_file()), 0660u);
-  EXPECT_EQ(broker->path(), dir_.state_file());
+  EXPECT_EQ((*broker)->path(), dir_.state_file());
 }
 
 TEST_F(BrokerSegmentFileTest, ExistingFileKeepsItsStricterMode) {
   CreateValidFile();
   ASSERT_EQ(chmod(dir_.state_file().c_str(), 0600), 0);
   std::string error;
-  EXPECT_TRUE(Broker::Attach(dir_.state_dir(), &error)) << error;
+  EXPECT_TRUE(IsOk(Broker::Attach(dir_.state_dir())));
   EXPECT_EQ(ModeOf(dir_.state_file()), 0600u);
 }
 
@@ -163,7 +165,7 @@ TEST_F(BrokerSegmentFileTest, DirectoryInPlaceOfTheFileIsRefused) {
 TEST_F(BrokerSegmentFileTest, SymbolicLinkInPlaceOfTheFileIsRefused) {
   BrokerTempDir elsewhere;
   std::string error;
-  ASSERT_TRUE(Broker::Attach(elsewhere.state_dir(), &error)) << error;
+  ASSERT_TRUE(IsOk(Broker::Attach(elsewhere.state_dir())));
   std::filesystem::create_directory(dir_.state_dir());
   std::filesystem::create_symlink(elsewhere.state_file(), dir_.state_file());
   error = AttachError();
@@ -179,9 +181,9 @@ TEST_F(BrokerSegmentFileTest, FileAbandonedByACreatorThatDiedIsInitialisedAgain)
   close(fd);
   std::string error = Broker::AttachExisting(dir_.state_dir()).message();
   EXPECT_NE(error.find("not initialised"), std::string::npos) << error;
-  auto broker = Broker::Attach(dir_.state_dir(), &error);
-  ASSERT_TRUE(broker) << error;
-  EXPECT_TRUE(broker->Register("alpha", &error)) << error;
+  auto broker = ValueOf(Broker::Attach(dir_.state_dir()));
+  ASSERT_TRUE(broker);
+  EXPECT_TRUE(IsOk(broker->Register("alpha")));
 }
 
 // What a creator killed halfway wrote is gone, and the file is not filled in to do it: it is
@@ -199,10 +201,10 @@ TEST_F(BrokerSegmentFileTest, FileAbandonedWithPartialWritesStartsAgainFromZeros
     WriteAt(dir_.state_file(), at, &garbage, sizeof garbage);
 
   std::string error;
-  auto broker = Broker::Attach(dir_.state_dir(), &error);
-  ASSERT_TRUE(broker) << error;
-  ASSERT_TRUE(broker->Register("alpha", &error)) << error;
-  ASSERT_GE(broker->OpenLedger(kTestUuid, kTestGpuTotal, kMiB, &error), 0) << error;
+  auto broker = ValueOf(Broker::Attach(dir_.state_dir()));
+  ASSERT_TRUE(broker);
+  ASSERT_TRUE(IsOk(broker->Register("alpha")));
+  ASSERT_TRUE(IsOk(broker->OpenLedger(kTestUuid, kTestGpuTotal, kMiB)));
 
   const int reader = open(dir_.state_file().c_str(), O_RDONLY);
   ASSERT_GE(reader, 0);
@@ -244,7 +246,7 @@ TEST_F(BrokerSegmentFileTest, AttachExistingOnAnEmptyDirectoryExplainsItself) {
 
 TEST_F(BrokerSegmentFileTest, MissingParentDirectoryIsAClearError) {
   std::string error;
-  EXPECT_EQ(Broker::Attach(dir_.root() + "/no/such/parent", &error), nullptr);
+  error = ErrorOf(Broker::Attach(dir_.root() + "/no/such/parent"));
   EXPECT_NE(error.find("cannot create state directory"), std::string::npos) << error;
 }
 
@@ -253,7 +255,7 @@ TEST_F(BrokerSegmentFileTest, StateDirectoryThatIsAFileIsRefused) {
   ASSERT_GE(fd, 0);
   close(fd);
   std::string error;
-  EXPECT_EQ(Broker::Attach(dir_.state_dir(), &error), nullptr);
+  error = ErrorOf(Broker::Attach(dir_.state_dir()));
   EXPECT_NE(error.find("not a directory"), std::string::npos) << error;
 }
 
