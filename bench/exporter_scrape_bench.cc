@@ -49,12 +49,13 @@ class Node {
       if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the benchmark, even if it crashes
         close(ready[0]);
-        std::string error;
-        auto broker = gpuslice::broker::Broker::Attach(state_dir_, &error);
-        if (!broker || !broker->Register("tenant-" + std::to_string(t), &error)) _exit(1);
+        auto attached = gpuslice::broker::Broker::Attach(state_dir_);
+        if (!attached.ok()) _exit(1);
+        const std::unique_ptr<gpuslice::broker::Broker> broker = std::move(attached).value();
+        if (!broker->Register("tenant-" + std::to_string(t)).ok()) _exit(1);
         for (int g = 0; g < kGpus; ++g) {
           uint8_t uuid[16] = {0x42, static_cast<uint8_t>(g), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
-          const int ledger = broker->OpenLedger(uuid, 80ULL << 30, 1ULL << 30, &error);
+          const int ledger = broker->OpenLedger(uuid, 80ULL << 30, 1ULL << 30).value_or(-1);
           if (ledger < 0 || !broker->Reserve(ledger, (t + 1) << 20)) _exit(1);
           broker->Reserve(ledger, 2ULL << 30);  // refused: the counters are not all zero
         }
@@ -93,12 +94,12 @@ Node& TheNode() {
 }
 
 void BM_RenderMetrics(benchmark::State& state) {
-  gpuslice::broker::Snapshot snapshot;
-  std::string error;
-  if (!gpuslice::broker::TakeReadOnlySnapshot(TheNode().state_dir(), &snapshot, &error)) {
-    state.SkipWithError(error.c_str());
+  gpuslice::Result<gpuslice::broker::Snapshot> taken = gpuslice::broker::TakeReadOnlySnapshot(TheNode().state_dir());
+  if (!taken.ok()) {
+    state.SkipWithError(taken.message().c_str());
     return;
   }
+  const gpuslice::broker::Snapshot& snapshot = *taken;
   std::string text;
   for (auto _ : state) {
     gpuslice::exporter::RenderMetrics({&snapshot, nullptr}, &text);
@@ -109,14 +110,15 @@ void BM_RenderMetrics(benchmark::State& state) {
 BENCHMARK(BM_RenderMetrics)->Unit(benchmark::kMicrosecond);
 
 void BM_SnapshotAndRender(benchmark::State& state) {
-  std::string text, error;
+  std::string text;
   size_t tenants = 0;
   for (auto _ : state) {
-    gpuslice::broker::Snapshot snapshot;
-    if (!gpuslice::broker::TakeReadOnlySnapshot(TheNode().state_dir(), &snapshot, &error)) {
-      state.SkipWithError(error.c_str());
+    gpuslice::Result<gpuslice::broker::Snapshot> taken = gpuslice::broker::TakeReadOnlySnapshot(TheNode().state_dir());
+    if (!taken.ok()) {
+      state.SkipWithError(taken.message().c_str());
       return;
     }
+    const gpuslice::broker::Snapshot& snapshot = *taken;
     gpuslice::exporter::RenderMetrics({&snapshot, nullptr}, &text);
     tenants = 0;
     for (const auto& gpu : snapshot.gpus) tenants += gpu.tenants.size();

@@ -88,9 +88,10 @@ void Setup(bool mode_none, bool tracked) {
     Real()->cuDeviceGetUuid_v2(&uuid, 0);
     uint8_t bytes[16];
     std::memcpy(bytes, uuid.bytes, sizeof bytes);
-    std::string error;
-    auto broker = gpuslice::broker::Broker::Attach(getenv("GPUSLICE_STATE_DIR"), &error);
-    if (!broker || !gpuslice::broker::SetGpuPolicy(broker->segment(), bytes, gpuslice::broker::SharingMode::kNone, 0, &error)) {
+    auto attached = gpuslice::broker::Broker::Attach(getenv("GPUSLICE_STATE_DIR"));
+    std::string error = attached.message();
+    if (!attached.ok() || !gpuslice::broker::SetGpuPolicy((*attached)->segment(), bytes,
+                                                          gpuslice::broker::SharingMode::kNone, 0, &error)) {
       std::fprintf(stderr, "shim_overhead_bench: cannot set the sharing mode to none: %s\n", error.c_str());
       std::exit(1);
     }

@@ -4,25 +4,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdio>
+#include <iterator>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 namespace gpuslice::broker {
 namespace {
 
-std::string Octal(mode_t mode) {
-  char text[8];
-  std::snprintf(text, sizeof text, "0%o", static_cast<unsigned>(mode & 07777));
-  return text;
-}
+std::string Octal(mode_t mode) { return fmt::format("0{:o}", static_cast<unsigned>(mode & 07777)); }
 
 std::string Caller() {
-  std::string text = "uid " + std::to_string(geteuid()) + " (groups " + std::to_string(getegid());
+  std::string text = fmt::format("uid {} (groups {}", geteuid(), getegid());
   gid_t groups[64];
   const int n = getgroups(64, groups);
   for (int i = 0; i < n; ++i)
-    if (groups[i] != getegid()) text += " " + std::to_string(groups[i]);
+    if (groups[i] != getegid()) fmt::format_to(std::back_inserter(text), " {}", groups[i]);
   return text + ")";
 }
 
@@ -46,16 +44,16 @@ std::string AccessAdvice(const std::string& path, bool write) {
   std::string what = denying;
   std::string group = "GROUP";
   if (stat(denying.c_str(), &st) == 0) {
-    what += " is owned by uid " + std::to_string(st.st_uid) + ", group " + std::to_string(st.st_gid) + ", mode " +
-            Octal(st.st_mode);
-    group = std::to_string(st.st_gid);
+    what += fmt::format(" is owned by uid {}, group {}, mode {}", st.st_uid, st.st_gid, Octal(st.st_mode));
+    group = fmt::format("{}", st.st_gid);
   }
   const std::string need = on_the_way ? "enter it" : (write ? "read and write it" : "read it");
-  return "permission denied: " + what + ", and " + Caller() + " may not " + need +
-         ": run as a member of group " + group +
-         " (systemd: SupplementaryGroups=; Kubernetes: securityContext.supplementalGroups), or prepare the state "
-         "directory for a group shared by every tenant and reader (chgrp GROUP DIR && chmod 2770 DIR; "
-         "docs/broker.md, \"Permissions\")";
+  return fmt::format(
+      "permission denied: {}, and {} may not {}: run as a member of group {}"
+      " (systemd: SupplementaryGroups=; Kubernetes: securityContext.supplementalGroups), or prepare the state "
+      "directory for a group shared by every tenant and reader (chgrp GROUP DIR && chmod 2770 DIR; "
+      "docs/broker.md, \"Permissions\")",
+      what, Caller(), need, group);
 }
 
 }  // namespace gpuslice::broker

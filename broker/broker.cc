@@ -11,6 +11,8 @@
 #include <optional>
 #include <string_view>
 
+#include <fmt/format.h>
+
 #include "broker/checked_index.h"
 #include "broker/ledger.h"
 #include "broker/lock_fault.h"
@@ -28,9 +30,7 @@ const char kNoMemory[] = "gpuslice: out of memory in the broker";
 
 std::string Bytes(uint64_t bytes) {
   if (bytes == kUnlimited) return "unlimited";
-  char text[64];
-  std::snprintf(text, sizeof text, "%" PRIu64 " bytes (%.1f MiB)", bytes, static_cast<double>(bytes) / (1 << 20));
-  return text;
+  return fmt::format("{} bytes ({:.1f} MiB)", bytes, static_cast<double>(bytes) / (1 << 20));
 }
 
 std::string TenantName(const Segment& segment, int tenant) {
@@ -46,76 +46,76 @@ Broker::Broker(std::unique_ptr<SegmentFile> file) : file_(std::move(file)) {}
 
 Broker::~Broker() { Unregister(); }
 
+Result<std::unique_ptr<Broker>> Broker::Attach(const std::string& state_dir) {
+  try {
+    Result<std::unique_ptr<SegmentFile>> file = OpenSegmentFile(state_dir, OpenMode::kCreateOrAttach);
+    if (!file.ok()) return std::move(file).status();
+    return std::unique_ptr<Broker>(new Broker(std::move(file).value()));
+  } catch (...) {
+    return Status::Error(kNoMemory);
+  }
+}
+
+Result<std::unique_ptr<Broker>> Broker::AttachExisting(const std::string& state_dir) {
+  try {
+    Result<std::unique_ptr<SegmentFile>> file = OpenSegmentFile(state_dir, OpenMode::kAttachExisting);
+    if (!file.ok()) return std::move(file).status();
+    return std::unique_ptr<Broker>(new Broker(std::move(file).value()));
+  } catch (...) {
+    return Status::Error(kNoMemory);
+  }
+}
+
 std::unique_ptr<Broker> Broker::Attach(const std::string& state_dir, std::string* error) {
-  std::string ignored;
-  if (!error) error = &ignored;
-  try {
-    auto file = OpenSegmentFile(state_dir, OpenMode::kCreateOrAttach, error);
-    return file ? std::unique_ptr<Broker>(new Broker(std::move(file))) : nullptr;
-  } catch (...) {
-    *error = kNoMemory;
-    return nullptr;
-  }
+  Result<std::unique_ptr<Broker>> broker = Attach(state_dir);
+  if (broker.ok()) return std::move(broker).value();
+  if (error) *error = broker.message();
+  return nullptr;
 }
 
-std::unique_ptr<Broker> Broker::AttachExisting(const std::string& state_dir, std::string* error) {
-  std::string ignored;
-  if (!error) error = &ignored;
-  try {
-    auto file = OpenSegmentFile(state_dir, OpenMode::kAttachExisting, error);
-    return file ? std::unique_ptr<Broker>(new Broker(std::move(file))) : nullptr;
-  } catch (...) {
-    *error = kNoMemory;
-    return nullptr;
-  }
-}
-
-bool Broker::UseOwnDescriptor(std::string* error) {
+Status Broker::UseOwnDescriptor() {
   struct stat st {};
-  const bool ours = file_->fd >= 0 && fstat(file_->fd, &st) == 0 && st.st_dev == file_->device &&
+  const bool ours = file_->fd.valid() && fstat(file_->fd.get(), &st) == 0 && st.st_dev == file_->device &&
                     st.st_ino == file_->inode;
-  if (ours && file_->owner_pid == getpid()) return true;
+  if (ours && file_->owner_pid == getpid()) return Status::Ok();
   // Closed by the application (which dropped the liveness lock with it): the number may name
   // another file now, so it is not ours to close, and the registration is lost.
-  if (!ours) file_->fd = -1;
+  if (!ours) (void)file_->fd.release();
   ForgetAfterFork();
-  return ReopenSegmentDescriptor(file_.get(), error);
+  return ReopenSegmentDescriptor(file_.get());
 }
 
-bool Broker::Register(const std::string& tenant, std::string* error) {
-  std::string ignored;
-  if (!error) error = &ignored;
+Status Broker::Register(const std::string& tenant) {
   try {
-    if (!UseOwnDescriptor(error)) return false;
+    if (Status s = UseOwnDescriptor(); !s.ok()) return s;
     Segment* segment = file_->segment;
     if (tenant.empty() || tenant.size() >= static_cast<size_t>(kTenantNameBytes) ||
         tenant.find('\0') != std::string::npos) {
-      *error = "gpuslice: tenant name '" + tenant + "' is invalid: it must be 1 to 63 bytes, without NUL";
-      return false;
+      return Status::InvalidArgument(
+          fmt::format("gpuslice: tenant name '{}' is invalid: it must be 1 to 63 bytes, without NUL", tenant));
     }
     if (slot_ >= 0 && !StillRegistered()) slot_ = -1;  // lost: register afresh
     if (slot_ >= 0) {
-      if (TenantName(*segment, tenant_) == tenant) return true;
-      *error = "gpuslice: this process is registered as tenant '" + TenantName(*segment, tenant_) +
-               "' and cannot also register as '" + tenant + "'";
-      return false;
+      if (TenantName(*segment, tenant_) == tenant) return Status::Ok();
+      return Status::InvalidArgument(
+          fmt::format("gpuslice: this process is registered as tenant '{}' and cannot also register as '{}'",
+                      TenantName(*segment, tenant_), tenant));
     }
     if (!file_->writable) {
-      *error = "gpuslice: state file " + file_->path + " is mapped read-only: this process cannot register";
-      return false;
+      return Status::PermissionDenied(
+          fmt::format("gpuslice: state file {} is mapped read-only: this process cannot register", file_->path));
     }
-    const int fd = file_->fd;
-    TableLock table(segment, error);  // claims are idempotent: no repair needed
-    if (!table.locked()) return false;
+    const int fd = file_->fd.get();
+    TableLock table(segment, TableLock::Failure::kReturn);  // claims are idempotent: no repair needed
+    if (!table.locked()) return table.status();
     std::optional<TenantIndex> tenant_index = FindOrClaimTenant(segment, tenant, /*recycle=*/false);
     if (!tenant_index) {
       ReapDeadLocked(segment, fd, std::nullopt);
       tenant_index = FindOrClaimTenant(segment, tenant, /*recycle=*/true);
     }
     if (!tenant_index) {
-      *error = "gpuslice: the tenant table of " + file_->path + " is full (" + std::to_string(kMaxTenants) +
-               " tenants with live processes)";
-      return false;
+      return Status::ResourceExhausted(fmt::format(
+          "gpuslice: the tenant table of {} is full ({} tenants with live processes)", file_->path, kMaxTenants));
     }
     const pid_t pid = getpid();
     std::optional<ProcessSlot> slot = ClaimProcessSlot(segment, fd, *tenant_index, pid);
@@ -124,18 +124,20 @@ bool Broker::Register(const std::string& tenant, std::string* error) {
       slot = ClaimProcessSlot(segment, fd, *tenant_index, pid);
     }
     if (!slot) {
-      *error = "gpuslice: the process table of " + file_->path + " is full (" + std::to_string(kMaxProcesses) +
-               " live processes)";
-      return false;
+      return Status::ResourceExhausted(
+          fmt::format("gpuslice: the process table of {} is full ({} live processes)", file_->path, kMaxProcesses));
     }
     slot_ = slot->value();
     tenant_ = tenant_index->value();
     generation_ = At(*segment, *slot).generation.load();
-    return true;
+    return Status::Ok();
   } catch (...) {
-    *error = kNoMemory;
-    return false;
+    return Status::Error(kNoMemory);
   }
+}
+
+bool Broker::Register(const std::string& tenant, std::string* error) {
+  return Register(tenant).ToBool(error);
 }
 
 void Broker::Unregister() {
@@ -145,7 +147,7 @@ void Broker::Unregister() {
     return;
   }
   Segment* segment = file_->segment;
-  TableLock table(segment, nullptr);
+  TableLock table(segment, TableLock::Failure::kReport);
   // Without the table lock the slot stays registered; dropping the liveness lock lets a reaper
   // that can lock the table return its charges.
   if (table.locked() && StillRegistered()) {  // else it was reaped: it may be another's now
@@ -154,28 +156,24 @@ void Broker::Unregister() {
     ReturnChargesAndFree(segment, *ProcessSlot::From(slot_), kReapLedgerWaitNs);
   }
   // Only this descriptor's own lock can be released through it: always safe.
-  UnlockByte(file_->fd, kLivenessLockBase + static_cast<uint64_t>(slot_));
+  UnlockByte(file_->fd.get(), kLivenessLockBase + static_cast<uint64_t>(slot_));
   slot_ = -1;
   tenant_ = -1;
 }
 
-int Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, uint64_t quota, std::string* error) {
-  std::string ignored;
-  if (!error) error = &ignored;
+Result<int> Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, uint64_t quota) {
   try {
     if (slot_ >= 0 && file_->owner_pid != getpid()) ForgetAfterFork();
-    if (slot_ < 0) {
-      *error = "gpuslice: this process must register with the broker before opening a ledger";
-      return -1;
-    }
+    if (slot_ < 0) return Status::Error("gpuslice: this process must register with the broker before opening a ledger");
     Segment* segment = file_->segment;
-    const int fd = file_->fd;
-    TableLock table(segment, error);
-    if (!table.locked()) return -1;
+    const int fd = file_->fd.get();
+    TableLock table(segment, TableLock::Failure::kReturn);
+    if (!table.locked()) return table.status();
     if (!StillRegistered()) {
-      *error = "gpuslice: this process's broker registration was lost (its descriptor of " + file_->path +
-               " was closed); it must register again";
-      return -1;
+      return Status::Error(
+          fmt::format("gpuslice: this process's broker registration was lost (its descriptor of {} was closed); it "
+                      "must register again",
+                      file_->path));
     }
     const ProcessSlot own = *ProcessSlot::From(slot_);
     const TenantIndex tenant = *TenantIndex::From(tenant_);
@@ -185,9 +183,9 @@ int Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, u
       gpu = FindOrClaimGpu(segment, uuid, device_total_bytes, /*recycle=*/true);
     }
     if (!gpu) {
-      *error = "gpuslice: the GPU table of " + file_->path + " is full (" + std::to_string(kMaxGpus) +
-               " GPUs in use); cannot add " + FormatUuid(uuid);
-      return -1;
+      return Status::ResourceExhausted(
+          fmt::format("gpuslice: the GPU table of {} is full ({} GPUs in use); cannot add {}", file_->path, kMaxGpus,
+                      FormatUuid(uuid)));
     }
     const LedgerId ledger = LedgerId::Of(tenant, *gpu);
     LedgerEntry& entry = At(*segment, ledger);
@@ -201,14 +199,14 @@ int Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, u
     {
       std::optional<LedgerLock> lock;
       if (!KnownBroken(ledger)) lock.emplace(segment, ledger, /*report=*/false);
-      if (!lock || !lock->locked()) {  // the caller reports *error (the shim: once); fail closed
+      if (!lock || !lock->locked()) {  // the caller reports the error (the shim: once); fail closed
         const LockFailure failure = lock ? lock->failure() : LockFailure::kBadState;
         MarkBroken(ledger);
         if (!already_open) MarkGpuClosed(self, *gpu);
-        *error = LockFaultLine(segment, "the memory ledger lock of tenant '" + TenantName(*segment, tenant_) +
-                                            "' on " + FormatUuid(uuid),
-                               failure, "this tenant's allocations on this GPU are refused");
-        return -1;
+        return Status::Unavailable(LockFaultLine(
+            segment,
+            fmt::format("the memory ledger lock of tenant '{}' on {}", TenantName(*segment, tenant_), FormatUuid(uuid)),
+            failure, "this tenant's allocations on this GPU are refused"));
       }
       if (entry.state.load() != kInUse) {
         entry.quota.store(quota);  // the tenant's first process on this GPU sets the quota
@@ -221,16 +219,22 @@ int Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, u
     }
     if (current != quota) {
       if (!already_open) MarkGpuClosed(self, *gpu);
-      *error = "gpuslice: tenant '" + TenantName(*segment, tenant_) + "' has a quota of " + Bytes(current) +
-               " on " + FormatUuid(uuid) + ", set by its first process; this process asks for " + Bytes(quota) +
-               " (every process of a tenant must have the same limit on a GPU)";
-      return -1;
+      return Status::InvalidArgument(
+          fmt::format("gpuslice: tenant '{}' has a quota of {} on {}, set by its first process; this process asks for "
+                      "{} (every process of a tenant must have the same limit on a GPU)",
+                      TenantName(*segment, tenant_), Bytes(current), FormatUuid(uuid), Bytes(quota)));
     }
     return ledger.value();
   } catch (...) {
-    *error = kNoMemory;
-    return -1;
+    return Status::Error(kNoMemory);
   }
+}
+
+int Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, uint64_t quota, std::string* error) {
+  Result<int> ledger = OpenLedger(uuid, device_total_bytes, quota);
+  if (ledger.ok()) return *ledger;
+  if (error) *error = ledger.message();
+  return -1;
 }
 
 bool Broker::OwnsLedger(int ledger) const {
@@ -317,7 +321,7 @@ Segment* Broker::segment() const { return file_->segment; }
 
 bool Broker::IsProcessAlive(int slot) const {
   if (slot == slot_) return true;
-  return file_->fd >= 0 && IsByteLockedByOther(file_->fd, kLivenessLockBase + static_cast<uint64_t>(slot));
+  return file_->fd.valid() && IsByteLockedByOther(file_->fd.get(), kLivenessLockBase + static_cast<uint64_t>(slot));
 }
 
 int Broker::FindLedger(const uint8_t (&uuid)[16]) const {
@@ -371,24 +375,20 @@ int Broker::GpuProcesses(int ledger) const {
 void Broker::ReapDeadProcesses() {
   if (!file_->writable) return;
   try {
-    std::string error;
-    if (!UseOwnDescriptor(&error)) return;
+    if (!UseOwnDescriptor().ok()) return;
   } catch (...) {
     return;
   }
   Segment* segment = file_->segment;
-  TableLock table(segment, nullptr);
-  if (table.locked()) ReapDeadLocked(segment, file_->fd, ProcessSlot::From(slot_));
+  TableLock table(segment, TableLock::Failure::kReport);
+  if (table.locked()) ReapDeadLocked(segment, file_->fd.get(), ProcessSlot::From(slot_));
 }
 
 void Broker::ForgetAfterFork() {
   // Only close(2): this may run in a pthread_atfork child handler. Closing the child's copy does
   // not release the parent's lock (the open file description lives on in the parent), and the
   // child no longer keeps the parent's slot alive once the parent dies.
-  if (file_ && file_->fd >= 0) {
-    close(file_->fd);
-    file_->fd = -1;
-  }
+  if (file_) file_->fd.reset();
   slot_ = -1;
   tenant_ = -1;
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "broker/checked_index.h"
+#include "common/status.h"
 
 namespace gpuslice::broker {
 
@@ -28,27 +29,33 @@ inline constexpr uint64_t kUnlimited = UINT64_MAX;
 class Broker {
  public:
   // Maps <state_dir>/gpuslice.state, creating the directory (0770) and the file (0660) when
-  // absent. Fails closed: nullptr and one line in *error for a missing/unwritable directory, a
-  // file of another magic, layout version or size, a corrupt header, or a world-writable file.
-  static std::unique_ptr<Broker> Attach(const std::string& state_dir, std::string* error);
+  // absent. Fails closed: an error of one line for a missing/unwritable directory, a file of
+  // another magic, layout version or size, a corrupt header, or a world-writable file.
+  static Result<std::unique_ptr<Broker>> Attach(const std::string& state_dir);
   // Maps an existing segment for reading (gpuslicectl). Never creates anything.
-  static std::unique_ptr<Broker> AttachExisting(const std::string& state_dir, std::string* error);
+  static Result<std::unique_ptr<Broker>> AttachExisting(const std::string& state_dir);
+  // The same as Attach, for shim/shim_state.cc until it is converted (issue 28): nullptr and the
+  // line in *error.
+  static std::unique_ptr<Broker> Attach(const std::string& state_dir, std::string* error);
   ~Broker();
   Broker(const Broker&) = delete;
   Broker& operator=(const Broker&) = delete;
 
   // Makes this process a member of `tenant` (at most 63 bytes) and holds its liveness lock until
-  // Unregister or death. False with *error when the process table is full.
+  // Unregister or death. An error when the name is invalid or a table is full.
+  Status Register(const std::string& tenant);
+  // The same, for shim/shim_state.cc until it is converted (issue 28).
   bool Register(const std::string& tenant, std::string* error);
   // Orderly exit: returns every byte this process still has charged and frees its slot.
   void Unregister();
 
   // The ledger of this process's tenant on the GPU with `uuid` (created on first use, with the
   // given quota; kUnlimited = no quota). A tenant's quota on a GPU is set by its first process;
-  // a later process asking for a different quota is refused (false, *error names both values).
-  // Returns the ledger index for Reserve/Release, or -1.
-  int OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, uint64_t quota,
-                 std::string* error);
+  // a later process asking for a different quota is refused (the error names both values).
+  // Returns the ledger index for Reserve/Release.
+  Result<int> OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, uint64_t quota);
+  // The same, for shim/shim_state.cc until it is converted (issue 28): -1 and the line in *error.
+  int OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, uint64_t quota, std::string* error);
 
   // Reserve-then-allocate: atomically charges `bytes` to the tenant and this process if the
   // tenant stays within its quota; false otherwise (dead processes are reaped and the check
@@ -90,7 +97,7 @@ class Broker {
   // Makes sure the liveness descriptor is this process's own (a forked child shares its parent's
   // open file description, and with it the parent's locks): reopens it, forgetting a registration
   // inherited from the parent, when it is not.
-  bool UseOwnDescriptor(std::string* error);
+  Status UseOwnDescriptor();
   bool OwnsLedger(int ledger) const;
   // False when this process's slot was reaped although it lives: it closed the descriptor holding
   // its liveness lock. Checked under the ledger mutex before every charge.
@@ -182,12 +189,12 @@ struct Snapshot {
   uint64_t processes_reaped = 0;  // dead processes whose charges were returned
 };
 
-// Reads the segment in state_dir after reaping dead processes. False with *error when it is
-// missing or incompatible.
-bool TakeSnapshot(const std::string& state_dir, Snapshot* out, std::string* error);
+// Reads the segment in state_dir after reaping dead processes. An error when it is missing or
+// incompatible.
+Result<Snapshot> TakeSnapshot(const std::string& state_dir);
 // The same view through a read-only mapping that never reaps or locks (gpuslice-exporter): the
 // charges of processes that died since the last reap still count until some writer reaps them.
-bool TakeReadOnlySnapshot(const std::string& state_dir, Snapshot* out, std::string* error);
+Result<Snapshot> TakeReadOnlySnapshot(const std::string& state_dir);
 
 // "GPU-xxxxxxxx-xxxx-..." <-> 16 bytes.
 std::string FormatUuid(const uint8_t (&uuid)[16]);

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "broker/checked_index.h"
 #include "common/printable.h"
 
@@ -73,9 +75,10 @@ void ForgetSegmentPath(const Segment* segment) {
 std::string LockFaultLine(const Segment* segment, const std::string& lock, LockFailure failure,
                           const std::string& refused, uint64_t bound_ns) {
   const std::string path = PathOf(segment);
-  return "gpuslice: " + lock + " in " + path + " " + DescribeLockFailure(failure, bound_ns) + ": " + refused +
-         "; once no gpuslice process uses it (gpuslicectl status lists them), remove " + path +
-         " and start again";
+  return fmt::format(
+      "gpuslice: {} in {} {}: {}; once no gpuslice process uses it (gpuslicectl status lists them), "
+      "remove {} and start again",
+      lock, path, DescribeLockFailure(failure, bound_ns), refused, path);
 }
 
 void ReportLockFault(const Segment* segment, const void* mutex, const std::string& lock, LockFailure failure,
@@ -99,25 +102,30 @@ void ReportLedgerLockFault(const Segment* segment, int ledger, LockFailure failu
   try {
     // Bytes anyone could have written: the line stays one printable line.
     const std::string name = Printable(std::string_view(tenant.name, NameLength(tenant)));
-    ReportLockFault(segment, &At(*segment, *id).mutex, "the memory ledger lock of tenant '" + name + "' on GPU entry " +
-                                                         std::to_string(id->gpu().value()),
+    ReportLockFault(segment, &At(*segment, *id).mutex,
+                    fmt::format("the memory ledger lock of tenant '{}' on GPU entry {}", name, id->gpu().value()),
                     failure, "that tenant's allocations on that GPU are refused");
   } catch (...) {
   }
 }
 
-TableLock::TableLock(Segment* segment, std::string* error)
-    : lock_(&segment->header.table_mutex.mutex, LockTimeoutNs()) {
-  if (lock_.locked()) return;
-  constexpr char kLock[] = "the table lock";
-  constexpr char kRefused[] = "no process can register, open a GPU or be reaped";
-  if (!error) {
-    ReportLockFault(segment, &segment->header.table_mutex, kLock, lock_.failure(), kRefused);
-    return;
-  }
+namespace {
+constexpr char kTableLock[] = "the table lock";
+constexpr char kTableLockRefused[] = "no process can register, open a GPU or be reaped";
+}  // namespace
+
+TableLock::TableLock(Segment* segment, Failure on_failure)
+    : segment_(segment), lock_(&segment->header.table_mutex.mutex, LockTimeoutNs()) {
+  if (lock_.locked() || on_failure != Failure::kReport) return;
+  ReportLockFault(segment, &segment->header.table_mutex, kTableLock, lock_.failure(), kTableLockRefused);
+}
+
+Status TableLock::status() const {
+  if (lock_.locked()) return Status::Ok();
   try {
-    *error = LockFaultLine(segment, kLock, lock_.failure(), kRefused);  // the caller reports it
+    return Status::Unavailable(LockFaultLine(segment_, kTableLock, lock_.failure(), kTableLockRefused));
   } catch (...) {
+    return Status::Unavailable("");
   }
 }
 

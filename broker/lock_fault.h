@@ -10,6 +10,7 @@
 
 #include "broker/segment_layout.h"
 #include "common/robust_mutex.h"
+#include "common/status.h"
 
 namespace gpuslice::broker {
 
@@ -38,16 +39,20 @@ void ReportLockFault(const Segment* segment, const void* mutex, const std::strin
 // The same for a ledger lock: names the tenant and GPU.
 void ReportLedgerLockFault(const Segment* segment, int ledger, LockFailure failure);
 
-// The header's table mutex, waited for at most LockTimeoutNs(). When it cannot be taken, the
-// one line for it is returned in *error (the caller reports it) or, without `error`, reported.
+// The header's table mutex, waited for at most LockTimeoutNs(). When it cannot be taken, the one
+// line for it is reported (`report`), or left to the caller, which returns status() in its error.
 class TableLock {
  public:
-  TableLock(Segment* segment, std::string* error);
+  enum class Failure { kReport, kReturn };
+  TableLock(Segment* segment, Failure on_failure);
   TableLock(const TableLock&) = delete;
   TableLock& operator=(const TableLock&) = delete;
   [[nodiscard]] bool locked() const { return lock_.locked(); }
+  // Ok when locked; else the one line saying why not and what is refused.
+  Status status() const;
 
  private:
+  Segment* segment_;
   RobustLock lock_;
 };
 

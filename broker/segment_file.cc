@@ -17,6 +17,7 @@
 
 #include <boost/interprocess/exceptions.hpp>
 #include <boost/interprocess/file_mapping.hpp>
+#include <fmt/format.h>
 
 #include "broker/access_advice.h"
 #include "broker/lock_fault.h"
@@ -36,38 +37,16 @@ uint64_t CreatorBoundNs() { return std::min(kCreatorBoundNs, LockTimeoutNs()); }
 constexpr uint64_t kSegmentSize = sizeof(Segment);
 constexpr mode_t kFileMode = 0660;
 
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd = -1) : fd_(fd) {}
-  ~UniqueFd() { if (fd_ >= 0) close(fd_); }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset(int fd) { if (fd_ >= 0) close(fd_); fd_ = fd; }
-
- private:
-  int fd_;
-};
-
 std::string Strerror(int error) { return std::strerror(error); }
 
-std::string Hex(uint64_t value) {
-  char text[24];
-  std::snprintf(text, sizeof text, "0x%016" PRIx64, value);
-  return text;
-}
+std::string Hex(uint64_t value) { return fmt::format("{:#018x}", value); }
 
-std::string Octal(mode_t mode) {
-  char text[8];
-  std::snprintf(text, sizeof text, "0%03o", static_cast<unsigned>(mode & 07777));
-  return text;
-}
+std::string Octal(mode_t mode) { return fmt::format("0{:03o}", static_cast<unsigned>(mode & 07777)); }
 
 // Refusals name the file, what is wrong and what would be valid; "stop and remove" is the remedy
 // for anything another build or a corruption left behind.
 std::string Refuse(const std::string& path, const std::string& why) {
-  return "gpuslice: refusing state file " + path + ": " + why;
+  return fmt::format("gpuslice: refusing state file {}: {}", path, why);
 }
 
 const std::string kRemedy = "; once no gpuslice process uses it (fuser -v shows who has it open), remove it";
@@ -78,7 +57,7 @@ bool AnyProcessAlive(int fd) {
 }
 
 // Opens the file (creating it when allowed). O_NOFOLLOW: the state file itself is never a link.
-int OpenStateFile(const std::string& path, OpenMode mode, bool* writable, std::string* error) {
+Result<int> OpenStateFile(const std::string& path, OpenMode mode, bool* writable) {
   constexpr int kFlags = O_CLOEXEC | O_NOFOLLOW | O_NOCTTY;
   *writable = true;
   if (mode == OpenMode::kCreateOrAttach) {
@@ -86,15 +65,14 @@ int OpenStateFile(const std::string& path, OpenMode mode, bool* writable, std::s
     if (fd.get() >= 0) {
       // open() applied the umask; set the mode explicitly instead (the umask is never changed).
       if (fchmod(fd.get(), kFileMode) != 0) {
-        *error = "gpuslice: cannot set mode 0660 on new state file " + path + ": " + Strerror(errno);
-        return -1;
+        return Status::Error(
+            fmt::format("gpuslice: cannot set mode 0660 on new state file {}: {}", path, Strerror(errno)));
       }
       return fd.release();
     }
     if (errno != EEXIST) {
-      *error = "gpuslice: cannot create state file " + path + ": " +
-               (errno == EACCES ? AccessAdvice(path, true) : Strerror(errno));
-      return -1;
+      return Status::Error(fmt::format("gpuslice: cannot create state file {}: {}", path,
+                                       (errno == EACCES ? AccessAdvice(path, true) : Strerror(errno))));
     }
   }
   if (mode == OpenMode::kReadOnly) *writable = false;
@@ -104,59 +82,54 @@ int OpenStateFile(const std::string& path, OpenMode mode, bool* writable, std::s
     fd = open(path.c_str(), O_RDONLY | kFlags);
   }
   if (fd >= 0) return fd;
-  if (errno == ELOOP) {
-    *error = Refuse(path, "it is a symbolic link; the state file must be a regular file");
-  } else if (errno == ENOENT) {
-    *error = "gpuslice: no state file " + path + ": no gpuslice process has run with this state directory";
-  } else if (errno == EISDIR) {
-    *error = Refuse(path, "it is a directory; the state file must be a regular file");
-  } else if (errno == EACCES) {
-    // Attaching falls back to reading (above): what was denied is the read, unless creating.
-    *error = "gpuslice: cannot open state file " + path + ": " + AccessAdvice(path, mode == OpenMode::kCreateOrAttach);
-  } else {
-    *error = "gpuslice: cannot open state file " + path + ": " + Strerror(errno);
+  if (errno == ELOOP) return Status::Error(Refuse(path, "it is a symbolic link; the state file must be a regular file"));
+  if (errno == ENOENT) {
+    return Status::NotFound(
+        fmt::format("gpuslice: no state file {}: no gpuslice process has run with this state directory", path));
   }
-  return -1;
+  if (errno == EISDIR) return Status::Error(Refuse(path, "it is a directory; the state file must be a regular file"));
+  if (errno == EACCES) {
+    // Attaching falls back to reading (above): what was denied is the read, unless creating.
+    return Status::PermissionDenied(fmt::format("gpuslice: cannot open state file {}: {}", path,
+                                                AccessAdvice(path, mode == OpenMode::kCreateOrAttach)));
+  }
+  return Status::Error(fmt::format("gpuslice: cannot open state file {}: {}", path, Strerror(errno)));
 }
 
-bool CheckFileKind(int fd, const std::string& path, struct stat* st, std::string* error) {
+Status CheckFileKind(int fd, const std::string& path, struct stat* st) {
   if (fstat(fd, st) != 0) {
-    *error = "gpuslice: cannot stat state file " + path + ": " + Strerror(errno);
-    return false;
+    return Status::Error(fmt::format("gpuslice: cannot stat state file {}: {}", path, Strerror(errno)));
   }
   if (!S_ISREG(st->st_mode)) {
-    *error = Refuse(path, "it is not a regular file; the state file must be a regular file of mode 0660");
-    return false;
+    return Status::Error(Refuse(path, "it is not a regular file; the state file must be a regular file of mode 0660"));
   }
   if (st->st_mode & S_IWOTH) {
-    *error = Refuse(path, "it is world-writable (mode " + Octal(st->st_mode) +
-                              "); the state file must be mode 0660 or stricter (chmod o-w " + path + ")");
-    return false;
+    return Status::Error(Refuse(
+        path, fmt::format("it is world-writable (mode {}); the state file must be mode 0660 or stricter (chmod o-w {})",
+                          Octal(st->st_mode), path)));
   }
-  return true;
+  return Status::Ok();
 }
 
-enum class Contents { kValid, kUninitialised, kInvalid };
+enum class Contents { kValid, kUninitialised };
 
 // Reads the header through the descriptor (nothing is mapped before it is validated).
-Contents Inspect(int fd, const std::string& path, std::string* error) {
+Result<Contents> Inspect(int fd, const std::string& path) {
   struct stat st {};
   if (fstat(fd, &st) != 0) {
-    *error = "gpuslice: cannot stat state file " + path + ": " + Strerror(errno);
-    return Contents::kInvalid;
+    return Status::Error(fmt::format("gpuslice: cannot stat state file {}: {}", path, Strerror(errno)));
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size == 0) return Contents::kUninitialised;
   alignas(SegmentHeader) unsigned char buffer[sizeof(SegmentHeader)] = {};
   const ssize_t got = pread(fd, buffer, sizeof buffer, 0);
   if (got < 0) {
-    *error = "gpuslice: cannot read state file " + path + ": " + Strerror(errno);
-    return Contents::kInvalid;
+    return Status::Error(fmt::format("gpuslice: cannot read state file {}: {}", path, Strerror(errno)));
   }
   const auto* header = std::launder(reinterpret_cast<const SegmentHeader*>(buffer));
   // Only a creator that died before storing the magic leaves a full-size file without one.
   if (size == kSegmentSize && header->magic == 0) return Contents::kUninitialised;
-  if (!ValidateHeader(*header, size, path, error)) return Contents::kInvalid;
+  if (Status s = ValidateHeader(*header, size, path); !s.ok()) return s;
   std::atomic_thread_fence(std::memory_order_acquire);  // pairs with the creator's magic store
   return Contents::kValid;
 }
@@ -182,16 +155,15 @@ void InitialiseSegment(Segment* segment) {
 }
 
 // Maps the file Boost opens by name, after checking it is the very file validated through fd.
-bool Map(SegmentFile* file, const struct stat& validated, std::string* error) {
+Status Map(SegmentFile* file, const struct stat& validated) {
   const bip::mode_t mode = file->writable ? bip::read_write : bip::read_only;
   // Boost opens its own descriptor (without O_CLOEXEC) and closes it when `mapping` goes out of
-  // scope; the mapping stays valid. The liveness locks use file->fd, never this one.
+  // scope; the mapping stays valid. The liveness locks use file->fd.get(), never this one.
   bip::file_mapping mapping(file->path.c_str(), mode);
   struct stat mapped {};
   if (fstat(mapping.get_mapping_handle().handle, &mapped) != 0 || mapped.st_dev != validated.st_dev ||
       mapped.st_ino != validated.st_ino) {
-    *error = Refuse(file->path, "it was replaced while being opened; retry");
-    return false;
+    return Status::Error(Refuse(file->path, "it was replaced while being opened; retry"));
   }
   bip::mapped_region region(mapping, mode, 0, kSegmentSize);
   file->region.swap(region);
@@ -199,24 +171,22 @@ bool Map(SegmentFile* file, const struct stat& validated, std::string* error) {
   RememberSegmentPath(file->segment, file->path);
   file->device = validated.st_dev;
   file->inode = validated.st_ino;
-  return true;
+  return Status::Ok();
 }
 
 // Initialises an empty (or abandoned) file, holding the flock that serialises creators.
-bool Create(SegmentFile* file, std::string* error) {
-  const int fd = file->fd;
+Status Create(SegmentFile* file) {
+  const int fd = file->fd.get();
   struct stat st {};
   if (fstat(fd, &st) != 0) {
-    *error = "gpuslice: cannot stat state file " + file->path + ": " + Strerror(errno);
-    return false;
+    return Status::Error(fmt::format("gpuslice: cannot stat state file {}: {}", file->path, Strerror(errno)));
   }
   // A segment without magic whose processes still hold their liveness locks was not abandoned
   // by a creator: its magic was overwritten while tenants use it. Initialising it again would
   // reset every ledger under them (a 1 GiB tenant could then hold 2 GiB): refuse instead.
   if (AnyProcessAlive(fd)) {
-    *error = Refuse(file->path, "it is corrupt (its header has no valid magic) while gpuslice processes still use "
-                                "it; stop them (fuser -v shows who has it open), then remove it");
-    return false;
+    return Status::Error(Refuse(file->path, "it is corrupt (its header has no valid magic) while gpuslice processes still use "
+                                "it; stop them (fuser -v shows who has it open), then remove it"));
   }
   // An abandoned file may hold a dead creator's partial writes: start again from zeros. A file
   // of the right size is zeroed in place rather than truncated, so that a reader that mapped it
@@ -224,81 +194,77 @@ bool Create(SegmentFile* file, std::string* error) {
   // out its blocks (it stays sparse), or where the file system cannot, through the mapping.
   const bool sized = static_cast<uint64_t>(st.st_size) == kSegmentSize;
   if (!sized && (ftruncate(fd, 0) != 0 || ftruncate(fd, static_cast<off_t>(kSegmentSize)) != 0 || fstat(fd, &st) != 0)) {
-    *error = "gpuslice: cannot size state file " + file->path + ": " + Strerror(errno);
-    return false;
+    return Status::Error(fmt::format("gpuslice: cannot size state file {}: {}", file->path, Strerror(errno)));
   }
-  if (!Map(file, st, error)) return false;
+  if (Status s = Map(file, st); !s.ok()) return s;
   if (sized && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(kSegmentSize)) != 0)
     std::memset(static_cast<void*>(file->segment), 0, kSegmentSize);
   InitialiseSegment(file->segment);
-  return true;
+  return Status::Ok();
 }
 
 // The creator's flock, waited for at most `bound_ns` (polled: flock has no timeout of its own).
-bool FlockWithin(int fd, int operation, uint64_t bound_ns, const std::string& path, std::string* error) {
+Status FlockWithin(int fd, int operation, uint64_t bound_ns, const std::string& path) {
   constexpr uint64_t kPollNs = 1'000'000;
   for (uint64_t waited = 0;; waited += kPollNs) {
-    if (flock(fd, operation | LOCK_NB) == 0) return true;
+    if (flock(fd, operation | LOCK_NB) == 0) return Status::Ok();
     if (errno != EWOULDBLOCK && errno != EINTR) {
-      *error = "gpuslice: cannot lock state file " + path + ": " + Strerror(errno);
-      return false;
+      return Status::Error(fmt::format("gpuslice: cannot lock state file {}: {}", path, Strerror(errno)));
     }
     if (waited >= bound_ns) break;
     const timespec poll{0, static_cast<long>(kPollNs)};
     nanosleep(&poll, nullptr);
   }
-  char bound[32];
-  std::snprintf(bound, sizeof bound, "%g s", static_cast<double>(bound_ns) / 1e9);
-  *error = "gpuslice: state file " + path + " is being created by a process that has held its creation lock for " +
-           bound + " (stopped or stuck halfway; fuser -v " + path +
-           " shows who has it open); stop that process, or remove the file once no gpuslice process uses it";
-  return false;
+  return Status::Unavailable(
+      fmt::format("gpuslice: state file {} is being created by a process that has held its creation lock for {:g} s "
+                  "(stopped or stuck halfway; fuser -v {} shows who has it open); stop that process, or remove the "
+                  "file once no gpuslice process uses it",
+                  path, static_cast<double>(bound_ns) / 1e9, path));
 }
 
-std::unique_ptr<SegmentFile> Open(const std::string& state_dir, OpenMode mode, std::string* error) {
-  std::string dir;
-  if (!CheckStateDirectory(state_dir, mode == OpenMode::kCreateOrAttach ? DirectoryUse::kCreateIfMissing
-                                                                        : DirectoryUse::kMustExist,
-                           &dir, error))
-    return nullptr;
+Result<std::unique_ptr<SegmentFile>> Open(const std::string& state_dir, OpenMode mode) {
+  Result<std::string> dir = CheckStateDirectory(
+      state_dir, mode == OpenMode::kCreateOrAttach ? DirectoryUse::kCreateIfMissing : DirectoryUse::kMustExist);
+  if (!dir.ok()) return std::move(dir).status();
   auto file = std::make_unique<SegmentFile>();
-  file->path = dir + (dir.back() == '/' ? "" : "/") + kStateFileName;
-  file->fd = OpenStateFile(file->path, mode, &file->writable, error);
-  if (file->fd < 0) return nullptr;
+  file->path = *dir + (dir->back() == '/' ? "" : "/") + kStateFileName;
+  Result<int> fd = OpenStateFile(file->path, mode, &file->writable);
+  if (!fd.ok()) return std::move(fd).status();
+  file->fd.reset(*fd);
   file->owner_pid = getpid();
   struct stat st {};
-  if (!CheckFileKind(file->fd, file->path, &st, error)) return nullptr;
+  if (Status s = CheckFileKind(file->fd.get(), file->path, &st); !s.ok()) return s;
 
-  Contents contents = Inspect(file->fd, file->path, error);
-  if (contents == Contents::kUninitialised) {
+  Result<Contents> contents = Inspect(file->fd.get(), file->path);
+  if (contents.ok() && *contents == Contents::kUninitialised) {
     // Wait for a creator at work (it holds the flock); the kernel drops the flock if it died.
     // Creating takes milliseconds: a creator stopped halfway (SIGSTOP, a debugger) is not waited
     // for past kCreatorBoundNs, so cuInit, gpuslicectl and a scrape fail in bounded time.
-    if (!FlockWithin(file->fd, mode == OpenMode::kCreateOrAttach ? LOCK_EX : LOCK_SH, CreatorBoundNs(), file->path,
-                     error))
-      return nullptr;
-    contents = Inspect(file->fd, file->path, error);
-    if (contents == Contents::kUninitialised) {
-      if (mode != OpenMode::kCreateOrAttach && AnyProcessAlive(file->fd)) {
-        *error = Refuse(file->path, "it is corrupt (its header has no valid magic) while gpuslice processes still "
-                                    "use it; stop them (fuser -v shows who has it open), then remove it");
-        return nullptr;
+    if (Status s = FlockWithin(file->fd.get(), mode == OpenMode::kCreateOrAttach ? LOCK_EX : LOCK_SH, CreatorBoundNs(),
+                               file->path);
+        !s.ok())
+      return s;
+    contents = Inspect(file->fd.get(), file->path);
+    if (contents.ok() && *contents == Contents::kUninitialised) {
+      if (mode != OpenMode::kCreateOrAttach && AnyProcessAlive(file->fd.get())) {
+        return Status::Error(Refuse(file->path, "it is corrupt (its header has no valid magic) while gpuslice processes "
+                                                "still use it; stop them (fuser -v shows who has it open), then remove it"));
       }
       if (mode != OpenMode::kCreateOrAttach) {
-        *error = "gpuslice: state file " + file->path +
-                 " is not initialised yet (its creator died or is still creating it); the next process "
-                 "that attaches through the shim initialises it";
-        return nullptr;
+        return Status::Unavailable(
+            fmt::format("gpuslice: state file {} is not initialised yet (its creator died or is still creating it); "
+                        "the next process that attaches through the shim initialises it",
+                        file->path));
       }
-      if (!Create(file.get(), error)) return nullptr;
-      flock(file->fd, LOCK_UN);
+      if (Status s = Create(file.get()); !s.ok()) return s;
+      flock(file->fd.get(), LOCK_UN);
       return file;
     }
-    flock(file->fd, LOCK_UN);
+    flock(file->fd.get(), LOCK_UN);
   }
-  if (contents == Contents::kInvalid) return nullptr;
-  if (!CheckFileKind(file->fd, file->path, &st, error)) return nullptr;
-  if (!Map(file.get(), st, error)) return nullptr;
+  if (!contents.ok()) return std::move(contents).status();
+  if (Status s = CheckFileKind(file->fd.get(), file->path, &st); !s.ok()) return s;
+  if (Status s = Map(file.get(), st); !s.ok()) return s;
   return file;
 }
 
@@ -306,39 +272,32 @@ std::unique_ptr<SegmentFile> Open(const std::string& state_dir, OpenMode mode, s
 
 SegmentFile::~SegmentFile() {
   if (segment) ForgetSegmentPath(segment);
-  if (fd >= 0) close(fd);
 }
 
-bool ValidateHeader(const SegmentHeader& header, uint64_t file_size, const std::string& path, std::string* error) {
-  const std::string expected_size = std::to_string(kSegmentSize);
+Status ValidateHeader(const SegmentHeader& header, uint64_t file_size, const std::string& path) {
   if (file_size < sizeof(SegmentHeader)) {
-    *error = Refuse(path, "it is truncated (" + std::to_string(file_size) + " bytes; a layout-version-" +
-                              std::to_string(kLayoutVersion) + " state file has " + expected_size + ")" + kRemedy);
-    return false;
+    return Status::Error(Refuse(path, fmt::format("it is truncated ({} bytes; a layout-version-{} state file has {}){}",
+                                                  file_size, kLayoutVersion, kSegmentSize, kRemedy)));
   }
   if (header.magic != kMagic) {
-    *error = Refuse(path, "it is not a gpuslice state file (magic " + Hex(header.magic) + ", expected " +
-                              Hex(kMagic) + ")" + kRemedy);
-    return false;
+    return Status::Error(Refuse(path, fmt::format("it is not a gpuslice state file (magic {}, expected {}){}",
+                                                  Hex(header.magic), Hex(kMagic), kRemedy)));
   }
   if (header.layout_version != kLayoutVersion) {
-    *error = Refuse(path, "it has layout version " + std::to_string(header.layout_version) +
-                              ", this build reads version " + std::to_string(kLayoutVersion) + " only" + kRemedy +
-                              " (or run a gpuslice build of the same version)");
-    return false;
+    return Status::Error(Refuse(path, fmt::format("it has layout version {}, this build reads version {} only{} (or "
+                                                  "run a gpuslice build of the same version)",
+                                                  header.layout_version, kLayoutVersion, kRemedy)));
   }
   if (header.header_size != sizeof(SegmentHeader) || header.segment_size != kSegmentSize ||
       file_size != kSegmentSize) {
-    *error = Refuse(path, "it has " + std::to_string(file_size) + " bytes (its header says " +
-                              std::to_string(header.segment_size) + "), a layout-version-" +
-                              std::to_string(kLayoutVersion) + " state file has " + expected_size +
-                              " (truncated or corrupt)" + kRemedy);
-    return false;
+    return Status::Error(Refuse(
+        path,
+        fmt::format(
+            "it has {} bytes (its header says {}), a layout-version-{} state file has {} (truncated or corrupt){}",
+            file_size, header.segment_size, kLayoutVersion, kSegmentSize, kRemedy)));
   }
   const auto corrupt = [&](const char* field, uint64_t value, uint64_t limit) {
-    *error = Refuse(path, std::string("it is corrupt (") + field + " " + std::to_string(value) + ", valid: " +
-                              std::to_string(limit) + ")" + kRemedy);
-    return false;
+    return Status::Error(Refuse(path, fmt::format("it is corrupt ({} {}, valid: {}){}", field, value, limit, kRemedy)));
   };
   if (header.max_gpus != kMaxGpus) return corrupt("GPU table capacity", header.max_gpus, kMaxGpus);
   if (header.max_tenants != kMaxTenants) return corrupt("tenant table capacity", header.max_tenants, kMaxTenants);
@@ -357,36 +316,32 @@ bool ValidateHeader(const SegmentHeader& header, uint64_t file_size, const std::
   if (header.process_high_water.load() > kMaxProcesses) {
     return corrupt("process count", header.process_high_water.load(), kMaxProcesses);
   }
-  return true;
+  return Status::Ok();
 }
 
-std::unique_ptr<SegmentFile> OpenSegmentFile(const std::string& state_dir, OpenMode mode, std::string* error) {
-  std::string ignored;
-  if (!error) error = &ignored;
+Result<std::unique_ptr<SegmentFile>> OpenSegmentFile(const std::string& state_dir, OpenMode mode) {
   // Boost.Interprocess reports failures by throwing; nothing may escape to the shim's C ABI.
   try {
-    return Open(state_dir, mode, error);
+    return Open(state_dir, mode);
   } catch (const bip::interprocess_exception& e) {
-    *error = "gpuslice: cannot map state file in " + state_dir + ": " + e.what();
+    return Status::Error(fmt::format("gpuslice: cannot map state file in {}: {}", state_dir, e.what()));
   } catch (const std::exception& e) {
-    *error = std::string("gpuslice: cannot attach the broker state in ") + state_dir + ": " + e.what();
+    return Status::Error(fmt::format("gpuslice: cannot attach the broker state in {}: {}", state_dir, e.what()));
   } catch (...) {
-    *error = "gpuslice: cannot attach the broker state in " + state_dir;
+    return Status::Error(fmt::format("gpuslice: cannot attach the broker state in {}", state_dir));
   }
-  return nullptr;
 }
 
-bool ReopenSegmentDescriptor(SegmentFile* file, std::string* error) {
+Status ReopenSegmentDescriptor(SegmentFile* file) {
   UniqueFd fd(open(file->path.c_str(), (file->writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW));
   struct stat st {};
   if (fd.get() < 0 || fstat(fd.get(), &st) != 0 || st.st_dev != file->device || st.st_ino != file->inode) {
-    *error = "gpuslice: state file " + file->path + " was removed or replaced since it was mapped";
-    return false;
+    return Status::Error(
+        fmt::format("gpuslice: state file {} was removed or replaced since it was mapped", file->path));
   }
-  if (file->fd >= 0) close(file->fd);
-  file->fd = fd.release();
+  file->fd = std::move(fd);
   file->owner_pid = getpid();
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace gpuslice::broker

@@ -14,6 +14,8 @@
 #include <boost/interprocess/mapped_region.hpp>
 
 #include "broker/segment_layout.h"
+#include "common/status.h"
+#include "common/unique_fd.h"
 
 namespace gpuslice::broker {
 
@@ -21,9 +23,9 @@ struct SegmentFile {
   ~SegmentFile();
 
   std::string path;
-  // Open (O_CLOEXEC) for the life of the mapping: liveness locks are taken through it. -1 after
-  // ForgetAfterFork until reopened.
-  int fd = -1;
+  // Open (O_CLOEXEC) for the life of the mapping: liveness locks are taken through it. None
+  // after ForgetAfterFork until reopened.
+  UniqueFd fd;
   int owner_pid = 0;         // the process that opened fd (a forked child must open its own)
   bool writable = false;     // false: mapped read-only (a reader without write permission)
   dev_t device = 0;          // identity of the mapped file, to reopen exactly that file
@@ -38,15 +40,15 @@ enum class OpenMode {
   kReadOnly,         // never create, never write: always a read-only mapping (gpuslice-exporter)
 };
 
-// Maps <state_dir>/gpuslice.state. nullptr and one line in *error (naming the file and what would
-// be valid) for anything that is not a compatible, non-world-writable regular file.
-std::unique_ptr<SegmentFile> OpenSegmentFile(const std::string& state_dir, OpenMode mode, std::string* error);
+// Maps <state_dir>/gpuslice.state. An error of one line (naming the file and what would be valid)
+// for anything that is not a compatible, non-world-writable regular file.
+Result<std::unique_ptr<SegmentFile>> OpenSegmentFile(const std::string& state_dir, OpenMode mode);
 
 // Opens a new descriptor (a new open file description, so no lock of the old one is shared) on
-// the mapped file, after fork. False when the file was removed or replaced.
-bool ReopenSegmentDescriptor(SegmentFile* file, std::string* error);
+// the mapped file, after fork. An error when the file was removed or replaced.
+Status ReopenSegmentDescriptor(SegmentFile* file);
 
 // Checks a header read from `path` (file size `file_size`). Exposed for the corrupt-file tests.
-bool ValidateHeader(const SegmentHeader& header, uint64_t file_size, const std::string& path, std::string* error);
+Status ValidateHeader(const SegmentHeader& header, uint64_t file_size, const std::string& path);
 
 }  // namespace gpuslice::broker

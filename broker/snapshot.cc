@@ -130,39 +130,34 @@ void Fill(const Segment& segment, int liveness_fd, Snapshot* out) {
 
 namespace {
 
-bool Take(const std::string& state_dir, OpenMode mode, Snapshot* out, std::string* error) {
-  std::string ignored;
-  if (!error) error = &ignored;
+Result<Snapshot> Take(const std::string& state_dir, OpenMode mode) {
   try {
-    auto file = OpenSegmentFile(state_dir, mode, error);
-    if (!file) return false;
-    *out = Snapshot();
+    Result<std::unique_ptr<SegmentFile>> opened = OpenSegmentFile(state_dir, mode);
+    if (!opened.ok()) return std::move(opened).status();
+    const std::unique_ptr<SegmentFile>& file = *opened;
+    Snapshot snapshot;
+    Snapshot* out = &snapshot;
     out->path = file->path;
     Segment* segment = file->segment;
     if (file->writable) {
       // A table lock in a bad state has been reported (one line): the view is then read as a
       // reader without write permission reads it, unreaped and unlocked.
-      TableLock table(segment, nullptr);
-      if (table.locked()) ReapDeadLocked(segment, file->fd, std::nullopt);
-      Fill(*segment, table.locked() ? -1 : file->fd, out);
+      TableLock table(segment, TableLock::Failure::kReport);
+      if (table.locked()) ReapDeadLocked(segment, file->fd.get(), std::nullopt);
+      Fill(*segment, table.locked() ? -1 : file->fd.get(), out);
     } else {
-      Fill(*segment, file->fd, out);
+      Fill(*segment, file->fd.get(), out);
     }
-    return true;
+    return snapshot;
   } catch (...) {
-    *error = "gpuslice: out of memory taking a snapshot of the broker state";
-    return false;
+    return Status::Error("gpuslice: out of memory taking a snapshot of the broker state");
   }
 }
 
 }  // namespace
 
-bool TakeSnapshot(const std::string& state_dir, Snapshot* out, std::string* error) {
-  return Take(state_dir, OpenMode::kAttachExisting, out, error);
-}
+Result<Snapshot> TakeSnapshot(const std::string& state_dir) { return Take(state_dir, OpenMode::kAttachExisting); }
 
-bool TakeReadOnlySnapshot(const std::string& state_dir, Snapshot* out, std::string* error) {
-  return Take(state_dir, OpenMode::kReadOnly, out, error);
-}
+Result<Snapshot> TakeReadOnlySnapshot(const std::string& state_dir) { return Take(state_dir, OpenMode::kReadOnly); }
 
 }  // namespace gpuslice::broker

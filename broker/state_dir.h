@@ -12,6 +12,8 @@
 
 #include <string>
 
+#include "common/status.h"
+
 namespace gpuslice::broker {
 
 enum class DirectoryUse {
@@ -19,7 +21,7 @@ enum class DirectoryUse {
   kMustExist,
 };
 
-// The resolved, checked state directory in *resolved; false with one line in *error.
-bool CheckStateDirectory(const std::string& dir, DirectoryUse use, std::string* resolved, std::string* error);
+// The resolved, checked state directory, or an error of one line.
+Result<std::string> CheckStateDirectory(const std::string& dir, DirectoryUse use);
 
 }  // namespace gpuslice::broker

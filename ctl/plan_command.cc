@@ -44,12 +44,14 @@ int RunPlan(const PlanOptions& options) {
     std::vector<int> indices;
     if (!ParseIndices(options.gpu, &indices))
       return Fail(kExitUsage, "invalid --gpu '" + options.gpu + "'; expected NVML indices such as 0 or 0,1");
-    std::string error;
-    if (!ReadNvmlGpus(indices, &gpus, &error)) return Fail(kExitFailed, error);
+    Result<std::vector<PlanGpu>> read = ReadNvmlGpus(indices);
+    if (!read.ok()) return Fail(kExitFailed, read.message());
+    gpus = std::move(read).value();
   }
-  std::vector<PlanTenant> tenants;
+  Result<std::vector<PlanTenant>> read_tenants = ReadPlanTenants(options.tenants_file);
+  if (!read_tenants.ok()) return Fail(kExitUsage, read_tenants.message());
+  const std::vector<PlanTenant>& tenants = *read_tenants;
   std::string error;
-  if (!ReadPlanTenants(options.tenants_file, &tenants, &error)) return Fail(kExitUsage, error);
   Plan plan;
   if (!MakePlan(gpus, tenants, &plan, &error)) return Fail(kExitImpossible, error);
   const std::string text = options.json ? RenderPlanJson(plan) : RenderPlanText(plan);

@@ -46,23 +46,21 @@ const gpu::MigGpuModel* ModelOfDeviceName(const std::string& name) {
   return nullptr;
 }
 
-bool ReadNvmlGpus(const std::vector<int>& indices, std::vector<PlanGpu>* gpus, std::string* error) {
+Result<std::vector<PlanGpu>> ReadNvmlGpus(const std::vector<int>& indices) {
   exporter::NvmlDevices nvml;
-  const auto devices = nvml.Read(error);
-  if (!devices) return false;
+  const auto devices = nvml.Read();
+  if (!devices.ok()) return devices.status();
   std::vector<PlanGpu> found;
   for (int index : indices) {
     const auto it = std::find_if(devices->begin(), devices->end(),
                                  [&](const exporter::DeviceFigures& d) { return d.index == index; });
     if (it == devices->end()) {
-      *error = "NVML has no GPU " + std::to_string(index) + " (it lists " + std::to_string(devices->size()) +
-               (devices->size() == 1 ? " GPU)" : " GPUs)");
-      return false;
+      return Status::NotFound("NVML has no GPU " + std::to_string(index) + " (it lists " +
+                              std::to_string(devices->size()) + (devices->size() == 1 ? " GPU)" : " GPUs)"));
     }
     found.push_back({index, it->name, it->uuid, it->memory_total, ModelOfDeviceName(it->name)});
   }
-  *gpus = std::move(found);
-  return true;
+  return found;
 }
 
 }  // namespace gpuslice::ctl

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "gpu/mig_profiles.h"
 
 namespace gpuslice::ctl {
@@ -29,9 +30,9 @@ const char* PlanModelChoices();
 // `count` GPUs of `model`.
 std::vector<PlanGpu> GpusOfModel(const gpu::MigGpuModel& model, int count);
 
-// The GPUs of the given NVML indices, read through libnvidia-ml.so.1 (dlopen). False with one
-// line in *error when NVML cannot be loaded or has no such GPU.
-bool ReadNvmlGpus(const std::vector<int>& indices, std::vector<PlanGpu>* gpus, std::string* error);
+// The GPUs of the given NVML indices, read through libnvidia-ml.so.1 (dlopen). An error of one
+// line when NVML cannot be loaded or has no such GPU.
+Result<std::vector<PlanGpu>> ReadNvmlGpus(const std::vector<int>& indices);
 
 // The MIG model an NVML device name stands for ("NVIDIA H200" and "NVIDIA H200 (simulated)" are
 // the H200), or nullptr.

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/quantity.h"
+#include "common/unique_fd.h"
 #include "shim/options.h"
 
 namespace gpuslice::ctl {
@@ -100,57 +101,52 @@ bool ParseTenant(const YAML::Node& node, size_t index, PlanTenant* tenant, std::
 
 }  // namespace
 
-bool ParsePlanTenants(const std::string& text, const std::string& source, std::vector<PlanTenant>* tenants,
-                      std::string* error) {
+Result<std::vector<PlanTenant>> ParsePlanTenants(const std::string& text, const std::string& source) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    *error = source + ": not YAML or JSON (line " + std::to_string(e.mark.line + 1) + "): " + e.msg;
-    return false;
+    return Status::InvalidArgument(source + ": not YAML or JSON (line " + std::to_string(e.mark.line + 1) +
+                                   "): " + e.msg);
   }
   // The document is {tenants: [...]} or the list itself.
   YAML::Node list = root;
   if (root.IsMap()) {
     for (const auto& field : root) {
       if (Scalar(field.first) != "tenants") {
-        *error = source + ": unknown key '" + Scalar(field.first) + "'; the file holds 'tenants:', a list of tenants";
-        return false;
+        return Status::InvalidArgument(source + ": unknown key '" + Scalar(field.first) +
+                                       "'; the file holds 'tenants:', a list of tenants");
       }
     }
     list = root["tenants"];
   }
   if (!list.IsSequence() || list.size() == 0) {
-    *error = source + ": no tenants; expected 'tenants:' and a list of them, " + kExample;
-    return false;
+    return Status::InvalidArgument(source + ": no tenants; expected 'tenants:' and a list of them, " + kExample);
   }
   std::vector<PlanTenant> parsed(list.size());
   std::set<std::string> names;
   for (size_t i = 0; i < list.size(); ++i) {
     std::string why;
     if (!ParseTenant(list[i], i, &parsed[i], &why)) {
-      *error = source + ": " + why;
-      return false;
+      return Status::InvalidArgument(source + ": " + why);
     }
     if (!names.insert(parsed[i].name).second) {
-      *error = source + ": tenant " + std::to_string(i + 1) + ": the name '" + parsed[i].name +
-               "' is used twice; each tenant needs its own (it is its GPUSLICE_TENANT)";
-      return false;
+      return Status::InvalidArgument(source + ": tenant " + std::to_string(i + 1) + ": the name '" + parsed[i].name +
+                                     "' is used twice; each tenant needs its own (it is its GPUSLICE_TENANT)");
     }
   }
-  *tenants = std::move(parsed);
-  return true;
+  return parsed;
 }
 
-bool ReadPlanTenants(const std::string& path, std::vector<PlanTenant>* tenants, std::string* error) {
+Result<std::vector<PlanTenant>> ReadPlanTenants(const std::string& path) {
   // read(2) rather than a stream: the system's reason (missing, permission, a directory) is
   // what the operator needs, and a stream keeps it from us.
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   std::string text;
-  int why = fd < 0 ? errno : 0;
-  if (fd >= 0) {
+  int why = fd.valid() ? 0 : errno;
+  if (fd.valid()) {
     char chunk[65536];
-    for (ssize_t n; (n = read(fd, chunk, sizeof chunk)) != 0;) {
+    for (ssize_t n; (n = read(fd.get(), chunk, sizeof chunk)) != 0;) {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
         why = errno;
@@ -158,13 +154,11 @@ bool ReadPlanTenants(const std::string& path, std::vector<PlanTenant>* tenants, 
       }
       text.append(chunk, static_cast<size_t>(n));
     }
-    close(fd);
   }
   if (why != 0) {
-    *error = path + ": cannot be read: " + std::strerror(why);
-    return false;
+    return Status::Error(path + ": cannot be read: " + std::strerror(why));
   }
-  return ParsePlanTenants(text, path, tenants, error);
+  return ParsePlanTenants(text, path);
 }
 
 }  // namespace gpuslice::ctl

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace gpuslice::ctl {
 
 struct PlanTenant {
@@ -23,12 +25,11 @@ struct PlanTenant {
   bool NeedsIsolation() const { return !trusted || !fault_tolerant; }
 };
 
-// Reads `path`. False with one line in *error (prefixed with the path) when the file cannot be
-// read, is not YAML/JSON of the documented shape, or a tenant's field is missing or invalid.
-bool ReadPlanTenants(const std::string& path, std::vector<PlanTenant>* tenants, std::string* error);
+// Reads `path`. An error of one line (prefixed with the path) when the file cannot be read, is
+// not YAML/JSON of the documented shape, or a tenant's field is missing or invalid.
+Result<std::vector<PlanTenant>> ReadPlanTenants(const std::string& path);
 
 // The same from text (for tests and the reader above); `source` names it in errors.
-bool ParsePlanTenants(const std::string& text, const std::string& source, std::vector<PlanTenant>* tenants,
-                      std::string* error);
+Result<std::vector<PlanTenant>> ParsePlanTenants(const std::string& text, const std::string& source);
 
 }  // namespace gpuslice::ctl

@@ -119,7 +119,9 @@ int RunSet(const SetOptions& options) {
   std::string error;
   std::unique_ptr<broker::SegmentFile> file;
   try {
-    file = broker::OpenSegmentFile(dir, broker::OpenMode::kAttachExisting, &error);
+    Result<std::unique_ptr<broker::SegmentFile>> opened = broker::OpenSegmentFile(dir, broker::OpenMode::kAttachExisting);
+    if (opened.ok()) file = std::move(opened).value();
+    else error = opened.message();
   } catch (...) {
     error = "out of memory mapping the broker state";
   }

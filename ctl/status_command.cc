@@ -67,9 +67,9 @@ int RunStatus(const StatusOptions& options) {
   const std::string dir = options.state_dir.empty() ? DefaultStateDir() : options.state_dir;
   if (const auto why = ExplainAbsence(dir)) return Fail(*why);
 
-  broker::Snapshot snapshot;
-  std::string error;
-  if (!broker::TakeSnapshot(dir, &snapshot, &error)) return Fail(WithoutBrokerPrefix(error));
+  Result<broker::Snapshot> taken = broker::TakeSnapshot(dir);
+  if (!taken.ok()) return Fail(WithoutBrokerPrefix(taken.message()));
+  broker::Snapshot snapshot = std::move(taken).value();
   SortForDisplay(&snapshot);
 
   // replace: the broker stores tenant names as bytes, and one that is not UTF-8 must not make the

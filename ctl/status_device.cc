@@ -15,8 +15,8 @@ namespace gpuslice::ctl {
 DeviceFiguresByUuid ReadDeviceFigures() {
   DeviceFiguresByUuid devices;
   exporter::NvmlDevices nvml;
-  std::string ignored;  // no NVML: status shows what the broker holds
-  if (const auto read = nvml.Read(&ignored))
+  // No NVML: status shows what the broker holds.
+  if (const auto read = nvml.Read(); read.ok())
     for (const auto& device : *read) devices[UuidKey(device.uuid)] = device;
   return devices;
 }

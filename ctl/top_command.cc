@@ -95,9 +95,9 @@ int RunTop(const TopOptions& options) {
   layout.sort = *sort;
   if (options.once) {
     if (const auto why = ExplainAbsence(dir)) return Fail(*why);
-    broker::Snapshot snapshot;
-    std::string error;
-    if (!broker::TakeSnapshot(dir, &snapshot, &error)) return Fail(WithoutBrokerPrefix(error));
+    Result<broker::Snapshot> taken = broker::TakeSnapshot(dir);
+    if (!taken.ok()) return Fail(WithoutBrokerPrefix(taken.message()));
+    broker::Snapshot snapshot = std::move(taken).value();
     SortForDisplay(&snapshot);
     layout.width = TerminalSize().first;  // every tenant, in rows that fit the terminal if any
     return Write(RenderTop(snapshot, nullptr, layout).text) ? kExitOk
@@ -119,12 +119,12 @@ int RunTop(const TopOptions& options) {
     if (!redraw_only) {
       problem.clear();
       broker::Snapshot next;
-      std::string error;
       if (const auto why = ExplainAbsence(dir)) {
         problem = *why;
-      } else if (!broker::TakeSnapshot(dir, &next, &error)) {
-        problem = WithoutBrokerPrefix(error);
+      } else if (Result<broker::Snapshot> taken = broker::TakeSnapshot(dir); !taken.ok()) {
+        problem = WithoutBrokerPrefix(taken.message());
       } else {
+        next = std::move(taken).value();
         SortForDisplay(&next);
       }
       if (problem.empty()) {

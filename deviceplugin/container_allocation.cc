@@ -26,17 +26,17 @@ void AddShim(const PluginConfig& config, const std::string& tenant, ContainerEdi
 
 std::string LdSoPreloadHostPath(const PluginConfig& config) { return config.host_library + ".preload"; }
 
-bool WriteLdSoPreloadFile(const PluginConfig& config, std::string* error) {
+Status WriteLdSoPreloadFile(const PluginConfig& config) {
   const std::string path = LdSoPreloadHostPath(config);
   const std::string temporary = path + ".tmp";
   std::ofstream out(temporary, std::ios::trunc);
   out << config.container_library << "\n";
   out.close();
   if (!out || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    *error = "gpuslice-device-plugin: cannot write " + path + " (preload: ld.so.preload needs the library's directory writable)";
-    return false;
+    return Status::Error("gpuslice-device-plugin: cannot write " + path +
+                         " (preload: ld.so.preload needs the library's directory writable)");
   }
-  return true;
+  return Status::Ok();
 }
 
 namespace {

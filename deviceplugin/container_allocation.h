@@ -35,7 +35,7 @@ struct ContainerEdits {
 // The host file holding the library's container path, mounted at /etc/ld.so.preload in
 // PreloadMode::kLdSoPreload (written at start by WriteLdSoPreloadFile).
 std::string LdSoPreloadHostPath(const PluginConfig& config);
-bool WriteLdSoPreloadFile(const PluginConfig& config, std::string* error);
+Status WriteLdSoPreloadFile(const PluginConfig& config);
 
 // False with one line in *error for an empty list, a duplicate, an ID that is not this
 // catalog's, a slice of an unhealthy device, or slices split over devices (naming the request,

@@ -40,9 +40,7 @@ KubeletWatch::KubeletWatch(const std::string& plugin_dir, std::vector<PluginEndp
       registered_with_(endpoints_.size(), 0),
       last_error_(endpoints_.size()) {}
 
-KubeletWatch::~KubeletWatch() {
-  if (inotify_fd_ >= 0) close(inotify_fd_);
-}
+KubeletWatch::~KubeletWatch() = default;
 
 bool KubeletWatch::Reconcile(std::string* error, bool* fatal) {
   const ino_t kubelet = InodeOf(kubelet_socket_);
@@ -75,9 +73,9 @@ bool KubeletWatch::Reconcile(std::string* error, bool* fatal) {
 }
 
 bool KubeletWatch::Run(int stop_fd, std::string* error) {
-  inotify_fd_ = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-  if (inotify_fd_ < 0 ||
-      inotify_add_watch(inotify_fd_, plugin_dir_.c_str(), IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM) < 0) {
+  inotify_fd_.reset(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  if (!inotify_fd_.valid() ||
+      inotify_add_watch(inotify_fd_.get(), plugin_dir_.c_str(), IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM) < 0) {
     *error = "gpuslice-device-plugin: cannot watch " + plugin_dir_ + " with inotify";
     return false;
   }
@@ -85,7 +83,7 @@ bool KubeletWatch::Run(int stop_fd, std::string* error) {
     bool fatal = false;
     const bool done = Reconcile(error, &fatal);
     if (fatal) return false;
-    pollfd fds[2] = {{stop_fd, POLLIN, 0}, {inotify_fd_, POLLIN, 0}};
+    pollfd fds[2] = {{stop_fd, POLLIN, 0}, {inotify_fd_.get(), POLLIN, 0}};
     if (poll(fds, 2, done ? kRecheckMs : kRetryMs) < 0 && errno != EINTR) {
       *error = "gpuslice-device-plugin: poll failed";
       return false;
@@ -93,7 +91,7 @@ bool KubeletWatch::Run(int stop_fd, std::string* error) {
     if (fds[0].revents & POLLIN) return true;
     if (fds[1].revents & POLLIN) {
       alignas(inotify_event) char buffer[4096];
-      while (read(inotify_fd_, buffer, sizeof buffer) > 0) {
+      while (read(inotify_fd_.get(), buffer, sizeof buffer) > 0) {
       }
     }
   }

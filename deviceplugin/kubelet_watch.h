@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/unique_fd.h"
 #include "deviceplugin/plugin_endpoint.h"
 
 namespace gpuslice::deviceplugin {
@@ -32,7 +33,7 @@ class KubeletWatch {
   std::vector<PluginEndpoint*> endpoints_;
   std::vector<ino_t> registered_with_;  // per endpoint: the kubelet.sock it registered with, 0 = none
   std::vector<std::string> last_error_;  // per endpoint, so that a retry loop logs a failure once
-  int inotify_fd_ = -1;
+  UniqueFd inotify_fd_;
 };
 
 }  // namespace gpuslice::deviceplugin

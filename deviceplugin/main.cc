@@ -119,7 +119,7 @@ class HealthMonitor {
 bool Prepare(const PluginConfig& config, std::unique_ptr<GpuInventory>* inventory, std::vector<GpuInfo>* gpus,
              int* code, std::string* error) {
   *code = kExitUsage;
-  if (!ValidateConfig(config, error)) return false;
+  if (!ValidateConfig(config).ToBool(error)) return false;
   *code = kExitFailure;
   *inventory = GpuInventory::Open(config.nvml_library, error);
   if (!*inventory) return false;
@@ -178,10 +178,13 @@ int Main(int argc, char** argv) {
 
   PluginConfig config;
   std::string error;
-  if (!config_file.empty() && !LoadConfigFile(config_file, &config, &error)) return Fail(kExitUsage, error);
+  if (!config_file.empty()) {
+    if (Status loaded = LoadConfigFile(config_file, &config); !loaded.ok()) return Fail(kExitUsage, loaded.message());
+  }
   for (const std::string& key : ConfigKeys()) {
     if (flags[key]->count() == 0) continue;
-    if (!SetConfigValue(key, flag_values[key], "--" + FlagName(key), &config, &error)) return Fail(kExitUsage, error);
+    if (Status set = SetConfigValue(key, flag_values[key], "--" + FlagName(key), &config); !set.ok())
+      return Fail(kExitUsage, set.message());
   }
   // Signals are taken through a signalfd: blocked here, before any thread starts (NVML's
   // own among them).
@@ -199,8 +202,9 @@ int Main(int argc, char** argv) {
                 gpus.size(), config.slices_per_gpu, ListBytes(DeviceCatalog(gpus, config.slices_per_gpu)));
     return 0;
   }
-  if (config.preload == PreloadMode::kLdSoPreload && !WriteLdSoPreloadFile(config, &error))
-    return Fail(kExitFailure, error);
+  if (config.preload == PreloadMode::kLdSoPreload) {
+    if (Status written = WriteLdSoPreloadFile(config); !written.ok()) return Fail(kExitFailure, written.message());
+  }
 
   DeviceCatalog catalog(gpus, config.slices_per_gpu);
   for (size_t p = 0; p < gpus.size(); ++p) {

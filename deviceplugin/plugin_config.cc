@@ -143,39 +143,34 @@ const std::vector<std::string>& ConfigKeys() {
   return kKeys;
 }
 
-bool SetConfigValue(const std::string& key, const std::string& value, const std::string& source,
-                    PluginConfig* config, std::string* error) {
+Status SetConfigValue(const std::string& key, const std::string& value, const std::string& source,
+                      PluginConfig* config) {
   if (const char* instead = RemovedKey(key)) {
-    *error = "gpuslice-device-plugin: " + source + " is no longer a key: " + instead + " (docs/kubernetes.md)";
-    return false;
+    return Status::Error("gpuslice-device-plugin: " + source + " is no longer a key: " + instead +
+                         " (docs/kubernetes.md)");
   }
   for (const KeySpec& spec : KeyTable()) {
     if (key != spec.key) continue;
-    if (spec.set(value, config)) return true;
-    *error = "gpuslice-device-plugin: invalid " + source + " '" + value + "'; expected " + spec.expected;
-    return false;
+    if (spec.set(value, config)) return Status::Ok();
+    return Status::Error("gpuslice-device-plugin: invalid " + source + " '" + value + "'; expected " + spec.expected);
   }
   std::string known;
   for (const std::string& k : ConfigKeys()) known += (known.empty() ? "" : ", ") + k;
-  *error = "gpuslice-device-plugin: unknown " + source + "; the keys are " + known;
-  return false;
+  return Status::Error("gpuslice-device-plugin: unknown " + source + "; the keys are " + known);
 }
 
-bool LoadConfigFile(const std::string& path, PluginConfig* config, std::string* error) {
+Status LoadConfigFile(const std::string& path, PluginConfig* config) {
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
   } catch (const YAML::BadFile&) {
-    *error = "gpuslice-device-plugin: cannot read the config file " + path;
-    return false;
+    return Status::Error("gpuslice-device-plugin: cannot read the config file " + path);
   } catch (const YAML::Exception& e) {
-    *error = "gpuslice-device-plugin: " + path + " is not valid YAML: " + e.what();
-    return false;
+    return Status::Error("gpuslice-device-plugin: " + path + " is not valid YAML: " + e.what());
   }
-  if (root.IsNull()) return true;  // an empty file: every default
+  if (root.IsNull()) return Status::Ok();  // an empty file: every default
   if (!root.IsMap()) {
-    *error = "gpuslice-device-plugin: " + path + " must be a YAML mapping of keys such as unitSize: 1Gi";
-    return false;
+    return Status::Error("gpuslice-device-plugin: " + path + " must be a YAML mapping of keys such as unitSize: 1Gi");
   }
   std::map<std::string, int> seen;
   for (const auto& entry : root) {
@@ -184,45 +179,43 @@ bool LoadConfigFile(const std::string& path, PluginConfig* config, std::string* 
     // YAML forbids a key twice in one mapping; yaml-cpp keeps both and a lookup finds one of
     // them, so an operator's edit further down could be silently ignored (or silently win).
     if (seen[key]++ > 0) {
-      *error = "gpuslice-device-plugin: " + source + " appears twice; keep one";
-      return false;
+      return Status::Error("gpuslice-device-plugin: " + source + " appears twice; keep one");
     }
     std::string value;
     if (entry.second.IsSequence()) {
       for (const auto& item : entry.second) {
-        if (!item.IsScalar()) return SetConfigValue(key, "", source, config, error);
+        if (!item.IsScalar()) return SetConfigValue(key, "", source, config);
         value += (value.empty() ? "" : ",") + item.as<std::string>();
       }
       if (value.empty()) value = ",";  // an empty list names no device: refused below
     } else if (entry.second.IsScalar()) {
       value = entry.second.as<std::string>();
     } else if (!entry.second.IsNull()) {
-      return SetConfigValue(key, "<mapping>", source, config, error);
+      return SetConfigValue(key, "<mapping>", source, config);
     }
-    if (!SetConfigValue(key, value, source, config, error)) return false;
+    if (Status s = SetConfigValue(key, value, source, config); !s.ok()) return s;
   }
-  return true;
+  return Status::Ok();
 }
 
-bool ValidateConfig(const PluginConfig& config, std::string* error) {
+Status ValidateConfig(const PluginConfig& config) {
   if (!FileExists(config.host_library)) {
-    *error = "gpuslice-device-plugin: library '" + config.host_library +
-             "' does not exist; copy libgpuslice.so to the host there (the DaemonSet's init container does) "
-             "or set library to where it is";
-    return false;
+    return Status::Error(
+        "gpuslice-device-plugin: library '" + config.host_library +
+        "' does not exist; copy libgpuslice.so to the host there (the DaemonSet's init container does) "
+        "or set library to where it is");
   }
   if (!IsDirectory(config.plugin_dir)) {
-    *error = "gpuslice-device-plugin: pluginDir '" + config.plugin_dir +
-             "' is not a directory; mount the kubelet's /var/lib/kubelet/device-plugins there";
-    return false;
+    return Status::Error("gpuslice-device-plugin: pluginDir '" + config.plugin_dir +
+                         "' is not a directory; mount the kubelet's /var/lib/kubelet/device-plugins there");
   }
   // Every slice mounts it; a missing one would make each container's start fail far from here.
   if (!IsDirectory(config.host_state_dir)) {
-    *error = "gpuslice-device-plugin: stateDir '" + config.host_state_dir +
-             "' is not a directory; create it on the host (mkdir -m 0770) and mount it into the plugin's container";
-    return false;
+    return Status::Error(
+        "gpuslice-device-plugin: stateDir '" + config.host_state_dir +
+        "' is not a directory; create it on the host (mkdir -m 0770) and mount it into the plugin's container");
   }
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace gpuslice::deviceplugin

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace gpuslice::deviceplugin {
 
 enum class PreloadMode {
@@ -35,16 +37,16 @@ struct PluginConfig {
 // The YAML keys, for the error line and --help.
 const std::vector<std::string>& ConfigKeys();
 
-// Reads a YAML file of ConfigKeys() over *config. False with one line in *error.
-bool LoadConfigFile(const std::string& path, PluginConfig* config, std::string* error);
+// Reads a YAML file of ConfigKeys() over *config. An error of one line.
+Status LoadConfigFile(const std::string& path, PluginConfig* config);
 
 // Sets one key from its text form (the YAML scalar or the flag's value); `source` names where
 // it came from in the error line ("--unit-size" or "unitSize in /etc/...").
-bool SetConfigValue(const std::string& key, const std::string& value, const std::string& source,
-                    PluginConfig* config, std::string* error);
+Status SetConfigValue(const std::string& key, const std::string& value, const std::string& source,
+                      PluginConfig* config);
 
 // Checks what a single value cannot show: the paths that must exist on the host.
-bool ValidateConfig(const PluginConfig& config, std::string* error);
+Status ValidateConfig(const PluginConfig& config);
 
 // The bound on one ListAndWatch answer: the kubelet reads it with gRPC's default 4 MiB limit
 // on a received message; a quarter of it leaves room for every field's overhead.

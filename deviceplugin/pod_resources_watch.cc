@@ -45,7 +45,7 @@ bool ListTenantPods(const std::string& socket, const std::string& resource, int 
   return true;
 }
 
-bool WritePodsFile(const std::string& path, const std::map<std::string, PodOfTenant>& pods, std::string* error) {
+Status WritePodsFile(const std::string& path, const std::map<std::string, PodOfTenant>& pods) {
   nlohmann::ordered_json tenants = nlohmann::ordered_json::object();
   for (const auto& [tenant, pod] : pods) {
     tenants[tenant] = {{"namespace", pod.namespace_name}, {"pod", pod.pod},         {"container", pod.container},
@@ -57,17 +57,15 @@ bool WritePodsFile(const std::string& path, const std::map<std::string, PodOfTen
     std::ofstream out(temporary, std::ios::trunc);
     out << file.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
     if (!out) {
-      *error = "cannot write " + temporary;
       std::remove(temporary.c_str());
-      return false;
+      return Status::Error("cannot write " + temporary);
     }
   }
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    *error = "cannot rename " + temporary + " to " + path;
     std::remove(temporary.c_str());
-    return false;
+    return Status::Error("cannot rename " + temporary + " to " + path);
   }
-  return true;
+  return Status::Ok();
 }
 
 PodResourcesWatch::PodResourcesWatch(const PluginConfig& config, int interval_ms) {
@@ -113,8 +111,8 @@ void PodResourcesWatch::Poll(const PluginConfig& config) {
                  [&](const auto& a, const auto& b) { return a.first == b.first && same(a.second, b.second); }))
     return;
   const std::string path = config.host_state_dir + "/" + kPodsFileName;
-  if (!WritePodsFile(path, pods, &error)) {
-    std::fprintf(stderr, "gpuslice-device-plugin: %s\n", error.c_str());
+  if (Status written = WritePodsFile(path, pods); !written.ok()) {
+    std::fprintf(stderr, "gpuslice-device-plugin: %s\n", written.message().c_str());
     return;
   }
   for (const auto& [tenant, pod] : pods) {

@@ -32,7 +32,7 @@ bool ListTenantPods(const std::string& socket, const std::string& resource, int 
                     std::map<std::string, PodOfTenant>* pods, std::string* error);
 
 // Writes the map as JSON to `path` (through a temporary file and rename).
-bool WritePodsFile(const std::string& path, const std::map<std::string, PodOfTenant>& pods, std::string* error);
+Status WritePodsFile(const std::string& path, const std::map<std::string, PodOfTenant>& pods);
 
 class PodResourcesWatch {
  public:

@@ -8,20 +8,21 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <memory>
+
+#include "common/unique_fd.h"
 
 namespace gpuslice::exporter {
 
-std::optional<ListenAddress> ParseListenAddress(const std::string& text, std::string* error) {
+Result<ListenAddress> ParseListenAddress(const std::string& text) {
   const std::string valid = std::string(" (expected HOST:PORT, [IPV6]:PORT or :PORT with a port of 1 to 65535, e.g. ") +
                             kDefaultListen + ")";
   if (text.find("://") != std::string::npos) {
-    *error = "--listen '" + text + "' is a URL; give the address alone" + valid;
-    return std::nullopt;
+    return Status::InvalidArgument("--listen '" + text + "' is a URL; give the address alone" + valid);
   }
   const size_t colon = text.rfind(':');
   if (colon == std::string::npos) {
-    *error = "--listen '" + text + "' has no port" + valid;
-    return std::nullopt;
+    return Status::InvalidArgument("--listen '" + text + "' has no port" + valid);
   }
   ListenAddress address;
   address.host = text.substr(0, colon);
@@ -29,16 +30,14 @@ std::optional<ListenAddress> ParseListenAddress(const std::string& text, std::st
   if (bracketed) {
     address.host = address.host.substr(1, address.host.size() - 2);
   } else if (address.host.find(':') != std::string::npos) {
-    *error = "--listen '" + text + "': an IPv6 address must be written in brackets" + valid;
-    return std::nullopt;
+    return Status::InvalidArgument("--listen '" + text + "': an IPv6 address must be written in brackets" + valid);
   }
   if (address.host.empty()) address.host = "0.0.0.0";
   const std::string port = text.substr(colon + 1);
   bool digits = !port.empty() && port.size() <= 5;
   for (char c : port) digits = digits && std::isdigit(static_cast<unsigned char>(c));
   if (!digits || std::stoi(port) < 1 || std::stoi(port) > 65535) {
-    *error = "--listen '" + text + "': '" + port + "' is not a port" + valid;
-    return std::nullopt;
+    return Status::InvalidArgument("--listen '" + text + "': '" + port + "' is not a port" + valid);
   }
   address.port = std::stoi(port);
   // 300.1.1.1 and typos are usage errors, found here rather than as a failure to listen.
@@ -50,9 +49,9 @@ std::optional<ListenAddress> ParseListenAddress(const std::string& text, std::st
   const int resolved = getaddrinfo(address.host.c_str(), nullptr, &hints, &found);
   if (found) freeaddrinfo(found);
   if (resolved != 0) {
-    *error = "--listen '" + text + "': '" + address.host + "' is not an " + (bracketed ? "IPv6 " : "") +
-             "address or a name this machine resolves (" + gai_strerror(resolved) + ")" + valid;
-    return std::nullopt;
+    return Status::InvalidArgument("--listen '" + text + "': '" + address.host + "' is not an " +
+                                   (bracketed ? "IPv6 " : "") + "address or a name this machine resolves (" +
+                                   gai_strerror(resolved) + ")" + valid);
   }
   return address;
 }
@@ -64,23 +63,22 @@ std::string WhyCannotListen(const ListenAddress& address) {
   addrinfo* found = nullptr;
   if (getaddrinfo(address.host.c_str(), std::to_string(address.port).c_str(), &hints, &found) != 0 || !found)
     return "does not resolve";
-  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(found, &freeaddrinfo);
+  const UniqueFd fd(socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   std::string why;
-  if (fd < 0) {
+  if (!fd.valid()) {
     why = std::string("cannot open a socket: ") + std::strerror(errno);
   } else {
     int yes = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);  // as the server binds
-    if (bind(fd, found->ai_addr, found->ai_addrlen) != 0) {
+    setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);  // as the server binds
+    if (bind(fd.get(), found->ai_addr, found->ai_addrlen) != 0) {
       const int e = errno;
       if (e == EADDRINUSE) why = "is in use by another process (another exporter, or dcgm-exporter on 9400?)";
       else if (e == EADDRNOTAVAIL) why = "is not an address of this machine";
       else if (e == EACCES) why = "needs CAP_NET_BIND_SERVICE (ports below 1024) or is not permitted";
       else why = std::strerror(e);
     }
-    close(fd);
   }
-  freeaddrinfo(found);
   return why;
 }
 

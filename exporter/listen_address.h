@@ -1,8 +1,9 @@
 // The exporter's --listen value: HOST:PORT, [IPv6]:PORT, or :PORT (every interface).
 #pragma once
 
-#include <optional>
 #include <string>
+
+#include "common/status.h"
 
 namespace gpuslice::exporter {
 
@@ -15,9 +16,9 @@ struct ListenAddress {
 // GPU nodes).
 inline constexpr char kDefaultListen[] = "127.0.0.1:9457";
 
-// nullopt and *error (what is wrong and what would be valid) for anything else: no port, a port
-// out of range, a URL, a host that is neither an address nor a name this machine resolves.
-std::optional<ListenAddress> ParseListenAddress(const std::string& text, std::string* error);
+// An error (what is wrong and what would be valid) for anything else: no port, a port out of
+// range, a URL, a host that is neither an address nor a name this machine resolves.
+Result<ListenAddress> ParseListenAddress(const std::string& text);
 
 // Binds a probe socket to `address` as the server will, to say why it cannot: "is in use by
 // another process", "is not an address of this machine", "needs CAP_NET_BIND_SERVICE (ports

@@ -93,10 +93,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? kExitOk : kExitUsage;
   }
-  std::string error;
-  const auto address = ParseListenAddress(listen, &error);
-  if (!address) {
-    std::fprintf(stderr, "gpuslice-exporter: %s\n", error.c_str());
+  const auto address = ParseListenAddress(listen);
+  if (!address.ok()) {
+    std::fprintf(stderr, "gpuslice-exporter: %s\n", address.message().c_str());
     return kExitUsage;
   }
 
@@ -125,12 +124,12 @@ int main(int argc, char** argv) {
   // on Linux). TCP_NODELAY sends it at once (bench/exporter_scrape_bench.cc, BM_HttpScrape).
   server.set_tcp_nodelay(true);
   server.Get("/metrics", [&](const httplib::Request& request, httplib::Response& response) {
-    gpuslice::broker::Snapshot snapshot;
-    std::string segment_error, nvml_error;
-    const bool have_snapshot = gpuslice::broker::TakeReadOnlySnapshot(state_dir, &snapshot, &segment_error);
-    segment_log.Report(have_snapshot, segment_error);
-    const auto devices = nvml.Read(&nvml_error);
-    nvml_log.Report(devices.has_value(), nvml_error);
+    gpuslice::Result<gpuslice::broker::Snapshot> taken = gpuslice::broker::TakeReadOnlySnapshot(state_dir);
+    const bool have_snapshot = taken.ok();
+    segment_log.Report(have_snapshot, taken.message());
+    gpuslice::broker::Snapshot snapshot = have_snapshot ? std::move(taken).value() : gpuslice::broker::Snapshot();
+    const auto devices = nvml.Read();
+    nvml_log.Report(devices.ok(), devices.message());
     std::set<std::string> first_seen;
     {
       std::lock_guard lock(first_sight_mutex);
@@ -139,7 +138,7 @@ int main(int argc, char** argv) {
     }
     const gpuslice::PodNames pods = gpuslice::ReadPodNames(state_dir);
     std::string body;
-    RenderMetrics({have_snapshot ? &snapshot : nullptr, devices ? &*devices : nullptr, &pods, &first_seen}, &body);
+    RenderMetrics({have_snapshot ? &snapshot : nullptr, devices.ok() ? &*devices : nullptr, &pods, &first_seen}, &body);
     // Compressed here at level 1 when the client accepts gzip (Prometheus does), else sent as it
     // is. Either way through a content provider of known length: httplib would compress a body
     // of text again itself, at level 6 or with brotli (gzip_body.h), but sends such a provider's

@@ -14,20 +14,18 @@ struct NvmlDevices::Api : nvml::DeviceQueries {
   decltype(&nvmlDeviceGetComputeRunningProcesses_v3) processes = nullptr;
 };
 
-NvmlDevices::~NvmlDevices() {
-  // Neither nvmlShutdown nor dlclose: other threads may still be reading at exit.
-  delete api_;
-}
+// Neither nvmlShutdown nor dlclose: other threads may still be reading at exit.
+NvmlDevices::NvmlDevices() = default;
+NvmlDevices::~NvmlDevices() = default;
 
-bool NvmlDevices::Load(std::string* error) {
+Status NvmlDevices::Load() {
   if (!library_) {
     std::string why;
     library_ = nvml::Open(nvml::kLibrary, &why);
     if (!library_) {
-      *error = std::string("cannot load ") + nvml::kLibrary + ": " + why;
-      return false;
+      return Status::Error(std::string("cannot load ") + nvml::kLibrary + ": " + why);
     }
-    api_ = new Api;
+    api_ = std::make_unique<Api>();
     auto bind = [this](auto* fn, const char* name) {
       *fn = nvml::Symbol<std::remove_reference_t<decltype(*fn)>>(library_, name);
     };
@@ -36,28 +34,26 @@ bool NvmlDevices::Load(std::string* error) {
     bind(&api_->processes, "nvmlDeviceGetComputeRunningProcesses_v3");
   }
   if (!api_->init || !api_->count || !api_->handle_by_index || !api_->uuid || !api_->name || !api_->memory) {
-    *error = "libnvidia-ml.so.1 lacks nvmlInit_v2, nvmlDeviceGetCount_v2, nvmlDeviceGetHandleByIndex_v2, "
-             "nvmlDeviceGetUUID, nvmlDeviceGetName or nvmlDeviceGetMemoryInfo";
-    return false;
+    return Status::Error(
+        "libnvidia-ml.so.1 lacks nvmlInit_v2, nvmlDeviceGetCount_v2, nvmlDeviceGetHandleByIndex_v2, "
+        "nvmlDeviceGetUUID, nvmlDeviceGetName or nvmlDeviceGetMemoryInfo");
   }
   if (!initialised_) {
     const nvmlReturn_t rc = api_->init();
     if (rc != NVML_SUCCESS) {
-      *error = "nvmlInit_v2 failed with NVML error " + std::to_string(static_cast<int>(rc));
-      return false;
+      return Status::Error("nvmlInit_v2 failed with NVML error " + std::to_string(static_cast<int>(rc)));
     }
     initialised_ = true;
   }
-  return true;
+  return Status::Ok();
 }
 
-std::optional<std::vector<DeviceFigures>> NvmlDevices::Read(std::string* error) {
+Result<std::vector<DeviceFigures>> NvmlDevices::Read() {
   std::lock_guard lock(mutex_);
-  if (!Load(error)) return std::nullopt;
+  if (Status loaded = Load(); !loaded.ok()) return loaded;
   unsigned int count = 0;
   if (const nvmlReturn_t rc = api_->count(&count); rc != NVML_SUCCESS) {
-    *error = "nvmlDeviceGetCount_v2 failed with NVML error " + std::to_string(static_cast<int>(rc));
-    return std::nullopt;
+    return Status::Error("nvmlDeviceGetCount_v2 failed with NVML error " + std::to_string(static_cast<int>(rc)));
   }
   std::vector<DeviceFigures> devices;
   for (unsigned int i = 0; i < count; ++i) {

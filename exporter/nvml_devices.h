@@ -3,33 +3,34 @@
 // missing or not loaded yet; it tries again at every scrape until NVML answers.
 #pragma once
 
+#include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "exporter/metrics_text.h"
 
 namespace gpuslice::exporter {
 
 class NvmlDevices {
  public:
-  NvmlDevices() = default;
+  NvmlDevices();
   ~NvmlDevices();
   NvmlDevices(const NvmlDevices&) = delete;
   NvmlDevices& operator=(const NvmlDevices&) = delete;
 
-  // Every device's figures; nullopt (and *error, one line) when NVML cannot be loaded or
-  // initialised. Safe to call from several threads at once.
-  std::optional<std::vector<DeviceFigures>> Read(std::string* error);
+  // Every device's figures; an error of one line when NVML cannot be loaded or initialised.
+  // Safe to call from several threads at once.
+  Result<std::vector<DeviceFigures>> Read();
 
  private:
-  bool Load(std::string* error);
+  Status Load();
   std::mutex mutex_;
   void* library_ = nullptr;
   bool initialised_ = false;
   struct Api;
-  Api* api_ = nullptr;
+  std::unique_ptr<Api> api_;
 };
 
 }  // namespace gpuslice::exporter

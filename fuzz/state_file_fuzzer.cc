@@ -71,20 +71,21 @@ void WriteFile(const uint8_t* data, size_t size) {
 }
 
 void Exercise() {
-  std::string error;
-  std::unique_ptr<Broker> broker = Broker::Attach(g_dir, &error);
-  if (!broker) {
-    CheckMessage(error);
-    if (error.find(g_dir) == std::string::npos) Fail("refusal does not name the file", error);
+  auto attached = Broker::Attach(g_dir);
+  if (!attached.ok()) {
+    CheckMessage(attached.message());
+    if (attached.message().find(g_dir) == std::string::npos) Fail("refusal does not name the file", attached.message());
     return;
   }
-  if (!broker->Register("fuzz-tenant", &error)) {
-    CheckMessage(error);
+  std::unique_ptr<Broker> broker = std::move(attached).value();
+  if (gpuslice::Status registered = broker->Register("fuzz-tenant"); !registered.ok()) {
+    CheckMessage(registered.message());
   } else {
-    const int ledger = broker->OpenLedger(kUuid, kDeviceTotal, kQuota, &error);
-    if (ledger < 0) {
-      CheckMessage(error);
+    const gpuslice::Result<int> opened = broker->OpenLedger(kUuid, kDeviceTotal, kQuota);
+    if (!opened.ok()) {
+      CheckMessage(opened.message());
     } else {
+      const int ledger = *opened;
       if (broker->Reserve(ledger, 2 * kQuota)) Fail("unlimited", "a 1 MiB quota admitted 2 MiB");
       if (broker->Reserve(ledger, 4096)) broker->Release(ledger, 4096);
       (void)broker->Used(ledger);
@@ -93,8 +94,7 @@ void Exercise() {
     }
     broker->ReapDeadProcesses();
   }
-  gpuslice::broker::Snapshot snapshot;
-  if (!gpuslice::broker::TakeSnapshot(g_dir, &snapshot, &error)) CheckMessage(error);
+  if (auto snapshot = gpuslice::broker::TakeSnapshot(g_dir); !snapshot.ok()) CheckMessage(snapshot.message());
   broker.reset();
 }
 
@@ -115,12 +115,14 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     rmdir(g_dir.c_str());
   });
   // The template: a populated segment whose registered process is gone once it is copied.
-  std::string error;
   {
-    auto broker = Broker::Attach(g_dir, &error);
-    if (!broker || !broker->Register("fuzz-tenant", &error)) Fail("template", error);
-    const int ledger = broker->OpenLedger(kUuid, kDeviceTotal, kQuota, &error);
-    if (ledger < 0 || !broker->Reserve(ledger, 65536)) Fail("template ledger", error);
+    auto attached = Broker::Attach(g_dir);
+    if (!attached.ok()) Fail("template", attached.message());
+    const std::unique_ptr<Broker> broker = std::move(attached).value();
+    if (gpuslice::Status registered = broker->Register("fuzz-tenant"); !registered.ok())
+      Fail("template", registered.message());
+    const gpuslice::Result<int> ledger = broker->OpenLedger(kUuid, kDeviceTotal, kQuota);
+    if (!ledger.ok() || !broker->Reserve(*ledger, 65536)) Fail("template ledger", ledger.message());
     g_template = new std::vector<uint8_t>(ReadFile(g_file));
   }
   return 0;

@@ -81,11 +81,11 @@ int LoadInputs(PlaceCommand& c, Inputs* in) {
       return Usage("--policies: unknown policy '" + p + "'; valid: " + AllPolicies());
   }
   auto nodes_or = ReadNodeList(c.nodes_path);
-  if (auto* e = std::get_if<TraceError>(&nodes_or)) return Usage(e->message);
+  if (!nodes_or.ok()) return Usage(nodes_or.message());
   auto pods_or = ReadPodList(c.pods_path);
-  if (auto* e = std::get_if<TraceError>(&pods_or)) return Usage(e->message);
-  in->nodes = std::move(std::get<std::vector<NodeSpec>>(nodes_or));
-  in->pods = std::move(std::get<std::vector<PodSpec>>(pods_or));
+  if (!pods_or.ok()) return Usage(pods_or.message());
+  in->nodes = std::move(nodes_or).value();
+  in->pods = std::move(pods_or).value();
   if (std::string bad = CheckHasGpus(c.nodes_path, in->nodes); !bad.empty()) return Usage(bad);
   if (std::string bad = CheckGpuModels(c.pods_path, in->pods, in->nodes); !bad.empty()) return Usage(bad);
   if (c.title.empty()) c.title = std::filesystem::path(c.pods_path).stem().string();

@@ -5,8 +5,9 @@
 
 #include <cstdint>
 #include <string>
-#include <variant>
 #include <vector>
+
+#include "common/status.h"
 
 namespace gpuslice::place {
 
@@ -43,17 +44,10 @@ struct PodSpec {
   bool IsFractional() const { return num_gpu == 1 && gpu_milli < kMilliPerGpu; }
 };
 
-// An error as a value: "file:line:column: what is wrong".
-struct TraceError {
-  std::string message;
-};
-
-template <class T>
-using Loaded = std::variant<T, TraceError>;
-
-Loaded<std::vector<NodeSpec>> ReadNodeList(const std::string& path);
+// Bad input is an error (common/status.h) of one line: "file:line:column: what is wrong".
+Result<std::vector<NodeSpec>> ReadNodeList(const std::string& path);
 // Reads the 11-column list (name .. scheduled_time) or the 5-column one (name .. gpu_milli).
-Loaded<std::vector<PodSpec>> ReadPodList(const std::string& path);
+Result<std::vector<PodSpec>> ReadPodList(const std::string& path);
 // A node list must have a GPU (the experiment measures GPUs); says so, naming the file, if not.
 std::string CheckHasGpus(const std::string& node_path, const std::vector<NodeSpec>& nodes);
 // Every model a pod's gpu_spec names must exist on some node; says which pod and model if not.

@@ -36,9 +36,9 @@ struct Table {
   std::vector<Row> rows;
 };
 
-Loaded<Table> ReadTable(const std::string& path, const std::vector<std::string>& required) {
+Result<Table> ReadTable(const std::string& path, const std::vector<std::string>& required) {
   std::ifstream in(path);
-  if (!in) return TraceError{path + ": cannot open the file"};
+  if (!in) return Status::NotFound(path + ": cannot open the file");
   Table table;
   std::string text;
   int line = 0;
@@ -53,12 +53,10 @@ Loaded<Table> ReadTable(const std::string& path, const std::vector<std::string>&
       for (size_t i = 0; i < fields.size(); ++i) table.column[fields[i]] = static_cast<int>(i);
       for (const std::string& name : required) {
         if (!table.column.count(name)) {
-          return TraceError{Where(path, line, static_cast<int>(fields.size()) + 1) + "missing column '" + name +
-                            "' in the header (it needs: " + [&] {
-                              std::string all;
-                              for (const auto& r : required) all += (all.empty() ? "" : ",") + r;
-                              return all;
-                            }() + ")"};
+          std::string all;
+          for (const auto& r : required) all += (all.empty() ? "" : ",") + r;
+          return Status::InvalidArgument(Where(path, line, static_cast<int>(fields.size()) + 1) + "missing column '" +
+                                         name + "' in the header (it needs: " + all + ")");
         }
       }
       width = fields.size();
@@ -67,116 +65,112 @@ Loaded<Table> ReadTable(const std::string& path, const std::vector<std::string>&
     }
     if (fields.size() != width) {
       int column = static_cast<int>(std::min(fields.size(), width)) + 1;
-      return TraceError{Where(path, line, column) + "expected " + std::to_string(width) + " fields as in the header, found " +
-                        std::to_string(fields.size())};
+      return Status::InvalidArgument(Where(path, line, column) + "expected " + std::to_string(width) +
+                                     " fields as in the header, found " + std::to_string(fields.size()));
     }
     table.rows.push_back(Row{line, std::move(fields)});
   }
-  if (!have_header) return TraceError{Where(path, 1, 1) + "the file is empty (expected a header line)"};
-  if (table.rows.empty()) return TraceError{Where(path, line + 1, 1) + "no rows after the header"};
+  if (!have_header) return Status::InvalidArgument(Where(path, 1, 1) + "the file is empty (expected a header line)");
+  if (table.rows.empty()) return Status::InvalidArgument(Where(path, line + 1, 1) + "no rows after the header");
   return table;
 }
 
 // Reads a whole non-negative integer no larger than `max`; on failure says what was found.
-bool ReadCount(const std::string& path, const Row& row, int column, const char* name, int64_t max, int64_t* out,
-               TraceError* error) {
+Status ReadCount(const std::string& path, const Row& row, int column, const char* name, int64_t max, int64_t* out) {
   const std::string& text = row.fields[static_cast<size_t>(column)];
   int64_t value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
-    error->message = Where(path, row.line, column + 1) + name + " must be a whole number, found '" + text + "'";
-    return false;
+    return Status::InvalidArgument(Where(path, row.line, column + 1) + name + " must be a whole number, found '" +
+                                   text + "'");
   }
   if (value < 0) {
-    error->message = Where(path, row.line, column + 1) + name + " must not be negative, found " + text;
-    return false;
+    return Status::InvalidArgument(Where(path, row.line, column + 1) + name + " must not be negative, found " + text);
   }
   if (value > max) {
-    error->message = Where(path, row.line, column + 1) + name + " " + text + " is above the largest valid value " +
-                     std::to_string(max);
-    return false;
+    return Status::InvalidArgument(Where(path, row.line, column + 1) + name + " " + text +
+                                   " is above the largest valid value " + std::to_string(max));
   }
   *out = value;
-  return true;
+  return Status::Ok();
 }
 
 // Timing columns may be empty in the trace; empty reads as -1 (unknown).
-bool ReadTime(const std::string& path, const Row& row, int column, const char* name, int64_t* out, TraceError* error) {
+Status ReadTime(const std::string& path, const Row& row, int column, const char* name, int64_t* out) {
   if (row.fields[static_cast<size_t>(column)].empty()) {
     *out = -1;
-    return true;
+    return Status::Ok();
   }
-  return ReadCount(path, row, column, name, INT64_MAX / 2, out, error);
+  return ReadCount(path, row, column, name, INT64_MAX / 2, out);
 }
 
 }  // namespace
 
-Loaded<std::vector<NodeSpec>> ReadNodeList(const std::string& path) {
+Result<std::vector<NodeSpec>> ReadNodeList(const std::string& path) {
   auto table_or = ReadTable(path, {"sn", "cpu_milli", "memory_mib", "gpu", "model"});
-  if (auto* e = std::get_if<TraceError>(&table_or)) return *e;
-  const Table& table = std::get<Table>(table_or);
+  if (!table_or.ok()) return table_or.status();
+  const Table& table = *table_or;
   const int sn = table.column.at("sn"), cpu = table.column.at("cpu_milli"), mem = table.column.at("memory_mib"),
             gpu = table.column.at("gpu"), model = table.column.at("model");
   std::vector<NodeSpec> nodes;
   std::set<std::string> names;
-  TraceError error;
   for (const Row& row : table.rows) {
     NodeSpec node;
     node.name = row.fields[static_cast<size_t>(sn)];
-    if (node.name.empty()) return TraceError{Where(path, row.line, sn + 1) + "empty node name"};
-    if (!names.insert(node.name).second) return TraceError{Where(path, row.line, sn + 1) + "node '" + node.name + "' listed twice"};
+    if (node.name.empty()) return Status::InvalidArgument(Where(path, row.line, sn + 1) + "empty node name");
+    if (!names.insert(node.name).second)
+      return Status::InvalidArgument(Where(path, row.line, sn + 1) + "node '" + node.name + "' listed twice");
     int64_t gpus = 0;
-    if (!ReadCount(path, row, cpu, "cpu_milli", INT64_MAX / 4, &node.cpu_milli, &error) ||
-        !ReadCount(path, row, mem, "memory_mib", INT64_MAX / 4, &node.memory_mib, &error) ||
-        !ReadCount(path, row, gpu, "gpu", kMaxGpusPerNode, &gpus, &error)) {
-      return error;
-    }
+    Status read = ReadCount(path, row, cpu, "cpu_milli", INT64_MAX / 4, &node.cpu_milli);
+    if (read.ok()) read = ReadCount(path, row, mem, "memory_mib", INT64_MAX / 4, &node.memory_mib);
+    if (read.ok()) read = ReadCount(path, row, gpu, "gpu", kMaxGpusPerNode, &gpus);
+    if (!read.ok()) return read;
     node.gpus = static_cast<int>(gpus);
     node.model = row.fields[static_cast<size_t>(model)];
     if (node.model == "nan") node.model.clear();
     if (node.gpus > 0 && node.model.empty()) {
-      return TraceError{Where(path, row.line, model + 1) + "a node with GPUs needs its GPU model"};
+      return Status::InvalidArgument(Where(path, row.line, model + 1) + "a node with GPUs needs its GPU model");
     }
     nodes.push_back(std::move(node));
   }
   return nodes;
 }
 
-Loaded<std::vector<PodSpec>> ReadPodList(const std::string& path) {
+Result<std::vector<PodSpec>> ReadPodList(const std::string& path) {
   auto table_or = ReadTable(path, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"});
-  if (auto* e = std::get_if<TraceError>(&table_or)) return *e;
-  const Table& table = std::get<Table>(table_or);
+  if (!table_or.ok()) return table_or.status();
+  const Table& table = *table_or;
   auto column_or = [&](const char* name) { return table.column.count(name) ? table.column.at(name) : -1; };
   const int name = column_or("name"), cpu = column_or("cpu_milli"), mem = column_or("memory_mib"),
             num = column_or("num_gpu"), milli = column_or("gpu_milli"), spec = column_or("gpu_spec"),
             created = column_or("creation_time"), deleted = column_or("deletion_time"), qos = column_or("qos");
   std::vector<PodSpec> pods;
-  TraceError error;
   for (const Row& row : table.rows) {
     PodSpec pod;
     pod.line = row.line;
     pod.name = row.fields[static_cast<size_t>(name)];
-    if (pod.name.empty()) return TraceError{Where(path, row.line, name + 1) + "empty pod name"};
+    if (pod.name.empty()) return Status::InvalidArgument(Where(path, row.line, name + 1) + "empty pod name");
     int64_t num_gpu = 0, gpu_milli = 0;
-    if (!ReadCount(path, row, cpu, "cpu_milli", INT64_MAX / 4, &pod.cpu_milli, &error) ||
-        !ReadCount(path, row, mem, "memory_mib", INT64_MAX / 4, &pod.memory_mib, &error) ||
-        !ReadCount(path, row, num, "num_gpu", kMaxGpusPerNode, &num_gpu, &error) ||
-        !ReadCount(path, row, milli, "gpu_milli", kMilliPerGpu, &gpu_milli, &error)) {
-      return error;
-    }
+    Status read = ReadCount(path, row, cpu, "cpu_milli", INT64_MAX / 4, &pod.cpu_milli);
+    if (read.ok()) read = ReadCount(path, row, mem, "memory_mib", INT64_MAX / 4, &pod.memory_mib);
+    if (read.ok()) read = ReadCount(path, row, num, "num_gpu", kMaxGpusPerNode, &num_gpu);
+    if (read.ok()) read = ReadCount(path, row, milli, "gpu_milli", kMilliPerGpu, &gpu_milli);
+    if (!read.ok()) return read;
     pod.num_gpu = static_cast<int>(num_gpu);
     pod.gpu_milli = static_cast<int>(gpu_milli);
     if (pod.num_gpu > 0 && pod.gpu_milli == 0) {
-      return TraceError{Where(path, row.line, milli + 1) + "a pod asking for " + std::to_string(pod.num_gpu) +
-                        " GPU(s) needs gpu_milli between 1 and 1000, found 0"};
+      return Status::InvalidArgument(Where(path, row.line, milli + 1) + "a pod asking for " +
+                                     std::to_string(pod.num_gpu) +
+                                     " GPU(s) needs gpu_milli between 1 and 1000, found 0");
     }
     if (pod.num_gpu == 0 && pod.gpu_milli > 0) {
-      return TraceError{Where(path, row.line, milli + 1) + "gpu_milli " + std::to_string(pod.gpu_milli) +
-                        " given for a pod with num_gpu 0"};
+      return Status::InvalidArgument(Where(path, row.line, milli + 1) + "gpu_milli " + std::to_string(pod.gpu_milli) +
+                                     " given for a pod with num_gpu 0");
     }
     if (pod.num_gpu > 1 && pod.gpu_milli != kMilliPerGpu) {
-      return TraceError{Where(path, row.line, milli + 1) + "only a one-GPU pod may ask for a fraction; num_gpu " +
-                        std::to_string(pod.num_gpu) + " needs gpu_milli 1000, found " + std::to_string(pod.gpu_milli)};
+      return Status::InvalidArgument(
+          Where(path, row.line, milli + 1) + "only a one-GPU pod may ask for a fraction; num_gpu " +
+          std::to_string(pod.num_gpu) + " needs gpu_milli 1000, found " + std::to_string(pod.gpu_milli));
     }
     if (spec >= 0) {
       pod.gpu_spec_column = spec + 1;
@@ -192,8 +186,12 @@ Loaded<std::vector<PodSpec>> ReadPodList(const std::string& path) {
       pod.qos = row.fields[static_cast<size_t>(qos)];
       pod.qos_column = qos + 1;
     }
-    if (created >= 0 && !ReadTime(path, row, created, "creation_time", &pod.creation_time, &error)) return error;
-    if (deleted >= 0 && !ReadTime(path, row, deleted, "deletion_time", &pod.deletion_time, &error)) return error;
+    if (created >= 0) {
+      if (Status s = ReadTime(path, row, created, "creation_time", &pod.creation_time); !s.ok()) return s;
+    }
+    if (deleted >= 0) {
+      if (Status s = ReadTime(path, row, deleted, "deletion_time", &pod.deletion_time); !s.ok()) return s;
+    }
     pods.push_back(std::move(pod));
   }
   return pods;

@@ -9,10 +9,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <memory>
 #include <mutex>
 #include <string_view>
 
 #include "common/proc_rows.h"
+#include "common/unique_fd.h"
 #include "shim/log.h"
 #include "shim/options.h"
 
@@ -90,12 +92,15 @@ RealDriver* LoadDriver() {
   g_options_invalid.store(!valid);
   if (!valid && options.driver_library.empty() && std::getenv("GPUSLICE_DRIVER_LIBRARY")) return nullptr;
   const std::string path = options.driver_library.empty() ? "libcuda.so.1" : options.driver_library;
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
+  // Owned until every check passed: a library refused below is closed again and its RealDriver
+  // freed; an accepted driver stays loaded for the life of the process.
+  UniqueDl library(dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL));
+  if (!library) {
     if (valid) LogError("cannot load the CUDA driver %s: %s", path.c_str(), dlerror());
     return nullptr;
   }
-  auto* driver = new RealDriver();
+  void* handle = library.get();
+  auto driver = std::make_unique<RealDriver>();
   driver->handle = handle;
   struct link_map* map = nullptr;
   if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map) driver->path = map->l_name;
@@ -123,7 +128,8 @@ RealDriver* LoadDriver() {
              driver->path.c_str());
     return nullptr;
   }
-  return driver;
+  (void)library.release();
+  return driver.release();
 }
 
 }  // namespace

@@ -29,15 +29,15 @@ int Client(const std::string& state_dir, int start_fd, Timings* timings, int ind
   char go;
   if (read(start_fd, &go, 1) != 0) return 3;  // EOF when the test closes the pipe: all start together
   const uint64_t start = MonotonicNanos();
-  std::string error;
-  auto broker = Broker::Attach(state_dir, &error);
+  Result<std::unique_ptr<Broker>> attach = Broker::Attach(state_dir);
   const uint64_t attached = MonotonicNanos();
-  if (!broker) {
-    std::fprintf(stderr, "%s\n", error.c_str());
+  if (!attach.ok()) {
+    std::fprintf(stderr, "%s\n", attach.message().c_str());
     return 1;
   }
-  if (!broker->Register("crowd-" + std::to_string(index % 8), &error)) return 1;
-  const int ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, 1ULL << 40, &error);
+  const std::unique_ptr<Broker> broker = std::move(attach).value();
+  if (!broker->Register("crowd-" + std::to_string(index % 8)).ok()) return 1;
+  const int ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, 1ULL << 40).value_or(-1);
   if (ledger < 0 || !broker->Reserve(ledger, kMiB)) return 1;
   broker->Release(ledger, kMiB);
   broker->Unregister();
@@ -88,9 +88,10 @@ TEST(BrokerAttachScaleTest, TwoHundredProcessesAttachingAtOnceDoNotStall) {
   BrokerTempDir dir;
   EXPECT_LT(Round(dir.state_dir(), "cold (racing to create the file)"), 30.0);
   EXPECT_LT(Round(dir.state_dir(), "warm (file in place)"), 30.0);
-  Snapshot snapshot;
   std::string error;
-  ASSERT_TRUE(TakeSnapshot(dir.state_dir(), &snapshot, &error)) << error;
+  Result<Snapshot> taken = TakeSnapshot(dir.state_dir());
+  ASSERT_TRUE(taken.ok()) << taken.message();
+  Snapshot snapshot = taken.ok() ? std::move(taken).value() : Snapshot();
   ASSERT_EQ(snapshot.gpus.size(), 1u);
   EXPECT_EQ(snapshot.gpus[0].tenants.size(), 8u);
   for (const TenantView& tenant : snapshot.gpus[0].tenants) {

@@ -86,9 +86,11 @@ void Racer(Broker* broker, int ledger, Board* board, unsigned seed) {
 
 int RacingProcess(const std::string& state_dir, Board* board, int index) {
   std::string error;
-  auto broker = Broker::Attach(state_dir, &error);
-  if (!broker || !broker->Register("racers", &error)) return 1;
-  const int ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, kQuota, &error);
+  Result<std::unique_ptr<Broker>> attached = Broker::Attach(state_dir);
+  if (!attached.ok()) return 1;
+  std::unique_ptr<Broker> broker = std::move(attached).value();
+  if (!broker->Register("racers").ok()) return 1;
+  const int ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, kQuota).value_or(-1);
   if (ledger < 0) return 1;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
@@ -121,11 +123,12 @@ TEST(BrokerConcurrencyTest, ThreadsOfSeveralProcessesRacingToTheLimitNeverExceed
   EXPECT_LE(board->most_held.load(), kQuota) << "more than the quota was granted at one instant";
   EXPECT_EQ(board->granted_at_the_limit.load(), kQuota) << "racing to the limit grants exactly the quota";
   std::string error;
-  auto observer = Broker::Attach(dir.state_dir(), &error);
-  ASSERT_TRUE(observer) << error;
-  ASSERT_TRUE(observer->Register("racers", &error)) << error;
-  const int ledger = observer->OpenLedger(kTestUuid, kTestGpuTotal, kQuota, &error);
-  ASSERT_GE(ledger, 0) << error;
+  auto observer = ValueOf(Broker::Attach(dir.state_dir()));
+  ASSERT_TRUE(observer);
+  ASSERT_TRUE(IsOk(observer->Register("racers")));
+  const Result<int> ledger_or = observer->OpenLedger(kTestUuid, kTestGpuTotal, kQuota);
+  ASSERT_TRUE(IsOk(ledger_or));
+  const int ledger = ledger_or.value_or(-1);
   EXPECT_EQ(observer->Used(ledger), kQuota);
   EXPECT_FALSE(observer->Reserve(ledger, 1));
 

@@ -42,12 +42,13 @@ class BrokerCrashTest : public ::testing::Test {
  protected:
   std::unique_ptr<Broker> Member(const std::string& tenant, uint64_t quota, int* ledger) {
     std::string error;
-    auto broker = Broker::Attach(dir_.state_dir(), &error);
-    EXPECT_TRUE(broker) << error;
+    auto broker = ValueOf(Broker::Attach(dir_.state_dir()));
+    EXPECT_TRUE(broker);
     if (!broker) return nullptr;
-    EXPECT_TRUE(broker->Register(tenant, &error)) << error;
-    *ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, quota, &error);
-    EXPECT_GE(*ledger, 0) << error;
+    EXPECT_TRUE(IsOk(broker->Register(tenant)));
+    const Result<int> opened = broker->OpenLedger(kTestUuid, kTestGpuTotal, quota);
+    EXPECT_TRUE(IsOk(opened));
+    *ledger = opened.value_or(-1);
     return broker;
   }
 
@@ -64,9 +65,9 @@ class BrokerCrashTest : public ::testing::Test {
 
   // Every ledger of the file, read directly.
   uint64_t TotalUsedOfAllLedgers() {
-    std::string error;
-    auto file = OpenSegmentFile(dir_.state_dir(), OpenMode::kAttachExisting, &error);
-    EXPECT_TRUE(file) << error;
+    auto opened = OpenSegmentFile(dir_.state_dir(), OpenMode::kAttachExisting);
+    EXPECT_TRUE(opened.ok()) << opened.message();
+    const std::unique_ptr<SegmentFile> file = opened.ok() ? std::move(opened).value() : nullptr;
     if (!file) return UINT64_MAX;
     uint64_t total = 0;
     for (const LedgerEntry& ledger : file->segment->ledgers) total += ledger.used.load();
@@ -109,9 +110,9 @@ TEST_F(BrokerCrashTest, LedgerLeftMidUpdateByADeadHolderIsRepairedByTheNextLocke
   // A process dies holding the ledger's mutex after adding to the total but before recording
   // its own charge: the total is now 7 MiB too high and the mutex is owner-dead.
   const pid_t dying = children_.Fork([&] {
-    std::string error;
-    auto file = OpenSegmentFile(dir_.state_dir(), OpenMode::kAttachExisting, &error);
-    if (!file) return 1;
+    auto opened = OpenSegmentFile(dir_.state_dir(), OpenMode::kAttachExisting);
+    if (!opened.ok()) return 1;
+    const std::unique_ptr<SegmentFile> file = std::move(opened).value();
     LedgerEntry& entry = file->segment->ledgers[ledger];
     pthread_mutex_lock(&entry.mutex.mutex.native);
     entry.used.fetch_add(7 * kMiB);
@@ -126,9 +127,9 @@ TEST_F(BrokerCrashTest, LedgerLeftMidUpdateByADeadHolderIsRepairedByTheNextLocke
 
 TEST_F(BrokerCrashTest, TableMutexHeldByADeadProcessBlocksNoOne) {
   const pid_t dying = children_.Fork([&] {
-    std::string error;
-    auto file = OpenSegmentFile(dir_.state_dir(), OpenMode::kCreateOrAttach, &error);
-    if (!file) return 1;
+    auto opened = OpenSegmentFile(dir_.state_dir(), OpenMode::kCreateOrAttach);
+    if (!opened.ok()) return 1;
+    const std::unique_ptr<SegmentFile> file = std::move(opened).value();
     pthread_mutex_lock(&file->segment->header.table_mutex.mutex.native);
     // Half a tenant claim: the high-water mark raised, the entry never published.
     file->segment->header.tenant_high_water.fetch_add(1);
@@ -228,11 +229,11 @@ TEST_F(BrokerCrashTest, ProcessThatLostItsLivenessLockFailsClosedAndCanRegisterA
   careless->Release(ledger, 30 * kMiB);
   EXPECT_EQ(other->Used(other_ledger), 100 * kMiB) << "its release must not touch another's charges";
   std::string error;
-  EXPECT_EQ(careless->OpenLedger(kTestUuid, kTestGpuTotal, 100 * kMiB, &error), -1);
+  error = ErrorOf(careless->OpenLedger(kTestUuid, kTestGpuTotal, 100 * kMiB));
   EXPECT_NE(error.find("lost"), std::string::npos) << error;
 
-  ASSERT_TRUE(careless->Register("alpha", &error)) << error;
-  ASSERT_GE(careless->OpenLedger(kTestUuid, kTestGpuTotal, 100 * kMiB, &error), 0) << error;
+  ASSERT_TRUE(IsOk(careless->Register("alpha")));
+  ASSERT_TRUE(IsOk(careless->OpenLedger(kTestUuid, kTestGpuTotal, 100 * kMiB)));
   other->Release(other_ledger, 10 * kMiB);
   EXPECT_TRUE(careless->Reserve(ledger, 10 * kMiB));
   careless.reset();
@@ -328,9 +329,10 @@ TEST_F(BrokerCrashTest, SigkillLoopLeavesEveryLedgerAtExactlyZero) {
   EXPECT_EQ(survivor->Used(ledger), 0u);
   EXPECT_TRUE(survivor->Reserve(ledger, kQuota)) << "the whole quota is available again";
   survivor.reset();
-  Snapshot snapshot;
   std::string error;
-  ASSERT_TRUE(TakeSnapshot(dir_.state_dir(), &snapshot, &error)) << error;
+  Result<Snapshot> taken = TakeSnapshot(dir_.state_dir());
+  ASSERT_TRUE(taken.ok()) << taken.message();
+  Snapshot snapshot = taken.ok() ? std::move(taken).value() : Snapshot();
   EXPECT_EQ(TotalUsedOfAllLedgers(), 0u);
   std::printf("%llu dead processes reaped, %llu ledgers repaired after their holder died\n",
               static_cast<unsigned long long>(snapshot.processes_reaped),

@@ -20,12 +20,13 @@ class BrokerLedgerTest : public ::testing::Test {
   // A registered member of `tenant` with its ledger on the test GPU opened at `quota`.
   std::unique_ptr<Broker> Member(const std::string& tenant, uint64_t quota, int* ledger) {
     std::string error;
-    auto broker = Broker::Attach(dir_.state_dir(), &error);
-    EXPECT_NE(broker, nullptr) << error;
+    auto broker = ValueOf(Broker::Attach(dir_.state_dir()));
+    EXPECT_NE(broker, nullptr);
     if (!broker) return nullptr;
-    EXPECT_TRUE(broker->Register(tenant, &error)) << error;
-    *ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, quota, &error);
-    EXPECT_GE(*ledger, 0) << error;
+    EXPECT_TRUE(IsOk(broker->Register(tenant)));
+    const Result<int> opened = broker->OpenLedger(kTestUuid, kTestGpuTotal, quota);
+    EXPECT_TRUE(IsOk(opened));
+    *ledger = opened.value_or(-1);
     return broker;
   }
 
@@ -128,10 +129,10 @@ TEST_F(BrokerLedgerTest, LaterProcessAskingForAnotherQuotaIsRefusedWithBothValue
   auto first = Member("alpha", 100 * kMiB, &ledger);
   ASSERT_TRUE(first);
   std::string error;
-  auto second = Broker::Attach(dir_.state_dir(), &error);
-  ASSERT_TRUE(second) << error;
-  ASSERT_TRUE(second->Register("alpha", &error)) << error;
-  EXPECT_EQ(second->OpenLedger(kTestUuid, kTestGpuTotal, 200 * kMiB, &error), -1);
+  auto second = ValueOf(Broker::Attach(dir_.state_dir()));
+  ASSERT_TRUE(second);
+  ASSERT_TRUE(IsOk(second->Register("alpha")));
+  error = ErrorOf(second->OpenLedger(kTestUuid, kTestGpuTotal, 200 * kMiB));
   EXPECT_NE(error.find("104857600 bytes"), std::string::npos) << error;
   EXPECT_NE(error.find("209715200 bytes"), std::string::npos) << error;
   EXPECT_NE(error.find("alpha"), std::string::npos) << error;
@@ -159,11 +160,13 @@ TEST_F(BrokerLedgerTest, GpuTotalMemoryIsRecordedPerUuid) {
   ASSERT_TRUE(broker);
   uint8_t other_gpu[16] = {1};
   std::string error;
-  const int other = broker->OpenLedger(other_gpu, 40ULL << 30, kUnlimited, &error);
-  ASSERT_GE(other, 0) << error;
+  const Result<int> other_or = broker->OpenLedger(other_gpu, 40ULL << 30, kUnlimited);
+  ASSERT_TRUE(IsOk(other_or));
+  const int other = other_or.value_or(-1);
   EXPECT_NE(other, ledger);
-  Snapshot snapshot;
-  ASSERT_TRUE(TakeSnapshot(dir_.state_dir(), &snapshot, &error)) << error;
+  Result<Snapshot> taken = TakeSnapshot(dir_.state_dir());
+  ASSERT_TRUE(taken.ok()) << taken.message();
+  Snapshot snapshot = taken.ok() ? std::move(taken).value() : Snapshot();
   ASSERT_EQ(snapshot.gpus.size(), 2u);
   EXPECT_EQ(snapshot.gpus[0].uuid, FormatUuid(kTestUuid));
   EXPECT_EQ(snapshot.gpus[0].total_memory, kTestGpuTotal);
@@ -176,9 +179,9 @@ TEST_F(BrokerLedgerTest, GpuTotalMemoryIsRecordedPerUuid) {
 // ledgers there too, and leaving returns every charge.
 TEST_F(BrokerLedgerTest, EveryGpuOfAFullNodeHasALedgerOfItsOwn) {
   std::string error;
-  auto alpha = Broker::Attach(dir_.state_dir(), &error);
-  ASSERT_TRUE(alpha) << error;
-  ASSERT_TRUE(alpha->Register("alpha", &error)) << error;
+  auto alpha = ValueOf(Broker::Attach(dir_.state_dir()));
+  ASSERT_TRUE(alpha);
+  ASSERT_TRUE(IsOk(alpha->Register("alpha")));
   const auto uuid_of = [](int g, uint8_t (&uuid)[16]) {
     std::copy(std::begin(kTestUuid), std::end(kTestUuid), uuid);
     uuid[14] = static_cast<uint8_t>(g >> 8);
@@ -189,8 +192,9 @@ TEST_F(BrokerLedgerTest, EveryGpuOfAFullNodeHasALedgerOfItsOwn) {
     uint8_t uuid[16];
     uuid_of(g, uuid);
     const uint64_t quota = static_cast<uint64_t>(g + 1) * kMiB;
-    const int ledger = alpha->OpenLedger(uuid, kTestGpuTotal, quota, &error);
-    ASSERT_GE(ledger, 0) << "GPU " << g << ": " << error;
+    const Result<int> ledger_or = alpha->OpenLedger(uuid, kTestGpuTotal, quota);
+    ASSERT_TRUE(IsOk(ledger_or)) << "GPU " << g;
+    const int ledger = ledger_or.value_or(-1);
     ledgers.push_back(ledger);
     EXPECT_TRUE(alpha->Reserve(ledger, quota)) << "GPU " << g;
     EXPECT_FALSE(alpha->Reserve(ledger, 1)) << "GPU " << g;
@@ -198,18 +202,19 @@ TEST_F(BrokerLedgerTest, EveryGpuOfAFullNodeHasALedgerOfItsOwn) {
   for (int g = 0; g < kMaxGpus; ++g) EXPECT_EQ(alpha->Used(ledgers[g]), (g + 1) * kMiB) << "GPU " << g;
   uint8_t one_more[16];
   uuid_of(kMaxGpus, one_more);
-  EXPECT_EQ(alpha->OpenLedger(one_more, kTestGpuTotal, kMiB, &error), -1);
+  error = ErrorOf(alpha->OpenLedger(one_more, kTestGpuTotal, kMiB));
   EXPECT_NE(error.find("is full (128 GPUs in use)"), std::string::npos) << error;
 
-  auto beta = Broker::Attach(dir_.state_dir(), &error);
-  ASSERT_TRUE(beta) << error;
-  ASSERT_TRUE(beta->Register("beta", &error)) << error;
+  auto beta = ValueOf(Broker::Attach(dir_.state_dir()));
+  ASSERT_TRUE(beta);
+  ASSERT_TRUE(IsOk(beta->Register("beta")));
   // GPUs 64 and 127 without 0 and 63, which have the same bit positions in the first word.
   for (int g : {5, 64, kMaxGpus - 1}) {
     uint8_t uuid[16];
     uuid_of(g, uuid);
-    const int ledger = beta->OpenLedger(uuid, kTestGpuTotal, kMiB, &error);
-    ASSERT_GE(ledger, 0) << "GPU " << g << ": " << error;
+    const Result<int> ledger_or = beta->OpenLedger(uuid, kTestGpuTotal, kMiB);
+    ASSERT_TRUE(IsOk(ledger_or)) << "GPU " << g;
+    const int ledger = ledger_or.value_or(-1);
     EXPECT_TRUE(beta->Reserve(ledger, kMiB)) << "GPU " << g;
     EXPECT_FALSE(beta->Reserve(ledger, 1)) << "GPU " << g;
   }
@@ -219,29 +224,29 @@ TEST_F(BrokerLedgerTest, EveryGpuOfAFullNodeHasALedgerOfItsOwn) {
 
 TEST_F(BrokerLedgerTest, TenantNamesMustBeOneTo63Bytes) {
   std::string error;
-  auto broker = Broker::Attach(dir_.state_dir(), &error);
-  ASSERT_TRUE(broker) << error;
-  EXPECT_FALSE(broker->Register("", &error));
-  EXPECT_FALSE(broker->Register(std::string(64, 'x'), &error));
+  auto broker = ValueOf(Broker::Attach(dir_.state_dir()));
+  ASSERT_TRUE(broker);
+  error = ErrorOf(broker->Register(""));
+  error = ErrorOf(broker->Register(std::string(64, 'x')));
   EXPECT_NE(error.find("1 to 63 bytes"), std::string::npos) << error;
-  EXPECT_TRUE(broker->Register(std::string(63, 'x'), &error)) << error;
+  EXPECT_TRUE(IsOk(broker->Register(std::string(63, 'x'))));
 }
 
 TEST_F(BrokerLedgerTest, RegisteringAgainAsAnotherTenantIsRefused) {
   std::string error;
-  auto broker = Broker::Attach(dir_.state_dir(), &error);
-  ASSERT_TRUE(broker) << error;
-  ASSERT_TRUE(broker->Register("alpha", &error)) << error;
-  EXPECT_TRUE(broker->Register("alpha", &error)) << error;
-  EXPECT_FALSE(broker->Register("beta", &error));
+  auto broker = ValueOf(Broker::Attach(dir_.state_dir()));
+  ASSERT_TRUE(broker);
+  ASSERT_TRUE(IsOk(broker->Register("alpha")));
+  EXPECT_TRUE(IsOk(broker->Register("alpha")));
+  error = ErrorOf(broker->Register("beta"));
   EXPECT_NE(error.find("alpha"), std::string::npos) << error;
 }
 
 TEST_F(BrokerLedgerTest, OpeningALedgerBeforeRegisteringFails) {
   std::string error;
-  auto broker = Broker::Attach(dir_.state_dir(), &error);
-  ASSERT_TRUE(broker) << error;
-  EXPECT_EQ(broker->OpenLedger(kTestUuid, kTestGpuTotal, kMiB, &error), -1);
+  auto broker = ValueOf(Broker::Attach(dir_.state_dir()));
+  ASSERT_TRUE(broker);
+  error = ErrorOf(broker->OpenLedger(kTestUuid, kTestGpuTotal, kMiB));
   EXPECT_NE(error.find("register"), std::string::npos) << error;
   EXPECT_FALSE(broker->Reserve(0, 1));
 }
@@ -252,9 +257,10 @@ TEST_F(BrokerLedgerTest, SnapshotShowsEachTenantsQuotaUseAndProcesses) {
   auto beta = Member("beta", kUnlimited, &beta_ledger);
   ASSERT_TRUE(alpha && beta);
   ASSERT_TRUE(alpha->Reserve(alpha_ledger, 3 * kMiB));
-  Snapshot snapshot;
   std::string error;
-  ASSERT_TRUE(TakeSnapshot(dir_.state_dir(), &snapshot, &error)) << error;
+  Result<Snapshot> taken = TakeSnapshot(dir_.state_dir());
+  ASSERT_TRUE(taken.ok()) << taken.message();
+  Snapshot snapshot = taken.ok() ? std::move(taken).value() : Snapshot();
   EXPECT_EQ(snapshot.path, dir_.state_file());
   EXPECT_EQ(snapshot.layout_version, broker::kLayoutVersion);
   ASSERT_EQ(snapshot.gpus.size(), 1u);

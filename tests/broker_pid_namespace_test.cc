@@ -52,15 +52,17 @@ TEST(BrokerPidNamespaceTest, ProcessInAnotherPidNamespaceIsLiveUntilKilledThenRe
       << "the client runs as PID 1 of its own namespace: " << contained.StdoutSoFar();
 
   std::string error;
-  auto survivor = Broker::Attach(dir.state_dir(), &error);
-  ASSERT_TRUE(survivor) << error;
-  ASSERT_TRUE(survivor->Register("boxed", &error)) << error;
-  const int ledger = survivor->OpenLedger(kTestUuid, kTestGpuTotal, 100 * kMiB, &error);
-  ASSERT_GE(ledger, 0) << error;
+  auto survivor = ValueOf(Broker::Attach(dir.state_dir()));
+  ASSERT_TRUE(survivor);
+  ASSERT_TRUE(IsOk(survivor->Register("boxed")));
+  const Result<int> ledger_or = survivor->OpenLedger(kTestUuid, kTestGpuTotal, 100 * kMiB);
+  ASSERT_TRUE(IsOk(ledger_or));
+  const int ledger = ledger_or.value_or(-1);
   EXPECT_FALSE(survivor->Reserve(ledger, 50 * kMiB)) << "the contained process is alive: nothing is reaped";
   EXPECT_EQ(survivor->Used(ledger), 60 * kMiB);
-  Snapshot snapshot;
-  ASSERT_TRUE(TakeSnapshot(dir.state_dir(), &snapshot, &error)) << error;
+  Result<Snapshot> taken = TakeSnapshot(dir.state_dir());
+  ASSERT_TRUE(taken.ok()) << taken.message();
+  Snapshot snapshot = taken.ok() ? std::move(taken).value() : Snapshot();
   ASSERT_EQ(snapshot.gpus.size(), 1u);
   ASSERT_EQ(snapshot.gpus[0].tenants.size(), 1u);
   bool listed = false;

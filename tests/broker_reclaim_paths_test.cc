@@ -45,12 +45,14 @@ class BrokerReclaimPathsTest : public ::testing::Test {
   void DieHolding(const std::string& tenant, int gpus, uint64_t bytes) {
     const pid_t pid = children_.Fork([&] {
       std::string error;
-      auto broker = Broker::Attach(dir_.state_dir(), &error);
-      if (!broker || !broker->Register(tenant, &error)) return 1;
+      Result<std::unique_ptr<Broker>> attached = Broker::Attach(dir_.state_dir());
+      if (!attached.ok()) return 1;
+      std::unique_ptr<Broker> broker = std::move(attached).value();
+      if (!broker->Register(tenant).ok()) return 1;
       for (int g = 0; g < gpus; ++g) {
         uint8_t uuid[16];
         UuidNumber(g, uuid);
-        const int ledger = broker->OpenLedger(uuid, kTestGpuTotal, 1024 * kMiB, &error);
+        const int ledger = broker->OpenLedger(uuid, kTestGpuTotal, 1024 * kMiB).value_or(-1);
         if (ledger < 0 || (g == 0 && bytes > 0 && !broker->Reserve(ledger, bytes))) return 1;
       }
       raise(SIGKILL);
@@ -61,18 +63,18 @@ class BrokerReclaimPathsTest : public ::testing::Test {
 
   // Read straight from the file: no reap on the way (a snapshot would reap).
   uint64_t UsedOnAllLedgers() {
-    std::string error;
-    auto file = OpenSegmentFile(dir_.state_dir(), OpenMode::kAttachExisting, &error);
-    EXPECT_TRUE(file) << error;
+    auto opened = OpenSegmentFile(dir_.state_dir(), OpenMode::kAttachExisting);
+    EXPECT_TRUE(opened.ok()) << opened.message();
+    const std::unique_ptr<SegmentFile> file = opened.ok() ? std::move(opened).value() : nullptr;
     uint64_t total = 0;
     if (file)
       for (const LedgerEntry& ledger : file->segment->ledgers) total += ledger.used.load();
     return total;
   }
   uint64_t Reaped() {
-    std::string error;
-    auto file = OpenSegmentFile(dir_.state_dir(), OpenMode::kAttachExisting, &error);
-    EXPECT_TRUE(file) << error;
+    auto opened = OpenSegmentFile(dir_.state_dir(), OpenMode::kAttachExisting);
+    EXPECT_TRUE(opened.ok()) << opened.message();
+    const std::unique_ptr<SegmentFile> file = opened.ok() ? std::move(opened).value() : nullptr;
     return file ? file->segment->header.processes_reaped.load() : 0;
   }
 
@@ -87,9 +89,9 @@ TEST_F(BrokerReclaimPathsTest, ATenantTableFullOfDeadProcessesIsReclaimedWhenANe
   ASSERT_EQ(Reaped(), 0u) << "nothing may have been reaped yet";
 
   std::string error;
-  auto newcomer = Broker::Attach(dir_.state_dir(), &error);
-  ASSERT_TRUE(newcomer) << error;
-  EXPECT_TRUE(newcomer->Register("newcomer", &error)) << error;
+  auto newcomer = ValueOf(Broker::Attach(dir_.state_dir()));
+  ASSERT_TRUE(newcomer);
+  EXPECT_TRUE(IsOk(newcomer->Register("newcomer")));
   EXPECT_EQ(Reaped(), static_cast<uint64_t>(kMaxTenants));
   EXPECT_EQ(UsedOnAllLedgers(), 0u) << "the dead tenant's charge was not returned";
 }
@@ -101,9 +103,9 @@ TEST_F(BrokerReclaimPathsTest, AProcessTableFullOfDeadProcessesIsReclaimedWhenAP
   ASSERT_EQ(Reaped(), 0u) << "nothing may have been reaped yet";
 
   std::string error;
-  auto newcomer = Broker::Attach(dir_.state_dir(), &error);
-  ASSERT_TRUE(newcomer) << error;
-  EXPECT_TRUE(newcomer->Register("alpha", &error)) << error;
+  auto newcomer = ValueOf(Broker::Attach(dir_.state_dir()));
+  ASSERT_TRUE(newcomer);
+  EXPECT_TRUE(IsOk(newcomer->Register("alpha")));
   EXPECT_EQ(Reaped(), static_cast<uint64_t>(kMaxProcesses));
   EXPECT_EQ(UsedOnAllLedgers(), 0u) << "the dead process's charge was not returned";
 }
@@ -113,13 +115,13 @@ TEST_F(BrokerReclaimPathsTest, AGpuTableFullOfADeadProcessesGpusIsReclaimedWhenA
   ASSERT_EQ(UsedOnAllLedgers(), 64 * kMiB);
 
   std::string error;
-  auto newcomer = Broker::Attach(dir_.state_dir(), &error);
-  ASSERT_TRUE(newcomer) << error;
-  ASSERT_TRUE(newcomer->Register("beta", &error)) << error;
+  auto newcomer = ValueOf(Broker::Attach(dir_.state_dir()));
+  ASSERT_TRUE(newcomer);
+  ASSERT_TRUE(IsOk(newcomer->Register("beta")));
   ASSERT_EQ(Reaped(), 0u) << "registering must not have reaped: the tables are not full";
   uint8_t another[16];
   UuidNumber(kMaxGpus, another);
-  EXPECT_GE(newcomer->OpenLedger(another, kTestGpuTotal, 1024 * kMiB, &error), 0) << error;
+  EXPECT_TRUE(IsOk(newcomer->OpenLedger(another, kTestGpuTotal, 1024 * kMiB)));
   EXPECT_EQ(Reaped(), 1u);
   EXPECT_EQ(UsedOnAllLedgers(), 0u) << "the dead process's charge was not returned";
 }

@@ -45,9 +45,9 @@ struct WatchState {
 };
 
 bool Sample(const std::string& state_dir, WatchState* watch) {
-  std::string error;
-  auto file = OpenSegmentFile(state_dir, OpenMode::kReadOnly, &error);
-  if (!file) return false;
+  auto opened = OpenSegmentFile(state_dir, OpenMode::kReadOnly);
+  if (!opened.ok()) return false;
+  const std::unique_ptr<SegmentFile> file = std::move(opened).value();
   uint64_t allocations = 0, bytes = 0;
   for (const LedgerEntry& ledger : file->segment->ledgers) {
     allocations += ledger.refused_allocations.load();
@@ -74,9 +74,11 @@ pid_t StartWatcher(ChildGroup* children, const std::string& state_dir, WatchStat
 // than the quota, each time a different size.
 int RefusedMember(const std::string& state_dir, int index, int refusals, bool hold, Reports* reports) {
   std::string error;
-  auto broker = Broker::Attach(state_dir, &error);
-  if (!broker || !broker->Register("tenant", &error)) return 3;
-  const int ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, kQuota, &error);
+  Result<std::unique_ptr<Broker>> attached = Broker::Attach(state_dir);
+  if (!attached.ok()) return 3;
+  std::unique_ptr<Broker> broker = std::move(attached).value();
+  if (!broker->Register("tenant").ok()) return 3;
+  const int ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, kQuota).value_or(-1);
   if (ledger < 0 || !broker->Reserve(ledger, kMiB)) return 4;
   for (int r = 0; r < refusals; ++r) {
     const uint64_t bytes = kQuota + 1 + static_cast<uint64_t>(index) * 7 + static_cast<uint64_t>(r);
@@ -97,9 +99,10 @@ int RefusedMember(const std::string& state_dir, int index, int refusals, bool ho
 
 // The one tenant on the one GPU, as gpuslicectl sees it (after reaping the dead).
 std::optional<TenantView> OnlyTenant(const std::string& state_dir) {
-  Snapshot snapshot;
   std::string error;
-  EXPECT_TRUE(TakeSnapshot(state_dir, &snapshot, &error)) << error;
+  Result<Snapshot> taken = TakeSnapshot(state_dir);
+  EXPECT_TRUE(taken.ok()) << taken.message();
+  Snapshot snapshot = taken.ok() ? std::move(taken).value() : Snapshot();
   if (snapshot.gpus.size() != 1 || snapshot.gpus[0].tenants.size() != 1) {
     ADD_FAILURE() << "expected one GPU with one tenant";
     return std::nullopt;
@@ -112,7 +115,7 @@ TEST(BrokerRefusalCounterTest, ThousandRefusalsAcrossProcessesCountedExactlyThro
   Shared<Reports> reports;
   {
     std::string error;
-    ASSERT_TRUE(Broker::Attach(dir.state_dir(), &error)) << error;  // create the file for the watcher
+    ASSERT_TRUE(IsOk(Broker::Attach(dir.state_dir())));  // create the file for the watcher
   }
   Shared<WatchState> watch;
   ChildGroup children;

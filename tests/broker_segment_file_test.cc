@@ -38,20 +38,19 @@ class BrokerSegmentFileTest : public ::testing::Test {
   // Creates a valid state file (with one tenant holding memory) and lets it go.
   void CreateValidFile() {
     std::string error;
-    auto broker = Broker::Attach(dir_.state_dir(), &error);
-    ASSERT_TRUE(broker) << error;
-    ASSERT_TRUE(broker->Register("alpha", &error)) << error;
-    ASSERT_GE(broker->OpenLedger(kTestUuid, kTestGpuTotal, kMiB, &error), 0) << error;
+    auto broker = ValueOf(Broker::Attach(dir_.state_dir()));
+    ASSERT_TRUE(broker);
+    ASSERT_TRUE(IsOk(broker->Register("alpha")));
+    ASSERT_TRUE(IsOk(broker->OpenLedger(kTestUuid, kTestGpuTotal, kMiB)));
   }
 
   // Attach must fail; returns its message.
   std::string AttachError() {
     std::string error;
-    EXPECT_EQ(Broker::Attach(dir_.state_dir(), &error), nullptr);
+    error = ErrorOf(Broker::Attach(dir_.state_dir()));
     EXPECT_NE(error.find(dir_.state_file()), std::string::npos) << "the message names the file: " << error;
     EXPECT_EQ(error.find('\n'), std::string::npos) << "one line: " << error;
-    std::string existing_error;
-    EXPECT_EQ(Broker::AttachExisting(dir_.state_dir(), &existing_error), nullptr);
+    EXPECT_FALSE(Broker::AttachExisting(dir_.state_dir()).ok());
     return error;
   }
 
@@ -60,20 +59,19 @@ class BrokerSegmentFileTest : public ::testing::Test {
 
 TEST_F(BrokerSegmentFileTest, CreatedDirectoryIs0770AndFileIs0660WhateverTheUmask) {
   const mode_t old_umask = umask(077);
-  std::string error;
-  auto broker = Broker::Attach(dir_.state_dir(), &error);
+  Result<std::unique_ptr<Broker>> broker = Broker::Attach(dir_.state_dir());
   umask(old_umask);
-  ASSERT_TRUE(broker) << error;
+  ASSERT_TRUE(IsOk(broker));
   EXPECT_EQ(ModeOf(dir_.state_dir()), 0770u);
   EXPECT_EQ(ModeOf(dir_.state_file()), 0660u);
-  EXPECT_EQ(broker->path(), dir_.state_file());
+  EXPECT_EQ((*broker)->path(), dir_.state_file());
 }
 
 TEST_F(BrokerSegmentFileTest, ExistingFileKeepsItsStricterMode) {
   CreateValidFile();
   ASSERT_EQ(chmod(dir_.state_file().c_str(), 0600), 0);
   std::string error;
-  EXPECT_TRUE(Broker::Attach(dir_.state_dir(), &error)) << error;
+  EXPECT_TRUE(IsOk(Broker::Attach(dir_.state_dir())));
   EXPECT_EQ(ModeOf(dir_.state_file()), 0600u);
 }
 
@@ -159,7 +157,7 @@ TEST_F(BrokerSegmentFileTest, DirectoryInPlaceOfTheFileIsRefused) {
 TEST_F(BrokerSegmentFileTest, SymbolicLinkInPlaceOfTheFileIsRefused) {
   BrokerTempDir elsewhere;
   std::string error;
-  ASSERT_TRUE(Broker::Attach(elsewhere.state_dir(), &error)) << error;
+  ASSERT_TRUE(IsOk(Broker::Attach(elsewhere.state_dir())));
   std::filesystem::create_directory(dir_.state_dir());
   std::filesystem::create_symlink(elsewhere.state_file(), dir_.state_file());
   error = AttachError();
@@ -173,12 +171,11 @@ TEST_F(BrokerSegmentFileTest, FileAbandonedByACreatorThatDiedIsInitialisedAgain)
   ASSERT_GE(fd, 0);
   ASSERT_EQ(ftruncate(fd, sizeof(Segment)), 0);
   close(fd);
-  std::string error;
-  EXPECT_EQ(Broker::AttachExisting(dir_.state_dir(), &error), nullptr);
+  std::string error = Broker::AttachExisting(dir_.state_dir()).message();
   EXPECT_NE(error.find("not initialised"), std::string::npos) << error;
-  auto broker = Broker::Attach(dir_.state_dir(), &error);
-  ASSERT_TRUE(broker) << error;
-  EXPECT_TRUE(broker->Register("alpha", &error)) << error;
+  auto broker = ValueOf(Broker::Attach(dir_.state_dir()));
+  ASSERT_TRUE(broker);
+  EXPECT_TRUE(IsOk(broker->Register("alpha")));
 }
 
 // What a creator killed halfway wrote is gone, and the file is not filled in to do it: it is
@@ -196,10 +193,10 @@ TEST_F(BrokerSegmentFileTest, FileAbandonedWithPartialWritesStartsAgainFromZeros
     WriteAt(dir_.state_file(), at, &garbage, sizeof garbage);
 
   std::string error;
-  auto broker = Broker::Attach(dir_.state_dir(), &error);
-  ASSERT_TRUE(broker) << error;
-  ASSERT_TRUE(broker->Register("alpha", &error)) << error;
-  ASSERT_GE(broker->OpenLedger(kTestUuid, kTestGpuTotal, kMiB, &error), 0) << error;
+  auto broker = ValueOf(Broker::Attach(dir_.state_dir()));
+  ASSERT_TRUE(broker);
+  ASSERT_TRUE(IsOk(broker->Register("alpha")));
+  ASSERT_TRUE(IsOk(broker->OpenLedger(kTestUuid, kTestGpuTotal, kMiB)));
 
   const int reader = open(dir_.state_file().c_str(), O_RDONLY);
   ASSERT_GE(reader, 0);
@@ -218,27 +215,30 @@ TEST_F(BrokerSegmentFileTest, FileAbandonedWithPartialWritesStartsAgainFromZeros
 }
 
 TEST_F(BrokerSegmentFileTest, AttachExistingOnAMissingDirectoryExplainsItself) {
-  std::string error;
-  EXPECT_EQ(Broker::AttachExisting(dir_.state_dir(), &error), nullptr);
+  Result<std::unique_ptr<Broker>> attached = Broker::AttachExisting(dir_.state_dir());
+  ASSERT_FALSE(attached.ok());
+  std::string error = attached.message();
   EXPECT_NE(error.find(dir_.state_dir()), std::string::npos) << error;
   EXPECT_NE(error.find("does not exist"), std::string::npos) << error;
+  EXPECT_EQ(attached.status().code(), Status::Code::kNotFound);
   EXPECT_FALSE(std::filesystem::exists(dir_.state_dir())) << "AttachExisting never creates anything";
-  Snapshot snapshot;
-  EXPECT_FALSE(TakeSnapshot(dir_.state_dir(), &snapshot, &error));
-  EXPECT_NE(error.find("does not exist"), std::string::npos) << error;
+  Result<Snapshot> snapshot = TakeSnapshot(dir_.state_dir());
+  EXPECT_FALSE(snapshot.ok());
+  EXPECT_NE(snapshot.message().find("does not exist"), std::string::npos) << snapshot.message();
 }
 
 TEST_F(BrokerSegmentFileTest, AttachExistingOnAnEmptyDirectoryExplainsItself) {
   std::filesystem::create_directory(dir_.state_dir());
-  std::string error;
-  EXPECT_EQ(Broker::AttachExisting(dir_.state_dir(), &error), nullptr);
+  Result<std::unique_ptr<Broker>> attached = Broker::AttachExisting(dir_.state_dir());
+  ASSERT_FALSE(attached.ok());
+  const std::string& error = attached.message();
   EXPECT_NE(error.find("no state file " + dir_.state_file()), std::string::npos) << error;
   EXPECT_FALSE(std::filesystem::exists(dir_.state_file()));
 }
 
 TEST_F(BrokerSegmentFileTest, MissingParentDirectoryIsAClearError) {
   std::string error;
-  EXPECT_EQ(Broker::Attach(dir_.root() + "/no/such/parent", &error), nullptr);
+  error = ErrorOf(Broker::Attach(dir_.root() + "/no/such/parent"));
   EXPECT_NE(error.find("cannot create state directory"), std::string::npos) << error;
 }
 
@@ -247,7 +247,7 @@ TEST_F(BrokerSegmentFileTest, StateDirectoryThatIsAFileIsRefused) {
   ASSERT_GE(fd, 0);
   close(fd);
   std::string error;
-  EXPECT_EQ(Broker::Attach(dir_.state_dir(), &error), nullptr);
+  error = ErrorOf(Broker::Attach(dir_.state_dir()));
   EXPECT_NE(error.find("not a directory"), std::string::npos) << error;
 }
 
@@ -259,14 +259,14 @@ TEST_F(BrokerSegmentFileTest, ReaderWithoutWritePermissionGetsAReadOnlySnapshot)
   const pid_t child = ::gpuslice::testing::ForkChild([&] {
     // Root may write any file: become nobody so that only the read-only path remains.
     if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) return 3;
-    std::string error;
-    Snapshot snapshot;
-    if (!TakeSnapshot(dir_.state_dir(), &snapshot, &error)) {
-      std::fprintf(stderr, "%s\n", error.c_str());
+    Result<Snapshot> taken = TakeSnapshot(dir_.state_dir());
+    if (!taken.ok()) {
+      std::fprintf(stderr, "%s\n", taken.message().c_str());
       return 1;
     }
-    auto broker = Broker::AttachExisting(dir_.state_dir(), &error);
-    if (!broker || broker->Register("alpha", &error)) return 4;  // a reader cannot register
+    const Snapshot& snapshot = *taken;
+    Result<std::unique_ptr<Broker>> broker = Broker::AttachExisting(dir_.state_dir());
+    if (!broker.ok() || (*broker)->Register("alpha").ok()) return 4;  // a reader cannot register
     return snapshot.gpus.size() == 1 && snapshot.gpus[0].tenants.size() == 1 ? 0 : 5;
   });
   EXPECT_EQ(::gpuslice::testing::WaitChild(child), 0);

@@ -42,9 +42,9 @@ class BrokerStateDirTest : public ::testing::Test {
 
   // Attach in this process; its error ("" when it attached).
   static std::string AttachError(const std::string& dir) {
-    std::string error;
-    auto broker = Broker::Attach(dir, &error);
-    if (broker) return "";
+    Result<std::unique_ptr<Broker>> broker = Broker::Attach(dir);
+    if (broker.ok()) return "";
+    const std::string& error = broker.message();
     EXPECT_FALSE(error.empty());
     EXPECT_EQ(error.find('\n'), std::string::npos) << "one line: " << error;
     return error;
@@ -92,8 +92,8 @@ TEST_F(BrokerStateDirTest, SymbolicLinkIsResolvedAndItsTargetChecked) {
   const std::string link = dir_.root() + "/link";
   std::filesystem::create_directory_symlink(real, link);
   std::string error;
-  auto broker = Broker::Attach(link, &error);
-  ASSERT_TRUE(broker) << error;
+  auto broker = ValueOf(Broker::Attach(link));
+  ASSERT_TRUE(broker);
   EXPECT_EQ(broker->path(), real + "/gpuslice.state") << "the resolved path is used from then on";
   broker.reset();
 

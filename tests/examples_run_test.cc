@@ -148,11 +148,11 @@ class Sampler {
       if (simquery::TakeSnapshot(sim_state_, &sim, &error) && !sim.devices.empty()) {
         for (const auto& p : sim.devices[0].processes) s.busy[p.pid] = p.busy_ns;
       }
-      broker::Snapshot b;
+      Result<broker::Snapshot> b = Status::NotFound("");
       s.t = MonotonicNanos();
-      if (fs::exists(broker_dir_ + "/" + broker::kStateFileName) && broker::TakeSnapshot(broker_dir_, &b, &error) &&
-          !b.gpus.empty()) {
-        const auto& gpu = b.gpus[0];
+      if (fs::exists(broker_dir_ + "/" + broker::kStateFileName)) b = broker::TakeSnapshot(broker_dir_);
+      if (b.ok() && !b->gpus.empty()) {
+        const auto& gpu = b->gpus[0];
         s.window_start = gpu.window_start_ns;
         s.window_complete = gpu.share_window_complete;
         std::lock_guard<std::mutex> lock(mutex_);

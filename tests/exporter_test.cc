@@ -161,11 +161,12 @@ TEST(ExporterProcessTest, KeepsServingWhileTheStateFileIsMissingAppearsAndIsRecr
 
   auto tenant = [&](uint64_t bytes) {
     std::string error;
-    auto broker = broker::Broker::Attach(dir.state_dir(), &error);
-    EXPECT_TRUE(broker) << error;
-    EXPECT_TRUE(broker->Register("team-a", &error)) << error;
-    const int ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, 64 * kMiB, &error);
-    EXPECT_GE(ledger, 0) << error;
+    auto broker = ValueOf(broker::Broker::Attach(dir.state_dir()));
+    EXPECT_TRUE(broker);
+    EXPECT_TRUE(IsOk(broker->Register("team-a")));
+    const Result<int> ledger_or = broker->OpenLedger(kTestUuid, kTestGpuTotal, 64 * kMiB);
+    EXPECT_TRUE(IsOk(ledger_or));
+    const int ledger = ledger_or.value_or(-1);
     EXPECT_TRUE(broker->Reserve(ledger, bytes));
     EXPECT_FALSE(broker->Reserve(ledger, 64 * kMiB));
     return broker;
@@ -203,11 +204,11 @@ TEST(ExporterProcessTest, BadBytesInNamesNeverMakeThePageInvalid) {
   Exporter exporter(dir.state_dir(), dir.root() + "/no-sim-state");
   ASSERT_TRUE(exporter.WaitServing()) << exporter.process().StderrSoFar();
   std::string error;
-  auto broker = broker::Broker::Attach(dir.state_dir(), &error);
-  ASSERT_TRUE(broker) << error;
+  auto broker = ValueOf(broker::Broker::Attach(dir.state_dir()));
+  ASSERT_TRUE(broker);
   const std::string bad = "bad\xff\xfe\x1bname";
-  ASSERT_TRUE(broker->Register(bad, &error)) << error;
-  ASSERT_GE(broker->OpenLedger(kTestUuid, kTestGpuTotal, 64 * kMiB, &error), 0) << error;
+  ASSERT_TRUE(IsOk(broker->Register(bad)));
+  ASSERT_TRUE(IsOk(broker->OpenLedger(kTestUuid, kTestGpuTotal, 64 * kMiB)));
   // The plugin's map names the tenant (as the snapshot prints it) with a pod of odd characters.
   std::ofstream(dir.state_dir() + "/pods.json")
       << R"({"tenants": {"bad\\xff\\xfe\\x1bname": {"namespace": "ns", "pod": "p\u00ff\u001b", "container": "c"}}})";
@@ -231,8 +232,8 @@ TEST(ExporterProcessTest, AStateDirectoryItMayNotEnterIsLoggedWithItsOwnerModeAn
   if (access(kSetpriv, X_OK) != 0) GTEST_SKIP() << kSetpriv << " is not installed";
   BrokerTempDir dir;
   std::string error;
-  auto broker = broker::Broker::Attach(dir.state_dir(), &error);
-  ASSERT_TRUE(broker) << error;
+  auto broker = ValueOf(broker::Broker::Attach(dir.state_dir()));
+  ASSERT_TRUE(broker);
   ASSERT_EQ(chmod(dir.root().c_str(), 0755), 0);
   ASSERT_EQ(chmod(dir.state_dir().c_str(), 0770), 0);
   const int port = FreeLoopbackPort();
@@ -355,15 +356,16 @@ TEST(ExporterGzipTest, GzipDecodesToTheIdentityPageAndOnlyClientsThatAskGetIt) {
   std::vector<std::unique_ptr<broker::Broker>> tenants;
   for (int t = 0; t < 4; ++t) {
     std::string error;
-    auto broker = broker::Broker::Attach(dir.state_dir(), &error);
-    ASSERT_TRUE(broker) << error;
-    ASSERT_TRUE(broker->Register("team-" + std::to_string(t), &error)) << error;
+    auto broker = ValueOf(broker::Broker::Attach(dir.state_dir()));
+    ASSERT_TRUE(broker);
+    ASSERT_TRUE(IsOk(broker->Register("team-" + std::to_string(t))));
     for (uint8_t g = 0; g < 16; ++g) {
       uint8_t uuid[16];
       std::copy(std::begin(kTestUuid), std::end(kTestUuid), uuid);
       uuid[15] = g;
-      const int ledger = broker->OpenLedger(uuid, kTestGpuTotal, 64 * kMiB, &error);
-      ASSERT_GE(ledger, 0) << error;
+      const Result<int> ledger_or = broker->OpenLedger(uuid, kTestGpuTotal, 64 * kMiB);
+      ASSERT_TRUE(IsOk(ledger_or));
+      const int ledger = ledger_or.value_or(-1);
       ASSERT_TRUE(broker->Reserve(ledger, (t + 1) * kMiB));
     }
     tenants.push_back(std::move(broker));

@@ -98,10 +98,11 @@ class TenantProcess {
     if (pid_ == 0) {
       close(ready[0]);
       std::string error;
-      auto broker = broker::Broker::Attach(state_dir, &error);
+      auto attached = broker::Broker::Attach(state_dir);
+      std::unique_ptr<broker::Broker> broker = attached.ok() ? std::move(attached).value() : nullptr;
       char ok = '0';
-      if (broker && broker->Register(tenant, &error)) {
-        const int ledger = broker->OpenLedger(kUuid, device_total, quota, &error);
+      if (broker && broker->Register(tenant).ok()) {
+        const int ledger = broker->OpenLedger(kUuid, device_total, quota).value_or(-1);
         if (ledger >= 0 && (bytes == 0 || broker->Reserve(ledger, bytes))) ok = '1';
         if (ok == '1' && compute.request_pct != 0) {
           auto* gate = new broker::ComputeGate(broker.get(), ledger);  // lives until the process is killed
@@ -159,8 +160,9 @@ class GpuslicectlTest : public SimTest {
 
   // What the broker itself says about the state directory, as gpuslicectl passes it on.
   std::string BrokersRefusal() {
-    std::string error;
-    EXPECT_EQ(broker::Broker::AttachExisting(state_dir_.path(), &error), nullptr);
+    Result<std::unique_ptr<broker::Broker>> attached = broker::Broker::AttachExisting(state_dir_.path());
+    EXPECT_FALSE(attached.ok());
+    std::string error = attached.message();
     if (error.starts_with("gpuslice: ")) error.erase(0, 10);
     return error + "\n";
   }

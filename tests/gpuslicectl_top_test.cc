@@ -101,11 +101,11 @@ class ForkedTenants {
       const pid_t pid = fork();
       if (pid == 0) {
         close(ready[0]);
-        std::string error;
-        auto broker = broker::Broker::Attach(state_dir, &error);
+        auto attached = broker::Broker::Attach(state_dir);
+        std::unique_ptr<broker::Broker> broker = attached.ok() ? std::move(attached).value() : nullptr;
         char ok = '0';
-        if (broker && broker->Register(name, &error)) {
-          const int ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, 1ULL << 30, &error);
+        if (broker && broker->Register(name).ok()) {
+          const int ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, 1ULL << 30).value_or(-1);
           if (ledger >= 0 && broker->Reserve(ledger, static_cast<uint64_t>(i + 1) << 20)) ok = '1';
         }
         (void)!write(ready[1], &ok, 1);

@@ -17,21 +17,21 @@ using ::testing::HasSubstr;
 
 std::string NodeError(const std::string& text) {
   auto result = ReadNodeList(WriteFixture("nodes.csv", text));
-  EXPECT_TRUE(std::holds_alternative<TraceError>(result)) << "accepted:\n" << text;
-  return std::holds_alternative<TraceError>(result) ? std::get<TraceError>(result).message : "";
+  EXPECT_FALSE(result.ok()) << "accepted:\n" << text;
+  return !result.ok() ? result.message() : "";
 }
 
 std::string PodError(const std::string& text) {
   auto result = ReadPodList(WriteFixture("pods.csv", text));
-  EXPECT_TRUE(std::holds_alternative<TraceError>(result)) << "accepted:\n" << text;
-  return std::holds_alternative<TraceError>(result) ? std::get<TraceError>(result).message : "";
+  EXPECT_FALSE(result.ok()) << "accepted:\n" << text;
+  return !result.ok() ? result.message() : "";
 }
 
 TEST(PlaceTraceReader, ReadsNodesWithAndWithoutGpus) {
   auto result = ReadNodeList(WriteFixture(
       "nodes.csv", std::string(kNodeHeader) + "n0,64000,262144,2,P100\nn1,32000,65536,0,nan\nn2,96000,393216,8,G2\n"));
-  ASSERT_TRUE(std::holds_alternative<std::vector<NodeSpec>>(result)) << std::get<TraceError>(result).message;
-  const auto& nodes = std::get<std::vector<NodeSpec>>(result);
+  ASSERT_TRUE(result.ok()) << result.message();
+  const auto& nodes = *result;
   ASSERT_EQ(nodes.size(), 3u);
   EXPECT_EQ(nodes[0].name, "n0");
   EXPECT_EQ(nodes[0].cpu_milli, 64000);
@@ -49,8 +49,8 @@ TEST(PlaceTraceReader, ReadsTheElevenColumnPodList) {
                       "p1,6000,12288,1,460,V100M16|V100M32,LS,Running,427061,,427061\r\n"
                       "p2,88000,327680,8,1000,nan,Burstable,Succeeded,9437497,10769854,9437497\n"
                       "p3,8000,30517,0,0,,BE,Running,1,2,1\n"));
-  ASSERT_TRUE(std::holds_alternative<std::vector<PodSpec>>(result)) << std::get<TraceError>(result).message;
-  const auto& pods = std::get<std::vector<PodSpec>>(result);
+  ASSERT_TRUE(result.ok()) << result.message();
+  const auto& pods = *result;
   ASSERT_EQ(pods.size(), 4u);
   EXPECT_TRUE(pods[0].gpu_models.empty());
   EXPECT_EQ(pods[0].creation_time, 0);
@@ -67,8 +67,8 @@ TEST(PlaceTraceReader, ReadsTheElevenColumnPodList) {
 
 TEST(PlaceTraceReader, ReadsTheFiveColumnPodList) {
   auto result = ReadPodList(WriteFixture("pods.csv", std::string(kPodHeader5) + "p0,12000,16384,2,1000\np1,6000,12288,1,460\n"));
-  ASSERT_TRUE(std::holds_alternative<std::vector<PodSpec>>(result)) << std::get<TraceError>(result).message;
-  const auto& pods = std::get<std::vector<PodSpec>>(result);
+  ASSERT_TRUE(result.ok()) << result.message();
+  const auto& pods = *result;
   ASSERT_EQ(pods.size(), 2u);
   EXPECT_EQ(pods[0].num_gpu, 2);
   EXPECT_EQ(pods[1].creation_time, -1);
@@ -86,8 +86,8 @@ TEST(PlaceTraceReader, HeaderWithoutRowsIsAnError) {
 
 TEST(PlaceTraceReader, MissingFileIsAnError) {
   auto result = ReadNodeList("/nonexistent/dir/nodes.csv");
-  ASSERT_TRUE(std::holds_alternative<TraceError>(result));
-  EXPECT_THAT(std::get<TraceError>(result).message, HasSubstr("/nonexistent/dir/nodes.csv: cannot open"));
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.message(), HasSubstr("/nonexistent/dir/nodes.csv: cannot open"));
 }
 
 TEST(PlaceTraceReader, MissingColumnNamesTheColumn) {
@@ -142,11 +142,11 @@ TEST(PlaceTraceReader, UnknownGpuModelIsAnError) {
                                                          "p0,1000,1024,1,500,T4,LS,Running,0,1,0\n"
                                                          "p1,1000,1024,1,500,T4|H100,LS,Running,0,1,0\n");
   auto pods = ReadPodList(path);
-  ASSERT_TRUE(std::holds_alternative<std::vector<PodSpec>>(pods));
-  EXPECT_THAT(CheckGpuModels(path, std::get<std::vector<PodSpec>>(pods), nodes),
+  ASSERT_TRUE(pods.ok()) << pods.message();
+  EXPECT_THAT(CheckGpuModels(path, *pods, nodes),
               HasSubstr("pods.csv:3:6: gpu_spec names GPU model 'H100' that no node has (the node list has: P100, T4)"));
   nodes.push_back({"n2", 64000, 262144, 8, "H100"});
-  EXPECT_EQ(CheckGpuModels(path, std::get<std::vector<PodSpec>>(pods), nodes), "");
+  EXPECT_EQ(CheckGpuModels(path, *pods, nodes), "");
 }
 
 }  // namespace

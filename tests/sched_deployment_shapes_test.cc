@@ -118,9 +118,10 @@ TEST_F(SchedDeploymentShapesTest, TheSimulatorCountsTheSurvivorsTimeAfterLeavers
 // own time and the trainer's grant leaves the service's out, so the charges of all tenants add up
 // to at most the time the simulated device was busy (both were charged for the same time: 106%).
 uint64_t ChargedNs(const std::string& state_dir) {
-  broker::Snapshot snap;
   std::string error;
-  EXPECT_TRUE(broker::TakeSnapshot(state_dir, &snap, &error)) << error;
+  Result<broker::Snapshot> taken = broker::TakeSnapshot(state_dir);
+  EXPECT_TRUE(taken.ok()) << taken.message();
+  broker::Snapshot snap = taken.ok() ? std::move(taken).value() : broker::Snapshot();
   uint64_t sum = 0;
   for (const auto& gpu : snap.gpus)
     for (const auto& tenant : gpu.tenants) sum += tenant.service_ns;

@@ -84,10 +84,10 @@ double MeanWaitOfTwoDeepQueues(SchedLatencyTest* test, uint64_t budget_ns) {
   EXPECT_NE(test->gpu().StartReady("a", kDeepQueueTrainer, SchedTest::Managed(50)), nullptr);
   EXPECT_NE(test->gpu().StartReady("b", kDeepQueueTrainer, SchedTest::Managed(50)), nullptr);
   SleepFor(4);
-  broker::Snapshot snapshot;
-  EXPECT_TRUE(broker::TakeSnapshot(test->state_dir(), &snapshot, &error)) << error;
+  const Result<broker::Snapshot> snapshot = broker::TakeSnapshot(test->state_dir());
+  EXPECT_TRUE(snapshot.ok()) << snapshot.message();
   uint64_t waits = 0, wait_ns = 0;
-  for (const auto& gpu : snapshot.gpus) {
+  for (const auto& gpu : snapshot.ok() ? snapshot->gpus : std::vector<broker::GpuView>{}) {
     for (const auto& tenant : gpu.tenants) {
       waits += tenant.waits;
       wait_ns += tenant.wait_ns;

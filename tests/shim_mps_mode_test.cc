@@ -15,8 +15,9 @@ class ShimMpsModeTest : public ShimTest {
   void SetMode(broker::SharingMode mode) {
     ASSERT_EQ(RunShimmed({App("direct"), "alloc", "--chunk", "1Mi"}).exit_code, 0);
     std::string error;
-    auto attached = broker::Broker::AttachExisting(state_dir(), &error);
-    ASSERT_NE(attached, nullptr) << error;
+    Result<std::unique_ptr<broker::Broker>> existing = broker::Broker::AttachExisting(state_dir());
+    ASSERT_TRUE(existing.ok()) << existing.message();
+    const std::unique_ptr<broker::Broker> attached = std::move(existing).value();
     const auto snapshot = BrokerSnapshot();
     ASSERT_EQ(snapshot.gpus.size(), 1u);
     uint8_t uuid[16];

@@ -59,12 +59,13 @@ int main(int argc, char** argv) {
   uint8_t uuid[16];
   if (!gpuslice::broker::ParseUuid(uuid_text, uuid)) return Fail("bad --uuid " + uuid_text);
 
-  std::string error;
-  auto broker = Broker::Attach(state_dir, &error);
-  if (!broker) return Fail(error);
-  if (!broker->Register(tenant, &error)) return Fail(error);
-  const int ledger = broker->OpenLedger(uuid, total, quota, &error);
-  if (ledger < 0) return Fail(error);
+  auto attached = Broker::Attach(state_dir);
+  if (!attached.ok()) return Fail(attached.message());
+  const std::unique_ptr<Broker> broker = std::move(attached).value();
+  if (gpuslice::Status registered = broker->Register(tenant); !registered.ok()) return Fail(registered.message());
+  const gpuslice::Result<int> opened = broker->OpenLedger(uuid, total, quota);
+  if (!opened.ok()) return Fail(opened.message());
+  const int ledger = *opened;
   if (reserve > 0 && !broker->Reserve(ledger, reserve)) return Fail("reservation refused");
   // Never unlocked: the process is killed holding it.
   if (hold_sched_lock &&

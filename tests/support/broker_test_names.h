@@ -8,10 +8,13 @@ namespace gpuslice::broker {
 
 using ::gpuslice::testing::BrokerTempDir;
 using ::gpuslice::testing::ChildGroup;
+using ::gpuslice::testing::ErrorOf;
+using ::gpuslice::testing::IsOk;
 using ::gpuslice::testing::kMiB;
 using ::gpuslice::testing::kTestGpuTotal;
 using ::gpuslice::testing::kTestUuid;
 using ::gpuslice::testing::SecondsSince;
 using ::gpuslice::testing::Shared;
+using ::gpuslice::testing::ValueOf;
 
 }  // namespace gpuslice::broker

@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "broker/broker.h"
+#include "common/status.h"
 
 namespace gpuslice::testing {
 
@@ -156,6 +157,27 @@ inline constexpr uint64_t kMiB = 1ULL << 20;
 
 inline double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// EXPECT_TRUE(IsOk(broker->Register("a"))): on failure, the error's line is the message.
+template <class S>
+::testing::AssertionResult IsOk(const S& status_or_result) {
+  if (status_or_result.ok()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << status_or_result.message();
+}
+
+// The value of a Result that should hold one; the test fails (and T() is returned) when not.
+template <class T>
+T ValueOf(Result<T> result) {
+  EXPECT_TRUE(result.ok()) << result.message();
+  return result.ok() ? std::move(result).value() : T();
+}
+
+// The error's line of a Status or Result that should be an error; the test fails when it is not.
+template <class S>
+std::string ErrorOf(const S& status_or_result) {
+  EXPECT_FALSE(status_or_result.ok()) << "succeeded where an error was expected";
+  return status_or_result.message();
 }
 
 }  // namespace gpuslice::testing

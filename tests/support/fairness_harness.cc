@@ -164,8 +164,9 @@ bool Gpu::SetPolicy(broker::SharingMode mode, uint64_t quantum_ns, std::string* 
     *error = "cannot parse " + snap.devices[0].uuid;
     return false;
   }
-  auto broker = broker::Broker::Attach(state_dir_, error);
-  if (!broker) return false;
+  auto attached = broker::Broker::Attach(state_dir_);
+  if (!attached.ok()) return attached.status().ToBool(error);
+  const std::unique_ptr<broker::Broker> broker = std::move(attached).value();
   const auto set = [&](std::string* why) {
     return broker::SetGpuPolicy(broker->segment(), uuid, mode, quantum_ns, why) &&
            broker::SetGpuBudget(broker->segment(), uuid, budget_ns, why);

@@ -165,9 +165,10 @@ class ShimTest : public SimTest {
   }
 
   broker::Snapshot BrokerSnapshot() const {
-    broker::Snapshot snapshot;
     std::string error;
-    EXPECT_TRUE(broker::TakeSnapshot(state_dir_, &snapshot, &error)) << error;
+    Result<broker::Snapshot> taken = broker::TakeSnapshot(state_dir_);
+    EXPECT_TRUE(taken.ok()) << taken.message();
+    broker::Snapshot snapshot = taken.ok() ? std::move(taken).value() : broker::Snapshot();
     return snapshot;
   }
 
