@@ -89,9 +89,10 @@ void Setup(bool mode_none, bool tracked) {
     uint8_t bytes[16];
     std::memcpy(bytes, uuid.bytes, sizeof bytes);
     auto attached = gpuslice::broker::Broker::Attach(getenv("GPUSLICE_STATE_DIR"));
-    std::string error = attached.message();
-    if (!attached.ok() || !gpuslice::broker::SetGpuPolicy((*attached)->segment(), bytes,
-                                                          gpuslice::broker::SharingMode::kNone, 0, &error)) {
+    gpuslice::Status set = attached.status();
+    if (set.ok()) set = gpuslice::broker::SetGpuPolicy((*attached)->segment(), bytes, gpuslice::broker::SharingMode::kNone, 0);
+    const std::string error = set.message();
+    if (!set.ok()) {
       std::fprintf(stderr, "shim_overhead_bench: cannot set the sharing mode to none: %s\n", error.c_str());
       std::exit(1);
     }

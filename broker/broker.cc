@@ -66,13 +66,6 @@ Result<std::unique_ptr<Broker>> Broker::AttachExisting(const std::string& state_
   }
 }
 
-std::unique_ptr<Broker> Broker::Attach(const std::string& state_dir, std::string* error) {
-  Result<std::unique_ptr<Broker>> broker = Attach(state_dir);
-  if (broker.ok()) return std::move(broker).value();
-  if (error) *error = broker.message();
-  return nullptr;
-}
-
 Status Broker::UseOwnDescriptor() {
   struct stat st {};
   const bool ours = file_->fd.valid() && fstat(file_->fd.get(), &st) == 0 && st.st_dev == file_->device &&
@@ -134,10 +127,6 @@ Status Broker::Register(const std::string& tenant) {
   } catch (...) {
     return Status::Error(kNoMemory);
   }
-}
-
-bool Broker::Register(const std::string& tenant, std::string* error) {
-  return Register(tenant).ToBool(error);
 }
 
 void Broker::Unregister() {
@@ -228,13 +217,6 @@ Result<int> Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_
   } catch (...) {
     return Status::Error(kNoMemory);
   }
-}
-
-int Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, uint64_t quota, std::string* error) {
-  Result<int> ledger = OpenLedger(uuid, device_total_bytes, quota);
-  if (ledger.ok()) return *ledger;
-  if (error) *error = ledger.message();
-  return -1;
 }
 
 bool Broker::OwnsLedger(int ledger) const {

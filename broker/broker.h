@@ -34,9 +34,6 @@ class Broker {
   static Result<std::unique_ptr<Broker>> Attach(const std::string& state_dir);
   // Maps an existing segment for reading (gpuslicectl). Never creates anything.
   static Result<std::unique_ptr<Broker>> AttachExisting(const std::string& state_dir);
-  // The same as Attach, for shim/shim_state.cc until it is converted (issue 28): nullptr and the
-  // line in *error.
-  static std::unique_ptr<Broker> Attach(const std::string& state_dir, std::string* error);
   ~Broker();
   Broker(const Broker&) = delete;
   Broker& operator=(const Broker&) = delete;
@@ -44,8 +41,6 @@ class Broker {
   // Makes this process a member of `tenant` (at most 63 bytes) and holds its liveness lock until
   // Unregister or death. An error when the name is invalid or a table is full.
   Status Register(const std::string& tenant);
-  // The same, for shim/shim_state.cc until it is converted (issue 28).
-  bool Register(const std::string& tenant, std::string* error);
   // Orderly exit: returns every byte this process still has charged and frees its slot.
   void Unregister();
 
@@ -54,8 +49,6 @@ class Broker {
   // a later process asking for a different quota is refused (the error names both values).
   // Returns the ledger index for Reserve/Release.
   Result<int> OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, uint64_t quota);
-  // The same, for shim/shim_state.cc until it is converted (issue 28): -1 and the line in *error.
-  int OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, uint64_t quota, std::string* error);
 
   // Reserve-then-allocate: atomically charges `bytes` to the tenant and this process if the
   // tenant stays within its quota; false otherwise (dead processes are reaped and the check

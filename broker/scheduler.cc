@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "broker/checked_index.h"
 #include "broker/ledger.h"
 #include "broker/lock_fault.h"
@@ -81,25 +83,23 @@ void PresetShare(Broker* broker, int ledger, uint32_t request_pct, uint32_t limi
   entry.priority_tokens_at_ns.store(now);
 }
 
-bool ComputeGate::SetShare(uint32_t request_pct, uint32_t limit_pct, ComputeClass cls, std::string* error,
-                           uint64_t lock_timeout_ns) {
+Status ComputeGate::SetShare(uint32_t request_pct, uint32_t limit_pct, ComputeClass cls, uint64_t lock_timeout_ns) {
   RobustLock lock(&gpu_->sched_mutex.mutex, lock_timeout_ns);
   if (!lock.locked()) {
-    *error = SchedLockFaultLine(segment_, gpu_index_, lock.failure(),
-                                "this process's compute share cannot be set, and its launches there are not gated");
-    return false;
+    return Status::Unavailable(SchedLockFaultLine(
+        segment_, gpu_index_, lock.failure(),
+        "this process's compute share cannot be set, and its launches there are not gated"));
   }
   const uint32_t request = ledger_->request_pct.load();
   const uint32_t limit = ledger_->limit_pct.load();
   const auto current = static_cast<ComputeClass>(ledger_->compute_class.load());
   const bool others = TenantHasOtherLiveProcess();
   if (request != 0 && others && (request != request_pct || limit != limit_pct || current != cls)) {
-    *error = "gpuslice: this tenant's compute request/limit/class on this GPU is " + std::to_string(request) + "%/" +
-             std::to_string(limit) + "%/" + ClassName(current) + ", set by its first process; this process asks for " +
-             std::to_string(request_pct) + "%/" + std::to_string(limit_pct) + "%/" + ClassName(cls) +
-             " (every process of a tenant must have the same GPUSLICE_COMPUTE_REQUEST, GPUSLICE_COMPUTE_LIMIT and "
-             "GPUSLICE_COMPUTE_CLASS)";
-    return false;
+    return Status::InvalidArgument(fmt::format(
+        "gpuslice: this tenant's compute request/limit/class on this GPU is {}%/{}%/{}, set by its first process; "
+        "this process asks for {}%/{}%/{} (every process of a tenant must have the same GPUSLICE_COMPUTE_REQUEST, "
+        "GPUSLICE_COMPUTE_LIMIT and GPUSLICE_COMPUTE_CLASS)",
+        request, limit, ClassName(current), request_pct, limit_pct, ClassName(cls)));
   }
   const uint64_t now = MonotonicNanos();
   if (request != request_pct || limit != limit_pct || current != cls) {
@@ -114,7 +114,7 @@ bool ComputeGate::SetShare(uint32_t request_pct, uint32_t limit_pct, ComputeClas
   class_ = cls;
   limit_pct_ = limit_pct;
   mine_->heartbeat_ns.store(now);
-  return true;
+  return Status::Ok();
 }
 
 bool ComputeGate::TenantHasOtherLiveProcess() const {
@@ -236,20 +236,18 @@ void ComputeGate::Leave() {
   Wake();
 }
 
-bool SetGpuPolicy(Segment* segment, const uint8_t (&uuid)[16], SharingMode mode, uint64_t quantum_ns,
-                  std::string* error) {
+static Status NoSuchGpu(const uint8_t (&uuid)[16]) {
+  return Status::NotFound(
+      fmt::format("gpuslice: no GPU {} in the broker (it appears once a tenant has used it)", FormatUuid(uuid)));
+}
+
+Status SetGpuPolicy(Segment* segment, const uint8_t (&uuid)[16], SharingMode mode, uint64_t quantum_ns) {
   int index = -1;
   GpuEntry* gpu = FindGpu(segment, uuid, &index);
-  if (!gpu) {
-    *error = "gpuslice: no GPU " + FormatUuid(uuid) + " in the broker (it appears once a tenant has used it)";
-    return false;
-  }
+  if (!gpu) return NoSuchGpu(uuid);
   {
     RobustLock lock(&gpu->sched_mutex.mutex, SchedLockTimeoutNs());
-    if (!lock.locked()) {
-      *error = SchedLockFaultLine(segment, index, lock.failure(), "the policy is not changed");
-      return false;
-    }
+    if (!lock.locked()) return Status::Unavailable(SchedLockFaultLine(segment, index, lock.failure(), "the policy is not changed"));
     gpu->mode.store(static_cast<uint32_t>(mode));
     gpu->quantum_ns.store(quantum_ns);
     if (mode != SharingMode::kTimeslice) {
@@ -258,19 +256,16 @@ bool SetGpuPolicy(Segment* segment, const uint8_t (&uuid)[16], SharingMode mode,
     }
   }
   WakeAll(gpu);
-  return true;
+  return Status::Ok();
 }
 
-bool SetGpuBudget(Segment* segment, const uint8_t (&uuid)[16], uint64_t budget_ns, std::string* error) {
+Status SetGpuBudget(Segment* segment, const uint8_t (&uuid)[16], uint64_t budget_ns) {
   int index = -1;
   GpuEntry* gpu = FindGpu(segment, uuid, &index);
-  if (!gpu) {
-    *error = "gpuslice: no GPU " + FormatUuid(uuid) + " in the broker (it appears once a tenant has used it)";
-    return false;
-  }
+  if (!gpu) return NoSuchGpu(uuid);
   gpu->budget_ns.store(budget_ns);
   WakeAll(gpu);
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace gpuslice::broker

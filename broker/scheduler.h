@@ -37,8 +37,8 @@ class ComputeGate {
   // class; every process of a tenant must agree.
   // The GPU's scheduler lock is waited for at most `lock_timeout_ns` (SchedLockTimeoutNs() by
   // default; 0 only tries it).
-  bool SetShare(uint32_t request_pct, uint32_t limit_pct, ComputeClass cls, std::string* error,
-                uint64_t lock_timeout_ns = SchedLockTimeoutNs());
+  Status SetShare(uint32_t request_pct, uint32_t limit_pct, ComputeClass cls,
+                  uint64_t lock_timeout_ns = SchedLockTimeoutNs());
 
   SharingMode mode() const { return static_cast<SharingMode>(gpu_->mode.load(std::memory_order_relaxed)); }
   // False once the process has left the GPU (it exits): its slot is no longer its own.
@@ -128,9 +128,8 @@ class ComputeGate {
 };
 
 // Policy, for gpuslicectl: the GPU's sharing mode and quantum (0 = the default).
-bool SetGpuPolicy(Segment* segment, const uint8_t (&uuid)[16], SharingMode mode, uint64_t quantum_ns,
-                  std::string* error);
+Status SetGpuPolicy(Segment* segment, const uint8_t (&uuid)[16], SharingMode mode, uint64_t quantum_ns);
 // The work a holder may keep queued on the GPU while other tenants share it (0 = the default).
-bool SetGpuBudget(Segment* segment, const uint8_t (&uuid)[16], uint64_t budget_ns, std::string* error);
+Status SetGpuBudget(Segment* segment, const uint8_t (&uuid)[16], uint64_t budget_ns);
 
 }  // namespace gpuslice::broker

@@ -159,9 +159,9 @@ int RunSet(const SetOptions& options) {
     const uint64_t new_quantum = quantum.value_or(old_quantum);
     const uint64_t old_budget = gpu.budget_ns.load();
     const uint64_t new_budget = budget.value_or(old_budget);
-    if (!broker::SetGpuPolicy(segment, target.uuid, new_mode, new_quantum, &error) ||
-        !broker::SetGpuBudget(segment, target.uuid, new_budget, &error))
-      return Say(kExitFailed, WithoutBrokerPrefix(error));
+    Status changed = broker::SetGpuPolicy(segment, target.uuid, new_mode, new_quantum);
+    if (changed.ok()) changed = broker::SetGpuBudget(segment, target.uuid, new_budget);
+    if (!changed.ok()) return Say(kExitFailed, WithoutBrokerPrefix(changed.message()));
     report += fmt::format("GPU {}: mode {}, quantum {}, budget {}\n", broker::FormatUuid(target.uuid),
                           Change(ModeName(old_mode), ModeName(static_cast<uint32_t>(new_mode))),
                           Change(QuantumText(old_quantum), QuantumText(new_quantum)),

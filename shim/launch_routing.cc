@@ -33,11 +33,11 @@ LaunchTracker* ShimState::TrackerForDevice(CUdevice device) {
   std::lock_guard<std::mutex> lock(ledger_mutex_);
   if (LaunchTracker* tracker = tracker_by_ordinal_[device].load()) return tracker;
   auto gate = std::make_unique<broker::ComputeGate>(broker_.get(), ledger);
-  std::string error;
-  if (!gate->SetShare(options_.compute_request_pct ? options_.compute_request_pct : broker::kDefaultRequestPct,
-                      options_.compute_limit_pct, options_.compute_class, &error,
-                      retry_at != 0 ? 0 : broker::SchedLockTimeoutNs())) {
-    if (share_retry_at_ns_[device].exchange(MonotonicNanos() + kShareRetryNs) == 0) LogError("%s", error.c_str());
+  const Status share = gate->SetShare(
+      options_.compute_request_pct ? options_.compute_request_pct : broker::kDefaultRequestPct,
+      options_.compute_limit_pct, options_.compute_class, retry_at != 0 ? 0 : broker::SchedLockTimeoutNs());
+  if (!share.ok()) {
+    if (share_retry_at_ns_[device].exchange(MonotonicNanos() + kShareRetryNs) == 0) LogError("%s", share.message().c_str());
     return nullptr;
   }
   NoteContext(gate.get());  // the context of the first launch: what the monitor synchronises

@@ -82,15 +82,15 @@ ShimState* ShimState::Create() {
   bool valid = false;
   state->options_ = ProcessOptions(&valid);
   if (!valid) return nullptr;  // already reported
-  std::string error;
-  state->broker_ = broker::Broker::Attach(state->options_.state_dir, &error);
-  if (!state->broker_) {
-    LogError("%s (GPUSLICE_STATE_DIR=%s)", error.c_str(), state->options_.state_dir.c_str());
+  Result<std::unique_ptr<broker::Broker>> attached = broker::Broker::Attach(state->options_.state_dir);
+  if (!attached.ok()) {
+    LogError("%s (GPUSLICE_STATE_DIR=%s)", attached.message().c_str(), state->options_.state_dir.c_str());
     return nullptr;
   }
+  state->broker_ = std::move(attached).value();
   const std::string tenant = state->options_.tenant.empty() ? OwnTenantName() : state->options_.tenant;
-  if (!state->broker_->Register(tenant, &error)) {
-    LogError("%s", error.c_str());
+  if (const Status registered = state->broker_->Register(tenant); !registered.ok()) {
+    LogError("%s", registered.message().c_str());
     return nullptr;
   }
   return state.release();
@@ -116,12 +116,12 @@ CUresult ShimState::LedgerForDevice(CUdevice device, int* ledger) {
   const uint64_t quota = limit ? limit->QuotaFor(total) : broker::kUnlimited;
   uint8_t bytes[16];
   std::memcpy(bytes, uuid.bytes, sizeof bytes);
-  std::string error;
-  const int opened = broker_->OpenLedger(bytes, total, quota, &error);
-  if (opened < 0) {
-    ReportLedgerErrorOnce(error);
+  const Result<int> ledger_opened = broker_->OpenLedger(bytes, total, quota);
+  if (!ledger_opened.ok()) {
+    ReportLedgerErrorOnce(ledger_opened.message());
     return kFailClosed;
   }
+  const int opened = *ledger_opened;
   PresetComputeShare(opened);
   // Once per GPU and process: the ledger is opened here once (cached below). A warning that
   // cannot be composed (no memory) is dropped: it must never fail the call, nor throw across it.
@@ -216,12 +216,12 @@ int ShimState::LedgerForUuid(const uint8_t (&uuid)[16], uint64_t device_total) {
   // driver does rather than set a quota that CUDA would then contradict.
   if (!options_.memory_limit_per_ordinal.empty()) return kNoLedger;
   const uint64_t quota = options_.memory_limit ? options_.memory_limit->QuotaFor(device_total) : broker::kUnlimited;
-  std::string error;
-  const int opened = broker_->OpenLedger(uuid, device_total, quota, &error);
-  if (opened < 0) {
-    ReportLedgerErrorOnce(error);
+  const Result<int> ledger_opened = broker_->OpenLedger(uuid, device_total, quota);
+  if (!ledger_opened.ok()) {
+    ReportLedgerErrorOnce(ledger_opened.message());
     return -1;
   }
+  const int opened = *ledger_opened;
   std::lock_guard<std::mutex> lock(g_uuid_mutex);
   (*g_ledger_by_uuid)[key] = opened;
   return opened;

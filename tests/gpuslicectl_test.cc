@@ -106,7 +106,7 @@ class TenantProcess {
         if (ledger >= 0 && (bytes == 0 || broker->Reserve(ledger, bytes))) ok = '1';
         if (ok == '1' && compute.request_pct != 0) {
           auto* gate = new broker::ComputeGate(broker.get(), ledger);  // lives until the process is killed
-          if (!gate->SetShare(compute.request_pct, compute.limit_pct, broker::ComputeClass::kStandard, &error)) ok = '0';
+          if (!gate->SetShare(compute.request_pct, compute.limit_pct, broker::ComputeClass::kStandard).ok()) ok = '0';
           if (ok == '1' && compute.acquire) gate->Acquire();
           if (ok == '1' && compute.share_ppm != 0) {
             broker::Segment* segment = broker->segment();

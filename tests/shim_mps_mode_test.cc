@@ -22,7 +22,8 @@ class ShimMpsModeTest : public ShimTest {
     ASSERT_EQ(snapshot.gpus.size(), 1u);
     uint8_t uuid[16];
     ASSERT_TRUE(broker::ParseUuid(snapshot.gpus[0].uuid, uuid));
-    ASSERT_TRUE(broker::SetGpuPolicy(attached->segment(), uuid, mode, 0, &error)) << error;
+    const Status set = broker::SetGpuPolicy(attached->segment(), uuid, mode, 0);
+    ASSERT_TRUE(set.ok()) << set.message();
   }
 };
 

@@ -168,8 +168,9 @@ bool Gpu::SetPolicy(broker::SharingMode mode, uint64_t quantum_ns, std::string* 
   if (!attached.ok()) return attached.status().ToBool(error);
   const std::unique_ptr<broker::Broker> broker = std::move(attached).value();
   const auto set = [&](std::string* why) {
-    return broker::SetGpuPolicy(broker->segment(), uuid, mode, quantum_ns, why) &&
-           broker::SetGpuBudget(broker->segment(), uuid, budget_ns, why);
+    Status changed = broker::SetGpuPolicy(broker->segment(), uuid, mode, quantum_ns);
+    if (changed.ok()) changed = broker::SetGpuBudget(broker->segment(), uuid, budget_ns);
+    return changed.ToBool(why);
   };
   std::string ignored;
   if (set(&ignored)) return true;
