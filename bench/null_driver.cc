@@ -77,3 +77,13 @@ CUresult CUDAAPI cuStreamGetCtx(CUstream, CUcontext* ctx) {
   *ctx = reinterpret_cast<CUcontext>(&g_context_token);
   return CUDA_SUCCESS;
 }
+// Events: what a tracked launch records behind itself (every launch while another tenant shares
+// the GPU, or of a limited or non-standard tenant). Each completes at once.
+CUresult CUDAAPI cuEventCreate(CUevent* event, unsigned int) {
+  *event = reinterpret_cast<CUevent>(&g_context_token);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventRecord(CUevent, CUstream) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuEventQuery(CUevent) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuEventSynchronize(CUevent) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuEventDestroy_v2(CUevent) { return CUDA_SUCCESS; }

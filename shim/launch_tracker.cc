@@ -132,6 +132,9 @@ void LaunchTracker::ExitTracked(CUresult launched, CUstream stream, bool per_thr
 
 bool LaunchTracker::RecordCompletionEvent(CUstream stream, bool per_thread, uint64_t now) {
   const RealDriver* real = Real();
+  // A driver without events (none has been seen, but the hooks never call a null entry point):
+  // the launch counts as work of unknown extent.
+  if (!real->cuEventCreate || !real->cuEventRecord || !real->cuEventQuery) return false;
   CUcontext context = nullptr;
   if (real->cuCtxGetCurrent(&context) != CUDA_SUCCESS || !context) return false;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -160,7 +163,7 @@ uint32_t LaunchTracker::Poll(uint64_t now) {
     auto pause = contexts_->PauseSynchronization();  // no context is destroyed under our queries
     std::lock_guard<std::mutex> lock(mutex_);
     const RealDriver* real = Real();
-    while (!pending_.empty()) {
+    while (!pending_.empty() && real->cuEventQuery) {
       const Pending& oldest = pending_.front();
       const CUresult rc = real->cuEventQuery(oldest.event);
       if (rc == CUDA_ERROR_NOT_READY) break;
