@@ -146,7 +146,7 @@ sabotage reclaim-on-new-quota-off broker/broker.cc \
   '^(BrokerCrashTest|BrokerLedgerTest|BrokerReclaimPaths|ShimTenantTest)' \
   'a dead process pins its tenant'"'"'s old quota'
 sabotage reclaim-by-gpuslicectl-off broker/snapshot.cc \
-  's/if \(table\.locked\(\)\) ReapDeadLocked\(segment, file->fd, std::nullopt\);/\/\/ SABOTAGE: no reap/' \
+  's/if \(table\.locked\(\)\) ReapDeadLocked\(segment, file->fd\.get\(\), std::nullopt\);/\/\/ SABOTAGE: no reap/' \
   '^(GpuslicectlTest|BrokerReclaimPaths)' \
   'gpuslicectl status shows dead processes'"'"' memory as held'
 sabotage reclaim-on-memory-query-off shim/hooks_memory_info.cc \
@@ -166,7 +166,7 @@ sabotage ledger-init-on-new-tenant-off broker/tables.cc \
 
 # Deployment shapes (issue 22): leavers mid-wait, two GPUs, bounded locks, pitched rows.
 sabotage closing-kept-for-gone-waiter broker/grant_policy.cc \
-  's/    if \(gpu_->closing\.exchange\(0\) != 0\) changed = true;\n    return changed;/    return changed;  \/\/ SABOTAGE/' \
+  's/    if \(gpu_->closing\.exchange\(0\) != 0\) changed = true;\n    gpu_->closed_at_ns\.store\(0\);\n    return changed;/    return changed;  \/\/ SABOTAGE/' \
   '^(GrantPolicyTest|SchedDeploymentShapesTest)' \
   'a gate closed for a waiter that then left stays closed: the holder waits for its own grant'
 sabotage first-gpu-gates-all shim/launch_routing.cc \
