@@ -100,10 +100,10 @@ and a unit (ns, us, ms, s): 10ms, 0.05s, 2500us, 2.5ms; "default" returns to the
 10ms. Longer quanta cost less in hand-overs (each waits for the holder's kernels to finish)
 and add latency for the others; a kernel longer than the quantum still runs to its end.
 Budget: while other tenants share the GPU, how much work (by the measured kernel length) the
-holder may keep queued, 100us to 100ms, or "default" (2ms); at least one kernel always goes
-through. A hand-over waits for the holder's queued work, so the budget bounds how long a
-waiting tenant waits once the holder's grant ends; a smaller one can leave the GPU idle
-between the holder's kernels while its next launch is let through.
+holder may keep queued, 100us to 100ms, or "default" (2ms); at least two kernels (one for a
+limited tenant) always go through. At the end of a quantum the grant moves once the holder's
+last kernel runs, so the budget bounds how long a waiting tenant waits once the holder's grant
+ends; a waiter owed the GPU gets it at once, beside what the holder has queued.
 A GPU appears in the broker once a tenant has used it; `gpuslicectl status` lists them.
 Prints one line per GPU: "GPU <uuid>: mode OLD -> NEW, quantum OLD -> NEW, budget OLD -> NEW"
 ("(unchanged)" for a setting that kept its value).
