@@ -74,23 +74,32 @@ int64_t BucketNow(int64_t tokens, uint64_t tokens_at, uint32_t pct, uint64_t now
   return std::min(tokens + gained, cap);
 }
 
-GrantPolicy::GrantPolicy(Segment* segment, int gpu, Liveness alive)
-    : segment_(segment), gpu_(&segment->gpus[gpu]), gpu_index_(gpu), alive_(std::move(alive)) {}
-
-uint32_t GrantPolicy::ProcessHighWater() const {
-  return std::min<uint32_t>(segment_->header.process_high_water.load(), kMaxProcesses);
-}
+GrantPolicy::GrantPolicy(Segment* segment, GpuIndex gpu, Liveness alive)
+    : segment_(segment), gpu_(&At(*segment, gpu)), gpu_index_(gpu), alive_(std::move(alive)) {}
 
 uint32_t GrantPolicy::TenantHighWater() const {
   return std::min<uint32_t>(segment_->header.tenant_high_water.load(), kMaxTenants);
 }
 
+IndexRange<ProcessSlot> GrantPolicy::Processes() const { return UsedProcessSlots(*segment_); }
+
+IndexRange<TenantIndex> GrantPolicy::Tenants() const { return UsedTenants(*segment_); }
+
+LedgerEntry& GrantPolicy::Ledger(TenantIndex tenant) const { return At(*segment_, LedgerId::Of(tenant, gpu_index_)); }
+
+std::optional<TenantIndex> GrantPolicy::Tenant(int raw) const {
+  return raw >= 0 && static_cast<uint32_t>(raw) < TenantHighWater() ? TenantIndex::From(raw) : std::nullopt;
+}
+
+std::optional<TenantIndex> GrantPolicy::TenantOfGrantField(uint32_t field) const {
+  return field == 0 ? std::nullopt : Tenant(static_cast<int>(std::min<uint32_t>(field - 1, INT32_MAX)));
+}
+
 // Within one decision a process's liveness is asked once (it is a system call).
-bool GrantPolicy::Live(int slot) const {
-  if (decider_.load(std::memory_order_relaxed) != std::this_thread::get_id() || slot < 0 || slot >= kMaxProcesses)
-    return alive_(slot);
-  int8_t& known = live_cache_[slot];
-  if (known == 0) known = alive_(slot) ? 1 : -1;
+bool GrantPolicy::Live(ProcessSlot slot) const {
+  if (decider_.load(std::memory_order_relaxed) != std::this_thread::get_id()) return alive_(slot.value());
+  int8_t& known = live_cache_[slot.value()];
+  if (known == 0) known = alive_(slot.value()) ? 1 : -1;
   return known > 0;
 }
 
@@ -98,18 +107,18 @@ bool GrantPolicy::Fresh(const ProcessEntry&, uint64_t stamp, uint64_t now) const
   return stamp != 0 && (stamp >= now || now - stamp < LeaseOf(*gpu_));
 }
 
-GrantPolicy::Activity GrantPolicy::HolderActivity(int tenant, uint64_t now, uint64_t* went_idle_ns,
+GrantPolicy::Activity GrantPolicy::HolderActivity(TenantIndex tenant, uint64_t now, uint64_t* went_idle_ns,
                                                   uint32_t* queued) const {
   bool live = false, draining = false, waiting = false, between = false;
   uint64_t went_idle = 0;
-  for (uint32_t i = 0; i < ProcessHighWater(); ++i) {
-    const ProcessEntry& p = segment_->processes[i];
-    if (p.state.load() != kRegistered || p.tenant.load() != tenant) continue;
-    const ProcessGpuState& st = p.sched[gpu_index_];
+  for (ProcessSlot slot : Processes()) {
+    const ProcessEntry& p = At(*segment_, slot);
+    if (p.state.load() != kRegistered || p.tenant.load() != tenant.value()) continue;
+    const ProcessGpuState& st = At(p.sched, gpu_index_);
     const uint32_t inflight = st.inflight.load();
     const uint64_t waiting_ns = st.waiting_ns.load();
     if (inflight == 0 && waiting_ns == 0 && st.idle_since_ns.load() == 0) continue;  // never used the GPU
-    if (!Live(static_cast<int>(i))) continue;
+    if (!Live(slot)) continue;
     live = true;
     if (inflight != 0 && Fresh(p, st.heartbeat_ns.load(), now)) {
       draining = true;
@@ -130,13 +139,12 @@ GrantPolicy::Activity GrantPolicy::HolderActivity(int tenant, uint64_t now, uint
 
 int GrantPolicy::CountWaitingTenants(int except, uint64_t now) const {
   int count = 0;
-  const uint32_t tenants = TenantHighWater();
-  for (uint32_t t = 0; t < tenants; ++t) {
-    if (static_cast<int>(t) == except) continue;
-    for (uint32_t i = 0; i < ProcessHighWater(); ++i) {
-      const ProcessEntry& p = segment_->processes[i];
-      if (p.state.load() != kRegistered || p.tenant.load() != static_cast<int32_t>(t)) continue;
-      if (!Fresh(p, p.sched[gpu_index_].waiting_ns.load(), now) || !Live(static_cast<int>(i))) continue;
+  for (TenantIndex t : Tenants()) {
+    if (t.value() == except) continue;
+    for (ProcessSlot slot : Processes()) {
+      const ProcessEntry& p = At(*segment_, slot);
+      if (p.state.load() != kRegistered || p.tenant.load() != t.value()) continue;
+      if (!Fresh(p, At(p.sched, gpu_index_).waiting_ns.load(), now) || !Live(slot)) continue;
       ++count;
       break;
     }
@@ -145,40 +153,38 @@ int GrantPolicy::CountWaitingTenants(int except, uint64_t now) const {
 }
 
 bool GrantPolicy::PriorityActive(uint64_t now) const {
-  for (uint32_t i = 0; i < ProcessHighWater(); ++i) {
-    const ProcessEntry& p = segment_->processes[i];
+  for (ProcessSlot slot : Processes()) {
+    const ProcessEntry& p = At(*segment_, slot);
     if (p.state.load() != kRegistered) continue;
-    if (p.sched[gpu_index_].priority_until_ns.load() > now && Live(static_cast<int>(i))) return true;
+    if (At(p.sched, gpu_index_).priority_until_ns.load() > now && Live(slot)) return true;
   }
   return false;
 }
 
 // The system's virtual time: the holder's, including the grant it holds now.
 uint64_t GrantPolicy::SystemVtime(uint64_t now) const {
-  const uint32_t holder = gpu_->holder.load();
   uint64_t v = gpu_->vclock.load();
-  if (holder != 0 && holder <= TenantHighWater()) {
-    const LedgerEntry& h = segment_->ledgers[LedgerIndex(static_cast<int>(holder - 1), gpu_index_)];
+  if (const auto holder = TenantOfGrantField(gpu_->holder.load())) {
+    const LedgerEntry& h = Ledger(*holder);
     v = std::max(v, h.vtime.load() + Elapsed(gpu_->grant_start_ns.load(), now) * kVtimeScale / WeightOf(h));
   }
   return v;
 }
 
 void GrantPolicy::RefreshWaitingLocked(uint64_t now) {
-  const uint32_t tenants = TenantHighWater();
   uint32_t counts[kMaxTenants] = {};
-  for (uint32_t i = 0; i < ProcessHighWater(); ++i) {
-    const ProcessEntry& p = segment_->processes[i];
-    const int32_t t = p.tenant.load();
-    if (p.state.load() != kRegistered || t < 0 || static_cast<uint32_t>(t) >= tenants) continue;
-    if (Fresh(p, p.sched[gpu_index_].waiting_ns.load(), now) && Live(static_cast<int>(i))) ++counts[t];
+  for (ProcessSlot slot : Processes()) {
+    const ProcessEntry& p = At(*segment_, slot);
+    const auto t = Tenant(p.tenant.load());
+    if (p.state.load() != kRegistered || !t) continue;
+    if (Fresh(p, At(p.sched, gpu_index_).waiting_ns.load(), now) && Live(slot)) ++counts[t->value()];
   }
   uint32_t total = 0;
-  for (uint32_t t = 0; t < tenants; ++t) {
-    const uint32_t count = counts[t];
-    LedgerEntry& l = segment_->ledgers[LedgerIndex(static_cast<int>(t), gpu_index_)];
+  for (TenantIndex t : Tenants()) {
+    const uint32_t count = counts[t.value()];
+    LedgerEntry& l = Ledger(t);
     const uint32_t before = l.waiting.exchange(count);
-    if (before == 0 && count != 0 && gpu_->holder.load() != t + 1) {
+    if (before == 0 && count != 0 && TenantOfGrantField(gpu_->holder.load()) != t) {
       // It starts waiting: credit for the time it did not want the GPU is bounded, so a tenant
       // that slept for an hour re-enters at most two quanta behind the system's virtual time
       // (the holder's, including its current grant) instead of monopolising the GPU to catch up.
@@ -197,9 +203,8 @@ int GrantPolicy::PickNext(uint64_t now, uint64_t* retry_after_ns) {
   int best = -1, best_background = -1;
   uint64_t best_vtime = UINT64_MAX, best_background_vtime = UINT64_MAX;
   *retry_after_ns = 0;
-  const uint32_t tenants = TenantHighWater();
-  for (uint32_t t = 0; t < tenants; ++t) {
-    LedgerEntry& l = segment_->ledgers[LedgerIndex(static_cast<int>(t), gpu_index_)];
+  for (TenantIndex t : Tenants()) {
+    LedgerEntry& l = Ledger(t);
     if (l.waiting.load() == 0) continue;
     const uint32_t limit = LimitOf(l);
     if (limit < 100) {
@@ -213,16 +218,16 @@ int GrantPolicy::PickNext(uint64_t now, uint64_t* retry_after_ns) {
     }
     const uint64_t v = l.vtime.load();
     if (ClassOf(l) == ComputeClass::kBackground) {
-      if (v < best_background_vtime) best_background_vtime = v, best_background = static_cast<int>(t);
+      if (v < best_background_vtime) best_background_vtime = v, best_background = t.value();
     } else if (v < best_vtime) {
-      best_vtime = v, best = static_cast<int>(t);
+      best_vtime = v, best = t.value();
     }
   }
   return best >= 0 ? best : best_background;
 }
 
-void GrantPolicy::ChargeLocked(int tenant, uint64_t ns, uint64_t now, uint64_t limit_ns) {
-  LedgerEntry& l = segment_->ledgers[LedgerIndex(tenant, gpu_index_)];
+void GrantPolicy::ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t now, uint64_t limit_ns) {
+  LedgerEntry& l = Ledger(tenant);
   l.vtime.fetch_add(ns * kVtimeScale / WeightOf(l));
   l.service_ns.fetch_add(ns);
   const uint32_t limit = LimitOf(l);
@@ -243,21 +248,22 @@ bool GrantPolicy::Lock(std::optional<SchedLock>* lock) {
   const LockFailure failure = (*lock)->failure();
   lock->reset();
   if (!stuck_.exchange(true)) {
-    ReportLockFault(segment_, &gpu_->sched_mutex, SchedLockName(gpu_index_), failure,
+    ReportLockFault(segment_, &gpu_->sched_mutex, SchedLockName(gpu_index_.value()), failure,
                     "launches on that GPU are not gated while it stays so", SchedLockTimeoutNs());
   }
   return false;
 }
 
-void GrantPolicy::ChargePriorityWork(int tenant, uint64_t ns, uint64_t now) {
+void GrantPolicy::ChargePriorityWork(int raw_tenant, uint64_t ns, uint64_t now) {
   std::optional<SchedLock> lock;
   if (!Lock(&lock)) return;  // not charged: no decision can be made meanwhile either
-  ChargeLocked(tenant, ns, now, ns);
+  const auto tenant = Tenant(raw_tenant);
+  if (!tenant) return;
+  ChargeLocked(*tenant, ns, now, ns);
   // The part of it within the current grant is not the holder's (nor, for a latency holder, its
   // grant's a second time): the holder's charge leaves it out.
-  if (gpu_->holder.load() != 0)
-    gpu_->overlap_ns.fetch_add(std::min(ns, Elapsed(gpu_->grant_start_ns.load(), now)));
-  LedgerEntry& l = segment_->ledgers[LedgerIndex(tenant, gpu_index_)];
+  if (TenantOfGrantField(gpu_->holder.load())) gpu_->overlap_ns.fetch_add(std::min(ns, Elapsed(gpu_->grant_start_ns.load(), now)));
+  LedgerEntry& l = Ledger(*tenant);
   l.priority_tokens_ns.store(BucketNow(l.priority_tokens_ns.load(), l.priority_tokens_at_ns.load(), WeightOf(l), now) -
                              static_cast<int64_t>(ns));
   l.priority_tokens_at_ns.store(now);
@@ -266,9 +272,8 @@ void GrantPolicy::ChargePriorityWork(int tenant, uint64_t ns, uint64_t now) {
 void GrantPolicy::RollShareWindowLocked(uint64_t now) {
   const uint64_t window_start = gpu_->window_start_ns.load();
   if (window_start != 0 && now - window_start < kShareWindowNs) return;
-  const uint32_t tenants = TenantHighWater();
-  for (uint32_t t = 0; t < tenants; ++t) {
-    LedgerEntry& l = segment_->ledgers[LedgerIndex(static_cast<int>(t), gpu_index_)];
+  for (TenantIndex t : Tenants()) {
+    LedgerEntry& l = Ledger(t);
     if (window_start != 0) {
       const uint64_t served = l.service_ns.load() - l.window_service_ns.load();
       l.last_share_ppm.store(served * 1'000'000 / (now - window_start));
@@ -285,35 +290,36 @@ void GrantPolicy::RollShareWindowLocked(uint64_t now) {
 // tail tenant's. (Charged half of the whole tail, a limited trainer whose queued kernels ran on
 // after a service's short request took 85% of the device against its limit of 70%.)
 void GrantPolicy::SettleTailLocked(uint64_t now, bool force) {
-  const uint32_t tail = gpu_->tail_holder.load();
-  if (tail == 0) return;
-  if (tail > TenantHighWater()) {  // not a tenant: a corrupt value is dropped
+  const uint32_t field = gpu_->tail_holder.load();
+  if (field == 0) return;
+  const auto tail = TenantOfGrantField(field);
+  if (!tail) {  // not a tenant: a corrupt value is dropped
     gpu_->tail_holder.store(0);
     return;
   }
-  if (!force && HolderActivity(static_cast<int>(tail - 1), now) == Activity::kDraining) return;
+  if (!force && HolderActivity(*tail, now) == Activity::kDraining) return;
   const uint64_t since = gpu_->tail_since_ns.load();
   const uint64_t elapsed = Elapsed(since, now);
   // The tail began at the current grant's hand-over: the holder's busy time since then.
-  const uint32_t holder = gpu_->holder.load();
+  const auto holder = TenantOfGrantField(gpu_->holder.load());
   uint64_t shared = 0;
-  if (holder != 0 && holder <= TenantHighWater() && gpu_->grant_start_ns.load() == since) {
-    const uint64_t busy = TenantBusyNs(static_cast<int>(holder - 1), now);
+  if (holder && gpu_->grant_start_ns.load() == since) {
+    const uint64_t busy = TenantBusyNs(*holder, now);
     const uint64_t at_grant = gpu_->holder_busy_at_grant_ns.load();
     shared = std::min(elapsed, busy > at_grant ? busy - at_grant : 0);
   }
   const uint64_t charged = elapsed - shared / 2;
-  ChargeLocked(static_cast<int>(tail - 1), charged, now, charged);
+  ChargeLocked(*tail, charged, now, charged);
   gpu_->overlap_ns.fetch_add(shared / 2);
   gpu_->tail_holder.store(0);
 }
 
-uint64_t GrantPolicy::TenantBusyNs(int tenant, uint64_t now) const {
+uint64_t GrantPolicy::TenantBusyNs(TenantIndex tenant, uint64_t now) const {
   uint64_t busy = 0;
-  for (uint32_t i = 0; i < ProcessHighWater(); ++i) {
-    const ProcessEntry& p = segment_->processes[i];
-    if (p.state.load() != kRegistered || p.tenant.load() != tenant) continue;
-    const ProcessGpuState& st = p.sched[gpu_index_];
+  for (ProcessSlot slot : Processes()) {
+    const ProcessEntry& p = At(*segment_, slot);
+    if (p.state.load() != kRegistered || p.tenant.load() != tenant.value()) continue;
+    const ProcessGpuState& st = At(p.sched, gpu_index_);
     busy += st.busy_total_ns.load();
     if (st.inflight.load() != 0) busy += Elapsed(st.busy_since_ns.load(), now);  // a period still open
   }
@@ -335,19 +341,18 @@ void GrantPolicy::CountGrantTimeLocked(uint64_t start, uint64_t used, uint64_t n
 
 void GrantPolicy::HandOverLocked(uint64_t now) {
   SettleTailLocked(now, /*force=*/true);
-  const uint32_t holder = gpu_->holder.load();
   const uint64_t start = gpu_->grant_start_ns.load();
-  if (holder != 0 && holder <= TenantHighWater()) {
+  if (const auto holder = TenantOfGrantField(gpu_->holder.load())) {
     // Charged the time its processes had work on the GPU during the grant — not the gaps of a
     // launcher that leaves the device idle between kernels, not time it held the GPU idle or after
     // it died (up to its last activity) — less time already charged to others beside it (latency
     // work, the previous holder's tail).
     const uint64_t active = std::clamp(gpu_->holder_active_ns.load(), start, now);
-    const uint64_t busy_now = TenantBusyNs(static_cast<int>(holder - 1), now);
+    const uint64_t busy_now = TenantBusyNs(*holder, now);
     const uint64_t at_grant = gpu_->holder_busy_at_grant_ns.load();
     const uint64_t used = std::min(active - start, busy_now > at_grant ? busy_now - at_grant : 0);
     const uint64_t charged = used - std::min(used, gpu_->overlap_ns.load());
-    ChargeLocked(static_cast<int>(holder - 1), charged, now, charged);
+    ChargeLocked(*holder, charged, now, charged);
     CountGrantTimeLocked(start, std::min(busy_now > at_grant ? busy_now - at_grant : 0, Elapsed(start, now)), now);
   }
   gpu_->first_work_ns.store(0);
@@ -355,18 +360,18 @@ void GrantPolicy::HandOverLocked(uint64_t now) {
   gpu_->overlap_ns.store(0);
   RollShareWindowLocked(now);
   uint64_t retry_after = 0;
-  const int next = PickNext(now, &retry_after);
-  if (next >= 0) {
-    LedgerEntry& chosen = segment_->ledgers[LedgerIndex(next, gpu_index_)];
+  const auto next = Tenant(PickNext(now, &retry_after));
+  if (next) {
+    LedgerEntry& chosen = Ledger(*next);
     gpu_->vclock.store(std::max(gpu_->vclock.load(), chosen.vtime.load()));
     gpu_->grants.fetch_add(1);
     chosen.grants_received.fetch_add(1);
   }
   gpu_->grant_start_ns.store(now);
   gpu_->holder_active_ns.store(now);
-  gpu_->holder_busy_at_grant_ns.store(next >= 0 ? TenantBusyNs(next, now) : 0);
+  gpu_->holder_busy_at_grant_ns.store(next ? TenantBusyNs(*next, now) : 0);
   gpu_->closing.store(0);
-  gpu_->holder.store(next >= 0 ? static_cast<uint32_t>(next + 1) : 0);
+  gpu_->holder.store(next ? static_cast<uint32_t>(next->value() + 1) : 0);
 }
 
 // A waiter far enough below the holder in virtual time need not wait out the whole quantum:
@@ -374,17 +379,17 @@ void GrantPolicy::HandOverLocked(uint64_t now) {
 // be behind the holder. Between tenants that stay busy this never triggers before a full quantum;
 // a tenant that was idle (a service between requests) re-enters behind, and so gets the GPU
 // after one minimum slice and the holder's bounded drain.
-bool GrantPolicy::Owed(int waiter, int holder, uint64_t held) const {
+bool GrantPolicy::Owed(TenantIndex waiter, TenantIndex holder, uint64_t held) const {
   if (held < kMinSliceNs) return false;
-  const LedgerEntry& h = segment_->ledgers[LedgerIndex(holder, gpu_index_)];
-  const LedgerEntry& w = segment_->ledgers[LedgerIndex(waiter, gpu_index_)];
+  const LedgerEntry& h = Ledger(holder);
+  const LedgerEntry& w = Ledger(waiter);
   const uint64_t holder_vtime = h.vtime.load() + held * kVtimeScale / WeightOf(h);
   const uint64_t quantum_vtime = QuantumOf(*gpu_) * kVtimeScale / WeightOf(h);
   return w.vtime.load() + quantum_vtime < holder_vtime;
 }
 
-GrantPolicy::CloseReason GrantPolicy::ShouldCloseLocked(int holder, uint64_t now) const {
-  const LedgerEntry& h = segment_->ledgers[LedgerIndex(holder, gpu_index_)];
+GrantPolicy::CloseReason GrantPolicy::ShouldCloseLocked(TenantIndex holder, uint64_t now) const {
+  const LedgerEntry& h = Ledger(holder);
   const uint64_t start = gpu_->grant_start_ns.load();
   const uint64_t held = Elapsed(start, now);
   const uint32_t limit = LimitOf(h);
@@ -395,15 +400,14 @@ GrantPolicy::CloseReason GrantPolicy::ShouldCloseLocked(int holder, uint64_t now
   }
   const bool background = ClassOf(h) == ComputeClass::kBackground;
   CloseReason reason = CloseReason::kNone;
-  const uint32_t tenants = TenantHighWater();
-  for (uint32_t t = 0; t < tenants; ++t) {
-    if (static_cast<int>(t) == holder) continue;
-    const LedgerEntry& w = segment_->ledgers[LedgerIndex(static_cast<int>(t), gpu_index_)];
+  for (TenantIndex t : Tenants()) {
+    if (t == holder) continue;
+    const LedgerEntry& w = Ledger(t);
     if (w.waiting.load() == 0) continue;
     const bool waiter_background = ClassOf(w) == ComputeClass::kBackground;
     if (background && !waiter_background) return CloseReason::kYield;  // background yields at once
     if (waiter_background && !background) continue;                    // and is never owed anything
-    if (Owed(static_cast<int>(t), holder, held)) return CloseReason::kYield;
+    if (Owed(t, holder, held)) return CloseReason::kYield;
     if (held >= QuantumOf(*gpu_)) reason = CloseReason::kQuantum;
   }
   return reason;
@@ -441,13 +445,13 @@ bool GrantPolicy::AdvanceLocked(uint64_t now) {
     gpu_->priority.store(0);
     changed = true;
   }
-  uint32_t holder = gpu_->holder.load();
-  if (holder > TenantHighWater()) {  // not a tenant: a corrupt value is dropped, not followed
+  const uint32_t field = gpu_->holder.load();
+  const auto holder = TenantOfGrantField(field);
+  if (field != 0 && !holder) {  // not a tenant: a corrupt value is dropped, not followed
     gpu_->holder.store(0);
-    holder = 0;
     changed = true;
   }
-  if (holder == 0) {
+  if (!holder) {
     // Tenants wait and nobody holds the GPU: all of them over their limits (the time since the
     // last decision, at most a lease, counts).
     if (gpu_->waiting.load() != 0)
@@ -459,7 +463,7 @@ bool GrantPolicy::AdvanceLocked(uint64_t now) {
     }
     return changed;
   }
-  const int h = static_cast<int>(holder - 1);
+  const TenantIndex h = *holder;
   uint64_t went_idle = 0;
   Activity activity = HolderActivity(h, now, &went_idle);
   if (activity == Activity::kGone) {
@@ -489,11 +493,13 @@ bool GrantPolicy::AdvanceLocked(uint64_t now) {
   if (close && gpu_->closed_at_ns.load() == 0) gpu_->closed_at_ns.store(now);
   uint32_t queued = 0;
   activity = HolderActivity(h, now, nullptr, &queued);
-  if ((close && DrainedFor(reason, activity, queued, LimitOf(segment_->ledgers[LedgerIndex(h, gpu_index_)]) < 100)) || activity == Activity::kIdle || activity == Activity::kGone) {
+  const bool limited = LimitOf(Ledger(h)) < 100;
+  if ((close && DrainedFor(reason, activity, queued, limited)) || activity == Activity::kIdle ||
+      activity == Activity::kGone) {
     HandOverLocked(now);
     const uint32_t next = gpu_->holder.load();
-    if (activity == Activity::kDraining && next != 0 && next != holder) {  // its kernel runs on: a tail
-      gpu_->tail_holder.store(holder);
+    if (activity == Activity::kDraining && next != 0 && next != field) {  // its kernel runs on: a tail
+      gpu_->tail_holder.store(field);
       gpu_->tail_since_ns.store(now);
     }
     return true;
@@ -520,7 +526,7 @@ bool GrantPolicy::Advance(uint64_t now) {
 void GrantPolicy::ReleaseIfHeldBy(int tenant, uint64_t now) {
   std::optional<SchedLock> lock;
   if (!Lock(&lock)) return;
-  if (gpu_->holder.load() != static_cast<uint32_t>(tenant + 1)) return;
+  if (TenantOfGrantField(gpu_->holder.load()) != Tenant(tenant) || !Tenant(tenant)) return;
   HandOverLocked(now);
 }
 

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 
+#include "broker/checked_index.h"
 #include "broker/segment_layout.h"
 
 namespace gpuslice::broker {
@@ -66,7 +67,7 @@ class SchedLock;  // grant_policy.cc
 class GrantPolicy {
  public:
   using Liveness = std::function<bool(int slot)>;
-  GrantPolicy(Segment* segment, int gpu, Liveness alive);
+  GrantPolicy(Segment* segment, GpuIndex gpu, Liveness alive);
 
   // One step of the protocol: counts who waits, clears expired priority, ends the holder's grant
   // when it must end (quantum over and others waiting, a waiter owed the GPU, a latency waiter,
@@ -74,13 +75,6 @@ class GrantPolicy {
   // the holder has drained, is idle, is gone or has stopped responding. Takes the GPU's
   // scheduler mutex. Returns true when the grant changed (waiters should be woken).
   bool Advance(uint64_t now);
-
-  // The holder's activity, as Advance judges it.
-  enum class Activity { kGone, kIdle, kBetweenLaunches, kWaiting, kDraining };
-  // went_idle_ns: when its last process with no work went idle; queued: its launches in flight,
-  // over all its processes (work of unknown extent counting two).
-  Activity HolderActivity(int tenant, uint64_t now, uint64_t* went_idle_ns = nullptr,
-                          uint32_t* queued = nullptr) const;
 
   // Latency-class work done outside the grant: charged like a grant of `ns` (scheduler mutex).
   void ChargePriorityWork(int tenant, uint64_t ns, uint64_t now);
@@ -101,6 +95,21 @@ class GrantPolicy {
   bool stuck() const { return stuck_.load(std::memory_order_relaxed); }
 
  private:
+  // The holder's activity, as Advance judges it.
+  enum class Activity { kGone, kIdle, kBetweenLaunches, kWaiting, kDraining };
+  // went_idle_ns: when its last process with no work went idle; queued: its launches in flight,
+  // over all its processes (work of unknown extent counting two).
+  Activity HolderActivity(TenantIndex tenant, uint64_t now, uint64_t* went_idle_ns = nullptr,
+                          uint32_t* queued = nullptr) const;
+  // The segment's entries, reached only through checked indices (broker/checked_index.h): the
+  // tenants and process slots below their high-water marks (clamped), this GPU's ledger of a
+  // tenant, and a raw tenant number — a caller's, or a grant field's (holder, tail_holder: the
+  // tenant plus one, 0 for none) — checked against the tenants in use.
+  IndexRange<ProcessSlot> Processes() const;
+  IndexRange<TenantIndex> Tenants() const;
+  LedgerEntry& Ledger(TenantIndex tenant) const;
+  std::optional<TenantIndex> Tenant(int raw) const;
+  std::optional<TenantIndex> TenantOfGrantField(uint32_t field) const;
   // Takes the scheduler lock into *lock; false (and reported) when it cannot be taken.
   bool Lock(std::optional<SchedLock>* lock);
   bool AdvanceLocked(uint64_t now);
@@ -108,26 +117,25 @@ class GrantPolicy {
   void CountGrantTimeLocked(uint64_t start, uint64_t used, uint64_t now);
   void SettleTailLocked(uint64_t now, bool force);
   // The busy time of the tenant's registered processes on this GPU so far, open periods included.
-  uint64_t TenantBusyNs(int tenant, uint64_t now) const;
+  uint64_t TenantBusyNs(TenantIndex tenant, uint64_t now) const;
   // `ns` to the tenant's virtual time and service, `limit_ns` to its limit's bucket.
-  void ChargeLocked(int tenant, uint64_t ns, uint64_t now, uint64_t limit_ns);
+  void ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t now, uint64_t limit_ns);
   void RollShareWindowLocked(uint64_t now);
   // Why the holder's grant must end now: its limit, its quantum while others wait, or a yield
   // (a waiter owed the GPU, or a background holder beside a standard or latency waiter).
   enum class CloseReason { kNone, kLimit, kQuantum, kYield };
-  CloseReason ShouldCloseLocked(int holder, uint64_t now) const;
+  CloseReason ShouldCloseLocked(TenantIndex holder, uint64_t now) const;
   static bool DrainedFor(CloseReason reason, Activity activity, uint32_t queued, bool limited);
-  bool Owed(int waiter, int holder, uint64_t held) const;
+  bool Owed(TenantIndex waiter, TenantIndex holder, uint64_t held) const;
   void RefreshWaitingLocked(uint64_t now);
   uint64_t SystemVtime(uint64_t now) const;
   bool Fresh(const ProcessEntry& p, uint64_t stamp, uint64_t now) const;
-  bool Live(int slot) const;
-  uint32_t ProcessHighWater() const;
+  bool Live(ProcessSlot slot) const;
   uint32_t TenantHighWater() const;
 
   Segment* segment_;
   GpuEntry* gpu_;
-  int gpu_index_;
+  GpuIndex gpu_index_;
   Liveness alive_;
   // Liveness asked during the current decision (0 unknown, 1 alive, -1 dead): used only by the
   // thread deciding (under the scheduler mutex), whose id decider_ holds meanwhile.

@@ -53,16 +53,17 @@ void WakeAll(GpuEntry* gpu) {
 
 }  // namespace
 
-ComputeGate::ComputeGate(Broker* broker, int ledger)
+// The process is registered (its slot is in the table) before it opens a ledger.
+ComputeGate::ComputeGate(Broker* broker, LedgerId ledger)
     : broker_(broker),
       segment_(broker->segment()),
-      gpu_(&segment_->gpus[LedgerGpu(ledger)]),
-      ledger_(&segment_->ledgers[ledger]),
-      mine_(&segment_->processes[broker->slot()].sched[LedgerGpu(ledger)]),
-      gpu_index_(LedgerGpu(ledger)),
-      tenant_(LedgerTenant(ledger)),
-      holder_value_(static_cast<uint32_t>(LedgerTenant(ledger) + 1)),
-      policy_(segment_, LedgerGpu(ledger), [broker](int slot) { return broker->IsProcessAlive(slot); }) {}
+      gpu_(&At(*segment_, ledger.gpu())),
+      ledger_(&At(*segment_, ledger)),
+      mine_(&At(At(*segment_, *ProcessSlot::From(broker->slot())).sched, ledger.gpu())),
+      gpu_index_(ledger.gpu()),
+      tenant_(ledger.tenant().value()),
+      holder_value_(static_cast<uint32_t>(ledger.tenant().value() + 1)),
+      policy_(segment_, ledger.gpu(), [broker](int slot) { return broker->IsProcessAlive(slot); }) {}
 
 void PresetShare(Broker* broker, int ledger, uint32_t request_pct, uint32_t limit_pct, ComputeClass cls,
                  uint64_t lock_timeout_ns) {
@@ -87,7 +88,7 @@ Status ComputeGate::SetShare(uint32_t request_pct, uint32_t limit_pct, ComputeCl
   RobustLock lock(&gpu_->sched_mutex.mutex, lock_timeout_ns);
   if (!lock.locked()) {
     return Status::Unavailable(SchedLockFaultLine(
-        segment_, gpu_index_, lock.failure(),
+        segment_, gpu_index_.value(), lock.failure(),
         "this process's compute share cannot be set, and its launches there are not gated"));
   }
   const uint32_t request = ledger_->request_pct.load();
@@ -118,21 +119,19 @@ Status ComputeGate::SetShare(uint32_t request_pct, uint32_t limit_pct, ComputeCl
 }
 
 bool ComputeGate::TenantHasOtherLiveProcess() const {
-  const uint32_t high_water = std::min<uint32_t>(segment_->header.process_high_water.load(), kMaxProcesses);
-  for (uint32_t i = 0; i < high_water; ++i) {
-    const ProcessEntry& p = segment_->processes[i];
-    if (static_cast<int>(i) == broker_->slot() || p.state.load() != kRegistered || p.tenant.load() != tenant_) continue;
-    if (IsGpuOpen(p, *GpuIndex::From(gpu_index_)) && broker_->IsProcessAlive(static_cast<int>(i))) return true;
+  for (ProcessSlot slot : UsedProcessSlots(*segment_)) {
+    const ProcessEntry& p = At(*segment_, slot);
+    if (slot.value() == broker_->slot() || p.state.load() != kRegistered || p.tenant.load() != tenant_) continue;
+    if (IsGpuOpen(p, gpu_index_) && broker_->IsProcessAlive(slot.value())) return true;
   }
   return false;
 }
 
 bool ComputeGate::OthersPresent() const {
-  const uint32_t high_water = std::min<uint32_t>(segment_->header.process_high_water.load(), kMaxProcesses);
-  for (uint32_t i = 0; i < high_water; ++i) {
-    const ProcessEntry& p = segment_->processes[i];
+  for (ProcessSlot slot : UsedProcessSlots(*segment_)) {
+    const ProcessEntry& p = At(*segment_, slot);
     if (p.state.load() != kRegistered || p.tenant.load() == tenant_) continue;
-    if (IsGpuOpen(p, *GpuIndex::From(gpu_index_)) && broker_->IsProcessAlive(static_cast<int>(i))) return true;
+    if (IsGpuOpen(p, gpu_index_) && broker_->IsProcessAlive(slot.value())) return true;
   }
   return false;
 }

@@ -29,7 +29,7 @@ void PresetShare(Broker* broker, int ledger, uint32_t request_pct, uint32_t limi
 class ComputeGate {
  public:
   // For this process's tenant on the GPU of `ledger` (opened with Broker::OpenLedger).
-  ComputeGate(Broker* broker, int ledger);
+  ComputeGate(Broker* broker, LedgerId ledger);
   ComputeGate(const ComputeGate&) = delete;
   ComputeGate& operator=(const ComputeGate&) = delete;
 
@@ -102,7 +102,7 @@ class ComputeGate {
   void WaitForChange(uint64_t timeout_ns);
   void Wake();
 
-  int gpu_index() const { return gpu_index_; }
+  int gpu_index() const { return gpu_index_.value(); }
 
  private:
   bool TenantHasOtherLiveProcess() const;
@@ -114,7 +114,7 @@ class ComputeGate {
   GpuEntry* gpu_;
   LedgerEntry* ledger_;
   ProcessGpuState* mine_;
-  int gpu_index_;
+  GpuIndex gpu_index_;
   int tenant_;
   uint32_t holder_value_;  // tenant + 1
   ComputeClass class_ = ComputeClass::kStandard;

@@ -32,7 +32,9 @@ LaunchTracker* ShimState::TrackerForDevice(CUdevice device) {
   if (now < retry_at) return nullptr;
   std::lock_guard<std::mutex> lock(ledger_mutex_);
   if (LaunchTracker* tracker = tracker_by_ordinal_[device].load()) return tracker;
-  auto gate = std::make_unique<broker::ComputeGate>(broker_.get(), ledger);
+  const auto id = broker::LedgerId::From(ledger);
+  if (!id) return nullptr;  // OpenLedger gives only valid ledgers
+  auto gate = std::make_unique<broker::ComputeGate>(broker_.get(), *id);
   const Status share = gate->SetShare(
       options_.compute_request_pct ? options_.compute_request_pct : broker::kDefaultRequestPct,
       options_.compute_limit_pct, options_.compute_class, retry_at != 0 ? 0 : broker::SchedLockTimeoutNs());

@@ -105,7 +105,8 @@ class TenantProcess {
         const int ledger = broker->OpenLedger(kUuid, device_total, quota).value_or(-1);
         if (ledger >= 0 && (bytes == 0 || broker->Reserve(ledger, bytes))) ok = '1';
         if (ok == '1' && compute.request_pct != 0) {
-          auto* gate = new broker::ComputeGate(broker.get(), ledger);  // lives until the process is killed
+          // Lives until the process is killed.
+          auto* gate = new broker::ComputeGate(broker.get(), *broker::LedgerId::From(ledger));
           if (!gate->SetShare(compute.request_pct, compute.limit_pct, broker::ComputeClass::kStandard).ok()) ok = '0';
           if (ok == '1' && compute.acquire) gate->Acquire();
           if (ok == '1' && compute.share_ppm != 0) {

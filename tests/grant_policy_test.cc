@@ -76,7 +76,7 @@ class FakeNode {
   void StopWaiting(int slot) { state(slot).waiting_ns.store(0); }
 
   GrantPolicy Policy() {
-    return GrantPolicy(segment_.get(), 0, [this](int slot) { return alive_.count(slot) != 0; });
+    return GrantPolicy(segment_.get(), *GpuIndex::From(0), [this](int slot) { return alive_.count(slot) != 0; });
   }
   // The tenant holding the GPU, -1 for nobody.
   int Holder() { return static_cast<int>(gpu().holder.load()) - 1; }
