@@ -259,13 +259,20 @@ void GrantPolicy::ChargePriorityWork(int raw_tenant, uint64_t ns, uint64_t now) 
   if (!Lock(&lock)) return;  // not charged: no decision can be made meanwhile either
   const auto tenant = Tenant(raw_tenant);
   if (!tenant) return;
-  ChargeLocked(*tenant, ns, now, ns);
-  // The part of it within the current grant is not the holder's (nor, for a latency holder, its
-  // grant's a second time): the holder's charge leaves it out.
-  if (TenantOfGrantField(gpu_->holder.load())) gpu_->overlap_ns.fetch_add(std::min(ns, Elapsed(gpu_->grant_start_ns.load(), now)));
+  // Beside another holder's work the hardware time-sliced the two, and each is charged half of
+  // that time, as for a tail (SettleTailLocked). Charged whole, a service's request that waited
+  // beside a trainer's running kernel cost its bucket the trainer's time too: a service using a
+  // third of its request ran its bucket dry on a loaded host and then waited for the grant.
+  const auto holder = TenantOfGrantField(gpu_->holder.load());
+  const bool beside = holder && holder != tenant && HasWorkInFlight(*holder, now);
+  const uint64_t charged = beside ? ns / 2 : ns;
+  ChargeLocked(*tenant, charged, now, charged);
+  // The charged part within the current grant is not the holder's (nor, for a latency holder,
+  // its grant's a second time): the holder's charge leaves it out.
+  if (holder) gpu_->overlap_ns.fetch_add(std::min(charged, Elapsed(gpu_->grant_start_ns.load(), now)));
   LedgerEntry& l = Ledger(*tenant);
   l.priority_tokens_ns.store(BucketNow(l.priority_tokens_ns.load(), l.priority_tokens_at_ns.load(), WeightOf(l), now) -
-                             static_cast<int64_t>(ns));
+                             static_cast<int64_t>(charged));
   l.priority_tokens_at_ns.store(now);
 }
 
@@ -312,6 +319,18 @@ void GrantPolicy::SettleTailLocked(uint64_t now, bool force) {
   ChargeLocked(*tail, charged, now, charged);
   gpu_->overlap_ns.fetch_add(shared / 2);
   gpu_->tail_holder.store(0);
+}
+
+// Without asking liveness (a system call per process; this runs at every charge of latency
+// work): a process that died with work in flight stops counting when its heartbeat goes stale.
+bool GrantPolicy::HasWorkInFlight(TenantIndex tenant, uint64_t now) const {
+  for (ProcessSlot slot : Processes()) {
+    const ProcessEntry& p = At(*segment_, slot);
+    if (p.state.load() != kRegistered || p.tenant.load() != tenant.value()) continue;
+    const ProcessGpuState& st = At(p.sched, gpu_index_);
+    if (st.inflight.load() != 0 && Fresh(p, st.heartbeat_ns.load(), now)) return true;
+  }
+  return false;
 }
 
 uint64_t GrantPolicy::TenantBusyNs(TenantIndex tenant, uint64_t now) const {
@@ -422,15 +441,18 @@ GrantPolicy::CloseReason GrantPolicy::ShouldCloseLocked(TenantIndex holder, uint
 // GPU (or to anyone, from background), at once: the waiter's work joins what the holder has
 // queued — at most its budget — time-sliced by the hardware as it would be without gpuslice, so
 // a light tenant's request waits for no one's queue; the holder launches nothing more meanwhile.
-// Work that runs on beside the next grant is a tail (SettleTailLocked). A limited holder drains
-// fully whatever the reason: a tail's device time is known only roughly (how the hardware
-// time-slices two contexts' kernels is not seen), and a limit is a ceiling.
+// Work that runs on beside the next grant is a tail (SettleTailLocked), charged to the holder —
+// to a limited holder's bucket too, so its limit holds over the bucket's window. A limited
+// holder yields at once like any other (a waiter below its request must not wait for a
+// trainer's queue because the trainer declared a ceiling: beside a limited trainer a standard
+// service's tail was half as long again as without gpuslice); at the end of its quantum or at its
+// limit it drains fully: nobody is owed the GPU then, and a tail's device time is known only
+// roughly (how the hardware time-slices two contexts' kernels is not seen).
 bool GrantPolicy::DrainedFor(CloseReason reason, Activity activity, uint32_t queued, bool limited) {
   if (activity != Activity::kDraining) return true;
-  if (limited) return false;  // a limited holder's work stays within its grants: its limit holds
   switch (reason) {
     case CloseReason::kYield: return true;
-    case CloseReason::kQuantum: return queued <= 1;
+    case CloseReason::kQuantum: return !limited && queued <= 1;
     case CloseReason::kLimit:
     case CloseReason::kNone: return false;
   }

@@ -76,7 +76,8 @@ class GrantPolicy {
   // scheduler mutex. Returns true when the grant changed (waiters should be woken).
   bool Advance(uint64_t now);
 
-  // Latency-class work done outside the grant: charged like a grant of `ns` (scheduler mutex).
+  // Latency-class work done outside the grant: charged like a grant of `ns`, half of it while the
+  // holder's work ran beside it (scheduler mutex).
   void ChargePriorityWork(int tenant, uint64_t ns, uint64_t now);
   // The tenant's last process leaves: the grant it holds moves on, charged to its last activity.
   void ReleaseIfHeldBy(int tenant, uint64_t now);
@@ -118,6 +119,8 @@ class GrantPolicy {
   void SettleTailLocked(uint64_t now, bool force);
   // The busy time of the tenant's registered processes on this GPU so far, open periods included.
   uint64_t TenantBusyNs(TenantIndex tenant, uint64_t now) const;
+  // Whether a process of the tenant has work on this GPU now (its heartbeat fresh).
+  bool HasWorkInFlight(TenantIndex tenant, uint64_t now) const;
   // `ns` to the tenant's virtual time and service, `limit_ns` to its limit's bucket.
   void ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t now, uint64_t limit_ns);
   void RollShareWindowLocked(uint64_t now);

@@ -86,7 +86,7 @@ sabotage lease-ignored broker/grant_policy.cc \
   '^(Sched|GrantPolicy)' \
   'a stopped holder keeps the grant for as long as it is stopped'
 sabotage dead-waiters-count broker/grant_policy.cc \
-  's/if \(Fresh\(p, p\.sched\[gpu_index_\]\.waiting_ns\.load\(\), now\) && Live\(static_cast<int>\(i\)\)\) \+\+counts\[t\];/if (p.sched[gpu_index_].waiting_ns.load() != 0) ++counts[t];  \/\/ SABOTAGE/' \
+  's/if \(Fresh\(p, At\(p\.sched, gpu_index_\)\.waiting_ns\.load\(\), now\) && Live\(slot\)\) \+\+counts\[t->value\(\)\];/if (At(p.sched, gpu_index_).waiting_ns.load() != 0) ++counts[t->value()];  \/\/ SABOTAGE/' \
   '^(Sched|GrantPolicy)' \
   'a waiter that died or was stopped keeps counting'
 sabotage no-budget shim/launch_tracker.cc \
@@ -182,7 +182,7 @@ sabotage pitch-charged-by-width shim/hooks_memory.cc \
   '^(ShimMemoryQuotaTest|ShimMemoryQuotaFamilyTest)' \
   'pitched allocations are charged by their width, not their padded pitch'
 sabotage latency-work-charged-twice broker/grant_policy.cc \
-  's/  if \(gpu_->holder\.load\(\) != 0\)\n    gpu_->overlap_ns\.fetch_add/  if (false)  \/\/ SABOTAGE\n    gpu_->overlap_ns.fetch_add/' \
+  's/  if \(holder\) gpu_->overlap_ns\.fetch_add/  if (false \/* SABOTAGE *\/) gpu_->overlap_ns.fetch_add/' \
   '^(GrantPolicyTest|SchedDeploymentShapesTest)' \
   'latency work beside the holder is charged to both'
 
