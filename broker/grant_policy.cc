@@ -412,13 +412,17 @@ GrantPolicy::CloseReason GrantPolicy::ShouldCloseLocked(TenantIndex holder, uint
   const uint64_t start = gpu_->grant_start_ns.load();
   const uint64_t held = Elapsed(start, now);
   const uint32_t limit = LimitOf(h);
+  bool at_limit = false;
   if (limit < 100) {
     // The bucket as the grant began, plus what it gained while held, less the time held.
     const int64_t at_start = BucketNow(h.tokens_ns.load(), h.tokens_at_ns.load(), limit, start);
-    if (at_start + static_cast<int64_t>(held * limit / 100) <= static_cast<int64_t>(held)) return CloseReason::kLimit;
+    at_limit = at_start + static_cast<int64_t>(held * limit / 100) <= static_cast<int64_t>(held);
   }
+  // A waiter owed the GPU is yielded to even by a holder at its limit: the holder's grant moves
+  // at once instead of after its drain (a service waited 100 ms for a limited trainer's queue),
+  // and what the holder still has queued is charged to its bucket as a tail.
   const bool background = ClassOf(h) == ComputeClass::kBackground;
-  CloseReason reason = CloseReason::kNone;
+  CloseReason reason = at_limit ? CloseReason::kLimit : CloseReason::kNone;
   for (TenantIndex t : Tenants()) {
     if (t == holder) continue;
     const LedgerEntry& w = Ledger(t);
@@ -427,7 +431,7 @@ GrantPolicy::CloseReason GrantPolicy::ShouldCloseLocked(TenantIndex holder, uint
     if (background && !waiter_background) return CloseReason::kYield;  // background yields at once
     if (waiter_background && !background) continue;                    // and is never owed anything
     if (Owed(t, holder, held)) return CloseReason::kYield;
-    if (held >= QuantumOf(*gpu_)) reason = CloseReason::kQuantum;
+    if (!at_limit && held >= QuantumOf(*gpu_)) reason = CloseReason::kQuantum;
   }
   return reason;
 }

@@ -124,8 +124,9 @@ class GrantPolicy {
   // `ns` to the tenant's virtual time and service, `limit_ns` to its limit's bucket.
   void ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t now, uint64_t limit_ns);
   void RollShareWindowLocked(uint64_t now);
-  // Why the holder's grant must end now: its limit, its quantum while others wait, or a yield
-  // (a waiter owed the GPU, or a background holder beside a standard or latency waiter).
+  // Why the holder's grant must end now: a yield (a waiter owed the GPU, or a background holder
+  // beside a standard or latency waiter) — before its limit, so that an owed waiter does not wait
+  // for a limited holder's drain — its limit, or its quantum while others wait.
   enum class CloseReason { kNone, kLimit, kQuantum, kYield };
   CloseReason ShouldCloseLocked(TenantIndex holder, uint64_t now) const;
   static bool DrainedFor(CloseReason reason, Activity activity, uint32_t queued, bool limited);

@@ -101,6 +101,10 @@ sabotage yield-drains broker/grant_policy.cc \
   's/case CloseReason::kYield: return true;/case CloseReason::kYield: return false;  \/\/ SABOTAGE/' \
   '^(Sched|GrantPolicy)' \
   'a waiter owed the GPU waits for the holder'"'"'s whole queue to drain'
+sabotage limited-yield-drains broker/grant_policy.cc \
+  's/case CloseReason::kYield: return true;/case CloseReason::kYield: return !limited;  \/\/ SABOTAGE/' \
+  '^(SchedLatencyTest|GrantPolicyTest)' \
+  'a waiter owed the GPU waits for a limited holder'"'"'s whole queue to drain'
 sabotage classes-ignored broker/grant_policy.cc \
   's/return value <= static_cast<uint32_t>\(ComputeClass::kBackground\) \? static_cast<ComputeClass>\(value\)\n\s*: ComputeClass::kStandard;/return ComputeClass::kStandard;  \/\/ SABOTAGE/' \
   '^(Sched|GrantPolicy)' \

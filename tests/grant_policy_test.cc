@@ -215,6 +215,30 @@ TEST_F(GrantPolicyTest, ALimitedHolderYieldsAtOnceAndItsTailDrainsItsBucket) {
   EXPECT_EQ(node.ledger(a).tokens_ns.load(), tokens_before - 4 * static_cast<int64_t>(kMs));
 }
 
+// Even at its limit: a waiter owed the GPU does not wait for the limited holder's drain (a
+// service waited 100 ms for a limited trainer's queue once its limit closed the grant).
+// Counter-case: nobody waiting, the holder at its limit drains before the grant moves on.
+TEST_F(GrantPolicyTest, AnOwedWaiterIsYieldedToEvenByAHolderAtItsLimit) {
+  for (const bool waiter : {true, false}) {
+    SCOPED_TRACE(waiter ? "an owed waiter" : "nobody waiting");
+    FakeNode trial;
+    const int a = trial.Tenant(50, 20), b = trial.Tenant(50);
+    const int pa = trial.Process(a), pb = trial.Process(b);
+    trial.ledger(a).vtime.store(1000 * kMs);
+    trial.ledger(a).tokens_ns.store(5 * static_cast<int64_t>(kMs));  // just enough to be granted
+    auto trial_policy = trial.Policy();
+    GrantAtStart(trial, trial_policy, pa);
+    trial.Launch(pa, kT0 + 10 * kUs);
+    trial.Launch(pa, kT0 + 10 * kUs);
+    ASSERT_EQ(trial.Holder(), a);
+    if (waiter) trial.Wait(pb, kT0 + 8 * kMs);
+    trial.state(pa).heartbeat_ns.store(kT0 + 8 * kMs);
+    trial_policy.Advance(kT0 + 8 * kMs);  // past its limit (5 ms + 20% of 8 ms), two kernels in flight
+    EXPECT_EQ(trial.gpu().closing.load(), waiter ? 0u : 1u);
+    EXPECT_EQ(trial.Holder(), waiter ? b : a);
+  }
+}
+
 // At the end of its quantum (nobody owed the GPU) a limited holder drains fully: a tail's share of
 // the device is known only roughly, and its limit is a ceiling. Counter-case: an unlimited holder
 // hands over with its last kernel running (AtTheEndOfItsQuantum... above).
