@@ -25,9 +25,7 @@ constexpr char kExample[] =
 bool ShimAcceptsTenant(const std::string& name) {
   std::string variable = "GPUSLICE_TENANT=" + name;
   char* environment[] = {variable.data(), nullptr};
-  shim::ShimOptions options;
-  std::string ignored;
-  return shim::ParseOptions(environment, &options, &ignored);
+  return shim::ParseOptions(environment).ok();
 }
 
 std::string Scalar(const YAML::Node& node) { return node.IsScalar() ? node.Scalar() : std::string(); }

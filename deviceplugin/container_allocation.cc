@@ -112,8 +112,8 @@ SliceOutcome EditsForSlices(const DeviceCatalog& catalog, const PluginConfig& co
     edits->envs["GPUSLICE_COMPUTE_REQUEST"] = "100";
   }
   AddShim(config, TenantNameForIds(ids), edits);
-  if (!shim::ShimAccepts(edits->envs, error)) {
-    *error = "internal error, the shim would refuse the answer: " + *error;
+  if (const Status accepted = shim::ShimAccepts(edits->envs); !accepted.ok()) {
+    *error = "internal error, the shim would refuse the answer: " + accepted.message();
     return SliceOutcome::kMalformed;
   }
   return SliceOutcome::kOk;

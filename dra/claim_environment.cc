@@ -15,7 +15,7 @@ bool ClaimEnvironment(const ClaimDevice& device, const DriverConfig& config, con
   (*env)["GPUSLICE_COMPUTE_REQUEST"] = std::to_string(device.compute);
   if (!device.compute_class.empty()) (*env)["GPUSLICE_COMPUTE_CLASS"] = device.compute_class;
   if (device.compute_limit) (*env)["GPUSLICE_COMPUTE_LIMIT"] = std::to_string(device.compute_limit);
-  return shim::ShimAccepts(*env, error);
+  return shim::ShimAccepts(*env).ToBool(error);
 }
 
 std::string TenantName(const std::string& claim_namespace, const std::string& claim_name, const std::string& uid) {
