@@ -50,13 +50,13 @@ GpuInventory::~GpuInventory() {
 
 std::unique_ptr<GpuInventory> GpuInventory::Open(const std::string& library, std::string* error) {
   auto api = std::make_unique<Api>();
-  std::string why;
-  api->handle = nvml::Open(library, &why);
-  if (api->handle == nullptr) {
-    *error = "gpuslice-device-plugin: cannot load NVML from '" + library + "' (" + why +
+  const Result<void*> opened = nvml::Open(library);
+  if (!opened.ok()) {
+    *error = "gpuslice-device-plugin: cannot load NVML from '" + library + "' (" + opened.message() +
              "); is the NVIDIA driver installed and the library on the loader path (nvmlLibrary)?";
     return nullptr;
   }
+  api->handle = *opened;
   void* h = api->handle;
   if (const char* missing = api->Bind(h)) {
     *error = NoSymbol(missing);
