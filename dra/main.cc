@@ -31,12 +31,15 @@ using node_daemon::kExitUsage;
 // The devices to publish: those NVML lists and that still answer as healthy (a GPU lost
 // since the last look may still be listed). *left_out: one line per GPU left out.
 std::vector<NodeDevice> HealthyDevices(deviceplugin::GpuInventory& inventory, std::string* left_out_lines, std::string* error) {
-  std::vector<deviceplugin::GpuInfo> gpus, healthy;
-  std::vector<deviceplugin::LeftOutGpu> left_out;
+  std::vector<deviceplugin::GpuInfo> healthy;
   left_out_lines->clear();
-  if (!inventory.Discover(&gpus, &left_out, error)) return {};
-  for (const auto& l : left_out) *left_out_lines += "gpuslice-dra-driver: GPU " + std::to_string(l.index) + " left out: " + l.reason + "\n";
-  for (const auto& gpu : gpus) {
+  const Result<deviceplugin::Discovery> discovered = inventory.Discover();
+  if (!discovered.ok()) {
+    *error = discovered.message();
+    return {};
+  }
+  for (const auto& l : discovered->left_out) *left_out_lines += "gpuslice-dra-driver: GPU " + std::to_string(l.index) + " left out: " + l.reason + "\n";
+  for (const auto& gpu : discovered->gpus) {
     if (inventory.Healthy(gpu)) {
       healthy.push_back(gpu);
     } else {
@@ -97,8 +100,9 @@ int Run(int argc, char** argv) {
   // Signals are waited for with sigtimedwait: blocked before any thread starts.
   const sigset_t stop_signals = node_daemon::BlockStopSignals();
 
-  auto inventory = deviceplugin::GpuInventory::Open(config.nvml_library, &error);
-  if (!inventory) return Fail(kExitFailure, error);
+  Result<std::unique_ptr<deviceplugin::GpuInventory>> opened = deviceplugin::GpuInventory::Open(config.nvml_library);
+  if (!opened.ok()) return Fail(kExitFailure, opened.message());
+  std::unique_ptr<deviceplugin::GpuInventory> inventory = std::move(opened).value();
   const std::string driver_version = NvmlDriverVersion(config.nvml_library);
   std::string left_out;
   std::vector<NodeDevice> devices = HealthyDevices(*inventory, &left_out, &error);
