@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "common/nvml_api.h"
+#include "common/status.h"
 
 namespace gpuslice::nvml {
 
@@ -25,13 +26,13 @@ using GetCpuAffinityWithinScopeFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int 
 inline constexpr unsigned int kAffinityScopeNode = 0;  // NVML_AFFINITY_SCOPE_NODE
 
 // The library at `path` (by default the driver's soname), loaded for good: NVML keeps threads of
-// its own on a real driver, so it is never closed. Null, with the loader's reason in *why, when it
-// cannot be loaded.
-inline void* Open(const std::string& path, std::string* why) {
+// its own on a real driver, so it is never closed. An error whose message is the loader's reason
+// when it cannot be loaded.
+inline Result<void*> Open(const std::string& path) {
   void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
     const char* reason = dlerror();
-    *why = reason != nullptr ? reason : "unknown error";
+    return Status::Error(reason != nullptr ? reason : "unknown error");
   }
   return library;
 }

@@ -48,13 +48,6 @@ class [[nodiscard]] Status {
   // Empty when ok.
   const std::string& message() const { return message_; }
 
-  // For the remaining `bool f(..., std::string* error)` interfaces: false with the message in
-  // *error (when error is not null) for a failure, true otherwise.
-  bool ToBool(std::string* error) const {
-    if (!ok() && error != nullptr) *error = message_;
-    return ok();
-  }
-
  private:
   // An error always has a code other than kOk: Error(kOk, ...) would read as success.
   Status(Code code, std::string message)

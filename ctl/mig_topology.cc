@@ -16,9 +16,9 @@ std::string UuidKey(const std::string& uuid) { return uuid.size() > 4 ? uuid.sub
 
 MigTopology ReadMigTopology() {
   MigTopology topology;
-  std::string why;  // no NVML: no MIG instances to name
-  void* library = nvml::Open(nvml::kLibrary, &why);
-  if (!library) return topology;
+  const Result<void*> opened = nvml::Open(nvml::kLibrary);
+  if (!opened.ok()) return topology;  // no NVML: no MIG instances to name
+  void* library = *opened;
   const auto init = nvml::Symbol<decltype(&nvmlInit_v2)>(library, "nvmlInit_v2");
   const auto count = nvml::Symbol<decltype(&nvmlDeviceGetCount_v2)>(library, "nvmlDeviceGetCount_v2");
   const auto handle = nvml::Symbol<decltype(&nvmlDeviceGetHandleByIndex_v2)>(library, "nvmlDeviceGetHandleByIndex_v2");

@@ -51,9 +51,9 @@ int RunPlan(const PlanOptions& options) {
   Result<std::vector<PlanTenant>> read_tenants = ReadPlanTenants(options.tenants_file);
   if (!read_tenants.ok()) return Fail(kExitUsage, read_tenants.message());
   const std::vector<PlanTenant>& tenants = *read_tenants;
-  std::string error;
-  Plan plan;
-  if (!MakePlan(gpus, tenants, &plan, &error)) return Fail(kExitImpossible, error);
+  const Result<Plan> plan_result = MakePlan(gpus, tenants);
+  if (!plan_result.ok()) return Fail(kExitImpossible, plan_result.message());
+  const Plan& plan = *plan_result;
   const std::string text = options.json ? RenderPlanJson(plan) : RenderPlanText(plan);
   if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) return kExitFailed;
   return kExitOk;

@@ -25,9 +25,7 @@ constexpr char kExample[] =
 bool ShimAcceptsTenant(const std::string& name) {
   std::string variable = "GPUSLICE_TENANT=" + name;
   char* environment[] = {variable.data(), nullptr};
-  shim::ShimOptions options;
-  std::string ignored;
-  return shim::ParseOptions(environment, &options, &ignored);
+  return shim::ParseOptions(environment).ok();
 }
 
 std::string Scalar(const YAML::Node& node) { return node.IsScalar() ? node.Scalar() : std::string(); }
@@ -40,31 +38,25 @@ bool ParseBool(const YAML::Node& node, bool* out) {
   return true;
 }
 
-// One tenant; false with the reason (without the file's name) in *error.
-bool ParseTenant(const YAML::Node& node, size_t index, PlanTenant* tenant, std::string* error) {
+// One tenant; an error with the reason (without the file's name).
+Status ParseTenant(const YAML::Node& node, size_t index, PlanTenant* tenant) {
   const std::string where = "tenant " + std::to_string(index + 1);
-  if (!node.IsMap()) {
-    *error = where + " is not a mapping; " + kExample;
-    return false;
-  }
+  if (!node.IsMap()) return Status::InvalidArgument(where + " is not a mapping; " + kExample);
   for (const auto& field : node) {
     const std::string key = Scalar(field.first);
     static const std::set<std::string> known = {"name",    "memory",         "compute", "latency_ms",
                                                 "trusted", "fault_tolerant", "tier"};
     if (!known.count(key)) {
-      *error = where + ": unknown field '" + key + "'; a tenant has " + kFields;
-      return false;
+      return Status::InvalidArgument(where + ": unknown field '" + key + "'; a tenant has " + kFields);
     }
   }
   auto bad = [&](const std::string& field, const std::string& expected) {
-    *error = where + (tenant->name.empty() ? "" : " ('" + tenant->name + "')") + ": invalid " + field + " '" +
-             Scalar(node[field]) + "'; expected " + expected;
-    return false;
+    return Status::InvalidArgument(where + (tenant->name.empty() ? "" : " ('" + tenant->name + "')") + ": invalid " +
+                                   field + " '" + Scalar(node[field]) + "'; expected " + expected);
   };
   auto missing = [&](const std::string& field, const std::string& expected) {
-    *error = where + (tenant->name.empty() ? "" : " ('" + tenant->name + "')") + ": no " + field + "; expected " +
-             expected + ", " + kExample;
-    return false;
+    return Status::InvalidArgument(where + (tenant->name.empty() ? "" : " ('" + tenant->name + "')") + ": no " +
+                                   field + "; expected " + expected + ", " + kExample);
   };
   if (!node["name"]) return missing("name", "a GPUSLICE_TENANT name");
   tenant->name = Scalar(node["name"]);
@@ -96,7 +88,7 @@ bool ParseTenant(const YAML::Node& node, size_t index, PlanTenant* tenant, std::
     tenant->tier = Scalar(node["tier"]);
     if (!ShimAcceptsTenant(tenant->tier)) return bad("tier", "a name of 1 to 63 of A-Z a-z 0-9 . _ -");
   }
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace
@@ -126,9 +118,8 @@ Result<std::vector<PlanTenant>> ParsePlanTenants(const std::string& text, const 
   std::vector<PlanTenant> parsed(list.size());
   std::set<std::string> names;
   for (size_t i = 0; i < list.size(); ++i) {
-    std::string why;
-    if (!ParseTenant(list[i], i, &parsed[i], &why)) {
-      return Status::InvalidArgument(source + ": " + why);
+    if (const Status tenant = ParseTenant(list[i], i, &parsed[i]); !tenant.ok()) {
+      return Status::InvalidArgument(source + ": " + tenant.message());
     }
     if (!names.insert(parsed[i].name).second) {
       return Status::InvalidArgument(source + ": tenant " + std::to_string(i + 1) + ": the name '" + parsed[i].name +

@@ -81,10 +81,9 @@ std::optional<std::vector<gpu::MigPlacement>> PlaceMig(const gpu::MigGpuModel& m
   std::stable_sort(profiles.begin(), profiles.end(), [](auto* a, auto* b) {
     return std::pair(a->compute_slices, a->memory_slices) > std::pair(b->compute_slices, b->memory_slices);
   });
-  std::vector<gpu::MigPlacement> placed;
-  std::string ignored;
-  if (!gpu::ValidateMigLayout(model, LayoutText(profiles), &placed, &ignored)) return std::nullopt;
-  return placed;
+  Result<std::vector<gpu::MigPlacement>> placed = gpu::ValidateMigLayout(model, LayoutText(profiles));
+  if (!placed.ok()) return std::nullopt;
+  return std::move(placed).value();
 }
 
 std::vector<const gpu::MigProfile*> OwnProfiles(const Work& w) {
@@ -358,17 +357,10 @@ const char* PlacementName(Placement where) {
   return "soft-slice";
 }
 
-bool MakePlan(const std::vector<PlanGpu>& gpus, const std::vector<PlanTenant>& tenants, Plan* plan,
-              std::string* error) {
-  if (gpus.empty()) {
-    *error = "no GPUs to plan for";
-    return false;
-  }
+Result<Plan> MakePlan(const std::vector<PlanGpu>& gpus, const std::vector<PlanTenant>& tenants) {
+  if (gpus.empty()) return Status::InvalidArgument("no GPUs to plan for");
   for (const auto& t : tenants) {
-    if (std::string why = ImpossibleTenant(gpus, t); !why.empty()) {
-      *error = why;
-      return false;
-    }
+    if (std::string why = ImpossibleTenant(gpus, t); !why.empty()) return Status::InvalidArgument(std::move(why));
   }
   std::vector<Work> works;
   std::string short_tier;
@@ -389,14 +381,12 @@ bool MakePlan(const std::vector<PlanGpu>& gpus, const std::vector<PlanTenant>& t
         need += " (tiers never share a GPU: " + list + ")";
       }
     }
-    *error = "the tenants do not fit on the " + std::to_string(gpus.size()) + (gpus.size() == 1 ? " GPU" : " GPUs") +
-             " given (" + gpus.front().name + "): they need " + need + "; tier '" + short_tier +
-             "' found no room (a GPU holds at most 7 MIG instances, and quotas and shares at most its memory "
-             "and 100%)";
-    return false;
+    return Status::ResourceExhausted(
+        "the tenants do not fit on the " + std::to_string(gpus.size()) + (gpus.size() == 1 ? " GPU" : " GPUs") +
+        " given (" + gpus.front().name + "): they need " + need + "; tier '" + short_tier +
+        "' found no room (a GPU holds at most 7 MIG instances, and quotas and shares at most its memory and 100%)");
   }
-  *plan = BuildPlan(gpus, tenants, works);
-  return true;
+  return BuildPlan(gpus, tenants, works);
 }
 
 }  // namespace gpuslice::ctl

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/status.h"
 #include "ctl/plan_gpu.h"
 #include "ctl/plan_input.h"
 
@@ -75,10 +76,10 @@ struct Plan {
   std::vector<PlanGpu> unused_gpus;   // given but not needed
 };
 
-// Lays `tenants` out on `gpus`. False with one line in *error when the request cannot be met
-// (more memory than a GPU, isolation without a MIG-capable GPU, more than the largest instance,
-// more GPUs or instances than given).
-bool MakePlan(const std::vector<PlanGpu>& gpus, const std::vector<PlanTenant>& tenants, Plan* plan,
-              std::string* error);
+// Lays `tenants` out on `gpus`. An error with one line when the request cannot be met: an
+// InvalidArgument one for a tenant no GPU given could hold (more memory than a GPU, isolation
+// without a MIG-capable GPU, more than the largest instance), a ResourceExhausted one for more
+// GPUs or instances than given.
+Result<Plan> MakePlan(const std::vector<PlanGpu>& gpus, const std::vector<PlanTenant>& tenants);
 
 }  // namespace gpuslice::ctl

@@ -49,29 +49,19 @@ std::string RequestText(const DeviceCatalog& catalog, const PluginConfig& config
 
 }  // namespace
 
-SliceOutcome EditsForSlices(const DeviceCatalog& catalog, const PluginConfig& config, const std::vector<std::string>& ids,
-                            ContainerEdits* edits, std::string* error) {
-  if (ids.empty()) {
-    *error = "a container request with no device IDs";
-    return SliceOutcome::kMalformed;
-  }
+Result<ContainerEdits> EditsForSlices(const DeviceCatalog& catalog, const PluginConfig& config,
+                                      const std::vector<std::string>& ids) {
+  if (ids.empty()) return Status::InvalidArgument("a container request with no device IDs");
   const DeviceCatalog::HealthView health = catalog.Health();
   std::set<std::string> seen;
   std::vector<size_t> slices_on(catalog.gpus().size(), 0);  // per device position
   for (const std::string& id : ids) {
     const int p = catalog.PositionOfSlice(id);
-    if (p < 0) {
-      *error = "unknown device ID '" + id + "' for " + config.resource;
-      return SliceOutcome::kMalformed;
-    }
-    if (!seen.insert(id).second) {
-      *error = "device ID '" + id + "' appears twice";
-      return SliceOutcome::kMalformed;
-    }
+    if (p < 0) return Status::InvalidArgument("unknown device ID '" + id + "' for " + config.resource);
+    if (!seen.insert(id).second) return Status::InvalidArgument("device ID '" + id + "' appears twice");
     if (!health.healthy[static_cast<size_t>(p)]) {
-      *error = "device ID '" + id + "' is a slice of " + catalog.Describe(static_cast<size_t>(p)) +
-               ", which is Unhealthy (NVML does not answer for it); the kubelet must not allocate it";
-      return SliceOutcome::kUnplaceable;
+      return Status::Unavailable("device ID '" + id + "' is a slice of " + catalog.Describe(static_cast<size_t>(p)) +
+                                 ", which is Unhealthy (NVML does not answer for it); the kubelet must not allocate it");
     }
     slices_on[static_cast<size_t>(p)] += 1;
   }
@@ -85,38 +75,36 @@ SliceOutcome EditsForSlices(const DeviceCatalog& catalog, const PluginConfig& co
     std::string where;
     for (size_t p : used)
       where += (where.empty() ? "" : ", ") + catalog.Describe(p) + ": " + std::to_string(slices_on[p]);
-    *error = RequestText(catalog, config, ids.size()) + " were given on " + std::to_string(used.size()) +
-             " devices (" + where + "); a slice's memory and time must be on one device (or every slice of "
-             "each device, for whole devices): no single device had that many free, or the kubelet did not "
-             "take the plugin's preferred allocation. Ask for at most " + std::to_string(whole) +
-             " slices, or a multiple of it for whole devices";
-    return SliceOutcome::kUnplaceable;
+    return Status::ResourceExhausted(
+        RequestText(catalog, config, ids.size()) + " were given on " + std::to_string(used.size()) + " devices (" +
+        where + "); a slice's memory and time must be on one device (or every slice of each device, for whole "
+        "devices): no single device had that many free, or the kubelet did not take the plugin's preferred "
+        "allocation. Ask for at most " + std::to_string(whole) + " slices, or a multiple of it for whole devices");
   }
-  *edits = ContainerEdits{};
+  ContainerEdits answer;
   std::string visible;
   for (size_t p : used) {
     visible += (visible.empty() ? "" : ",") + catalog.gpus()[p].uuid;
-    if (!config.cdi_kind.empty()) edits->cdi_devices.push_back(config.cdi_kind + "=" + catalog.gpus()[p].uuid);
+    if (!config.cdi_kind.empty()) answer.cdi_devices.push_back(config.cdi_kind + "=" + catalog.gpus()[p].uuid);
   }
-  edits->envs["NVIDIA_VISIBLE_DEVICES"] = visible;
+  answer.envs["NVIDIA_VISIBLE_DEVICES"] = visible;
   if (used.size() == 1) {
     const size_t p = used[0];
-    edits->envs["GPUSLICE_MEMORY_LIMIT"] =
+    answer.envs["GPUSLICE_MEMORY_LIMIT"] =
         slices_on[p] == whole ? "100%" : shim::QuotaText(slices_on[p] * catalog.SliceBytes(p));
-    edits->envs["GPUSLICE_COMPUTE_REQUEST"] = std::to_string(slices_on[p] * static_cast<size_t>(catalog.PercentPerSlice()));
+    answer.envs["GPUSLICE_COMPUTE_REQUEST"] = std::to_string(slices_on[p] * static_cast<size_t>(catalog.PercentPerSlice()));
   } else {
     // Whole devices: all of each one's memory and time. The container numbers the devices it
     // sees from 0 in PCI bus order (CUDA_DEVICE_ORDER), the order of NVIDIA_VISIBLE_DEVICES.
-    edits->envs["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
-    edits->envs["GPUSLICE_MEMORY_LIMIT"] = "100%";
-    edits->envs["GPUSLICE_COMPUTE_REQUEST"] = "100";
+    answer.envs["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+    answer.envs["GPUSLICE_MEMORY_LIMIT"] = "100%";
+    answer.envs["GPUSLICE_COMPUTE_REQUEST"] = "100";
   }
-  AddShim(config, TenantNameForIds(ids), edits);
-  if (!shim::ShimAccepts(edits->envs, error)) {
-    *error = "internal error, the shim would refuse the answer: " + *error;
-    return SliceOutcome::kMalformed;
+  AddShim(config, TenantNameForIds(ids), &answer);
+  if (const Status accepted = shim::ShimAccepts(answer.envs); !accepted.ok()) {
+    return Status::InvalidArgument("internal error, the shim would refuse the answer: " + accepted.message());
   }
-  return SliceOutcome::kOk;
+  return answer;
 }
 
 }  // namespace gpuslice::deviceplugin

@@ -37,15 +37,12 @@ struct ContainerEdits {
 std::string LdSoPreloadHostPath(const PluginConfig& config);
 Status WriteLdSoPreloadFile(const PluginConfig& config);
 
-// False with one line in *error for an empty list, a duplicate, an ID that is not this
-// catalog's, a slice of an unhealthy device, or slices split over devices (naming the request,
-// where its slices are and why that cannot be a slice).
-enum class SliceOutcome {
-  kOk,
-  kMalformed,    // not a list the kubelet sends (empty, duplicate, unknown ID): the caller's error
-  kUnplaceable,  // well formed, but not one device's slice (split, or an unhealthy device)
-};
-SliceOutcome EditsForSlices(const DeviceCatalog& catalog, const PluginConfig& config, const std::vector<std::string>& ids,
-                            ContainerEdits* edits, std::string* error);
+// The container's answer for the slices `ids`. An error with one line otherwise, its code the
+// kind of refusal: InvalidArgument for a list the kubelet does not send (empty, a duplicate, an
+// ID that is not this catalog's: the caller's error); Unavailable for a slice of an unhealthy
+// device, ResourceExhausted for slices split over devices (well formed, but not one device's
+// slice: the line names the request, where its slices are and why that cannot be a slice).
+Result<ContainerEdits> EditsForSlices(const DeviceCatalog& catalog, const PluginConfig& config,
+                                      const std::vector<std::string>& ids);
 
 }  // namespace gpuslice::deviceplugin

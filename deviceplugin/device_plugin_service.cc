@@ -24,6 +24,13 @@ grpc::Status Unplaceable(size_t container, const std::string& what) {
                       "gpuslice-device-plugin: container request " + std::to_string(container) + ": " + what);
 }
 
+// A refusal of PreferSlices or EditsForSlices as the kubelet gets it: InvalidArgument is a list
+// the kubelet does not send, any other kind a request this node cannot hold.
+grpc::Status Refusal(size_t container, const Status& refused) {
+  return refused.code() == Status::Code::kInvalidArgument ? Invalid(container, refused.message())
+                                                          : Unplaceable(container, refused.message());
+}
+
 }  // namespace
 
 size_t ListBytes(const DeviceCatalog& catalog) {
@@ -81,16 +88,11 @@ grpc::Status DevicePluginService::GetPreferredAllocation(grpc::ServerContext*,
                                              container.available_deviceids().end());
     const std::vector<std::string> required(container.must_include_deviceids().begin(),
                                             container.must_include_deviceids().end());
-    std::vector<std::string> chosen;
-    std::string error;
-    switch (PreferSlices(catalog_, available, required, container.allocation_size(), config_.nvlink_island, &chosen,
-                         &error)) {
-      case SliceOutcome::kOk: break;
-      case SliceOutcome::kMalformed: return Invalid(c, error);
-      case SliceOutcome::kUnplaceable: return Unplaceable(c, error);
-    }
+    const Result<std::vector<std::string>> chosen =
+        PreferSlices(catalog_, available, required, container.allocation_size(), config_.nvlink_island);
+    if (!chosen.ok()) return Refusal(c, chosen.status());
     auto* out = response->add_container_responses();
-    for (const std::string& id : chosen) out->add_deviceids(id);
+    for (const std::string& id : *chosen) out->add_deviceids(id);
   }
   return grpc::Status::OK;
 }
@@ -101,13 +103,9 @@ grpc::Status DevicePluginService::Allocate(grpc::ServerContext*, const v1beta1::
   for (int c = 0; c < request->container_requests_size(); ++c) {
     const auto& ids_in = request->container_requests(c).devices_ids();
     const std::vector<std::string> ids(ids_in.begin(), ids_in.end());
-    ContainerEdits edits;
-    std::string error;
-    switch (EditsForSlices(catalog_, config_, ids, &edits, &error)) {
-      case SliceOutcome::kOk: break;
-      case SliceOutcome::kMalformed: return Invalid(c, error);
-      case SliceOutcome::kUnplaceable: return Unplaceable(c, error);
-    }
+    Result<ContainerEdits> answer = EditsForSlices(catalog_, config_, ids);
+    if (!answer.ok()) return Refusal(c, answer.status());
+    ContainerEdits& edits = *answer;
     std::fprintf(stderr, "gpuslice-device-plugin: container request %d: tenant %s, %zu slices on %s, memory %s, compute %s%%\n",
                  c, edits.envs["GPUSLICE_TENANT"].c_str(), ids.size(), edits.envs["NVIDIA_VISIBLE_DEVICES"].c_str(),
                  edits.envs["GPUSLICE_MEMORY_LIMIT"].c_str(), edits.envs["GPUSLICE_COMPUTE_REQUEST"].c_str());

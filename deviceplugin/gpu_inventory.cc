@@ -31,12 +31,11 @@ std::string NoSymbol(const char* symbol) {
   return std::string("gpuslice-device-plugin: NVML has no ") + symbol + "; a driver of R450 or newer is needed";
 }
 
+// Whether `handle` has `symbol`, stored in *out.
 template <typename F>
-bool Resolve(void* handle, const char* symbol, F* out, std::string* error) {
+bool Resolve(void* handle, const char* symbol, F* out) {
   *out = nvml::Symbol<F>(handle, symbol);
-  if (*out != nullptr) return true;
-  *error = NoSymbol(symbol);
-  return false;
+  return *out != nullptr;
 }
 
 }  // namespace
@@ -48,32 +47,24 @@ GpuInventory::~GpuInventory() {
   // The library stays loaded: NVML's own threads may outlive the shutdown call.
 }
 
-std::unique_ptr<GpuInventory> GpuInventory::Open(const std::string& library, std::string* error) {
+Result<std::unique_ptr<GpuInventory>> GpuInventory::Open(const std::string& library) {
   auto api = std::make_unique<Api>();
-  std::string why;
-  api->handle = nvml::Open(library, &why);
-  if (api->handle == nullptr) {
-    *error = "gpuslice-device-plugin: cannot load NVML from '" + library + "' (" + why +
-             "); is the NVIDIA driver installed and the library on the loader path (nvmlLibrary)?";
-    return nullptr;
+  const Result<void*> opened = nvml::Open(library);
+  if (!opened.ok()) {
+    return Status::NotFound("gpuslice-device-plugin: cannot load NVML from '" + library + "' (" + opened.message() +
+                            "); is the NVIDIA driver installed and the library on the loader path (nvmlLibrary)?");
   }
+  api->handle = *opened;
   void* h = api->handle;
-  if (const char* missing = api->Bind(h)) {
-    *error = NoSymbol(missing);
-    return nullptr;
-  }
-  if (!Resolve(h, "nvmlErrorString", &api->error_string, error)) return nullptr;
-  std::string ignored;
-  if (!Resolve(h, "nvmlDeviceGetMigMode", &api->mig_mode, &ignored) ||
-      !Resolve(h, "nvmlDeviceGetMaxMigDeviceCount", &api->max_mig_count, &ignored) ||
-      !Resolve(h, "nvmlDeviceGetMigDeviceHandleByIndex", &api->mig_by_index, &ignored))
+  if (const char* missing = api->Bind(h)) return Status::NotFound(NoSymbol(missing));
+  if (!Resolve(h, "nvmlErrorString", &api->error_string)) return Status::NotFound(NoSymbol("nvmlErrorString"));
+  if (!Resolve(h, "nvmlDeviceGetMigMode", &api->mig_mode) ||
+      !Resolve(h, "nvmlDeviceGetMaxMigDeviceCount", &api->max_mig_count) ||
+      !Resolve(h, "nvmlDeviceGetMigDeviceHandleByIndex", &api->mig_by_index))
     api->mig_mode = nullptr;
-  Resolve(h, "nvmlDeviceGetCpuAffinityWithinScope", &api->affinity, &ignored);
+  Resolve(h, "nvmlDeviceGetCpuAffinityWithinScope", &api->affinity);
   const nvmlReturn_t result = api->init();
-  if (result != NVML_SUCCESS) {
-    *error = api->Error("nvmlInit", result);
-    return nullptr;
-  }
+  if (result != NVML_SUCCESS) return Status::Error(api->Error("nvmlInit", result));
   return std::unique_ptr<GpuInventory>(new GpuInventory(std::move(api)));
 }
 
@@ -107,16 +98,12 @@ int NumaNode(nvml::GetCpuAffinityWithinScopeFn affinity, nvmlDevice_t device) {
 
 }  // namespace
 
-bool GpuInventory::Discover(std::vector<GpuInfo>* gpus, std::vector<LeftOutGpu>* left_out, std::string* error) {
+Result<Discovery> GpuInventory::Discover() {
   std::lock_guard<std::mutex> lock(api_->mutex);
-  gpus->clear();
-  left_out->clear();
+  Discovery discovery;
   unsigned int count = 0;
   nvmlReturn_t result = api_->count(&count);
-  if (result != NVML_SUCCESS) {
-    *error = api_->Error("nvmlDeviceGetCount", result);
-    return false;
-  }
+  if (result != NVML_SUCCESS) return Status::Error(api_->Error("nvmlDeviceGetCount", result));
   for (unsigned int i = 0; i < count; ++i) {
     nvmlDevice_t device = nullptr;
     GpuInfo gpu;
@@ -127,19 +114,19 @@ bool GpuInventory::Discover(std::vector<GpuInfo>* gpus, std::vector<LeftOutGpu>*
     // One GPU that does not answer (fallen off the bus, in need of a reset) must not keep the
     // node's other GPUs from being served: it is left out, and the log says why.
     if (result != NVML_SUCCESS) {
-      left_out->push_back({gpu.index, std::string(call) + ": " + api_->error_string(result)});
+      discovery.left_out.push_back({gpu.index, std::string(call) + ": " + api_->error_string(result)});
       continue;
     }
     gpu.numa_node = NumaNode(api_->affinity, device);
     unsigned int mode = 0, pending = 0, slots = 0;
     const bool mig = api_->HasMig() && api_->mig_mode(device, &mode, &pending) == NVML_SUCCESS && mode == nvml::kMigEnabled;
     if (!mig) {
-      gpus->push_back(std::move(gpu));
+      discovery.gpus.push_back(std::move(gpu));
       continue;
     }
     result = api_->max_mig_count(device, &slots);
     if (result != NVML_SUCCESS) {
-      left_out->push_back({gpu.index, std::string("nvmlDeviceGetMaxMigDeviceCount: ") + api_->error_string(result)});
+      discovery.left_out.push_back({gpu.index, std::string("nvmlDeviceGetMaxMigDeviceCount: ") + api_->error_string(result)});
       continue;
     }
     std::vector<GpuInfo> instances;
@@ -156,11 +143,11 @@ bool GpuInventory::Discover(std::vector<GpuInfo>* gpus, std::vector<LeftOutGpu>*
       result = found;
       if (result == NVML_SUCCESS) result = Describe(instance, &info, &call);
       if (result == NVML_SUCCESS) instances.push_back(std::move(info));
-      else left_out->push_back({gpu.index, std::string(call) + " for MIG device " + std::to_string(m) + ": " + api_->error_string(result)});
+      else discovery.left_out.push_back({gpu.index, std::string(call) + " for MIG device " + std::to_string(m) + ": " + api_->error_string(result)});
     }
-    if (result == NVML_SUCCESS) gpus->insert(gpus->end(), instances.begin(), instances.end());
+    if (result == NVML_SUCCESS) discovery.gpus.insert(discovery.gpus.end(), instances.begin(), instances.end());
   }
-  return true;
+  return discovery;
 }
 
 bool GpuInventory::Healthy(const GpuInfo& gpu) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/nvml_api.h"
+#include "common/status.h"
 
 namespace gpuslice::deviceplugin {
 
@@ -31,20 +32,26 @@ struct LeftOutGpu {
   std::string reason;
 };
 
+// What discovery found: the GPUs (and instances) to serve, and those left out.
+struct Discovery {
+  std::vector<GpuInfo> gpus;
+  std::vector<LeftOutGpu> left_out;
+};
+
 class GpuInventory {
  public:
-  // Loads `library` (a file name the loader searches for, or a path) and initialises NVML.
-  // nullptr with one line in *error when the library, a symbol or nvmlInit is missing.
-  static std::unique_ptr<GpuInventory> Open(const std::string& library, std::string* error);
+  // Loads `library` (a file name the loader searches for, or a path) and initialises NVML. An
+  // error with one line when the library, a symbol or nvmlInit is missing.
+  static Result<std::unique_ptr<GpuInventory>> Open(const std::string& library);
   ~GpuInventory();
   GpuInventory(const GpuInventory&) = delete;
   GpuInventory& operator=(const GpuInventory&) = delete;
 
   // Every GPU NVML lists, each GPU in MIG mode as its MIG instances (in NVML's order; none when
-  // it has no instance yet). A GPU that does not answer (lost at start) goes to *left_out, so
-  // that the healthy ones are still served. False with one line in *error when NVML itself
-  // fails (no device count).
-  bool Discover(std::vector<GpuInfo>* gpus, std::vector<LeftOutGpu>* left_out, std::string* error);
+  // it has no instance yet). A GPU that does not answer (lost at start) is left out, so that
+  // the healthy ones are still served. An error with one line when NVML itself fails (no
+  // device count).
+  Result<Discovery> Discover();
   // Whether the GPU (or instance) still answers NVML as a working device: its handle, UUID and
   // memory can be read and the UUID is still the one discovered. A GPU that fell off the bus or needs a reset
   // answers NVML_ERROR_GPU_IS_LOST (or another error) there.

@@ -42,7 +42,7 @@ KubeletWatch::KubeletWatch(const std::string& plugin_dir, std::vector<PluginEndp
 
 KubeletWatch::~KubeletWatch() = default;
 
-bool KubeletWatch::Reconcile(std::string* error, bool* fatal) {
+Status KubeletWatch::Reconcile() {
   const ino_t kubelet = InodeOf(kubelet_socket_);
   bool done = true;
   for (size_t i = 0; i < endpoints_.size(); ++i) {
@@ -50,45 +50,43 @@ bool KubeletWatch::Reconcile(std::string* error, bool* fatal) {
     if (!endpoint.SocketIntact()) {
       if (registered_with_[i] != 0) Log("gpuslice-device-plugin: " + endpoint.socket_path() + " was removed; serving again");
       registered_with_[i] = 0;
-      if (!endpoint.Serve(error)) {
-        *fatal = true;
-        return false;
-      }
+      if (Status served = endpoint.Serve(); !served.ok()) return served;
     }
     if (registered_with_[i] == kubelet && kubelet != 0) continue;
     registered_with_[i] = 0;
     std::string failure = "gpuslice-device-plugin: waiting for the kubelet's " + kubelet_socket_;
-    if (kubelet != 0 && endpoint.Register(&failure)) {
-      registered_with_[i] = kubelet;
-      last_error_[i].clear();
-      Log("gpuslice-device-plugin: registered " + endpoint.resource() + " at " + endpoint.socket_path() + ", " +
-          MillisecondsSinceStart() + " ms after start");
-      continue;
+    if (kubelet != 0) {
+      const Status registered = endpoint.Register();
+      if (registered.ok()) {
+        registered_with_[i] = kubelet;
+        last_error_[i].clear();
+        Log("gpuslice-device-plugin: registered " + endpoint.resource() + " at " + endpoint.socket_path() + ", " +
+            MillisecondsSinceStart() + " ms after start");
+        continue;
+      }
+      failure = registered.message();
     }
     if (failure != last_error_[i]) Log(failure);
     last_error_[i] = failure;
     done = false;
   }
-  return done;
+  return done ? Status::Ok() : Status::Unavailable("gpuslice-device-plugin: not registered with the kubelet yet");
 }
 
-bool KubeletWatch::Run(int stop_fd, std::string* error) {
+Status KubeletWatch::Run(int stop_fd) {
   inotify_fd_.reset(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
   if (!inotify_fd_.valid() ||
       inotify_add_watch(inotify_fd_.get(), plugin_dir_.c_str(), IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM) < 0) {
-    *error = "gpuslice-device-plugin: cannot watch " + plugin_dir_ + " with inotify";
-    return false;
+    return Status::Error("gpuslice-device-plugin: cannot watch " + plugin_dir_ + " with inotify");
   }
   while (true) {
-    bool fatal = false;
-    const bool done = Reconcile(error, &fatal);
-    if (fatal) return false;
+    const Status reconciled = Reconcile();
+    if (!reconciled.ok() && reconciled.code() != Status::Code::kUnavailable) return reconciled;
     pollfd fds[2] = {{stop_fd, POLLIN, 0}, {inotify_fd_.get(), POLLIN, 0}};
-    if (poll(fds, 2, done ? kRecheckMs : kRetryMs) < 0 && errno != EINTR) {
-      *error = "gpuslice-device-plugin: poll failed";
-      return false;
+    if (poll(fds, 2, reconciled.ok() ? kRecheckMs : kRetryMs) < 0 && errno != EINTR) {
+      return Status::Error("gpuslice-device-plugin: poll failed");
     }
-    if (fds[0].revents & POLLIN) return true;
+    if (fds[0].revents & POLLIN) return Status::Ok();
     if (fds[1].revents & POLLIN) {
       alignas(inotify_event) char buffer[4096];
       while (read(inotify_fd_.get(), buffer, sizeof buffer) > 0) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "common/unique_fd.h"
 #include "deviceplugin/plugin_endpoint.h"
 
@@ -20,13 +21,15 @@ class KubeletWatch {
   ~KubeletWatch();
 
   // Serves and registers every endpoint, then keeps them so until `stop_fd` is readable (the
-  // signalfd of SIGTERM and SIGINT). False with one line in *error when a socket cannot be
-  // served or the directory cannot be watched.
-  bool Run(int stop_fd, std::string* error);
+  // signalfd of SIGTERM and SIGINT). An error with one line when a socket cannot be served or
+  // the directory cannot be watched.
+  Status Run(int stop_fd);
 
  private:
-  // Brings every endpoint to "serving, registered with the current kubelet"; true when done.
-  bool Reconcile(std::string* error, bool* fatal);
+  // Brings every endpoint to "serving, registered with the current kubelet": ok when done,
+  // Unavailable while the kubelet has not registered one yet (its line logged; try again), any
+  // other error when an endpoint cannot serve (the end of Run).
+  Status Reconcile();
 
   std::string plugin_dir_;
   std::string kubelet_socket_;

@@ -52,8 +52,8 @@ std::string FlagName(const std::string& key) {
 
 // Keeps only the GPUs named in `devices` (UUIDs or NVML indices of GPUs, or MIG instance UUIDs),
 // in NVML order. A GPU in MIG mode named by its index or UUID keeps all its instances.
-bool SelectGpus(const std::vector<std::string>& devices, std::vector<GpuInfo>* gpus, std::string* error) {
-  if (devices.empty()) return true;
+Status SelectGpus(const std::vector<std::string>& devices, std::vector<GpuInfo>* gpus) {
+  if (devices.empty()) return Status::Ok();
   std::vector<bool> keep(gpus->size(), false);
   for (const std::string& wanted : devices) {
     bool found = false;
@@ -64,8 +64,8 @@ bool SelectGpus(const std::vector<std::string>& devices, std::vector<GpuInfo>* g
     if (!found) {
       std::string known;
       for (const GpuInfo& g : *gpus) known += (known.empty() ? "" : ", ") + std::to_string(g.index) + " " + g.uuid;
-      *error = "gpuslice-device-plugin: devices names '" + wanted + "', which NVML does not list; the GPUs are " + known;
-      return false;
+      return Status::InvalidArgument("gpuslice-device-plugin: devices names '" + wanted +
+                                     "', which NVML does not list; the GPUs are " + known);
     }
   }
   std::vector<GpuInfo> kept;
@@ -73,7 +73,7 @@ bool SelectGpus(const std::vector<std::string>& devices, std::vector<GpuInfo>* g
     if (keep[p]) kept.push_back((*gpus)[p]);
   }
   *gpus = std::move(kept);
-  return true;
+  return Status::Ok();
 }
 
 // Polls NVML for each GPU's health until stopped; a change reaches ListAndWatch at once.
@@ -112,47 +112,52 @@ class HealthMonitor {
   std::thread thread_;
 };
 
+// What start serves: NVML, and the GPUs (and instances) of the node the configuration keeps.
+struct Prepared {
+  std::unique_ptr<GpuInventory> inventory;
+  std::vector<GpuInfo> gpus;
+};
+
 // Everything start checks before serving, in order: the host's paths, NVML, the devices it
 // lists (a GPU that does not answer is left out with a line, the others served), `devices`,
 // and what the configuration makes of them (the ListAndWatch answer's size, a slice's memory).
-// False with the exit code and one line.
-bool Prepare(const PluginConfig& config, std::unique_ptr<GpuInventory>* inventory, std::vector<GpuInfo>* gpus,
-             int* code, std::string* error) {
-  *code = kExitUsage;
-  if (!ValidateConfig(config).ToBool(error)) return false;
-  *code = kExitFailure;
-  *inventory = GpuInventory::Open(config.nvml_library, error);
-  if (!*inventory) return false;
-  std::vector<LeftOutGpu> left_out;
-  if (!(*inventory)->Discover(gpus, &left_out, error)) return false;
+// An error with one line: InvalidArgument for a bad configuration (exit 2), another code when
+// NVML or the devices fail (exit 1).
+Result<Prepared> Prepare(const PluginConfig& config) {
+  if (Status valid = ValidateConfig(config); !valid.ok()) return Status::InvalidArgument(valid.message());
+  Result<std::unique_ptr<GpuInventory>> opened = GpuInventory::Open(config.nvml_library);
+  if (!opened.ok()) return Status::Error(opened.message());
+  Prepared prepared{std::move(opened).value(), {}};
+  Result<Discovery> discovered = prepared.inventory->Discover();
+  if (!discovered.ok()) return Status::Error(discovered.message());
+  const std::vector<LeftOutGpu>& left_out = discovered->left_out;
   for (const LeftOutGpu& gpu : left_out)
     std::fprintf(stderr, "gpuslice-device-plugin: GPU %d left out: %s; the others are served (restart the plugin once it is back)\n",
                  gpu.index, gpu.reason.c_str());
-  *code = kExitUsage;
-  if (!SelectGpus(config.devices, gpus, error)) return false;
-  *code = kExitFailure;
-  if (gpus->empty()) {
-    *error = left_out.empty() ? "gpuslice-device-plugin: NVML lists no GPU on this node (or only GPUs in MIG mode with no instance)"
-                              : "gpuslice-device-plugin: no GPU answers NVML (" + std::to_string(left_out.size()) + " left out)";
-    return false;
+  std::vector<GpuInfo>& gpus = prepared.gpus;
+  gpus = std::move(discovered->gpus);
+  if (Status selected = SelectGpus(config.devices, &gpus); !selected.ok()) return selected;
+  if (gpus.empty()) {
+    return Status::Error(
+        left_out.empty()
+            ? "gpuslice-device-plugin: NVML lists no GPU on this node (or only GPUs in MIG mode with no instance)"
+            : "gpuslice-device-plugin: no GPU answers NVML (" + std::to_string(left_out.size()) + " left out)");
   }
-  *code = kExitUsage;
-  const DeviceCatalog catalog(*gpus, config.slices_per_gpu);
-  for (size_t p = 0; p < gpus->size(); ++p) {
+  const DeviceCatalog catalog(gpus, config.slices_per_gpu);
+  for (size_t p = 0; p < gpus.size(); ++p) {
     if (catalog.SliceBytes(p) == 0) {
-      *error = "gpuslice-device-plugin: slicesPerGpu " + std::to_string(config.slices_per_gpu) + " leaves " +
-               catalog.Describe(p) + " (" + std::to_string((*gpus)[p].total_memory >> 20) +
-               " MiB) less than 1 MiB per slice; use fewer slices";
-      return false;
+      return Status::InvalidArgument("gpuslice-device-plugin: slicesPerGpu " + std::to_string(config.slices_per_gpu) +
+                                     " leaves " + catalog.Describe(p) + " (" + std::to_string(gpus[p].total_memory >> 20) +
+                                     " MiB) less than 1 MiB per slice; use fewer slices");
     }
   }
   if (const size_t bytes = ListBytes(catalog); bytes > kMaxListBytes) {
-    *error = "gpuslice-device-plugin: " + std::to_string(gpus->size()) + " devices of " + std::to_string(config.slices_per_gpu) +
-             " slices make a ListAndWatch answer of " + std::to_string(bytes) + " bytes, over the " +
-             std::to_string(kMaxListBytes) + " this plugin sends (the kubelet reads at most 4 MiB); use fewer slicesPerGpu or name fewer devices";
-    return false;
+    return Status::InvalidArgument(
+        "gpuslice-device-plugin: " + std::to_string(gpus.size()) + " devices of " + std::to_string(config.slices_per_gpu) +
+        " slices make a ListAndWatch answer of " + std::to_string(bytes) + " bytes, over the " +
+        std::to_string(kMaxListBytes) + " this plugin sends (the kubelet reads at most 4 MiB); use fewer slicesPerGpu or name fewer devices");
   }
-  return true;
+  return prepared;
 }
 
 int Main(int argc, char** argv) {
@@ -177,7 +182,6 @@ int Main(int argc, char** argv) {
   }
 
   PluginConfig config;
-  std::string error;
   if (!config_file.empty()) {
     if (Status loaded = LoadConfigFile(config_file, &config); !loaded.ok()) return Fail(kExitUsage, loaded.message());
   }
@@ -193,10 +197,13 @@ int Main(int argc, char** argv) {
   if (stop_fd < 0) return Fail(kExitFailure, "gpuslice-device-plugin: signalfd failed");
   // --check-config runs every check start runs (the file, the host's paths, NVML and what the
   // devices make of the configuration) and stops before serving.
-  int code = 0;
-  std::unique_ptr<GpuInventory> inventory;
-  std::vector<GpuInfo> gpus;
-  if (!Prepare(config, &inventory, &gpus, &code, &error)) return Fail(code, error);
+  Result<Prepared> prepared = Prepare(config);
+  if (!prepared.ok()) {
+    return Fail(prepared.status().code() == Status::Code::kInvalidArgument ? kExitUsage : kExitFailure,
+                prepared.message());
+  }
+  std::unique_ptr<GpuInventory> inventory = std::move(prepared->inventory);
+  const std::vector<GpuInfo> gpus = std::move(prepared->gpus);
   if (check_config) {
     std::printf("gpuslice-device-plugin: configuration valid: %zu devices of %d slices, a ListAndWatch answer of %zu bytes\n",
                 gpus.size(), config.slices_per_gpu, ListBytes(DeviceCatalog(gpus, config.slices_per_gpu)));
@@ -220,7 +227,7 @@ int Main(int argc, char** argv) {
     PodResourcesWatch pods(config);
     PluginEndpoint endpoint(catalog, config);
     KubeletWatch watch(config.plugin_dir, {&endpoint});
-    if (!watch.Run(stop_fd, &error)) status = Fail(kExitFailure, error);
+    if (Status ran = watch.Run(stop_fd); !ran.ok()) status = Fail(kExitFailure, ran.message());
     catalog.Stop();  // ends the ListAndWatch streams, then the servers stop
   }
   if (status == 0) std::fprintf(stderr, "gpuslice-device-plugin: stopped\n");

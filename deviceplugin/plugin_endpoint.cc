@@ -33,7 +33,7 @@ PluginEndpoint::PluginEndpoint(const DeviceCatalog& catalog, const PluginConfig&
 
 PluginEndpoint::~PluginEndpoint() { Stop(); }
 
-bool PluginEndpoint::Serve(std::string* error) {
+Status PluginEndpoint::Serve() {
   Stop();
   unlink(socket_path_.c_str());  // a stale socket of an earlier run refuses the bind
   service_ = std::make_unique<DevicePluginService>(catalog_, config_);
@@ -42,15 +42,14 @@ bool PluginEndpoint::Serve(std::string* error) {
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (!server_) {
-    *error = "gpuslice-device-plugin: cannot serve on " + socket_path_;
     service_.reset();
-    return false;
+    return Status::Error("gpuslice-device-plugin: cannot serve on " + socket_path_);
   }
   socket_inode_ = InodeOf(socket_path_);
-  return true;
+  return Status::Ok();
 }
 
-bool PluginEndpoint::Register(std::string* error) {
+Status PluginEndpoint::Register() {
   auto channel = grpc::CreateChannel("unix://" + config_.plugin_dir + "/" + kKubeletSocket,
                                      grpc::InsecureChannelCredentials());
   auto stub = v1beta1::Registration::NewStub(channel);
@@ -63,9 +62,9 @@ bool PluginEndpoint::Register(std::string* error) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + kRegisterTimeout);
   const grpc::Status status = stub->Register(&context, request, &reply);
-  if (status.ok()) return true;
-  *error = "gpuslice-device-plugin: Register of " + resource_ + " with the kubelet failed: " + status.error_message();
-  return false;
+  if (status.ok()) return Status::Ok();
+  return Status::Unavailable("gpuslice-device-plugin: Register of " + resource_ + " with the kubelet failed: " +
+                             status.error_message());
 }
 
 void PluginEndpoint::Stop() {

@@ -8,6 +8,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/status.h"
 #include "deviceplugin/device_plugin_service.h"
 
 namespace gpuslice::deviceplugin {
@@ -20,10 +21,11 @@ class PluginEndpoint {
   const std::string& resource() const { return resource_; }
   const std::string& socket_path() const { return socket_path_; }
 
-  // (Re)starts the server on a fresh socket. False with one line in *error.
-  bool Serve(std::string* error);
-  // Calls the kubelet's Register. False with the kubelet's answer in *error.
-  bool Register(std::string* error);
+  // (Re)starts the server on a fresh socket. An error with one line when it cannot (never
+  // Unavailable: a socket that cannot be served is not waited for).
+  Status Serve();
+  // Calls the kubelet's Register. An Unavailable error with the kubelet's answer when it fails.
+  Status Register();
   // Ends the streams, stops the server and removes the socket.
   void Stop();
   // Whether our socket file is still the one we serve on (a restarting kubelet deletes it).

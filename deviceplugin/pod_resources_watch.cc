@@ -14,18 +14,18 @@
 
 namespace gpuslice::deviceplugin {
 
-bool ListTenantPods(const std::string& socket, const std::string& resource, int timeout_ms,
-                    std::map<std::string, PodOfTenant>* pods, std::string* error) {
+Result<std::map<std::string, PodOfTenant>> ListTenantPods(const std::string& socket, const std::string& resource,
+                                                          int timeout_ms) {
   auto stub = v1::PodResourcesLister::NewStub(grpc::CreateChannel("unix://" + socket, grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
   v1::ListPodResourcesResponse response;
   const grpc::Status status = stub->List(&context, v1::ListPodResourcesRequest(), &response);
   if (!status.ok()) {
-    *error = "the kubelet's pod-resources API at " + socket + " did not answer List: " + status.error_message();
-    return false;
+    return Status::Unavailable("the kubelet's pod-resources API at " + socket +
+                               " did not answer List: " + status.error_message());
   }
-  pods->clear();
+  std::map<std::string, PodOfTenant> pods;
   for (const auto& pod : response.pod_resources()) {
     for (const auto& container : pod.containers()) {
       for (const auto& devices : container.devices()) {
@@ -38,11 +38,11 @@ bool ListTenantPods(const std::string& socket, const std::string& resource, int 
           if (slice && std::find(uuids.begin(), uuids.end(), slice->device_uuid) == uuids.end()) uuids.push_back(slice->device_uuid);
         }
         for (const std::string& uuid : uuids) entry.devices += (entry.devices.empty() ? "" : ",") + uuid;
-        (*pods)[TenantNameForIds(ids)] = entry;
+        pods[TenantNameForIds(ids)] = entry;
       }
     }
   }
-  return true;
+  return pods;
 }
 
 Status WritePodsFile(const std::string& path, const std::map<std::string, PodOfTenant>& pods) {
@@ -91,15 +91,15 @@ PodResourcesWatch::~PodResourcesWatch() {
 }
 
 void PodResourcesWatch::Poll(const PluginConfig& config) {
-  std::map<std::string, PodOfTenant> pods;
-  std::string error;
   // Pods keep their names only as long as the kubelet answers: an old map is left as it was
   // (a tenant's pod does not change while it runs), and the log says so once.
-  if (!ListTenantPods(config.pod_resources_socket, config.resource, 1000, &pods, &error)) {
-    if (!failing_) std::fprintf(stderr, "gpuslice-device-plugin: %s; tenants are not named after their pods until it does\n", error.c_str());
+  Result<std::map<std::string, PodOfTenant>> listed = ListTenantPods(config.pod_resources_socket, config.resource, 1000);
+  if (!listed.ok()) {
+    if (!failing_) std::fprintf(stderr, "gpuslice-device-plugin: %s; tenants are not named after their pods until it does\n", listed.message().c_str());
     failing_ = true;
     return;
   }
+  std::map<std::string, PodOfTenant> pods = std::move(listed).value();
   if (failing_) std::fprintf(stderr, "gpuslice-device-plugin: the pod-resources API answers again\n");
   failing_ = false;
   auto same = [](const PodOfTenant& a, const PodOfTenant& b) {

@@ -26,10 +26,10 @@ struct PodOfTenant {
 // The file's name in the state directory.
 inline constexpr char kPodsFileName[] = "pods.json";
 
-// One List against `socket`: tenant name -> pod, for the containers holding `resource`. False
-// with one line in *error when the kubelet does not answer.
-bool ListTenantPods(const std::string& socket, const std::string& resource, int timeout_ms,
-                    std::map<std::string, PodOfTenant>* pods, std::string* error);
+// One List against `socket`: tenant name -> pod, for the containers holding `resource`. An
+// Unavailable error with one line when the kubelet does not answer.
+Result<std::map<std::string, PodOfTenant>> ListTenantPods(const std::string& socket, const std::string& resource,
+                                                          int timeout_ms);
 
 // Writes the map as JSON to `path` (through a temporary file and rename).
 Status WritePodsFile(const std::string& path, const std::map<std::string, PodOfTenant>& pods);

@@ -123,24 +123,21 @@ void Take(std::vector<std::string>& from, size_t n, std::vector<std::string>* ch
 
 }  // namespace
 
-SliceOutcome PreferSlices(const DeviceCatalog& catalog, const std::vector<std::string>& available,
-                          const std::vector<std::string>& must_include, int size, int island_size,
-                          std::vector<std::string>* chosen, std::string* error) {
-  chosen->clear();
+Result<std::vector<std::string>> PreferSlices(const DeviceCatalog& catalog, const std::vector<std::string>& available,
+                                              const std::vector<std::string>& must_include, int size, int island_size) {
+  std::vector<std::string> chosen;
   const std::set<std::string> required(must_include.begin(), must_include.end());
   std::set<std::string> offered(available.begin(), available.end());
   if (size <= 0 || static_cast<size_t>(size) > offered.size() || required.size() > static_cast<size_t>(size)) {
-    *error = "allocation_size " + std::to_string(size) + " cannot be met from " + std::to_string(offered.size()) +
-             " available IDs with " + std::to_string(required.size()) + " required";
-    return SliceOutcome::kMalformed;
+    return Status::InvalidArgument("allocation_size " + std::to_string(size) + " cannot be met from " + std::to_string(offered.size()) +
+                                   " available IDs with " + std::to_string(required.size()) + " required");
   }
   // Free slices per device position, in slice order.
   FreeUnits free(catalog.gpus().size());
   for (const std::string& id : offered) {
     const int p = catalog.PositionOfSlice(id);
     if (p < 0) {
-      *error = "unknown device ID '" + id + "'";
-      return SliceOutcome::kMalformed;
+      return Status::InvalidArgument("unknown device ID '" + id + "'");
     }
     if (!required.contains(id)) free[static_cast<size_t>(p)].push_back(id);
   }
@@ -148,11 +145,10 @@ SliceOutcome PreferSlices(const DeviceCatalog& catalog, const std::vector<std::s
   for (const std::string& id : required) {
     const int p = catalog.PositionOfSlice(id);
     if (p < 0 || !offered.contains(id)) {
-      *error = "must_include ID '" + id + "' is not one of the available IDs";
-      return SliceOutcome::kMalformed;
+      return Status::InvalidArgument("must_include ID '" + id + "' is not one of the available IDs");
     }
     required_on[static_cast<size_t>(p)] += 1;
-    chosen->push_back(id);
+    chosen.push_back(id);
   }
   for (auto& ids : free) {
     std::sort(ids.begin(), ids.end(), [](const std::string& a, const std::string& b) {
@@ -161,7 +157,7 @@ SliceOutcome PreferSlices(const DeviceCatalog& catalog, const std::vector<std::s
   }
   const int per_device = catalog.slices_per_gpu();
   const int missing = size - static_cast<int>(required.size());
-  if (missing == 0) return SliceOutcome::kOk;
+  if (missing == 0) return chosen;
   // The devices that may take slices: those of the required IDs when there are any (a
   // container's slices stay together), otherwise every device.
   std::vector<bool> allowed(free.size());
@@ -170,15 +166,15 @@ SliceOutcome PreferSlices(const DeviceCatalog& catalog, const std::vector<std::s
   // One device: place's best fit.
   if (size <= per_device) {
     if (const int p = BestFitPosition(node, missing, free); p >= 0) {
-      Take(free[static_cast<size_t>(p)], static_cast<size_t>(missing), chosen);
-      return SliceOutcome::kOk;
+      Take(free[static_cast<size_t>(p)], static_cast<size_t>(missing), &chosen);
+      return chosen;
     }
   } else if (size % per_device == 0 && required.empty()) {
     // Whole devices, free and on one island.
     const std::vector<int> devices = WholeGpus(node, size / per_device);
     if (!devices.empty()) {
-      for (int p : devices) Take(free[static_cast<size_t>(p)], free[static_cast<size_t>(p)].size(), chosen);
-      return SliceOutcome::kOk;
+      for (int p : devices) Take(free[static_cast<size_t>(p)], free[static_cast<size_t>(p)].size(), &chosen);
+      return chosen;
     }
   }
   size_t most = 0, at = 0;
@@ -186,16 +182,15 @@ SliceOutcome PreferSlices(const DeviceCatalog& catalog, const std::vector<std::s
     const size_t here = allowed[p] ? free[p].size() + static_cast<size_t>(required_on[p]) : 0;
     if (here > most) most = here, at = p;
   }
-  *error = std::to_string(size) + " slices fit on no single device here: " +
+  return Status::ResourceExhausted(
+      std::to_string(size) + " slices fit on no single device here: " +
            (size > per_device && size % per_device != 0
                 ? "more than one device's " + std::to_string(per_device) + " slices and not whole devices (a multiple of " +
                       std::to_string(per_device) + ")"
                 : size > per_device ? "there are not " + std::to_string(size / per_device) + " wholly free devices"
                                     : "the most free on one device is " + std::to_string(most) +
                                           (most > 0 ? " (" + catalog.Describe(at) + ")" : "")) +
-           "; a slice's memory and time are on one device";
-  chosen->clear();
-  return SliceOutcome::kUnplaceable;
+      "; a slice's memory and time are on one device");
 }
 
 }  // namespace gpuslice::deviceplugin

@@ -11,19 +11,18 @@
 #include <string>
 #include <vector>
 
-#include "deviceplugin/container_allocation.h"
+#include "common/status.h"
 #include "deviceplugin/device_catalog.h"
 
 namespace gpuslice::deviceplugin {
 
 // Chooses `size` IDs from `available` (all of `must_include` among them). The required IDs pull
 // the rest onto their device. NVLink islands are `island_size` consecutive NVML indices (0: none,
-// the node's GPUs are one island). kMalformed with one line in *error when the IDs are not this
-// catalog's or too few; kUnplaceable when no single device (nor whole free devices, for a
-// multiple of slicesPerGpu) can take the request: the line names the request and the most any
-// one device has free.
-SliceOutcome PreferSlices(const DeviceCatalog& catalog, const std::vector<std::string>& available,
-                  const std::vector<std::string>& must_include, int size, int island_size,
-                  std::vector<std::string>* chosen, std::string* error);
+// the node's GPUs are one island). An InvalidArgument error with one line when the IDs are not
+// this catalog's or too few; a ResourceExhausted one when no single device (nor whole free
+// devices, for a multiple of slicesPerGpu) can take the request: the line names the request and
+// the most any one device has free.
+Result<std::vector<std::string>> PreferSlices(const DeviceCatalog& catalog, const std::vector<std::string>& available,
+                                              const std::vector<std::string>& must_include, int size, int island_size);
 
 }  // namespace gpuslice::deviceplugin

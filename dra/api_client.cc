@@ -37,8 +37,7 @@ std::string Cause(httplib::Error error, const ApiServer& server) {
 ApiClient::ApiClient(ApiServer server, Backoff backoff) : server_(std::move(server)), backoff_(backoff) {}
 ApiClient::~ApiClient() = default;
 
-bool ApiClient::Call(const std::string& method, const std::string& path, const nlohmann::json* body, Reply* reply,
-                     std::string* error) {
+Result<ApiClient::Reply> ApiClient::Call(const std::string& method, const std::string& path, const nlohmann::json* body) {
   auto delay = backoff_.first;
   std::string last;
   for (int attempt = 1; attempt <= backoff_.tries; ++attempt) {
@@ -58,10 +57,9 @@ bool ApiClient::Call(const std::string& method, const std::string& path, const n
     };
     const httplib::Result result = send();
     if (result) {
-      reply->status = result->status;
-      reply->body = nlohmann::json::parse(result->body, nullptr, false);
-      if (result->status != 429 && result->status < 500) return true;
-      last = "HTTP " + std::to_string(result->status) + " " + Message(reply->body, result->body);
+      Reply reply{result->status, nlohmann::json::parse(result->body, nullptr, false)};
+      if (result->status != 429 && result->status < 500) return reply;
+      last = "HTTP " + std::to_string(result->status) + " " + Message(reply.body, result->body);
     } else {
       last = Cause(result.error(), server_);
     }
@@ -70,43 +68,40 @@ bool ApiClient::Call(const std::string& method, const std::string& path, const n
       delay *= 2;
     }
   }
-  *error = "gpuslice-dra-driver: the API server at " + server_.url + " did not answer " + method + " " + path + " after " +
-           std::to_string(backoff_.tries) + " tries: " + last;
-  return false;
+  return Status::Unavailable("gpuslice-dra-driver: the API server at " + server_.url + " did not answer " + method + " " +
+                             path + " after " + std::to_string(backoff_.tries) + " tries: " + last);
 }
 
-bool ApiClient::GetResourceClaim(const std::string& claim_namespace, const std::string& name, nlohmann::json* claim,
-                                 std::string* error) {
+Result<nlohmann::json> ApiClient::GetResourceClaim(const std::string& claim_namespace, const std::string& name) {
   const std::string path = "/apis/resource.k8s.io/v1/namespaces/" + claim_namespace + "/resourceclaims/" + name;
-  Reply reply;
-  if (!Call("GET", path, nullptr, &reply, error)) return false;
-  if (reply.status != 200) {
-    *error = "gpuslice-dra-driver: cannot read claim " + claim_namespace + "/" + name + ": HTTP " +
-             std::to_string(reply.status) + " " + Message(reply.body, "");
-    return false;
+  Result<Reply> reply = Call("GET", path, nullptr);
+  if (!reply.ok()) return std::move(reply).status();
+  if (reply->status != 200) {
+    return Status::Error("gpuslice-dra-driver: cannot read claim " + claim_namespace + "/" + name + ": HTTP " +
+                         std::to_string(reply->status) + " " + Message(reply->body, ""));
   }
-  *claim = reply.body;
-  return true;
+  return std::move(reply->body);
 }
 
-bool ApiClient::ApplyResourceSlice(const nlohmann::json& slice, std::string* error) {
+Status ApiClient::ApplyResourceSlice(const nlohmann::json& slice) {
   const std::string name = slice["metadata"]["name"];
-  Reply reply;
-  if (!Call("POST", kSlices, &slice, &reply, error)) return false;
-  if (reply.status == 201 || reply.status == 200) return true;
-  if (reply.status == 409) {  // exists: replace it, naming the version replaced
+  Result<Reply> reply = Call("POST", kSlices, &slice);
+  if (!reply.ok()) return std::move(reply).status();
+  if (reply->status == 201 || reply->status == 200) return Status::Ok();
+  if (reply->status == 409) {  // exists: replace it, naming the version replaced
     const std::string path = std::string(kSlices) + "/" + name;
-    if (!Call("GET", path, nullptr, &reply, error)) return false;
-    if (reply.status == 200) {
+    reply = Call("GET", path, nullptr);
+    if (!reply.ok()) return std::move(reply).status();
+    if (reply->status == 200) {
       nlohmann::json replacement = slice;
-      replacement["metadata"]["resourceVersion"] = reply.body["metadata"].value("resourceVersion", "");
-      if (!Call("PUT", path, &replacement, &reply, error)) return false;
-      if (reply.status == 200) return true;
+      replacement["metadata"]["resourceVersion"] = reply->body["metadata"].value("resourceVersion", "");
+      reply = Call("PUT", path, &replacement);
+      if (!reply.ok()) return std::move(reply).status();
+      if (reply->status == 200) return Status::Ok();
     }
   }
-  *error = "gpuslice-dra-driver: the API server refused ResourceSlice " + name + ": HTTP " + std::to_string(reply.status) +
-           " " + Message(reply.body, "");
-  return false;
+  return Status::Error("gpuslice-dra-driver: the API server refused ResourceSlice " + name + ": HTTP " +
+                       std::to_string(reply->status) + " " + Message(reply->body, ""));
 }
 
 }  // namespace gpuslice::dra

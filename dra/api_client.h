@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/status.h"
 #include "dra/api_server.h"
 
 namespace httplib {
@@ -29,10 +30,10 @@ class ApiClient {
   ApiClient(ApiServer server, Backoff backoff);
   ~ApiClient();
 
-  // The claim, or false with one line in *error (not found, forbidden, unreachable).
-  bool GetResourceClaim(const std::string& claim_namespace, const std::string& name, nlohmann::json* claim, std::string* error);
+  // The claim, or an error with one line (not found, forbidden, unreachable).
+  Result<nlohmann::json> GetResourceClaim(const std::string& claim_namespace, const std::string& name);
   // Creates the slice, or replaces it when it exists (with the resourceVersion the server has).
-  bool ApplyResourceSlice(const nlohmann::json& slice, std::string* error);
+  Status ApplyResourceSlice(const nlohmann::json& slice);
   const std::string& url() const { return server_.url; }
 
  private:
@@ -40,7 +41,8 @@ class ApiClient {
     int status = 0;
     nlohmann::json body;
   };
-  bool Call(const std::string& method, const std::string& path, const nlohmann::json* body, Reply* reply, std::string* error);
+  // The server's answer (any status but 429 and 5xx), or an Unavailable error after the last try.
+  Result<Reply> Call(const std::string& method, const std::string& path, const nlohmann::json* body);
   ApiServer server_;
   Backoff backoff_;
 };

@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "common/status.h"
+
 namespace gpuslice::dra {
 
 struct ApiServer {
@@ -16,7 +18,8 @@ struct ApiServer {
   bool insecure = false;
 };
 
-bool InClusterApiServer(const std::string& service_account_dir, ApiServer* out, std::string* error);
-bool KubeconfigApiServer(const std::string& path, ApiServer* out, std::string* error);
+// Each an InvalidArgument error with one line when the server or the credentials cannot be found.
+Result<ApiServer> InClusterApiServer(const std::string& service_account_dir);
+Result<ApiServer> KubeconfigApiServer(const std::string& path);
 
 }  // namespace gpuslice::dra

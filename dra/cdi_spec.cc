@@ -34,27 +34,26 @@ nlohmann::json CdiSpecJson(const DriverConfig& config, const std::string& claim_
            {{{"name", CdiDeviceName(claim_uid, device)}, {"containerEdits", {{"env", variables}, {"mounts", mounts}}}}}}};
 }
 
-bool WriteCdiSpec(const DriverConfig& config, const std::string& claim_uid, const nlohmann::json& spec, std::string* error) {
+Status WriteCdiSpec(const DriverConfig& config, const std::string& claim_uid, const nlohmann::json& spec) {
   const std::string path = CdiSpecPath(config, claim_uid);
   const std::string temporary = path + ".tmp";
   std::ofstream out(temporary, std::ios::trunc);
   out << spec.dump(2) << "\n";
   out.close();
   if (!out || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    *error = "gpuslice-dra-driver: cannot write the CDI spec " + path + ": " + std::strerror(errno);
+    Status failed = Status::Error("gpuslice-dra-driver: cannot write the CDI spec " + path + ": " + std::strerror(errno));
     std::remove(temporary.c_str());
-    return false;
+    return failed;
   }
-  return true;
+  return Status::Ok();
 }
 
-bool RemoveCdiSpec(const DriverConfig& config, const std::string& claim_uid, std::string* error) {
+Status RemoveCdiSpec(const DriverConfig& config, const std::string& claim_uid) {
   const std::string path = CdiSpecPath(config, claim_uid);
   if (std::remove(path.c_str()) != 0 && errno != ENOENT) {
-    *error = "gpuslice-dra-driver: cannot remove the CDI spec " + path + ": " + std::strerror(errno);
-    return false;
+    return Status::Error("gpuslice-dra-driver: cannot remove the CDI spec " + path + ": " + std::strerror(errno));
   }
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace gpuslice::dra

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/status.h"
 #include "dra/driver_config.h"
 
 namespace gpuslice::dra {
@@ -21,8 +22,8 @@ nlohmann::json CdiSpecJson(const DriverConfig& config, const std::string& claim_
                            const std::map<std::string, std::string>& env);
 
 // Written to a temporary file and renamed: a runtime never reads half a spec.
-bool WriteCdiSpec(const DriverConfig& config, const std::string& claim_uid, const nlohmann::json& spec, std::string* error);
+Status WriteCdiSpec(const DriverConfig& config, const std::string& claim_uid, const nlohmann::json& spec);
 // Absent already is success (Unprepare is idempotent).
-bool RemoveCdiSpec(const DriverConfig& config, const std::string& claim_uid, std::string* error);
+Status RemoveCdiSpec(const DriverConfig& config, const std::string& claim_uid);
 
 }  // namespace gpuslice::dra

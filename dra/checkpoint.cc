@@ -13,38 +13,36 @@ namespace {
 constexpr int kVersion = 1;  // bump when a field changes meaning; older files are then refused
 }
 
-bool LoadCheckpoint(const std::string& path, PreparedClaims* claims, std::string* error) {
-  claims->clear();
+Result<PreparedClaims> LoadCheckpoint(const std::string& path) {
+  PreparedClaims claims;
   std::ifstream in(path);
   if (!in) {
-    if (errno == ENOENT) return true;
-    *error = "gpuslice-dra-driver: cannot read the checkpoint " + path + ": " + std::strerror(errno);
-    return false;
+    if (errno == ENOENT) return claims;
+    return Status::Error("gpuslice-dra-driver: cannot read the checkpoint " + path + ": " + std::strerror(errno));
   }
   std::stringstream text;
   text << in.rdbuf();
   try {
     const auto doc = nlohmann::json::parse(text.str());
     if (doc.value("version", 0) != kVersion) {
-      *error = "gpuslice-dra-driver: the checkpoint " + path + " has version " + doc.value("version", nlohmann::json(0)).dump() +
-               ", this driver reads version " + std::to_string(kVersion) + "; unprepare its claims with the driver that wrote it";
-      return false;
+      return Status::InvalidArgument("gpuslice-dra-driver: the checkpoint " + path + " has version " +
+                                     doc.value("version", nlohmann::json(0)).dump() + ", this driver reads version " +
+                                     std::to_string(kVersion) + "; unprepare its claims with the driver that wrote it");
     }
     for (const auto& [uid, c] : doc.at("claims").items()) {
       PreparedClaim claim{c.at("namespace"), c.at("name"), {}};
       for (const auto& d : c.at("devices")) {
         claim.devices.push_back({d.at("request"), d.at("pool"), d.at("device"), d.at("cdiDeviceIds")});
       }
-      (*claims)[uid] = claim;
+      claims[uid] = claim;
     }
   } catch (const nlohmann::json::exception& e) {
-    *error = "gpuslice-dra-driver: the checkpoint " + path + " is damaged: " + e.what();
-    return false;
+    return Status::InvalidArgument("gpuslice-dra-driver: the checkpoint " + path + " is damaged: " + e.what());
   }
-  return true;
+  return claims;
 }
 
-bool SaveCheckpoint(const std::string& path, const PreparedClaims& claims, std::string* error) {
+Status SaveCheckpoint(const std::string& path, const PreparedClaims& claims) {
   nlohmann::json doc = {{"version", kVersion}, {"claims", nlohmann::json::object()}};
   for (const auto& [uid, claim] : claims) {
     nlohmann::json devices = nlohmann::json::array();
@@ -58,11 +56,11 @@ bool SaveCheckpoint(const std::string& path, const PreparedClaims& claims, std::
   out << doc.dump(2) << "\n";
   out.close();
   if (!out || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    *error = "gpuslice-dra-driver: cannot write the checkpoint " + path + ": " + std::strerror(errno);
+    Status failed = Status::Error("gpuslice-dra-driver: cannot write the checkpoint " + path + ": " + std::strerror(errno));
     std::remove(temporary.c_str());
-    return false;
+    return failed;
   }
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace gpuslice::dra

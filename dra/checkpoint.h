@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace gpuslice::dra {
 
 struct PreparedDevice {
@@ -28,8 +30,8 @@ struct PreparedClaim {
 using PreparedClaims = std::map<std::string, PreparedClaim>;  // by claim UID
 
 // A missing file is an empty checkpoint (a first start).
-bool LoadCheckpoint(const std::string& path, PreparedClaims* claims, std::string* error);
+Result<PreparedClaims> LoadCheckpoint(const std::string& path);
 // Written to a temporary file and renamed: a crash leaves the old or the new one, whole.
-bool SaveCheckpoint(const std::string& path, const PreparedClaims& claims, std::string* error);
+Status SaveCheckpoint(const std::string& path, const PreparedClaims& claims);
 
 }  // namespace gpuslice::dra

@@ -32,48 +32,41 @@ std::optional<uint64_t> QuantityValue(const json& value) {
   return std::nullopt;
 }
 
-// Applies one opaque configuration's parameters; false with *error on anything but the keys
-// this driver defines, with the values it allows.
-bool ApplyConfig(const json& parameters, ClaimDevice* out, std::string* error) {
+// Applies one opaque configuration's parameters; an error on anything but the keys this driver
+// defines, with the values it allows.
+Status ApplyConfig(const json& parameters, ClaimDevice* out) {
   if (!parameters.is_object()) {
-    *error = "its gpuslice configuration is not an object";
-    return false;
+    return Status::InvalidArgument("its gpuslice configuration is not an object");
   }
   for (const auto& [key, value] : parameters.items()) {
     if (key == "apiVersion") {
       if (value != kConfigApiVersion) {
-        *error = "its gpuslice configuration has apiVersion " + value.dump() + "; expected " + kConfigApiVersion;
-        return false;
+        return Status::InvalidArgument("its gpuslice configuration has apiVersion " + value.dump() + "; expected " + kConfigApiVersion);
       }
     } else if (key == "kind") {
       if (value != kConfigKind) {
-        *error = "its gpuslice configuration has kind " + value.dump() + "; expected " + kConfigKind;
-        return false;
+        return Status::InvalidArgument("its gpuslice configuration has kind " + value.dump() + "; expected " + kConfigKind);
       }
     } else if (key == "computeClass") {
       static const std::set<std::string> kClasses = {"latency", "standard", "background"};
       if (!value.is_string() || !kClasses.count(value.get<std::string>())) {
-        *error = "its gpuslice configuration has computeClass " + value.dump() + "; expected latency, standard or background";
-        return false;
+        return Status::InvalidArgument("its gpuslice configuration has computeClass " + value.dump() + "; expected latency, standard or background");
       }
       out->compute_class = value.get<std::string>();
     } else if (key == "computeLimit") {
       if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 100) {
-        *error = "its gpuslice configuration has computeLimit " + value.dump() + "; expected a percentage from 1 to 100";
-        return false;
+        return Status::InvalidArgument("its gpuslice configuration has computeLimit " + value.dump() + "; expected a percentage from 1 to 100");
       }
       out->compute_limit = value.get<int>();
     } else {
-      *error = "its gpuslice configuration has an unknown field '" + key +
-               "'; known: apiVersion, kind, computeClass, computeLimit";
-      return false;
+      return Status::InvalidArgument("its gpuslice configuration has an unknown field '" + key +
+                                     "'; known: apiVersion, kind, computeClass, computeLimit");
     }
   }
   if (!parameters.contains("apiVersion") || !parameters.contains("kind")) {
-    *error = std::string("its gpuslice configuration lacks apiVersion or kind (") + kConfigApiVersion + ", " + kConfigKind + ")";
-    return false;
+    return Status::InvalidArgument(std::string("its gpuslice configuration lacks apiVersion or kind (") + kConfigApiVersion + ", " + kConfigKind + ")");
   }
-  return true;
+  return Status::Ok();
 }
 
 bool AppliesTo(const json& config, const std::string& request) {
@@ -88,14 +81,14 @@ bool AppliesTo(const json& config, const std::string& request) {
 
 }  // namespace
 
-bool ReadClaimAllocation(const json& claim, const DriverConfig& config, const std::vector<NodeDevice>& devices,
-                         ClaimDevice* out, std::string* error) {
+Result<ClaimDevice> ReadClaimAllocation(const json& claim, const DriverConfig& config,
+                                        const std::vector<NodeDevice>& devices) {
   const std::string what = Describe(claim);
+  ClaimDevice out;
   const json* allocation = nullptr;
   if (claim.contains("status") && claim["status"].contains("allocation")) allocation = &claim["status"]["allocation"];
   if (!allocation || !allocation->contains("devices")) {
-    *error = what + " is not allocated (no status.allocation.devices)";
-    return false;
+    return Status::InvalidArgument(what + " is not allocated (no status.allocation.devices)");
   }
   const json& allocated = (*allocation)["devices"];
   // Pointers into `allocated` itself (json::value() would return a copy).
@@ -107,74 +100,65 @@ bool ReadClaimAllocation(const json& claim, const DriverConfig& config, const st
     if (result.value("driver", "") == config.driver_name) mine.push_back(&result);
   }
   if (mine.empty()) {
-    *error = what + " has no device of driver " + config.driver_name;
-    return false;
+    return Status::InvalidArgument(what + " has no device of driver " + config.driver_name);
   }
   if (mine.size() > 1) {
-    *error = what + " has " + std::to_string(mine.size()) + " devices of " + config.driver_name +
-             "; a container's memory and time are never split over devices: ask for one device per claim";
-    return false;
+    return Status::InvalidArgument(what + " has " + std::to_string(mine.size()) + " devices of " + config.driver_name +
+                                   "; a container's memory and time are never split over devices: ask for one device per claim");
   }
   const json& result = *mine[0];
   // "<request>/<subrequest>" when a firstAvailable alternative was chosen; the kubelet wants
   // the request's own name back.
-  out->request = result.value("request", "");
-  out->request = out->request.substr(0, out->request.find('/'));
-  out->pool = result.value("pool", "");
-  out->device = result.value("device", "");
-  const NodeDevice* device = out->pool == config.node_name ? FindDevice(devices, out->device) : nullptr;
+  out.request = result.value("request", "");
+  out.request = out.request.substr(0, out.request.find('/'));
+  out.pool = result.value("pool", "");
+  out.device = result.value("device", "");
+  const NodeDevice* device = out.pool == config.node_name ? FindDevice(devices, out.device) : nullptr;
   if (!device) {
-    *error = what + " is allocated device " + out->device + " of pool " + out->pool + ", which node " +
-             config.node_name + " does not have";
-    return false;
+    return Status::InvalidArgument(what + " is allocated device " + out.device + " of pool " + out.pool + ", which node " +
+                                   config.node_name + " does not have");
   }
-  out->uuid = device->gpu.uuid;
+  out.uuid = device->gpu.uuid;
   // No consumedCapacity: allocated without consumable capacity (the feature off), so the whole device.
-  out->memory = device->gpu.total_memory;
-  out->compute = 100;
+  out.memory = device->gpu.total_memory;
+  out.compute = 100;
   if (const json* memory = Consumed(result, config.driver_name, "memory")) {
     const auto bytes = QuantityValue(*memory);
     if (!bytes || *bytes == 0) {
-      *error = what + " consumes memory " + memory->dump() + " of " + out->device + ": not a quantity of bytes";
-      return false;
+      return Status::InvalidArgument(what + " consumes memory " + memory->dump() + " of " + out.device + ": not a quantity of bytes");
     }
     if (*bytes > device->gpu.total_memory) {
-      *error = what + " consumes memory " + memory->dump() + " of " + out->device + ", which has " +
-               std::to_string(device->gpu.total_memory) + " bytes";
-      return false;
+      return Status::InvalidArgument(what + " consumes memory " + memory->dump() + " of " + out.device + ", which has " +
+                                     std::to_string(device->gpu.total_memory) + " bytes");
     }
-    out->memory = *bytes;
+    out.memory = *bytes;
   }
   if (const json* compute = Consumed(result, config.driver_name, "compute")) {
     const auto percent = QuantityValue(*compute);
     if (!percent || *percent < 1 || *percent > 100) {
-      *error = what + " consumes compute " + compute->dump() + " of " + out->device + ", which has 100 (percent)";
-      return false;
+      return Status::InvalidArgument(what + " consumes compute " + compute->dump() + " of " + out.device + ", which has 100 (percent)");
     }
-    out->compute = static_cast<int>(*percent);
+    out.compute = static_cast<int>(*percent);
   }
   // The class's configuration first, the claim's over it (the claim is the more specific).
   std::vector<const json*> configs;
   for (const char* source : {"FromClass", "FromClaim"}) {
     for (const auto& c : all_configs) {
       if (c.value("source", "") != source || !c.contains("opaque")) continue;
-      if (c["opaque"].value("driver", "") != config.driver_name || !AppliesTo(c, out->request)) continue;
+      if (c["opaque"].value("driver", "") != config.driver_name || !AppliesTo(c, out.request)) continue;
       configs.push_back(&c);
     }
   }
   for (const json* c : configs) {
-    std::string why;
-    if (!ApplyConfig((*c)["opaque"].value("parameters", json()), out, &why)) {
-      *error = what + ": " + why;
-      return false;
+    if (Status applied = ApplyConfig((*c)["opaque"].value("parameters", json()), &out); !applied.ok()) {
+      return Status::InvalidArgument(what + ": " + applied.message());
     }
   }
-  if (out->compute_limit && out->compute_limit < out->compute) {
-    *error = what + " books compute " + std::to_string(out->compute) + " under its configuration's computeLimit " +
-             std::to_string(out->compute_limit) + "; the limit must be at least what is booked";
-    return false;
+  if (out.compute_limit && out.compute_limit < out.compute) {
+    return Status::InvalidArgument(what + " books compute " + std::to_string(out.compute) + " under its configuration's computeLimit " +
+                                   std::to_string(out.compute_limit) + "; the limit must be at least what is booked");
   }
-  return true;
+  return out;
 }
 
 }  // namespace gpuslice::dra

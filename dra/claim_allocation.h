@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/status.h"
 #include "dra/driver_config.h"
 #include "dra/node_devices.h"
 
@@ -34,9 +35,9 @@ struct ClaimDevice {
   int compute_limit = 0;      // 0: none
 };
 
-// The claim's device on this node; false with one line in *error. `claim` is the API server's
-// ResourceClaim object.
-bool ReadClaimAllocation(const nlohmann::json& claim, const DriverConfig& config, const std::vector<NodeDevice>& devices,
-                         ClaimDevice* out, std::string* error);
+// The claim's device on this node, or an InvalidArgument error with one line. `claim` is the API
+// server's ResourceClaim object.
+Result<ClaimDevice> ReadClaimAllocation(const nlohmann::json& claim, const DriverConfig& config,
+                                        const std::vector<NodeDevice>& devices);
 
 }  // namespace gpuslice::dra

@@ -4,18 +4,19 @@
 
 namespace gpuslice::dra {
 
-bool ClaimEnvironment(const ClaimDevice& device, const DriverConfig& config, const std::string& tenant,
-                      std::map<std::string, std::string>* env, std::string* error) {
-  env->clear();
-  (*env)["NVIDIA_VISIBLE_DEVICES"] = device.uuid;
-  (*env)["LD_PRELOAD"] = config.container_library;
-  (*env)["GPUSLICE_STATE_DIR"] = config.container_state_dir;
-  (*env)["GPUSLICE_TENANT"] = tenant;
-  (*env)["GPUSLICE_MEMORY_LIMIT"] = shim::QuotaText(device.memory);
-  (*env)["GPUSLICE_COMPUTE_REQUEST"] = std::to_string(device.compute);
-  if (!device.compute_class.empty()) (*env)["GPUSLICE_COMPUTE_CLASS"] = device.compute_class;
-  if (device.compute_limit) (*env)["GPUSLICE_COMPUTE_LIMIT"] = std::to_string(device.compute_limit);
-  return shim::ShimAccepts(*env, error);
+Result<std::map<std::string, std::string>> ClaimEnvironment(const ClaimDevice& device, const DriverConfig& config,
+                                                            const std::string& tenant) {
+  std::map<std::string, std::string> env;
+  env["NVIDIA_VISIBLE_DEVICES"] = device.uuid;
+  env["LD_PRELOAD"] = config.container_library;
+  env["GPUSLICE_STATE_DIR"] = config.container_state_dir;
+  env["GPUSLICE_TENANT"] = tenant;
+  env["GPUSLICE_MEMORY_LIMIT"] = shim::QuotaText(device.memory);
+  env["GPUSLICE_COMPUTE_REQUEST"] = std::to_string(device.compute);
+  if (!device.compute_class.empty()) env["GPUSLICE_COMPUTE_CLASS"] = device.compute_class;
+  if (device.compute_limit) env["GPUSLICE_COMPUTE_LIMIT"] = std::to_string(device.compute_limit);
+  if (Status accepted = shim::ShimAccepts(env); !accepted.ok()) return accepted;
+  return env;
 }
 
 std::string TenantName(const std::string& claim_namespace, const std::string& claim_name, const std::string& uid) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "common/status.h"
 #include "dra/claim_allocation.h"
 #include "dra/driver_config.h"
 
@@ -13,9 +14,9 @@ namespace gpuslice::dra {
 
 // The container's environment for a claim's device (GPUSLICE_*, LD_PRELOAD,
 // NVIDIA_VISIBLE_DEVICES), checked with the shim's own option parser: a value the shim would
-// refuse never reaches a container. `tenant` from TenantName.
-bool ClaimEnvironment(const ClaimDevice& device, const DriverConfig& config, const std::string& tenant,
-                      std::map<std::string, std::string>* env, std::string* error);
+// refuse never reaches a container (the parser's error instead). `tenant` from TenantName.
+Result<std::map<std::string, std::string>> ClaimEnvironment(const ClaimDevice& device, const DriverConfig& config,
+                                                            const std::string& tenant);
 
 // The gpuslice tenant of a claim: "<namespace>.<name>" (every container of every pod that
 // shares the claim shares its booking), shortened with the claim UID's head when over the

@@ -8,9 +8,15 @@ namespace gpuslice::dra {
 
 ClaimPreparer::ClaimPreparer(DriverConfig config, ApiClient* api) : config_(std::move(config)), api_(api) {}
 
-bool ClaimPreparer::Load(std::string* error) {
+Status ClaimPreparer::Load() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return LoadCheckpoint(checkpoint_path(), &claims_, error);
+  Result<PreparedClaims> loaded = LoadCheckpoint(checkpoint_path());
+  if (!loaded.ok()) {
+    claims_.clear();
+    return std::move(loaded).status();
+  }
+  claims_ = std::move(loaded).value();
+  return Status::Ok();
 }
 
 void ClaimPreparer::SetDevices(std::vector<NodeDevice> devices) {
@@ -23,54 +29,54 @@ size_t ClaimPreparer::prepared() const {
   return claims_.size();
 }
 
-bool ClaimPreparer::Prepare(const ClaimRef& ref, std::vector<PreparedDevice>* devices, std::string* error) {
+Result<std::vector<PreparedDevice>> ClaimPreparer::Prepare(const ClaimRef& ref) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (auto it = claims_.find(ref.uid); it != claims_.end()) {
-    *devices = it->second.devices;
-    return true;
-  }
-  nlohmann::json claim;
-  if (!api_->GetResourceClaim(ref.claim_namespace, ref.name, &claim, error)) return false;
+  if (auto it = claims_.find(ref.uid); it != claims_.end()) return it->second.devices;
+  const Result<nlohmann::json> read = api_->GetResourceClaim(ref.claim_namespace, ref.name);
+  if (!read.ok()) return read.status();
+  const nlohmann::json& claim = *read;
   const std::string uid = claim.value("metadata", nlohmann::json::object()).value("uid", "");
   if (uid != ref.uid) {
-    *error = "gpuslice-dra-driver: claim " + ref.claim_namespace + "/" + ref.name + " has UID " + uid +
-             " at the API server, not " + ref.uid + " (deleted and created again?)";
-    return false;
+    return Status::Error("gpuslice-dra-driver: claim " + ref.claim_namespace + "/" + ref.name + " has UID " + uid +
+                         " at the API server, not " + ref.uid + " (deleted and created again?)");
   }
   ClaimDevice device;
   try {  // a field of an unexpected JSON type: an answer for this claim, never a failed call
-    if (!ReadClaimAllocation(claim, config_, devices_, &device, error)) {
-      *error = "gpuslice-dra-driver: " + *error;
-      return false;
+    Result<ClaimDevice> allocated = ReadClaimAllocation(claim, config_, devices_);
+    if (!allocated.ok()) {
+      return Status::Error(allocated.status().code(), "gpuslice-dra-driver: " + allocated.message());
     }
+    device = std::move(allocated).value();
   } catch (const nlohmann::json::exception& e) {
-    *error = "gpuslice-dra-driver: claim " + ref.claim_namespace + "/" + ref.name + " is malformed: " + e.what();
-    return false;
+    return Status::InvalidArgument("gpuslice-dra-driver: claim " + ref.claim_namespace + "/" + ref.name +
+                                   " is malformed: " + e.what());
   }
-  std::map<std::string, std::string> env;
-  if (!ClaimEnvironment(device, config_, TenantName(ref.claim_namespace, ref.name, ref.uid), &env, error)) return false;
-  if (!WriteCdiSpec(config_, ref.uid, CdiSpecJson(config_, ref.uid, device.device, env), error)) return false;
+  const Result<std::map<std::string, std::string>> env =
+      ClaimEnvironment(device, config_, TenantName(ref.claim_namespace, ref.name, ref.uid));
+  if (!env.ok()) return env.status();
+  if (Status written = WriteCdiSpec(config_, ref.uid, CdiSpecJson(config_, ref.uid, device.device, *env));
+      !written.ok()) {
+    return written;
+  }
   PreparedClaims next = claims_;
   next[ref.uid] = {ref.claim_namespace, ref.name, {{device.request, device.pool, device.device, {CdiDeviceId(ref.uid, device.device)}}}};
-  if (!SaveCheckpoint(checkpoint_path(), next, error)) {
-    std::string ignored;
-    RemoveCdiSpec(config_, ref.uid, &ignored);  // nothing changes on failure
-    return false;
+  if (Status saved = SaveCheckpoint(checkpoint_path(), next); !saved.ok()) {
+    (void)RemoveCdiSpec(config_, ref.uid);  // nothing changes on failure
+    return saved;
   }
   claims_ = std::move(next);
-  *devices = claims_[ref.uid].devices;
-  return true;
+  return claims_[ref.uid].devices;
 }
 
-bool ClaimPreparer::Unprepare(const ClaimRef& ref, std::string* error) {
+Status ClaimPreparer::Unprepare(const ClaimRef& ref) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!RemoveCdiSpec(config_, ref.uid, error)) return false;
-  if (!claims_.count(ref.uid)) return true;
+  if (Status removed = RemoveCdiSpec(config_, ref.uid); !removed.ok()) return removed;
+  if (!claims_.count(ref.uid)) return Status::Ok();
   PreparedClaims next = claims_;
   next.erase(ref.uid);
-  if (!SaveCheckpoint(checkpoint_path(), next, error)) return false;
+  if (Status saved = SaveCheckpoint(checkpoint_path(), next); !saved.ok()) return saved;
   claims_ = std::move(next);
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace gpuslice::dra

@@ -30,12 +30,12 @@ class ClaimPreparer {
 
   std::string checkpoint_path() const { return config_.plugin_dir + "/checkpoint.json"; }
   // Reads the checkpoint of an earlier run.
-  bool Load(std::string* error);
+  Status Load();
   // The devices claims may name (the last discovery's).
   void SetDevices(std::vector<NodeDevice> devices);
 
-  bool Prepare(const ClaimRef& claim, std::vector<PreparedDevice>* devices, std::string* error);
-  bool Unprepare(const ClaimRef& claim, std::string* error);
+  Result<std::vector<PreparedDevice>> Prepare(const ClaimRef& claim);
+  Status Unprepare(const ClaimRef& claim);
   size_t prepared() const;
 
  private:

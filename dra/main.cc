@@ -29,21 +29,27 @@ using node_daemon::kExitFailure;
 using node_daemon::kExitUsage;
 
 // The devices to publish: those NVML lists and that still answer as healthy (a GPU lost
-// since the last look may still be listed). *left_out: one line per GPU left out.
-std::vector<NodeDevice> HealthyDevices(deviceplugin::GpuInventory& inventory, std::string* left_out_lines, std::string* error) {
-  std::vector<deviceplugin::GpuInfo> gpus, healthy;
-  std::vector<deviceplugin::LeftOutGpu> left_out;
-  left_out_lines->clear();
-  if (!inventory.Discover(&gpus, &left_out, error)) return {};
-  for (const auto& l : left_out) *left_out_lines += "gpuslice-dra-driver: GPU " + std::to_string(l.index) + " left out: " + l.reason + "\n";
-  for (const auto& gpu : gpus) {
+// since the last look may still be listed), and one line per GPU left out.
+struct HealthyDevices {
+  std::vector<NodeDevice> devices;
+  std::string left_out_lines;
+};
+
+Result<HealthyDevices> FindHealthyDevices(deviceplugin::GpuInventory& inventory) {
+  const Result<deviceplugin::Discovery> discovered = inventory.Discover();
+  if (!discovered.ok()) return discovered.status();
+  HealthyDevices found;
+  std::vector<deviceplugin::GpuInfo> healthy;
+  for (const auto& l : discovered->left_out) found.left_out_lines += "gpuslice-dra-driver: GPU " + std::to_string(l.index) + " left out: " + l.reason + "\n";
+  for (const auto& gpu : discovered->gpus) {
     if (inventory.Healthy(gpu)) {
       healthy.push_back(gpu);
     } else {
-      *left_out_lines += "gpuslice-dra-driver: " + gpu.uuid + " left out: it no longer answers NVML\n";
+      found.left_out_lines += "gpuslice-dra-driver: " + gpu.uuid + " left out: it no longer answers NVML\n";
     }
   }
-  return NameDevices(healthy);
+  found.devices = NameDevices(healthy);
+  return found;
 }
 
 std::string Signature(const std::vector<NodeDevice>& devices) {
@@ -83,11 +89,14 @@ int Run(int argc, char** argv) {
     return app.exit(e);
   }
 
-  std::string error;
-  ApiServer server;
-  if (!kubeconfig.empty() && !KubeconfigApiServer(kubeconfig, &server, &error)) return Fail(kExitUsage, error);
-  if (kubeconfig.empty() && api_server.empty() && !InClusterApiServer(service_account_dir, &server, &error))
-    return Fail(kExitUsage, error);
+  Result<ApiServer> found = ApiServer{};  // --api-server alone: its URL, and --token-file's token
+  if (!kubeconfig.empty()) {
+    found = KubeconfigApiServer(kubeconfig);
+  } else if (api_server.empty()) {
+    found = InClusterApiServer(service_account_dir);
+  }
+  if (!found.ok()) return Fail(kExitUsage, found.message());
+  ApiServer server = std::move(found).value();
   if (!api_server.empty()) server.url = api_server;
   if (!token_file.empty()) {
     std::ifstream in(token_file);
@@ -97,22 +106,23 @@ int Run(int argc, char** argv) {
   // Signals are waited for with sigtimedwait: blocked before any thread starts.
   const sigset_t stop_signals = node_daemon::BlockStopSignals();
 
-  auto inventory = deviceplugin::GpuInventory::Open(config.nvml_library, &error);
-  if (!inventory) return Fail(kExitFailure, error);
+  Result<std::unique_ptr<deviceplugin::GpuInventory>> opened = deviceplugin::GpuInventory::Open(config.nvml_library);
+  if (!opened.ok()) return Fail(kExitFailure, opened.message());
+  std::unique_ptr<deviceplugin::GpuInventory> inventory = std::move(opened).value();
   const std::string driver_version = NvmlDriverVersion(config.nvml_library);
-  std::string left_out;
-  std::vector<NodeDevice> devices = HealthyDevices(*inventory, &left_out, &error);
-  if (!error.empty()) return Fail(kExitFailure, error);
-  std::fputs(left_out.c_str(), stderr);
+  Result<HealthyDevices> first = FindHealthyDevices(*inventory);
+  if (!first.ok()) return Fail(kExitFailure, first.message());
+  std::fputs(first->left_out_lines.c_str(), stderr);
+  std::vector<NodeDevice> devices = std::move(first->devices);
 
   ApiClient api(server, {api_tries, std::chrono::milliseconds(api_backoff_ms)});
   ClaimPreparer preparer(config, &api);
-  if (!preparer.Load(&error)) return Fail(kExitFailure, error);
+  if (Status loaded = preparer.Load(); !loaded.ok()) return Fail(kExitFailure, loaded.message());
   preparer.SetDevices(devices);
   std::fprintf(stderr, "gpuslice-dra-driver: %zu devices; %zu claims prepared before this start\n", devices.size(),
                preparer.prepared());
   PluginServer plugin(config, &preparer);
-  if (!plugin.Start(&error)) return Fail(kExitFailure, error);
+  if (Status started = plugin.Start(); !started.ok()) return Fail(kExitFailure, started.message());
   std::printf("serving %s\n", plugin.registration_socket().c_str());
   std::fflush(stdout);
 
@@ -129,25 +139,25 @@ int Run(int argc, char** argv) {
     }
     if (!published) {
       const auto slice = ResourceSliceJson(config, devices, driver_version, generation);
-      published = api.ApplyResourceSlice(slice, &error);
+      const Status applied = api.ApplyResourceSlice(slice);
+      published = applied.ok();
       if (published) {
         std::printf("published generation %lld: %zu devices\n", static_cast<long long>(generation), devices.size());
         std::fflush(stdout);
       } else {
-        std::fprintf(stderr, "%s\n", error.c_str());
+        std::fprintf(stderr, "%s\n", applied.message().c_str());
       }
     }
     const timespec wait = {poll_ms / 1000, (poll_ms % 1000) * 1000000L};
     if (sigtimedwait(&stop_signals, nullptr, &wait) > 0) break;
-    error.clear();
-    auto now = HealthyDevices(*inventory, &left_out, &error);
-    if (!error.empty()) {
-      std::fprintf(stderr, "%s\n", error.c_str());
+    Result<HealthyDevices> now = FindHealthyDevices(*inventory);
+    if (!now.ok()) {
+      std::fprintf(stderr, "%s\n", now.message().c_str());
       continue;
     }
-    if (Signature(now) != signature) {  // said once per change, not once per poll
-      std::fputs(left_out.c_str(), stderr);
-      devices = std::move(now);
+    if (Signature(now->devices) != signature) {  // said once per change, not once per poll
+      std::fputs(now->left_out_lines.c_str(), stderr);
+      devices = std::move(now->devices);
       signature = Signature(devices);
       preparer.SetDevices(devices);
       ++generation;

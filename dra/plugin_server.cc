@@ -19,14 +19,13 @@ class PluginServer::DraService final : public drapb::DRAPlugin::Service {
                                     drapb::NodePrepareResourcesResponse* response) override {
     for (const auto& c : request->claims()) {
       drapb::NodePrepareResourceResponse& answer = (*response->mutable_claims())[c.uid()];
-      std::vector<PreparedDevice> devices;
-      std::string error;
-      if (!preparer_->Prepare({c.namespace_(), c.name(), c.uid()}, &devices, &error)) {
-        std::fprintf(stderr, "%s\n", error.c_str());
-        answer.set_error(error);
+      const Result<std::vector<PreparedDevice>> devices = preparer_->Prepare({c.namespace_(), c.name(), c.uid()});
+      if (!devices.ok()) {
+        std::fprintf(stderr, "%s\n", devices.message().c_str());
+        answer.set_error(devices.message());
         continue;
       }
-      for (const auto& d : devices) {
+      for (const auto& d : *devices) {
         drapb::Device* device = answer.add_devices();
         device->add_request_names(d.request);
         device->set_pool_name(d.pool);
@@ -41,10 +40,9 @@ class PluginServer::DraService final : public drapb::DRAPlugin::Service {
                                       drapb::NodeUnprepareResourcesResponse* response) override {
     for (const auto& c : request->claims()) {
       drapb::NodeUnprepareResourceResponse& answer = (*response->mutable_claims())[c.uid()];
-      std::string error;
-      if (!preparer_->Unprepare({c.namespace_(), c.name(), c.uid()}, &error)) {
-        std::fprintf(stderr, "%s\n", error.c_str());
-        answer.set_error(error);
+      if (const Status unprepared = preparer_->Unprepare({c.namespace_(), c.name(), c.uid()}); !unprepared.ok()) {
+        std::fprintf(stderr, "%s\n", unprepared.message().c_str());
+        answer.set_error(unprepared.message());
       }
     }
     return grpc::Status::OK;
@@ -91,7 +89,7 @@ class PluginServer::RegistrationService final : public pluginregistration::Regis
 PluginServer::PluginServer(const DriverConfig& config, ClaimPreparer* preparer) : config_(config), preparer_(preparer) {}
 PluginServer::~PluginServer() { Stop(); }
 
-bool PluginServer::Start(std::string* error) {
+Status PluginServer::Start() {
   struct Endpoint {
     std::string socket;
     grpc::Service* service;
@@ -107,12 +105,11 @@ bool PluginServer::Start(std::string* error) {
     builder.RegisterService(e.service);
     *e.server = builder.BuildAndStart();
     if (!*e.server) {
-      *error = "gpuslice-dra-driver: cannot serve on " + e.socket;
       Stop();
-      return false;
+      return Status::Error("gpuslice-dra-driver: cannot serve on " + e.socket);
     }
   }
-  return true;
+  return Status::Ok();
 }
 
 void PluginServer::Stop() {

@@ -21,7 +21,8 @@ class PluginServer {
   ~PluginServer();
 
   // Serves both sockets (the DRAPlugin one first: it must answer once the kubelet learns it).
-  bool Start(std::string* error);
+  // An error with one line when a socket cannot be served.
+  Status Start();
   void Stop();
   std::string plugin_socket() const { return config_.plugin_dir + "/dra.sock"; }
   std::string registration_socket() const { return config_.registry_dir + "/" + config_.driver_name + "-reg.sock"; }

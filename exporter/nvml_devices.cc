@@ -20,11 +20,11 @@ NvmlDevices::~NvmlDevices() = default;
 
 Status NvmlDevices::Load() {
   if (!library_) {
-    std::string why;
-    library_ = nvml::Open(nvml::kLibrary, &why);
-    if (!library_) {
-      return Status::Error(std::string("cannot load ") + nvml::kLibrary + ": " + why);
+    const Result<void*> opened = nvml::Open(nvml::kLibrary);
+    if (!opened.ok()) {
+      return Status::Error(std::string("cannot load ") + nvml::kLibrary + ": " + opened.message());
     }
+    library_ = *opened;
     api_ = std::make_unique<Api>();
     auto bind = [this](auto* fn, const char* name) {
       *fn = nvml::Symbol<std::remove_reference_t<decltype(*fn)>>(library_, name);

@@ -34,13 +34,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (warning.rfind("gpuslice: warning: ", 0) != 0) std::abort();
   }
 
-  gpuslice::shim::ShimOptions options;
-  std::string error;
-  if (!gpuslice::shim::ParseOptions(environment.data(), &options, &error)) {
-    if (error.rfind("gpuslice: ", 0) != 0) std::abort();
+  const gpuslice::Result<gpuslice::shim::ShimOptions> parsed = gpuslice::shim::ParseOptions(environment.data());
+  if (!parsed.ok()) {
+    if (parsed.message().rfind("gpuslice: ", 0) != 0) std::abort();
     return 0;
   }
-  if (!error.empty()) std::abort();
+  if (!parsed.message().empty()) std::abort();
+  const gpuslice::shim::ShimOptions& options = parsed.value();
   if (options.compute_limit_pct < 1 || options.compute_limit_pct > 100) std::abort();
   if (options.compute_request_pct > options.compute_limit_pct) std::abort();
   if (options.state_dir.empty() || options.state_dir[0] != '/') std::abort();

@@ -87,8 +87,7 @@ std::string DescribeMigProfiles(const MigGpuModel& model) {
   return text;
 }
 
-bool ValidateMigLayout(const MigGpuModel& model, std::string_view layout, std::vector<MigPlacement>* out,
-                       std::string* error) {
+Result<std::vector<MigPlacement>> ValidateMigLayout(const MigGpuModel& model, std::string_view layout) {
   std::vector<MigPlacement> placed;
   std::vector<int> pinned;
   const std::string valid = std::string("profiles of ") + model.key + ": " + DescribeMigProfiles(model);
@@ -101,39 +100,34 @@ bool ValidateMigLayout(const MigGpuModel& model, std::string_view layout, std::v
     if (const size_t at = item.find('@'); at != item.npos) {
       const std::string_view digits = item.substr(at + 1);
       if (digits.size() != 1 || digits[0] < '0' || digits[0] > '7') {
-        *error = "'" + std::string(item) + "': a start is one memory slice, 0 to 7 (e.g. 1g.18gb@6)";
-        return false;
+        return Status::InvalidArgument("'" + std::string(item) + "': a start is one memory slice, 0 to 7 (e.g. 1g.18gb@6)");
       }
       start = digits[0] - '0';
       item = item.substr(0, at);
     }
     const MigProfile* profile = FindMigProfile(model, item);
     if (!profile) {
-      *error = "'" + std::string(item) + "' is not a MIG profile of " + model.key + "; " + valid;
-      return false;
+      return Status::InvalidArgument("'" + std::string(item) + "' is not a MIG profile of " + model.key + "; " + valid);
     }
     if (start >= 0 && !(profile->starts & (1u << start))) {
       std::string starts;
       for (int s = 0; s < kMigMemorySlices; ++s)
         if (profile->starts & (1u << s)) starts += (starts.empty() ? "" : ",") + std::to_string(s);
-      *error = std::string(profile->name) + " cannot start at memory slice " + std::to_string(start) +
-               "; its valid starts are " + starts;
-      return false;
+      return Status::InvalidArgument(std::string(profile->name) + " cannot start at memory slice " + std::to_string(start) +
+                                     "; its valid starts are " + starts);
     }
     placed.push_back({profile, -1});
     pinned.push_back(start);
     if (comma == layout.size()) break;
   }
   if (placed.empty()) {
-    *error = "no instances; " + valid;
-    return false;
+    return Status::InvalidArgument("no instances; " + valid);
   }
   int me_count = 0;
   for (const auto& p : model.profiles) {
     const auto n = std::count_if(placed.begin(), placed.end(), [&](const MigPlacement& x) { return x.profile == &p; });
     if (n > p.max_count) {
-      *error = std::to_string(n) + " x " + p.name + ": at most " + std::to_string(p.max_count) + " fit on one GPU";
-      return false;
+      return Status::InvalidArgument(std::to_string(n) + " x " + p.name + ": at most " + std::to_string(p.max_count) + " fit on one GPU");
     }
     if (std::string_view(p.name).find("+me") != std::string_view::npos) me_count += static_cast<int>(n);
   }
@@ -143,16 +137,13 @@ bool ValidateMigLayout(const MigGpuModel& model, std::string_view layout, std::v
     memory += p.profile->memory_slices;
   }
   if (compute > kMigComputeSlices || memory > kMigMemorySlices) {
-    *error = "the instances need " + std::to_string(compute) + " compute and " + std::to_string(memory) +
-             " memory slices; a GPU has 7 and 8";
-    return false;
+    return Status::InvalidArgument("the instances need " + std::to_string(compute) + " compute and " + std::to_string(memory) +
+                                   " memory slices; a GPU has 7 and 8");
   }
   if (!PlaceFrom(&placed, pinned, 0, 0)) {
-    *error = "no placement fits these instances side by side (e.g. a 4g and a 3g can share a GPU, a 4g and two 2g cannot)";
-    return false;
+    return Status::InvalidArgument("no placement fits these instances side by side (e.g. a 4g and a 3g can share a GPU, a 4g and two 2g cannot)");
   }
-  *out = std::move(placed);
-  return true;
+  return placed;
 }
 
 }  // namespace gpuslice::gpu

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/status.h"
+
 namespace gpuslice::gpu {
 
 inline constexpr int kMigMemorySlices = 8;
@@ -52,10 +54,9 @@ struct MigPlacement {
 };
 
 // Parses "3g.71gb,2g.35gb,1g.18gb" (optionally "1g.18gb@6" to pin a start) for `model` and
-// places every instance. Order of the result: as given. False with one line in *error naming
-// what is wrong and what would be valid.
-bool ValidateMigLayout(const MigGpuModel& model, std::string_view layout, std::vector<MigPlacement>* out,
-                       std::string* error);
+// places every instance. Order of the result: as given. An InvalidArgument error with one line
+// naming what is wrong and what would be valid.
+Result<std::vector<MigPlacement>> ValidateMigLayout(const MigGpuModel& model, std::string_view layout);
 
 // "1g.18gb(x7 at 0-6) ..." for error messages.
 std::string DescribeMigProfiles(const MigGpuModel& model);

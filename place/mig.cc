@@ -15,11 +15,10 @@ std::string ParseMigLayout(const MigOptions& options, MigLayout* layout) {
     for (const gpu::MigGpuModel& m : gpu::MigGpuModels()) valid += (valid.empty() ? "" : ", ") + std::string(m.key);
     return "--mig-model: '" + options.model + "' is not a MIG model; valid: " + valid;
   }
-  std::vector<gpu::MigPlacement> placed;
-  std::string error;
-  if (!gpu::ValidateMigLayout(*model, options.layout, &placed, &error)) return "--mig-layout: " + error;
+  const Result<std::vector<gpu::MigPlacement>> placed = gpu::ValidateMigLayout(*model, options.layout);
+  if (!placed.ok()) return "--mig-layout: " + placed.message();
   *layout = MigLayout{};
-  for (const gpu::MigPlacement& p : placed) {
+  for (const gpu::MigPlacement& p : *placed) {
     layout->profiles.push_back(p.profile->name);
     const int compute = kMilliPerGpu * p.profile->compute_slices / gpu::kMigComputeSlices;
     const int memory = kMilliPerGpu * p.profile->memory_slices / gpu::kMigMemorySlices;

@@ -12,7 +12,7 @@ std::string QuotaText(uint64_t bytes) {
   return std::to_string(bytes);
 }
 
-bool ShimAccepts(const std::map<std::string, std::string>& env, std::string* error) {
+Status ShimAccepts(const std::map<std::string, std::string>& env) {
   std::vector<std::string> entries;
   for (const auto& [name, value] : env) {
     if (name.starts_with("GPUSLICE_")) entries.push_back(name + "=" + value);
@@ -20,8 +20,7 @@ bool ShimAccepts(const std::map<std::string, std::string>& env, std::string* err
   std::vector<char*> environment;
   for (std::string& entry : entries) environment.push_back(entry.data());
   environment.push_back(nullptr);
-  ShimOptions options;
-  return ParseOptions(environment.data(), &options, error);
+  return ParseOptions(environment.data()).status();
 }
 
 }  // namespace gpuslice::shim

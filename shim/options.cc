@@ -129,8 +129,8 @@ std::string UnknownVariable(std::string_view name, std::string_view value) {
          ", e.g. GPUSLICE_MEMORY_LIMIT=4Gi";
 }
 
-// Applies one GPUSLICE_* variable; false with the error line when it is unknown or invalid.
-bool ApplyVariable(std::string_view name, std::string_view value, ShimOptions* out, std::string* error) {
+// Applies one GPUSLICE_* variable; an error with its line when it is unknown or invalid.
+Status ApplyVariable(std::string_view name, std::string_view value, ShimOptions* out) {
   for (const auto& spec : OptionTable()) {
     int ordinal = -1;
     if (PerOrdinal(spec)) {
@@ -138,21 +138,34 @@ bool ApplyVariable(std::string_view name, std::string_view value, ShimOptions* o
       if (!name.starts_with(prefix)) continue;
       const auto n = ParseUnsigned(name.substr(prefix.size()));
       if (!n || *n > kMaxOrdinal) {
-        *error = "gpuslice: unknown variable " + Assignment(name, value) + "; per-device variables are " +
-                 spec.name + " with n a device ordinal 0 to " + std::to_string(kMaxOrdinal) + ", e.g. " +
-                 std::string(prefix) + "1=" + spec.example;
-        return false;
+        return Status::InvalidArgument("gpuslice: unknown variable " + Assignment(name, value) +
+                                       "; per-device variables are " + spec.name + " with n a device ordinal 0 to " +
+                                       std::to_string(kMaxOrdinal) + ", e.g. " + std::string(prefix) + "1=" +
+                                       spec.example);
       }
       ordinal = static_cast<int>(*n);
     } else if (name != spec.name) {
       continue;
     }
-    if (spec.apply(ordinal, value, out)) return true;
-    *error = "gpuslice: invalid " + Assignment(name, value) + "; expected " + spec.type + ", e.g. " + spec.example;
-    return false;
+    if (spec.apply(ordinal, value, out)) return Status::Ok();
+    return Status::InvalidArgument("gpuslice: invalid " + Assignment(name, value) + "; expected " + spec.type +
+                                   ", e.g. " + spec.example);
   }
-  *error = UnknownVariable(name, value);
-  return false;
+  return Status::InvalidArgument(UnknownVariable(name, value));
+}
+
+// Applies every GPUSLICE_* variable of `environment` that is valid to *out; the first error.
+Status ApplyEnvironment(char** environment, ShimOptions* out) {
+  Status first_error;
+  for (char** entry = environment; entry && *entry; ++entry) {
+    const std::string_view item(*entry);
+    if (!item.starts_with(kPrefix) || item.starts_with(kSimulatorPrefix)) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) continue;
+    Status applied = ApplyVariable(item.substr(0, eq), item.substr(eq + 1), out);
+    if (!applied.ok() && first_error.ok()) first_error = std::move(applied);
+  }
+  return first_error;
 }
 
 }  // namespace
@@ -219,29 +232,23 @@ std::optional<MemoryLimit> ShimOptions::LimitFor(int ordinal) const {
   return memory_limit;
 }
 
-bool ParseOptions(char** environment, ShimOptions* out, std::string* error) {
+Result<ShimOptions> ParseOptions(char** environment) {
   ShimOptions options;
-  std::string first_error;
-  for (char** entry = environment; entry && *entry; ++entry) {
-    const std::string_view item(*entry);
-    if (!item.starts_with(kPrefix) || item.starts_with(kSimulatorPrefix)) continue;
-    const size_t eq = item.find('=');
-    if (eq == std::string_view::npos) continue;
-    std::string variable_error;
-    if (!ApplyVariable(item.substr(0, eq), item.substr(eq + 1), &options, &variable_error) && first_error.empty())
-      first_error = std::move(variable_error);
-  }
+  if (Status applied = ApplyEnvironment(environment, &options); !applied.ok()) return applied;
   // The only rule between two options.
-  if (first_error.empty() && options.compute_request_pct > options.compute_limit_pct) {
-    first_error = "gpuslice: invalid GPUSLICE_COMPUTE_REQUEST='" + std::to_string(options.compute_request_pct) +
-                  "' above GPUSLICE_COMPUTE_LIMIT='" + std::to_string(options.compute_limit_pct) +
-                  "'; the request must not exceed the limit, e.g. GPUSLICE_COMPUTE_REQUEST=30 "
-                  "GPUSLICE_COMPUTE_LIMIT=50";
+  if (options.compute_request_pct > options.compute_limit_pct) {
+    return Status::InvalidArgument(
+        "gpuslice: invalid GPUSLICE_COMPUTE_REQUEST='" + std::to_string(options.compute_request_pct) +
+        "' above GPUSLICE_COMPUTE_LIMIT='" + std::to_string(options.compute_limit_pct) +
+        "'; the request must not exceed the limit, e.g. GPUSLICE_COMPUTE_REQUEST=30 GPUSLICE_COMPUTE_LIMIT=50");
   }
-  *out = std::move(options);
-  if (first_error.empty()) return true;
-  *error = std::move(first_error);
-  return false;
+  return options;
+}
+
+ShimOptions ValidOptions(char** environment) {
+  ShimOptions options;
+  (void)ApplyEnvironment(environment, &options);  // the errors are ParseOptions' to report
+  return options;
 }
 
 }  // namespace gpuslice::shim

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "broker/compute_class.h"
+#include "common/status.h"
 
 namespace gpuslice::shim {
 
@@ -61,10 +62,14 @@ struct ShimOptions {
   std::optional<MemoryLimit> LimitFor(int ordinal) const;
 };
 
-// Parses the environment. On any bad or unknown GPUSLICE_* variable returns false with one line
-// in *error naming the (first such) variable, its value and a valid example; *out then holds the
-// variables that were valid, for the driver's loader only (the shim fails closed).
-bool ParseOptions(char** environment, ShimOptions* out, std::string* error);
+// Parses the environment. On any bad or unknown GPUSLICE_* variable, an InvalidArgument error
+// with one line naming the (first such) variable, its value and a valid example.
+Result<ShimOptions> ParseOptions(char** environment);
+
+// The options of the GPUSLICE_* variables that are valid, the others left out: what the driver's
+// loader reads after ParseOptions refused (the shim fails closed, but GPUSLICE_DRIVER_LIBRARY,
+// when valid, still names the driver that cuGetProcAddress answers from).
+ShimOptions ValidOptions(char** environment);
 
 // One "gpuslice: warning: ..." line for each variable that looks meant for gpuslice but that it
 // never reads (GPU_SLICE_*, or GPUSLICE_* in another case: gpuslice_memory_limit), naming the
@@ -80,7 +85,7 @@ std::optional<MemoryLimit> ParseMemoryLimit(std::string_view text);
 // This process's options, parsed from the environment at the first call and kept: the driver's
 // loader (GPUSLICE_DRIVER_LIBRARY) and the shim's state read the same parse, so a bad variable
 // is reported (once, on stderr) whether or not a driver can be loaded. *valid is false after
-// such a report; the options are then ParseOptions' partial result.
+// such a report; the options are then ValidOptions'.
 const ShimOptions& ProcessOptions(bool* valid);
 
 }  // namespace gpuslice::shim

@@ -3,6 +3,7 @@
 // reported even when no driver can be loaded, so both read this.
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "shim/log.h"
 #include "shim/options.h"
@@ -22,9 +23,14 @@ struct Parsed {
 const ShimOptions& ProcessOptions(bool* valid) {
   static const Parsed* parsed = [] {
     auto* p = new Parsed();  // kept for the life of the process, forks included
-    std::string error;
-    p->valid = ParseOptions(environ, &p->options, &error);
-    if (!p->valid) LogError("%s", error.c_str() + std::strlen("gpuslice: "));
+    Result<ShimOptions> options = ParseOptions(environ);
+    p->valid = options.ok();
+    if (p->valid) {
+      p->options = std::move(options).value();
+    } else {
+      LogError("%s", options.message().c_str() + std::strlen("gpuslice: "));
+      p->options = ValidOptions(environ);
+    }
     // Said whatever the verdict: a GPU_SLICE_MEMORY_LIMIT beside a typo is a second mistake. A
     // warning that cannot be composed (no memory) is dropped, never thrown into the caller.
     try {

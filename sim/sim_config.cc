@@ -150,11 +150,13 @@ bool LoadSimConfigFromEnv(SimConfig* config, std::string* error) {
                "' needs GPUSLICE_SIM_MODEL (A100-40GB, A100-80GB, H100-80GB or H200) to know the GPU's MIG profiles";
       return false;
     }
-    std::string why;
-    if (!ValidateMigLayout(*model, v, &mig, &why)) {
-      *error = std::string("gpuslice-sim: invalid GPUSLICE_SIM_MIG='") + v + "' on " + model->key + ": " + why;
+    Result<std::vector<MigPlacement>> placed = ValidateMigLayout(*model, v);
+    if (!placed.ok()) {
+      *error = std::string("gpuslice-sim: invalid GPUSLICE_SIM_MIG='") + v + "' on " + model->key + ": " +
+               placed.message();
       return false;
     }
+    mig = std::move(placed).value();
   }
 
   // GPUSLICE_SIM_MIG_GPUS: how many devices, the first ones, carry that layout (a node with some

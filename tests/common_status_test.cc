@@ -37,15 +37,6 @@ TEST(StatusTest, AnErrorCannotBeMadeToReadAsSuccess) {
   EXPECT_EQ(s.code(), Status::Code::kError);
 }
 
-TEST(StatusTest, ToBoolFillsTheLegacyErrorStringOnlyOnFailure) {
-  std::string error = "untouched";
-  EXPECT_TRUE(Status::Ok().ToBool(&error));
-  EXPECT_EQ(error, "untouched");
-  EXPECT_FALSE(Status::Error("broken").ToBool(&error));
-  EXPECT_EQ(error, "broken");
-  EXPECT_FALSE(Status::Error("broken").ToBool(nullptr));
-}
-
 TEST(ResultTest, HoldsAValue) {
   Result<int> r = 7;
   ASSERT_TRUE(r.ok());

@@ -102,9 +102,8 @@ void ExpectShimAccepts(const v1beta1::ContainerAllocateResponse& answer) {
   std::vector<char*> environment;
   for (auto& e : entries) environment.push_back(e.data());
   environment.push_back(nullptr);
-  shim::ShimOptions options;
-  std::string error;
-  EXPECT_TRUE(shim::ParseOptions(environment.data(), &options, &error)) << error;
+  const Result<shim::ShimOptions> parsed = shim::ParseOptions(environment.data());
+  EXPECT_TRUE(parsed.ok()) << parsed.message();
 }
 
 TEST_F(DevicePluginTest, RegistersItsOneResourceOnlyOnceServing) {

@@ -42,9 +42,9 @@ struct Offer {
 };
 
 std::map<int, int> Prefer(const DeviceCatalog& catalog, const Offer& offer, int size, int island) {
-  std::vector<std::string> chosen;
-  std::string error;
-  EXPECT_EQ(PreferSlices(catalog, offer.ids, {}, size, island, &chosen, &error), SliceOutcome::kOk) << error;
+  const Result<std::vector<std::string>> preferred = PreferSlices(catalog, offer.ids, {}, size, island);
+  EXPECT_TRUE(preferred.ok()) << preferred.message();
+  const std::vector<std::string> chosen = preferred.value_or(std::vector<std::string>{});
   EXPECT_EQ(static_cast<int>(chosen.size()), size);
   EXPECT_EQ(std::set<std::string>(chosen.begin(), chosen.end()).size(), chosen.size());
   return PerGpu(catalog, chosen);
@@ -87,25 +87,27 @@ TEST(PreferredAllocation, MoreThanOneDeviceButNotWholeDevicesIsRefused) {
   offer.Add(catalog, 0, 100);
   offer.Add(catalog, 1, 60);
   offer.Add(catalog, 2, 30);
-  std::vector<std::string> chosen;
-  std::string error;
-  EXPECT_EQ(PreferSlices(catalog, offer.ids, {}, 130, 0, &chosen, &error), SliceOutcome::kUnplaceable);
-  EXPECT_NE(error.find("130 slices fit on no single device here: more than one device's 100 slices and not whole devices"),
+  const Result<std::vector<std::string>> split = PreferSlices(catalog, offer.ids, {}, 130, 0);
+  ASSERT_FALSE(split.ok());
+  EXPECT_EQ(split.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_NE(split.message().find("130 slices fit on no single device here: more than one device's 100 slices and not whole devices"),
             std::string::npos)
-      << error;
-  EXPECT_TRUE(chosen.empty());
+      << split.message();
   Offer partly;  // 50, 60 and 30 free: 140 on the node, at most 60 on one GPU
   partly.Add(catalog, 0, 50);
   partly.Add(catalog, 1, 60);
   partly.Add(catalog, 2, 30);
-  EXPECT_EQ(PreferSlices(catalog, partly.ids, {}, 61, 0, &chosen, &error), SliceOutcome::kUnplaceable);
-  EXPECT_NE(error.find("the most free on one device is 60 (GPU 1 GPU-test-1)"), std::string::npos) << error;
+  const Result<std::vector<std::string>> too_many = PreferSlices(catalog, partly.ids, {}, 61, 0);
+  EXPECT_EQ(too_many.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_NE(too_many.message().find("the most free on one device is 60 (GPU 1 GPU-test-1)"), std::string::npos)
+      << too_many.message();
   Offer one_whole;  // 100, 99 and 99 free: one whole GPU only
   one_whole.Add(catalog, 0, 100);
   one_whole.Add(catalog, 1, 99);
   one_whole.Add(catalog, 2, 99);
-  EXPECT_EQ(PreferSlices(catalog, one_whole.ids, {}, 200, 0, &chosen, &error), SliceOutcome::kUnplaceable);
-  EXPECT_NE(error.find("there are not 2 wholly free devices"), std::string::npos) << error;
+  const Result<std::vector<std::string>> two_whole = PreferSlices(catalog, one_whole.ids, {}, 200, 0);
+  EXPECT_EQ(two_whole.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_NE(two_whole.message().find("there are not 2 wholly free devices"), std::string::npos) << two_whole.message();
 }
 
 // More positions than place's 8 GPUs per node (MIG instances): the tightest fit over all of them.

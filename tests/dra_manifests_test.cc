@@ -60,11 +60,11 @@ TEST(DraManifestsTest, ClaimTemplatesNameTheClassAndCarryConfigurationsTheDriver
     for (const auto& c : devices_spec.value("config", json::array())) all.push_back({{"source", "FromClaim"}, {"opaque", c["opaque"]}, {"requests", c.value("requests", json::array())}});
     const json claim = {{"metadata", {{"namespace", "default"}, {"name", "c"}, {"uid", "u"}}},
                         {"status", {{"allocation", {{"devices", {{"results", {{{"request", request["name"]}, {"driver", "gpu.gpuslice.io"}, {"pool", "node-a"}, {"device", "gpu-0"}, {"consumedCapacity", asked}}}}, {"config", all}}}}}}}};
-    dra::ClaimDevice device;
-    std::string error;
-    EXPECT_TRUE(dra::ReadClaimAllocation(claim, config, devices, &device, &error)) << name << ": " << error;
-    std::map<std::string, std::string> env;
-    EXPECT_TRUE(dra::ClaimEnvironment(device, config, "default.c", &env, &error)) << name << ": " << error;
+    const Result<dra::ClaimDevice> device = dra::ReadClaimAllocation(claim, config, devices);
+    EXPECT_TRUE(device.ok()) << name << ": " << device.message();
+    if (!device.ok()) continue;
+    const Result<std::map<std::string, std::string>> env = dra::ClaimEnvironment(*device, config, "default.c");
+    EXPECT_TRUE(env.ok()) << name << ": " << env.message();
   }
 }
 

@@ -206,11 +206,9 @@ void ExpectPlanHolds(const Json& plan, const std::vector<Json>& tenants, const s
   for (const Json& gpu : plan["gpus"]) {
     const std::string tier = gpu["tier"];
     if (gpu["mode"] == "mig") {
-      std::vector<gpu::MigPlacement> placements;
-      std::string error;
-      EXPECT_TRUE(gpu::ValidateMigLayout(*gpu::FindMigGpuModel(model_key), gpu["mig_layout"].get<std::string>(),
-                                         &placements, &error))
-          << error;
+      const Result<std::vector<gpu::MigPlacement>> placements =
+          gpu::ValidateMigLayout(*gpu::FindMigGpuModel(model_key), gpu["mig_layout"].get<std::string>());
+      EXPECT_TRUE(placements.ok()) << placements.message();
     }
     for (const Json& unit : gpu["units"]) {
       uint64_t memory = 0;

@@ -10,29 +10,30 @@
 namespace gpuslice::shim {
 namespace {
 
-bool Parse(std::vector<std::string> env, ShimOptions* out, std::string* error) {
+std::vector<char*> Environment(std::vector<std::string>& env) {
   std::vector<char*> pointers;
   for (auto& e : env) pointers.push_back(e.data());
   pointers.push_back(nullptr);
-  return ParseOptions(pointers.data(), out, error);
+  return pointers;
 }
 
+Result<ShimOptions> Parse(std::vector<std::string> env) { return ParseOptions(Environment(env).data()); }
+
 TEST(ShimOptionsTest, DefaultsMeanNoQuotaOwnTenantAndRunGpuslice) {
-  ShimOptions options;
-  std::string error;
-  ASSERT_TRUE(Parse({"PATH=/bin", "GPUSLICE_SIM_MEMORY=1Gi"}, &options, &error)) << error;
+  const Result<ShimOptions> parsed = Parse({"PATH=/bin", "GPUSLICE_SIM_MEMORY=1Gi"});
+  ASSERT_TRUE(parsed.ok()) << parsed.message();
+  const ShimOptions& options = *parsed;
   EXPECT_FALSE(options.LimitFor(0).has_value());
   EXPECT_EQ(options.tenant, "");
   EXPECT_EQ(options.state_dir, "/run/gpuslice");
 }
 
 TEST(ShimOptionsTest, AcceptsQuantitiesPercentagesAndPerDeviceOverrides) {
-  ShimOptions options;
-  std::string error;
-  ASSERT_TRUE(Parse({"GPUSLICE_MEMORY_LIMIT=25%", "GPUSLICE_MEMORY_LIMIT_1=2Gi", "GPUSLICE_TENANT=team-a.svc_1",
-                     "GPUSLICE_STATE_DIR=/var/lib/gpuslice", "GPUSLICE_DRIVER_LIBRARY=/usr/lib/libcuda.so.1"},
-                    &options, &error))
-      << error;
+  const Result<ShimOptions> parsed =
+      Parse({"GPUSLICE_MEMORY_LIMIT=25%", "GPUSLICE_MEMORY_LIMIT_1=2Gi", "GPUSLICE_TENANT=team-a.svc_1",
+             "GPUSLICE_STATE_DIR=/var/lib/gpuslice", "GPUSLICE_DRIVER_LIBRARY=/usr/lib/libcuda.so.1"});
+  ASSERT_TRUE(parsed.ok()) << parsed.message();
+  const ShimOptions& options = *parsed;
   EXPECT_EQ(options.LimitFor(0)->QuotaFor(4ULL << 30), 1ULL << 30);
   EXPECT_EQ(options.LimitFor(1)->QuotaFor(80ULL << 30), 2ULL << 30);
   EXPECT_EQ(options.tenant, "team-a.svc_1");
@@ -50,9 +51,10 @@ struct Bad {
 class ShimOptionsBadTest : public ::testing::TestWithParam<Bad> {};
 
 TEST_P(ShimOptionsBadTest, IsRefusedWithOneLineNamingVariableValueAndExample) {
-  ShimOptions options;
-  std::string error;
-  EXPECT_FALSE(Parse({GetParam().assignment}, &options, &error));
+  const Result<ShimOptions> parsed = Parse({GetParam().assignment});
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), Status::Code::kInvalidArgument);
+  const std::string& error = parsed.message();
   const std::string assignment = GetParam().assignment;
   const std::string value = assignment.substr(assignment.find('=') + 1);
   EXPECT_NE(error.find(GetParam().variable), std::string::npos) << error;
@@ -81,25 +83,24 @@ INSTANTIATE_TEST_SUITE_P(
                       Bad{"GPUSLICE_MEMORY_LIMT=4Gi", "GPUSLICE_MEMORY_LIMT"}));
 
 TEST(ShimOptionsTest, ComputeClassIsStandardUnlessOneOfTheThreeIsNamed) {
-  ShimOptions options;
-  std::string error;
-  ASSERT_TRUE(Parse({}, &options, &error)) << error;
-  EXPECT_EQ(options.compute_class, ComputeClass::kStandard);
+  const Result<ShimOptions> defaults = Parse({});
+  ASSERT_TRUE(defaults.ok()) << defaults.message();
+  EXPECT_EQ(defaults->compute_class, ComputeClass::kStandard);
   const std::pair<const char*, ComputeClass> classes[] = {{"latency", ComputeClass::kLatency},
                                                           {"standard", ComputeClass::kStandard},
                                                           {"background", ComputeClass::kBackground}};
   for (const auto& [text, expected] : classes) {
-    ASSERT_TRUE(Parse({std::string("GPUSLICE_COMPUTE_CLASS=") + text}, &options, &error)) << error;
-    EXPECT_EQ(options.compute_class, expected) << text;
+    const Result<ShimOptions> parsed = Parse({std::string("GPUSLICE_COMPUTE_CLASS=") + text});
+    ASSERT_TRUE(parsed.ok()) << parsed.message();
+    EXPECT_EQ(parsed->compute_class, expected) << text;
     EXPECT_STREQ(ComputeClassName(expected), text);
   }
 }
 
 TEST(ShimOptionsTest, ABadComputeClassNamesTheValidValues) {
-  ShimOptions options;
-  std::string error;
-  ASSERT_FALSE(Parse({"GPUSLICE_COMPUTE_CLASS=realtime"}, &options, &error));
-  EXPECT_EQ(error,
+  const Result<ShimOptions> parsed = Parse({"GPUSLICE_COMPUTE_CLASS=realtime"});
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.message(),
             "gpuslice: invalid GPUSLICE_COMPUTE_CLASS='realtime'; expected latency, standard or background, e.g. "
             "latency");
 }
@@ -110,19 +111,31 @@ TEST(ShimOptionsTest, EveryDeclarationAcceptsItsExampleAndRefusesGarbage) {
   for (const OptionSpec& spec : OptionTable()) {
     std::string name = spec.name;
     if (const size_t n = name.find("<n>"); n != std::string::npos) name.replace(n, 3, "1");
-    ShimOptions options;
-    std::string error;
-    EXPECT_TRUE(Parse({name + "=" + spec.example}, &options, &error)) << error;
-    EXPECT_FALSE(Parse({name + "=#garbage#"}, &options, &error)) << name;
+    const Result<ShimOptions> example = Parse({name + "=" + spec.example});
+    EXPECT_TRUE(example.ok()) << example.message();
+    const Result<ShimOptions> garbage = Parse({name + "=#garbage#"});
+    ASSERT_FALSE(garbage.ok()) << name;
+    const std::string& error = garbage.message();
     EXPECT_NE(error.find(std::string("expected ") + spec.type + ", e.g. " + spec.example), std::string::npos) << error;
   }
 }
 
 TEST(ShimOptionsTest, MisspeltVariableSuggestsTheRealOne) {
-  ShimOptions options;
-  std::string error;
-  EXPECT_FALSE(Parse({"GPUSLICE_MEMORY_LIMT=4Gi"}, &options, &error));
-  EXPECT_NE(error.find("did you mean GPUSLICE_MEMORY_LIMIT?"), std::string::npos) << error;
+  const Result<ShimOptions> parsed = Parse({"GPUSLICE_MEMORY_LIMT=4Gi"});
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.message().find("did you mean GPUSLICE_MEMORY_LIMIT?"), std::string::npos) << parsed.message();
+}
+
+// The driver's loader still finds a valid GPUSLICE_DRIVER_LIBRARY beside a bad variable (cuInit
+// is what then fails closed), and never a bad one.
+TEST(ShimOptionsTest, ValidOptionsKeepTheValidVariablesBesideABadOne) {
+  std::vector<std::string> env = {"GPUSLICE_MEMORY_LIMIT=lots", "GPUSLICE_DRIVER_LIBRARY=/opt/cuda/libcuda.so.1",
+                                  "GPUSLICE_TENANT=has space"};
+  ASSERT_FALSE(ParseOptions(Environment(env).data()).ok());
+  const ShimOptions valid = ValidOptions(Environment(env).data());
+  EXPECT_EQ(valid.driver_library, "/opt/cuda/libcuda.so.1");
+  EXPECT_FALSE(valid.memory_limit.has_value());
+  EXPECT_EQ(valid.tenant, "");
 }
 
 }  // namespace

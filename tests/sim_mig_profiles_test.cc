@@ -94,15 +94,15 @@ TEST(MigProfilesTest, EveryProfileIsPlaceableExactlyAtItsPublishedStarts) {
       for (int start = 0; start < kMigMemorySlices; ++start) {
         const std::string layout = std::string(p.name) + "@" + std::to_string(start);
         const bool published = std::find(p.starts.begin(), p.starts.end(), start) != p.starts.end();
-        std::vector<MigPlacement> placed;
-        std::string error;
-        EXPECT_EQ(ValidateMigLayout(model, layout, &placed, &error), published)
-            << want.key << " " << layout << ": " << error;
+        const Result<std::vector<MigPlacement>> placed = ValidateMigLayout(model, layout);
+        EXPECT_EQ(placed.ok(), published) << want.key << " " << layout << ": " << placed.message();
         if (published) {
-          ASSERT_EQ(placed.size(), 1u);
-          EXPECT_EQ(placed[0].start, start);
+          ASSERT_TRUE(placed.ok());
+          ASSERT_EQ(placed->size(), 1u);
+          EXPECT_EQ((*placed)[0].start, start);
         } else {
-          EXPECT_NE(error.find("valid starts"), std::string::npos) << error;
+          EXPECT_EQ(placed.status().code(), Status::Code::kInvalidArgument);
+          EXPECT_NE(placed.message().find("valid starts"), std::string::npos) << placed.message();
         }
       }
     }
@@ -116,12 +116,11 @@ TEST(MigProfilesTest, EveryProfileFitsItsPublishedCountAndNoMore) {
     for (const auto& p : want.profiles) {
       std::string layout;
       for (int i = 0; i < p.max_count; ++i) layout += (i ? "," : "") + std::string(p.name);
-      std::vector<MigPlacement> placed;
-      std::string error;
-      EXPECT_TRUE(ValidateMigLayout(model, layout, &placed, &error)) << want.key << " " << layout << ": " << error;
-      EXPECT_EQ(placed.size(), static_cast<size_t>(p.max_count));
+      const Result<std::vector<MigPlacement>> placed = ValidateMigLayout(model, layout);
+      ASSERT_TRUE(placed.ok()) << want.key << " " << layout << ": " << placed.message();
+      EXPECT_EQ(placed->size(), static_cast<size_t>(p.max_count));
       layout += "," + std::string(p.name);
-      EXPECT_FALSE(ValidateMigLayout(model, layout, &placed, &error)) << want.key << " " << layout;
+      EXPECT_FALSE(ValidateMigLayout(model, layout).ok()) << want.key << " " << layout;
     }
   }
 }
@@ -169,27 +168,25 @@ TEST(MigProfilesTest, MixedLayoutsAreAcceptedAndRefusedAsTheDriverDoes) {
       {"H100-80GB", "3g.40gb,2g.20gb,1g.10gb", true},
   };
   for (const auto& c : cases) {
-    std::vector<MigPlacement> placed;
-    std::string error;
-    EXPECT_EQ(ValidateMigLayout(*FindMigGpuModel(c.model), c.layout, &placed, &error), c.valid)
-        << c.model << " '" << c.layout << "': " << error;
+    const Result<std::vector<MigPlacement>> placed = ValidateMigLayout(*FindMigGpuModel(c.model), c.layout);
+    EXPECT_EQ(placed.ok(), c.valid) << c.model << " '" << c.layout << "': " << placed.message();
     if (!c.valid) {
-      EXPECT_FALSE(error.empty());
+      EXPECT_FALSE(placed.message().empty());
     }
   }
 }
 
 TEST(MigProfilesTest, PlacementsNeverOverlap) {
-  std::vector<MigPlacement> placed;
-  std::string error;
-  ASSERT_TRUE(ValidateMigLayout(*FindMigGpuModel("H200"), "1g.18gb,3g.71gb,2g.35gb", &placed, &error)) << error;
+  const Result<std::vector<MigPlacement>> placed =
+      ValidateMigLayout(*FindMigGpuModel("H200"), "1g.18gb,3g.71gb,2g.35gb");
+  ASSERT_TRUE(placed.ok()) << placed.message();
   uint32_t used = 0;
-  for (const auto& p : placed) {
+  for (const auto& p : *placed) {
     const uint32_t span = ((1u << p.profile->memory_slices) - 1) << p.start;
     EXPECT_EQ(used & span, 0u);
     used |= span;
   }
-  EXPECT_STREQ(placed[0].profile->name, "1g.18gb");  // in the order given
+  EXPECT_STREQ((*placed)[0].profile->name, "1g.18gb");  // in the order given
 }
 
 }  // namespace

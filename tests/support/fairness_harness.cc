@@ -165,15 +165,17 @@ bool Gpu::SetPolicy(broker::SharingMode mode, uint64_t quantum_ns, std::string* 
     return false;
   }
   auto attached = broker::Broker::Attach(state_dir_);
-  if (!attached.ok()) return attached.status().ToBool(error);
+  if (!attached.ok()) {
+    *error = attached.message();
+    return false;
+  }
   const std::unique_ptr<broker::Broker> broker = std::move(attached).value();
-  const auto set = [&](std::string* why) {
+  const auto set = [&] {
     Status changed = broker::SetGpuPolicy(broker->segment(), uuid, mode, quantum_ns);
     if (changed.ok()) changed = broker::SetGpuBudget(broker->segment(), uuid, budget_ns);
-    return changed.ToBool(why);
+    return changed;
   };
-  std::string ignored;
-  if (set(&ignored)) return true;
+  if (set().ok()) return true;
   // The GPU is not in the broker yet: a managed process that allocates introduces it.
   Child introduce({paths_.bin_dir + "/gpuslice-workload", "memory", "--chunk", "1Mi"},
                   {"LD_LIBRARY_PATH=" + paths_.sim_lib_dir, "GPUSLICE_SIM_STATE=" + sim_state_,
@@ -183,7 +185,11 @@ bool Gpu::SetPolicy(broker::SharingMode mode, uint64_t quantum_ns, std::string* 
     *error = "introducing the GPU to the broker failed: " + introduce.Stderr();
     return false;
   }
-  return set(error);
+  if (const Status changed = set(); !changed.ok()) {
+    *error = changed.message();
+    return false;
+  }
+  return true;
 }
 
 Sample Gpu::Take(int ordinal) const {
