@@ -1,9 +1,9 @@
 // The manual stays a manual:
 // - Every file the manual and the code's comments name exists: a path such as
-//   `tests/grant_policy_test.cc` or `deploy/prometheus/gpuslice-alerts.yaml` in README.md, docs/,
+//   `tests/scheduler/grant_policy_test.cc` or `deploy/prometheus/gpuslice-alerts.yaml` in README.md, docs/,
 //   a comment or a CMakeLists.txt is checked against the source tree. Dated reports
 //   (docs/reports/) and CHANGELOG.md are history and may name what has gone since; paths with a
-//   wildcard (`tests/sched_*_test.cc`), a placeholder (`<name>`) or under the generated report/
+//   wildcard (`tests/scheduler/sched_*_test.cc`), a placeholder (`<name>`) or under the generated report/
 //   are not files.
 // - README.md is short (what gpuslice is, the two commands, using it, where to read on), and the
 //   manual's pages say what each part does and guarantees: the circumstances of a measurement
