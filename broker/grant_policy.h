@@ -1,7 +1,7 @@
 // Who holds a GPU, decided from the shared segment, the time and who is alive — nothing else.
 // Every participant (a process waiting for the grant, the holder's monitor) calls Advance; the
 // decisions are the same whoever makes them, so no daemon is needed. The clock and liveness are
-// handed in, so that tests drive the policy in fake time (tests/grant_policy_test.cc).
+// handed in, so that tests drive the policy in fake time (tests/scheduler/grant_policy_test.cc).
 //
 // What a process publishes (ProcessGpuState, segment_layout.h) and what the policy reads of it:
 //  - inflight > 0 (or kUntrackedWork): it has work on the GPU; the grant moves only once it is 0.

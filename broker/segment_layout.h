@@ -8,9 +8,9 @@
 // header's `magic`).
 //
 // Version rule: ANY change to a struct below — a field added, removed, reordered, resized or given
-// a new meaning — bumps kLayoutVersion. tests/broker_layout_test.cc pins every size and offset, so
-// a change cannot go unnoticed. A process that finds another magic, version or size refuses the
-// file (fail closed); it is never migrated in place.
+// a new meaning — bumps kLayoutVersion. tests/broker/broker_layout_test.cc pins every size and
+// offset, so a change cannot go unnoticed. A process that finds another magic, version or size
+// refuses the file (fail closed); it is never migrated in place.
 #pragma once
 
 #include <atomic>

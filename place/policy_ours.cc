@@ -42,7 +42,7 @@
 //   + kOpenNodeCost if the node holds nothing yet,
 //
 // and leaves CPU-only pods out of the CPU term. Measured on the FGD artifact's 23 pod lists
-// (docs/reports/2026-12-02-placement-generalisation.md): FGD-BF-H packed unpinned pods onto the
+// (docs/results/2026-12-02-placement-generalisation.md): FGD-BF-H packed unpinned pods onto the
 // small T4 and P100 nodes that gpu_spec pods pin to; in a FIFO replay its CPU term sent pods to
 // fresh nodes and spread CPU-only pods over every node's spare cores, so no whole node stayed
 // free for the big pod at the queue's head, and everyone behind it waited.

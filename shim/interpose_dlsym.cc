@@ -6,7 +6,7 @@
 // Only names of functions gpuslice intercepts are touched, and only when the handle really
 // resolves them; everything else goes straight to glibc. RTLD_NEXT lookups are forwarded by a
 // tail call, so glibc still sees the caller's return address (RTLD_NEXT is relative to the
-// calling object) — tests/shim_interposition_test.cc checks this.
+// calling object) — tests/shim/shim_interposition_test.cc checks this.
 #include <dlfcn.h>
 
 #include "shim/real_driver.h"

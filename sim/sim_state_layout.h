@@ -5,7 +5,7 @@
 //
 // Layout rules: only fixed-size arrays of trivially copyable fields and lock-free atomics, no
 // pointers. Any change to a struct below, its order or its sizes, bumps kSimLayoutVersion;
-// tests/sim_state_layout_test.cc pins the sizes and offsets so a change cannot go unnoticed.
+// tests/sim/sim_state_layout_test.cc pins the sizes and offsets so a change cannot go unnoticed.
 // A process that finds another magic, version or size refuses the file.
 #pragma once
 

@@ -2,9 +2,9 @@
 // gpuslice and the same text runs on the simulated driver and, JIT-compiled, on any real GPU
 // from Volta on.
 //
-// spin_ns(u64 ns) occupies one thread until %globaltimer has advanced by `ns` nanoseconds: a
-// kernel of known length whatever the GPU's speed. The simulated driver recognises the name and
-// treats the launch as occupying the device for exactly `ns`. tests/workload_test.cc checks that
+// spin_ns(u64 ns) occupies one thread until %globaltimer has advanced by `ns` nanoseconds: a kernel
+// of known length whatever the GPU's speed. The simulated driver recognises the name and treats the
+// launch as occupying the device for exactly `ns`. tests/workload/workload_test.cc checks that
 // ptxas accepts the text.
 #pragma once
 

@@ -52,8 +52,8 @@ check=0
 errors=0
 state_dir_default=/run/gpuslice
 
-# The variables the shim reads (`gpuslicectl options`); tests/examples_test.cc keeps this list
-# in step with the shim's table.
+# The variables the shim reads (`gpuslicectl options`); tests/examples/examples_test.cc keeps this
+# list in step with the shim's table.
 known_options="GPUSLICE_MEMORY_LIMIT GPUSLICE_MEMORY_LIMIT_<n> GPUSLICE_TENANT GPUSLICE_STATE_DIR GPUSLICE_COMPUTE_REQUEST GPUSLICE_COMPUTE_LIMIT GPUSLICE_COMPUTE_CLASS GPUSLICE_DRIVER_LIBRARY"
 
 usage() {

@@ -7,7 +7,7 @@
 //     if (i < n) c[i] = a[i] + b[i];
 //   }
 //
-// tests/examples_test.cc checks that ptxas accepts it.
+// tests/examples/examples_test.cc checks that ptxas accepts it.
 #pragma once
 
 namespace gpuslice::examples {

@@ -1,4 +1,4 @@
-#include "tests/deviceplugin_fake_kubelet.h"
+#include "tests/deviceplugin/deviceplugin_fake_kubelet.h"
 
 #include <dirent.h>
 #include <stdlib.h>

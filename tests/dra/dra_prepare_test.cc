@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "gpuslice/sim_query.h"
-#include "tests/dra_stand_ins.h"
+#include "tests/dra/dra_stand_ins.h"
 #include "tests/support/test_env.h"
 
 namespace gpuslice::testing {

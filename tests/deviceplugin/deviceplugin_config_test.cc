@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tests/deviceplugin_fake_kubelet.h"
+#include "tests/deviceplugin/deviceplugin_fake_kubelet.h"
 #include "tests/support/test_env.h"
 
 namespace gpuslice::testing {

@@ -1,5 +1,5 @@
-// gpuslice-device-plugin driven by a fake kubelet (tests/deviceplugin_fake_kubelet.h): the real
-// binary over the simulated NVML, spoken to over its unix sockets as the kubelet would.
+// gpuslice-device-plugin driven by a fake kubelet (tests/deviceplugin/deviceplugin_fake_kubelet.h):
+// the real binary over the simulated NVML, spoken to over its unix sockets as the kubelet would.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -13,7 +13,7 @@
 
 #include "gpuslice/sim_query.h"
 #include "shim/options.h"
-#include "tests/deviceplugin_fake_kubelet.h"
+#include "tests/deviceplugin/deviceplugin_fake_kubelet.h"
 #include "tests/support/test_env.h"
 
 namespace gpuslice::testing {

@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "gpuslice/sim_query.h"
-#include "tests/dra_stand_ins.h"
+#include "tests/dra/dra_stand_ins.h"
 #include "tests/support/sched_fixture.h"
 
 namespace gpuslice::testing {

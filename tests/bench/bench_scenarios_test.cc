@@ -7,7 +7,7 @@
 // (ModesToRun): gpuslice, the mode its quotas, requests, classes, events and targets drive, for
 // every scenario; solo, unmanaged, MPS and MIG for four-ways, which also checks what each mode
 // isolates (a fault, an over-allocating tenant), and MPS for two-wide-trainers. What is checked is the
-// report's structure, not the figures (docs/reports/2026-12-02-benchmark-results.md has a run's).
+// report's structure, not the figures (docs/results/2026-12-02-benchmark-results.md has a run's).
 #include <unistd.h>
 
 #include <algorithm>

@@ -3,7 +3,7 @@
 // MPS control daemon that already runs — and never change the GPU's settings: without either,
 // the case reports itself skipped with the reason. The simulated counterparts are
 // sim_mig_test, sim_mps_test and shim_mig_test; measured figures (four-ways),
-// docs/reports/2026-12-02-benchmark-results.md.
+// docs/results/2026-12-02-benchmark-results.md.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,7 +1,7 @@
-// Hundreds of pods admitted by a stand-in kubelet that books the plugin's slices as the
-// kubelet's device manager does (tests/deviceplugin_stateful_kubelet.h) on a simulated 8-GPU
-// node, whole or in MIG mode, taking the plugin's preferred allocation or (second run) choosing
-// IDs itself. Pods of mixed shapes arrive and leave. After every admission:
+// Hundreds of pods admitted by a stand-in kubelet that books the plugin's slices as the kubelet's
+// device manager does (tests/deviceplugin/deviceplugin_stateful_kubelet.h) on a simulated 8-GPU
+// node, whole or in MIG mode, taking the plugin's preferred allocation or (second run) choosing IDs
+// itself. Pods of mixed shapes arrive and leave. After every admission:
 //  - no container's memory and time are on two devices (its answer names one device, or
 //    several that it holds every slice of: whole devices);
 //  - no device is booked or enforced over 100% of its time or over its memory (the sum of the
@@ -20,8 +20,8 @@
 #include <nlohmann/json.hpp>
 
 #include "gpuslice/sim_query.h"
-#include "tests/deviceplugin_fake_kubelet.h"
-#include "tests/deviceplugin_stateful_kubelet.h"
+#include "tests/deviceplugin/deviceplugin_fake_kubelet.h"
+#include "tests/deviceplugin/deviceplugin_stateful_kubelet.h"
 #include "tests/support/exporter_fixture.h"
 #include "tests/support/test_env.h"
 

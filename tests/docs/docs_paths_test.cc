@@ -1,14 +1,14 @@
 // The manual stays a manual:
 // - Every file the manual and the code's comments name exists: a path such as
-//   `tests/grant_policy_test.cc` or `deploy/prometheus/gpuslice-alerts.yaml` in README.md, docs/,
-//   a comment or a CMakeLists.txt is checked against the source tree. Dated reports
-//   (docs/reports/) and CHANGELOG.md are history and may name what has gone since; paths with a
-//   wildcard (`tests/sched_*_test.cc`), a placeholder (`<name>`) or under the generated report/
-//   are not files.
+//   `tests/scheduler/grant_policy_test.cc` or `deploy/prometheus/gpuslice-alerts.yaml` in
+//   README.md, docs/, a comment or a CMakeLists.txt is checked against the source tree. Dated
+//   reports (docs/results/) and CHANGELOG.md are history and may name what has gone since; paths
+//   with a wildcard (`tests/scheduler/sched_*_test.cc`), a placeholder (`<name>`) or under the
+//   generated report/ are not files.
 // - README.md is short (what gpuslice is, the two commands, using it, where to read on), and the
 //   manual's pages say what each part does and guarantees: the circumstances of a measurement
 //   (the commit it was built from, the machine's load, who else was using it) and the project's
-//   history belong in a dated report under docs/reports/ or in CHANGELOG.md.
+//   history belong in a dated report under docs/results/ or in CHANGELOG.md.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 
 bool Checked(const fs::path& file, const fs::path& root) {
   const std::string relative = fs::relative(file, root).string();
-  if (relative.starts_with("docs/reports/") || relative == "CHANGELOG.md") return false;
+  if (relative.starts_with("docs/results/") || relative == "CHANGELOG.md") return false;
   const std::string ext = file.extension().string();
   return ext == ".md" || ext == ".h" || ext == ".cc" || ext == ".sh" || ext == ".yaml" || ext == ".py" ||
          file.filename() == "CMakeLists.txt";
@@ -76,22 +76,28 @@ TEST(DocsPathsTest, EveryFileADocOrCommentNamesExists) {
   std::printf("%d files, %d paths named, %zu missing\n", files, names, missing.size());
 }
 
-// What a manual page must not carry: a commit hash in backquotes (`d6705c3`: 7 to 40 lowercase
-// hex digits with at least one letter, so that a number such as `1048576` is not one; a UUID or
-// a constant with dashes or 0x is not a lone hex token), a machine's load average, a reference
-// to the project's issue tracker ("issue 8") or talk of who else was on the build machine.
+// What a manual page must not carry: a commit hash, 7 to 40 lowercase hex digits, in backquotes
+// with at least one letter (`d6705c3`) or bare with a letter and a digit (commit 7a6c496), so that
+// neither a number such as `1048576` nor a word such as "defaced" is one (a UUID or a constant
+// with dashes or 0x is not a lone hex token); a machine's load average; a reference to the
+// project's issue tracker ("issue 8"); or talk of who else was on the build machine.
 std::vector<std::string> LabNotebookLines(const std::string& text) {
-  static const std::regex hash(R"(`[0-9a-f]*[a-f][0-9a-f]*`)");
-  static const std::regex chatter(R"(load average|\bissues? #?[0-9]+|other (sessions|agents))", std::regex::icase);
+  static const std::regex quoted_hash(R"(`[0-9a-f]*[a-f][0-9a-f]*`)");
+  static const std::regex bare_hash(R"((^|[^\w./#-])([0-9a-f]{7,40})(?![\w-]))");
+  static const std::regex letter_and_digit(R"([a-f].*[0-9]|[0-9].*[a-f])");
+  static const std::regex chatter(R"(load average|load avg|loadavg|\bissues? #?[0-9]+|other (sessions|agents))",
+                                  std::regex::icase);
   std::vector<std::string> found;
   std::istringstream in(text);
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     bool bad = std::regex_search(line, chatter);
-    for (std::sregex_iterator m(line.begin(), line.end(), hash), end; m != end && !bad; ++m) {
+    for (std::sregex_iterator m(line.begin(), line.end(), quoted_hash), end; m != end && !bad; ++m) {
       const size_t digits = m->length() - 2;
       bad = digits >= 7 && digits <= 40;
     }
+    for (std::sregex_iterator m(line.begin(), line.end(), bare_hash), end; m != end && !bad; ++m)
+      bad = std::regex_search((*m)[2].str(), letter_and_digit);
     if (bad) found.push_back(std::to_string(number) + ": " + line.substr(0, 160));
   }
   return found;
@@ -105,11 +111,16 @@ TEST(DocsPathsTest, TheReadmeIsShortAndTheManualCarriesNoLabNotebook) {
       << "README.md is over 150 lines: what gpuslice is, the two commands, using it, installing and where "
          "to read on; the rest belongs in docs/";
 
+  // The manual: README.md, docs/ but its dated results, and the pages beside the examples and the
+  // deployment files.
   std::vector<fs::path> pages = {root / "README.md"};
-  for (const auto& entry : fs::recursive_directory_iterator(root / "docs")) {
-    const std::string relative = fs::relative(entry.path(), root).string();
-    if (!entry.is_regular_file() || entry.path().extension() != ".md" || relative.starts_with("docs/reports/")) continue;
-    pages.push_back(entry.path());
+  for (const char* folder : {"docs", "examples", "deploy"}) {
+    for (const auto& entry : fs::recursive_directory_iterator(root / folder)) {
+      const std::string relative = fs::relative(entry.path(), root).string();
+      if (!entry.is_regular_file() || entry.path().extension() != ".md" || relative.starts_with("docs/results/"))
+        continue;
+      pages.push_back(entry.path());
+    }
   }
   std::ostringstream list;
   size_t bad = 0;
@@ -122,7 +133,7 @@ TEST(DocsPathsTest, TheReadmeIsShortAndTheManualCarriesNoLabNotebook) {
     }
   }
   EXPECT_EQ(bad, 0u) << "lines of a lab notebook in the manual (move the figures' circumstances to a dated "
-                        "report in docs/reports/, the history to CHANGELOG.md):"
+                        "report in docs/results/, the history to CHANGELOG.md):"
                      << list.str();
   EXPECT_GT(pages.size(), 8u) << "the scan found too few pages";
 }
@@ -131,7 +142,10 @@ TEST(DocsPathsTest, TheLabNotebookCheckKnowsAHashFromANumberOrAUuid) {
   EXPECT_EQ(LabNotebookLines("built from `bd6f23a`\n").size(), 1u);
   EXPECT_EQ(LabNotebookLines("at a load average of 8\n").size(), 1u);
   EXPECT_EQ(LabNotebookLines("Issue 10's targets\n").size(), 1u);
+  EXPECT_EQ(LabNotebookLines("the trace at commit 7a6c496.\n").size(), 1u);
+  EXPECT_EQ(LabNotebookLines("(loadavg 5.2)\n").size(), 1u);
   EXPECT_EQ(LabNotebookLines("`1048576` bytes, `GPU-786fde05-e31d`, `0xdeadbeef`, `cafe`\n").size(), 0u);
+  EXPECT_EQ(LabNotebookLines("1048576 bytes, a defaced page, GPU-786fde05-e31d, 0xdeadbeef12, #a1b2c3d4\n").size(), 0u);
 }
 
 }  // namespace

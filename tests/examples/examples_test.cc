@@ -811,7 +811,7 @@ TEST(ExamplesDockerfile, CopiesPathsThatExistAndInstallsWhatTheWrapperExpects) {
         copied.insert(source);
       } else {
         // From the build stage: its Debian package (what cpack makes of this build, installed by
-        // apt; tests/package_test.cc checks its contents), or outputs of its build tree.
+        // apt; tests/package/package_test.cc checks its contents), or outputs of its build tree.
         ASSERT_EQ(from, "build") << line;
         if (source == "/gpuslice.deb") {
           EXPECT_THAT(dockerfile, HasSubstr("cpack -G DEB && cp gpuslice_*.deb /gpuslice.deb"));

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/deviceplugin_fake_kubelet.h"
+#include "tests/deviceplugin/deviceplugin_fake_kubelet.h"
 #include "tests/support/test_env.h"
 
 using namespace gpuslice::testing;

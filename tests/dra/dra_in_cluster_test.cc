@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tests/dra_stand_ins.h"
+#include "tests/dra/dra_stand_ins.h"
 #include "tests/support/test_env.h"
 
 namespace gpuslice::testing {

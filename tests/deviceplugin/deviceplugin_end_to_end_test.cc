@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpuslice/sim_query.h"
-#include "tests/deviceplugin_fake_kubelet.h"
+#include "tests/deviceplugin/deviceplugin_fake_kubelet.h"
 #include "tests/support/test_env.h"
 
 namespace gpuslice::testing {

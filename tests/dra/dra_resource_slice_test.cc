@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "gpuslice/sim_query.h"
-#include "tests/dra_stand_ins.h"
+#include "tests/dra/dra_stand_ins.h"
 #include "tests/support/test_env.h"
 
 namespace gpuslice::testing {

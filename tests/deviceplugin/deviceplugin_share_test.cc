@@ -1,5 +1,5 @@
 // End to end through Kubernetes' path: pods admitted by a stand-in kubelet that books the
-// plugin's slices (tests/deviceplugin_stateful_kubelet.h) and follows its preferred
+// plugin's slices (tests/deviceplugin/deviceplugin_stateful_kubelet.h) and follows its preferred
 // allocation, then started as a container runtime would start them — the Allocate answer's
 // environment, the GPU it names made the only visible one — run gpuslice-workload under the
 // shim and get their memory quota and their share of time on that GPU, measured against the
@@ -7,8 +7,8 @@
 // answer: the shares are then the hardware's equal time-slicing.
 #include <cmath>
 
-#include "tests/deviceplugin_fake_kubelet.h"
-#include "tests/deviceplugin_stateful_kubelet.h"
+#include "tests/deviceplugin/deviceplugin_fake_kubelet.h"
+#include "tests/deviceplugin/deviceplugin_stateful_kubelet.h"
 #include "tests/support/sched_fixture.h"
 
 namespace gpuslice::testing {

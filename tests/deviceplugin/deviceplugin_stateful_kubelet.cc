@@ -1,11 +1,11 @@
-#include "tests/deviceplugin_stateful_kubelet.h"
+#include "tests/deviceplugin/deviceplugin_stateful_kubelet.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include <grpcpp/grpcpp.h>
 
-#include "tests/deviceplugin_fake_kubelet.h"
+#include "tests/deviceplugin/deviceplugin_fake_kubelet.h"
 
 namespace gpuslice::testing {
 

@@ -21,7 +21,8 @@ import jsonschema
 # Debian's jsonschema 4.10 has RefResolver; a newer one from pip warns that it is deprecated.
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+# tests/data/, beside this file's folder (tests/dra/).
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 

@@ -1,4 +1,4 @@
-#include "tests/dra_stand_ins.h"
+#include "tests/dra/dra_stand_ins.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -35,7 +35,7 @@ std::string SchemaErrors(const std::string& kind, const nlohmann::json& object) 
   if (fd < 0) return "mkstemp failed";
   close(fd);
   { std::ofstream(path) << object.dump(); }
-  const auto result = Run({GPUSLICE_PYTHON, SourceDir() + "/tests/dra_validate.py", kind, path});
+  const auto result = Run({GPUSLICE_PYTHON, SourceDir() + "/tests/dra/dra_validate.py", kind, path});
   unlink(path);
   if (result.exit_code == 0) return "";
   return result.out + result.err + (result.out.empty() && result.err.empty() ? "exit " + std::to_string(result.exit_code) : "");

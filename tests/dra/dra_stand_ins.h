@@ -3,7 +3,7 @@
 // - StandInApiServer: HTTP+JSON on 127.0.0.1 with the API server's paths for what the driver
 //   does — GET a ResourceClaim (served from what the test set), POST/GET/PUT ResourceSlices —
 //   validating every ResourceSlice it receives against the official resource.k8s.io/v1
-//   OpenAPI schema (tests/dra_validate.py) and refusing it with 422, as the API server would.
+//   OpenAPI schema (tests/dra/dra_validate.py) and refusing it with 422, as the API server would.
 // - StandInKubelet: the kubelet's side of the real pluginregistration v1 and dra v1 protos —
 //   GetInfo on the registration socket, then NodePrepareResources/NodeUnprepareResources.
 // - StartDriver: the real gpuslice-dra-driver over the simulated NVML.
@@ -118,7 +118,7 @@ std::string RegistrationSocket(const std::string& dir);
 // A self-signed certificate for 127.0.0.1 (openssl): <prefix>.crt and <prefix>.key.
 bool MakeCertificate(const std::string& prefix);
 
-// tests/dra_validate.py's verdict on `object` (kind: resourceslice or cdi): empty when valid.
+// tests/dra/dra_validate.py's verdict on `object` (kind: resourceslice or cdi): empty when valid.
 std::string SchemaErrors(const std::string& kind, const nlohmann::json& object);
 
 }  // namespace gpuslice::testing
