@@ -26,6 +26,8 @@ packages=(
   # the official schemas (tests/dra/dra_validate.py), and reach a stand-in API server over HTTPS
   # with a certificate made by openssl.
   python3-jsonschema openssl
+  # The sources' layout (.clang-format; scripts/format.sh, scripts/check-format.sh): clang-format 14.
+  clang-format
 )
 
 missing=()

@@ -34,13 +34,26 @@ using namespace std::chrono_literals;
 struct NvmlLibrary {
   void* handle = nullptr;
 #define GPUSLICE_NVML_FN(name) decltype(&::name) name = nullptr;
-#define GPUSLICE_NVML_FUNCTIONS(X)                                                               \
-  X(nvmlInit_v2) X(nvmlInitWithFlags) X(nvmlShutdown) X(nvmlErrorString)                          \
-  X(nvmlSystemGetDriverVersion) X(nvmlSystemGetCudaDriverVersion) X(nvmlSystemGetCudaDriverVersion_v2) \
-  X(nvmlDeviceGetCount_v2) X(nvmlDeviceGetHandleByIndex_v2) X(nvmlDeviceGetHandleByUUID)         \
-  X(nvmlDeviceGetUUID) X(nvmlDeviceGetName) X(nvmlDeviceGetIndex) X(nvmlDeviceGetCudaComputeCapability) \
-  X(nvmlDeviceGetMemoryInfo) X(nvmlDeviceGetMemoryInfo_v2) X(nvmlDeviceGetComputeRunningProcesses_v3) \
-  X(nvmlDeviceGetProcessUtilization) X(nvmlDeviceGetUtilizationRates)
+#define GPUSLICE_NVML_FUNCTIONS(X)           \
+  X(nvmlInit_v2)                             \
+  X(nvmlInitWithFlags)                       \
+  X(nvmlShutdown)                            \
+  X(nvmlErrorString)                         \
+  X(nvmlSystemGetDriverVersion)              \
+  X(nvmlSystemGetCudaDriverVersion)          \
+  X(nvmlSystemGetCudaDriverVersion_v2)       \
+  X(nvmlDeviceGetCount_v2)                   \
+  X(nvmlDeviceGetHandleByIndex_v2)           \
+  X(nvmlDeviceGetHandleByUUID)               \
+  X(nvmlDeviceGetUUID)                       \
+  X(nvmlDeviceGetName)                       \
+  X(nvmlDeviceGetIndex)                      \
+  X(nvmlDeviceGetCudaComputeCapability)      \
+  X(nvmlDeviceGetMemoryInfo)                 \
+  X(nvmlDeviceGetMemoryInfo_v2)              \
+  X(nvmlDeviceGetComputeRunningProcesses_v3) \
+  X(nvmlDeviceGetProcessUtilization)         \
+  X(nvmlDeviceGetUtilizationRates)
   GPUSLICE_NVML_FUNCTIONS(GPUSLICE_NVML_FN)
   // Legacy entry points every libnvidia-ml still exports.
   GPUSLICE_NVML_FN(nvmlInit) GPUSLICE_NVML_FN(nvmlDeviceGetCount) GPUSLICE_NVML_FN(nvmlDeviceGetHandleByIndex)
