@@ -9,12 +9,24 @@
 // enough for a loaded CI run and narrow enough that a halved effect fails.
 #include <signal.h>
 
+#include <algorithm>
+#include <fstream>
+
 #include "tests/support/sched_fixture.h"
 
 namespace gpuslice::testing {
 namespace {
 
 using SchedRealTenantsTest = SchedTest;
+
+// /proc/loadavg's first three fields, for a failure's message: a latency bound missed on a loaded
+// host reads differently from one missed on a quiet host.
+std::string ReadLoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  in >> one >> five >> fifteen;
+  return one + " " + five + " " + fifteen;
+}
 
 StartOptions WithClass(StartOptions options, const std::string& compute_class) {
   options.env.push_back("GPUSLICE_COMPUTE_CLASS=" + compute_class);
@@ -100,19 +112,42 @@ ServiceFigures ServiceBesideTrainer(SchedRealTenantsTest* test, bool managed, co
   return f;
 }
 
-// The target: p99 <= alone (1.1 ms) + the trainer's kernel (4 ms) + 1 ms; measured
-// (5 runs, quiet machine) 3.1-3.3 ms; background control: at most a few requests, p99 > 1 s.
-constexpr double kLatencyP99AtMostMs = 6.1;
+// The service alone on the GPU, in the same test: on a loaded host every wake-up of the service
+// and of the simulated GPU's threads is late, alone as beside a trainer, so the bound is taken
+// from what this host gives now. Measured (2-core build machine): alone p99 1.06 ms quiet; with
+// two busy loops beside it 4.2-5.2 ms, and beside the trainer 3.7-8.9 ms under gpuslice, 4.9-11.0
+// ms unmanaged. A constant bound failed two CI runs at 6.3-7.8 ms whose host was that loaded.
+double ServiceAloneP99Ms(SchedRealTenantsTest* test) {
+  Child* alone = test->gpu().StartReady("service-alone", kService, WithClass(SchedTest::Managed(30), "latency"));
+  EXPECT_NE(alone, nullptr);
+  if (!alone) return 1e9;
+  EXPECT_EQ(alone->Wait(30000), 0) << alone->Stderr();
+  const auto result = alone->Result();
+  const double p99_ms = result.is_null() ? 1e9 : result.value("p99_us", 1e9) / 1e3;
+  std::printf("alone: service p99 %.2f ms\n", p99_ms);
+  return p99_ms;
+}
+
+// The target: p99 <= alone + the trainer's kernel (4 ms) + 1 ms, and never tighter than
+// with the quiet machine's alone figure (1.1 ms: 6.1 ms). Measured beside the trainer (5 runs,
+// quiet machine) 3.0-3.3 ms; background control: at most a few requests, p99 > 1 s.
+constexpr double kQuietAloneP99Ms = 1.1;
+constexpr double kTrainerKernelMs = 4.0;
+double LatencyP99BoundMs(double alone_p99_ms) {
+  return std::max(alone_p99_ms, kQuietAloneP99Ms) + kTrainerKernelMs + 1.0;
+}
 
 TEST_F(SchedRealTenantsTest, ALatencyClassServiceWaitsOnlyForTheTrainersRunningKernel) {
+  const double bound_ms = LatencyP99BoundMs(ServiceAloneP99Ms(this));
   const ServiceFigures f = ServiceBesideTrainer(this, true, "latency");
-  EXPECT_LE(f.p99_ms, kLatencyP99AtMostMs);
+  EXPECT_LE(f.p99_ms, bound_ms) << "load average: " << ReadLoadAverage();
   EXPECT_GE(f.requests, 380) << "every period served";
   EXPECT_GE(f.other_busy, 0.7) << "the trainer keeps the time the service leaves (unmanaged: 0.90)";
 }
 
 TEST_F(SchedRealTenantsTest, ControlTheSameServiceAsBackgroundWaitsForTheTrainer) {
-  EXPECT_GT(ServiceBesideTrainer(this, true, "background").p99_ms, kLatencyP99AtMostMs);
+  const double bound_ms = LatencyP99BoundMs(ServiceAloneP99Ms(this));
+  EXPECT_GT(ServiceBesideTrainer(this, true, "background").p99_ms, bound_ms);
 }
 
 // --- a background tenant ---
