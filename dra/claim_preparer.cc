@@ -1,5 +1,6 @@
 #include "dra/claim_preparer.h"
 
+#include "common/mutex_lock.h"
 #include "dra/cdi_spec.h"
 #include "dra/claim_allocation.h"
 #include "dra/claim_environment.h"
@@ -9,22 +10,22 @@ namespace gpuslice::dra {
 ClaimPreparer::ClaimPreparer(DriverConfig config, ApiClient* api) : config_(std::move(config)), api_(api) {}
 
 bool ClaimPreparer::Load(std::string* error) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return LoadCheckpoint(checkpoint_path(), &claims_, error);
 }
 
 void ClaimPreparer::SetDevices(std::vector<NodeDevice> devices) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   devices_ = std::move(devices);
 }
 
 size_t ClaimPreparer::prepared() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return claims_.size();
 }
 
 bool ClaimPreparer::Prepare(const ClaimRef& ref, std::vector<PreparedDevice>* devices, std::string* error) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (auto it = claims_.find(ref.uid); it != claims_.end()) {
     *devices = it->second.devices;
     return true;
@@ -63,7 +64,7 @@ bool ClaimPreparer::Prepare(const ClaimRef& ref, std::vector<PreparedDevice>* de
 }
 
 bool ClaimPreparer::Unprepare(const ClaimRef& ref, std::string* error) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (!RemoveCdiSpec(config_, ref.uid, error)) return false;
   if (!claims_.count(ref.uid)) return true;
   PreparedClaims next = claims_;
