@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -12,7 +11,10 @@
 #include <fmt/format.h>
 
 #include "broker/checked_index.h"
+#include "common/mutex.h"
+#include "common/mutex_lock.h"
 #include "common/printable.h"
+#include "common/thread_annotations.h"
 
 namespace gpuslice::broker {
 namespace {
@@ -21,22 +23,22 @@ std::atomic<FaultReporter> g_reporter{nullptr};
 std::atomic<uint64_t> g_lock_timeout_ns{kRobustLockTimeoutNs};
 
 // Few segments are ever mapped in one process (one in the shim); the table is tiny.
-std::mutex& PathsMutex() {
-  static auto* mutex = new std::mutex();  // never destroyed: used from exit-time destructors
+Mutex& PathsMutex() {
+  static auto* mutex = new Mutex();  // never destroyed: used from exit-time destructors
   return *mutex;
 }
-std::vector<std::pair<const Segment*, std::string>>& Paths() {
+std::vector<std::pair<const Segment*, std::string>>& Paths() REQUIRES(PathsMutex()) {
   static auto* paths = new std::vector<std::pair<const Segment*, std::string>>();
   return *paths;
 }
 
 // Locks already reported, so that a broken ledger prints one line, not one per allocation.
 constexpr int kMaxReported = 64;
-const void* g_reported[kMaxReported];
-int g_reported_count = 0;
+const void* g_reported[kMaxReported] GUARDED_BY(PathsMutex());
+int g_reported_count GUARDED_BY(PathsMutex()) = 0;
 
 std::string PathOf(const Segment* segment) {
-  std::lock_guard<std::mutex> lock(PathsMutex());
+  MutexLock lock(&PathsMutex());
   for (const auto& [mapped, path] : Paths())
     if (mapped == segment) return path;
   return "the broker's state file";
@@ -60,7 +62,7 @@ void SetLockTimeoutForTesting(uint64_t timeout_ns) { g_lock_timeout_ns.store(tim
 
 void RememberSegmentPath(const Segment* segment, const std::string& path) {
   try {
-    std::lock_guard<std::mutex> lock(PathsMutex());
+    MutexLock lock(&PathsMutex());
     Paths().emplace_back(segment, path);
   } catch (...) {
     // Out of memory: the lines then say "the broker's state file" instead of its path.
@@ -68,7 +70,7 @@ void RememberSegmentPath(const Segment* segment, const std::string& path) {
 }
 
 void ForgetSegmentPath(const Segment* segment) {
-  std::lock_guard<std::mutex> lock(PathsMutex());
+  MutexLock lock(&PathsMutex());
   std::erase_if(Paths(), [&](const auto& entry) { return entry.first == segment; });
 }
 
@@ -85,7 +87,7 @@ void ReportLockFault(const Segment* segment, const void* mutex, const std::strin
                      const std::string& refused, uint64_t bound_ns) {
   try {
     {
-      std::lock_guard<std::mutex> guard(PathsMutex());
+      MutexLock guard(&PathsMutex());
       if (std::find(g_reported, g_reported + g_reported_count, mutex) != g_reported + g_reported_count) return;
       if (g_reported_count < kMaxReported) g_reported[g_reported_count++] = mutex;
     }

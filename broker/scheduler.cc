@@ -10,6 +10,7 @@
 #include "broker/lock_fault.h"
 #include "common/clock.h"
 #include "common/futex.h"
+#include "common/mutex_lock.h"
 #include "common/robust_mutex.h"
 
 namespace gpuslice::broker {
@@ -200,7 +201,7 @@ void ComputeGate::Acquire() {
     const uint32_t seen = gpu_->grant_seq.load();
     const uint64_t now = MonotonicNanos();
     {
-      std::lock_guard<std::mutex> stamping(stamp_mutex_);
+      MutexLock stamping(&stamp_mutex_);
       if (left_.load()) {  // the process exits: the launch goes on ungated, unrecorded
         waiting_threads_.fetch_sub(1);
         return;
@@ -222,7 +223,7 @@ void ComputeGate::Acquire() {
 
 void ComputeGate::Leave() {
   {
-    std::lock_guard<std::mutex> stamping(stamp_mutex_);
+    MutexLock stamping(&stamp_mutex_);
     left_.store(true);
   }
   const uint64_t now = MonotonicNanos();

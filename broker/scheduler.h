@@ -9,12 +9,12 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string>
 
 #include "broker/broker.h"
 #include "broker/grant_policy.h"
 #include "broker/segment_layout.h"
+#include "common/mutex.h"
 
 namespace gpuslice::broker {
 
@@ -122,8 +122,9 @@ class ComputeGate {
   GrantPolicy policy_;
   std::atomic<int> waiting_threads_{0};
   // Waiting threads stamp the segment under stamp_mutex_, and not once left_ is set: after Leave
-  // no stamp of this process is left fresh for a decision to count it by.
-  std::mutex stamp_mutex_;
+  // no stamp of this process is left fresh for a decision to count it by. (It guards no member:
+  // left_ is read without it, and the stamps are the segment's.)
+  Mutex stamp_mutex_;
   std::atomic<bool> left_{false};
 };
 

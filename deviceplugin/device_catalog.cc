@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "common/mutex_lock.h"
+
 namespace gpuslice::deviceplugin {
 
 DeviceCatalog::DeviceCatalog(std::vector<GpuInfo> gpus, int slices_per_gpu)
@@ -33,32 +35,33 @@ std::string DeviceCatalog::Describe(size_t position) const {
 }
 
 DeviceCatalog::HealthView DeviceCatalog::Health() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return HealthView{version_, healthy_, stopping_};
 }
 
 void DeviceCatalog::SetHealthy(size_t position, bool healthy) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (healthy_[position] == healthy) return;
     healthy_[position] = healthy;
     ++version_;
   }
-  changed_.notify_all();
+  changed_.SignalAll();
 }
 
 DeviceCatalog::HealthView DeviceCatalog::WaitForChange(uint64_t seen, int timeout_ms) const {
-  std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return version_ != seen || stopping_; });
+  MutexLock lock(&mutex_);
+  changed_.WaitFor(&mutex_, std::chrono::milliseconds(timeout_ms),
+                   [&]() REQUIRES(mutex_) { return version_ != seen || stopping_; });
   return HealthView{version_, healthy_, stopping_};
 }
 
 void DeviceCatalog::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
   }
-  changed_.notify_all();
+  changed_.SignalAll();
 }
 
 }  // namespace gpuslice::deviceplugin

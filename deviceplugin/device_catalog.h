@@ -4,12 +4,13 @@
 // whole list again on every change (as the API asks).
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/cond_var.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "deviceplugin/device_ids.h"
 #include "deviceplugin/gpu_inventory.h"
 
@@ -53,11 +54,11 @@ class DeviceCatalog {
   int slices_per_gpu_;
   std::vector<std::vector<std::string>> ids_;  // per position
 
-  mutable std::mutex mutex_;
-  mutable std::condition_variable changed_;
-  uint64_t version_ = 1;          // guarded by mutex_
-  std::vector<bool> healthy_;     // guarded by mutex_
-  bool stopping_ = false;         // guarded by mutex_
+  mutable Mutex mutex_;
+  mutable CondVar changed_;
+  uint64_t version_ GUARDED_BY(mutex_) = 1;
+  std::vector<bool> healthy_ GUARDED_BY(mutex_);
+  bool stopping_ GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace gpuslice::deviceplugin

@@ -1,7 +1,7 @@
 #include "deviceplugin/gpu_inventory.h"
 
-#include <mutex>
-
+#include "common/mutex.h"
+#include "common/mutex_lock.h"
 #include "common/nvml_loader.h"
 
 namespace gpuslice::deviceplugin {
@@ -9,7 +9,7 @@ namespace gpuslice::deviceplugin {
 // The NVML entry points the plugin uses, resolved once.
 struct GpuInventory::Api : nvml::DeviceQueries {
   void* handle = nullptr;
-  std::mutex mutex;  // NVML is thread-safe; this only orders discovery and health polls
+  Mutex mutex;  // NVML is thread-safe; this only orders discovery and health polls (guards no member)
   decltype(&nvmlErrorString) error_string = nullptr;
   // MIG queries. Optional: a driver without them has no MIG, and every GPU is listed whole.
   nvml::GetMigModeFn mig_mode = nullptr;
@@ -99,7 +99,7 @@ int NumaNode(nvml::GetCpuAffinityWithinScopeFn affinity, nvmlDevice_t device) {
 }  // namespace
 
 Result<Discovery> GpuInventory::Discover() {
-  std::lock_guard<std::mutex> lock(api_->mutex);
+  MutexLock lock(&api_->mutex);
   Discovery discovery;
   unsigned int count = 0;
   nvmlReturn_t result = api_->count(&count);
@@ -151,7 +151,7 @@ Result<Discovery> GpuInventory::Discover() {
 }
 
 bool GpuInventory::Healthy(const GpuInfo& gpu) {
-  std::lock_guard<std::mutex> lock(api_->mutex);
+  MutexLock lock(&api_->mutex);
   nvmlDevice_t device = nullptr;
   if (api_->handle_by_index(static_cast<unsigned int>(gpu.index), &device) != NVML_SUCCESS) return false;
   if (gpu.mig_index >= 0) {

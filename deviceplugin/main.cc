@@ -10,15 +10,17 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstdio>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include <CLI/CLI.hpp>
 
+#include "common/cond_var.h"
+#include "common/mutex.h"
+#include "common/mutex_lock.h"
 #include "common/node_daemon.h"
+#include "common/thread_annotations.h"
 #include "common/version.h"
 #include "deviceplugin/container_allocation.h"
 #include "deviceplugin/device_catalog.h"
@@ -81,9 +83,8 @@ class HealthMonitor {
  public:
   HealthMonitor(GpuInventory& inventory, DeviceCatalog& catalog, int interval_ms)
       : thread_([this, &inventory, &catalog, interval_ms] {
-          std::unique_lock<std::mutex> lock(mutex_);
-          while (!stop_) {
-            lock.unlock();
+          // The first poll at once, then one every interval_ms until stopped.
+          for (int wait_ms = 0; !StopAsked(wait_ms); wait_ms = interval_ms) {
             for (size_t p = 0; p < catalog.gpus().size(); ++p) {
               const bool healthy = inventory.Healthy(catalog.gpus()[p]);
               if (healthy != catalog.Health().healthy[p]) {
@@ -92,23 +93,27 @@ class HealthMonitor {
               }
               catalog.SetHealthy(p, healthy);
             }
-            lock.lock();
-            wake_.wait_for(lock, std::chrono::milliseconds(interval_ms), [this] { return stop_; });
           }
         }) {}
   ~HealthMonitor() {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       stop_ = true;
     }
-    wake_.notify_all();
+    wake_.SignalAll();
     thread_.join();
   }
 
  private:
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false;
+  // True once the destructor asks the thread to stop; waits up to `wait_ms` for it.
+  bool StopAsked(int wait_ms) EXCLUDES(mutex_) {
+    MutexLock lock(&mutex_);
+    return wake_.WaitFor(&mutex_, std::chrono::milliseconds(wait_ms), [this]() REQUIRES(mutex_) { return stop_; });
+  }
+
+  Mutex mutex_;
+  CondVar wake_;
+  bool stop_ GUARDED_BY(mutex_) = false;
   std::thread thread_;
 };
 

@@ -9,6 +9,7 @@
 #include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
 
+#include "common/mutex_lock.h"
 #include "deviceplugin/device_ids.h"
 #include "podresources.grpc.pb.h"
 
@@ -71,23 +72,22 @@ Status WritePodsFile(const std::string& path, const std::map<std::string, PodOfT
 PodResourcesWatch::PodResourcesWatch(const PluginConfig& config, int interval_ms) {
   if (config.pod_resources_socket.empty()) return;
   thread_ = std::thread([this, config, interval_ms] {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!stop_) {
-      lock.unlock();
-      Poll(config);
-      lock.lock();
-      wake_.wait_for(lock, std::chrono::milliseconds(interval_ms), [this] { return stop_; });
-    }
+    for (int wait_ms = 0; !StopAsked(wait_ms); wait_ms = interval_ms) Poll(config);
   });
 }
 
 PodResourcesWatch::~PodResourcesWatch() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stop_ = true;
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   if (thread_.joinable()) thread_.join();
+}
+
+bool PodResourcesWatch::StopAsked(int wait_ms) {
+  MutexLock lock(&mutex_);
+  return wake_.WaitFor(&mutex_, std::chrono::milliseconds(wait_ms), [this]() REQUIRES(mutex_) { return stop_; });
 }
 
 void PodResourcesWatch::Poll(const PluginConfig& config) {

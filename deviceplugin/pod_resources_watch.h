@@ -5,12 +5,13 @@
 // atomically (a reader sees the old map or the new one) and only when it changes.
 #pragma once
 
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "common/cond_var.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "deviceplugin/plugin_config.h"
 
 namespace gpuslice::deviceplugin {
@@ -45,10 +46,13 @@ class PodResourcesWatch {
 
  private:
   void Poll(const PluginConfig& config);
+  // True once the destructor asks the thread to stop; waits up to `wait_ms` for it.
+  bool StopAsked(int wait_ms) EXCLUDES(mutex_);
 
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false;
+  Mutex mutex_;
+  CondVar wake_;
+  bool stop_ GUARDED_BY(mutex_) = false;
+  // The polling thread's own (Poll runs without the mutex).
   bool failing_ = false;
   std::map<std::string, PodOfTenant> written_;
   bool written_once_ = false;

@@ -1,5 +1,6 @@
 #include "dra/claim_preparer.h"
 
+#include "common/mutex_lock.h"
 #include "dra/cdi_spec.h"
 #include "dra/claim_allocation.h"
 #include "dra/claim_environment.h"
@@ -9,7 +10,7 @@ namespace gpuslice::dra {
 ClaimPreparer::ClaimPreparer(DriverConfig config, ApiClient* api) : config_(std::move(config)), api_(api) {}
 
 Status ClaimPreparer::Load() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   Result<PreparedClaims> loaded = LoadCheckpoint(checkpoint_path());
   if (!loaded.ok()) {
     claims_.clear();
@@ -20,17 +21,17 @@ Status ClaimPreparer::Load() {
 }
 
 void ClaimPreparer::SetDevices(std::vector<NodeDevice> devices) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   devices_ = std::move(devices);
 }
 
 size_t ClaimPreparer::prepared() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return claims_.size();
 }
 
 Result<std::vector<PreparedDevice>> ClaimPreparer::Prepare(const ClaimRef& ref) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (auto it = claims_.find(ref.uid); it != claims_.end()) return it->second.devices;
   const Result<nlohmann::json> read = api_->GetResourceClaim(ref.claim_namespace, ref.name);
   if (!read.ok()) return read.status();
@@ -69,7 +70,7 @@ Result<std::vector<PreparedDevice>> ClaimPreparer::Prepare(const ClaimRef& ref) 
 }
 
 Status ClaimPreparer::Unprepare(const ClaimRef& ref) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (Status removed = RemoveCdiSpec(config_, ref.uid); !removed.ok()) return removed;
   if (!claims_.count(ref.uid)) return Status::Ok();
   PreparedClaims next = claims_;

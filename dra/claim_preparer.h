@@ -7,10 +7,11 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "dra/api_client.h"
 #include "dra/checkpoint.h"
 #include "dra/driver_config.h"
@@ -41,9 +42,9 @@ class ClaimPreparer {
  private:
   const DriverConfig config_;
   ApiClient* const api_;
-  mutable std::mutex mutex_;  // one claim at a time: the checkpoint is one file
-  std::vector<NodeDevice> devices_;
-  PreparedClaims claims_;
+  mutable Mutex mutex_;  // one claim at a time: the checkpoint is one file
+  std::vector<NodeDevice> devices_ GUARDED_BY(mutex_);
+  PreparedClaims claims_ GUARDED_BY(mutex_);
 };
 
 }  // namespace gpuslice::dra

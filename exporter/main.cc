@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -18,7 +17,10 @@
 #include <httplib.h>
 
 #include "broker/broker.h"
+#include "common/mutex.h"
+#include "common/mutex_lock.h"
 #include "common/pod_names.h"
+#include "common/thread_annotations.h"
 #include "common/version.h"
 #include "exporter/gzip_body.h"
 #include "exporter/listen_address.h"
@@ -56,7 +58,7 @@ class ChangeLog {
  public:
   explicit ChangeLog(const char* source) : source_(source) {}
   void Report(bool ok, const std::string& error) {
-    std::lock_guard lock(mutex_);
+    gpuslice::MutexLock lock(&mutex_);
     if (ok == last_ok_ && (ok || error == last_error_)) return;
     if (ok) {
       std::fprintf(stderr, "gpuslice-exporter: %s: available again\n", source_);
@@ -69,9 +71,9 @@ class ChangeLog {
 
  private:
   const char* source_;
-  std::mutex mutex_;
-  bool last_ok_ = true;
-  std::string last_error_;
+  gpuslice::Mutex mutex_;
+  bool last_ok_ GUARDED_BY(mutex_) = true;
+  std::string last_error_ GUARDED_BY(mutex_);
 };
 
 }  // namespace
@@ -115,7 +117,7 @@ int main(int argc, char** argv) {
 
   NvmlDevices nvml;
   ChangeLog segment_log("state file"), nvml_log("NVML");
-  std::mutex first_sight_mutex;  // scrapes run on two threads
+  gpuslice::Mutex first_sight_mutex;  // guards first_sight: scrapes run on two threads
   FirstSight first_sight;
   httplib::Server server;
   server.new_task_queue = [] { return new httplib::ThreadPool(2); };
@@ -132,7 +134,7 @@ int main(int argc, char** argv) {
     nvml_log.Report(devices.ok(), devices.message());
     std::set<std::string> first_seen;
     {
-      std::lock_guard lock(first_sight_mutex);
+      gpuslice::MutexLock lock(&first_sight_mutex);
       if (have_snapshot) first_seen = first_sight.Update(snapshot);
       else first_sight.UpdateWithoutSnapshot();
     }

@@ -4,6 +4,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/mutex_lock.h"
 #include "common/nvml_loader.h"
 
 namespace gpuslice::exporter {
@@ -26,7 +27,7 @@ Status NvmlDevices::Load() {
     }
     library_ = *opened;
     api_ = std::make_unique<Api>();
-    auto bind = [this](auto* fn, const char* name) {
+    auto bind = [this](auto* fn, const char* name) REQUIRES(mutex_) {  // called here, under the lock
       *fn = nvml::Symbol<std::remove_reference_t<decltype(*fn)>>(library_, name);
     };
     api_->Bind(library_);  // which of them are required is checked below
@@ -49,7 +50,7 @@ Status NvmlDevices::Load() {
 }
 
 Result<std::vector<DeviceFigures>> NvmlDevices::Read() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   if (Status loaded = Load(); !loaded.ok()) return loaded;
   unsigned int count = 0;
   if (const nvmlReturn_t rc = api_->count(&count); rc != NVML_SUCCESS) {

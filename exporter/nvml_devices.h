@@ -4,11 +4,12 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "exporter/metrics_text.h"
 
 namespace gpuslice::exporter {
@@ -25,12 +26,12 @@ class NvmlDevices {
   Result<std::vector<DeviceFigures>> Read();
 
  private:
-  Status Load();
-  std::mutex mutex_;
-  void* library_ = nullptr;
-  bool initialised_ = false;
+  Status Load() REQUIRES(mutex_);
+  Mutex mutex_;
+  void* library_ GUARDED_BY(mutex_) = nullptr;
+  bool initialised_ GUARDED_BY(mutex_) = false;
   struct Api;
-  std::unique_ptr<Api> api_;
+  std::unique_ptr<Api> api_ GUARDED_BY(mutex_);
 };
 
 }  // namespace gpuslice::exporter

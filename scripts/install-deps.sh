@@ -12,6 +12,8 @@ packages=(
   # libFuzzer targets (scripts/fuzz.sh): Debian's clang and its runtime libraries, which hold
   # libclang_rt.fuzzer and the sanitizers' runtimes for clang.
   clang libclang-rt-dev
+  # The thread-safety check (scripts/check-thread-safety.sh): clang++-14's -Wthread-safety.
+  clang-14
   # The package and its test (cpack's DEB generator; file(1) for its dependencies).
   dpkg-dev file
   # Observability (docs/observability.md): gpuslice-exporter's HTTP server, and the Prometheus

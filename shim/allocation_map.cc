@@ -1,10 +1,12 @@
 #include "shim/allocation_map.h"
 
+#include "common/mutex_lock.h"
+
 namespace gpuslice::shim {
 
 bool AllocationMap::Insert(uint64_t key, Charge charge, Charge* stale) {
   Shard& shard = ShardOf(key);
-  std::lock_guard<std::mutex> lock(shard.mutex);
+  MutexLock lock(&shard.mutex);
   auto [it, inserted] = shard.entries.try_emplace(key, charge);
   if (inserted) return false;
   *stale = it->second;
@@ -14,7 +16,7 @@ bool AllocationMap::Insert(uint64_t key, Charge charge, Charge* stale) {
 
 bool AllocationMap::Take(uint64_t key, Charge* charge) {
   Shard& shard = ShardOf(key);
-  std::lock_guard<std::mutex> lock(shard.mutex);
+  MutexLock lock(&shard.mutex);
   auto it = shard.entries.find(key);
   if (it == shard.entries.end()) return false;
   *charge = it->second;
@@ -24,7 +26,7 @@ bool AllocationMap::Take(uint64_t key, Charge* charge) {
 
 void AllocationMap::TakeContext(const void* context, std::vector<uint64_t>* keys, std::vector<Charge>* charges) {
   for (Shard& shard : shards_) {
-    std::lock_guard<std::mutex> lock(shard.mutex);
+    MutexLock lock(&shard.mutex);
     for (auto it = shard.entries.begin(); it != shard.entries.end();) {
       if (it->second.context == context) {
         keys->push_back(it->first);

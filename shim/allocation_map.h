@@ -8,9 +8,11 @@
 
 #include <array>
 #include <cstdint>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
+
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 
 namespace gpuslice::shim {
 
@@ -35,8 +37,8 @@ class AllocationMap {
 
  private:
   struct Shard {
-    std::mutex mutex;
-    std::unordered_map<uint64_t, Charge> entries;
+    Mutex mutex;
+    std::unordered_map<uint64_t, Charge> entries GUARDED_BY(mutex);
   };
   Shard& ShardOf(uint64_t key) { return shards_[(key >> 9) * 0x9E3779B97F4A7C15ULL >> 60]; }
   std::array<Shard, 16> shards_;

@@ -3,7 +3,7 @@
 // the two do not call each other in a cycle.
 #pragma once
 
-#include <mutex>
+#include "common/mutex.h"
 
 namespace gpuslice::broker {
 class ComputeGate;
@@ -14,9 +14,9 @@ namespace gpuslice::shim {
 class ContextSync {
  public:
   virtual ~ContextSync() = default;
-  // Held while the tracker queries its events and around the application's context teardown:
-  // the driver forbids using a context while it is destroyed.
-  virtual std::unique_lock<std::mutex> PauseSynchronization() = 0;
+  // Held (MutexLock) while the tracker queries its events and around the application's context
+  // teardown: the driver forbids using a context while it is destroyed.
+  virtual Mutex& pause_mutex() = 0;
   // On the monitor's thread: waits for all work of the process's contexts on `gate`'s GPU.
   virtual void SynchronizeGate(broker::ComputeGate* gate) = 0;
 };

@@ -8,10 +8,12 @@
 // destroyed, so teardown runs while the monitor is paused, and the monitor forgets the contexts
 // it destroyed.
 #include "shim/driver_api.h"  // first: declares every versioned name
+#include "common/mutex_lock.h"
 #include "shim/hook_entry.h"
 #include "shim/real_driver.h"
 #include "shim/shim_state.h"
 
+using gpuslice::MutexLock;
 using gpuslice::shim::Real;
 using gpuslice::shim::RealDriver;
 using gpuslice::shim::ShimState;
@@ -53,7 +55,7 @@ template <typename Call, typename Destroyed>
 CUresult TearDownPrimary(const RealDriver* real, CUdevice dev, Call call, Destroyed destroyed) {
   ShimState* state = ShimState::Get();
   if (!state) return call();
-  auto pause = state->PauseSynchronization();
+  MutexLock pause(&state->pause_mutex());
   bool gone = false;
   const CUresult rc = TearDown(state, ActivePrimaryContext(real, dev), call, [&] { return gone = destroyed(); });
   if (rc == CUDA_SUCCESS && gone) state->ForgetContexts(nullptr, dev);
@@ -66,7 +68,7 @@ CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuCtxDestroy_v2)
   ShimState* state = ShimState::Get();
   if (!state) return real->cuCtxDestroy_v2(ctx);
-  auto pause = state->PauseSynchronization();
+  MutexLock pause(&state->pause_mutex());
   const CUresult rc = TearDown(
       state, ctx, [&] { return real->cuCtxDestroy_v2(ctx); }, [] { return true; });
   if (rc == CUDA_SUCCESS) state->ForgetContexts(ctx, -1);

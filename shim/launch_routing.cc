@@ -2,6 +2,7 @@
 // launch goes through, and the contexts a gate's monitor synchronises (broker/scheduler.h holds the
 // shared-state side of the gate, shim/launch_tracker.h the process-local side).
 #include "common/clock.h"
+#include "common/mutex_lock.h"
 #include "shim/compute_monitor.h"
 #include "shim/log.h"
 #include "shim/real_driver.h"
@@ -30,7 +31,7 @@ LaunchTracker* ShimState::TrackerForDevice(CUdevice device) {
   const uint64_t now = MonotonicNanos();
   const uint64_t retry_at = share_retry_at_ns_[device].load(std::memory_order_relaxed);
   if (now < retry_at) return nullptr;
-  std::lock_guard<std::mutex> lock(ledger_mutex_);
+  MutexLock lock(&ledger_mutex_);
   if (LaunchTracker* tracker = tracker_by_ordinal_[device].load()) return tracker;
   const auto id = broker::LedgerId::From(ledger);
   if (!id) return nullptr;  // OpenLedger gives only valid ledgers
@@ -99,7 +100,7 @@ LaunchTracker* ShimState::TrackerForLaunch(CUstream stream) {
 void ShimState::NoteContext(broker::ComputeGate* gate) {
   CUcontext context = nullptr;
   if (Real()->cuCtxGetCurrent(&context) != CUDA_SUCCESS || !context) return;
-  std::lock_guard<std::mutex> lock(contexts_mutex_);
+  MutexLock lock(&contexts_mutex_);
   for (const auto& [g, c] : contexts_) {
     if (g == gate && c == context) return;
   }
@@ -107,10 +108,10 @@ void ShimState::NoteContext(broker::ComputeGate* gate) {
 }
 
 void ShimState::SynchronizeGate(broker::ComputeGate* gate) {
-  std::lock_guard<std::mutex> pause(sync_mutex_);  // no context is being destroyed meanwhile
+  MutexLock pause(&sync_mutex_);  // no context is being destroyed meanwhile
   std::vector<CUcontext> contexts;
   {
-    std::lock_guard<std::mutex> lock(contexts_mutex_);
+    MutexLock lock(&contexts_mutex_);
     for (const auto& [g, c] : contexts_) {
       if (g == gate) contexts.push_back(c);
     }
@@ -133,7 +134,7 @@ void ShimState::ForgetContexts(CUcontext context, CUdevice device) {
     for (LaunchTracker* t : Trackers()) t->ForgetContext(context);
   }
   broker::ComputeGate* gate = tracker ? tracker->gate() : nullptr;
-  std::lock_guard<std::mutex> lock(contexts_mutex_);
+  MutexLock lock(&contexts_mutex_);
   std::erase_if(contexts_, [&](const auto& noted) { return context ? noted.second == context : noted.first == gate; });
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "common/clock.h"
+#include "common/mutex_lock.h"
 #include "shim/real_driver.h"
 
 namespace gpuslice::shim {
@@ -137,7 +138,7 @@ bool LaunchTracker::RecordCompletionEvent(CUstream stream, bool per_thread, uint
   if (!real->cuEventCreate || !real->cuEventRecord || !real->cuEventQuery) return false;
   CUcontext context = nullptr;
   if (real->cuCtxGetCurrent(&context) != CUDA_SUCCESS || !context) return false;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   CUevent event = nullptr;
   auto& pool = free_events_[context];
   if (!pool.empty()) {
@@ -160,8 +161,8 @@ uint32_t LaunchTracker::Poll(uint64_t now) {
   uint32_t completed = 0;
   uint32_t left = 0;
   {
-    auto pause = contexts_->PauseSynchronization();  // no context is destroyed under our queries
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock pause(&contexts_->pause_mutex());  // no context is destroyed under our queries
+    MutexLock lock(&mutex_);
     const RealDriver* real = Real();
     while (!pending_.empty() && real->cuEventQuery) {
       const Pending& oldest = pending_.front();
@@ -191,7 +192,7 @@ uint32_t LaunchTracker::Poll(uint64_t now) {
 void LaunchTracker::WaitForOldest() {
   CUevent oldest = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (!pending_.empty()) oldest = pending_.front().event;
   }
   const RealDriver* real = Real();
@@ -282,7 +283,7 @@ uint64_t LaunchTracker::MonitorStep(uint64_t now) {
 void LaunchTracker::ForgetContext(CUcontext context) {
   uint32_t gone = 0;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     for (auto it = pending_.begin(); it != pending_.end();) {
       if (!context || it->context == context) {
         it = pending_.erase(it);

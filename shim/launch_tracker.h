@@ -17,11 +17,12 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "broker/scheduler.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "shim/context_sync.h"
 #include "shim/driver_api.h"
 #include "shim/untracked_slots.h"
@@ -69,7 +70,7 @@ class LaunchTracker {
   uint64_t MonitorStep(uint64_t now);
 
   // The application destroyed `context` (nullptr: every context of the device): its queued work
-  // and events are gone. Call with synchronisation paused (ContextSync::PauseSynchronization).
+  // and events are gone. Call with synchronisation paused (ContextSync::pause_mutex).
   void ForgetContext(CUcontext context);
 
   // For the benchmarks and tests: the current budget in kernels and the kernel length estimate.
@@ -123,10 +124,10 @@ class LaunchTracker {
   std::atomic<uint64_t> gap_ns_{0};             // EWMA of completion-to-next-launch gaps
   std::atomic<bool> priority_busy_{false};      // the current busy period began with a priority launch
   std::atomic<uint64_t> priority_charged_ns_{0};  // its priority work is charged up to here
-  std::mutex mutex_;                            // guards pending_, free_events_, last_completion_ns_
-  std::deque<Pending> pending_;
-  std::unordered_map<CUcontext, std::vector<CUevent>> free_events_;
-  uint64_t last_completion_ns_ = 0;
+  Mutex mutex_;
+  std::deque<Pending> pending_ GUARDED_BY(mutex_);
+  std::unordered_map<CUcontext, std::vector<CUevent>> free_events_ GUARDED_BY(mutex_);
+  uint64_t last_completion_ns_ GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace gpuslice::shim

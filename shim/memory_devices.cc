@@ -1,6 +1,7 @@
 // The device stream-ordered memory lives on. cuMemAllocAsync takes from the current pool of
 // the stream's device and cuMemAllocFromPoolAsync from the given pool, whatever context is
 // current: charging the current context's device would put the bytes on another GPU's ledger.
+#include "common/mutex_lock.h"
 #include "shim/real_driver.h"
 #include "shim/shim_state.h"
 
@@ -34,7 +35,7 @@ CUresult ShimState::LedgerForStream(CUstream stream, int* ledger) {
 }
 
 void ShimState::NotePool(CUmemoryPool pool, CUdevice device) {
-  std::lock_guard<std::mutex> lock(pools_mutex_);
+  MutexLock lock(&pools_mutex_);
   for (auto& [p, d] : pools_) {
     if (p == pool) {
       d = device;
@@ -45,13 +46,13 @@ void ShimState::NotePool(CUmemoryPool pool, CUdevice device) {
 }
 
 void ShimState::ForgetPool(CUmemoryPool pool) {
-  std::lock_guard<std::mutex> lock(pools_mutex_);
+  MutexLock lock(&pools_mutex_);
   std::erase_if(pools_, [&](const auto& entry) { return entry.first == pool; });
 }
 
 CUresult ShimState::LedgerForPool(CUmemoryPool pool, CUstream stream, int* ledger) {
   {
-    std::lock_guard<std::mutex> lock(pools_mutex_);
+    MutexLock lock(&pools_mutex_);
     for (const auto& [p, d] : pools_)
       if (p == pool) return LedgerForDevice(d, ledger);
   }

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string_view>
 
+#include "common/mutex_lock.h"
 #include "common/proc_rows.h"
 #include "common/unique_fd.h"
 #include "shim/log.h"
@@ -149,9 +150,9 @@ std::atomic<const RealDriver*> g_loaded{nullptr};
 
 const RealDriver* Load() {
   static std::atomic<bool> failed{false};
-  static std::mutex mutex;
+  static Mutex mutex;
   if (failed.load()) return nullptr;
-  std::lock_guard<std::mutex> lock(mutex);
+  MutexLock lock(&mutex);
   if (const RealDriver* d = g_loaded.load()) return d;
   const RealDriver* d = LoadDriver();
   if (!d) {
@@ -166,9 +167,9 @@ const RealDriver* Load() {
 
 const RealNvml* RealNvmlIfLoaded() {
   static std::atomic<RealNvml*> loaded{nullptr};
-  static std::mutex mutex;
+  static Mutex mutex;
   if (RealNvml* n = loaded.load(std::memory_order_acquire)) return n;
-  std::lock_guard<std::mutex> lock(mutex);
+  MutexLock lock(&mutex);
   if (RealNvml* n = loaded.load()) return n;
   void* handle = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
   if (!handle) return nullptr;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "broker/lock_fault.h"
+#include "common/mutex_lock.h"
 #include "shim/compute_monitor.h"
 #include "shim/device_warnings.h"
 #include "shim/log.h"
@@ -18,11 +19,11 @@
 namespace gpuslice::shim {
 namespace {
 
-std::mutex g_create_mutex;
+Mutex g_create_mutex;  // one ShimState::Create at a time
 std::atomic<bool> g_failed{false};
 // UUIDs of ledgers opened through CUDA ordinals, so NVML's view uses the same ledger.
-std::mutex g_uuid_mutex;
-std::map<std::string, int>* g_ledger_by_uuid = new std::map<std::string, int>();
+Mutex g_uuid_mutex;
+std::map<std::string, int>* const g_ledger_by_uuid PT_GUARDED_BY(g_uuid_mutex) = new std::map<std::string, int>();
 
 // A process without GPUSLICE_TENANT is a tenant of its own. PIDs repeat across containers, so
 // the name is random rather than derived from the PID.
@@ -38,7 +39,7 @@ void ChildAfterFork() {
   ShimState* parent = ShimState::instance_.exchange(nullptr);
   if (parent) parent->ForgetAfterFork();  // the parent's object is left behind, not freed
   g_failed.store(false);
-  std::lock_guard<std::mutex> lock(g_uuid_mutex);
+  MutexLock lock(&g_uuid_mutex);
   g_ledger_by_uuid->clear();
 }
 
@@ -59,7 +60,7 @@ std::atomic<ShimState*> ShimState::instance_{nullptr};
 
 ShimState* ShimState::GetSlow() {
   if (g_failed.load(std::memory_order_acquire)) return nullptr;
-  std::lock_guard<std::mutex> lock(g_create_mutex);
+  MutexLock lock(&g_create_mutex);
   if (ShimState* s = ShimState::instance_.load()) return s;
   if (g_failed.load()) return nullptr;
   ShimState* s = Create();
@@ -102,7 +103,7 @@ CUresult ShimState::LedgerForDevice(CUdevice device, int* ledger) {
     *ledger = cached - 1;
     return CUDA_SUCCESS;
   }
-  std::lock_guard<std::mutex> lock(ledger_mutex_);
+  MutexLock lock(&ledger_mutex_);
   if (const int cached = ledger_by_ordinal_[device].load()) {
     *ledger = cached - 1;
     return CUDA_SUCCESS;
@@ -133,7 +134,7 @@ CUresult ShimState::LedgerForDevice(CUdevice device, int* ledger) {
   } catch (...) {
   }
   {
-    std::lock_guard<std::mutex> uuid_lock(g_uuid_mutex);
+    MutexLock uuid_lock(&g_uuid_mutex);
     (*g_ledger_by_uuid)[broker::FormatUuid(bytes)] = opened;
   }
   ledger_by_ordinal_[device].store(opened + 1, std::memory_order_release);
@@ -206,7 +207,7 @@ void ShimState::RestoreContextCharges(const ContextCharges& charges) {
 int ShimState::LedgerForUuid(const uint8_t (&uuid)[16], uint64_t device_total) {
   const std::string key = broker::FormatUuid(uuid);
   {
-    std::lock_guard<std::mutex> lock(g_uuid_mutex);
+    MutexLock lock(&g_uuid_mutex);
     if (auto it = g_ledger_by_uuid->find(key); it != g_ledger_by_uuid->end()) return it->second;
   }
   // Another process of the tenant may have opened this GPU's ledger through CUDA: use it as is.
@@ -222,7 +223,7 @@ int ShimState::LedgerForUuid(const uint8_t (&uuid)[16], uint64_t device_total) {
     return -1;
   }
   const int opened = *ledger_opened;
-  std::lock_guard<std::mutex> lock(g_uuid_mutex);
+  MutexLock lock(&g_uuid_mutex);
   (*g_ledger_by_uuid)[key] = opened;
   return opened;
 }

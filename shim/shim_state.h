@@ -7,13 +7,14 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "broker/broker.h"
 #include "broker/scheduler.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "shim/allocation_map.h"
 #include "shim/context_sync.h"
 #include "shim/launch_tracker.h"
@@ -86,7 +87,7 @@ class ShimState final : public ContextSync {
   void SynchronizeGate(broker::ComputeGate* gate) override;
   // Held around the application's context teardown (shim/hooks_context.cc): the driver forbids
   // using a context while it is destroyed, so the monitor does not synchronise meanwhile.
-  std::unique_lock<std::mutex> PauseSynchronization() override { return std::unique_lock<std::mutex>(sync_mutex_); }
+  Mutex& pause_mutex() override RETURN_CAPABILITY(sync_mutex_) { return sync_mutex_; }
   // The monitor stops synchronising `context` (nullptr: every context noted on `device`'s
   // GPU) and stops following its launches; a later gated launch from a live one notes it again.
   void ForgetContexts(CUcontext context, CUdevice device);
@@ -115,23 +116,28 @@ class ShimState final : public ContextSync {
   AllocationMap allocations_;  // device pointers
   AllocationMap arrays_;       // CUarray / CUmipmappedArray handles
   AllocationMap physical_;     // CUmemGenericAllocationHandle values
-  std::mutex ledger_mutex_;
+  // Opens each GPU's ledger and creates its gate once; the lock-free readers go through the
+  // atomics below, published once the slot is set.
+  Mutex ledger_mutex_;
   static constexpr int kMaxOrdinals = 64;
   std::atomic<int> ledger_by_ordinal_[kMaxOrdinals] = {};  // ledger + 1; 0 = not opened yet
   // Compute gates, one per device ordinal used, each created at the first launch on its GPU.
-  std::unique_ptr<broker::ComputeGate> gates_[kMaxOrdinals];
-  std::unique_ptr<LaunchTracker> trackers_[kMaxOrdinals];
+  std::unique_ptr<broker::ComputeGate> gates_[kMaxOrdinals] GUARDED_BY(ledger_mutex_);
+  std::unique_ptr<LaunchTracker> trackers_[kMaxOrdinals] GUARDED_BY(ledger_mutex_);
   std::atomic<LaunchTracker*> tracker_by_ordinal_[kMaxOrdinals] = {};
   // When a refused compute share may be asked for again (0: never refused).
   static constexpr uint64_t kShareRetryNs = 1'000'000'000;
   std::atomic<uint64_t> share_retry_at_ns_[kMaxOrdinals] = {};
   // Bumped when a context is destroyed: launches' per-thread device caches start again.
   std::atomic<uint64_t> contexts_epoch_{0};
-  std::mutex contexts_mutex_;
-  std::vector<std::pair<broker::ComputeGate*, CUcontext>> contexts_;
-  std::mutex sync_mutex_;  // held while the monitor synchronises, and around context teardown
-  std::mutex pools_mutex_;
-  std::vector<std::pair<CUmemoryPool, CUdevice>> pools_;  // created pools, and default pools seen
+  Mutex contexts_mutex_;
+  std::vector<std::pair<broker::ComputeGate*, CUcontext>> contexts_ GUARDED_BY(contexts_mutex_);
+  // Held while the monitor synchronises, and around context teardown; guards no member, only
+  // the driver's contexts.
+  Mutex sync_mutex_;
+  Mutex pools_mutex_;
+  // Created pools, and default pools seen.
+  std::vector<std::pair<CUmemoryPool, CUdevice>> pools_ GUARDED_BY(pools_mutex_);
 };
 
 // Bytes charged for a request of `size` bytes: rounded up to 512, as the driver aligns. A size
