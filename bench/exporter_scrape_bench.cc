@@ -18,12 +18,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -157,8 +157,8 @@ void BM_HttpScrape(benchmark::State& state) {
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     const std::string listen = "127.0.0.1:" + std::to_string(port);
-    execl(exporter.c_str(), exporter.c_str(), "--listen", listen.c_str(), "--state-dir",
-          TheNode().state_dir().c_str(), static_cast<char*>(nullptr));
+    execl(exporter.c_str(), exporter.c_str(), "--listen", listen.c_str(), "--state-dir", TheNode().state_dir().c_str(),
+          static_cast<char*>(nullptr));
     _exit(127);
   }
   httplib::Client client("127.0.0.1", port);
@@ -193,8 +193,8 @@ void BM_HttpScrape(benchmark::State& state) {
   state.counters["bytes"] = static_cast<double>(bytes);
   // The exporter's own CPU time per scrape: on a loaded machine the wall time includes waiting
   // for a core, this does not (10 ms clock ticks: meaningful over many iterations).
-  state.counters["exporter_cpu_ms_per_scrape"] =
-      (CpuSeconds(pid) - cpu_before) * 1000.0 / static_cast<double>(std::max<int64_t>(1, state.iterations()));
+  state.counters["exporter_cpu_ms_per_scrape"] = (CpuSeconds(pid) - cpu_before) * 1000.0 /
+                                                 static_cast<double>(std::max<int64_t>(1, state.iterations()));
   state.counters["exporter_peak_rss_MiB"] = static_cast<double>(PeakRssKib(pid)) / 1024.0;
   kill(pid, SIGTERM);
   waitpid(pid, nullptr, 0);

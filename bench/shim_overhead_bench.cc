@@ -66,11 +66,16 @@ void Setup(bool mode_none, bool tracked) {
     std::fprintf(stderr, "shim_overhead_bench: cannot initialise the simulated driver through the shim\n");
     std::exit(1);
   }
-  auto* retain = reinterpret_cast<decltype(&cuDevicePrimaryCtxRetain)>(gpuslice::shim::RealDlsym(Real()->handle, "cuDevicePrimaryCtxRetain"));
-  auto* set_current = reinterpret_cast<decltype(&cuCtxSetCurrent)>(gpuslice::shim::RealDlsym(Real()->handle, "cuCtxSetCurrent"));
-  auto* load = reinterpret_cast<decltype(&cuModuleLoadData)>(gpuslice::shim::RealDlsym(Real()->handle, "cuModuleLoadData"));
-  auto* get_function = reinterpret_cast<decltype(&cuModuleGetFunction)>(gpuslice::shim::RealDlsym(Real()->handle, "cuModuleGetFunction"));
-  auto* create_stream = reinterpret_cast<decltype(&cuStreamCreate)>(gpuslice::shim::RealDlsym(Real()->handle, "cuStreamCreate"));
+  auto* retain = reinterpret_cast<decltype(&cuDevicePrimaryCtxRetain)>(
+      gpuslice::shim::RealDlsym(Real()->handle, "cuDevicePrimaryCtxRetain"));
+  auto* set_current =
+      reinterpret_cast<decltype(&cuCtxSetCurrent)>(gpuslice::shim::RealDlsym(Real()->handle, "cuCtxSetCurrent"));
+  auto* load =
+      reinterpret_cast<decltype(&cuModuleLoadData)>(gpuslice::shim::RealDlsym(Real()->handle, "cuModuleLoadData"));
+  auto* get_function = reinterpret_cast<decltype(&cuModuleGetFunction)>(
+      gpuslice::shim::RealDlsym(Real()->handle, "cuModuleGetFunction"));
+  auto* create_stream =
+      reinterpret_cast<decltype(&cuStreamCreate)>(gpuslice::shim::RealDlsym(Real()->handle, "cuStreamCreate"));
   retain(&ctx, 0);
   g_set_current = set_current;
   set_current(ctx);
@@ -90,7 +95,8 @@ void Setup(bool mode_none, bool tracked) {
     std::memcpy(bytes, uuid.bytes, sizeof bytes);
     auto attached = gpuslice::broker::Broker::Attach(getenv("GPUSLICE_STATE_DIR"));
     gpuslice::Status set = attached.status();
-    if (set.ok()) set = gpuslice::broker::SetGpuPolicy((*attached)->segment(), bytes, gpuslice::broker::SharingMode::kNone, 0);
+    if (set.ok())
+      set = gpuslice::broker::SetGpuPolicy((*attached)->segment(), bytes, gpuslice::broker::SharingMode::kNone, 0);
     const std::string error = set.message();
     if (!set.ok()) {
       std::fprintf(stderr, "shim_overhead_bench: cannot set the sharing mode to none: %s\n", error.c_str());
@@ -98,12 +104,13 @@ void Setup(bool mode_none, bool tracked) {
     }
   }
   benchmark::AddCustomContext("gpuslice_mode", mode_none ? "none (launches pass through)"
-                                              : tracked ? "timeslice, every launch tracked (background class)"
-                                                        : "timeslice (the tenant holds the grant: gated fast path)");
+                                               : tracked ? "timeslice, every launch tracked (background class)"
+                                                         : "timeslice (the tenant holds the grant: gated fast path)");
 }
 
 void Drain() {
-  auto* sync = reinterpret_cast<decltype(&cuStreamSynchronize)>(gpuslice::shim::RealDlsym(Real()->handle, "cuStreamSynchronize"));
+  auto* sync = reinterpret_cast<decltype(&cuStreamSynchronize)>(
+      gpuslice::shim::RealDlsym(Real()->handle, "cuStreamSynchronize"));
   sync(g_stream);
 }
 

@@ -107,8 +107,9 @@ Status Broker::Register(const std::string& tenant) {
       tenant_index = FindOrClaimTenant(segment, tenant, /*recycle=*/true);
     }
     if (!tenant_index) {
-      return Status::ResourceExhausted(fmt::format(
-          "gpuslice: the tenant table of {} is full ({} tenants with live processes)", file_->path, kMaxTenants));
+      return Status::ResourceExhausted(
+          fmt::format("gpuslice: the tenant table of {} is full ({} tenants with live processes)", file_->path,
+                      kMaxTenants));
     }
     const pid_t pid = getpid();
     std::optional<ProcessSlot> slot = ClaimProcessSlot(segment, fd, *tenant_index, pid);
@@ -192,10 +193,10 @@ Result<int> Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_
         const LockFailure failure = lock ? lock->failure() : LockFailure::kBadState;
         MarkBroken(ledger);
         if (!already_open) MarkGpuClosed(self, *gpu);
-        return Status::Unavailable(LockFaultLine(
-            segment,
-            fmt::format("the memory ledger lock of tenant '{}' on {}", TenantName(*segment, tenant_), FormatUuid(uuid)),
-            failure, "this tenant's allocations on this GPU are refused"));
+        return Status::Unavailable(LockFaultLine(segment,
+                                                 fmt::format("the memory ledger lock of tenant '{}' on {}",
+                                                             TenantName(*segment, tenant_), FormatUuid(uuid)),
+                                                 failure, "this tenant's allocations on this GPU are refused"));
       }
       if (entry.state.load() != kInUse) {
         entry.quota.store(quota);  // the tenant's first process on this GPU sets the quota

@@ -105,7 +105,7 @@ class Broker {
   // This process's slot, -1 until Register. Atomic: the shim's compute monitor thread reads it
   // (IsProcessAlive) while the exiting thread unregisters.
   std::atomic<int> slot_{-1};
-  int tenant_ = -1;      // this process's tenant index
+  int tenant_ = -1;          // this process's tenant index
   uint64_t generation_ = 0;  // the slot's generation at Register: a changed one means it was lost
   std::atomic<uint64_t> broken_ledgers_[kMaxLedgers / 64] = {};  // bit per ledger
 };
@@ -113,8 +113,8 @@ class Broker {
 // --- read-only view for gpuslicectl ---
 
 struct ProcessView {
-  int pid = 0;                 // as the process saw itself (may be another PID namespace's)
-  uint64_t charged = 0;        // bytes it holds on this GPU
+  int pid = 0;           // as the process saw itself (may be another PID namespace's)
+  uint64_t charged = 0;  // bytes it holds on this GPU
 };
 
 struct TenantView {
@@ -145,18 +145,18 @@ struct TenantView {
 };
 
 struct GpuView {
-  std::string uuid;            // "GPU-..."
+  std::string uuid;  // "GPU-..."
   uint64_t total_memory = 0;
   std::vector<TenantView> tenants;
   // Compute policy, as gpuslicectl set wrote it.
-  uint32_t mode = 0;           // SharingMode (segment_layout.h): 0 timeslice, 1 none, 2 mps
-  uint64_t quantum_ns = 0;     // 0 = the built-in default (kDefaultQuantumNs)
-  uint64_t budget_ns = 0;      // 0 = the built-in default (kDefaultBudgetNs)
+  uint32_t mode = 0;        // SharingMode (segment_layout.h): 0 timeslice, 1 none, 2 mps
+  uint64_t quantum_ns = 0;  // 0 = the built-in default (kDefaultQuantumNs)
+  uint64_t budget_ns = 0;   // 0 = the built-in default (kDefaultBudgetNs)
   // The grant, as it stood when read (lock-free: a consistent picture only at rest).
-  std::string holder;          // name of the tenant holding the GPU; "" = nobody
-  bool closing = false;        // the holder is draining to hand the GPU on
-  uint32_t waiting = 0;        // processes of any tenant waiting for the grant
-  uint64_t grants = 0;         // grants made since the GPU entry was created
+  std::string holder;    // name of the tenant holding the GPU; "" = nobody
+  bool closing = false;  // the holder is draining to hand the GPU on
+  uint32_t waiting = 0;  // processes of any tenant waiting for the grant
+  uint64_t grants = 0;   // grants made since the GPU entry was created
   // Where the device's time went at hand-overs, summed since the GPU entry was created
   // (GpuEntry's counters, docs/performance.md): grant start to its holder's first launch, the
   // rest of the time holders had nothing in flight, gate closed to hand-over, nobody holding
@@ -176,7 +176,7 @@ struct GpuView {
 struct Snapshot {
   std::string path;
   uint32_t layout_version = 0;
-  uint64_t taken_ns = 0;          // CLOCK_MONOTONIC when read (to age window_start_ns)
+  uint64_t taken_ns = 0;  // CLOCK_MONOTONIC when read (to age window_start_ns)
   std::vector<GpuView> gpus;
   uint64_t ledger_repairs = 0;    // ledgers repaired after a process died holding their lock
   uint64_t processes_reaped = 0;  // dead processes whose charges were returned

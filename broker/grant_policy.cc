@@ -58,7 +58,7 @@ uint32_t LimitOf(const LedgerEntry& ledger) {
 ComputeClass ClassOf(const LedgerEntry& ledger) {
   const uint32_t value = ledger.compute_class.load(std::memory_order_relaxed);
   return value <= static_cast<uint32_t>(ComputeClass::kBackground) ? static_cast<ComputeClass>(value)
-                                                                    : ComputeClass::kStandard;
+                                                                   : ComputeClass::kStandard;
 }
 
 int64_t BucketNow(int64_t tokens, uint64_t tokens_at, uint32_t pct, uint64_t now) {
@@ -232,7 +232,8 @@ void GrantPolicy::ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t now, ui
   l.service_ns.fetch_add(ns);
   const uint32_t limit = LimitOf(l);
   if (limit < 100) {
-    l.tokens_ns.store(BucketNow(l.tokens_ns.load(), l.tokens_at_ns.load(), limit, now) - static_cast<int64_t>(limit_ns));
+    l.tokens_ns.store(BucketNow(l.tokens_ns.load(), l.tokens_at_ns.load(), limit, now) -
+                      static_cast<int64_t>(limit_ns));
     l.tokens_at_ns.store(now);
   }
 }

@@ -15,10 +15,10 @@
 
 #include <atomic>
 #include <cstdint>
-#include <thread>
 #include <functional>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "broker/checked_index.h"
 #include "broker/segment_layout.h"

@@ -12,8 +12,8 @@ LedgerLock::LedgerLock(Segment* segment, LedgerId ledger, bool report, uint64_t 
   }
   if (lock_.previous_owner_died()) {
     segment->header.ledger_repairs.fetch_add(1, std::memory_order_relaxed);
-    At(*segment, ledger).used.store(SumRegisteredCharges(*segment, ledger.tenant(), ledger.gpu()),
-                                    std::memory_order_release);
+    At(*segment, ledger)
+        .used.store(SumRegisteredCharges(*segment, ledger.tenant(), ledger.gpu()), std::memory_order_release);
   }
 }
 

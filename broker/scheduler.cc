@@ -88,9 +88,9 @@ void PresetShare(Broker* broker, int ledger, uint32_t request_pct, uint32_t limi
 Status ComputeGate::SetShare(uint32_t request_pct, uint32_t limit_pct, ComputeClass cls, uint64_t lock_timeout_ns) {
   RobustLock lock(&gpu_->sched_mutex.mutex, lock_timeout_ns);
   if (!lock.locked()) {
-    return Status::Unavailable(SchedLockFaultLine(
-        segment_, gpu_index_.value(), lock.failure(),
-        "this process's compute share cannot be set, and its launches there are not gated"));
+    return Status::Unavailable(
+        SchedLockFaultLine(segment_, gpu_index_.value(), lock.failure(),
+                           "this process's compute share cannot be set, and its launches there are not gated"));
   }
   const uint32_t request = ledger_->request_pct.load();
   const uint32_t limit = ledger_->limit_pct.load();
@@ -140,13 +140,15 @@ bool ComputeGate::OthersPresent() const {
 bool ComputeGate::OthersWaiting(uint64_t now) const { return policy_.CountWaitingTenants(tenant_, now) > 0; }
 
 bool ComputeGate::PriorityBucketHasTime(uint64_t now) const {
-  return BucketNow(ledger_->priority_tokens_ns.load(), ledger_->priority_tokens_at_ns.load(), WeightOf(*ledger_), now) > 0;
+  return BucketNow(ledger_->priority_tokens_ns.load(), ledger_->priority_tokens_at_ns.load(), WeightOf(*ledger_), now) >
+         0;
 }
 
 bool ComputeGate::TakePriority(uint64_t now) {
   if (class_ != ComputeClass::kLatency) return false;
   // Within its request (the priority bucket is not empty): the launch passes the grant.
-  if (BucketNow(ledger_->priority_tokens_ns.load(), ledger_->priority_tokens_at_ns.load(), WeightOf(*ledger_), now) <= 0)
+  if (BucketNow(ledger_->priority_tokens_ns.load(), ledger_->priority_tokens_at_ns.load(), WeightOf(*ledger_), now) <=
+      0)
     return false;
   mine_->priority_until_ns.store(now + LeaseOf(*gpu_));
   if (gpu_->priority.load() == 0) {
@@ -173,7 +175,8 @@ void ComputeGate::NoteFirstGrantedLaunch() {
   const uint64_t start = gpu_->grant_start_ns.load();
   const uint64_t now = MonotonicNanos();
   // Only for the grant that let it in: after a hand-over the next decision resets the field.
-  if (HeldByUs() && gpu_->grant_start_ns.load() == start) gpu_->first_work_ns.compare_exchange_strong(none, std::max(now, start));
+  if (HeldByUs() && gpu_->grant_start_ns.load() == start)
+    gpu_->first_work_ns.compare_exchange_strong(none, std::max(now, start));
 }
 
 void ComputeGate::WaitForChange(uint64_t timeout_ns) {
@@ -247,7 +250,8 @@ Status SetGpuPolicy(Segment* segment, const uint8_t (&uuid)[16], SharingMode mod
   if (!gpu) return NoSuchGpu(uuid);
   {
     RobustLock lock(&gpu->sched_mutex.mutex, SchedLockTimeoutNs());
-    if (!lock.locked()) return Status::Unavailable(SchedLockFaultLine(segment, index, lock.failure(), "the policy is not changed"));
+    if (!lock.locked())
+      return Status::Unavailable(SchedLockFaultLine(segment, index, lock.failure(), "the policy is not changed"));
     gpu->mode.store(static_cast<uint32_t>(mode));
     gpu->quantum_ns.store(quantum_ns);
     if (mode != SharingMode::kTimeslice) {

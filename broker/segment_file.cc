@@ -82,7 +82,8 @@ Result<int> OpenStateFile(const std::string& path, OpenMode mode, bool* writable
     fd = open(path.c_str(), O_RDONLY | kFlags);
   }
   if (fd >= 0) return fd;
-  if (errno == ELOOP) return Status::Error(Refuse(path, "it is a symbolic link; the state file must be a regular file"));
+  if (errno == ELOOP)
+    return Status::Error(Refuse(path, "it is a symbolic link; the state file must be a regular file"));
   if (errno == ENOENT) {
     return Status::NotFound(
         fmt::format("gpuslice: no state file {}: no gpuslice process has run with this state directory", path));
@@ -185,7 +186,8 @@ Status Create(SegmentFile* file) {
   // by a creator: its magic was overwritten while tenants use it. Initialising it again would
   // reset every ledger under them (a 1 GiB tenant could then hold 2 GiB): refuse instead.
   if (AnyProcessAlive(fd)) {
-    return Status::Error(Refuse(file->path, "it is corrupt (its header has no valid magic) while gpuslice processes still use "
+    return Status::Error(Refuse(file->path,
+                                "it is corrupt (its header has no valid magic) while gpuslice processes still use "
                                 "it; stop them (fuser -v shows who has it open), then remove it"));
   }
   // An abandoned file may hold a dead creator's partial writes: start again from zeros. A file
@@ -193,7 +195,8 @@ Status Create(SegmentFile* file) {
   // (a gpuslicectl, a process about to register) never touches a page past the end: by punching
   // out its blocks (it stays sparse), or where the file system cannot, through the mapping.
   const bool sized = static_cast<uint64_t>(st.st_size) == kSegmentSize;
-  if (!sized && (ftruncate(fd, 0) != 0 || ftruncate(fd, static_cast<off_t>(kSegmentSize)) != 0 || fstat(fd, &st) != 0)) {
+  if (!sized &&
+      (ftruncate(fd, 0) != 0 || ftruncate(fd, static_cast<off_t>(kSegmentSize)) != 0 || fstat(fd, &st) != 0)) {
     return Status::Error(fmt::format("gpuslice: cannot size state file {}: {}", file->path, Strerror(errno)));
   }
   if (Status s = Map(file, st); !s.ok()) return s;
@@ -223,8 +226,9 @@ Status FlockWithin(int fd, int operation, uint64_t bound_ns, const std::string& 
 }
 
 Result<std::unique_ptr<SegmentFile>> Open(const std::string& state_dir, OpenMode mode) {
-  Result<std::string> dir = CheckStateDirectory(
-      state_dir, mode == OpenMode::kCreateOrAttach ? DirectoryUse::kCreateIfMissing : DirectoryUse::kMustExist);
+  Result<std::string> dir = CheckStateDirectory(state_dir, mode == OpenMode::kCreateOrAttach
+                                                               ? DirectoryUse::kCreateIfMissing
+                                                               : DirectoryUse::kMustExist);
   if (!dir.ok()) return std::move(dir).status();
   auto file = std::make_unique<SegmentFile>();
   file->path = *dir + (dir->back() == '/' ? "" : "/") + kStateFileName;
@@ -247,8 +251,9 @@ Result<std::unique_ptr<SegmentFile>> Open(const std::string& state_dir, OpenMode
     contents = Inspect(file->fd.get(), file->path);
     if (contents.ok() && *contents == Contents::kUninitialised) {
       if (mode != OpenMode::kCreateOrAttach && AnyProcessAlive(file->fd.get())) {
-        return Status::Error(Refuse(file->path, "it is corrupt (its header has no valid magic) while gpuslice processes "
-                                                "still use it; stop them (fuser -v shows who has it open), then remove it"));
+        return Status::Error(Refuse(file->path,
+                                    "it is corrupt (its header has no valid magic) while gpuslice processes "
+                                    "still use it; stop them (fuser -v shows who has it open), then remove it"));
       }
       if (mode != OpenMode::kCreateOrAttach) {
         return Status::Unavailable(
@@ -288,8 +293,7 @@ Status ValidateHeader(const SegmentHeader& header, uint64_t file_size, const std
                                                   "run a gpuslice build of the same version)",
                                                   header.layout_version, kLayoutVersion, kRemedy)));
   }
-  if (header.header_size != sizeof(SegmentHeader) || header.segment_size != kSegmentSize ||
-      file_size != kSegmentSize) {
+  if (header.header_size != sizeof(SegmentHeader) || header.segment_size != kSegmentSize || file_size != kSegmentSize) {
     return Status::Error(Refuse(
         path,
         fmt::format(

@@ -26,18 +26,18 @@ struct SegmentFile {
   // Open (O_CLOEXEC) for the life of the mapping: liveness locks are taken through it. None
   // after ForgetAfterFork until reopened.
   UniqueFd fd;
-  int owner_pid = 0;         // the process that opened fd (a forked child must open its own)
-  bool writable = false;     // false: mapped read-only (a reader without write permission)
-  dev_t device = 0;          // identity of the mapped file, to reopen exactly that file
+  int owner_pid = 0;      // the process that opened fd (a forked child must open its own)
+  bool writable = false;  // false: mapped read-only (a reader without write permission)
+  dev_t device = 0;       // identity of the mapped file, to reopen exactly that file
   ino_t inode = 0;
   boost::interprocess::mapped_region region;
   Segment* segment = nullptr;
 };
 
 enum class OpenMode {
-  kCreateOrAttach,   // create the directory (0770) and the file (0660) when absent
-  kAttachExisting,   // never create; fall back to a read-only mapping without write permission
-  kReadOnly,         // never create, never write: always a read-only mapping (gpuslice-exporter)
+  kCreateOrAttach,  // create the directory (0770) and the file (0660) when absent
+  kAttachExisting,  // never create; fall back to a read-only mapping without write permission
+  kReadOnly,        // never create, never write: always a read-only mapping (gpuslice-exporter)
 };
 
 // Maps <state_dir>/gpuslice.state. An error of one line (naming the file and what would be valid)

@@ -24,13 +24,13 @@
 namespace gpuslice::broker {
 
 inline constexpr uint64_t kMagic = 0x31524B4253435047ULL;  // "GPCSBKR1" little-endian
-inline constexpr uint32_t kLayoutVersion = 6;  // 2: compute time-slicing; 3: in-flight tracking, leases,
-                                               // classes, per-process waiting, counters; 4: 128 GPUs
-                                               // (open_gpus a 128-bit mask), ledger mutexes set up lazily,
-                                               // a grant's overlap with others' charged time, grants
-                                               // charged by their holder's busy time; 5: 18 wait
-                                               // buckets, 50 us to 10 s; 6: where the device's time
-                                               // went at hand-overs (GpuEntry's idle counters)
+inline constexpr uint32_t kLayoutVersion = 6;              // 2: compute time-slicing; 3: in-flight tracking, leases,
+                                                           // classes, per-process waiting, counters; 4: 128 GPUs
+                                                           // (open_gpus a 128-bit mask), ledger mutexes set up lazily,
+                                                           // a grant's overlap with others' charged time, grants
+                                                           // charged by their holder's busy time; 5: 18 wait
+                                                           // buckets, 50 us to 10 s; 6: where the device's time
+                                                           // went at hand-overs (GpuEntry's idle counters)
 inline constexpr char kStateFileName[] = "gpuslice.state";
 
 // Distinct GPU UUIDs, MIG instances counting apiece: a 16-GPU node with seven instances on every
@@ -39,9 +39,9 @@ inline constexpr char kStateFileName[] = "gpuslice.state";
 inline constexpr int kMaxGpus = 128;
 inline constexpr int kMaxTenants = 256;
 inline constexpr int kMaxProcesses = 1024;
-inline constexpr int kTenantNameBytes = 64;    // names of at most 63 bytes, NUL-terminated
+inline constexpr int kTenantNameBytes = 64;                 // names of at most 63 bytes, NUL-terminated
 inline constexpr int kMaxLedgers = kMaxTenants * kMaxGpus;  // ledger index = tenant * kMaxGpus + gpu
-inline constexpr int kGpuMaskWords = kMaxGpus / 64;          // a bit per GPU, in u64 words
+inline constexpr int kGpuMaskWords = kMaxGpus / 64;         // a bit per GPU, in u64 words
 static_assert(kMaxGpus % 64 == 0, "open_gpus holds whole words");
 
 // A registered process holds an OFD write lock on byte kLivenessLockBase + slot of the state file
@@ -63,13 +63,13 @@ enum class EntryState : uint32_t {
 };
 
 struct SegmentHeader {
-  uint64_t magic;                          // kMagic, stored last by the creator
-  uint32_t layout_version;                 // kLayoutVersion
-  uint32_t header_size;                    // sizeof(SegmentHeader)
-  uint64_t segment_size;                   // sizeof(Segment) == the file's size
-  uint64_t created_ns;                     // CLOCK_MONOTONIC when created (informational)
-  uint32_t max_gpus;                       // the table capacities the creator built: must equal
-  uint32_t max_tenants;                    // this build's constants
+  uint64_t magic;           // kMagic, stored last by the creator
+  uint32_t layout_version;  // kLayoutVersion
+  uint32_t header_size;     // sizeof(SegmentHeader)
+  uint64_t segment_size;    // sizeof(Segment) == the file's size
+  uint64_t created_ns;      // CLOCK_MONOTONIC when created (informational)
+  uint32_t max_gpus;        // the table capacities the creator built: must equal
+  uint32_t max_tenants;     // this build's constants
   uint32_t max_processes;
   uint32_t tenant_name_bytes;
   // High-water marks: entries at or past them have never been used, so scans stop there. Raised
@@ -95,14 +95,14 @@ enum class SharingMode : uint32_t {
 // One physical GPU (or MIG instance), keyed by its 16-byte UUID. The second half is the compute
 // scheduler's state (broker/scheduler.h, docs/scheduling.md).
 struct alignas(64) GpuEntry {
-  std::atomic<uint32_t> state;             // EntryState
+  std::atomic<uint32_t> state;  // EntryState
   // The previous holder (tenant + 1) whose last kernel still runs beside the current grant (a
   // yield to a waiter owed the GPU does not wait for it); 0: none. Under sched_mutex.
   std::atomic<uint32_t> tail_holder;
-  std::atomic<uint64_t> total_memory;      // bytes, as the driver reports it
-  std::atomic<uint64_t> uuid[2];           // the UUID's 16 bytes, in order
+  std::atomic<uint64_t> total_memory;  // bytes, as the driver reports it
+  std::atomic<uint64_t> uuid[2];       // the UUID's 16 bytes, in order
   // Policy, set by gpuslicectl (0 = the default).
-  std::atomic<uint32_t> mode;              // SharingMode
+  std::atomic<uint32_t> mode;  // SharingMode
   // 1 while a latency-class process may have priority work on the GPU (a hint: each process's
   // own priority_until_ns is the truth; whoever finds them all expired clears it).
   std::atomic<uint32_t> priority;
@@ -128,41 +128,41 @@ struct alignas(64) GpuEntry {
   std::atomic<uint64_t> holder_busy_at_grant_ns;
   // Where the device's time went while tenants wanted it: what gpuslice-bench breaks the device
   // time lost to the scheduler down by (docs/performance.md). Counters are summed at hand-overs.
-  std::atomic<uint64_t> first_work_ns;       // the holder's first launch in its grant (0: none yet)
-  std::atomic<uint64_t> closed_at_ns;        // when the holder's gate closed for a reason (0: open)
-  std::atomic<uint64_t> grant_start_idle_ns; // grant start to the holder's first launch (the hand-over's cost)
-  std::atomic<uint64_t> holder_idle_ns;      // the rest of the time a holder had nothing in flight
-  std::atomic<uint64_t> drain_ns;            // gate closed to hand-over (the holder's queue still runs)
-  std::atomic<uint64_t> unheld_waiting_ns;   // nobody held the GPU while a tenant waited (over its limit)
-  MutexSlot sched_mutex;                   // guards grant decisions and every virtual time
+  std::atomic<uint64_t> first_work_ns;        // the holder's first launch in its grant (0: none yet)
+  std::atomic<uint64_t> closed_at_ns;         // when the holder's gate closed for a reason (0: open)
+  std::atomic<uint64_t> grant_start_idle_ns;  // grant start to the holder's first launch (the hand-over's cost)
+  std::atomic<uint64_t> holder_idle_ns;       // the rest of the time a holder had nothing in flight
+  std::atomic<uint64_t> drain_ns;             // gate closed to hand-over (the holder's queue still runs)
+  std::atomic<uint64_t> unheld_waiting_ns;    // nobody held the GPU while a tenant waited (over its limit)
+  MutexSlot sched_mutex;                      // guards grant decisions and every virtual time
 };
 
 struct TenantEntry {
-  std::atomic<uint32_t> state;             // EntryState
+  std::atomic<uint32_t> state;  // EntryState
   uint32_t name_length;
-  char name[kTenantNameBytes];             // written only while state is kFree
+  char name[kTenantNameBytes];  // written only while state is kFree
 };
 
 // What one tenant may use and uses on one GPU. `used` equals the sum of charged[gpu] over the
 // registered processes of the tenant whenever the mutex is free and consistent; the next locker
 // after an owner died recomputes it from those charges (docs/broker.md, "ledger rules").
 struct alignas(64) LedgerEntry {
-  std::atomic<uint64_t> used;              // bytes reserved by the tenant's processes
-  std::atomic<uint64_t> quota;             // bytes; UINT64_MAX = unlimited
-  MutexSlot mutex;                         // guards used, quota, state and every charged[gpu]
-  std::atomic<uint32_t> state;             // EntryState: kInUse once a first process set the quota
-  std::atomic<uint32_t> compute_class;     // ComputeClass, set with request and limit
+  std::atomic<uint64_t> used;           // bytes reserved by the tenant's processes
+  std::atomic<uint64_t> quota;          // bytes; UINT64_MAX = unlimited
+  MutexSlot mutex;                      // guards used, quota, state and every charged[gpu]
+  std::atomic<uint32_t> state;          // EntryState: kInUse once a first process set the quota
+  std::atomic<uint32_t> compute_class;  // ComputeClass, set with request and limit
   // Compute share on this GPU (changed under the GPU's sched_mutex).
-  std::atomic<uint32_t> request_pct;       // entitlement and weight, 1..100 (0: not set yet)
-  std::atomic<uint32_t> limit_pct;         // ceiling, 1..100
-  std::atomic<uint32_t> waiting;           // its processes waiting, as counted at the last decision
+  std::atomic<uint32_t> request_pct;  // entitlement and weight, 1..100 (0: not set yet)
+  std::atomic<uint32_t> limit_pct;    // ceiling, 1..100
+  std::atomic<uint32_t> waiting;      // its processes waiting, as counted at the last decision
   std::atomic<uint32_t> reserved2;
-  std::atomic<uint64_t> vtime;             // virtual time: service / weight (scaled)
-  std::atomic<uint64_t> service_ns;        // device time granted so far
-  std::atomic<int64_t> tokens_ns;          // limit bucket: time it may still hold the GPU
-  std::atomic<uint64_t> tokens_at_ns;      // when the bucket was last refilled
-  std::atomic<uint64_t> window_service_ns; // service_ns at the start of the GPU's window
-  std::atomic<uint64_t> last_share_ppm;    // share of the last complete window, parts per million
+  std::atomic<uint64_t> vtime;              // virtual time: service / weight (scaled)
+  std::atomic<uint64_t> service_ns;         // device time granted so far
+  std::atomic<int64_t> tokens_ns;           // limit bucket: time it may still hold the GPU
+  std::atomic<uint64_t> tokens_at_ns;       // when the bucket was last refilled
+  std::atomic<uint64_t> window_service_ns;  // service_ns at the start of the GPU's window
+  std::atomic<uint64_t> last_share_ppm;     // share of the last complete window, parts per million
   // Latency class: priority bucket (fills at request % of real time); while it holds time the
   // tenant's launches pass the grant.
   std::atomic<int64_t> priority_tokens_ns;
@@ -181,10 +181,10 @@ struct alignas(64) LedgerEntry {
 // a few quanta at most when all is well, seconds when it is not: both must be resolved; the
 // eight buckets of layout 4 put a latency tenant's 0.1-0.6 s waits in one, 0.1 s to 1 s); the
 // eighteenth counts every longer wait.
-inline constexpr uint64_t kWaitBucketsNs[17] = {
-    50'000,     100'000,     250'000,     500'000,     1'000'000,     2'500'000,     5'000'000,
-    10'000'000, 25'000'000,  50'000'000,  100'000'000, 250'000'000,   500'000'000,   1'000'000'000,
-    2'500'000'000, 5'000'000'000, 10'000'000'000};
+inline constexpr uint64_t kWaitBucketsNs[17] = {50'000,        100'000,       250'000,     500'000,       1'000'000,
+                                                2'500'000,     5'000'000,     10'000'000,  25'000'000,    50'000'000,
+                                                100'000'000,   250'000'000,   500'000'000, 1'000'000'000, 2'500'000'000,
+                                                5'000'000'000, 10'000'000'000};
 static_assert(std::extent_v<decltype(kWaitBucketsNs)> + 1 == std::extent_v<decltype(LedgerEntry::wait_buckets)>);
 
 // ComputeClass (LedgerEntry::compute_class's values): broker/compute_class.h.
@@ -195,12 +195,12 @@ struct ProcessGpuState {
   // Launches not yet seen complete; kUntrackedWork set: work launched while untracked (the tenant
   // was alone), of unknown extent until the monitor confirms the GPU finished it.
   std::atomic<uint32_t> inflight;
-  std::atomic<uint32_t> grace_ns;          // how long inflight must stay 0 before it counts as idle
-  std::atomic<uint64_t> idle_since_ns;     // when inflight last became 0
-  std::atomic<uint64_t> heartbeat_ns;      // renewed by its monitor: a stale one is stopped or stuck
-  std::atomic<uint64_t> waiting_ns;        // 0, or renewed by its threads waiting for the grant
-  std::atomic<uint64_t> priority_until_ns; // latency class: its launches pass the grant until then
-  std::atomic<uint64_t> busy_since_ns;     // when inflight last became non-zero (or work went untracked)
+  std::atomic<uint32_t> grace_ns;           // how long inflight must stay 0 before it counts as idle
+  std::atomic<uint64_t> idle_since_ns;      // when inflight last became 0
+  std::atomic<uint64_t> heartbeat_ns;       // renewed by its monitor: a stale one is stopped or stuck
+  std::atomic<uint64_t> waiting_ns;         // 0, or renewed by its threads waiting for the grant
+  std::atomic<uint64_t> priority_until_ns;  // latency class: its launches pass the grant until then
+  std::atomic<uint64_t> busy_since_ns;      // when inflight last became non-zero (or work went untracked)
   // Time it had work in flight, summed over its busy periods that ended (untracked work counts as
   // in flight from its first launch to its confirmation): what its tenant's grants are charged by.
   std::atomic<uint64_t> busy_total_ns;
@@ -213,12 +213,12 @@ enum class ProcessState : uint32_t {
 };
 
 struct alignas(64) ProcessEntry {
-  std::atomic<uint32_t> state;             // ProcessState
-  std::atomic<int32_t> pid;                // as the process saw itself: informational only
-  std::atomic<int32_t> tenant;             // tenant index while registered
+  std::atomic<uint32_t> state;  // ProcessState
+  std::atomic<int32_t> pid;     // as the process saw itself: informational only
+  std::atomic<int32_t> tenant;  // tenant index while registered
   uint32_t reserved;
-  std::atomic<uint64_t> generation;        // bumped at every claim: lock-free readers detect reuse
-  std::atomic<uint64_t> started_ns;        // CLOCK_MONOTONIC at registration
+  std::atomic<uint64_t> generation;  // bumped at every claim: lock-free readers detect reuse
+  std::atomic<uint64_t> started_ns;  // CLOCK_MONOTONIC at registration
   // Bit g % 64 of word g / 64: the process opened its tenant's ledger on GPU g. Each bit is set
   // and cleared by one atomic operation on its word (broker/checked_index.h: IsGpuOpen...).
   std::atomic<uint64_t> open_gpus[kGpuMaskWords];

@@ -5,16 +5,16 @@
 // not yet reaped): their charges are not counted in their tenant's used memory, which is what a
 // reap will make of it.
 #include <algorithm>
-#include <iterator>
 #include <cstring>
+#include <iterator>
 #include <optional>
 
 #include "broker/broker.h"
 #include "broker/checked_index.h"
+#include "broker/grant_policy.h"
 #include "broker/ledger.h"
 #include "broker/lock_fault.h"
 #include "broker/segment_file.h"
-#include "broker/grant_policy.h"
 #include "broker/tables.h"
 #include "common/clock.h"
 #include "common/printable.h"

@@ -79,7 +79,7 @@ Status CheckComponent(const std::string& component, bool is_state_dir, const std
 // directory itself (`ends_in_state_dir`) or the parent it is about to be created in.
 Status CheckPath(const std::string& resolved, bool ends_in_state_dir, const std::string& dir) {
   if (Status s = CheckComponent("/", ends_in_state_dir && resolved == "/", dir); !s.ok()) return s;
-  for (size_t at = resolved.find('/', 1); ; at = resolved.find('/', at + 1)) {
+  for (size_t at = resolved.find('/', 1);; at = resolved.find('/', at + 1)) {
     const std::string component = resolved.substr(0, at);
     const bool last = at == std::string::npos;
     if (component.size() > 1) {
@@ -92,7 +92,7 @@ Status CheckPath(const std::string& resolved, bool ends_in_state_dir, const std:
 Status Create(const std::string& dir) {
   // The parent must exist; it is resolved and checked before anything is created in it.
   const size_t slash = dir.find_last_not_of('/') == std::string::npos ? std::string::npos
-                                                                       : dir.rfind('/', dir.find_last_not_of('/'));
+                                                                      : dir.rfind('/', dir.find_last_not_of('/'));
   const std::string parent = slash == std::string::npos ? "." : (slash == 0 ? "/" : dir.substr(0, slash));
   const std::string name = dir.substr(slash == std::string::npos ? 0 : slash + 1);
   const std::string resolved_parent = Resolve(parent);

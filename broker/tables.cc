@@ -107,8 +107,9 @@ std::optional<TenantIndex> FindOrClaimTenant(Segment* segment, std::string_view 
       return i;
     }
   }
-  std::optional<TenantIndex> chosen = FreeEntry<TenantIndex>(segment->tenants, &segment->header.tenant_high_water,
-                                                             [segment](TenantIndex t) { InitLedgersOfNewTenant(segment, t); });
+  std::optional<TenantIndex> chosen =
+      FreeEntry<TenantIndex>(segment->tenants, &segment->header.tenant_high_water,
+                             [segment](TenantIndex t) { InitLedgersOfNewTenant(segment, t); });
   if (!chosen && recycle) {
     std::bitset<kMaxTenants> busy;
     for (ProcessSlot p : UsedProcessSlots(*segment)) {
@@ -146,9 +147,8 @@ std::optional<GpuIndex> FindOrClaimGpu(Segment* segment, const uint8_t (&uuid)[1
       return i;
     }
   }
-  std::optional<GpuIndex> chosen =
-      FreeEntry<GpuIndex>(segment->gpus, &segment->header.gpu_high_water,
-                          [segment](GpuIndex g) { InitLedgersOfNewGpu(segment, g); });
+  std::optional<GpuIndex> chosen = FreeEntry<GpuIndex>(segment->gpus, &segment->header.gpu_high_water,
+                                                       [segment](GpuIndex g) { InitLedgersOfNewGpu(segment, g); });
   if (!chosen && recycle) {
     uint64_t open[kGpuMaskWords] = {};
     for (ProcessSlot p : UsedProcessSlots(*segment)) {

@@ -7,10 +7,10 @@
 namespace gpuslice {
 namespace {
 
-constexpr unsigned int kKnownArrayFlags =
-    CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_SURFACE_LDST | CUDA_ARRAY3D_CUBEMAP | CUDA_ARRAY3D_TEXTURE_GATHER |
-    CUDA_ARRAY3D_DEPTH_TEXTURE | CUDA_ARRAY3D_COLOR_ATTACHMENT | CUDA_ARRAY3D_SPARSE |
-    CUDA_ARRAY3D_DEFERRED_MAPPING | CUDA_ARRAY3D_VIDEO_ENCODE_DECODE;
+constexpr unsigned int kKnownArrayFlags = CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_SURFACE_LDST | CUDA_ARRAY3D_CUBEMAP |
+                                          CUDA_ARRAY3D_TEXTURE_GATHER | CUDA_ARRAY3D_DEPTH_TEXTURE |
+                                          CUDA_ARRAY3D_COLOR_ATTACHMENT | CUDA_ARRAY3D_SPARSE |
+                                          CUDA_ARRAY3D_DEFERRED_MAPPING | CUDA_ARRAY3D_VIDEO_ENCODE_DECODE;
 
 // How a format lays out one element: either `component_bytes` per channel (the classic formats,
 // whose channel count comes from NumChannels), or a fixed size for the whole element given as
@@ -24,38 +24,30 @@ struct FormatLayout {
 std::optional<FormatLayout> LayoutOf(CUarray_format format) {
   switch (format) {
     case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8:
-      return FormatLayout{1, 0, 0};
+    case CU_AD_FORMAT_SIGNED_INT8: return FormatLayout{1, 0, 0};
     case CU_AD_FORMAT_UNSIGNED_INT16:
     case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF:
-      return FormatLayout{2, 0, 0};
+    case CU_AD_FORMAT_HALF: return FormatLayout{2, 0, 0};
     case CU_AD_FORMAT_UNSIGNED_INT32:
     case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT:
-      return FormatLayout{4, 0, 0};
+    case CU_AD_FORMAT_FLOAT: return FormatLayout{4, 0, 0};
     case CU_AD_FORMAT_UNORM_INT8X1:
-    case CU_AD_FORMAT_SNORM_INT8X1:
-      return FormatLayout{0, 8, 0};
+    case CU_AD_FORMAT_SNORM_INT8X1: return FormatLayout{0, 8, 0};
     case CU_AD_FORMAT_UNORM_INT8X2:
     case CU_AD_FORMAT_SNORM_INT8X2:
     case CU_AD_FORMAT_UNORM_INT16X1:
-    case CU_AD_FORMAT_SNORM_INT16X1:
-      return FormatLayout{0, 16, 0};
+    case CU_AD_FORMAT_SNORM_INT16X1: return FormatLayout{0, 16, 0};
     case CU_AD_FORMAT_UNORM_INT8X4:
     case CU_AD_FORMAT_SNORM_INT8X4:
     case CU_AD_FORMAT_UNORM_INT16X2:
     case CU_AD_FORMAT_SNORM_INT16X2:
-    case CU_AD_FORMAT_UNORM_INT_101010_2:
-      return FormatLayout{0, 32, 0};
+    case CU_AD_FORMAT_UNORM_INT_101010_2: return FormatLayout{0, 32, 0};
     case CU_AD_FORMAT_UNORM_INT16X4:
-    case CU_AD_FORMAT_SNORM_INT16X4:
-      return FormatLayout{0, 64, 0};
+    case CU_AD_FORMAT_SNORM_INT16X4: return FormatLayout{0, 64, 0};
     case CU_AD_FORMAT_BC1_UNORM:
     case CU_AD_FORMAT_BC1_UNORM_SRGB:
     case CU_AD_FORMAT_BC4_UNORM:
-    case CU_AD_FORMAT_BC4_SNORM:
-      return FormatLayout{0, 0, 8};
+    case CU_AD_FORMAT_BC4_SNORM: return FormatLayout{0, 0, 8};
     case CU_AD_FORMAT_BC2_UNORM:
     case CU_AD_FORMAT_BC2_UNORM_SRGB:
     case CU_AD_FORMAT_BC3_UNORM:
@@ -65,33 +57,25 @@ std::optional<FormatLayout> LayoutOf(CUarray_format format) {
     case CU_AD_FORMAT_BC6H_UF16:
     case CU_AD_FORMAT_BC6H_SF16:
     case CU_AD_FORMAT_BC7_UNORM:
-    case CU_AD_FORMAT_BC7_UNORM_SRGB:
-      return FormatLayout{0, 0, 16};
+    case CU_AD_FORMAT_BC7_UNORM_SRGB: return FormatLayout{0, 0, 16};
     case CU_AD_FORMAT_NV12:  // 4:2:0, 8-bit: luma plus half-size chroma
       return FormatLayout{0, 12, 0};
     case CU_AD_FORMAT_P010:
-    case CU_AD_FORMAT_P016:
-      return FormatLayout{0, 24, 0};
+    case CU_AD_FORMAT_P016: return FormatLayout{0, 24, 0};
     case CU_AD_FORMAT_NV16:
-    case CU_AD_FORMAT_YUY2:
-      return FormatLayout{0, 16, 0};
+    case CU_AD_FORMAT_YUY2: return FormatLayout{0, 16, 0};
     case CU_AD_FORMAT_P210:
     case CU_AD_FORMAT_P216:
     case CU_AD_FORMAT_Y210:
     case CU_AD_FORMAT_Y216:
     case CU_AD_FORMAT_AYUV:
-    case CU_AD_FORMAT_Y410:
-      return FormatLayout{0, 32, 0};
-    case CU_AD_FORMAT_Y416:
-      return FormatLayout{0, 64, 0};
+    case CU_AD_FORMAT_Y410: return FormatLayout{0, 32, 0};
+    case CU_AD_FORMAT_Y416: return FormatLayout{0, 64, 0};
     case CU_AD_FORMAT_Y444_PLANAR8:
-    case CU_AD_FORMAT_YUV444_8bit_SemiPlanar:
-      return FormatLayout{0, 24, 0};
+    case CU_AD_FORMAT_YUV444_8bit_SemiPlanar: return FormatLayout{0, 24, 0};
     case CU_AD_FORMAT_Y444_PLANAR10:
-    case CU_AD_FORMAT_YUV444_16bit_SemiPlanar:
-      return FormatLayout{0, 48, 0};
-    default:
-      return std::nullopt;
+    case CU_AD_FORMAT_YUV444_16bit_SemiPlanar: return FormatLayout{0, 48, 0};
+    default: return std::nullopt;
   }
 }
 
@@ -126,8 +110,7 @@ std::optional<uint64_t> ArrayBytes(const CUDA_ARRAY3D_DESCRIPTOR& desc) {
   const bool cubemap = desc.Flags & CUDA_ARRAY3D_CUBEMAP;
   // A 1D array has no depth unless it is layered (Depth = layers).
   if (desc.Height == 0 && desc.Depth != 0 && !layered) return std::nullopt;
-  if (cubemap && (desc.Width != desc.Height || desc.Depth == 0 || desc.Depth % 6 != 0 ||
-                  (!layered && desc.Depth != 6)))
+  if (cubemap && (desc.Width != desc.Height || desc.Depth == 0 || desc.Depth % 6 != 0 || (!layered && desc.Depth != 6)))
     return std::nullopt;
   const auto layout = LayoutOf(desc.Format);
   if (!layout) return std::nullopt;

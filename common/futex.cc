@@ -16,8 +16,7 @@ bool FutexWait(std::atomic<uint32_t>* word, uint32_t expected, uint64_t timeout_
   timespec timeout{static_cast<time_t>(timeout_ns / 1'000'000'000ULL),
                    static_cast<long>(timeout_ns % 1'000'000'000ULL)};
   // Not FUTEX_PRIVATE_FLAG: the word lives in a mapping shared with other processes.
-  const long rc = syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &timeout,
-                          nullptr, 0);
+  const long rc = syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &timeout, nullptr, 0);
   return !(rc == -1 && errno == ETIMEDOUT);
 }
 

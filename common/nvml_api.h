@@ -57,8 +57,7 @@ typedef struct nvmlDevice_st* nvmlDevice_t;
 #define NVML_INIT_FLAG_NO_ATTACH 2
 
 // Versioned structs carry their size and version in their first field.
-#define NVML_STRUCT_VERSION(data, ver) \
-  (unsigned int)(sizeof(nvml##data##_v##ver##_t) | ((ver) << 24U))
+#define NVML_STRUCT_VERSION(data, ver) (unsigned int)(sizeof(nvml##data##_v##ver##_t) | ((ver) << 24U))
 
 #define NVML_VALUE_NOT_AVAILABLE (-1)
 
@@ -69,11 +68,11 @@ typedef struct nvmlDevice_st* nvmlDevice_t;
 typedef struct nvmlMemory_st {
   unsigned long long total;  // bytes
   unsigned long long free;
-  unsigned long long used;   // allocated; includes what the driver reserves, unlike v2
+  unsigned long long used;  // allocated; includes what the driver reserves, unlike v2
 } nvmlMemory_t;
 
 typedef struct nvmlMemory_v2_st {
-  unsigned int version;      // set to nvmlMemory_v2 by the caller
+  unsigned int version;  // set to nvmlMemory_v2 by the caller
   unsigned long long total;
   unsigned long long reserved;  // kept by the system firmware and driver
   unsigned long long free;
@@ -125,10 +124,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory);
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory);
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
                                                      nvmlProcessInfo_t* infos);
-nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
-                                             nvmlProcessUtilizationSample_t* utilization,
-                                             unsigned int* processSamplesCount,
-                                             unsigned long long lastSeenTimeStamp);
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t* utilization,
+                                             unsigned int* processSamplesCount, unsigned long long lastSeenTimeStamp);
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization);
 
 // As in nvml.h: unversioned names resolve to the current versions at compile time, and the

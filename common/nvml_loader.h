@@ -21,8 +21,8 @@ using GetMigDeviceHandleByIndexFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int 
 inline constexpr unsigned int kMigEnabled = 1;  // NVML_DEVICE_MIG_ENABLE
 // nvmlDeviceGetCpuAffinityWithinScope (R470+): with scope kAffinityScopeNode, a bit mask of the
 // NUMA nodes the GPU is closest to (what a kubelet's topology manager aligns CPUs with).
-using GetCpuAffinityWithinScopeFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int node_set_size,
-                                                     unsigned long* node_set, unsigned int scope);
+using GetCpuAffinityWithinScopeFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int node_set_size, unsigned long* node_set,
+                                                     unsigned int scope);
 inline constexpr unsigned int kAffinityScopeNode = 0;  // NVML_AFFINITY_SCOPE_NODE
 
 // The library at `path` (by default the driver's soname), loaded for good: NVML keeps threads of

@@ -19,8 +19,14 @@ std::optional<uint64_t> ParseUnsigned(std::string_view text) {
 
 std::optional<uint64_t> ParseByteQuantity(std::string_view text) {
   static constexpr std::array<std::pair<std::string_view, uint64_t>, 9> kSuffixes{{
-      {"Ki", 1ULL << 10}, {"Mi", 1ULL << 20}, {"Gi", 1ULL << 30}, {"Ti", 1ULL << 40},
-      {"k", 1000ULL}, {"K", 1000ULL}, {"M", 1000ULL * 1000}, {"G", 1000ULL * 1000 * 1000},
+      {"Ki", 1ULL << 10},
+      {"Mi", 1ULL << 20},
+      {"Gi", 1ULL << 30},
+      {"Ti", 1ULL << 40},
+      {"k", 1000ULL},
+      {"K", 1000ULL},
+      {"M", 1000ULL * 1000},
+      {"G", 1000ULL * 1000 * 1000},
       {"T", 1000ULL * 1000 * 1000 * 1000},
   }};
   uint64_t multiplier = 1;

@@ -33,8 +33,8 @@ inline constexpr uint64_t kWaitForever = UINT64_MAX;
 
 enum class LockFailure {
   kNone,
-  kBadState,     // the bytes are not a robust process-shared mutex, or glibc refused it
-  kTimedOut,     // held for kRobustLockTimeoutNs: a stopped or forged owner
+  kBadState,  // the bytes are not a robust process-shared mutex, or glibc refused it
+  kTimedOut,  // held for kRobustLockTimeoutNs: a stopped or forged owner
 };
 
 // "is corrupt (...)" / "has been held for 10 s ..." (the bound the caller waited) — for the

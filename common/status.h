@@ -32,15 +32,9 @@ class [[nodiscard]] Status {
   static Status Error(std::string message) { return Status(Code::kError, std::move(message)); }
   static Status Error(Code code, std::string message) { return Status(code, std::move(message)); }
   static Status NotFound(std::string message) { return Status(Code::kNotFound, std::move(message)); }
-  static Status ResourceExhausted(std::string message) {
-    return Status(Code::kResourceExhausted, std::move(message));
-  }
-  static Status PermissionDenied(std::string message) {
-    return Status(Code::kPermissionDenied, std::move(message));
-  }
-  static Status InvalidArgument(std::string message) {
-    return Status(Code::kInvalidArgument, std::move(message));
-  }
+  static Status ResourceExhausted(std::string message) { return Status(Code::kResourceExhausted, std::move(message)); }
+  static Status PermissionDenied(std::string message) { return Status(Code::kPermissionDenied, std::move(message)); }
+  static Status InvalidArgument(std::string message) { return Status(Code::kInvalidArgument, std::move(message)); }
   static Status Unavailable(std::string message) { return Status(Code::kUnavailable, std::move(message)); }
 
   bool ok() const { return code_ == Code::kOk; }
@@ -64,7 +58,7 @@ class [[nodiscard]] Result {
   static_assert(!std::is_same_v<std::remove_cv_t<T>, Status>, "Result<Status> is a Status");
 
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : value_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!status_.ok() && "Result built from an ok Status without a value");
     if (status_.ok()) status_ = Status::Error("internal error: no value and no error");
@@ -77,9 +71,18 @@ class [[nodiscard]] Result {
   const std::string& message() const { return status_.message(); }
 
   // Only when ok().
-  T& value() & { assert(ok()); return *value_; }
-  const T& value() const& { assert(ok()); return *value_; }
-  T&& value() && { assert(ok()); return std::move(*value_); }
+  T& value() & {
+    assert(ok());
+    return *value_;
+  }
+  const T& value() const& {
+    assert(ok());
+    return *value_;
+  }
+  T&& value() && {
+    assert(ok());
+    return std::move(*value_);
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T&& operator*() && { return std::move(*this).value(); }

@@ -15,7 +15,8 @@
 
 namespace {
 
-constexpr char kStatusHelp[] = R"help(Per GPU (identified by its UUID, with its total memory; a MIG instance by its profile and
+constexpr char kStatusHelp[] =
+    R"help(Per GPU (identified by its UUID, with its total memory; a MIG instance by its profile and
 MIG-UUID, indented under a line for its GPU, when NVML says which GPU it belongs to), first its
 compute policy:
   compute: MODE, quantum Q, budget B
@@ -186,11 +187,13 @@ int main(int argc, char** argv) {
 
   StatusOptions status;
   CLI::App* status_cmd =
-      app.add_subcommand("status", "Per GPU: compute policy and holder; per tenant: memory used / quota, compute "
-                                   "request / limit / measured share, processes");
+      app.add_subcommand("status",
+                         "Per GPU: compute policy and holder; per tenant: memory used / quota, compute "
+                         "request / limit / measured share, processes");
   status_cmd->add_flag("--json", status.json, "Print one JSON object (bytes as integers, null for no quota)");
-  status_cmd->add_option("--state-dir", status.state_dir,
-                         "State directory (default: $GPUSLICE_STATE_DIR, else /run/gpuslice)")
+  status_cmd
+      ->add_option("--state-dir", status.state_dir,
+                   "State directory (default: $GPUSLICE_STATE_DIR, else /run/gpuslice)")
       ->type_name("DIR");
   status_cmd->footer(kStatusHelp);
 
@@ -212,8 +215,8 @@ int main(int argc, char** argv) {
           ->add_option("--budget", set_budget,
                        "Work a holder may keep queued while others share the GPU: 100us to 100ms, or default (2ms)")
           ->type_name("DURATION");
-  set_cmd->add_option("--state-dir", set.state_dir,
-                      "State directory (default: $GPUSLICE_STATE_DIR, else /run/gpuslice)")
+  set_cmd
+      ->add_option("--state-dir", set.state_dir, "State directory (default: $GPUSLICE_STATE_DIR, else /run/gpuslice)")
       ->type_name("DIR");
   set_cmd->footer(kSetHelp);
 
@@ -225,9 +228,11 @@ int main(int argc, char** argv) {
       ->type_name("SECONDS")
       ->check(CLI::Range(0.1, 60.0))
       ->capture_default_str();
-  top_cmd->add_option("--state-dir", top.state_dir, "State directory (default: $GPUSLICE_STATE_DIR, else /run/gpuslice)")
+  top_cmd
+      ->add_option("--state-dir", top.state_dir, "State directory (default: $GPUSLICE_STATE_DIR, else /run/gpuslice)")
       ->type_name("DIR");
-  top_cmd->add_option("--sort", top.sort, "Order of the tenants under each GPU: memory, share, waits or name (s cycles)")
+  top_cmd
+      ->add_option("--sort", top.sort, "Order of the tenants under each GPU: memory, share, waits or name (s cycles)")
       ->type_name("KEY")
       ->check(CLI::IsMember({"memory", "share", "waits", "name"}))
       ->capture_default_str();
@@ -235,13 +240,15 @@ int main(int argc, char** argv) {
 
   bool markdown = false;
   CLI::App* options_cmd = app.add_subcommand("options", "The shim's environment variables: type, default, meaning");
-  options_cmd->add_flag("--markdown", markdown, "Print the Markdown table of docs/configuration.md's environment reference");
+  options_cmd->add_flag("--markdown", markdown,
+                        "Print the Markdown table of docs/configuration.md's environment reference");
   options_cmd->footer(kOptionsHelp);
 
   PlanOptions plan;
   CLI::App* plan_cmd = app.add_subcommand(
-      "plan", "Lay tenants out on GPUs: MIG instances, soft slices, MPS; the reasons, GPUSLICE_* variables and "
-              "Kubernetes resources");
+      "plan",
+      "Lay tenants out on GPUs: MIG instances, soft slices, MPS; the reasons, GPUSLICE_* variables and "
+      "Kubernetes resources");
   plan_cmd->add_option("tenants", plan.tenants_file, "The tenants: a YAML or JSON file")->required()->type_name("FILE");
   plan_cmd->add_option("--model", plan.model, "The GPU model: h200, h100-80, a100-80 or a100-40")->type_name("MODEL");
   plan_cmd->add_option("--gpus", plan.gpus, "How many GPUs of --model, 1 to 64")->type_name("N")->capture_default_str();

@@ -33,7 +33,8 @@ bool ParseIndices(const std::string& text, std::vector<int>* indices) {
 
 int RunPlan(const PlanOptions& options) {
   if (options.model.empty() == options.gpu.empty())
-    return Fail(kExitUsage, std::string("give either --model (") + PlanModelChoices() + ") or --gpu N (read through NVML)");
+    return Fail(kExitUsage,
+                std::string("give either --model (") + PlanModelChoices() + ") or --gpu N (read through NVML)");
   std::vector<PlanGpu> gpus;
   if (!options.model.empty()) {
     const gpu::MigGpuModel* model = FindPlanModel(options.model);

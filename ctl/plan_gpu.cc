@@ -12,8 +12,10 @@ struct ModelAlias {
   const char* alias;
   const char* key;
 };
-constexpr ModelAlias kAliases[] = {
-    {"h200", "H200"}, {"h100-80", "H100-80GB"}, {"a100-80", "A100-80GB"}, {"a100-40", "A100-40GB"}};
+constexpr ModelAlias kAliases[] = {{"h200", "H200"},
+                                   {"h100-80", "H100-80GB"},
+                                   {"a100-80", "A100-80GB"},
+                                   {"a100-40", "A100-40GB"}};
 
 std::string Lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });

@@ -14,9 +14,9 @@
 namespace gpuslice::ctl {
 
 struct PlanGpu {
-  int index = 0;                       // as NVML numbers it (--gpu), or 0, 1, ... for --model
-  std::string name;                    // "NVIDIA H200"
-  std::string uuid;                    // "GPU-..." when read from NVML, else ""
+  int index = 0;     // as NVML numbers it (--gpu), or 0, 1, ... for --model
+  std::string name;  // "NVIDIA H200"
+  std::string uuid;  // "GPU-..." when read from NVML, else ""
   uint64_t memory_bytes = 0;
   const gpu::MigGpuModel* model = nullptr;  // nullptr: not MIG-capable (as far as gpuslice knows)
 };

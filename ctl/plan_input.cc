@@ -55,8 +55,8 @@ Status ParseTenant(const YAML::Node& node, size_t index, PlanTenant* tenant) {
                                    field + " '" + Scalar(node[field]) + "'; expected " + expected);
   };
   auto missing = [&](const std::string& field, const std::string& expected) {
-    return Status::InvalidArgument(where + (tenant->name.empty() ? "" : " ('" + tenant->name + "')") + ": no " +
-                                   field + "; expected " + expected + ", " + kExample);
+    return Status::InvalidArgument(where + (tenant->name.empty() ? "" : " ('" + tenant->name + "')") + ": no " + field +
+                                   "; expected " + expected + ", " + kExample);
   };
   if (!node["name"]) return missing("name", "a GPUSLICE_TENANT name");
   tenant->name = Scalar(node["name"]);

@@ -13,13 +13,13 @@
 namespace gpuslice::ctl {
 
 struct PlanTenant {
-  std::string name;               // becomes GPUSLICE_TENANT: 1-63 of A-Z a-z 0-9 . _ -
-  uint64_t memory_bytes = 0;      // GPU memory it needs
-  uint32_t compute_percent = 0;   // share of one whole GPU's compute (its SMs), 1-100
+  std::string name;                  // becomes GPUSLICE_TENANT: 1-63 of A-Z a-z 0-9 . _ -
+  uint64_t memory_bytes = 0;         // GPU memory it needs
+  uint32_t compute_percent = 0;      // share of one whole GPU's compute (its SMs), 1-100
   std::optional<double> latency_ms;  // p99 latency target of its GPU work, if it has one
-  bool trusted = false;           // false (the default): it may be hostile, or badly behaved
-  bool fault_tolerant = false;    // true: another tenant's GPU fault may break it too
-  std::string tier = "default";   // tenants of different tiers never share a GPU
+  bool trusted = false;              // false (the default): it may be hostile, or badly behaved
+  bool fault_tolerant = false;       // true: another tenant's GPU fault may break it too
+  std::string tier = "default";      // tenants of different tiers never share a GPU
 
   // Needs hardware isolation: memory, SMs and faults of its own (a MIG instance).
   bool NeedsIsolation() const { return !trusted || !fault_tolerant; }

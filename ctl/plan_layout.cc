@@ -49,7 +49,7 @@ struct Work {
   std::string tier;
   GpuMode mode;
   std::vector<std::pair<const gpu::MigProfile*, size_t>> own;  // instances of one tenant each
-  std::vector<size_t> shared;                  // soft slices / MPS clients: of the whole GPU, or one instance
+  std::vector<size_t> shared;  // soft slices / MPS clients: of the whole GPU, or one instance
   const gpu::MigProfile* shared_profile = nullptr;
 };
 
@@ -95,8 +95,7 @@ std::vector<const gpu::MigProfile*> OwnProfiles(const Work& w) {
 // The smallest shared instance for `members` beside `w`'s own instances (plus `extra`), or
 // nullptr when none fits. Empty members need none: returns nullptr with *fits true.
 const gpu::MigProfile* SharedInstanceFor(const Work& w, const std::vector<PlanTenant>& tenants,
-                                         const std::vector<size_t>& members, const gpu::MigProfile* extra,
-                                         bool* fits) {
+                                         const std::vector<size_t>& members, const gpu::MigProfile* extra, bool* fits) {
   const gpu::MigGpuModel& model = *w.gpu->model;
   std::vector<const gpu::MigProfile*> base = OwnProfiles(w);
   if (extra) base.push_back(extra);
@@ -204,7 +203,7 @@ bool Pack(const std::vector<PlanGpu>& pool, const std::vector<PlanTenant>& tenan
         else placed = TryShared(&work, tenants, t);
       }
       if (placed) continue;
-      Work* fresh = need == Need::kIsolation    ? open(true, GpuMode::kMig)
+      Work* fresh = need == Need::kIsolation     ? open(true, GpuMode::kMig)
                     : need == Need::kConcurrency ? open(false, GpuMode::kMps)
                                                  : open(false, GpuMode::kTimeslice);
       if (!fresh) {
@@ -237,8 +236,9 @@ std::string ImpossibleTenant(const std::vector<PlanGpu>& pool, const PlanTenant&
   for (const auto& g : pool)
     if (g.model) capable = &g;
   if (!capable)
-    return "tenant '" + t.name + "' is " + why + " and needs a MIG instance of its own, but no GPU here is MIG-capable (" +
-           pool.front().name + "; MIG models: " + PlanModelChoices() + ")";
+    return "tenant '" + t.name + "' is " + why +
+           " and needs a MIG instance of its own, but no GPU here is MIG-capable (" + pool.front().name +
+           "; MIG models: " + PlanModelChoices() + ")";
   for (const auto& g : pool) {
     if (!g.model) continue;
     for (auto* p : Profiles(*g.model))
@@ -253,7 +253,8 @@ std::string ImpossibleTenant(const std::vector<PlanGpu>& pool, const PlanTenant&
 }
 
 // The plan of packed GPUs: units placed, tenants' settings, what is left unused.
-Plan BuildPlan(const std::vector<PlanGpu>& pool, const std::vector<PlanTenant>& tenants, const std::vector<Work>& works) {
+Plan BuildPlan(const std::vector<PlanGpu>& pool, const std::vector<PlanTenant>& tenants,
+               const std::vector<Work>& works) {
   Plan plan;
   plan.tenants.resize(tenants.size());
   for (size_t i = 0; i < tenants.size(); ++i) plan.tenants[i].tenant = tenants[i];
@@ -297,7 +298,8 @@ Plan BuildPlan(const std::vector<PlanGpu>& pool, const std::vector<PlanTenant>& 
         compute += p.profile->compute_slices;
         memory += p.profile->memory_slices;
         sms += p.profile->sm_count;
-        g.mig_layout += (g.mig_layout.empty() ? "" : ",") + std::string(p.profile->name) + "@" + std::to_string(p.start);
+        g.mig_layout += (g.mig_layout.empty() ? "" : ",") + std::string(p.profile->name) + "@" +
+                        std::to_string(p.start);
         // The instance of an own tenant with this profile not yet placed, else the shared one.
         size_t own = w.own.size();
         for (size_t k = 0; k < w.own.size(); ++k)
@@ -320,7 +322,8 @@ Plan BuildPlan(const std::vector<PlanGpu>& pool, const std::vector<PlanTenant>& 
       g.free_compute_slices = gpu::kMigComputeSlices - compute;
       g.free_memory_slices = gpu::kMigMemorySlices - memory;
       g.sms_outside_instances = model.sm_count - sms;
-      g.memory_outside_instances = model.memory_bytes / gpu::kMigMemorySlices * static_cast<uint64_t>(g.free_memory_slices);
+      g.memory_outside_instances = model.memory_bytes / gpu::kMigMemorySlices *
+                                   static_cast<uint64_t>(g.free_memory_slices);
     } else {
       PlannedUnit unit;
       unit.memory_bytes = w.gpu->memory_bytes;

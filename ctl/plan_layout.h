@@ -40,11 +40,11 @@ struct PlannedUnit {
   const gpu::MigProfile* profile = nullptr;  // nullptr: the whole GPU
   int start = -1;                            // first memory slice of the instance
   uint64_t memory_bytes = 0;
-  double sm_percent = 100;                   // its SMs as a share of the whole GPU's
-  bool shared = false;                       // soft slices or MPS clients share it
-  std::vector<size_t> tenants;               // indices into Plan::tenants
-  uint64_t memory_unused = 0;                // not promised to any of its tenants
-  uint32_t compute_unused_percent = 0;       // of the unit: no tenant is entitled to it
+  double sm_percent = 100;              // its SMs as a share of the whole GPU's
+  bool shared = false;                  // soft slices or MPS clients share it
+  std::vector<size_t> tenants;          // indices into Plan::tenants
+  uint64_t memory_unused = 0;           // not promised to any of its tenants
+  uint32_t compute_unused_percent = 0;  // of the unit: no tenant is entitled to it
 };
 
 struct PlannedGpu {
@@ -61,19 +61,19 @@ struct PlannedGpu {
 struct PlannedTenant {
   PlanTenant tenant;
   Placement placement = Placement::kSoftSlice;
-  size_t gpu = 0;   // index into Plan::gpus
-  size_t unit = 0;  // index into that GPU's units
+  size_t gpu = 0;                        // index into Plan::gpus
+  size_t unit = 0;                       // index into that GPU's units
   uint32_t compute_request_percent = 0;  // of its unit (GPUSLICE_COMPUTE_REQUEST); 0 for an instance of its own
   std::string reason;
-  std::vector<std::pair<std::string, std::string>> env;  // the exact GPUSLICE_* variables, in order
+  std::vector<std::pair<std::string, std::string>> env;      // the exact GPUSLICE_* variables, in order
   std::vector<std::pair<std::string, uint64_t>> kubernetes;  // resource name, quantity
-  std::string kubernetes_note;  // what else the pod needs
+  std::string kubernetes_note;                               // what else the pod needs
 };
 
 struct Plan {
-  std::vector<PlannedGpu> gpus;       // only the GPUs used
+  std::vector<PlannedGpu> gpus;        // only the GPUs used
   std::vector<PlannedTenant> tenants;  // in input order
-  std::vector<PlanGpu> unused_gpus;   // given but not needed
+  std::vector<PlanGpu> unused_gpus;    // given but not needed
 };
 
 // Lays `tenants` out on `gpus`. An error with one line when the request cannot be met: an

@@ -25,7 +25,8 @@ std::string EnvLine(const PlannedTenant& t) {
 
 std::string KubernetesLine(const PlannedTenant& t) {
   std::string line;
-  for (const auto& [name, count] : t.kubernetes) line += (line.empty() ? "" : ", ") + name + ": " + std::to_string(count);
+  for (const auto& [name, count] : t.kubernetes)
+    line += (line.empty() ? "" : ", ") + name + ": " + std::to_string(count);
   return line;
 }
 
@@ -37,8 +38,7 @@ std::vector<std::string> SetupCommands(const PlannedGpu& g) {
   const std::string i = std::to_string(g.gpu.index);
   switch (g.mode) {
     case GpuMode::kMig:
-      return {"nvidia-smi -i " + i + " -mig 1",
-              "nvidia-smi mig -i " + i + " -cgi " + InstanceList(g) + " -C",
+      return {"nvidia-smi -i " + i + " -mig 1", "nvidia-smi mig -i " + i + " -cgi " + InstanceList(g) + " -C",
               "simulated: GPUSLICE_SIM_MODEL=" + std::string(g.gpu.model->key) + " GPUSLICE_SIM_MIG=" + g.mig_layout};
     case GpuMode::kMps:
       return {"nvidia-cuda-mps-control -d   # as root, on the node",
@@ -50,14 +50,15 @@ std::vector<std::string> SetupCommands(const PlannedGpu& g) {
 }
 
 std::string RenderPlanText(const Plan& plan) {
-  std::string out = fmt::format("Plan: {} tenant{} on {} GPU{}", plan.tenants.size(), plan.tenants.size() == 1 ? "" : "s",
-                                plan.gpus.size(), plan.gpus.size() == 1 ? "" : "s");
+  std::string out = fmt::format("Plan: {} tenant{} on {} GPU{}", plan.tenants.size(),
+                                plan.tenants.size() == 1 ? "" : "s", plan.gpus.size(),
+                                plan.gpus.size() == 1 ? "" : "s");
   if (!plan.unused_gpus.empty()) out += fmt::format(" ({} more given, unused)", plan.unused_gpus.size());
   out += "\n";
   for (size_t gi = 0; gi < plan.gpus.size(); ++gi) {
     const PlannedGpu& g = plan.gpus[gi];
     out += fmt::format("\nGPU {}: {}, {}, tier {}: ", g.gpu.index, g.gpu.name, FormatBytes(g.gpu.memory_bytes), g.tier);
-    out += g.mode == GpuMode::kMig    ? "MIG " + g.mig_layout
+    out += g.mode == GpuMode::kMig   ? "MIG " + g.mig_layout
            : g.mode == GpuMode::kMps ? std::string("whole GPU, MPS (gpuslice mode mps)")
                                      : std::string("whole GPU, time-sliced by gpuslice");
     out += "\n";
@@ -67,8 +68,8 @@ std::string RenderPlanText(const Plan& plan) {
         out += g.mode == GpuMode::kMps ? "  the whole GPU, its SMs shared by MPS clients:\n"
                                        : "  the whole GPU, its time shared by soft slices:\n";
       if (u.profile)
-        out += fmt::format("  instance {} at memory slice {}: {} SMs ({} of the GPU), {}, {}\n", u.profile->name, u.start,
-                           u.profile->sm_count, Percent1(u.sm_percent), FormatBytes(u.memory_bytes),
+        out += fmt::format("  instance {} at memory slice {}: {} SMs ({} of the GPU), {}, {}\n", u.profile->name,
+                           u.start, u.profile->sm_count, Percent1(u.sm_percent), FormatBytes(u.memory_bytes),
                            u.shared ? "shared by soft slices (CUDA_VISIBLE_DEVICES=<its MIG-UUID>)"
                                     : "its tenant's alone (CUDA_VISIBLE_DEVICES=<its MIG-UUID>)");
       for (size_t t : u.tenants) {
@@ -85,8 +86,9 @@ std::string RenderPlanText(const Plan& plan) {
         out += fmt::format(", {}% of the {}'s time promised to no tenant (lent to whoever wants it)",
                            u.compute_unused_percent, u.profile ? "instance" : "GPU");
       else
-        out += fmt::format(", about {}% of the instance's SMs beyond its tenant's share (stranded: MIG cannot lend them)",
-                           u.compute_unused_percent);
+        out +=
+            fmt::format(", about {}% of the instance's SMs beyond its tenant's share (stranded: MIG cannot lend them)",
+                        u.compute_unused_percent);
       out += "\n";
     }
     if (g.mode == GpuMode::kMig)
@@ -95,8 +97,7 @@ std::string RenderPlanText(const Plan& plan) {
                          g.free_memory_slices == 1 ? "" : "s", FormatBytes(g.memory_outside_instances),
                          g.sms_outside_instances);
   }
-  for (const auto& gpu : plan.unused_gpus)
-    out += fmt::format("\nGPU {}: {}: unused\n", gpu.index, gpu.name);
+  for (const auto& gpu : plan.unused_gpus) out += fmt::format("\nGPU {}: {}: unused\n", gpu.index, gpu.name);
   return out;
 }
 

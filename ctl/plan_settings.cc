@@ -24,11 +24,13 @@ std::string Why(const PlannedTenant& pt, const PlannedGpu& gpu, const PlannedUni
     case Placement::kMigInstance: {
       std::string why;
       if (!t.trusted)
-        why = "untrusted: a MIG instance splits memory, SMs and faults in hardware, for any process; gpuslice's "
-              "limits bind only processes that keep its preload";
+        why =
+            "untrusted: a MIG instance splits memory, SMs and faults in hardware, for any process; gpuslice's "
+            "limits bind only processes that keep its preload";
       else if (!t.fault_tolerant)
-        why = "cannot accept another tenant's fault: the tenants of a shared GPU (time-sliced or MPS) share its "
-              "fault domain; a MIG instance contains faults";
+        why =
+            "cannot accept another tenant's fault: the tenants of a shared GPU (time-sliced or MPS) share its "
+            "fault domain; a MIG instance contains faults";
       else
         why = "latency target " + latency + ", below the " + floor +
               " time-slicing can promise: an instance of its own runs its kernels on its own SMs, never waiting "
@@ -40,7 +42,8 @@ std::string Why(const PlannedTenant& pt, const PlannedGpu& gpu, const PlannedUni
       if (t.latency_ms && *t.latency_ms < kTimeSlicedP99FloorMs)
         return "trusted, accepts other tenants' faults, latency target " + latency + " below the " + floor +
                " time-slicing can promise: as an MPS client its kernels run beside the others' (no turns), on at "
-               "most " + share + " of the SMs";
+               "most " +
+               share + " of the SMs";
       return "trusted and accepts other tenants' faults: packed on its tier's MPS GPU as a client capped at " + share +
              " of the SMs (an MPS cap is a ceiling: idle SMs are not lent)";
     case Placement::kSoftSlice: {
@@ -50,7 +53,8 @@ std::string Why(const PlannedTenant& pt, const PlannedGpu& gpu, const PlannedUni
         why += ", in the instance its tier's soft slices share on this MIG GPU (" + share + " of " +
                unit.profile->name + " is " + std::to_string(t.compute_percent) + "% of the GPU's SMs)";
       if (t.latency_ms)
-        why += "; latency target " + latency + " (at least " + floor + "): compute class latency, its launches go first";
+        why += "; latency target " + latency + " (at least " + floor +
+               "): compute class latency, its launches go first";
       return why;
     }
   }
@@ -85,13 +89,14 @@ void FillTenantSettings(Plan* plan) {
     // comes out larger than planned (a quota rounded up to whole slices, or a request raised to
     // the memory's share).
     const int slices = PluginSlices(t.memory_bytes, pt.compute_request_percent, unit.memory_bytes);
-    const std::string rounded = " (" + std::to_string(slices) + " slices: " + std::to_string(slices) +
-                                "% of the " + (unit.profile ? "instance" : "GPU") + "'s memory and time)";
+    const std::string rounded = " (" + std::to_string(slices) + " slices: " + std::to_string(slices) + "% of the " +
+                                (unit.profile ? "instance" : "GPU") + "'s memory and time)";
     switch (pt.placement) {
       case Placement::kMigInstance:
         pt.kubernetes = {{std::string("nvidia.com/mig-") + unit.profile->name, 1}};
-        pt.kubernetes_note = "NVIDIA's device plugin (migStrategy: mixed) hands out the instance; the instance is "
-                             "the limit, no gpuslice variables";
+        pt.kubernetes_note =
+            "NVIDIA's device plugin (migStrategy: mixed) hands out the instance; the instance is "
+            "the limit, no gpuslice variables";
         break;
       case Placement::kSoftSlice:
         pt.env = {{"GPUSLICE_TENANT", t.name},
@@ -104,8 +109,8 @@ void FillTenantSettings(Plan* plan) {
           pt.kubernetes = {{"gpuslice.io/gpu", slices}};
           pt.kubernetes_note = "gpuslice's device plugin, with this " + std::string(unit.profile->name) +
                                " instance's MIG UUID in its devices (and NVIDIA's plugin kept off it), sets the "
-                               "tenant, quota and request of the instance" + rounded +
-                               (t.latency_ms ? "; add GPUSLICE_COMPUTE_CLASS=latency to the pod's env" : "");
+                               "tenant, quota and request of the instance" +
+                               rounded + (t.latency_ms ? "; add GPUSLICE_COMPUTE_CLASS=latency to the pod's env" : "");
         } else {
           pt.kubernetes = {{"gpuslice.io/gpu", slices}};
           pt.kubernetes_note = "gpuslice's device plugin sets the tenant, quota and request" + rounded +

@@ -57,8 +57,7 @@ struct Target {
 
 int RunSet(const SetOptions& options) {
   // 1. The command line, before anything is read: usage errors exit 2.
-  if (!options.gpu)
-    return Say(kExitUsage, "set needs --gpu: a GPU's UUID as `gpuslicectl status` prints it, or all");
+  if (!options.gpu) return Say(kExitUsage, "set needs --gpu: a GPU's UUID as `gpuslicectl status` prints it, or all");
   if (!options.mode && !options.quantum && !options.budget)
     return Say(kExitUsage, "set changes nothing without --quantum, --mode or --budget (see gpuslicectl set --help)");
 
@@ -119,7 +118,8 @@ int RunSet(const SetOptions& options) {
   std::string error;
   std::unique_ptr<broker::SegmentFile> file;
   try {
-    Result<std::unique_ptr<broker::SegmentFile>> opened = broker::OpenSegmentFile(dir, broker::OpenMode::kAttachExisting);
+    Result<std::unique_ptr<broker::SegmentFile>> opened =
+        broker::OpenSegmentFile(dir, broker::OpenMode::kAttachExisting);
     if (opened.ok()) file = std::move(opened).value();
     else error = opened.message();
   } catch (...) {
@@ -142,11 +142,11 @@ int RunSet(const SetOptions& options) {
     if (all || std::memcmp(target.uuid, wanted, sizeof wanted) == 0) targets.push_back(target);
   }
   if (targets.empty()) {
-    return Say(kExitFailed, all ? fmt::format("no GPU in {} yet: a GPU appears there once a tenant has used it",
-                                              file->path)
-                                : fmt::format("no GPU {} in {}: a GPU appears there once a tenant has used it "
-                                              "(gpuslicectl status lists them)",
-                                              *options.gpu, file->path));
+    return Say(kExitFailed,
+               all ? fmt::format("no GPU in {} yet: a GPU appears there once a tenant has used it", file->path)
+                   : fmt::format("no GPU {} in {}: a GPU appears there once a tenant has used it "
+                                 "(gpuslicectl status lists them)",
+                                 *options.gpu, file->path));
   }
 
   // 3. The change, GPU by GPU, each under its scheduler mutex (broker::SetGpuPolicy).

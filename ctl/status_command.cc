@@ -37,9 +37,10 @@ std::optional<std::string> ExplainAbsence(const std::string& dir) {
   struct stat info {};
   if (stat(dir.c_str(), &info) != 0) {
     if (errno == ENOENT)
-      return fmt::format("state directory {} does not exist (tenants use GPUSLICE_STATE_DIR, default "
-                         "/run/gpuslice; point --state-dir at the directory they use)",
-                         dir);
+      return fmt::format(
+          "state directory {} does not exist (tenants use GPUSLICE_STATE_DIR, default "
+          "/run/gpuslice; point --state-dir at the directory they use)",
+          dir);
     if (errno == EACCES)
       return fmt::format("cannot read state directory {}: {}", dir, broker::AccessAdvice(dir, false));
     return fmt::format("cannot read state directory {}: {}", dir, std::strerror(errno));
@@ -80,10 +81,11 @@ int RunStatus(const StatusOptions& options) {
   // each Kubernetes tenant's pod.
   const DeviceFiguresByUuid devices = ReadDeviceFigures();
   const PodNames pods = ReadPodNames(dir);
-  const std::string text =
-      options.json
-          ? StatusJson(snapshot, mig, devices, pods).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n"
-          : RenderStatusTable(snapshot, mig, devices, pods);
+  const std::string text = options.json
+                               ? StatusJson(snapshot, mig, devices, pods)
+                                         .dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
+                                     "\n"
+                               : RenderStatusTable(snapshot, mig, devices, pods);
   // A closed or full stdout must not look like success to a script.
   if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
     return Fail(fmt::format("writing the status: {}", std::strerror(errno)));

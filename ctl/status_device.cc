@@ -81,8 +81,9 @@ std::string AccountingLine(const broker::GpuView& gpu, const exporter::DeviceFig
   if (!broker::HeldElsewhere(device.memory_used, accounted, processes))
     return line + fmt::format(" (within the {} allowed for the driver-internal memory of {} process{})",
                               FormatBytes(broker::DriverAllowance(processes)), processes, processes == 1 ? "" : "es");
-  return line + " -- UNACCOUNTED: held by another state directory's tenants or by processes not under gpuslice; "
-                "their quotas are not counted here (docs/accounting.md, \"Unaccounted memory\")";
+  return line +
+         " -- UNACCOUNTED: held by another state directory's tenants or by processes not under gpuslice; "
+         "their quotas are not counted here (docs/accounting.md, \"Unaccounted memory\")";
 }
 
 }  // namespace gpuslice::ctl

@@ -53,14 +53,13 @@ void AddDevice(const broker::GpuView& gpu, const exporter::DeviceFigures* device
     return;
   }
   const uint64_t used = device->memory_used;
-  (*out)["device"] = {
-      {"index", device->index},
-      {"name", device->name},
-      {"memory_used_bytes", used},
-      {"memory_free_bytes", device->memory_total > used ? device->memory_total - used : 0},
-      {"utilization_percent", device->utilization_pct ? Json(*device->utilization_pct) : Json(nullptr)},
-      {"compute_processes", device->processes ? Json(*device->processes) : Json(nullptr)},
-      {"processes", Json::array()}};
+  (*out)["device"] = {{"index", device->index},
+                      {"name", device->name},
+                      {"memory_used_bytes", used},
+                      {"memory_free_bytes", device->memory_total > used ? device->memory_total - used : 0},
+                      {"utilization_percent", device->utilization_pct ? Json(*device->utilization_pct) : Json(nullptr)},
+                      {"compute_processes", device->processes ? Json(*device->processes) : Json(nullptr)},
+                      {"processes", Json::array()}};
   for (const auto& process : device->process_list)
     (*out)["device"]["processes"].push_back(
         {{"pid", process.pid},
@@ -103,10 +102,11 @@ Json StatusJson(const broker::Snapshot& snapshot, const MigTopology& mig, const 
                       {"closing", gpu.closing},
                       {"waiting_processes", gpu.waiting},
                       {"grants", gpu.grants},
-                      {"grant_time_ns", {{"grant_start_idle", gpu.grant_start_idle_ns},
-                                         {"holder_idle", gpu.holder_idle_ns},
-                                         {"drain", gpu.drain_ns},
-                                         {"unheld_waiting", gpu.unheld_waiting_ns}}},
+                      {"grant_time_ns",
+                       {{"grant_start_idle", gpu.grant_start_idle_ns},
+                        {"holder_idle", gpu.holder_idle_ns},
+                        {"drain", gpu.drain_ns},
+                        {"unheld_waiting", gpu.unheld_waiting_ns}}},
                       {"compute_requested_percent", demand.requested_pct},
                       {"compute_unset_tenants", demand.unset_tenants},
                       {"compute_oversubscribed", demand.oversubscribed},

@@ -26,8 +26,8 @@ Commitment CommitmentOf(const broker::GpuView& gpu) {
   }
   commitment.quota_bytes = finite > UINT64_MAX - 1 ? UINT64_MAX - 1 : static_cast<uint64_t>(finite);
   // A tenant without a quota counts as promised the whole device.
-  const unsigned __int128 promised =
-      finite + static_cast<unsigned __int128>(commitment.unlimited_tenants) * gpu.total_memory;
+  const unsigned __int128 promised = finite +
+                                     static_cast<unsigned __int128>(commitment.unlimited_tenants) * gpu.total_memory;
   commitment.oversubscribed = promised > gpu.total_memory;
   return commitment;
 }

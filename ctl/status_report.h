@@ -17,9 +17,9 @@ bool IsIdle(const broker::TenantView& tenant);
 
 // How much of one GPU the active (not idle) tenants' quotas promise away.
 struct Commitment {
-  uint64_t quota_bytes = 0;      // sum of the finite quotas
-  int unlimited_tenants = 0;     // tenants without a quota
-  int idle_tenants = 0;          // listed, but not counted above
+  uint64_t quota_bytes = 0;   // sum of the finite quotas
+  int unlimited_tenants = 0;  // tenants without a quota
+  int idle_tenants = 0;       // listed, but not counted above
   // The quotas cannot all be honoured at once: the finite ones add up to more than the device,
   // or a tenant without a quota (which may take the whole device) shares it with anyone else.
   // Allocations then fail with out-of-memory below a tenant's quota when the others are busy.
@@ -44,9 +44,9 @@ std::string ClassName(uint32_t compute_class);
 // a tenant whose request is not set (an older shim, or the scheduler lock was busy) counts as
 // "not launched yet" until its first kernel launch sets it.
 struct ComputeDemand {
-  uint64_t requested_pct = 0;    // sum of the active tenants' requests
-  int requesting_tenants = 0;    // active tenants with a request
-  int unset_tenants = 0;         // active tenants that have not launched yet
+  uint64_t requested_pct = 0;  // sum of the active tenants' requests
+  int requesting_tenants = 0;  // active tenants with a request
+  int unset_tenants = 0;       // active tenants that have not launched yet
   // The requests add up to more than the whole GPU: no tenant can be given all it asked for
   // while every one wants the GPU, so each gets request / sum of the requests of those waiting.
   bool oversubscribed = false;

@@ -36,12 +36,12 @@ std::string ComputeLine(const broker::GpuView& gpu) {
       return fmt::format("compute: none (memory quotas only: launches are not gated), {}", quantum_text);
     case broker::SharingMode::kMps:
       return fmt::format("compute: mps (launches are not gated: MPS shares the SMs), {}", quantum_text);
-    default:
-      return fmt::format("compute: {}, {}", ModeName(gpu.mode), quantum_text);
+    default: return fmt::format("compute: {}, {}", ModeName(gpu.mode), quantum_text);
   }
   const std::string holder = ActiveHolder(gpu);
-  std::string line = fmt::format("compute: timeslice, {}; {}", quantum_text,
-                                 holder.empty() && gpu.waiting == 0 ? "idle" : "held by " + (holder.empty() ? "nobody" : holder));
+  std::string line =
+      fmt::format("compute: timeslice, {}; {}", quantum_text,
+                  holder.empty() && gpu.waiting == 0 ? "idle" : "held by " + (holder.empty() ? "nobody" : holder));
   if (!holder.empty() && gpu.closing) line += " (draining to hand over)";
   if (gpu.waiting > 0) line += fmt::format(", {} process{} waiting", gpu.waiting, gpu.waiting == 1 ? "" : "es");
   line += fmt::format("; {} grant{}", gpu.grants, gpu.grants == 1 ? "" : "s");
@@ -66,9 +66,10 @@ std::string ShareLine(const broker::Snapshot& snapshot, const broker::GpuView& g
   if (gpu.mode != static_cast<uint32_t>(broker::SharingMode::kTimeslice))
     return "HELD: not measured (launches are not gated)";
   if (const auto age = ShareWindowAgeSeconds(snapshot, gpu))
-    return fmt::format("HELD: time each tenant held the GPU (its turns, drain included) in the last complete window "
-                       "(hand-over to hand-over, 10 s or more), which ended {:.1f} s ago",
-                       *age);
+    return fmt::format(
+        "HELD: time each tenant held the GPU (its turns, drain included) in the last complete window "
+        "(hand-over to hand-over, 10 s or more), which ended {:.1f} s ago",
+        *age);
   return "HELD: - until a first window of taking turns (10 s or more) completes";
 }
 
@@ -85,9 +86,8 @@ std::string CommitmentLine(const broker::GpuView& gpu) {
     line += fmt::format("; {} idle tenant{} not counted", c.idle_tenants, c.idle_tenants == 1 ? "" : "s");
   }
   if (c.oversubscribed) {
-    line += c.quota_bytes > gpu.total_memory
-                ? " -- OVERSUBSCRIBED: the quotas exceed the device"
-                : " -- OVERSUBSCRIBED: a tenant without a quota shares the device";
+    line += c.quota_bytes > gpu.total_memory ? " -- OVERSUBSCRIBED: the quotas exceed the device"
+                                             : " -- OVERSUBSCRIBED: a tenant without a quota shares the device";
   }
   return line;
 }
@@ -96,8 +96,7 @@ void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, con
                const exporter::DeviceFigures* device, const PodNames& pods, std::string* out) {
   if (instance)
     *out += fmt::format("MIG {} {}  {} total\n", instance->profile, instance->uuid, FormatBytes(gpu.total_memory));
-  else
-    *out += fmt::format("GPU {}  {} total\n", gpu.uuid, FormatBytes(gpu.total_memory));
+  else *out += fmt::format("GPU {}  {} total\n", gpu.uuid, FormatBytes(gpu.total_memory));
   if (device) {
     *out += "  " + DeviceLine(*device) + "\n";
     if (const std::string processes = DeviceProcessesLine(*device); !processes.empty()) *out += "  " + processes + "\n";
@@ -130,9 +129,9 @@ void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, con
     size_t name_width = 0;
     for (const auto& row : rows) name_width = std::max(name_width, row.name.size());
     for (const auto& row : rows) {
-      std::string line =
-          fmt::format("  {:<{}}  {:>10}  {:>10}  {:>8}  {:>7}  {:>5}  {:>10}  {:>6}", row.name, name_width, row.used,
-                      row.quota, row.percent, row.request, row.limit, row.compute_class, row.share);
+      std::string line = fmt::format("  {:<{}}  {:>10}  {:>10}  {:>8}  {:>7}  {:>5}  {:>10}  {:>6}", row.name,
+                                     name_width, row.used, row.quota, row.percent, row.request, row.limit,
+                                     row.compute_class, row.share);
       line.erase(line.find_last_not_of(' ') + 1);  // process rows leave the last columns empty
       *out += line + "\n";
     }

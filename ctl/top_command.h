@@ -7,8 +7,8 @@ namespace gpuslice::ctl {
 
 struct TopOptions {
   bool once = false;
-  double interval_s = 1.0;  // between refreshes, 0.1 to 60
-  std::string state_dir;    // "" = DefaultStateDir()
+  double interval_s = 1.0;    // between refreshes, 0.1 to 60
+  std::string state_dir;      // "" = DefaultStateDir()
   std::string sort = "name";  // memory, share, waits or name (`s` cycles them while it runs)
 };
 

@@ -155,8 +155,8 @@ TopFrame RenderTop(const broker::Snapshot& now, const broker::Snapshot* previous
       Row row{&tenant, "", Percent(tenant.used, limited ? tenant.quota : gpu.total_memory), 0, WaitRank(tenant)};
       row.share = share == "-" ? -1 : std::stod(share);
       if (wide) {
-        const std::string memory =
-            FormatBytes(tenant.used) + " / " + (limited ? FormatBytes(tenant.quota) : std::string("unlimited"));
+        const std::string memory = FormatBytes(tenant.used) + " / " +
+                                   (limited ? FormatBytes(tenant.quota) : std::string("unlimited"));
         row.text = fmt::format("  {:<16} {:<10} {:<22} {:>21}  {:>4} {:>5}  {:>10} {:>7} {:>5}", tenant.name, cls,
                                Bar(tenant.used, limited ? tenant.quota : gpu.total_memory), memory, req, share,
                                WaitP99(tenant), tenant.refused_allocations, tenant.processes.size());

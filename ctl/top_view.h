@@ -24,7 +24,7 @@ struct TopLayout {
   int width = 0;   // terminal columns; under 110 the compact rows (at most 80 columns), 0: wide
   int height = 0;  // rows for the tenants' lines, headers included; 0: one page of everything
   TopSort sort = TopSort::kName;
-  int page = 0;    // clamped to the last page
+  int page = 0;  // clamped to the last page
 };
 
 struct TopFrame {

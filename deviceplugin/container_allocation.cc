@@ -60,8 +60,9 @@ Result<ContainerEdits> EditsForSlices(const DeviceCatalog& catalog, const Plugin
     if (p < 0) return Status::InvalidArgument("unknown device ID '" + id + "' for " + config.resource);
     if (!seen.insert(id).second) return Status::InvalidArgument("device ID '" + id + "' appears twice");
     if (!health.healthy[static_cast<size_t>(p)]) {
-      return Status::Unavailable("device ID '" + id + "' is a slice of " + catalog.Describe(static_cast<size_t>(p)) +
-                                 ", which is Unhealthy (NVML does not answer for it); the kubelet must not allocate it");
+      return Status::Unavailable(
+          "device ID '" + id + "' is a slice of " + catalog.Describe(static_cast<size_t>(p)) +
+          ", which is Unhealthy (NVML does not answer for it); the kubelet must not allocate it");
     }
     slices_on[static_cast<size_t>(p)] += 1;
   }
@@ -77,9 +78,11 @@ Result<ContainerEdits> EditsForSlices(const DeviceCatalog& catalog, const Plugin
       where += (where.empty() ? "" : ", ") + catalog.Describe(p) + ": " + std::to_string(slices_on[p]);
     return Status::ResourceExhausted(
         RequestText(catalog, config, ids.size()) + " were given on " + std::to_string(used.size()) + " devices (" +
-        where + "); a slice's memory and time must be on one device (or every slice of each device, for whole "
+        where +
+        "); a slice's memory and time must be on one device (or every slice of each device, for whole "
         "devices): no single device had that many free, or the kubelet did not take the plugin's preferred "
-        "allocation. Ask for at most " + std::to_string(whole) + " slices, or a multiple of it for whole devices");
+        "allocation. Ask for at most " +
+        std::to_string(whole) + " slices, or a multiple of it for whole devices");
   }
   ContainerEdits answer;
   std::string visible;
@@ -92,7 +95,8 @@ Result<ContainerEdits> EditsForSlices(const DeviceCatalog& catalog, const Plugin
     const size_t p = used[0];
     answer.envs["GPUSLICE_MEMORY_LIMIT"] =
         slices_on[p] == whole ? "100%" : shim::QuotaText(slices_on[p] * catalog.SliceBytes(p));
-    answer.envs["GPUSLICE_COMPUTE_REQUEST"] = std::to_string(slices_on[p] * static_cast<size_t>(catalog.PercentPerSlice()));
+    answer.envs["GPUSLICE_COMPUTE_REQUEST"] =
+        std::to_string(slices_on[p] * static_cast<size_t>(catalog.PercentPerSlice()));
   } else {
     // Whole devices: all of each one's memory and time. The container numbers the devices it
     // sees from 0 in PCI bus order (CUDA_DEVICE_ORDER), the order of NVIDIA_VISIBLE_DEVICES.

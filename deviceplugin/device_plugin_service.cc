@@ -106,7 +106,8 @@ grpc::Status DevicePluginService::Allocate(grpc::ServerContext*, const v1beta1::
     Result<ContainerEdits> answer = EditsForSlices(catalog_, config_, ids);
     if (!answer.ok()) return Refusal(c, answer.status());
     ContainerEdits& edits = *answer;
-    std::fprintf(stderr, "gpuslice-device-plugin: container request %d: tenant %s, %zu slices on %s, memory %s, compute %s%%\n",
+    std::fprintf(stderr,
+                 "gpuslice-device-plugin: container request %d: tenant %s, %zu slices on %s, memory %s, compute %s%%\n",
                  c, edits.envs["GPUSLICE_TENANT"].c_str(), ids.size(), edits.envs["NVIDIA_VISIBLE_DEVICES"].c_str(),
                  edits.envs["GPUSLICE_MEMORY_LIMIT"].c_str(), edits.envs["GPUSLICE_COMPUTE_REQUEST"].c_str());
     auto* out = response->add_container_responses();

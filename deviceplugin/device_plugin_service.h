@@ -5,9 +5,9 @@
 
 #include <atomic>
 
+#include "api.grpc.pb.h"
 #include "deviceplugin/device_catalog.h"
 #include "deviceplugin/plugin_config.h"
-#include "api.grpc.pb.h"
 
 namespace gpuslice::deviceplugin {
 
@@ -16,8 +16,7 @@ size_t ListBytes(const DeviceCatalog& catalog);
 
 class DevicePluginService final : public v1beta1::DevicePlugin::Service {
  public:
-  DevicePluginService(const DeviceCatalog& catalog, const PluginConfig& config)
-      : catalog_(catalog), config_(config) {}
+  DevicePluginService(const DeviceCatalog& catalog, const PluginConfig& config) : catalog_(catalog), config_(config) {}
 
   // Ends the ListAndWatch streams of this service (before its server shuts down).
   void EndStreams() { ending_ = true; }
@@ -36,7 +35,6 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service {
   void FillList(const DeviceCatalog::HealthView& health, v1beta1::ListAndWatchResponse* response) const;
 
  private:
-
   const DeviceCatalog& catalog_;
   const PluginConfig& config_;
   std::atomic<bool> ending_{false};

@@ -119,14 +119,16 @@ Result<Discovery> GpuInventory::Discover() {
     }
     gpu.numa_node = NumaNode(api_->affinity, device);
     unsigned int mode = 0, pending = 0, slots = 0;
-    const bool mig = api_->HasMig() && api_->mig_mode(device, &mode, &pending) == NVML_SUCCESS && mode == nvml::kMigEnabled;
+    const bool mig = api_->HasMig() && api_->mig_mode(device, &mode, &pending) == NVML_SUCCESS &&
+                     mode == nvml::kMigEnabled;
     if (!mig) {
       discovery.gpus.push_back(std::move(gpu));
       continue;
     }
     result = api_->max_mig_count(device, &slots);
     if (result != NVML_SUCCESS) {
-      discovery.left_out.push_back({gpu.index, std::string("nvmlDeviceGetMaxMigDeviceCount: ") + api_->error_string(result)});
+      discovery.left_out.push_back(
+          {gpu.index, std::string("nvmlDeviceGetMaxMigDeviceCount: ") + api_->error_string(result)});
       continue;
     }
     std::vector<GpuInfo> instances;
@@ -143,7 +145,9 @@ Result<Discovery> GpuInventory::Discover() {
       result = found;
       if (result == NVML_SUCCESS) result = Describe(instance, &info, &call);
       if (result == NVML_SUCCESS) instances.push_back(std::move(info));
-      else discovery.left_out.push_back({gpu.index, std::string(call) + " for MIG device " + std::to_string(m) + ": " + api_->error_string(result)});
+      else
+        discovery.left_out.push_back({gpu.index, std::string(call) + " for MIG device " + std::to_string(m) + ": " +
+                                                     api_->error_string(result)});
     }
     if (result == NVML_SUCCESS) discovery.gpus.insert(discovery.gpus.end(), instances.begin(), instances.end());
   }
@@ -156,7 +160,8 @@ bool GpuInventory::Healthy(const GpuInfo& gpu) {
   if (api_->handle_by_index(static_cast<unsigned int>(gpu.index), &device) != NVML_SUCCESS) return false;
   if (gpu.mig_index >= 0) {
     nvmlDevice_t instance = nullptr;
-    if (!api_->HasMig() || api_->mig_by_index(device, static_cast<unsigned int>(gpu.mig_index), &instance) != NVML_SUCCESS)
+    if (!api_->HasMig() ||
+        api_->mig_by_index(device, static_cast<unsigned int>(gpu.mig_index), &instance) != NVML_SUCCESS)
       return false;
     device = instance;
   }

@@ -16,8 +16,8 @@ namespace gpuslice::deviceplugin {
 // What the plugin slices: a whole GPU, or a MIG instance of a GPU in MIG mode (a MIG-mode GPU
 // runs work only inside its instances, so then its instances are listed and not the GPU).
 struct GpuInfo {
-  int index = 0;             // NVML index of the GPU (PCI bus order); a MIG instance's parent's
-  std::string uuid;          // "GPU-...", or "MIG-..." for an instance (what NVIDIA_VISIBLE_DEVICES takes)
+  int index = 0;     // NVML index of the GPU (PCI bus order); a MIG instance's parent's
+  std::string uuid;  // "GPU-...", or "MIG-..." for an instance (what NVIDIA_VISIBLE_DEVICES takes)
   std::string name;
   uint64_t total_memory = 0;  // bytes
   int mig_index = -1;         // the instance's NVML MIG device index on its GPU; -1: a whole GPU

@@ -48,7 +48,8 @@ Status KubeletWatch::Reconcile() {
   for (size_t i = 0; i < endpoints_.size(); ++i) {
     PluginEndpoint& endpoint = *endpoints_[i];
     if (!endpoint.SocketIntact()) {
-      if (registered_with_[i] != 0) Log("gpuslice-device-plugin: " + endpoint.socket_path() + " was removed; serving again");
+      if (registered_with_[i] != 0)
+        Log("gpuslice-device-plugin: " + endpoint.socket_path() + " was removed; serving again");
       registered_with_[i] = 0;
       if (Status served = endpoint.Serve(); !served.ok()) return served;
     }
@@ -75,8 +76,8 @@ Status KubeletWatch::Reconcile() {
 
 Status KubeletWatch::Run(int stop_fd) {
   inotify_fd_.reset(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
-  if (!inotify_fd_.valid() ||
-      inotify_add_watch(inotify_fd_.get(), plugin_dir_.c_str(), IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM) < 0) {
+  if (!inotify_fd_.valid() || inotify_add_watch(inotify_fd_.get(), plugin_dir_.c_str(),
+                                                IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM) < 0) {
     return Status::Error("gpuslice-device-plugin: cannot watch " + plugin_dir_ + " with inotify");
   }
   while (true) {

@@ -34,7 +34,7 @@ class KubeletWatch {
   std::string plugin_dir_;
   std::string kubelet_socket_;
   std::vector<PluginEndpoint*> endpoints_;
-  std::vector<ino_t> registered_with_;  // per endpoint: the kubelet.sock it registered with, 0 = none
+  std::vector<ino_t> registered_with_;   // per endpoint: the kubelet.sock it registered with, 0 = none
   std::vector<std::string> last_error_;  // per endpoint, so that a retry loop logs a failure once
   UniqueFd inotify_fd_;
 };

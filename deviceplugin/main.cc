@@ -137,8 +137,10 @@ Result<Prepared> Prepare(const PluginConfig& config) {
   if (!discovered.ok()) return Status::Error(discovered.message());
   const std::vector<LeftOutGpu>& left_out = discovered->left_out;
   for (const LeftOutGpu& gpu : left_out)
-    std::fprintf(stderr, "gpuslice-device-plugin: GPU %d left out: %s; the others are served (restart the plugin once it is back)\n",
-                 gpu.index, gpu.reason.c_str());
+    std::fprintf(
+        stderr,
+        "gpuslice-device-plugin: GPU %d left out: %s; the others are served (restart the plugin once it is back)\n",
+        gpu.index, gpu.reason.c_str());
   std::vector<GpuInfo>& gpus = prepared.gpus;
   gpus = std::move(discovered->gpus);
   if (Status selected = SelectGpus(config.devices, &gpus); !selected.ok()) return selected;
@@ -152,22 +154,25 @@ Result<Prepared> Prepare(const PluginConfig& config) {
   for (size_t p = 0; p < gpus.size(); ++p) {
     if (catalog.SliceBytes(p) == 0) {
       return Status::InvalidArgument("gpuslice-device-plugin: slicesPerGpu " + std::to_string(config.slices_per_gpu) +
-                                     " leaves " + catalog.Describe(p) + " (" + std::to_string(gpus[p].total_memory >> 20) +
+                                     " leaves " + catalog.Describe(p) + " (" +
+                                     std::to_string(gpus[p].total_memory >> 20) +
                                      " MiB) less than 1 MiB per slice; use fewer slices");
     }
   }
   if (const size_t bytes = ListBytes(catalog); bytes > kMaxListBytes) {
     return Status::InvalidArgument(
-        "gpuslice-device-plugin: " + std::to_string(gpus.size()) + " devices of " + std::to_string(config.slices_per_gpu) +
-        " slices make a ListAndWatch answer of " + std::to_string(bytes) + " bytes, over the " +
-        std::to_string(kMaxListBytes) + " this plugin sends (the kubelet reads at most 4 MiB); use fewer slicesPerGpu or name fewer devices");
+        "gpuslice-device-plugin: " + std::to_string(gpus.size()) + " devices of " +
+        std::to_string(config.slices_per_gpu) + " slices make a ListAndWatch answer of " + std::to_string(bytes) +
+        " bytes, over the " + std::to_string(kMaxListBytes) +
+        " this plugin sends (the kubelet reads at most 4 MiB); use fewer slicesPerGpu or name fewer devices");
   }
   return prepared;
 }
 
 int Main(int argc, char** argv) {
-  CLI::App app{"gpuslice-device-plugin: a Kubernetes device plugin that turns gpuslice.io/gpu requests into "
-               "gpuslice slices of one GPU's memory and time (docs/kubernetes.md)"};
+  CLI::App app{
+      "gpuslice-device-plugin: a Kubernetes device plugin that turns gpuslice.io/gpu requests into "
+      "gpuslice slices of one GPU's memory and time (docs/kubernetes.md)"};
   app.set_version_flag("--version", std::string(GPUSLICE_VERSION));
   std::string config_file;
   app.add_option("--config", config_file, "YAML file of the keys below (flags override it)");
@@ -210,8 +215,9 @@ int Main(int argc, char** argv) {
   std::unique_ptr<GpuInventory> inventory = std::move(prepared->inventory);
   const std::vector<GpuInfo> gpus = std::move(prepared->gpus);
   if (check_config) {
-    std::printf("gpuslice-device-plugin: configuration valid: %zu devices of %d slices, a ListAndWatch answer of %zu bytes\n",
-                gpus.size(), config.slices_per_gpu, ListBytes(DeviceCatalog(gpus, config.slices_per_gpu)));
+    std::printf(
+        "gpuslice-device-plugin: configuration valid: %zu devices of %d slices, a ListAndWatch answer of %zu bytes\n",
+        gpus.size(), config.slices_per_gpu, ListBytes(DeviceCatalog(gpus, config.slices_per_gpu)));
     return 0;
   }
   if (config.preload == PreloadMode::kLdSoPreload) {

@@ -17,18 +17,18 @@ enum class PreloadMode {
 };
 
 struct PluginConfig {
-  std::string resource = "gpuslice.io/gpu";                // resource: the one resource's name
-  int slices_per_gpu = 100;                                 // slicesPerGpu: slices per device (divides 100)
-  std::vector<std::string> devices;                         // devices: UUIDs or indices; empty = all
-  std::string plugin_dir = "/var/lib/kubelet/device-plugins";  // pluginDir
+  std::string resource = "gpuslice.io/gpu";                           // resource: the one resource's name
+  int slices_per_gpu = 100;                                           // slicesPerGpu: slices per device (divides 100)
+  std::vector<std::string> devices;                                   // devices: UUIDs or indices; empty = all
+  std::string plugin_dir = "/var/lib/kubelet/device-plugins";         // pluginDir
   std::string host_library = "/var/lib/gpuslice/lib/libgpuslice.so";  // library (on the host)
   std::string container_library = "/usr/local/gpuslice/lib/libgpuslice.so";  // containerLibrary
-  std::string host_state_dir = "/run/gpuslice";             // stateDir (on the host)
-  std::string container_state_dir = "/run/gpuslice";        // containerStateDir
-  std::string nvml_library = "libnvidia-ml.so.1";           // nvmlLibrary
-  int health_interval_ms = 200;                             // healthIntervalMs
-  PreloadMode preload = PreloadMode::kEnvironment;          // preload: env | ld.so.preload
-  std::string cdi_kind;                                     // cdiKind, e.g. nvidia.com/gpu ("" = none)
+  std::string host_state_dir = "/run/gpuslice";                              // stateDir (on the host)
+  std::string container_state_dir = "/run/gpuslice";                         // containerStateDir
+  std::string nvml_library = "libnvidia-ml.so.1";                            // nvmlLibrary
+  int health_interval_ms = 200;                                              // healthIntervalMs
+  PreloadMode preload = PreloadMode::kEnvironment;                           // preload: env | ld.so.preload
+  std::string cdi_kind;                                                      // cdiKind, e.g. nvidia.com/gpu ("" = none)
   int nvlink_island = 0;  // nvlinkIsland: GPUs per NVLink island by NVML index (0 = none)
   // podResourcesSocket: the kubelet's pod-resources API, read to name each tenant's pod ("" = off)
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";

@@ -50,8 +50,8 @@ Status PluginEndpoint::Serve() {
 }
 
 Status PluginEndpoint::Register() {
-  auto channel = grpc::CreateChannel("unix://" + config_.plugin_dir + "/" + kKubeletSocket,
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel("unix://" + config_.plugin_dir + "/" + kKubeletSocket, grpc::InsecureChannelCredentials());
   auto stub = v1beta1::Registration::NewStub(channel);
   v1beta1::RegisterRequest request;
   request.set_version(kApiVersion);
@@ -63,8 +63,8 @@ Status PluginEndpoint::Register() {
   context.set_deadline(std::chrono::system_clock::now() + kRegisterTimeout);
   const grpc::Status status = stub->Register(&context, request, &reply);
   if (status.ok()) return Status::Ok();
-  return Status::Unavailable("gpuslice-device-plugin: Register of " + resource_ + " with the kubelet failed: " +
-                             status.error_message());
+  return Status::Unavailable("gpuslice-device-plugin: Register of " + resource_ +
+                             " with the kubelet failed: " + status.error_message());
 }
 
 void PluginEndpoint::Stop() {

@@ -17,7 +17,8 @@ namespace gpuslice::deviceplugin {
 
 Result<std::map<std::string, PodOfTenant>> ListTenantPods(const std::string& socket, const std::string& resource,
                                                           int timeout_ms) {
-  auto stub = v1::PodResourcesLister::NewStub(grpc::CreateChannel("unix://" + socket, grpc::InsecureChannelCredentials()));
+  auto stub =
+      v1::PodResourcesLister::NewStub(grpc::CreateChannel("unix://" + socket, grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
   v1::ListPodResourcesResponse response;
@@ -36,7 +37,8 @@ Result<std::map<std::string, PodOfTenant>> ListTenantPods(const std::string& soc
         std::vector<std::string> uuids;
         for (const std::string& id : ids) {
           const auto slice = ParseSliceId(id);
-          if (slice && std::find(uuids.begin(), uuids.end(), slice->device_uuid) == uuids.end()) uuids.push_back(slice->device_uuid);
+          if (slice && std::find(uuids.begin(), uuids.end(), slice->device_uuid) == uuids.end())
+            uuids.push_back(slice->device_uuid);
         }
         for (const std::string& uuid : uuids) entry.devices += (entry.devices.empty() ? "" : ",") + uuid;
         pods[TenantNameForIds(ids)] = entry;
@@ -49,8 +51,11 @@ Result<std::map<std::string, PodOfTenant>> ListTenantPods(const std::string& soc
 Status WritePodsFile(const std::string& path, const std::map<std::string, PodOfTenant>& pods) {
   nlohmann::ordered_json tenants = nlohmann::ordered_json::object();
   for (const auto& [tenant, pod] : pods) {
-    tenants[tenant] = {{"namespace", pod.namespace_name}, {"pod", pod.pod},         {"container", pod.container},
-                       {"devices", pod.devices},          {"slices", pod.slices}};
+    tenants[tenant] = {{"namespace", pod.namespace_name},
+                       {"pod", pod.pod},
+                       {"container", pod.container},
+                       {"devices", pod.devices},
+                       {"slices", pod.slices}};
   }
   const nlohmann::ordered_json file = {{"written_by", "gpuslice-device-plugin"}, {"tenants", tenants}};
   const std::string temporary = path + ".tmp." + std::to_string(getpid());
@@ -93,9 +98,12 @@ bool PodResourcesWatch::StopAsked(int wait_ms) {
 void PodResourcesWatch::Poll(const PluginConfig& config) {
   // Pods keep their names only as long as the kubelet answers: an old map is left as it was
   // (a tenant's pod does not change while it runs), and the log says so once.
-  Result<std::map<std::string, PodOfTenant>> listed = ListTenantPods(config.pod_resources_socket, config.resource, 1000);
+  Result<std::map<std::string, PodOfTenant>> listed =
+      ListTenantPods(config.pod_resources_socket, config.resource, 1000);
   if (!listed.ok()) {
-    if (!failing_) std::fprintf(stderr, "gpuslice-device-plugin: %s; tenants are not named after their pods until it does\n", listed.message().c_str());
+    if (!failing_)
+      std::fprintf(stderr, "gpuslice-device-plugin: %s; tenants are not named after their pods until it does\n",
+                   listed.message().c_str());
     failing_ = true;
     return;
   }
@@ -103,8 +111,8 @@ void PodResourcesWatch::Poll(const PluginConfig& config) {
   if (failing_) std::fprintf(stderr, "gpuslice-device-plugin: the pod-resources API answers again\n");
   failing_ = false;
   auto same = [](const PodOfTenant& a, const PodOfTenant& b) {
-    return a.namespace_name == b.namespace_name && a.pod == b.pod && a.container == b.container && a.devices == b.devices &&
-           a.slices == b.slices;
+    return a.namespace_name == b.namespace_name && a.pod == b.pod && a.container == b.container &&
+           a.devices == b.devices && a.slices == b.slices;
   };
   if (written_once_ && pods.size() == written_.size() &&
       std::equal(pods.begin(), pods.end(), written_.begin(),
@@ -117,8 +125,9 @@ void PodResourcesWatch::Poll(const PluginConfig& config) {
   }
   for (const auto& [tenant, pod] : pods) {
     if (!written_.contains(tenant))
-      std::fprintf(stderr, "gpuslice-device-plugin: tenant %s is pod %s/%s container %s (%d slices on %s)\n", tenant.c_str(),
-                   pod.namespace_name.c_str(), pod.pod.c_str(), pod.container.c_str(), pod.slices, pod.devices.c_str());
+      std::fprintf(stderr, "gpuslice-device-plugin: tenant %s is pod %s/%s container %s (%d slices on %s)\n",
+                   tenant.c_str(), pod.namespace_name.c_str(), pod.pod.c_str(), pod.container.c_str(), pod.slices,
+                   pod.devices.c_str());
   }
   written_ = std::move(pods);
   written_once_ = true;

@@ -67,7 +67,8 @@ NodeModel BuildNode(const DeviceCatalog& catalog, const FreeUnits& free, const s
   } else {
     for (size_t first = 0; first < gpus.size(); first += place::kMaxGpusPerNode) {
       add_group(static_cast<int>(std::min<size_t>(place::kMaxGpusPerNode, gpus.size() - first)));
-      for (size_t i = 0; i < static_cast<size_t>(node.groups.back().gpus); ++i) node.position.back()[i] = static_cast<int>(first + i);
+      for (size_t i = 0; i < static_cast<size_t>(node.groups.back().gpus); ++i)
+        node.position.back()[i] = static_cast<int>(first + i);
     }
     node.island_size = place::kMaxGpusPerNode;
   }
@@ -129,8 +130,9 @@ Result<std::vector<std::string>> PreferSlices(const DeviceCatalog& catalog, cons
   const std::set<std::string> required(must_include.begin(), must_include.end());
   std::set<std::string> offered(available.begin(), available.end());
   if (size <= 0 || static_cast<size_t>(size) > offered.size() || required.size() > static_cast<size_t>(size)) {
-    return Status::InvalidArgument("allocation_size " + std::to_string(size) + " cannot be met from " + std::to_string(offered.size()) +
-                                   " available IDs with " + std::to_string(required.size()) + " required");
+    return Status::InvalidArgument("allocation_size " + std::to_string(size) + " cannot be met from " +
+                                   std::to_string(offered.size()) + " available IDs with " +
+                                   std::to_string(required.size()) + " required");
   }
   // Free slices per device position, in slice order.
   FreeUnits free(catalog.gpus().size());
@@ -184,12 +186,12 @@ Result<std::vector<std::string>> PreferSlices(const DeviceCatalog& catalog, cons
   }
   return Status::ResourceExhausted(
       std::to_string(size) + " slices fit on no single device here: " +
-           (size > per_device && size % per_device != 0
-                ? "more than one device's " + std::to_string(per_device) + " slices and not whole devices (a multiple of " +
-                      std::to_string(per_device) + ")"
-                : size > per_device ? "there are not " + std::to_string(size / per_device) + " wholly free devices"
-                                    : "the most free on one device is " + std::to_string(most) +
-                                          (most > 0 ? " (" + catalog.Describe(at) + ")" : "")) +
+      (size > per_device && size % per_device != 0
+           ? "more than one device's " + std::to_string(per_device) + " slices and not whole devices (a multiple of " +
+                 std::to_string(per_device) + ")"
+       : size > per_device ? "there are not " + std::to_string(size / per_device) + " wholly free devices"
+                           : "the most free on one device is " + std::to_string(most) +
+                                 (most > 0 ? " (" + catalog.Describe(at) + ")" : "")) +
       "; a slice's memory and time are on one device");
 }
 

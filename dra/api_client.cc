@@ -18,17 +18,13 @@ std::string Message(const nlohmann::json& body, const std::string& raw) {
 // httplib names its errors ("Connection", "SSLServerVerification"); a user needs the cause.
 std::string Cause(httplib::Error error, const ApiServer& server) {
   switch (error) {
-    case httplib::Error::Connection:
-      return "cannot connect (Connection)";
+    case httplib::Error::Connection: return "cannot connect (Connection)";
     case httplib::Error::SSLServerVerification:
-      return "its certificate is not vouched for by " + (server.ca_file.empty() ? std::string("the system's CAs") : server.ca_file) +
-             " (SSLServerVerification)";
-    case httplib::Error::SSLConnection:
-      return "the TLS handshake failed (SSLConnection)";
-    case httplib::Error::Read:
-      return "the connection broke while reading (Read)";
-    default:
-      return httplib::to_string(error);
+      return "its certificate is not vouched for by " +
+             (server.ca_file.empty() ? std::string("the system's CAs") : server.ca_file) + " (SSLServerVerification)";
+    case httplib::Error::SSLConnection: return "the TLS handshake failed (SSLConnection)";
+    case httplib::Error::Read: return "the connection broke while reading (Read)";
+    default: return httplib::to_string(error);
   }
 }
 
@@ -37,7 +33,8 @@ std::string Cause(httplib::Error error, const ApiServer& server) {
 ApiClient::ApiClient(ApiServer server, Backoff backoff) : server_(std::move(server)), backoff_(backoff) {}
 ApiClient::~ApiClient() = default;
 
-Result<ApiClient::Reply> ApiClient::Call(const std::string& method, const std::string& path, const nlohmann::json* body) {
+Result<ApiClient::Reply> ApiClient::Call(const std::string& method, const std::string& path,
+                                         const nlohmann::json* body) {
   auto delay = backoff_.first;
   std::string last;
   for (int attempt = 1; attempt <= backoff_.tries; ++attempt) {
@@ -68,8 +65,8 @@ Result<ApiClient::Reply> ApiClient::Call(const std::string& method, const std::s
       delay *= 2;
     }
   }
-  return Status::Unavailable("gpuslice-dra-driver: the API server at " + server_.url + " did not answer " + method + " " +
-                             path + " after " + std::to_string(backoff_.tries) + " tries: " + last);
+  return Status::Unavailable("gpuslice-dra-driver: the API server at " + server_.url + " did not answer " + method +
+                             " " + path + " after " + std::to_string(backoff_.tries) + " tries: " + last);
 }
 
 Result<nlohmann::json> ApiClient::GetResourceClaim(const std::string& claim_namespace, const std::string& name) {

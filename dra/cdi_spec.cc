@@ -25,13 +25,18 @@ nlohmann::json CdiSpecJson(const DriverConfig& config, const std::string& claim_
   nlohmann::json variables = nlohmann::json::array();
   for (const auto& [name, value] : env) variables.push_back(name + "=" + value);
   nlohmann::json mounts = {
-      {{"hostPath", config.host_library}, {"containerPath", config.container_library}, {"options", {"ro", "nosuid", "nodev", "bind"}}},
-      {{"hostPath", config.host_state_dir}, {"containerPath", config.container_state_dir}, {"options", {"rw", "nosuid", "nodev", "bind"}}},
+      {{"hostPath", config.host_library},
+       {"containerPath", config.container_library},
+       {"options", {"ro", "nosuid", "nodev", "bind"}}},
+      {{"hostPath", config.host_state_dir},
+       {"containerPath", config.container_state_dir},
+       {"options", {"rw", "nosuid", "nodev", "bind"}}},
   };
   return {{"cdiVersion", kCdiVersion},
           {"kind", kCdiKind},
           {"devices",
-           {{{"name", CdiDeviceName(claim_uid, device)}, {"containerEdits", {{"env", variables}, {"mounts", mounts}}}}}}};
+           {{{"name", CdiDeviceName(claim_uid, device)},
+             {"containerEdits", {{"env", variables}, {"mounts", mounts}}}}}}};
 }
 
 Status WriteCdiSpec(const DriverConfig& config, const std::string& claim_uid, const nlohmann::json& spec) {
@@ -41,7 +46,8 @@ Status WriteCdiSpec(const DriverConfig& config, const std::string& claim_uid, co
   out << spec.dump(2) << "\n";
   out.close();
   if (!out || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    Status failed = Status::Error("gpuslice-dra-driver: cannot write the CDI spec " + path + ": " + std::strerror(errno));
+    Status failed =
+        Status::Error("gpuslice-dra-driver: cannot write the CDI spec " + path + ": " + std::strerror(errno));
     std::remove(temporary.c_str());
     return failed;
   }

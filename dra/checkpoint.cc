@@ -47,7 +47,8 @@ Status SaveCheckpoint(const std::string& path, const PreparedClaims& claims) {
   for (const auto& [uid, claim] : claims) {
     nlohmann::json devices = nlohmann::json::array();
     for (const auto& d : claim.devices) {
-      devices.push_back({{"request", d.request}, {"pool", d.pool}, {"device", d.device}, {"cdiDeviceIds", d.cdi_device_ids}});
+      devices.push_back(
+          {{"request", d.request}, {"pool", d.pool}, {"device", d.device}, {"cdiDeviceIds", d.cdi_device_ids}});
     }
     doc["claims"][uid] = {{"namespace", claim.claim_namespace}, {"name", claim.name}, {"devices", devices}};
   }
@@ -56,7 +57,8 @@ Status SaveCheckpoint(const std::string& path, const PreparedClaims& claims) {
   out << doc.dump(2) << "\n";
   out.close();
   if (!out || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    Status failed = Status::Error("gpuslice-dra-driver: cannot write the checkpoint " + path + ": " + std::strerror(errno));
+    Status failed =
+        Status::Error("gpuslice-dra-driver: cannot write the checkpoint " + path + ": " + std::strerror(errno));
     std::remove(temporary.c_str());
     return failed;
   }

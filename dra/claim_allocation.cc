@@ -41,21 +41,25 @@ Status ApplyConfig(const json& parameters, ClaimDevice* out) {
   for (const auto& [key, value] : parameters.items()) {
     if (key == "apiVersion") {
       if (value != kConfigApiVersion) {
-        return Status::InvalidArgument("its gpuslice configuration has apiVersion " + value.dump() + "; expected " + kConfigApiVersion);
+        return Status::InvalidArgument("its gpuslice configuration has apiVersion " + value.dump() + "; expected " +
+                                       kConfigApiVersion);
       }
     } else if (key == "kind") {
       if (value != kConfigKind) {
-        return Status::InvalidArgument("its gpuslice configuration has kind " + value.dump() + "; expected " + kConfigKind);
+        return Status::InvalidArgument("its gpuslice configuration has kind " + value.dump() + "; expected " +
+                                       kConfigKind);
       }
     } else if (key == "computeClass") {
       static const std::set<std::string> kClasses = {"latency", "standard", "background"};
       if (!value.is_string() || !kClasses.count(value.get<std::string>())) {
-        return Status::InvalidArgument("its gpuslice configuration has computeClass " + value.dump() + "; expected latency, standard or background");
+        return Status::InvalidArgument("its gpuslice configuration has computeClass " + value.dump() +
+                                       "; expected latency, standard or background");
       }
       out->compute_class = value.get<std::string>();
     } else if (key == "computeLimit") {
       if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 100) {
-        return Status::InvalidArgument("its gpuslice configuration has computeLimit " + value.dump() + "; expected a percentage from 1 to 100");
+        return Status::InvalidArgument("its gpuslice configuration has computeLimit " + value.dump() +
+                                       "; expected a percentage from 1 to 100");
       }
       out->compute_limit = value.get<int>();
     } else {
@@ -64,7 +68,8 @@ Status ApplyConfig(const json& parameters, ClaimDevice* out) {
     }
   }
   if (!parameters.contains("apiVersion") || !parameters.contains("kind")) {
-    return Status::InvalidArgument(std::string("its gpuslice configuration lacks apiVersion or kind (") + kConfigApiVersion + ", " + kConfigKind + ")");
+    return Status::InvalidArgument(std::string("its gpuslice configuration lacks apiVersion or kind (") +
+                                   kConfigApiVersion + ", " + kConfigKind + ")");
   }
   return Status::Ok();
 }
@@ -103,8 +108,9 @@ Result<ClaimDevice> ReadClaimAllocation(const json& claim, const DriverConfig& c
     return Status::InvalidArgument(what + " has no device of driver " + config.driver_name);
   }
   if (mine.size() > 1) {
-    return Status::InvalidArgument(what + " has " + std::to_string(mine.size()) + " devices of " + config.driver_name +
-                                   "; a container's memory and time are never split over devices: ask for one device per claim");
+    return Status::InvalidArgument(
+        what + " has " + std::to_string(mine.size()) + " devices of " + config.driver_name +
+        "; a container's memory and time are never split over devices: ask for one device per claim");
   }
   const json& result = *mine[0];
   // "<request>/<subrequest>" when a firstAvailable alternative was chosen; the kubelet wants
@@ -115,8 +121,8 @@ Result<ClaimDevice> ReadClaimAllocation(const json& claim, const DriverConfig& c
   out.device = result.value("device", "");
   const NodeDevice* device = out.pool == config.node_name ? FindDevice(devices, out.device) : nullptr;
   if (!device) {
-    return Status::InvalidArgument(what + " is allocated device " + out.device + " of pool " + out.pool + ", which node " +
-                                   config.node_name + " does not have");
+    return Status::InvalidArgument(what + " is allocated device " + out.device + " of pool " + out.pool +
+                                   ", which node " + config.node_name + " does not have");
   }
   out.uuid = device->gpu.uuid;
   // No consumedCapacity: allocated without consumable capacity (the feature off), so the whole device.
@@ -125,18 +131,20 @@ Result<ClaimDevice> ReadClaimAllocation(const json& claim, const DriverConfig& c
   if (const json* memory = Consumed(result, config.driver_name, "memory")) {
     const auto bytes = QuantityValue(*memory);
     if (!bytes || *bytes == 0) {
-      return Status::InvalidArgument(what + " consumes memory " + memory->dump() + " of " + out.device + ": not a quantity of bytes");
+      return Status::InvalidArgument(what + " consumes memory " + memory->dump() + " of " + out.device +
+                                     ": not a quantity of bytes");
     }
     if (*bytes > device->gpu.total_memory) {
-      return Status::InvalidArgument(what + " consumes memory " + memory->dump() + " of " + out.device + ", which has " +
-                                     std::to_string(device->gpu.total_memory) + " bytes");
+      return Status::InvalidArgument(what + " consumes memory " + memory->dump() + " of " + out.device +
+                                     ", which has " + std::to_string(device->gpu.total_memory) + " bytes");
     }
     out.memory = *bytes;
   }
   if (const json* compute = Consumed(result, config.driver_name, "compute")) {
     const auto percent = QuantityValue(*compute);
     if (!percent || *percent < 1 || *percent > 100) {
-      return Status::InvalidArgument(what + " consumes compute " + compute->dump() + " of " + out.device + ", which has 100 (percent)");
+      return Status::InvalidArgument(what + " consumes compute " + compute->dump() + " of " + out.device +
+                                     ", which has 100 (percent)");
     }
     out.compute = static_cast<int>(*percent);
   }
@@ -155,8 +163,9 @@ Result<ClaimDevice> ReadClaimAllocation(const json& claim, const DriverConfig& c
     }
   }
   if (out.compute_limit && out.compute_limit < out.compute) {
-    return Status::InvalidArgument(what + " books compute " + std::to_string(out.compute) + " under its configuration's computeLimit " +
-                                   std::to_string(out.compute_limit) + "; the limit must be at least what is booked");
+    return Status::InvalidArgument(what + " books compute " + std::to_string(out.compute) +
+                                   " under its configuration's computeLimit " + std::to_string(out.compute_limit) +
+                                   "; the limit must be at least what is booked");
   }
   return out;
 }

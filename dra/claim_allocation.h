@@ -28,9 +28,9 @@ struct ClaimDevice {
   std::string request;  // the claim's request name the device was allocated for
   std::string pool;
   std::string device;
-  std::string uuid;      // what NVIDIA_VISIBLE_DEVICES names
-  uint64_t memory = 0;   // bytes booked
-  int compute = 0;       // percent of the device's time booked
+  std::string uuid;           // what NVIDIA_VISIBLE_DEVICES names
+  uint64_t memory = 0;        // bytes booked
+  int compute = 0;            // percent of the device's time booked
   std::string compute_class;  // empty: the shim's default
   int compute_limit = 0;      // 0: none
 };

@@ -60,7 +60,9 @@ Result<std::vector<PreparedDevice>> ClaimPreparer::Prepare(const ClaimRef& ref) 
     return written;
   }
   PreparedClaims next = claims_;
-  next[ref.uid] = {ref.claim_namespace, ref.name, {{device.request, device.pool, device.device, {CdiDeviceId(ref.uid, device.device)}}}};
+  next[ref.uid] = {ref.claim_namespace,
+                   ref.name,
+                   {{device.request, device.pool, device.device, {CdiDeviceId(ref.uid, device.device)}}}};
   if (Status saved = SaveCheckpoint(checkpoint_path(), next); !saved.ok()) {
     (void)RemoveCdiSpec(config_, ref.uid);  // nothing changes on failure
     return saved;

@@ -8,10 +8,10 @@ namespace gpuslice::dra {
 
 struct DriverConfig {
   std::string driver_name = "gpu.gpuslice.io";  // ResourceSlice spec.driver, DeviceClass selectors
-  std::string node_name;                         // this node; also the pool's name
-  std::string plugin_dir;     // the DRAPlugin socket and the checkpoint (/var/lib/kubelet/plugins/<driver>)
-  std::string registry_dir;   // the kubelet's plugins_registry: the registration socket
-  std::string cdi_dir;        // where the container runtime reads CDI specs (/var/run/cdi)
+  std::string node_name;                        // this node; also the pool's name
+  std::string plugin_dir;    // the DRAPlugin socket and the checkpoint (/var/lib/kubelet/plugins/<driver>)
+  std::string registry_dir;  // the kubelet's plugins_registry: the registration socket
+  std::string cdi_dir;       // where the container runtime reads CDI specs (/var/run/cdi)
   std::string nvml_library = "libnvidia-ml.so.1";
   // The shim and the broker's state directory: their host paths (CDI mounts' sources) and the
   // paths a container sees them at.

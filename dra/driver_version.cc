@@ -11,8 +11,8 @@ std::string NvmlDriverVersion(const std::string& library) {
   const UniqueDl handle(dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL));
   if (!handle) return "";
   std::string version;
-  if (auto get = reinterpret_cast<decltype(&nvmlSystemGetDriverVersion)>(
-          dlsym(handle.get(), "nvmlSystemGetDriverVersion"))) {
+  if (auto get =
+          reinterpret_cast<decltype(&nvmlSystemGetDriverVersion)>(dlsym(handle.get(), "nvmlSystemGetDriverVersion"))) {
     char text[96] = {};
     if (get(text, sizeof text) == NVML_SUCCESS) version = text;
   }

@@ -40,7 +40,8 @@ Result<HealthyDevices> FindHealthyDevices(deviceplugin::GpuInventory& inventory)
   if (!discovered.ok()) return discovered.status();
   HealthyDevices found;
   std::vector<deviceplugin::GpuInfo> healthy;
-  for (const auto& l : discovered->left_out) found.left_out_lines += "gpuslice-dra-driver: GPU " + std::to_string(l.index) + " left out: " + l.reason + "\n";
+  for (const auto& l : discovered->left_out)
+    found.left_out_lines += "gpuslice-dra-driver: GPU " + std::to_string(l.index) + " left out: " + l.reason + "\n";
   for (const auto& gpu : discovered->gpus) {
     if (inventory.Healthy(gpu)) {
       healthy.push_back(gpu);
@@ -64,13 +65,16 @@ int Run(int argc, char** argv) {
   std::string kubeconfig, api_server, token_file, service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
   int poll_ms = 5000, api_tries = 5, api_backoff_ms = 200;
   app.add_option("--driver-name", config.driver_name, "the DRA driver name")->capture_default_str();
-  app.add_option("--node-name", config.node_name, "this node's name (the pool's name)")->required()->envname("NODE_NAME");
+  app.add_option("--node-name", config.node_name, "this node's name (the pool's name)")
+      ->required()
+      ->envname("NODE_NAME");
   app.add_option("--plugin-dir", config.plugin_dir, "the DRAPlugin socket and the checkpoint")->required();
   app.add_option("--registry-dir", config.registry_dir, "the kubelet's plugins_registry")->capture_default_str();
   app.add_option("--cdi-dir", config.cdi_dir, "where CDI specs are written")->capture_default_str();
   app.add_option("--nvml-library", config.nvml_library, "libnvidia-ml.so.1 (a path or a name)")->capture_default_str();
   app.add_option("--library", config.host_library, "the host path of libgpuslice.so")->required();
-  app.add_option("--container-library", config.container_library, "where containers see libgpuslice.so")->capture_default_str();
+  app.add_option("--container-library", config.container_library, "where containers see libgpuslice.so")
+      ->capture_default_str();
   app.add_option("--state-dir", config.host_state_dir, "the host path of the broker's state directory")->required();
   app.add_option("--container-state-dir", config.container_state_dir, "where containers see it")->capture_default_str();
   app.add_option("--kubeconfig", kubeconfig, "a kubeconfig (development); default: the pod's service account");
@@ -78,9 +82,15 @@ int Run(int argc, char** argv) {
   app.add_option("--token-file", token_file, "a bearer token for --api-server");
   app.add_option("--service-account-dir", service_account_dir, "in a pod: the service account's token and ca.crt")
       ->capture_default_str();
-  app.add_option("--poll-interval-ms", poll_ms, "how often device health is checked")->capture_default_str()->check(CLI::Range(10, 600000));
-  app.add_option("--api-tries", api_tries, "tries per API call before an error")->capture_default_str()->check(CLI::Range(1, 100));
-  app.add_option("--api-backoff-ms", api_backoff_ms, "the first retry's delay, doubled after each")->capture_default_str()->check(CLI::Range(1, 60000));
+  app.add_option("--poll-interval-ms", poll_ms, "how often device health is checked")
+      ->capture_default_str()
+      ->check(CLI::Range(10, 600000));
+  app.add_option("--api-tries", api_tries, "tries per API call before an error")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  app.add_option("--api-backoff-ms", api_backoff_ms, "the first retry's delay, doubled after each")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 60000));
   config.registry_dir = "/var/lib/kubelet/plugins_registry";
   config.cdi_dir = "/var/run/cdi";
   try {
@@ -100,7 +110,8 @@ int Run(int argc, char** argv) {
   if (!api_server.empty()) server.url = api_server;
   if (!token_file.empty()) {
     std::ifstream in(token_file);
-    if (!std::getline(in, server.token)) return Fail(kExitUsage, "gpuslice-dra-driver: cannot read --token-file " + token_file);
+    if (!std::getline(in, server.token))
+      return Fail(kExitUsage, "gpuslice-dra-driver: cannot read --token-file " + token_file);
   }
 
   // Signals are waited for with sigtimedwait: blocked before any thread starts.

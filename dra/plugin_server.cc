@@ -86,7 +86,8 @@ class PluginServer::RegistrationService final : public pluginregistration::Regis
   std::atomic<int>* const registrations_;
 };
 
-PluginServer::PluginServer(const DriverConfig& config, ClaimPreparer* preparer) : config_(config), preparer_(preparer) {}
+PluginServer::PluginServer(const DriverConfig& config, ClaimPreparer* preparer)
+    : config_(config), preparer_(preparer) {}
 PluginServer::~PluginServer() { Stop(); }
 
 Status PluginServer::Start() {
@@ -96,7 +97,8 @@ Status PluginServer::Start() {
     std::unique_ptr<grpc::Server>* server;
   };
   dra_service_ = std::make_unique<DraService>(preparer_);
-  registration_service_ = std::make_unique<RegistrationService>(config_, plugin_socket(), &registered_, &registrations_);
+  registration_service_ =
+      std::make_unique<RegistrationService>(config_, plugin_socket(), &registered_, &registrations_);
   for (const Endpoint& e : {Endpoint{plugin_socket(), dra_service_.get(), &dra_server_},
                             Endpoint{registration_socket(), registration_service_.get(), &registration_server_}}) {
     unlink(e.socket.c_str());  // a stale socket of an earlier run refuses the bind

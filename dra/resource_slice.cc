@@ -33,7 +33,10 @@ nlohmann::json DeviceJson(const NodeDevice& device, const std::string& driver_ve
          {{"default", std::to_string(kDefaultComputePercent)},
           {"validRange", {{"min", "1"}, {"max", "100"}, {"step", "1"}}}}}}},
   };
-  return {{"name", device.name}, {"allowMultipleAllocations", true}, {"attributes", attributes}, {"capacity", capacity}};
+  return {{"name", device.name},
+          {"allowMultipleAllocations", true},
+          {"attributes", attributes},
+          {"capacity", capacity}};
 }
 
 }  // namespace

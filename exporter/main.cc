@@ -157,9 +157,8 @@ int main(int argc, char** argv) {
                                     return sink.write(page->data() + offset, length);
                                   });
   });
-  server.Get("/healthz", [](const httplib::Request&, httplib::Response& response) {
-    response.set_content("ok\n", "text/plain");
-  });
+  server.Get("/healthz",
+             [](const httplib::Request&, httplib::Response& response) { response.set_content("ok\n", "text/plain"); });
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second exporter (or
   // anything else) on the same port binds too and steals half the scrapes instead of failing.
   server.set_socket_options([](socket_t sock) {

@@ -223,7 +223,8 @@ void Tenants(Writer* w, const Scrape& s) {
             "The tenant's share of the GPU's time over the last complete measurement window (at least 10 s), "
             "0 to 1; absent before the first window completes and once the tenant has no process on the GPU.",
             [](const GpuView& g, const TenantView& t) {
-              const bool shown = g.share_window_complete && g.mode == static_cast<uint32_t>(broker::SharingMode::kTimeslice) &&
+              const bool shown = g.share_window_complete &&
+                                 g.mode == static_cast<uint32_t>(broker::SharingMode::kTimeslice) &&
                                  !t.processes.empty();
               return shown ? std::optional<double>(static_cast<double>(t.last_share_ppm) / 1e6) : std::nullopt;
             });
@@ -239,11 +240,9 @@ void Tenants(Writer* w, const Scrape& s) {
   PerTenantInt(w, s, "gpuslice_tenant_refused_allocations_total", "counter",
                "Allocations refused because they would have exceeded the tenant's quota on the GPU.",
                [](const TenantView& t) { return std::optional<uint64_t>(t.refused_allocations); });
-  PerTenantInt(w, s, "gpuslice_tenant_refused_bytes_total", "counter",
-               "The sizes of the refused allocations, summed.",
+  PerTenantInt(w, s, "gpuslice_tenant_refused_bytes_total", "counter", "The sizes of the refused allocations, summed.",
                [](const TenantView& t) { return std::optional<uint64_t>(t.refused_bytes); });
-  PerTenantInt(w, s, "gpuslice_tenant_processes", "gauge",
-               "The tenant's live processes registered on the GPU.",
+  PerTenantInt(w, s, "gpuslice_tenant_processes", "gauge", "The tenant's live processes registered on the GPU.",
                [](const TenantView& t) { return std::optional<uint64_t>(t.processes.size()); });
   PerTenantInt(w, s, "gpuslice_tenant_waiting_processes", "gauge",
                "The tenant's processes waiting for the GPU's grant now.",
@@ -275,20 +274,26 @@ void Devices(Writer* w, const std::vector<DeviceFigures>& devices) {
     w->Sample("gpuslice_device_info", "", l, uint64_t{1});
   }
   w->Family("gpuslice_device_memory_total_bytes", "gauge", "The device's memory (NVML).");
-  for (const auto& d : devices) w->Sample("gpuslice_device_memory_total_bytes", "", labels(d), uint64_t{d.memory_total});
-  w->Family("gpuslice_device_memory_used_bytes", "gauge", "Memory in use on the device by every process, managed or not (NVML).");
+  for (const auto& d : devices)
+    w->Sample("gpuslice_device_memory_total_bytes", "", labels(d), uint64_t{d.memory_total});
+  w->Family("gpuslice_device_memory_used_bytes", "gauge",
+            "Memory in use on the device by every process, managed or not (NVML).");
   for (const auto& d : devices) w->Sample("gpuslice_device_memory_used_bytes", "", labels(d), uint64_t{d.memory_used});
   bool any = false;
   for (const auto& d : devices) {
     if (!d.utilization_pct) continue;
-    if (!any) w->Family("gpuslice_device_utilization_ratio", "gauge", "Fraction of the last sample period a kernel ran on the device (NVML), 0 to 1.");
+    if (!any)
+      w->Family("gpuslice_device_utilization_ratio", "gauge",
+                "Fraction of the last sample period a kernel ran on the device (NVML), 0 to 1.");
     any = true;
     w->Sample("gpuslice_device_utilization_ratio", "", labels(d), *d.utilization_pct / 100.0);
   }
   any = false;
   for (const auto& d : devices) {
     if (!d.processes) continue;
-    if (!any) w->Family("gpuslice_device_processes", "gauge", "Compute processes running on the device, managed or not (NVML).");
+    if (!any)
+      w->Family("gpuslice_device_processes", "gauge",
+                "Compute processes running on the device, managed or not (NVML).");
     any = true;
     w->Sample("gpuslice_device_processes", "", labels(d), uint64_t{*d.processes});
   }
@@ -360,9 +365,11 @@ void RenderMetrics(const ScrapeInput& input, std::string* out) {
   w.Family("gpuslice_nvml_up", "gauge", "1 when NVML answered at this scrape.");
   w.Sample("gpuslice_nvml_up", "", "", uint64_t{input.devices != nullptr});
   if (const broker::Snapshot* s = input.snapshot) {
-    w.Family("gpuslice_ledger_repairs_total", "counter", "Memory ledgers repaired after a process died holding their lock.");
+    w.Family("gpuslice_ledger_repairs_total", "counter",
+             "Memory ledgers repaired after a process died holding their lock.");
     w.Sample("gpuslice_ledger_repairs_total", "", "", s->ledger_repairs);
-    w.Family("gpuslice_processes_reaped_total", "counter", "Dead processes whose charges were returned to their tenant.");
+    w.Family("gpuslice_processes_reaped_total", "counter",
+             "Dead processes whose charges were returned to their tenant.");
     w.Sample("gpuslice_processes_reaped_total", "", "", s->processes_reaped);
     Gpus(&w, *s);
     Tenants(&w, Scrape{*s, input.pods, input.first_seen});

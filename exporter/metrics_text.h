@@ -15,7 +15,7 @@ namespace gpuslice::exporter {
 
 // One device as NVML reports it (nvml_devices.h).
 struct DeviceFigures {
-  std::string uuid;                 // "GPU-..." (the broker's gpu label)
+  std::string uuid;  // "GPU-..." (the broker's gpu label)
   std::string name;
   int index = 0;
   unsigned long long memory_total = 0;
@@ -31,9 +31,9 @@ struct DeviceFigures {
 };
 
 struct ScrapeInput {
-  const broker::Snapshot* snapshot = nullptr;  // nullptr: the segment could not be read
+  const broker::Snapshot* snapshot = nullptr;           // nullptr: the segment could not be read
   const std::vector<DeviceFigures>* devices = nullptr;  // nullptr: NVML is not available
-  const PodNames* pods = nullptr;  // the device plugin's tenant -> pod map; nullptr: none
+  const PodNames* pods = nullptr;                       // the device plugin's tenant -> pod map; nullptr: none
   // Tenants (SeriesKey) whose series this exporter shows for the first time: their counters
   // read 0 in this scrape (FirstSight below).
   const std::set<std::string>* first_seen = nullptr;

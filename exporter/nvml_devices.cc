@@ -84,7 +84,8 @@ Result<std::vector<DeviceFigures>> NvmlDevices::Read() {
       std::vector<nvmlProcessInfo_t> infos(processes + 8);
       unsigned int listed = static_cast<unsigned int>(infos.size());
       if (processes > 0 && api_->processes(device, &listed, infos.data()) == NVML_SUCCESS)
-        for (unsigned int k = 0; k < listed; ++k) figures.process_list.push_back({infos[k].pid, infos[k].usedGpuMemory});
+        for (unsigned int k = 0; k < listed; ++k)
+          figures.process_list.push_back({infos[k].pid, infos[k].usedGpuMemory});
     }
     devices.push_back(std::move(figures));
   }

@@ -29,7 +29,8 @@ std::vector<MigProfile> SevenProfiles(const char* const names[7], const int sms[
 
 std::vector<MigGpuModel> BuildModels() {
   static const char* const a100_40[7] = {"1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"};
-  static const char* const a100_80[7] = {"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"};
+  static const char* const a100_80[7] = {"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb",
+                                         "3g.40gb", "4g.40gb",    "7g.80gb"};
   static const char* const h200[7] = {"1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"};
   static const int ampere_sms[7] = {14, 14, 14, 28, 42, 56, 98};
   static const int hopper_sms[7] = {16, 16, 26, 32, 60, 64, 132};
@@ -100,7 +101,8 @@ Result<std::vector<MigPlacement>> ValidateMigLayout(const MigGpuModel& model, st
     if (const size_t at = item.find('@'); at != item.npos) {
       const std::string_view digits = item.substr(at + 1);
       if (digits.size() != 1 || digits[0] < '0' || digits[0] > '7') {
-        return Status::InvalidArgument("'" + std::string(item) + "': a start is one memory slice, 0 to 7 (e.g. 1g.18gb@6)");
+        return Status::InvalidArgument("'" + std::string(item) +
+                                       "': a start is one memory slice, 0 to 7 (e.g. 1g.18gb@6)");
       }
       start = digits[0] - '0';
       item = item.substr(0, at);
@@ -113,8 +115,8 @@ Result<std::vector<MigPlacement>> ValidateMigLayout(const MigGpuModel& model, st
       std::string starts;
       for (int s = 0; s < kMigMemorySlices; ++s)
         if (profile->starts & (1u << s)) starts += (starts.empty() ? "" : ",") + std::to_string(s);
-      return Status::InvalidArgument(std::string(profile->name) + " cannot start at memory slice " + std::to_string(start) +
-                                     "; its valid starts are " + starts);
+      return Status::InvalidArgument(std::string(profile->name) + " cannot start at memory slice " +
+                                     std::to_string(start) + "; its valid starts are " + starts);
     }
     placed.push_back({profile, -1});
     pinned.push_back(start);
@@ -127,7 +129,8 @@ Result<std::vector<MigPlacement>> ValidateMigLayout(const MigGpuModel& model, st
   for (const auto& p : model.profiles) {
     const auto n = std::count_if(placed.begin(), placed.end(), [&](const MigPlacement& x) { return x.profile == &p; });
     if (n > p.max_count) {
-      return Status::InvalidArgument(std::to_string(n) + " x " + p.name + ": at most " + std::to_string(p.max_count) + " fit on one GPU");
+      return Status::InvalidArgument(std::to_string(n) + " x " + p.name + ": at most " + std::to_string(p.max_count) +
+                                     " fit on one GPU");
     }
     if (std::string_view(p.name).find("+me") != std::string_view::npos) me_count += static_cast<int>(n);
   }
@@ -137,11 +140,12 @@ Result<std::vector<MigPlacement>> ValidateMigLayout(const MigGpuModel& model, st
     memory += p.profile->memory_slices;
   }
   if (compute > kMigComputeSlices || memory > kMigMemorySlices) {
-    return Status::InvalidArgument("the instances need " + std::to_string(compute) + " compute and " + std::to_string(memory) +
-                                   " memory slices; a GPU has 7 and 8");
+    return Status::InvalidArgument("the instances need " + std::to_string(compute) + " compute and " +
+                                   std::to_string(memory) + " memory slices; a GPU has 7 and 8");
   }
   if (!PlaceFrom(&placed, pinned, 0, 0)) {
-    return Status::InvalidArgument("no placement fits these instances side by side (e.g. a 4g and a 3g can share a GPU, a 4g and two 2g cannot)");
+    return Status::InvalidArgument(
+        "no placement fits these instances side by side (e.g. a 4g and a 3g can share a GPU, a 4g and two 2g cannot)");
   }
   return placed;
 }

@@ -24,21 +24,21 @@ inline constexpr int kMigMemorySlices = 8;
 inline constexpr int kMigComputeSlices = 7;
 
 struct MigProfile {
-  const char* name;      // "3g.71gb"
-  int nvml_profile;      // NVML_GPU_INSTANCE_PROFILE_* (nvmlDeviceGetGpuInstanceProfileInfo)
-  int lgip_id;           // the ID column of `nvidia-smi mig -lgip` (19, 20, 15, 14, 9, 5, 0)
-  int compute_slices;    // the "g"
-  int memory_slices;     // of kMigMemorySlices
-  int sm_count;          // SMs of an instance (nvidia-smi mig -lgip)
-  int max_count;         // instances of this profile that fit on one GPU
-  uint8_t starts;        // bit s set: the instance may start at memory slice s
+  const char* name;    // "3g.71gb"
+  int nvml_profile;    // NVML_GPU_INSTANCE_PROFILE_* (nvmlDeviceGetGpuInstanceProfileInfo)
+  int lgip_id;         // the ID column of `nvidia-smi mig -lgip` (19, 20, 15, 14, 9, 5, 0)
+  int compute_slices;  // the "g"
+  int memory_slices;   // of kMigMemorySlices
+  int sm_count;        // SMs of an instance (nvidia-smi mig -lgip)
+  int max_count;       // instances of this profile that fit on one GPU
+  uint8_t starts;      // bit s set: the instance may start at memory slice s
 };
 
 struct MigGpuModel {
-  const char* key;         // GPUSLICE_SIM_MODEL value: A100-40GB, A100-80GB, H100-80GB, H200
-  const char* name;        // device name as the driver reports it
-  uint64_t memory_bytes;   // total device memory
-  int sm_count;            // SMs of the whole GPU with MIG disabled
+  const char* key;        // GPUSLICE_SIM_MODEL value: A100-40GB, A100-80GB, H100-80GB, H200
+  const char* name;       // device name as the driver reports it
+  uint64_t memory_bytes;  // total device memory
+  int sm_count;           // SMs of the whole GPU with MIG disabled
   std::vector<MigProfile> profiles;
 };
 

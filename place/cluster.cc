@@ -72,8 +72,8 @@ std::vector<Pod> BuildPods(const std::vector<PodSpec>& specs, const Cluster& clu
         }
       }
     }
-    auto [it, added] = classes.emplace(std::make_tuple(pod.cpu_milli, pod.gpu_milli, pod.num_gpu),
-                                       static_cast<int>(classes.size()));
+    auto [it, added] =
+        classes.emplace(std::make_tuple(pod.cpu_milli, pod.gpu_milli, pod.num_gpu), static_cast<int>(classes.size()));
     pod.score_class = it->second;
     switch (pod.num_gpu) {
       case 0: pod.kind = PodKind::kPureCpu; break;
@@ -117,7 +117,8 @@ void MigTake(NodeState& node, int g, int milli, bool take) {
   if (i < 0) return;
   node.mig_used[static_cast<size_t>(g)] ^= static_cast<uint8_t>(1u << i);
   const int16_t capacity = node.mig_capacity[static_cast<size_t>(i)];
-  node.gpu_left[static_cast<size_t>(g)] = static_cast<int16_t>(node.gpu_left[static_cast<size_t>(g)] + (take ? -capacity : capacity));
+  node.gpu_left[static_cast<size_t>(g)] =
+      static_cast<int16_t>(node.gpu_left[static_cast<size_t>(g)] + (take ? -capacity : capacity));
 }
 
 }  // namespace
@@ -135,7 +136,8 @@ GpuMask GpusWithRoom(const NodeState& node, const Pod& pod) {
   if (!pod.keep_tier_apart) return room;
   for (int g = 0; g < node.gpus; ++g) {
     for (int t = 0; t < kTiers; ++t) {
-      if (t != pod.tier && node.tier_pods[static_cast<size_t>(g)][static_cast<size_t>(t)] > 0) room &= ~(GpuMask{1} << g);
+      if (t != pod.tier && node.tier_pods[static_cast<size_t>(g)][static_cast<size_t>(t)] > 0)
+        room &= ~(GpuMask{1} << g);
     }
   }
   return room;
@@ -163,7 +165,8 @@ GpuMask IslandFreeGpus(const NodeState& node, int count, int island_size) {
   int best_island = -1, best_free = 0;
   for (int first = 0; island_size > 0 && first < node.gpus; first += island_size) {
     int free = 0;
-    for (int g = first; g < std::min(node.gpus, first + island_size); ++g) free += node.gpu_left[static_cast<size_t>(g)] == kMilliPerGpu;
+    for (int g = first; g < std::min(node.gpus, first + island_size); ++g)
+      free += node.gpu_left[static_cast<size_t>(g)] == kMilliPerGpu;
     if (free >= count && (best_island < 0 || free < best_free)) {
       best_island = first;
       best_free = free;

@@ -43,13 +43,13 @@ struct NodeState {
   int64_t cpu_capacity = 0;
   int64_t memory_left = 0;
   int gpus = 0;
-  int model = -1;  // index into Cluster::models; -1 without GPUs
+  int model = -1;                                   // index into Cluster::models; -1 without GPUs
   std::array<int16_t, kMaxGpusPerNode> gpu_left{};  // milli-GPU free on each GPU
   // Placed GPU pods by affinity tag (the artifact's GpuAffinity): [0] shared, [k] k-GPU pods.
   std::array<int32_t, kMaxGpusPerNode + 1> affinity{};
   // Pods of each tier on each GPU.
   std::array<std::array<int16_t, kTiers>, kMaxGpusPerNode> tier_pods{};
-  bool pool = false;     // reserved for big pods (pool.h)
+  bool pool = false;  // reserved for big pods (pool.h)
   // MIG (mig.h): every GPU partitioned into the same instances, milli-GPU each, smallest first;
   // bit i of mig_used[g] set while instance i of GPU g holds a pod. gpu_left of a MIG GPU is the
   // capacity of its free instances.
@@ -89,7 +89,8 @@ bool Fits(const NodeState& node, const Pod& pod);
 GpuMask GpusWithRoom(const NodeState& node, int gpu_milli);
 // GPUs on `node` that `pod` may take one share of: room for it (and, with tiers kept apart, no
 // pod of another tier). On a MIG node only isolated pods (and shares that may_use_mig), and only
-// GPUs with a free instance that covers the share; isolated pods nowhere else. Every policy's GPU choice goes through this.
+// GPUs with a free instance that covers the share; isolated pods nowhere else. Every policy's GPU choice goes through
+// this.
 GpuMask GpusWithRoom(const NodeState& node, const Pod& pod);
 // The first `count` fully free GPUs by index (the artifact's AllocateExclusiveGpuId).
 GpuMask FirstFreeGpus(const NodeState& node, int count);

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <mutex>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "place/inflation.h"
@@ -43,7 +43,8 @@ Experiment PrepareExperiment(const std::vector<NodeSpec>& nodes, std::vector<Pod
     member.memory_mib /= member.num_gpu;
     member.num_gpu = 1;
     member.kind = PodKind::kOneGpu;
-    auto [it, added] = member_classes.emplace(std::make_pair(member.cpu_milli, member.memory_mib), experiment.score_classes);
+    auto [it, added] =
+        member_classes.emplace(std::make_pair(member.cpu_milli, member.memory_mib), experiment.score_classes);
     if (added) ++experiment.score_classes;
     member.score_class = it->second;
   }
@@ -63,7 +64,8 @@ RunPods PodsForRun(const Experiment& experiment, bool tiers_apart, double random
   }
   if (isolate_paid || mig_open) {
     MarkMigPods(run.pods, run.score_classes, isolate_paid, mig_open);
-    run.score_classes = MarkMigPods(run.gang_members, run.score_classes, isolate_paid, mig_open);  // members are never shares
+    run.score_classes =
+        MarkMigPods(run.gang_members, run.score_classes, isolate_paid, mig_open);  // members are never shares
   }
   return run;
 }
@@ -127,8 +129,8 @@ void NvlinkIslands(const NodeState& node, const Pod& member, const RunOptions& o
   series->pair_bandwidth_sum += RelativePairBandwidth(placement->gpus, options.nvlink_island, options.pcie_over_nvlink);
   if (member.num_gpu <= options.nvlink_island) {
     ++series->island_pods;
-    series->island_pods_local +=
-        PairsOnOneIsland(placement->gpus, options.nvlink_island) == member.num_gpu * (member.num_gpu - 1) / 2;
+    series->island_pods_local += PairsOnOneIsland(placement->gpus, options.nvlink_island) ==
+                                 member.num_gpu * (member.num_gpu - 1) / 2;
   }
 }
 
@@ -200,16 +202,18 @@ RunSeries RunOne(const Experiment& experiment, const std::string& policy_name, u
                                       options.mig.open && options.mig.Enabled());
   Rng rng(seed ^ 0x5ca1ab1e0ddba11ULL);
   Cluster cluster = ClusterForRun(experiment.cluster, experiment.node_names, options.mig, options.mig_layout, rng);
-  std::unique_ptr<Policy> policy = MakePolicy(policy_name, experiment.target, cluster, run_pods.score_classes, options.tuning);
-  const std::vector<int> arrivals =
-      InflatedArrivals(run_pods.pods, cluster.total_gpu_milli, options.inflation, seed);
+  std::unique_ptr<Policy> policy =
+      MakePolicy(policy_name, experiment.target, cluster, run_pods.score_classes, options.tuning);
+  const std::vector<int> arrivals = InflatedArrivals(run_pods.pods, cluster.total_gpu_milli, options.inflation, seed);
 
   const double capacity_gpus = std::max(1, cluster.total_gpus);
   // Up to the goal, or beyond it when the trace alone asks for more.
   int64_t demand = 0;
   for (int index : arrivals) demand += run_pods.pods[static_cast<size_t>(index)].TotalGpuMilli();
   const size_t max_percent =
-      static_cast<size_t>(std::ceil(std::max(options.inflation * 100.0, static_cast<double>(demand) / capacity_gpus / 10.0))) + 2;
+      static_cast<size_t>(
+          std::ceil(std::max(options.inflation * 100.0, static_cast<double>(demand) / capacity_gpus / 10.0))) +
+      2;
   Buckets buckets(max_percent + 1);
   NodeTallies tallies(cluster, experiment.target, options.tiers);
   int64_t arrived = 0, allocated = 0;

@@ -42,9 +42,9 @@ Experiment PrepareExperiment(const std::vector<NodeSpec>& nodes, std::vector<Pod
 struct RunSeries {
   std::string policy;
   uint64_t seed = 0;
-  std::vector<double> allocated_gpu_pct;   // allocated milli-GPU / capacity
-  std::vector<double> frag_gpu_pct;        // fragmented milli-GPU / capacity
-  std::vector<double> frag_ratio_pct;      // fragmented / idle milli-GPU
+  std::vector<double> allocated_gpu_pct;  // allocated milli-GPU / capacity
+  std::vector<double> frag_gpu_pct;       // fragmented milli-GPU / capacity
+  std::vector<double> frag_ratio_pct;     // fragmented / idle milli-GPU
   // Idle milli-GPU that no pod of the run still unplaced (failed, or yet to arrive) could use,
   // / capacity (stranded.h). Towards the end few pods are left to arrive, so it rises to the
   // unallocated share: the failed pods fit nowhere.
@@ -52,15 +52,15 @@ struct RunSeries {
   std::vector<std::array<int, kPodKinds>> failed_pods;  // cumulative, by kind
   int arrivals = 0;
   int failed_total = 0;
-  int gangs_placed = 0;      // with RunOptions::gangs
-  int gang_nodes_total = 0;  // nodes the placed gangs span, summed
-  int island_pods = 0;        // placed multi-GPU pods that one island could hold (nvlink_island)
-  int island_pods_local = 0;  // of which all GPUs on one island
-  int multi_gpu_pods = 0;          // placed multi-GPU pods (nvlink_island), of any size
-  double pair_bandwidth_sum = 0;   // their RelativePairBandwidth, summed
+  int gangs_placed = 0;           // with RunOptions::gangs
+  int gang_nodes_total = 0;       // nodes the placed gangs span, summed
+  int island_pods = 0;            // placed multi-GPU pods that one island could hold (nvlink_island)
+  int island_pods_local = 0;      // of which all GPUs on one island
+  int multi_gpu_pods = 0;         // placed multi-GPU pods (nvlink_island), of any size
+  double pair_bandwidth_sum = 0;  // their RelativePairBandwidth, summed
   double seconds = 0;
   bool tiers_measured = false;
-  int mixed_tier_gpus_max = 0;  // the most GPUs holding two tiers at once (RunOptions::tiers)
+  int mixed_tier_gpus_max = 0;       // the most GPUs holding two tiers at once (RunOptions::tiers)
   int paid_pods = 0, free_pods = 0;  // arrivals by tier
   // MIG (RunOptions::mig): isolated arrivals and failures over the run; the instances, and those
   // held with the milli-GPU their pods ask for, when arrived demand first reaches 100% (or at the
@@ -74,7 +74,7 @@ struct RunSeries {
 };
 
 struct RunOptions {
-  double inflation = 1.3;  // arrived demand to reach, times capacity
+  double inflation = 1.3;                     // arrived demand to reach, times capacity
   std::atomic<int64_t>* pods_done = nullptr;  // progress counter, bumped while running
   OurPolicyTuning tuning;
   // Gangs: every k-GPU pod (k > 1) becomes k one-GPU pods placed all or nothing, on any nodes

@@ -7,8 +7,7 @@
 
 namespace gpuslice::place {
 
-TargetWorkload BuildTargetWorkload(const std::vector<PodSpec>& specs, const std::vector<Pod>& pods,
-                                   double popularity) {
+TargetWorkload BuildTargetWorkload(const std::vector<PodSpec>& specs, const std::vector<Pod>& pods, double popularity) {
   // Keyed as the artifact's PodResource: the gpu_spec text is part of the class.
   using Key = std::tuple<int64_t, int, int, std::string>;
   std::map<Key, std::pair<int, size_t>> counts;  // count, first pod of the class
@@ -41,8 +40,8 @@ TargetWorkload BuildTargetWorkload(const std::vector<PodSpec>& specs, const std:
     const auto& memory_counts = memories.at(key);
     const auto common = std::max_element(memory_counts.begin(), memory_counts.end(),
                                          [](const auto& a, const auto& b) { return a.second < b.second; });
-    target.classes.push_back(TargetClass{pod.cpu_milli, pod.gpu_milli, pod.num_gpu, pod.model_mask,
-                                         common->first, static_cast<double>(entry.first)});
+    target.classes.push_back(TargetClass{pod.cpu_milli, pod.gpu_milli, pod.num_gpu, pod.model_mask, common->first,
+                                         static_cast<double>(entry.first)});
     covered += entry.first;
   }
   for (TargetClass& c : target.classes) c.weight /= covered;

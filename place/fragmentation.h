@@ -20,7 +20,7 @@ struct TargetClass {
   int num_gpu = 0;
   uint64_t model_mask = ~uint64_t{0};
   int64_t memory_mib = 0;  // the class's most common memory request (used when memory-aware)
-  double weight = 0;  // popularity; the classes' weights add up to 1
+  double weight = 0;       // popularity; the classes' weights add up to 1
 };
 
 struct TargetWorkload {
@@ -32,8 +32,7 @@ struct TargetWorkload {
 };
 
 // popularity: the cumulative share of pods the classes must cover (the artifact: 0.95).
-TargetWorkload BuildTargetWorkload(const std::vector<PodSpec>& specs, const std::vector<Pod>& pods,
-                                   double popularity);
+TargetWorkload BuildTargetWorkload(const std::vector<PodSpec>& specs, const std::vector<Pod>& pods, double popularity);
 
 // Expected fragmented milli-GPU on `node` under `target`.
 double NodeFragmentation(const NodeState& node, const TargetWorkload& target);

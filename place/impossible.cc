@@ -49,8 +49,8 @@ std::vector<ImpossibleClass> FindImpossiblePods(const Cluster& cluster, const st
   std::vector<ImpossibleClass> classes;
   for (size_t i = 0; i < pods.size(); ++i) {
     const Pod& pod = pods[i];
-    const bool fits = std::any_of(cluster.nodes.begin(), cluster.nodes.end(),
-                                  [&](const NodeState& node) { return Fits(node, pod); });
+    const bool fits =
+        std::any_of(cluster.nodes.begin(), cluster.nodes.end(), [&](const NodeState& node) { return Fits(node, pod); });
     if (fits) continue;
     (*impossible)[i] = true;
     const Key key{pod.cpu_milli, pod.memory_mib, pod.num_gpu, pod.gpu_milli, pod.model_mask};
@@ -73,8 +73,8 @@ std::vector<ImpossibleClass> FindImpossiblePods(const Cluster& cluster, const st
 
 std::string ImpossibleWarning(const std::string& pod_path, const ImpossibleClass& c) {
   return "gpuslice-place: warning: " + pod_path + ":" + std::to_string(c.first_line) + ": " + std::to_string(c.count) +
-         (c.count == 1 ? " pod (" : " pods (the first ") + c.first_pod + ") ask" + (c.count == 1 ? "s" : "") +
-         " for " + c.shape + ", which no node can hold: " + c.why +
+         (c.count == 1 ? " pod (" : " pods (the first ") + c.first_pod + ") ask" + (c.count == 1 ? "s" : "") + " for " +
+         c.shape + ", which no node can hold: " + c.why +
          "; counted as failed when they arrive, kept out of the target workload";
 }
 

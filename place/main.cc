@@ -224,10 +224,9 @@ int RunReplay(const PlaceCommand& c, const Inputs& in, const Experiment& experim
   const std::vector<std::string> charted = WriteReplayTable(replay_table, results);
   if (!WriteFile(dir / "replay.csv", csv.str()) || !WriteFile(dir / "replay-summary.md", summary.str()) ||
       !WriteFile(dir / "replay.dat", replay_table.str()) ||
-      !WriteFile(dir / "replay.gp",
-                 ReplayGnuplot((dir / "replay.dat").string(), (dir / "replay.svg").string(), charted,
-                               c.title + mode + " (mean of " + std::to_string(c.seeds) + " seeds)",
-                               c.replay_chart_hours)))
+      !WriteFile(dir / "replay.gp", ReplayGnuplot((dir / "replay.dat").string(), (dir / "replay.svg").string(), charted,
+                                                  c.title + mode + " (mean of " + std::to_string(c.seeds) + " seeds)",
+                                                  c.replay_chart_hours)))
     return kExitFailed;
   return c.no_chart || Chart(dir / "replay.gp") ? 0 : kExitFailed;
 }
@@ -304,7 +303,8 @@ int main(int argc, char** argv) {
   };
   if (c.replay) {
     if (const int code = PrepareReplay(c, in, experiment, options)) return code;
-    return c.pool_sweep_text.empty() ? RunReplay(c, in, experiment, progress) : RunPoolSweep(c, in, experiment, progress);
+    return c.pool_sweep_text.empty() ? RunReplay(c, in, experiment, progress)
+                                     : RunPoolSweep(c, in, experiment, progress);
   }
   return RunPlacement(c, in, experiment, options, progress, start);
 }

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <bit>
 
-#include "place/node_selection.h"
 #include "gpu/mig_profiles.h"
+#include "place/node_selection.h"
 
 namespace gpuslice::place {
 

@@ -29,8 +29,8 @@ struct MigOptions {
   std::vector<std::string> nodes;  // or these nodes by name (overrides fraction)
   std::string model = "A100-80GB";
   std::string layout = "3g.40gb,2g.20gb,1g.10gb,1g.10gb";
-  bool isolate_paid = false;       // the paid tier's shares need an instance (with --tiers)
-  bool open = false;               // other shares may take a free instance too (a whole one each)
+  bool isolate_paid = false;  // the paid tier's shares need an instance (with --tiers)
+  bool open = false;          // other shares may take a free instance too (a whole one each)
 
   bool Enabled() const { return fraction > 0 || !nodes.empty(); }
 };

@@ -9,7 +9,8 @@ namespace {
 std::vector<double> GpusPerModel(const Cluster& cluster) {
   std::vector<double> gpus(std::min<size_t>(cluster.models.size(), 64), 0.0);
   for (const NodeState& node : cluster.nodes) {
-    if (node.model >= 0 && static_cast<size_t>(node.model) < gpus.size()) gpus[static_cast<size_t>(node.model)] += node.gpus;
+    if (node.model >= 0 && static_cast<size_t>(node.model) < gpus.size())
+      gpus[static_cast<size_t>(node.model)] += node.gpus;
   }
   return gpus;
 }
@@ -61,7 +62,8 @@ std::vector<double> ScarcityNow(const std::vector<double>& pinned_share, const C
   }
   std::vector<double> scarcity(pinned_share.size(), 0.0);
   for (size_t m = 0; m < scarcity.size(); ++m) {
-    if (pinned_share[m] > 0) scarcity[m] = std::min(cap, pinned_share[m] * capacity[m] / std::max(free[m], double{kMilliPerGpu}));
+    if (pinned_share[m] > 0)
+      scarcity[m] = std::min(cap, pinned_share[m] * capacity[m] / std::max(free[m], double{kMilliPerGpu}));
   }
   return scarcity;
 }

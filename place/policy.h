@@ -79,8 +79,8 @@ GpuMask FirstGpusWithRoom(const NodeState& node, const Pod& pod);
 // Spread's GPUs: the GPU with the most room for a share, the first free GPUs otherwise.
 GpuMask RoomiestGpu(const NodeState& node, const Pod& pod);
 struct FgdChoice {
-  double delta = 0;    // fragmentation after minus before, milli-GPU (lower is better)
-  int64_t score = 0;   // the artifact's int(sigmoid(-delta/1000) * 100)
+  double delta = 0;   // fragmentation after minus before, milli-GPU (lower is better)
+  int64_t score = 0;  // the artifact's int(sigmoid(-delta/1000) * 100)
   GpuMask gpus = 0;
 };
 FgdChoice FgdEvaluate(const NodeState& node, const Pod& pod, const TargetWorkload& target, double frag_before);

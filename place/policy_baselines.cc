@@ -20,7 +20,8 @@ int PickHighest(const std::vector<int>& feasible, const std::vector<int64_t>& sc
 int64_t DotProductScore(const NodeState& node, const Pod& pod) {
   // dimExtMethod "merge", normMethod "max": [cpu left, GPU left] . [cpu, GPU] over the maxima,
   // halved; the larger the product, the lower the score.
-  const double dot = (static_cast<double>(node.cpu_left) / kMaxSpecCpu) * (static_cast<double>(pod.cpu_milli) / kMaxSpecCpu) +
+  const double dot = (static_cast<double>(node.cpu_left) / kMaxSpecCpu) *
+                         (static_cast<double>(pod.cpu_milli) / kMaxSpecCpu) +
                      (node.GpuLeftTotal() / kMaxSpecGpu) * (static_cast<double>(pod.TotalGpuMilli()) / kMaxSpecGpu);
   return static_cast<int64_t>(100.0 * (1.0 - dot / 2.0));
 }
@@ -28,7 +29,8 @@ int64_t DotProductScore(const NodeState& node, const Pod& pod) {
 int64_t GpuClusteringScore(const NodeState& node, const Pod& pod) {
   if (pod.num_gpu == 0) return 0;
   const int tag = pod.IsFractional() ? 0 : pod.num_gpu;
-  const int64_t used_part = 25 * (static_cast<int64_t>(kMaxSpecGpu) - node.GpuLeftTotal()) / static_cast<int64_t>(kMaxSpecGpu);
+  const int64_t used_part = 25 * (static_cast<int64_t>(kMaxSpecGpu) - node.GpuLeftTotal()) /
+                            static_cast<int64_t>(kMaxSpecGpu);
   const int distinct = node.DistinctAffinities();
   if (node.affinity[static_cast<size_t>(tag)] > 0) return used_part + (distinct == 1 ? 75 : 50);
   return used_part + (distinct == 0 ? 25 : 0);
@@ -41,8 +43,9 @@ int64_t GpuPackingScore(const NodeState& node, const Pod& pod) {
   // The GPUs it would use: least room first (a stable sort by milli-GPU left).
   std::array<int, kMaxGpusPerNode> order{};
   for (int g = 0; g < node.gpus; ++g) order[static_cast<size_t>(g)] = g;
-  std::stable_sort(order.begin(), order.begin() + node.gpus,
-                   [&](int a, int b) { return node.gpu_left[static_cast<size_t>(a)] < node.gpu_left[static_cast<size_t>(b)]; });
+  std::stable_sort(order.begin(), order.begin() + node.gpus, [&](int a, int b) {
+    return node.gpu_left[static_cast<size_t>(a)] < node.gpu_left[static_cast<size_t>(b)];
+  });
   const GpuMask room = GpusWithRoom(node, pod);
   int needed = pod.num_gpu, free_used = 0;
   int64_t free_ratio_on_used = 0;
@@ -55,7 +58,7 @@ int64_t GpuPackingScore(const NodeState& node, const Pod& pod) {
     }
   }
   if (free_used > 0) return std::max<int64_t>(100 / 2 - free_used, 100 / 3);  // opens free GPUs of a used node
-  return std::max<int64_t>(100 - free_ratio_on_used / 10, 100 / 2);            // shares used GPUs
+  return std::max<int64_t>(100 - free_ratio_on_used / 10, 100 / 2);           // shares used GPUs
 }
 
 int64_t BestFitRawScore(const NodeState& node, const Pod& pod) {
@@ -88,7 +91,8 @@ class ScoredPolicy final : public Policy {
  public:
   Placement Choose(const Cluster& cluster, const Pod& pod, const std::vector<int>& feasible, Rng& rng) override {
     scores_.resize(feasible.size());
-    for (size_t i = 0; i < feasible.size(); ++i) scores_[i] = Score(cluster.nodes[static_cast<size_t>(feasible[i])], pod);
+    for (size_t i = 0; i < feasible.size(); ++i)
+      scores_[i] = Score(cluster.nodes[static_cast<size_t>(feasible[i])], pod);
     if (kNormalize) {  // the artifact's NormalizeScore: min-max onto 0..100, integer division
       const auto [lo, hi] = std::minmax_element(scores_.begin(), scores_.end());
       const int64_t low = *lo, range = *hi - *lo;

@@ -13,9 +13,7 @@ std::unique_ptr<Policy> MakeOurPolicy(std::string_view name, const TargetWorkloa
 
 namespace {
 
-int64_t SigmoidScore(double delta) {
-  return static_cast<int64_t>(1.0 / (1.0 + std::exp(delta / 1000.0)) * 100.0);
-}
+int64_t SigmoidScore(double delta) { return static_cast<int64_t>(1.0 / (1.0 + std::exp(delta / 1000.0)) * 100.0); }
 
 }  // namespace
 
@@ -78,9 +76,9 @@ class FgdPolicy final : public Policy {
 }  // namespace
 
 const std::vector<std::string>& PolicyNames() {
-  static const std::vector<std::string> kNames = {"Random", "DotProd", "GpuClustering", "GpuPacking",
-                                                  "BestFit", "FirstFit", "Spread", "FGD", "FGD-BF",
-                                                  "FGD-BF-S", "FGD-BF-C", "FGD-BF-H", "FGD-BF-M"};
+  static const std::vector<std::string> kNames = {"Random",   "DotProd",  "GpuClustering", "GpuPacking", "BestFit",
+                                                  "FirstFit", "Spread",   "FGD",           "FGD-BF",     "FGD-BF-S",
+                                                  "FGD-BF-C", "FGD-BF-H", "FGD-BF-M"};
   return kNames;
 }
 

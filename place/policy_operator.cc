@@ -22,16 +22,18 @@ GpuMask RoomiestGpu(const NodeState& node, const Pod& pod) {
   const GpuMask room = GpusWithRoom(node, pod);
   int best = -1;
   for (int g = 0; g < node.gpus; ++g) {
-    if (((room >> g) & 1) && (best < 0 || node.gpu_left[static_cast<size_t>(g)] > node.gpu_left[static_cast<size_t>(best)])) best = g;
+    if (((room >> g) & 1) &&
+        (best < 0 || node.gpu_left[static_cast<size_t>(g)] > node.gpu_left[static_cast<size_t>(best)]))
+      best = g;
   }
   return best < 0 ? 0 : GpuMask{1} << best;
 }
 
 int64_t SpreadScore(const NodeState& node, const Pod& pod) {
   // Free share after placement, CPU and GPU weighted alike, in 0..100 (LeastAllocated's form).
-  const double cpu_free = node.cpu_capacity > 0
-                              ? static_cast<double>(node.cpu_left - pod.cpu_milli) / static_cast<double>(node.cpu_capacity)
-                              : 0.0;
+  const double cpu_free = node.cpu_capacity > 0 ? static_cast<double>(node.cpu_left - pod.cpu_milli) /
+                                                      static_cast<double>(node.cpu_capacity)
+                                                : 0.0;
   const double gpu_free = node.gpus > 0 ? static_cast<double>(node.GpuLeftTotal() - pod.TotalGpuMilli()) /
                                               (static_cast<double>(node.gpus) * kMilliPerGpu)
                                         : 0.0;
@@ -52,7 +54,8 @@ class SpreadPolicy final : public Policy {
  public:
   Placement Choose(const Cluster& cluster, const Pod& pod, const std::vector<int>& feasible, Rng&) override {
     scores_.resize(feasible.size());
-    for (size_t i = 0; i < feasible.size(); ++i) scores_[i] = SpreadScore(cluster.nodes[static_cast<size_t>(feasible[i])], pod);
+    for (size_t i = 0; i < feasible.size(); ++i)
+      scores_[i] = SpreadScore(cluster.nodes[static_cast<size_t>(feasible[i])], pod);
     const int node = PickHighest(feasible, scores_);
     return {node, RoomiestGpu(cluster.nodes[static_cast<size_t>(node)], pod)};
   }

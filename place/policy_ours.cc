@@ -159,8 +159,8 @@ TargetWorkload WithMemory(TargetWorkload target, bool memory_aware) {
 class FgdBestFitPolicy final : public Policy {
  public:
   FgdBestFitPolicy(const TargetWorkload& target, const Cluster& cluster, int score_classes,
-                   const OurPolicyTuning& tuning, double share_factor, double cpu_starved_weight,
-                   double hole_weight, bool model_aware = false)
+                   const OurPolicyTuning& tuning, double share_factor, double cpu_starved_weight, double hole_weight,
+                   bool model_aware = false)
       : target_(WithMemory(target, tuning.memory_aware)),
         best_fit_weight_(tuning.best_fit_weight),
         share_weight_(tuning.best_fit_weight * share_factor),
@@ -214,7 +214,7 @@ class FgdBestFitPolicy final : public Policy {
   const double cpu_starved_weight_;
   const double cpu_per_gpu_;  // milli-CPU per milli-GPU
   const double hole_weight_;
-  const int dead_below_;  // milli-GPU: smaller holes are dead (DeadHoleThreshold)
+  const int dead_below_;              // milli-GPU: smaller holes are dead (DeadHoleThreshold)
   const bool model_aware_;            // FGD-BF-M's terms
   const std::vector<double> pinned_;  // per model (PinnedShare)
   const bool any_pinned_;             // else scarcity_ stays empty: no model is scarcer than another
@@ -226,7 +226,8 @@ class FgdBestFitPolicy final : public Policy {
 
 std::unique_ptr<Policy> MakeOurPolicy(std::string_view name, const TargetWorkload& target, const Cluster& cluster,
                                       int score_classes, const OurPolicyTuning& tuning) {
-  if (name == "FGD-BF") return std::make_unique<FgdBestFitPolicy>(target, cluster, score_classes, tuning, 1.0, 0.0, 0.0);
+  if (name == "FGD-BF")
+    return std::make_unique<FgdBestFitPolicy>(target, cluster, score_classes, tuning, 1.0, 0.0, 0.0);
   if (name == "FGD-BF-S") {
     return std::make_unique<FgdBestFitPolicy>(target, cluster, score_classes, tuning, kShareBestFitFactor, 0.0, 0.0);
   }

@@ -97,9 +97,7 @@ ReplayRun::ReplayRun(const Experiment& experiment, const std::string& policy_nam
   result.pods = static_cast<int>(pods.size());
   order.resize(pods.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    return Arrival(a) < Arrival(b);
-  });
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return Arrival(a) < Arrival(b); });
   reclaimable_on.resize(cluster.nodes.size());
   last_start.assign(pods.size(), -1);
   for (const NodeState& node : cluster.nodes) result.pool_gpus += node.pool ? node.gpus : 0;
@@ -144,7 +142,8 @@ void ReplayRun::Advance(int64_t to) {
 bool ReplayRun::Collect(const Pod& pod, bool in_pool) {
   feasible.clear();
   for (size_t n = 0; n < cluster.nodes.size(); ++n) {
-    if ((!pooled || cluster.nodes[n].pool == in_pool) && Fits(cluster.nodes[n], pod)) feasible.push_back(static_cast<int>(n));
+    if ((!pooled || cluster.nodes[n].pool == in_pool) && Fits(cluster.nodes[n], pod))
+      feasible.push_back(static_cast<int>(n));
   }
   return !feasible.empty();
 }
@@ -172,14 +171,17 @@ int ReplayRun::Reclaim(const Pod& pod) {
   for (size_t n = 0; n < cluster.nodes.size(); ++n) {
     if (reclaimable_on[n].empty()) continue;
     std::vector<int> latest_first = reclaimable_on[n];
-    std::sort(latest_first.begin(), latest_first.end(), [&](int a, int b) { return starts[static_cast<size_t>(a)].start > starts[static_cast<size_t>(b)].start; });
+    std::sort(latest_first.begin(), latest_first.end(), [&](int a, int b) {
+      return starts[static_cast<size_t>(a)].start > starts[static_cast<size_t>(b)].start;
+    });
     NodeState trial = cluster.nodes[n];
     double lost = 0;
     size_t count = 0;
     for (; count < latest_first.size() && !Fits(trial, pod); ++count) {
       const Started& s = starts[static_cast<size_t>(latest_first[count])];
       Unplace(trial, pods[static_cast<size_t>(s.pod)], s.placement.gpus);
-      lost += static_cast<double>(pods[static_cast<size_t>(s.pod)].TotalGpuMilli()) * static_cast<double>(now - s.start);
+      lost += static_cast<double>(pods[static_cast<size_t>(s.pod)].TotalGpuMilli()) *
+              static_cast<double>(now - s.start);
     }
     if (Fits(trial, pod) && (best < 0 || lost < best_lost)) {
       best = static_cast<int>(n);
@@ -325,7 +327,8 @@ void ReplayRun::Summarise() {
   if (!waits.empty()) {
     result.mean_wait_s = std::accumulate(waits.begin(), waits.end(), 0.0) / static_cast<double>(waits.size());
     std::sort(waits.begin(), waits.end());
-    result.p95_wait_s = waits[std::min(waits.size() - 1, static_cast<size_t>(0.95 * static_cast<double>(waits.size())))];
+    result.p95_wait_s =
+        waits[std::min(waits.size() - 1, static_cast<size_t>(0.95 * static_cast<double>(waits.size())))];
   }
   for (size_t h = 0; h < hour_alloc.size(); ++h) {
     result.hourly_allocated_pct.push_back(100.0 * hour_alloc[h] / static_cast<double>(bin) / capacity);

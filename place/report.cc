@@ -125,9 +125,9 @@ std::vector<PolicySummary> Summarise(const std::vector<RunSeries>& runs) {
 }
 
 const std::map<std::string, double>& PublishedUnallocatedAt100() {
-  static const std::map<std::string, double> kPublished = {{"Random", 13.70},    {"DotProd", 9.38},
+  static const std::map<std::string, double> kPublished = {{"Random", 13.70},       {"DotProd", 9.38},
                                                            {"GpuClustering", 8.35}, {"GpuPacking", 8.22},
-                                                           {"BestFit", 7.14},   {"FGD", 4.77}};
+                                                           {"BestFit", 7.14},       {"FGD", 4.77}};
   return kPublished;
 }
 
@@ -148,12 +148,13 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
   if (gangs) out << " Gangs placed | Nodes per gang |";
   if (islands) out << " Multi-GPU pods on one NVLink island % | Multi-GPU pods' pair bandwidth, % of NVLink |";
   if (tiers) out << " Paid % of arrivals | GPUs holding two tiers (most at once) |";
-  if (mig) out << " Isolated pods (arrived) | Isolated failed | MIG instances | MIG instances used % at 100% | MIG instance fill % at 100% |";
+  if (mig)
+    out << " Isolated pods (arrived) | Isolated failed | MIG instances | MIG instances used % at 100% | MIG instance fill % at 100% |";
   out << " Seconds per run |\n";
   out << "|---|---:|---:|";
   if (compare_published) out << "---:|---:|";
-  out << "---:|---:|---:|---:|" << (gangs ? "---:|---:|" : "") << (islands ? "---:|---:|" : "") << (tiers ? "---:|---:|" : "")
-      << (mig ? "---:|---:|---:|---:|---:|" : "") << "---:|\n";
+  out << "---:|---:|---:|---:|" << (gangs ? "---:|---:|" : "") << (islands ? "---:|---:|" : "")
+      << (tiers ? "---:|---:|" : "") << (mig ? "---:|---:|---:|---:|---:|" : "") << "---:|\n";
   for (const PolicySummary& s : summary) {
     out << "| " << s.policy << " | " << s.seeds << " | " << Number(s.unallocated_at_100, 2) << " |";
     if (compare_published) {
@@ -208,10 +209,9 @@ void WriteReplaySummary(std::ostream& out, const std::vector<ReplayResult>& resu
       too_big += r.never_fit;
     }
     out << "| " << policy << " | " << n << " | " << Number(wait / n, 0) << " | " << Number(p95 / n, 0) << " | "
-        << Number(big / n, 0) << " | " << Number(alloc / n, 2) << " | " << Number(idle_waiting / n, 2) << " | " << Number(stranded / n, 2) << " | "
-        << Number(never / n, 1) << " | "
-        << Number(too_big / n, 1) << " | " << Number(pool / n, 0) << " | " << Number(evictions / n, 1) << " | "
-        << Number(lost / n, 1) << " |\n";
+        << Number(big / n, 0) << " | " << Number(alloc / n, 2) << " | " << Number(idle_waiting / n, 2) << " | "
+        << Number(stranded / n, 2) << " | " << Number(never / n, 1) << " | " << Number(too_big / n, 1) << " | "
+        << Number(pool / n, 0) << " | " << Number(evictions / n, 1) << " | " << Number(lost / n, 1) << " |\n";
   }
   out << "\n";
 }
@@ -220,16 +220,17 @@ void WriteReplayCsv(std::ostream& out, const std::vector<ReplayResult>& results)
   out << "policy,seed,hour,allocated_gpu_pct,queued_pods,stranded_gpu_pct\n";
   for (const ReplayResult& r : results) {
     for (size_t h = 0; h < r.hourly_allocated_pct.size(); ++h) {
-      out << r.policy << ',' << r.seed << ',' << Number(static_cast<double>(h * r.series_bin_s) / 3600.0, 3) << ',' << Number(r.hourly_allocated_pct[h], 3) << ','
-          << Number(r.hourly_queued[h], 2) << ',' << Number(r.hourly_stranded_pct[h], 3) << '\n';
+      out << r.policy << ',' << r.seed << ',' << Number(static_cast<double>(h * r.series_bin_s) / 3600.0, 3) << ','
+          << Number(r.hourly_allocated_pct[h], 3) << ',' << Number(r.hourly_queued[h], 2) << ','
+          << Number(r.hourly_stranded_pct[h], 3) << '\n';
     }
   }
 }
 
 namespace {
 
-void WritePercentTable(std::ostream& out, const std::vector<RunSeries>& runs, const std::vector<double> RunSeries::*field,
-                       bool unallocated) {
+void WritePercentTable(std::ostream& out, const std::vector<RunSeries>& runs,
+                       const std::vector<double> RunSeries::*field, bool unallocated) {
   const std::vector<std::string> policies = PoliciesInOrder(runs);
   size_t max_percent = 0;
   for (const RunSeries& run : runs) max_percent = std::max(max_percent, run.allocated_gpu_pct.size());
@@ -281,8 +282,10 @@ std::vector<std::string> ReplayPolicies(const std::vector<ReplayResult>& results
 
 }  // namespace
 
-void WritePoolSweepSummary(std::ostream& out, const std::vector<PoolSweepPoint>& sweep, int big_gpus, const std::string& title) {
-  out << "### " << title << ": reserved pool sweep\n\n| Policy | Pool (asked, % of GPUs) | Pool | Big-job (>= " << big_gpus
+void WritePoolSweepSummary(std::ostream& out, const std::vector<PoolSweepPoint>& sweep, int big_gpus,
+                           const std::string& title) {
+  out << "### " << title
+      << ": reserved pool sweep\n\n| Policy | Pool (asked, % of GPUs) | Pool | Big-job (>= " << big_gpus
       << " GPUs) mean wait (s) | vs no pool | Mean wait, all (s) | Allocated GPU % | vs no pool (points) | Evictions | "
          "Evicted GPU-hours |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   if (sweep.empty()) return;
@@ -290,11 +293,13 @@ void WritePoolSweepSummary(std::ostream& out, const std::vector<PoolSweepPoint>&
     const SweepMeans base = MeansOf(sweep.front().results, policy);
     for (const PoolSweepPoint& point : sweep) {
       const SweepMeans m = MeansOf(point.results, policy);
-      out << "| " << policy << " | " << Number(100 * point.fraction, 0) << " | " << Number(m.pool_gpus, 0)
-          << " GPUs | " << Number(m.big_wait, 0) << " | "
-          << (base.big_wait > 0 ? Number(100.0 * (m.big_wait - base.big_wait) / base.big_wait, 0) + "%" : std::string("–"))
-          << " | " << Number(m.wait, 0) << " | " << Number(m.allocated, 2) << " | " << Number(m.allocated - base.allocated, 2)
-          << " | " << Number(m.evictions, 1) << " | " << Number(m.lost, 1) << " |\n";
+      out << "| " << policy << " | " << Number(100 * point.fraction, 0) << " | " << Number(m.pool_gpus, 0) << " GPUs | "
+          << Number(m.big_wait, 0) << " | "
+          << (base.big_wait > 0 ? Number(100.0 * (m.big_wait - base.big_wait) / base.big_wait, 0) + "%"
+                                : std::string("–"))
+          << " | " << Number(m.wait, 0) << " | " << Number(m.allocated, 2) << " | "
+          << Number(m.allocated - base.allocated, 2) << " | " << Number(m.evictions, 1) << " | " << Number(m.lost, 1)
+          << " |\n";
     }
   }
   out << "\n";
@@ -330,7 +335,8 @@ std::vector<std::string> WriteReplayTable(std::ostream& out, const std::vector<R
   }
   const int64_t bin = results.empty() ? 3600 : results[0].series_bin_s;
   bool queued = false;
-  for (const ReplayResult& r : results) queued = queued || std::any_of(r.hourly_queued.begin(), r.hourly_queued.end(), [](double q) { return q > 0; });
+  for (const ReplayResult& r : results)
+    queued = queued || std::any_of(r.hourly_queued.begin(), r.hourly_queued.end(), [](double q) { return q > 0; });
   const size_t hours = queued ? std::min(longest, last_queued + last_queued / 4 + 1) : longest;
   out << "# hour";
   for (const std::string& p : policies) out << " " << p << "_allocated_pct " << p << "_stranded_pct " << p << "_queued";
@@ -390,9 +396,10 @@ std::string PoolSweepGnuplot(const std::string& table_path, const std::string& s
     << "set grid\nset key outside bottom center horizontal\nset yrange [0:*]\n"
     << "set output '" << svg_path << "'\nplot ";
   for (size_t i = 0; i < policies.size(); ++i) {
-    s << (i ? ", \\\n     " : "") << "'" << table_path << "' using 1:" << (2 + 2 * i) << " axes x1y1 with linespoints lw 2 lc "
-      << (i + 1) << " title '" << policies[i] << " wait', '" << table_path << "' using 1:" << (3 + 2 * i)
-      << " axes x1y2 with linespoints lw 1 dt 2 lc " << (i + 1) << " title '" << policies[i] << " allocated'";
+    s << (i ? ", \\\n     " : "") << "'" << table_path << "' using 1:" << (2 + 2 * i)
+      << " axes x1y1 with linespoints lw 2 lc " << (i + 1) << " title '" << policies[i] << " wait', '" << table_path
+      << "' using 1:" << (3 + 2 * i) << " axes x1y2 with linespoints lw 1 dt 2 lc " << (i + 1) << " title '"
+      << policies[i] << " allocated'";
   }
   s << "\n";
   return s.str();
@@ -428,7 +435,8 @@ std::string GnuplotScript(const std::string& table_path, const std::string& svg_
     << "set ylabel '" << ylabel << "'\n"
     << "set grid\nset datafile missing 'NaN'\n"
     << "set output '" << svg_path << "'\nset xrange [0:130]\nset yrange [0:*]\nset key top right\n"
-    << plot.str() << "set output '" << zoomed << "'\nset xrange [80:130]\nset yrange [0:20]\n" << plot.str();
+    << plot.str() << "set output '" << zoomed << "'\nset xrange [80:130]\nset yrange [0:20]\n"
+    << plot.str();
   return s.str();
 }
 

@@ -21,15 +21,15 @@ struct PolicySummary {
   double unallocated_at_100 = 0;  // mean over seeds, % of GPUs
   double unallocated_at_130 = 0;
   double frag_at_100 = 0;
-  double stranded_at_100 = 0;     // mean over seeds, % of GPUs (stranded.h)
-  double failed_at_130 = 0;       // pods, mean over seeds
-  double seconds = 0;             // mean run time
-  double gangs_placed = 0;        // mean over seeds (gangs only)
-  double nodes_per_gang = 0;      // mean nodes a placed gang spans (gangs only)
+  double stranded_at_100 = 0;      // mean over seeds, % of GPUs (stranded.h)
+  double failed_at_130 = 0;        // pods, mean over seeds
+  double seconds = 0;              // mean run time
+  double gangs_placed = 0;         // mean over seeds (gangs only)
+  double nodes_per_gang = 0;       // mean nodes a placed gang spans (gangs only)
   double pair_bandwidth_pct = -1;  // multi-GPU pods' mean pair bandwidth, % of NVLink (-1: not measured)
-  double on_one_island_pct = -1;  // multi-GPU pods an island could hold that got one (-1: not measured)
-  double mixed_tier_gpus = -1;    // GPUs holding two tiers, the most at once, mean over seeds (-1: no tiers)
-  double paid_pct = 0;            // paid share of arrivals (with tiers)
+  double on_one_island_pct = -1;   // multi-GPU pods an island could hold that got one (-1: not measured)
+  double mixed_tier_gpus = -1;     // GPUs holding two tiers, the most at once, mean over seeds (-1: no tiers)
+  double paid_pct = 0;             // paid share of arrivals (with tiers)
   // MIG (mig.h), means over seeds; mig_instances < 0: not measured.
   double isolated_pods = 0, isolated_failed = 0;
   double mig_instances = -1;
@@ -63,7 +63,8 @@ struct PoolSweepPoint {
   double fraction = 0;
   std::vector<ReplayResult> results;  // every policy and seed at this size
 };
-void WritePoolSweepSummary(std::ostream& out, const std::vector<PoolSweepPoint>& sweep, int big_gpus, const std::string& title);
+void WritePoolSweepSummary(std::ostream& out, const std::vector<PoolSweepPoint>& sweep, int big_gpus,
+                           const std::string& title);
 void WritePoolSweepTable(std::ostream& out, const std::vector<PoolSweepPoint>& sweep);
 std::string PoolSweepGnuplot(const std::string& table_path, const std::string& svg_path,
                              const std::vector<std::string>& policies, int big_gpus, const std::string& title);

@@ -30,8 +30,8 @@ int64_t NodeStrandedMilli(const NodeState& node, const std::vector<Pod>& shapes)
 
 void StrandedMeter::Count(const Pod& pod, int delta) {
   if (pod.num_gpu == 0) return;
-  const Key key{pod.cpu_milli, pod.memory_mib, pod.num_gpu, pod.gpu_milli, pod.model_mask,
-                (pod.keep_tier_apart ? pod.tier : -1) * 2 + (pod.isolated ? 1 : 0)};
+  const Key key{pod.cpu_milli, pod.memory_mib, pod.num_gpu,
+                pod.gpu_milli, pod.model_mask, (pod.keep_tier_apart ? pod.tier : -1) * 2 + (pod.isolated ? 1 : 0)};
   auto it = counts_.try_emplace(key, pod, 0).first;
   it->second.second += delta;
   if (it->second.second == 0) {
@@ -59,8 +59,8 @@ int64_t StrandedMeter::StrandedMilli(const Cluster& cluster) {
       if (!undercut) minimal.push_back(entry.first);
     }
     auto same = [](const Pod& a, const Pod& b) {
-      return a.keep_tier_apart == b.keep_tier_apart && a.tier == b.tier && a.isolated == b.isolated && a.cpu_milli == b.cpu_milli &&
-             a.memory_mib == b.memory_mib && a.num_gpu == b.num_gpu &&
+      return a.keep_tier_apart == b.keep_tier_apart && a.tier == b.tier && a.isolated == b.isolated &&
+             a.cpu_milli == b.cpu_milli && a.memory_mib == b.memory_mib && a.num_gpu == b.num_gpu &&
              a.gpu_milli == b.gpu_milli && a.model_mask == b.model_mask;
     };
     if (minimal.size() != minimal_.size() || !std::equal(minimal.begin(), minimal.end(), minimal_.begin(), same)) {

@@ -37,7 +37,7 @@ struct PodSpec {
   // The trace's timing columns (absent, -1, in the 5-column format).
   int64_t creation_time = -1;
   int64_t deletion_time = -1;
-  std::string qos;   // the trace's qos column (LS, BE, Burstable, Guaranteed); empty without it
+  std::string qos;     // the trace's qos column (LS, BE, Burstable, Guaranteed); empty without it
   int qos_column = 0;  // 1-based (0: none)
 
   int64_t TotalGpuMilli() const { return int64_t{num_gpu} * gpu_milli; }

@@ -217,8 +217,8 @@ std::string CheckGpuModels(const std::string& pod_path, const std::vector<PodSpe
       if (!known.count(model)) {
         std::string all;
         for (const std::string& k : known) all += (all.empty() ? "" : ", ") + k;
-        return pod_path + ":" + std::to_string(pod.line) + ":" + std::to_string(pod.gpu_spec_column) + ": gpu_spec names GPU model '" + model +
-               "' that no node has (the node list has: " + all + ")";
+        return pod_path + ":" + std::to_string(pod.line) + ":" + std::to_string(pod.gpu_spec_column) +
+               ": gpu_spec names GPU model '" + model + "' that no node has (the node list has: " + all + ")";
       }
     }
   }

@@ -53,7 +53,7 @@ void StartComputeMonitor(ShimState* state) {
 bool StopComputeMonitor(ShimState* state) {
   ShimState* expected = state;
   if (!g_monitored.compare_exchange_strong(expected, nullptr)) return true;  // none running for it
-  if (g_thread_pid != getpid()) return true;  // started in the parent: no thread here
+  if (g_thread_pid != getpid()) return true;                                 // started in the parent: no thread here
   for (LaunchTracker* tracker : state->Trackers()) tracker->gate()->Wake();
   timespec deadline;
   clock_gettime(CLOCK_REALTIME, &deadline);

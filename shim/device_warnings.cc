@@ -12,12 +12,9 @@ std::string ShimBytes(uint64_t bytes) {
   char text[48];
   if (bytes >= kGi && bytes % kGi == 0)
     std::snprintf(text, sizeof text, "%llu GiB", static_cast<unsigned long long>(bytes / kGi));
-  else if (bytes >= kGi)
-    std::snprintf(text, sizeof text, "%.2f GiB", static_cast<double>(bytes) / kGi);
-  else if (bytes >= kMi)
-    std::snprintf(text, sizeof text, "%llu MiB", static_cast<unsigned long long>(bytes / kMi));
-  else
-    std::snprintf(text, sizeof text, "%llu bytes", static_cast<unsigned long long>(bytes));
+  else if (bytes >= kGi) std::snprintf(text, sizeof text, "%.2f GiB", static_cast<double>(bytes) / kGi);
+  else if (bytes >= kMi) std::snprintf(text, sizeof text, "%llu MiB", static_cast<unsigned long long>(bytes / kMi));
+  else std::snprintf(text, sizeof text, "%llu bytes", static_cast<unsigned long long>(bytes));
   return text;
 }
 
@@ -30,7 +27,8 @@ std::string OversizedQuotaWarning(const ShimOptions& options, int ordinal, uint6
   return "gpuslice: warning: " + variable + " (" + ShimBytes(limit->bytes) + ") is larger than " + gpu_uuid + "'s " +
          ShimBytes(device_total) +
          ": the quota never binds and this tenant may take the whole device; give a quantity up to the "
-         "device's memory or a percentage, e.g. " + variable + "=50%";
+         "device's memory or a percentage, e.g. " +
+         variable + "=50%";
 }
 
 std::string UnaccountedMemoryWarning(const DeviceMemorySeen& seen) {

@@ -22,8 +22,8 @@ std::string OversizedQuotaWarning(const ShimOptions& options, int ordinal, uint6
 struct DeviceMemorySeen {
   std::string gpu_uuid;
   uint64_t device_free = 0, device_total = 0;
-  uint64_t accounted = 0;    // every tenant of the state directory (Broker::GpuUsed)
-  uint64_t processes = 1;    // the state directory's live processes on the GPU (Broker::GpuProcesses)
+  uint64_t accounted = 0;  // every tenant of the state directory (Broker::GpuUsed)
+  uint64_t processes = 1;  // the state directory's live processes on the GPU (Broker::GpuProcesses)
   uint64_t tenant_used = 0;
   uint64_t tenant_quota = 0;  // broker::kUnlimited: none
   std::string tenant;         // "" for a process that is a tenant of its own

@@ -15,9 +15,9 @@
 #include "shim/shim_state.h"
 
 // In a hook: `real`, the loaded driver, which has `name`; else the hook returns.
-#define GPUSLICE_REAL_OR_UNSUPPORTED(name)        \
-  const auto* real = ::gpuslice::shim::Real();   \
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED;   \
+#define GPUSLICE_REAL_OR_UNSUPPORTED(name)      \
+  const auto* real = ::gpuslice::shim::Real();  \
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED; \
   if (!real->name) return CUDA_ERROR_NOT_SUPPORTED;
 
 namespace gpuslice::shim {

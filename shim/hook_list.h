@@ -4,41 +4,41 @@
 #pragma once
 
 // Exported and intercepted.
-#define GPUSLICE_DRIVER_HOOKS(X) \
-  X(cuInit)                      \
-  X(cuGetProcAddress)            \
-  X(cuGetProcAddress_v2)         \
-  X(cuMemAlloc_v2)               \
-  X(cuMemAllocPitch_v2)          \
-  X(cuMemAllocManaged)           \
-  X(cuMemFree_v2)                \
-  X(cuMemAllocAsync)             \
-  X(cuMemAllocAsync_ptsz)        \
-  X(cuMemAllocFromPoolAsync)     \
-  X(cuMemAllocFromPoolAsync_ptsz)\
-  X(cuMemFreeAsync)              \
-  X(cuMemFreeAsync_ptsz)         \
-  X(cuMemPoolCreate)             \
-  X(cuMemPoolDestroy)            \
-  X(cuMemCreate)                 \
-  X(cuMemRelease)                \
-  X(cuArrayCreate_v2)            \
-  X(cuArray3DCreate_v2)          \
-  X(cuArrayDestroy)              \
-  X(cuMipmappedArrayCreate)      \
-  X(cuMipmappedArrayDestroy)     \
-  X(cuMemGetInfo_v2)             \
-  X(cuDeviceTotalMem_v2)         \
-  X(cuLaunchKernel)              \
-  X(cuLaunchKernel_ptsz)         \
-  X(cuLaunchKernelEx)            \
-  X(cuLaunchKernelEx_ptsz)       \
-  X(cuLaunchCooperativeKernel)   \
+#define GPUSLICE_DRIVER_HOOKS(X)    \
+  X(cuInit)                         \
+  X(cuGetProcAddress)               \
+  X(cuGetProcAddress_v2)            \
+  X(cuMemAlloc_v2)                  \
+  X(cuMemAllocPitch_v2)             \
+  X(cuMemAllocManaged)              \
+  X(cuMemFree_v2)                   \
+  X(cuMemAllocAsync)                \
+  X(cuMemAllocAsync_ptsz)           \
+  X(cuMemAllocFromPoolAsync)        \
+  X(cuMemAllocFromPoolAsync_ptsz)   \
+  X(cuMemFreeAsync)                 \
+  X(cuMemFreeAsync_ptsz)            \
+  X(cuMemPoolCreate)                \
+  X(cuMemPoolDestroy)               \
+  X(cuMemCreate)                    \
+  X(cuMemRelease)                   \
+  X(cuArrayCreate_v2)               \
+  X(cuArray3DCreate_v2)             \
+  X(cuArrayDestroy)                 \
+  X(cuMipmappedArrayCreate)         \
+  X(cuMipmappedArrayDestroy)        \
+  X(cuMemGetInfo_v2)                \
+  X(cuDeviceTotalMem_v2)            \
+  X(cuLaunchKernel)                 \
+  X(cuLaunchKernel_ptsz)            \
+  X(cuLaunchKernelEx)               \
+  X(cuLaunchKernelEx_ptsz)          \
+  X(cuLaunchCooperativeKernel)      \
   X(cuLaunchCooperativeKernel_ptsz) \
-  X(cuGraphLaunch)               \
-  X(cuGraphLaunch_ptsz)          \
-  X(cuCtxDestroy_v2)             \
-  X(cuDevicePrimaryCtxRelease_v2) \
+  X(cuGraphLaunch)                  \
+  X(cuGraphLaunch_ptsz)             \
+  X(cuCtxDestroy_v2)                \
+  X(cuDevicePrimaryCtxRelease_v2)   \
   X(cuDevicePrimaryCtxReset_v2)
 
 // Called by the shim, not intercepted.
@@ -65,5 +65,4 @@
   X(nvmlDeviceGetMemoryInfo)   \
   X(nvmlDeviceGetMemoryInfo_v2)
 
-#define GPUSLICE_NVML_CALLS(X) \
-  X(nvmlDeviceGetUUID)
+#define GPUSLICE_NVML_CALLS(X) X(nvmlDeviceGetUUID)

@@ -8,6 +8,7 @@
 // destroyed, so teardown runs while the monitor is paused, and the monitor forgets the contexts
 // it destroyed.
 #include "shim/driver_api.h"  // first: declares every versioned name
+
 #include "common/mutex_lock.h"
 #include "shim/hook_entry.h"
 #include "shim/real_driver.h"
@@ -19,7 +20,6 @@ using gpuslice::shim::RealDriver;
 using gpuslice::shim::ShimState;
 
 namespace {
-
 
 // The device's primary context while it is active (retained by someone), else nullptr: there
 // is then nothing for a release or reset to destroy. Retained and released at once to learn it.
@@ -78,15 +78,18 @@ CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
 // Only the last release destroys the primary context.
 CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuDevicePrimaryCtxRelease_v2)
-  return TearDownPrimary(real, dev, [&] { return real->cuDevicePrimaryCtxRelease_v2(dev); }, [&] {
-    unsigned int flags = 0;
-    int active = 0;
-    return !real->cuDevicePrimaryCtxGetState ||
-           real->cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active;
-  });
+  return TearDownPrimary(
+      real, dev, [&] { return real->cuDevicePrimaryCtxRelease_v2(dev); },
+      [&] {
+        unsigned int flags = 0;
+        int active = 0;
+        return !real->cuDevicePrimaryCtxGetState ||
+               real->cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active;
+      });
 }
 
 CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuDevicePrimaryCtxReset_v2)
-  return TearDownPrimary(real, dev, [&] { return real->cuDevicePrimaryCtxReset_v2(dev); }, [] { return true; });
+  return TearDownPrimary(
+      real, dev, [&] { return real->cuDevicePrimaryCtxReset_v2(dev); }, [] { return true; });
 }

@@ -7,6 +7,7 @@
 // call: alone on the GPU, a few atomic operations; shared, also one event recorded behind the
 // launch (shim/launch_tracker.h).
 #include "shim/driver_api.h"  // first: declares every versioned name
+
 #include "shim/hook_entry.h"
 #include "shim/real_driver.h"
 #include "shim/shim_state.h"
@@ -41,7 +42,6 @@ CUresult Gated(CUstream stream, bool per_thread, Call call) {
 using gpuslice::shim::Gated;
 using gpuslice::shim::Real;
 
-
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                 unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                                 unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {
@@ -52,24 +52,23 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
   });
 }
 
-CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                     unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
-                                     unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
-                                     void** kernelParams, void** extra) {
+CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                                     unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                                     unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuLaunchKernel_ptsz)
   return Gated(hStream, true, [&] {
-    return real->cuLaunchKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                                     sharedMemBytes, hStream, kernelParams, extra);
+    return real->cuLaunchKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
+                                     hStream, kernelParams, extra);
   });
 }
 
 CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuLaunchKernelEx)
-  return Gated(config ? config->hStream : nullptr, false, [&] { return real->cuLaunchKernelEx(config, f, kernelParams, extra); });
+  return Gated(config ? config->hStream : nullptr, false,
+               [&] { return real->cuLaunchKernelEx(config, f, kernelParams, extra); });
 }
 
-CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** kernelParams,
-                                       void** extra) {
+CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuLaunchKernelEx_ptsz)
   return Gated(config ? config->hStream : nullptr, true,
                [&] { return real->cuLaunchKernelEx_ptsz(config, f, kernelParams, extra); });
@@ -87,9 +86,8 @@ CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, 
 }
 
 CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                                unsigned int gridDimZ, unsigned int blockDimX,
-                                                unsigned int blockDimY, unsigned int blockDimZ,
-                                                unsigned int sharedMemBytes, CUstream hStream,
+                                                unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                                unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                                 void** kernelParams) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuLaunchCooperativeKernel_ptsz)
   return Gated(hStream, true, [&] {

@@ -15,8 +15,8 @@ namespace {
 // Reserves `charge` on `ledger`, runs the driver call, rolls the reservation back if it fails,
 // and records the charge (owned by `context`) under the key the call produced.
 template <typename Call, typename Key>
-CUresult ChargeAround(ShimState* state, AllocationMap& map, int ledger, const void* context, uint64_t charge,
-                      Call call, Key key) {
+CUresult ChargeAround(ShimState* state, AllocationMap& map, int ledger, const void* context, uint64_t charge, Call call,
+                      Key key) {
   if (!state->broker().Reserve(ledger, charge)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult rc = call();
   if (rc != CUDA_SUCCESS) {
@@ -112,7 +112,8 @@ CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
 }
 
 CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
-  return AllocateInCurrentContext(dptr, bytesize, [&] { return CallReal<&RealDriver::cuMemAllocManaged>(dptr, bytesize, flags); });
+  return AllocateInCurrentContext(dptr, bytesize,
+                                  [&] { return CallReal<&RealDriver::cuMemAllocManaged>(dptr, bytesize, flags); });
 }
 
 // The pitch is only known after the call: reserve for the narrowest legal pitch (rows padded
@@ -120,7 +121,9 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned 
 // saturate: such a request is refused as out of memory, never charged as a small one.
 CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
                                     unsigned int ElementSizeBytes) {
-  auto call = [&] { return CallReal<&RealDriver::cuMemAllocPitch_v2>(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes); };
+  auto call = [&] {
+    return CallReal<&RealDriver::cuMemAllocPitch_v2>(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+  };
   const RealDriver* real = nullptr;
   ShimState* state = nullptr;
   if (CUresult rc = EnterHook(&real, &state); rc != CUDA_SUCCESS) return rc;
@@ -146,8 +149,7 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t Wi
 }
 
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
-  return FreeAndCredit(&ShimState::allocations, dptr,
-                       [&] { return CallReal<&RealDriver::cuMemFree_v2>(dptr); });
+  return FreeAndCredit(&ShimState::allocations, dptr, [&] { return CallReal<&RealDriver::cuMemFree_v2>(dptr); });
 }
 
 // Stream-ordered allocations are charged when asked for and credited when freed, whatever
@@ -171,8 +173,7 @@ CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUm
       [&] { return CallReal<&RealDriver::cuMemAllocFromPoolAsync>(dptr, bytesize, pool, hStream); });
 }
 
-CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
-                                              CUstream hStream) {
+CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
   return AllocateStreamOrdered(
       dptr, bytesize, [&](ShimState* state, int* ledger) { return state->LedgerForPool(pool, hStream, ledger); },
       [&] { return CallReal<&RealDriver::cuMemAllocFromPoolAsync_ptsz>(dptr, bytesize, pool, hStream); });
@@ -184,9 +185,8 @@ CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
 }
 
 CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
-  return FreeAndCredit(&ShimState::allocations, dptr, [&] {
-    return CallReal<&RealDriver::cuMemFreeAsync_ptsz>(dptr, hStream);
-  });
+  return FreeAndCredit(&ShimState::allocations, dptr,
+                       [&] { return CallReal<&RealDriver::cuMemFreeAsync_ptsz>(dptr, hStream); });
 }
 
 // Pools the application creates, with their device: what cuMemAllocFromPoolAsync charges.
@@ -226,8 +226,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, 
 }
 
 CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
-  return FreeAndCredit(&ShimState::physical, handle,
-                       [&] { return CallReal<&RealDriver::cuMemRelease>(handle); });
+  return FreeAndCredit(&ShimState::physical, handle, [&] { return CallReal<&RealDriver::cuMemRelease>(handle); });
 }
 
 CUresult CUDAAPI cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* pAllocateArray) {
@@ -253,8 +252,8 @@ CUresult CUDAAPI cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIP
 CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* pMipmappedArrayDesc,
                                         unsigned int numMipmapLevels) {
   uint64_t key = 0;
-  const auto bytes =
-      pMipmappedArrayDesc ? gpuslice::MipmappedArrayBytes(*pMipmappedArrayDesc, numMipmapLevels) : std::nullopt;
+  const auto bytes = pMipmappedArrayDesc ? gpuslice::MipmappedArrayBytes(*pMipmappedArrayDesc, numMipmapLevels)
+                                         : std::nullopt;
   return CreateArrayOfBytes(bytes, pHandle, &key, [&] {
     const CUresult rc = CallReal<&RealDriver::cuMipmappedArrayCreate>(pHandle, pMipmappedArrayDesc, numMipmapLevels);
     if (rc == CUDA_SUCCESS) key = reinterpret_cast<uint64_t>(*pHandle);
@@ -268,7 +267,6 @@ CUresult CUDAAPI cuArrayDestroy(CUarray hArray) {
 }
 
 CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
-  return FreeAndCredit(&ShimState::arrays, reinterpret_cast<uint64_t>(hMipmappedArray), [&] {
-    return CallReal<&RealDriver::cuMipmappedArrayDestroy>(hMipmappedArray);
-  });
+  return FreeAndCredit(&ShimState::arrays, reinterpret_cast<uint64_t>(hMipmappedArray),
+                       [&] { return CallReal<&RealDriver::cuMipmappedArrayDestroy>(hMipmappedArray); });
 }

@@ -36,11 +36,13 @@ LaunchTracker* ShimState::TrackerForDevice(CUdevice device) {
   const auto id = broker::LedgerId::From(ledger);
   if (!id) return nullptr;  // OpenLedger gives only valid ledgers
   auto gate = std::make_unique<broker::ComputeGate>(broker_.get(), *id);
-  const Status share = gate->SetShare(
-      options_.compute_request_pct ? options_.compute_request_pct : broker::kDefaultRequestPct,
-      options_.compute_limit_pct, options_.compute_class, retry_at != 0 ? 0 : broker::SchedLockTimeoutNs());
+  const Status share =
+      gate->SetShare(options_.compute_request_pct ? options_.compute_request_pct : broker::kDefaultRequestPct,
+                     options_.compute_limit_pct, options_.compute_class,
+                     retry_at != 0 ? 0 : broker::SchedLockTimeoutNs());
   if (!share.ok()) {
-    if (share_retry_at_ns_[device].exchange(MonotonicNanos() + kShareRetryNs) == 0) LogError("%s", share.message().c_str());
+    if (share_retry_at_ns_[device].exchange(MonotonicNanos() + kShareRetryNs) == 0)
+      LogError("%s", share.message().c_str());
     return nullptr;
   }
   NoteContext(gate.get());  // the context of the first launch: what the monitor synchronises

@@ -42,7 +42,8 @@ void LaunchTracker::FlagUntrackedWork() {
 }
 
 bool LaunchTracker::EnterTracked(Entry* entry, bool waited) {
-  if (bounded_.load(std::memory_order_relaxed) && queued_.load(std::memory_order_relaxed) >= budget_kernels_.load(std::memory_order_relaxed))
+  if (bounded_.load(std::memory_order_relaxed) &&
+      queued_.load(std::memory_order_relaxed) >= budget_kernels_.load(std::memory_order_relaxed))
     return false;  // enough queued while others share the GPU: wait for a completion
   if (gate_->compute_class() == broker::ComputeClass::kLatency) {
     const uint64_t now = MonotonicNanos();

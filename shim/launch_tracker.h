@@ -111,7 +111,7 @@ class LaunchTracker {
   broker::ComputeGate* gate_;
   broker::ProcessGpuState* published_;
   std::atomic<bool> tracking_{false};
-  std::atomic<bool> bounded_{false};        // others share the GPU: keep at most the budget queued
+  std::atomic<bool> bounded_{false};  // others share the GPU: keep at most the budget queued
   // Launches mid-call on the untracked path, flagged per thread: each of the process's first
   // kOwnSlots launching threads has a flag of its own, on a cache line of its own, which only it
   // writes — with plain stores, the monitor's switch to tracking making them visible by a
@@ -119,10 +119,10 @@ class LaunchTracker {
   // counted with atomic additions. A single shared counter cost every launch a contended line.
   UntrackedSlots untracked_;
   std::atomic<uint32_t> budget_kernels_{2};
-  std::atomic<uint64_t> kernel_ns_{1'000'000};  // measured kernel length (EWMA)
-  std::atomic<uint32_t> queued_{0};             // size of pending_, for the fast path's budget test
-  std::atomic<uint64_t> gap_ns_{0};             // EWMA of completion-to-next-launch gaps
-  std::atomic<bool> priority_busy_{false};      // the current busy period began with a priority launch
+  std::atomic<uint64_t> kernel_ns_{1'000'000};    // measured kernel length (EWMA)
+  std::atomic<uint32_t> queued_{0};               // size of pending_, for the fast path's budget test
+  std::atomic<uint64_t> gap_ns_{0};               // EWMA of completion-to-next-launch gaps
+  std::atomic<bool> priority_busy_{false};        // the current busy period began with a priority launch
   std::atomic<uint64_t> priority_charged_ns_{0};  // its priority work is charged up to here
   Mutex mutex_;
   std::deque<Pending> pending_ GUARDED_BY(mutex_);

@@ -16,7 +16,8 @@ void LogError(const char* format, ...) {
   std::vsnprintf(line + prefix, sizeof line - prefix - 1, format, args);
   va_end(args);
   // Messages from the broker already carry the prefix: never print "gpuslice: gpuslice: ".
-  if (std::strncmp(line + prefix, line, prefix) == 0) std::memmove(line + prefix, line + 2 * prefix, std::strlen(line + 2 * prefix) + 1);
+  if (std::strncmp(line + prefix, line, prefix) == 0)
+    std::memmove(line + prefix, line + 2 * prefix, std::strlen(line + 2 * prefix) + 1);
   const size_t length = std::strlen(line);
   line[length] = '\n';
   // One write: lines from several threads never interleave.

@@ -28,7 +28,8 @@ std::string PinnedMemoryLimits(const ShimOptions& options, int ordinals) {
   for (int n = 0; n < ordinals; ++n) {
     const auto limit = options.LimitFor(n);
     if (!limit || limit->percent != 0) continue;
-    value += (value.empty() ? "" : ",") + std::to_string(n) + "=" + std::to_string(std::max<uint64_t>(1, limit->bytes >> 20)) + "M";
+    value += (value.empty() ? "" : ",") + std::to_string(n) + "=" +
+             std::to_string(std::max<uint64_t>(1, limit->bytes >> 20)) + "M";
   }
   return value;
 }

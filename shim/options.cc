@@ -140,8 +140,8 @@ Status ApplyVariable(std::string_view name, std::string_view value, ShimOptions*
       if (!n || *n > kMaxOrdinal) {
         return Status::InvalidArgument("gpuslice: unknown variable " + Assignment(name, value) +
                                        "; per-device variables are " + spec.name + " with n a device ordinal 0 to " +
-                                       std::to_string(kMaxOrdinal) + ", e.g. " + std::string(prefix) + "1=" +
-                                       spec.example);
+                                       std::to_string(kMaxOrdinal) + ", e.g. " + std::string(prefix) +
+                                       "1=" + spec.example);
       }
       ordinal = static_cast<int>(*n);
     } else if (name != spec.name) {
@@ -182,8 +182,8 @@ const std::vector<OptionSpec>& OptionTable() {
        "numbers its devices).",
        "2Gi", ApplyMemoryLimitForOrdinal},
       {"GPUSLICE_TENANT", "name of 1 to 63 of A-Z a-z 0-9 . _ -", "the process alone",
-       "The tenant: every process with the same name shares one quota per physical GPU.",
-       "team-a.inference", ApplyTenant},
+       "The tenant: every process with the same name shares one quota per physical GPU.", "team-a.inference",
+       ApplyTenant},
       {"GPUSLICE_STATE_DIR", "absolute directory", "/run/gpuslice",
        "Where the broker's shared segment lives; mount the same host directory into every container "
        "of the node.",
@@ -202,8 +202,8 @@ const std::vector<OptionSpec>& OptionTable() {
        "on GPU time no other tenant wants).",
        "latency", ApplyComputeClass},
       {"GPUSLICE_DRIVER_LIBRARY", "absolute path", "found as the dynamic loader finds libcuda.so.1",
-       "The real CUDA driver library, when it is not where the loader looks.",
-       "/usr/lib/x86_64-linux-gnu/libcuda.so.1", ApplyDriverLibrary},
+       "The real CUDA driver library, when it is not where the loader looks.", "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+       ApplyDriverLibrary},
   };
   return kTable;
 }

@@ -24,7 +24,7 @@ struct OptionSpec {
   const char* type;      // what a valid value is, as the docs and the error line say it
   const char* fallback;  // the default, as the docs show it
   const char* meaning;
-  const char* example;   // a valid value, quoted in error messages
+  const char* example;  // a valid value, quoted in error messages
   // Stores `value` into *out; false when it is not valid. `ordinal` is the n of a per-ordinal
   // option, else -1.
   bool (*apply)(int ordinal, std::string_view value, ShimOptions* out);
@@ -49,13 +49,13 @@ using broker::ComputeClass;
 using broker::ComputeClassName;
 
 struct ShimOptions {
-  std::optional<MemoryLimit> memory_limit;              // GPUSLICE_MEMORY_LIMIT
-  std::map<int, MemoryLimit> memory_limit_per_ordinal;  // GPUSLICE_MEMORY_LIMIT_<n>
-  std::string tenant;                                   // GPUSLICE_TENANT ("" = the process alone)
-  std::string state_dir = "/run/gpuslice";              // GPUSLICE_STATE_DIR
-  std::string driver_library;                           // GPUSLICE_DRIVER_LIBRARY ("" = loader search)
-  uint32_t compute_request_pct = 0;                     // GPUSLICE_COMPUTE_REQUEST (0 = default weight)
-  uint32_t compute_limit_pct = 100;                     // GPUSLICE_COMPUTE_LIMIT
+  std::optional<MemoryLimit> memory_limit;               // GPUSLICE_MEMORY_LIMIT
+  std::map<int, MemoryLimit> memory_limit_per_ordinal;   // GPUSLICE_MEMORY_LIMIT_<n>
+  std::string tenant;                                    // GPUSLICE_TENANT ("" = the process alone)
+  std::string state_dir = "/run/gpuslice";               // GPUSLICE_STATE_DIR
+  std::string driver_library;                            // GPUSLICE_DRIVER_LIBRARY ("" = loader search)
+  uint32_t compute_request_pct = 0;                      // GPUSLICE_COMPUTE_REQUEST (0 = default weight)
+  uint32_t compute_limit_pct = 100;                      // GPUSLICE_COMPUTE_LIMIT
   ComputeClass compute_class = ComputeClass::kStandard;  // GPUSLICE_COMPUTE_CLASS
 
   // The limit for device ordinal n, if any.

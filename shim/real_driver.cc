@@ -48,8 +48,9 @@ NamedHook* SortedHooks(size_t* count) {
 // The export name the version rule gives for (symbol, version, flags), or nullptr (the rows of
 // common/proc_rows.h are sorted by base name then version).
 const char* ExportNameByRule(const char* symbol, int version, cuuint64_t flags) {
-  const ProcRow* first = std::lower_bound(std::begin(kProcRows), std::end(kProcRows), symbol,
-                                          [](const ProcRow& row, const char* s) { return std::strcmp(row.base, s) < 0; });
+  const ProcRow* first =
+      std::lower_bound(std::begin(kProcRows), std::end(kProcRows), symbol,
+                       [](const ProcRow& row, const char* s) { return std::strcmp(row.base, s) < 0; });
   const ProcRow* chosen = nullptr;
   for (const ProcRow* row = first; row != std::end(kProcRows) && std::strcmp(row->base, symbol) == 0; ++row) {
     if (row->version <= version) chosen = row;
@@ -112,12 +113,13 @@ RealDriver* LoadDriver() {
   }
   // Forwarding to ourselves would recurse forever: refuse a "driver" that is gpuslice.
   if (ObjectBase(init) == ObjectBase(reinterpret_cast<const void*>(&LoadDriver))) {
-    LogError("the CUDA driver found as %s is libgpuslice.so itself; set GPUSLICE_DRIVER_LIBRARY to the "
-             "real driver", path.c_str());
+    LogError(
+        "the CUDA driver found as %s is libgpuslice.so itself; set GPUSLICE_DRIVER_LIBRARY to the "
+        "real driver",
+        path.c_str());
     return nullptr;
   }
-#define GPUSLICE_RESOLVE(name) \
-  driver->name = reinterpret_cast<decltype(driver->name)>(RealDlsym(handle, #name));
+#define GPUSLICE_RESOLVE(name) driver->name = reinterpret_cast<decltype(driver->name)>(RealDlsym(handle, #name));
   GPUSLICE_DRIVER_HOOKS(GPUSLICE_RESOLVE)
   GPUSLICE_DRIVER_CALLS(GPUSLICE_RESOLVE)
 #undef GPUSLICE_RESOLVE
@@ -186,14 +188,15 @@ void* HookByName(const char* name) {
   size_t count = 0;
   NamedHook* hooks = SortedHooks(&count);
   NamedHook* end = hooks + count;
-  NamedHook* it = std::lower_bound(hooks, end, name, [](const NamedHook& h, const char* n) { return std::strcmp(h.name, n) < 0; });
+  NamedHook* it =
+      std::lower_bound(hooks, end, name, [](const NamedHook& h, const char* n) { return std::strcmp(h.name, n) < 0; });
   return (it != end && std::strcmp(it->name, name) == 0) ? it->hook : nullptr;
 }
 
 void* SubstituteHook(const char* symbol, int version, cuuint64_t flags, void* found) {
   const RealDriver* real = Real();
   if (!real || !found || !symbol) return found;
-  // By address: the driver handed out exactly one of the functions we intercept.
+    // By address: the driver handed out exactly one of the functions we intercept.
 #define GPUSLICE_BY_ADDRESS(name) \
   if (found == reinterpret_cast<void*>(real->name)) return reinterpret_cast<void*>(&::name);
   GPUSLICE_DRIVER_HOOKS(GPUSLICE_BY_ADDRESS)

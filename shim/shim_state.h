@@ -17,8 +17,8 @@
 #include "common/thread_annotations.h"
 #include "shim/allocation_map.h"
 #include "shim/context_sync.h"
-#include "shim/launch_tracker.h"
 #include "shim/driver_api.h"
+#include "shim/launch_tracker.h"
 #include "shim/options.h"
 
 namespace gpuslice::shim {

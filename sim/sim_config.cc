@@ -12,10 +12,10 @@ namespace gpuslice::sim {
 
 // NVIDIA's MIG tables are the product's (gpu/mig_profiles.h).
 using gpu::FindMigGpuModel;
+using gpu::kMigMemorySlices;
 using gpu::MigGpuModel;
 using gpu::MigPlacement;
 using gpu::ValidateMigLayout;
-using gpu::kMigMemorySlices;
 
 namespace {
 
@@ -55,9 +55,8 @@ namespace {
 
 std::string FormatUuid(const char* prefix, const uint8_t (&u)[16]) {
   char text[64];
-  std::snprintf(text, sizeof text,
-                "%s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", prefix, u[0], u[1],
-                u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+  std::snprintf(text, sizeof text, "%s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", prefix,
+                u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
   return text;
 }
 
@@ -142,7 +141,8 @@ bool LoadSimConfigFromEnv(SimConfig* config, std::string* error) {
   std::vector<MigPlacement> mig;
   if (const char* v = Env("GPUSLICE_SIM_MIG")) {
     if (mps) {
-      *error = "gpuslice-sim: GPUSLICE_SIM_MPS=1 with GPUSLICE_SIM_MIG: MPS inside MIG instances is not simulated; set one of them";
+      *error =
+          "gpuslice-sim: GPUSLICE_SIM_MPS=1 with GPUSLICE_SIM_MIG: MPS inside MIG instances is not simulated; set one of them";
       return false;
     }
     if (!model) {

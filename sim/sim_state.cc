@@ -30,10 +30,9 @@ bool Validate(const SimSegment* s, const std::string& path, std::string* error) 
     return false;
   }
   if (s->layout_version != kSimLayoutVersion || s->segment_size != sizeof(SimSegment)) {
-    *error = "gpuslice-sim: " + path + " has layout version " + std::to_string(s->layout_version) +
-             " and size " + std::to_string(s->segment_size) + ", this build expects version " +
-             std::to_string(kSimLayoutVersion) + " and size " + std::to_string(sizeof(SimSegment)) +
-             "; stop the processes using it and remove it";
+    *error = "gpuslice-sim: " + path + " has layout version " + std::to_string(s->layout_version) + " and size " +
+             std::to_string(s->segment_size) + ", this build expects version " + std::to_string(kSimLayoutVersion) +
+             " and size " + std::to_string(sizeof(SimSegment)) + "; stop the processes using it and remove it";
     return false;
   }
   if (s->device_count < 1 || s->device_count > static_cast<uint32_t>(kMaxDevices)) {

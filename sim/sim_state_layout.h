@@ -18,7 +18,7 @@
 namespace gpuslice::sim {
 
 inline constexpr uint64_t kSimMagic = 0x31534D4953435047ULL;  // "GPCSIMS1" little-endian
-inline constexpr uint32_t kSimLayoutVersion = 2;  // 2: MIG, MPS (SimSegment.mig, .mps), SimDevice.lost
+inline constexpr uint32_t kSimLayoutVersion = 2;              // 2: MIG, MPS (SimSegment.mig, .mps), SimDevice.lost
 inline constexpr int kMaxDevices = 8;
 inline constexpr int kMaxProcesses = 256;
 // Process liveness: a live process holds an OFD lock on byte kLivenessLockBase + slot.
@@ -33,9 +33,9 @@ enum class SlotState : uint32_t {
 struct SimDeviceConfig {
   char name[96];
   uint8_t uuid[16];
-  uint64_t total_memory;      // bytes
-  uint64_t timeslice_ns;      // how long one context runs before another waiting one is let in
-  uint64_t context_memory;    // bytes a context takes from the device, as on real hardware
+  uint64_t total_memory;    // bytes
+  uint64_t timeslice_ns;    // how long one context runs before another waiting one is let in
+  uint64_t context_memory;  // bytes a context takes from the device, as on real hardware
   int32_t sm_count;
   int32_t cc_major;
   int32_t cc_minor;
@@ -44,17 +44,17 @@ struct SimDeviceConfig {
 
 // Per process and device. Written only by the owning process (or by the reaper after it died).
 struct SimProcessDeviceStats {
-  std::atomic<uint64_t> memory_used;   // device bytes held: allocations, pools, contexts
-  std::atomic<uint64_t> busy_ns;       // device time its kernels occupied
-  std::atomic<uint64_t> kernels;       // kernels completed
-  std::atomic<uint64_t> contexts;      // contexts alive on this device
+  std::atomic<uint64_t> memory_used;  // device bytes held: allocations, pools, contexts
+  std::atomic<uint64_t> busy_ns;      // device time its kernels occupied
+  std::atomic<uint64_t> kernels;      // kernels completed
+  std::atomic<uint64_t> contexts;     // contexts alive on this device
 };
 
 // Hardware time-slicing between contexts, modelled per device (see docs/simulator.md).
 struct SimArbiter {
-  std::atomic<uint32_t> owner;         // process slot + 1 that runs on the device; 0 = idle
-  std::atomic<uint32_t> sequence;      // futex word: bumped on every hand-over
-  std::atomic<uint32_t> waiting;       // number of slots with wants[] set
+  std::atomic<uint32_t> owner;     // process slot + 1 that runs on the device; 0 = idle
+  std::atomic<uint32_t> sequence;  // futex word: bumped on every hand-over
+  std::atomic<uint32_t> waiting;   // number of slots with wants[] set
   uint32_t reserved;
   std::atomic<uint64_t> owner_since_ns;
   std::atomic<uint64_t> handovers;
@@ -64,7 +64,7 @@ struct SimArbiter {
 struct SimDevice {
   SimDeviceConfig config;
   SimArbiter arbiter;
-  std::atomic<uint64_t> busy_ns;       // total time some kernel occupied the device
+  std::atomic<uint64_t> busy_ns;  // total time some kernel occupied the device
   SimProcessDeviceStats processes[kMaxProcesses];
   // Nonzero: the GPU has fallen off the bus (an XID 79 on real hardware). The simulated NVML
   // then answers NVML_ERROR_GPU_IS_LOST for the device; set by `gpuslice-sim gpu-lost`.
@@ -73,11 +73,11 @@ struct SimDevice {
 };
 
 struct SimProcessSlot {
-  std::atomic<uint32_t> state;         // SlotState
-  int32_t pid;                         // as seen by the process itself (informational only)
-  uint64_t started_ns;                 // CLOCK_MONOTONIC at registration
-  uint64_t ended_ns;                   // when it was seen to exit (0 while live)
-  uint64_t generation;                 // bumped each time the slot is reused
+  std::atomic<uint32_t> state;  // SlotState
+  int32_t pid;                  // as seen by the process itself (informational only)
+  uint64_t started_ns;          // CLOCK_MONOTONIC at registration
+  uint64_t ended_ns;            // when it was seen to exit (0 while live)
+  uint64_t generation;          // bumped each time the slot is reused
   char command[32];
 };
 
@@ -93,18 +93,18 @@ inline constexpr int kMaxMigInstances = kMaxDevices * kMaxMigInstancesPerGpu;
 inline constexpr int kMaxUnits = kMaxDevices + kMaxMigInstances;
 
 struct SimMigInstance {
-  int32_t gpu;                 // the physical device it is carved from
-  int32_t gpu_instance_id;     // GI id within that GPU, as nvidia-smi numbers them (1, 2, ...)
-  int32_t nvml_profile;        // NVML_GPU_INSTANCE_PROFILE_*
-  int32_t start;               // first memory slice of its placement
+  int32_t gpu;              // the physical device it is carved from
+  int32_t gpu_instance_id;  // GI id within that GPU, as nvidia-smi numbers them (1, 2, ...)
+  int32_t nvml_profile;     // NVML_GPU_INSTANCE_PROFILE_*
+  int32_t start;            // first memory slice of its placement
   int32_t compute_slices;
   int32_t memory_slices;
-  char profile[16];            // "3g.71gb"
+  char profile[16];  // "3g.71gb"
 };
 
 struct SimMig {
   uint32_t instance_count;
-  uint32_t enabled_gpus;       // bit g: device g is in MIG mode (CUDA sees its instances, not it)
+  uint32_t enabled_gpus;  // bit g: device g is in MIG mode (CUDA sees its instances, not it)
   SimMigInstance instances[kMaxMigInstances];
   // One per instance: its configuration (own memory, SMs, "MIG-" UUID), its own time-slicing
   // arbiter and per-process ground truth, exactly as a whole device has.
@@ -122,7 +122,7 @@ struct SimMpsDevice {
 };
 
 struct SimMps {
-  uint32_t enabled_gpus;       // bit g: an MPS server runs on device g (GPUSLICE_SIM_MPS)
+  uint32_t enabled_gpus;  // bit g: an MPS server runs on device g (GPUSLICE_SIM_MPS)
   uint32_t reserved;
   SimMpsDevice devices[kMaxDevices];
 };
@@ -133,11 +133,11 @@ struct SimSegment {
   uint32_t device_count;
   uint64_t segment_size;
   uint64_t created_ns;
-  RobustMutex table_mutex;             // guards slot claims, memory charges and reaping
+  RobustMutex table_mutex;  // guards slot claims, memory charges and reaping
   SimProcessSlot slots[kMaxProcesses];
   SimDevice devices[kMaxDevices];
-  SimMig mig;                          // issue 10: MIG instances (block above)
-  SimMps mps;                          // issue 10: MPS servers (block above)
+  SimMig mig;  // issue 10: MIG instances (block above)
+  SimMps mps;  // issue 10: MPS servers (block above)
 };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);

@@ -30,9 +30,7 @@ int Resolve(const SimSegment& s, std::string_view entry) {
     }
     return whole(n);
   }
-  auto matches = [&](const std::string& uuid) {
-    return entry.size() > 4 && uuid.compare(0, entry.size(), entry) == 0;
-  };
+  auto matches = [&](const std::string& uuid) { return entry.size() > 4 && uuid.compare(0, entry.size(), entry) == 0; };
   if (entry.substr(0, 4) == "GPU-") {
     for (int g = 0; g < devices; ++g)
       if (matches(FormatGpuUuid(s.devices[g].config.uuid))) return whole(g);
@@ -58,8 +56,7 @@ std::vector<int> VisibleUnits(const SimSegment& s, const char* visible) {
     units.push_back(unit);
   };
   if (visible == nullptr) {
-    for (int g = 0; g < static_cast<int>(s.device_count); ++g)
-      add(MigEnabled(s, g) ? FirstInstanceOf(s, g) : g);
+    for (int g = 0; g < static_cast<int>(s.device_count); ++g) add(MigEnabled(s, g) ? FirstInstanceOf(s, g) : g);
     return units;
   }
   std::string_view list(visible);

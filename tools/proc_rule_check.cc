@@ -37,7 +37,8 @@ int main(int argc, char** argv) {
   size_t checked = 0, mismatches = 0;
   for (const gpuslice::ProcRow& row : gpuslice::kProcRows) {
     for (const bool per_thread : {false, true}) {
-      const cuuint64_t flags = per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+      const cuuint64_t flags = per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+                                          : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
       const std::string expected = (per_thread && *row.per_thread_name) ? row.per_thread_name : row.name;
       void* got = nullptr;
       CUdriverProcAddressQueryResult status{};
@@ -49,9 +50,13 @@ int main(int argc, char** argv) {
       if (examples.size() < 40) {
         Dl_info got_info{};
         const char* got_name = (got && dladdr(got, &got_info) && got_info.dli_sname) ? got_info.dli_sname : "";
-        examples.push_back({{"symbol", row.base}, {"version", row.version}, {"per_thread", per_thread},
-                            {"expected", expected}, {"expected_exported", want != nullptr},
-                            {"result", static_cast<int>(rc)}, {"got", got_name}});
+        examples.push_back({{"symbol", row.base},
+                            {"version", row.version},
+                            {"per_thread", per_thread},
+                            {"expected", expected},
+                            {"expected_exported", want != nullptr},
+                            {"result", static_cast<int>(rc)},
+                            {"got", got_name}});
       }
     }
   }

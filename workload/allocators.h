@@ -44,7 +44,7 @@ class Allocator {
   // not linear memory (main.cc refuses --touch with --api array).
   bool Touch(const Allocation& allocation) const;
   virtual bool Free(const Allocation& allocation) = 0;
-  virtual bool Finish() { return true; }   // once, after the last free
+  virtual bool Finish() { return true; }  // once, after the last free
 
  protected:
   explicit Allocator(const Session& session) : s_(session) {}

@@ -79,17 +79,20 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
   auto* compute_kernels = compute_cmd->add_option("--kernels", kernels, "Stop after this many kernels instead")
                               ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()));
   compute_duration->excludes(compute_kernels);
-  compute_cmd->add_option("--fault-after", compute.fault_after_s,
-                          "Seconds after the start at which to launch a kernel that faults (illegal address): "
-                          "the context breaks and the run ends with exit 1")
+  compute_cmd
+      ->add_option("--fault-after", compute.fault_after_s,
+                   "Seconds after the start at which to launch a kernel that faults (illegal address): "
+                   "the context breaks and the run ends with exit 1")
       ->check(CLI::NonNegativeNumber);
-  compute_cmd->add_option("--exit-after", compute.exit_after_s,
-                          "Seconds after the start at which the main thread calls exit(0) while the kernels are "
-                          "launched from another thread (which may be waiting for the GPU): no result line")
+  compute_cmd
+      ->add_option("--exit-after", compute.exit_after_s,
+                   "Seconds after the start at which the main thread calls exit(0) while the kernels are "
+                   "launched from another thread (which may be waiting for the GPU): no result line")
       ->check(CLI::PositiveNumber);
-  compute_cmd->add_option("--first-on-device", compute.first_on_device,
-                          "Before the run, launch one kernel on this device and wait for it; the run then "
-                          "uses --device (one process on two GPUs)")
+  compute_cmd
+      ->add_option("--first-on-device", compute.first_on_device,
+                   "Before the run, launch one kernel on this device and wait for it; the run then "
+                   "uses --device (one process on two GPUs)")
       ->check(CLI::NonNegativeNumber);
 
   CLI::App* latency_cmd = app.add_subcommand("latency", "Periodic requests of short kernels: latency percentiles");
@@ -100,9 +103,10 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
   latency_cmd->add_option("--kernels-per-request", latency.kernels_per_request, "Kernels in each request")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  CLI::Option* dependent = latency_cmd->add_flag("--dependent", latency.dependent,
-                        "Wait for each kernel of a request before launching the next (launch, wait, launch: "
-                        "a decode loop), instead of launching them all and waiting once");
+  CLI::Option* dependent =
+      latency_cmd->add_flag("--dependent", latency.dependent,
+                            "Wait for each kernel of a request before launching the next (launch, wait, launch: "
+                            "a decode loop), instead of launching them all and waiting once");
   latency_cmd
       ->add_option("--host-gap-us", latency.host_gap_us,
                    "With --dependent: microseconds the host spends between a kernel's end and the next launch "

@@ -34,7 +34,8 @@ int LaunchOnceOn(int device, const CommonOptions& common, uint64_t kernel_us, st
   first->emplace("compute", options);
   if (const int rc = (*first)->Open(); rc != kExitOk) return rc;
   SpinKernel kernel(**first);
-  if (!kernel.Load() || !kernel.Launch(nullptr, kernel_us * 1000) || !DRIVER_CALL(**first, cuStreamSynchronize, nullptr))
+  if (!kernel.Load() || !kernel.Launch(nullptr, kernel_us * 1000) ||
+      !DRIVER_CALL(**first, cuStreamSynchronize, nullptr))
     return kExitDriverFailed;
   (*first)->Emit("first_device_done", Json{{"device", device}});
   return kExitOk;
@@ -60,9 +61,8 @@ int RunComputeLoop(const CommonOptions& common, const ComputeOptions& options) {
   // --fault-after: the faulting kernel, loaded up front so that its launch is one call.
   CUmodule fault_module = nullptr;
   CUfunction fault = nullptr;
-  if (options.fault_after_s &&
-      (!DRIVER_CALL(s, cuModuleLoadData, &fault_module, kFaultKernelPtx) ||
-       !DRIVER_CALL(s, cuModuleGetFunction, &fault, fault_module, kFaultKernelName)))
+  if (options.fault_after_s && (!DRIVER_CALL(s, cuModuleLoadData, &fault_module, kFaultKernelPtx) ||
+                                !DRIVER_CALL(s, cuModuleGetFunction, &fault, fault_module, kFaultKernelName)))
     return kExitDriverFailed;
 
   const uint64_t kernel_ns = options.kernel_us * 1000;
@@ -119,12 +119,8 @@ int RunComputeLoop(const CommonOptions& common, const ComputeOptions& options) {
   DRIVER_CALL(s, cuStreamDestroy, stream);
   if (fault_module != nullptr) DRIVER_CALL(s, cuModuleUnload, fault_module);
 
-  Json result = {{"device", common.device},
-                 {"kernel_us", options.kernel_us},
-                 {"blocks", kernel.blocks()},
-                 {"depth", options.depth},
-                 {"kernels", completed},
-                 {"elapsed_s", elapsed}};
+  Json result = {{"device", common.device}, {"kernel_us", options.kernel_us}, {"blocks", kernel.blocks()},
+                 {"depth", options.depth},  {"kernels", completed},           {"elapsed_s", elapsed}};
   result.update(Throughput(completed, elapsed, options.kernel_us));
   result["stopped_by"] = stopped_by;
   s.Emit("result", result);

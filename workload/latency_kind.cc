@@ -22,7 +22,7 @@ namespace {
 double Ns(double us) { return std::round(us * 1000) / 1000; }
 
 Json Figures(const LatencySummary& l) {
-  return Json{{"p50_us", Ns(l.p50)}, {"p90_us", Ns(l.p90)}, {"p99_us", Ns(l.p99)}, {"p999_us", Ns(l.p999)},
+  return Json{{"p50_us", Ns(l.p50)}, {"p90_us", Ns(l.p90)},   {"p99_us", Ns(l.p99)}, {"p999_us", Ns(l.p999)},
               {"max_us", Ns(l.max)}, {"mean_us", Ns(l.mean)}, {"min_us", Ns(l.min)}};
 }
 

@@ -48,8 +48,7 @@ int RunMemory(const CommonOptions& common, const MemoryOptions& options) {
     Allocation a;
     CUresult refusal = CUDA_SUCCESS;
     switch (allocator->Allocate(options.chunk_bytes, &a, &refusal)) {
-      case Outcome::kFailed:
-        return kExitDriverFailed;
+      case Outcome::kFailed: return kExitDriverFailed;
       case Outcome::kRefused:
         ++refused;
         ++refusals[s.driver().ErrorName(refusal)];

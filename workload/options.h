@@ -9,9 +9,9 @@ namespace gpuslice::workload {
 
 struct CommonOptions {
   int device = 0;
-  std::string label;            // echoed in every output line when set
-  bool ready_line = false;      // print {"event":"ready"} once the context exists
-  double report_interval_s = 0; // progress lines every this many seconds; 0 = none
+  std::string label;             // echoed in every output line when set
+  bool ready_line = false;       // print {"event":"ready"} once the context exists
+  double report_interval_s = 0;  // progress lines every this many seconds; 0 = none
 };
 
 // How many SMs a spin kernel asks for: narrow = one single-thread block (one SM, the same length
@@ -25,7 +25,7 @@ struct ComputeOptions {
   uint64_t kernel_us = 1000;
   int depth = 2;
   double duration_s = 5;
-  std::optional<uint64_t> kernels;  // when set, stop after this many instead of duration_s
+  std::optional<uint64_t> kernels;      // when set, stop after this many instead of duration_s
   std::optional<double> fault_after_s;  // when set, launch a faulting kernel this long after the start
   // When set, the run launches on a thread of its own and the main thread calls exit(0) this long
   // after the start: a process that ends normally while a thread of it may wait for the GPU.
@@ -39,7 +39,7 @@ struct LatencyOptions {
   KernelWidth width = KernelWidth::kNarrow;
   double period_ms = 10;
   int kernels_per_request = 3;
-  bool dependent = false;  // wait for each kernel before launching the next (a decode loop)
+  bool dependent = false;    // wait for each kernel before launching the next (a decode loop)
   uint64_t host_gap_us = 0;  // with dependent: host time between a kernel's end and the next launch
   uint64_t kernel_us = 200;
   double duration_s = 5;

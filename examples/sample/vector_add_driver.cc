@@ -77,10 +77,8 @@ int Failed(const char* call, CUresult rc) {
 std::string Bytes(uint64_t bytes) {
   char text[64];
   const double mib = static_cast<double>(bytes) / (1 << 20);
-  if (mib >= 1024)
-    std::snprintf(text, sizeof text, "%" PRIu64 " B (%.2f GiB)", bytes, mib / 1024);
-  else
-    std::snprintf(text, sizeof text, "%" PRIu64 " B (%.2f MiB)", bytes, mib);
+  if (mib >= 1024) std::snprintf(text, sizeof text, "%" PRIu64 " B (%.2f GiB)", bytes, mib / 1024);
+  else std::snprintf(text, sizeof text, "%" PRIu64 " B (%.2f MiB)", bytes, mib);
   return text;
 }
 
@@ -235,8 +233,8 @@ int Run(const Options& options) {
   if ((rc = cuLaunchKernel(function, blocks, 1, 1, kBlockSize, 1, 1, 0, nullptr, params, nullptr)) != CUDA_SUCCESS)
     return Failed("cuLaunchKernel", rc);
   if ((rc = cuCtxSynchronize()) != CUDA_SUCCESS) return Failed("cuCtxSynchronize", rc);
-  std::printf("launch: %s<<<%u, %u>>> over %" PRIu32 " elements completed\n", gpuslice::examples::kVectorAddName, blocks,
-              kBlockSize, n);
+  std::printf("launch: %s<<<%u, %u>>> over %" PRIu32 " elements completed\n", gpuslice::examples::kVectorAddName,
+              blocks, kBlockSize, n);
   if ((rc = cuMemcpyDtoH(c.data(), s.c, bytes)) != CUDA_SUCCESS) return Failed("cuMemcpyDtoH(c)", rc);
 
   // The result, against the host's sums.
@@ -249,14 +247,15 @@ int Run(const Options& options) {
   }
   const std::string device_name = name;
   const std::string simulated_suffix = "(simulated)";
-  const bool simulated = device_name.size() >= simulated_suffix.size() &&
-                         device_name.compare(device_name.size() - simulated_suffix.size(), std::string::npos,
-                                             simulated_suffix) == 0;
+  const bool simulated =
+      device_name.size() >= simulated_suffix.size() &&
+      device_name.compare(device_name.size() - simulated_suffix.size(), std::string::npos, simulated_suffix) == 0;
   if (wrong == 0) {
     std::printf("result: all %" PRIu32 " sums equal a + b computed on the host\n", n);
   } else if (simulated && untouched == n) {
-    std::printf("result: not checked: the simulated GPU does not execute kernels (docs/simulator.md), so c still "
-                "holds its fill pattern\n");
+    std::printf(
+        "result: not checked: the simulated GPU does not execute kernels (docs/simulator.md), so c still "
+        "holds its fill pattern\n");
   } else {
     std::fprintf(stderr,
                  "vector_add_driver: result: %" PRIu32 " of %" PRIu32 " sums wrong; first at %" PRIu32

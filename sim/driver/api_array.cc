@@ -17,7 +17,7 @@ struct CUmipmappedArray_st;
 
 struct CUarray_st {
   int device = 0;
-  const CUctx_st* context = nullptr;     // destroying it destroys the array
+  const CUctx_st* context = nullptr;  // destroying it destroys the array
   CUDA_ARRAY3D_DESCRIPTOR desc{};
   bool created_3d = false;               // by cuArray3DCreate (or a mipmap level)
   uint64_t charged = 0;                  // device bytes charged for it (0 for a mipmap level)
@@ -201,8 +201,7 @@ CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_AR
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuMipmappedArrayGetLevel(CUarray* pLevelArray, CUmipmappedArray hMipmappedArray,
-                                          unsigned int level) {
+CUresult CUDAAPI cuMipmappedArrayGetLevel(CUarray* pLevelArray, CUmipmappedArray hMipmappedArray, unsigned int level) {
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!pLevelArray) return CUDA_ERROR_INVALID_VALUE;

@@ -40,9 +40,8 @@ CUresult Copy(CUdeviceptr dst, Side dst_side, CUdeviceptr src, Side src_side, si
   if (!dst || !src) return CUDA_ERROR_INVALID_VALUE;
   if (dst_side == Side::kDevice && DeviceRange(d, dst, bytes) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
   if (src_side == Side::kDevice && DeviceRange(d, src, bytes) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
-  return Submit(stream, per_thread, wait, [=] {
-    std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
-  });
+  return Submit(stream, per_thread, wait,
+                [=] { std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes); });
 }
 
 template <typename T>
@@ -51,8 +50,7 @@ CUresult Fill(CUdeviceptr dst, T value, size_t count, CUstream stream, bool per_
   CUctx_st* ctx = nullptr;
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
   if (count == 0) return CUDA_SUCCESS;
-  if (dst % sizeof(T) != 0 || DeviceRange(d, dst, count * sizeof(T)) != CUDA_SUCCESS)
-    return CUDA_ERROR_INVALID_VALUE;
+  if (dst % sizeof(T) != 0 || DeviceRange(d, dst, count * sizeof(T)) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
   return Submit(stream, per_thread, wait, [=] {
     T* p = reinterpret_cast<T*>(dst);
     if constexpr (sizeof(T) == 1) {
@@ -180,11 +178,11 @@ CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsig
 }
 
 // --- copies: legacy-stream and per-thread (_ptds/_ptsz) flavours ---
-#define GPUSLICE_COPY_PAIR(NAME, PARAMS, DST, DST_SIDE, SRC, SRC_SIDE, BYTES)                          \
+#define GPUSLICE_COPY_PAIR(NAME, PARAMS, DST, DST_SIDE, SRC, SRC_SIDE, BYTES)                              \
   CUresult CUDAAPI NAME PARAMS { return Copy(DST, DST_SIDE, SRC, SRC_SIDE, BYTES, nullptr, false, true); } \
   CUresult CUDAAPI NAME##_ptds PARAMS { return Copy(DST, DST_SIDE, SRC, SRC_SIDE, BYTES, nullptr, true, true); }
 
-#define GPUSLICE_ASYNC_COPY_PAIR(NAME, PARAMS, DST, DST_SIDE, SRC, SRC_SIDE, BYTES)                    \
+#define GPUSLICE_ASYNC_COPY_PAIR(NAME, PARAMS, DST, DST_SIDE, SRC, SRC_SIDE, BYTES)                         \
   CUresult CUDAAPI NAME PARAMS { return Copy(DST, DST_SIDE, SRC, SRC_SIDE, BYTES, hStream, false, false); } \
   CUresult CUDAAPI NAME##_ptsz PARAMS { return Copy(DST, DST_SIDE, SRC, SRC_SIDE, BYTES, hStream, true, false); }
 
@@ -211,20 +209,20 @@ GPUSLICE_ASYNC_COPY_PAIR(cuMemcpyDtoDAsync_v2,
                          Side::kDevice, srcDevice, Side::kDevice, ByteCount)
 
 // --- memsets ---
-#define GPUSLICE_MEMSET_PAIR(NAME, T)                                                                        \
-  CUresult CUDAAPI NAME(CUdeviceptr dstDevice, T value, size_t N) {                                          \
-    return Fill(dstDevice, value, N, nullptr, false, true);                                                  \
-  }                                                                                                          \
-  CUresult CUDAAPI NAME##_ptds(CUdeviceptr dstDevice, T value, size_t N) {                                   \
-    return Fill(dstDevice, value, N, nullptr, true, true);                                                   \
+#define GPUSLICE_MEMSET_PAIR(NAME, T)                                      \
+  CUresult CUDAAPI NAME(CUdeviceptr dstDevice, T value, size_t N) {        \
+    return Fill(dstDevice, value, N, nullptr, false, true);                \
+  }                                                                        \
+  CUresult CUDAAPI NAME##_ptds(CUdeviceptr dstDevice, T value, size_t N) { \
+    return Fill(dstDevice, value, N, nullptr, true, true);                 \
   }
 
-#define GPUSLICE_ASYNC_MEMSET_PAIR(NAME, T)                                                                  \
-  CUresult CUDAAPI NAME(CUdeviceptr dstDevice, T value, size_t N, CUstream hStream) {                        \
-    return Fill(dstDevice, value, N, hStream, false, false);                                                 \
-  }                                                                                                          \
-  CUresult CUDAAPI NAME##_ptsz(CUdeviceptr dstDevice, T value, size_t N, CUstream hStream) {                 \
-    return Fill(dstDevice, value, N, hStream, true, false);                                                  \
+#define GPUSLICE_ASYNC_MEMSET_PAIR(NAME, T)                                                  \
+  CUresult CUDAAPI NAME(CUdeviceptr dstDevice, T value, size_t N, CUstream hStream) {        \
+    return Fill(dstDevice, value, N, hStream, false, false);                                 \
+  }                                                                                          \
+  CUresult CUDAAPI NAME##_ptsz(CUdeviceptr dstDevice, T value, size_t N, CUstream hStream) { \
+    return Fill(dstDevice, value, N, hStream, true, false);                                  \
   }
 
 GPUSLICE_MEMSET_PAIR(cuMemsetD8_v2, unsigned char)

@@ -71,9 +71,9 @@ struct CUmemPoolHandle_st {
   uint64_t reserved_high = 0;
   uint64_t used = 0;
   uint64_t used_high = 0;
-  std::map<CUdeviceptr, gpuslice::sim::Chunk> chunks;      // by base address
-  std::map<CUdeviceptr, gpuslice::sim::Segment> segments;  // every segment of every chunk
-  std::set<std::pair<uint64_t, CUdeviceptr>> free_segments; // (size, address): best fit
+  std::map<CUdeviceptr, gpuslice::sim::Chunk> chunks;        // by base address
+  std::map<CUdeviceptr, gpuslice::sim::Segment> segments;    // every segment of every chunk
+  std::set<std::pair<uint64_t, CUdeviceptr>> free_segments;  // (size, address): best fit
   uint64_t outstanding = 0;  // allocations not yet returned (a pending async free included)
   bool destroyed = false;    // cuMemPoolDestroy was called; deleted once outstanding is 0
 };
@@ -290,8 +290,7 @@ void ReturnToPool(Pool* pool, CUdeviceptr addr) {
 // of the same pointer fails). nullptr when `ptr` is not a live pool allocation.
 Pool* ClaimPoolAllocation(Driver* d, CUdeviceptr ptr) {
   Allocation a;
-  if (!ptr || !d->FindRange(ptr, 0, &a) || a.base != ptr || a.kind != AllocationKind::kPool || !a.pool)
-    return nullptr;
+  if (!ptr || !d->FindRange(ptr, 0, &a) || a.base != ptr || a.kind != AllocationKind::kPool || !a.pool) return nullptr;
   if (!d->RemoveRange(ptr, nullptr)) return nullptr;
   return a.pool;
 }
@@ -476,8 +475,7 @@ CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute at
       if (*static_cast<cuuint64_t*>(value) != 0) return CUDA_ERROR_INVALID_VALUE;
       pool->used_high = pool->used;
       return CUDA_SUCCESS;
-    default:
-      return CUDA_ERROR_INVALID_VALUE;  // the *_CURRENT values are read-only
+    default: return CUDA_ERROR_INVALID_VALUE;  // the *_CURRENT values are read-only
   }
 }
 
@@ -499,20 +497,11 @@ CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute at
     case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
       *static_cast<cuuint64_t*>(value) = pool->release_threshold;
       return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
-      *static_cast<cuuint64_t*>(value) = pool->reserved;
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
-      *static_cast<cuuint64_t*>(value) = pool->reserved_high;
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
-      *static_cast<cuuint64_t*>(value) = pool->used;
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-      *static_cast<cuuint64_t*>(value) = pool->used_high;
-      return CUDA_SUCCESS;
-    default:
-      return CUDA_ERROR_INVALID_VALUE;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *static_cast<cuuint64_t*>(value) = pool->reserved; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *static_cast<cuuint64_t*>(value) = pool->reserved_high; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *static_cast<cuuint64_t*>(value) = pool->used; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *static_cast<cuuint64_t*>(value) = pool->used_high; return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
   }
 }
 
@@ -565,8 +554,7 @@ CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUm
   return AllocAsync(dptr, bytesize, pool, true, hStream, false);
 }
 
-CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
-                                              CUstream hStream) {
+CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
   return AllocAsync(dptr, bytesize, pool, true, hStream, true);
 }
 

@@ -33,7 +33,11 @@ CUresult LoadPtx(CUmodule* module, const void* image) {
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
   if (!module || !image) return CUDA_ERROR_INVALID_VALUE;
   const char* text = static_cast<const char*>(image);
-  if (std::strncmp(text, "\x7f" "ELF", 4) == 0) return CUDA_ERROR_NOT_SUPPORTED;  // cubins: not simulated
+  if (std::strncmp(text,
+                   "\x7f"
+                   "ELF",
+                   4) == 0)
+    return CUDA_ERROR_NOT_SUPPORTED;  // cubins: not simulated
   if (!std::strstr(text, ".version") || !std::strstr(text, ".target")) return CUDA_ERROR_INVALID_PTX;
   auto* mod = new CUmod_st();
   mod->context = ctx;
@@ -99,8 +103,8 @@ using namespace gpuslice::sim;
 
 CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) { return LoadPtx(module, image); }
 
-CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int numOptions,
-                                    CUjit_option* options, void** optionValues) {
+CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int numOptions, CUjit_option* options,
+                                    void** optionValues) {
   return LoadPtx(module, image);
 }
 
@@ -163,24 +167,20 @@ CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunc
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                 unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                                 unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {
-  return Launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, extra,
-                false);
+  return Launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, extra, false);
 }
 
-CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                     unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
-                                     unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
-                                     void** kernelParams, void** extra) {
-  return Launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, extra,
-                true);
+CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                                     unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                                     unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {
+  return Launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, extra, true);
 }
 
 CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra) {
   return LaunchEx(config, f, kernelParams, extra, false);
 }
 
-CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** kernelParams,
-                                       void** extra) {
+CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra) {
   return LaunchEx(config, f, kernelParams, extra, true);
 }
 
@@ -193,10 +193,8 @@ CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, 
 }
 
 CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                                unsigned int gridDimZ, unsigned int blockDimX,
-                                                unsigned int blockDimY, unsigned int blockDimZ,
-                                                unsigned int sharedMemBytes, CUstream hStream,
+                                                unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                                unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                                 void** kernelParams) {
-  return Launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, nullptr,
-                true);
+  return Launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, nullptr, true);
 }

@@ -40,8 +40,7 @@ constexpr bool EntryBefore(const ProcEntry& a, const ProcEntry& b) {
 // The lookup binary-searches the table as generated; catch a generator that stops sorting it.
 static_assert(std::is_sorted(std::begin(kProcTable), std::end(kProcTable), EntryBefore));
 
-constexpr cuuint64_t kKnownFlags =
-    CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+constexpr cuuint64_t kKnownFlags = CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
 
 // Anchors this library's own address. Deliberately not an exported function: the address of an
 // exported symbol taken inside a shared library resolves through the GOT, and so would name an
@@ -81,11 +80,9 @@ void* ExportedFunction(const char* name) noexcept {
 
 // The table entry of the largest version of `base` <= `version`; nullptr with *status set when
 // there is none.
-const ProcEntry* FindEntry(std::string_view base, int version,
-                           CUdriverProcAddressQueryResult* status) noexcept {
-  const ProcEntry* first =
-      std::lower_bound(std::begin(kProcTable), std::end(kProcTable), base,
-                       [](const ProcEntry& e, std::string_view b) { return e.base < b; });
+const ProcEntry* FindEntry(std::string_view base, int version, CUdriverProcAddressQueryResult* status) noexcept {
+  const ProcEntry* first = std::lower_bound(std::begin(kProcTable), std::end(kProcTable), base,
+                                            [](const ProcEntry& e, std::string_view b) { return e.base < b; });
   const ProcEntry* last = first;
   while (last != std::end(kProcTable) && last->base == base) ++last;
   if (first == last) {

@@ -199,7 +199,8 @@ CUresult CUDAAPI cuEventElapsedTime_v2(float* pMilliseconds, CUevent hStart, CUe
   std::scoped_lock lock(hStart->mutex, hEnd->mutex);
   if (hStart->recorded == 0 || hEnd->recorded == 0) return CUDA_ERROR_INVALID_HANDLE;
   if (hStart->completed < hStart->recorded || hEnd->completed < hEnd->recorded) return CUDA_ERROR_NOT_READY;
-  *pMilliseconds = static_cast<float>(static_cast<double>(static_cast<int64_t>(hEnd->completed_ns - hStart->completed_ns)) / 1e6);
+  *pMilliseconds =
+      static_cast<float>(static_cast<double>(static_cast<int64_t>(hEnd->completed_ns - hStart->completed_ns)) / 1e6);
   return CUDA_SUCCESS;
 }
 

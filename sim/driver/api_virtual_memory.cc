@@ -34,7 +34,7 @@ constexpr uint64_t kGranularity = 2ULL << 20;  // minimum and recommended, as on
 // Physical memory made by cuMemCreate; freed with the last shared_ptr (handle or mapping).
 struct PhysicalMemory {
   Driver* driver = nullptr;
-  int device = -1;       // device it is charged to, -1 for host-located memory
+  int device = -1;  // device it is charged to, -1 for host-located memory
   uint64_t size = 0;
   uint64_t charged = 0;
   int fd = -1;
@@ -242,8 +242,7 @@ CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t align
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  if (!ptr || size == 0 || !Aligned(size, page) || !Aligned(addr, page) || flags != 0)
-    return CUDA_ERROR_INVALID_VALUE;
+  if (!ptr || size == 0 || !Aligned(size, page) || !Aligned(addr, page) || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (alignment & (alignment - 1)) return CUDA_ERROR_INVALID_VALUE;  // a power of two, or 0
   alignment = std::max<size_t>(alignment, kGranularity);
   if (size > SIZE_MAX - alignment) return CUDA_ERROR_OUT_OF_MEMORY;

@@ -77,13 +77,14 @@ void DeviceRunner::RunKernel(uint64_t wave_ns, uint64_t blocks, uint32_t threads
 void DeviceRunner::ReleaseDevice() { arbiter_.Release(); }
 
 // MPS: no time-slicing between clients. The kernel takes as many SMs as its grid can use, up to
-// the client's cap, holds them for its waves and gives them back; while fewer are free it waits. Busy time is counted in SM-time (duration x SMs held
-// / device SMs), so that a process's busy fraction is its share of the SMs.
+// the client's cap, holds them for its waves and gives them back; while fewer are free it waits. Busy time is counted
+// in SM-time (duration x SMs held / device SMs), so that a process's busy fraction is its share of the SMs.
 void DeviceRunner::RunKernelMps(uint64_t wave_ns, uint64_t blocks, uint32_t threads_per_block) {
   std::lock_guard<std::mutex> lock(exec_mutex_);
   SimProcessDeviceStats& stats = device_->processes[slot_];
   const uint64_t per_sm = ResidentBlocksPerSm(threads_per_block);
-  const int wanted = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(mps_sm_cap_), (blocks + per_sm - 1) / per_sm));
+  const int wanted =
+      static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(mps_sm_cap_), (blocks + per_sm - 1) / per_sm));
   const int sms = AcquireMpsSms(std::clamp(wanted, 1, mps_sm_cap_));
   const uint64_t waves = KernelWaves(blocks, threads_per_block, sms);
   const uint64_t duration_ns = waves > UINT64_MAX / std::max<uint64_t>(wave_ns, 1) ? UINT64_MAX : wave_ns * waves;

@@ -66,8 +66,7 @@ CUresult Driver::Initialize(unsigned int flags) {
   }
   const int slot = state->RegisterProcess();
   if (slot < 0) {
-    std::fprintf(stderr, "gpuslice-sim: every process slot of %s is in use by a live process\n",
-                 state->path().c_str());
+    std::fprintf(stderr, "gpuslice-sim: every process slot of %s is in use by a live process\n", state->path().c_str());
     return CUDA_ERROR_OPERATING_SYSTEM;
   }
   auto* driver = new Driver();
@@ -116,8 +115,8 @@ CUresult Driver::ChargeDevice(int device, uint64_t bytes) {
 
 void Driver::CreditDevice(int device, uint64_t bytes) { state_->CreditMemory(units_[device], slot_, bytes); }
 
-CUresult Driver::AllocateDeviceMemory(int device, size_t size, AllocationKind kind, CUmemoryPool pool,
-                                      CUdeviceptr* out, const CUctx_st* owner) {
+CUresult Driver::AllocateDeviceMemory(int device, size_t size, AllocationKind kind, CUmemoryPool pool, CUdeviceptr* out,
+                                      const CUctx_st* owner) {
   // Managed memory lives in host memory until touched on the device and may oversubscribe
   // the GPU, so it does not take device capacity here (docs/simulator.md).
   const uint64_t charged = kind == AllocationKind::kManaged ? 0 : ChargedBytes(size);

@@ -24,8 +24,8 @@ enum class AllocationKind { kDevice, kManaged, kPool, kVirtualMapping, kHost };
 
 struct Allocation {
   CUdeviceptr base = 0;
-  size_t size = 0;            // bytes the caller asked for (and may touch)
-  uint64_t charged = 0;       // device bytes charged to the process (0: not device memory)
+  size_t size = 0;       // bytes the caller asked for (and may touch)
+  uint64_t charged = 0;  // device bytes charged to the process (0: not device memory)
   int device = 0;
   AllocationKind kind = AllocationKind::kDevice;
   CUmemoryPool pool = nullptr;
@@ -58,8 +58,8 @@ class Driver {
   bool IsRegistered(const void* handle);
 
   // Device memory: charges the device-wide capacity first, then maps host memory behind it.
-  CUresult AllocateDeviceMemory(int device, size_t size, AllocationKind kind, CUmemoryPool pool,
-                                CUdeviceptr* out, const CUctx_st* owner = nullptr);
+  CUresult AllocateDeviceMemory(int device, size_t size, AllocationKind kind, CUmemoryPool pool, CUdeviceptr* out,
+                                const CUctx_st* owner = nullptr);
   // Frees an allocation made by AllocateDeviceMemory (kind must match when given).
   CUresult FreeDeviceMemory(CUdeviceptr base, Allocation* freed = nullptr);
   // Charges / credits device bytes that are not a mapped allocation (contexts, arrays, VMM).

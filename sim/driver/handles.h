@@ -61,6 +61,6 @@ struct CUmod_st {
 struct CUfunc_st {
   CUmod_st* module = nullptr;
   std::string name;
-  bool is_spin = false;  // spin_ns: occupies the device for its uint64 argument in ns
-  bool is_fault = false; // fault_illegal_address: a fatal fault when it runs
+  bool is_spin = false;   // spin_ns: occupies the device for its uint64 argument in ns
+  bool is_fault = false;  // fault_illegal_address: a fatal fault when it runs
 };

@@ -59,15 +59,11 @@ void StreamExecutor::WorkerLoop() {
 
 void StreamExecutor::Execute(StreamOp& op) {
   switch (op.kind) {
-    case StreamOp::Kind::kKernel:
-      runner_->RunKernel(op.kernel_ns, op.blocks, op.threads_per_block);
-      break;
+    case StreamOp::Kind::kKernel: runner_->RunKernel(op.kernel_ns, op.blocks, op.threads_per_block); break;
     case StreamOp::Kind::kHostWork:
       if (op.work) op.work();
       break;
-    case StreamOp::Kind::kRecordEvent:
-      CompleteEvent(op.event, op.event_record);
-      break;
+    case StreamOp::Kind::kRecordEvent: CompleteEvent(op.event, op.event_record); break;
     case StreamOp::Kind::kWaitEvent: {
       std::unique_lock<std::mutex> lock(op.event->mutex);
       op.event->completed_cv.wait(lock, [&] { return op.event->completed >= op.event_record; });

@@ -18,12 +18,12 @@ class DeviceRunner;
 struct StreamOp {
   enum class Kind { kKernel, kHostWork, kRecordEvent, kWaitEvent };
   Kind kind = Kind::kHostWork;
-  uint64_t kernel_ns = 0;         // kKernel: one wave's time (work_model.h)
-  uint64_t blocks = 1;            // kKernel: grid size; 1 for kernels that are not spin_ns
-  uint32_t threads_per_block = 1; // kKernel
-  std::function<void()> work;     // kHostWork: copies, memsets, host functions, async frees
-  CUevent_st* event = nullptr;    // kRecordEvent / kWaitEvent
-  uint64_t event_record = 0;      // which recording of the event
+  uint64_t kernel_ns = 0;          // kKernel: one wave's time (work_model.h)
+  uint64_t blocks = 1;             // kKernel: grid size; 1 for kernels that are not spin_ns
+  uint32_t threads_per_block = 1;  // kKernel
+  std::function<void()> work;      // kHostWork: copies, memsets, host functions, async frees
+  CUevent_st* event = nullptr;     // kRecordEvent / kWaitEvent
+  uint64_t event_record = 0;       // which recording of the event
 };
 
 class StreamExecutor {

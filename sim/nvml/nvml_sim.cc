@@ -38,11 +38,11 @@ struct nvmlDevice_st {
 
 namespace {
 
+using gpuslice::sim::kMaxDevices;
+using gpuslice::sim::kMaxProcesses;
+using gpuslice::sim::kMaxUnits;
 using gpuslice::sim::SimState;
 using gpuslice::sim::SlotState;
-using gpuslice::sim::kMaxDevices;
-using gpuslice::sim::kMaxUnits;
-using gpuslice::sim::kMaxProcesses;
 
 constexpr char kDriverVersion[] = "580.00-sim";
 constexpr int kCudaDriverVersion = 13000;
@@ -70,13 +70,13 @@ struct Sample {
 };
 
 struct SlotHistory {
-  uint64_t generation = 0;  // the slot's generation the samples belong to
+  uint64_t generation = 0;      // the slot's generation the samples belong to
   std::vector<Sample> samples;  // oldest first
 };
 
 struct DeviceHistory {
-  std::vector<Sample> samples;      // the device's busy_ns, for GetUtilizationRates
-  std::vector<SlotHistory> slots;   // per process slot, for GetProcessUtilization
+  std::vector<Sample> samples;     // the device's busy_ns, for GetUtilizationRates
+  std::vector<SlotHistory> slots;  // per process slot, for GetProcessUtilization
 };
 
 struct Library {
@@ -262,8 +262,8 @@ nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned i
 nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t* device);
 nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id);
 nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id);
-nvmlReturn_t nvmlDeviceGetCpuAffinityWithinScope(nvmlDevice_t device, unsigned int nodeSetSize,
-                                                 unsigned long* nodeSet, unsigned int scope);
+nvmlReturn_t nvmlDeviceGetCpuAffinityWithinScope(nvmlDevice_t device, unsigned int nodeSetSize, unsigned long* nodeSet,
+                                                 unsigned int scope);
 }
 #pragma GCC visibility pop
 
@@ -371,9 +371,8 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
 }
 
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
-  return WithDevice(device, [&](Session& session, int ordinal) {
-    return CopyString(session.Uuid(ordinal), uuid, length);
-  });
+  return WithDevice(device,
+                    [&](Session& session, int ordinal) { return CopyString(session.Uuid(ordinal), uuid, length); });
 }
 
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
@@ -446,14 +445,14 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
     for (int unit : units) {
       const auto& dev = state.device(unit);
       const bool mig = session.IsMig(unit);
-      const unsigned int gi =
-          mig ? static_cast<unsigned int>(segment.mig.instances[unit - kMaxDevices].gpu_instance_id) : kNoMigInstance;
+      const unsigned int gi = mig ? static_cast<unsigned int>(segment.mig.instances[unit - kMaxDevices].gpu_instance_id)
+                                  : kNoMigInstance;
       for (int s = 0; s < kMaxProcesses; ++s) {
         if (static_cast<SlotState>(segment.slots[s].state.load()) != SlotState::kLive) continue;
         const uint64_t memory = dev.processes[s].memory_used.load();
         if (memory == 0 && dev.processes[s].contexts.load() == 0) continue;
-        found.push_back(nvmlProcessInfo_t{static_cast<unsigned int>(segment.slots[s].pid), memory, gi,
-                                          mig ? 0u : kNoMigInstance});
+        found.push_back(
+            nvmlProcessInfo_t{static_cast<unsigned int>(segment.slots[s].pid), memory, gi, mig ? 0u : kNoMigInstance});
       }
     }
     const auto needed = static_cast<unsigned int>(found.size());
@@ -469,8 +468,7 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
 }
 
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t* utilization,
-                                             unsigned int* processSamplesCount,
-                                             unsigned long long lastSeenTimeStamp) {
+                                             unsigned int* processSamplesCount, unsigned long long lastSeenTimeStamp) {
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (processSamplesCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (session.InMigMode(ordinal)) return NVML_ERROR_NOT_SUPPORTED;  // as NVML under MIG
@@ -493,8 +491,8 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUti
       const uint64_t busy = dev.processes[s].busy_ns.load();
       // Registration zeroes the busy time, so the process's start is a sample known exactly.
       const uint64_t started_us = clocks.ToEpochMicros(slot.started_ns);
-      const Sample base = BaselineAt(slot_history.samples, std::max<uint64_t>(lastSeenTimeStamp, started_us),
-                                     Sample{started_us, 0});
+      const Sample base =
+          BaselineAt(slot_history.samples, std::max<uint64_t>(lastSeenTimeStamp, started_us), Sample{started_us, 0});
       Record(&slot_history.samples, Sample{clocks.now_us, busy});
       // As in NVML, only processes that used the device since the caller's timestamp appear.
       if (clocks.now_us <= lastSeenTimeStamp || busy <= base.busy_ns) continue;
@@ -525,8 +523,7 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
     std::vector<Sample>& samples = session.history(ordinal).samples;
     // The device's busy time was zero when the state was created.
     const Sample origin{clocks.ToEpochMicros(session.state().segment().created_ns), 0};
-    const uint64_t period_start =
-        clocks.now_us > kUtilizationPeriodUs ? clocks.now_us - kUtilizationPeriodUs : 0;
+    const uint64_t period_start = clocks.now_us > kUtilizationPeriodUs ? clocks.now_us - kUtilizationPeriodUs : 0;
     const Sample base = BaselineAt(samples, period_start, origin);
     Record(&samples, Sample{clocks.now_us, busy});
     // Keep the newest sample that can still start a period, and everything after it.
@@ -542,8 +539,8 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
 // The simulated node is a two-socket server: its GPUs split evenly over NUMA nodes 0 and 1 in
 // index order (one GPU: node 0). Scope node (0) or socket (1) both answer that node; a MIG
 // handle, as on NVIDIA's driver, does not answer topology queries (ask its GPU).
-nvmlReturn_t nvmlDeviceGetCpuAffinityWithinScope(nvmlDevice_t device, unsigned int nodeSetSize,
-                                                 unsigned long* nodeSet, unsigned int scope) {
+nvmlReturn_t nvmlDeviceGetCpuAffinityWithinScope(nvmlDevice_t device, unsigned int nodeSetSize, unsigned long* nodeSet,
+                                                 unsigned int scope) {
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (nodeSet == nullptr || nodeSetSize == 0 || scope > 1) return NVML_ERROR_INVALID_ARGUMENT;
     if (session.IsMig(ordinal)) return NVML_ERROR_NOT_SUPPORTED;
@@ -578,7 +575,8 @@ nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* c
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (session.IsMig(ordinal)) return NVML_ERROR_NOT_SUPPORTED;
-    *count = session.state().mig_enabled(ordinal) ? static_cast<unsigned int>(gpuslice::sim::kMaxMigInstancesPerGpu) : 0u;
+    *count = session.state().mig_enabled(ordinal) ? static_cast<unsigned int>(gpuslice::sim::kMaxMigInstancesPerGpu)
+                                                  : 0u;
     return NVML_SUCCESS;
   });
 }

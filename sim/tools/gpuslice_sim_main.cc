@@ -64,8 +64,8 @@ void PrintUnit(const DeviceSnapshot& d, const std::string& title) {
                "MEMORY", "BUSY ms", "KERNELS", "SHARE");
     for (const ProcessUsage& p : d.processes) {
       fmt::print("  {:>4}  {:>8}  {:<6}  {:<16}  {:>10}  {:>11.1f}  {:>9}  {:>5.1f}%\n", p.slot, p.pid,
-                 p.live ? "live" : "exited", p.command.substr(0, 16), MiB(p.memory_used), p.busy_ns / 1e6,
-                 p.kernels, 100.0 * Share(p, d));
+                 p.live ? "live" : "exited", p.command.substr(0, 16), MiB(p.memory_used), p.busy_ns / 1e6, p.kernels,
+                 100.0 * Share(p, d));
     }
   }
 }
@@ -97,19 +97,19 @@ nlohmann::json UnitJson(const DeviceSnapshot& d) {
                            {"ended_ns", p.ended_ns}});
     }
     nlohmann::json unit = {{"ordinal", d.ordinal},
-                       {"name", d.name},
-                       {"uuid", d.uuid},
-                       {"total_memory", d.total_memory},
-                       {"used_memory", d.used_memory},
-                       {"free_memory", d.total_memory - std::min(d.used_memory, d.total_memory)},
-                       {"busy_ns", d.busy_ns},
-                       {"handovers", d.handovers},
-                       {"timeslice_ns", d.timeslice_ns},
-                       {"sm_count", d.sm_count},
-                       {"cc_major", d.cc_major},
-                       {"cc_minor", d.cc_minor},
-                       {"running_slot", d.running_slot},
-                       {"processes", std::move(processes)}};
+                           {"name", d.name},
+                           {"uuid", d.uuid},
+                           {"total_memory", d.total_memory},
+                           {"used_memory", d.used_memory},
+                           {"free_memory", d.total_memory - std::min(d.used_memory, d.total_memory)},
+                           {"busy_ns", d.busy_ns},
+                           {"handovers", d.handovers},
+                           {"timeslice_ns", d.timeslice_ns},
+                           {"sm_count", d.sm_count},
+                           {"cc_major", d.cc_major},
+                           {"cc_minor", d.cc_minor},
+                           {"running_slot", d.running_slot},
+                           {"processes", std::move(processes)}};
     if (!d.mig_profile.empty()) {  // a MIG instance
       unit["mig_profile"] = d.mig_profile;
       unit["gpu_instance_id"] = d.gpu_instance_id;
@@ -161,9 +161,8 @@ int Reset(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{
-      "Inspect and reset the simulated GPUs that the simulated libcuda.so.1 and libnvidia-ml.so.1 share.",
-      "gpuslice-sim"};
+  CLI::App app{"Inspect and reset the simulated GPUs that the simulated libcuda.so.1 and libnvidia-ml.so.1 share.",
+               "gpuslice-sim"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "gpuslice-sim " GPUSLICE_VERSION, "Print the version and exit");
   app.fallthrough();  // --state is accepted after the subcommand too
@@ -192,8 +191,8 @@ int main(int argc, char** argv) {
   CLI::App* reset = app.add_subcommand("reset", "remove the state file (refused while a live process uses it)");
   int lost_ordinal = 0;
   bool clear_lost = false;
-  CLI::App* gpu_lost = app.add_subcommand(
-      "gpu-lost", "mark a device fallen off the bus: the simulated NVML answers GPU_IS_LOST for it");
+  CLI::App* gpu_lost =
+      app.add_subcommand("gpu-lost", "mark a device fallen off the bus: the simulated NVML answers GPU_IS_LOST for it");
   gpu_lost->add_option("ordinal", lost_ordinal, "the device")->required();
   gpu_lost->add_flag("--clear", clear_lost, "mark it present again");
   status->footer("");  // the top-level help explains both

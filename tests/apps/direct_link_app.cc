@@ -35,7 +35,9 @@ DriverTable DirectCalls() {
     return cuMemAllocManaged(ptr, bytes, flags);
   };
   d.mem_free = [](CUdeviceptr ptr) { return cuMemFree(ptr); };
-  d.mem_alloc_async = [](CUdeviceptr* ptr, size_t bytes, CUstream stream) { return cuMemAllocAsync(ptr, bytes, stream); };
+  d.mem_alloc_async = [](CUdeviceptr* ptr, size_t bytes, CUstream stream) {
+    return cuMemAllocAsync(ptr, bytes, stream);
+  };
   d.mem_alloc_from_pool_async = [](CUdeviceptr* ptr, size_t bytes, CUmemoryPool pool, CUstream stream) {
     return cuMemAllocFromPoolAsync(ptr, bytes, pool, stream);
   };
@@ -51,7 +53,9 @@ DriverTable DirectCalls() {
                     unsigned long long flags) { return cuMemCreate(handle, size, prop, flags); };
   d.mem_release = [](CUmemGenericAllocationHandle handle) { return cuMemRelease(handle); };
   d.mem_address_reserve = [](CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
-                             unsigned long long flags) { return cuMemAddressReserve(ptr, size, alignment, addr, flags); };
+                             unsigned long long flags) {
+    return cuMemAddressReserve(ptr, size, alignment, addr, flags);
+  };
   d.mem_address_free = [](CUdeviceptr ptr, size_t size) { return cuMemAddressFree(ptr, size); };
   d.mem_map = [](CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                  unsigned long long flags) { return cuMemMap(ptr, size, offset, handle, flags); };

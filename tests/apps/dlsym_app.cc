@@ -27,44 +27,42 @@ using gpuslice::testapp::DriverTable;
 using gpuslice::testapp::JsonLine;
 
 // field, exact exported name, its per-thread twin (or nullptr), base name for cuGetProcAddress.
-#define TEST_DRIVER_ENTRIES(X)                                                                        \
-  X(init, "cuInit", nullptr, "cuInit")                                                                \
-  X(get_error_name, "cuGetErrorName", nullptr, "cuGetErrorName")                                      \
-  X(device_get, "cuDeviceGet", nullptr, "cuDeviceGet")                                                \
-  X(primary_ctx_retain, "cuDevicePrimaryCtxRetain", nullptr, "cuDevicePrimaryCtxRetain")              \
-  X(ctx_set_current, "cuCtxSetCurrent", nullptr, "cuCtxSetCurrent")                                   \
-  X(mem_get_info, "cuMemGetInfo_v2", nullptr, "cuMemGetInfo")                                         \
-  X(device_total_mem, "cuDeviceTotalMem_v2", nullptr, "cuDeviceTotalMem")                             \
-  X(mem_alloc, "cuMemAlloc_v2", nullptr, "cuMemAlloc")                                                \
-  X(mem_alloc_pitch, "cuMemAllocPitch_v2", nullptr, "cuMemAllocPitch")                                \
-  X(mem_alloc_managed, "cuMemAllocManaged", nullptr, "cuMemAllocManaged")                             \
-  X(mem_free, "cuMemFree_v2", nullptr, "cuMemFree")                                                   \
-  X(mem_alloc_async, "cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocAsync")                    \
-  X(mem_alloc_from_pool_async, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz",             \
-    "cuMemAllocFromPoolAsync")                                                                        \
-  X(mem_free_async, "cuMemFreeAsync", "cuMemFreeAsync_ptsz", "cuMemFreeAsync")                        \
-  X(stream_synchronize, "cuStreamSynchronize", "cuStreamSynchronize_ptsz", "cuStreamSynchronize")     \
-  X(mem_pool_create, "cuMemPoolCreate", nullptr, "cuMemPoolCreate")                                   \
-  X(mem_pool_destroy, "cuMemPoolDestroy", nullptr, "cuMemPoolDestroy")                                \
-  X(mem_get_allocation_granularity, "cuMemGetAllocationGranularity", nullptr,                         \
-    "cuMemGetAllocationGranularity")                                                                  \
-  X(mem_create, "cuMemCreate", nullptr, "cuMemCreate")                                                \
-  X(mem_release, "cuMemRelease", nullptr, "cuMemRelease")                                             \
-  X(mem_address_reserve, "cuMemAddressReserve", nullptr, "cuMemAddressReserve")                       \
-  X(mem_address_free, "cuMemAddressFree", nullptr, "cuMemAddressFree")                                \
-  X(mem_map, "cuMemMap", nullptr, "cuMemMap")                                                         \
-  X(mem_unmap, "cuMemUnmap", nullptr, "cuMemUnmap")                                                   \
-  X(mem_set_access, "cuMemSetAccess", nullptr, "cuMemSetAccess")                                      \
-  X(array_create, "cuArrayCreate_v2", nullptr, "cuArrayCreate")                                       \
-  X(array3d_create, "cuArray3DCreate_v2", nullptr, "cuArray3DCreate")                                 \
-  X(array_destroy, "cuArrayDestroy", nullptr, "cuArrayDestroy")                                       \
-  X(mipmapped_array_create, "cuMipmappedArrayCreate", nullptr, "cuMipmappedArrayCreate")              \
-  X(mipmapped_array_destroy, "cuMipmappedArrayDestroy", nullptr, "cuMipmappedArrayDestroy")          \
-  X(ctx_create, "cuCtxCreate_v4", nullptr, "cuCtxCreate")                                             \
-  X(ctx_destroy, "cuCtxDestroy_v2", nullptr, "cuCtxDestroy")                                          \
-  X(primary_ctx_release, "cuDevicePrimaryCtxRelease_v2", nullptr, "cuDevicePrimaryCtxRelease")        \
-  X(primary_ctx_reset, "cuDevicePrimaryCtxReset_v2", nullptr, "cuDevicePrimaryCtxReset")              \
-  X(stream_create, "cuStreamCreate", nullptr, "cuStreamCreate")                                       \
+#define TEST_DRIVER_ENTRIES(X)                                                                                       \
+  X(init, "cuInit", nullptr, "cuInit")                                                                               \
+  X(get_error_name, "cuGetErrorName", nullptr, "cuGetErrorName")                                                     \
+  X(device_get, "cuDeviceGet", nullptr, "cuDeviceGet")                                                               \
+  X(primary_ctx_retain, "cuDevicePrimaryCtxRetain", nullptr, "cuDevicePrimaryCtxRetain")                             \
+  X(ctx_set_current, "cuCtxSetCurrent", nullptr, "cuCtxSetCurrent")                                                  \
+  X(mem_get_info, "cuMemGetInfo_v2", nullptr, "cuMemGetInfo")                                                        \
+  X(device_total_mem, "cuDeviceTotalMem_v2", nullptr, "cuDeviceTotalMem")                                            \
+  X(mem_alloc, "cuMemAlloc_v2", nullptr, "cuMemAlloc")                                                               \
+  X(mem_alloc_pitch, "cuMemAllocPitch_v2", nullptr, "cuMemAllocPitch")                                               \
+  X(mem_alloc_managed, "cuMemAllocManaged", nullptr, "cuMemAllocManaged")                                            \
+  X(mem_free, "cuMemFree_v2", nullptr, "cuMemFree")                                                                  \
+  X(mem_alloc_async, "cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocAsync")                                   \
+  X(mem_alloc_from_pool_async, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz", "cuMemAllocFromPoolAsync") \
+  X(mem_free_async, "cuMemFreeAsync", "cuMemFreeAsync_ptsz", "cuMemFreeAsync")                                       \
+  X(stream_synchronize, "cuStreamSynchronize", "cuStreamSynchronize_ptsz", "cuStreamSynchronize")                    \
+  X(mem_pool_create, "cuMemPoolCreate", nullptr, "cuMemPoolCreate")                                                  \
+  X(mem_pool_destroy, "cuMemPoolDestroy", nullptr, "cuMemPoolDestroy")                                               \
+  X(mem_get_allocation_granularity, "cuMemGetAllocationGranularity", nullptr, "cuMemGetAllocationGranularity")       \
+  X(mem_create, "cuMemCreate", nullptr, "cuMemCreate")                                                               \
+  X(mem_release, "cuMemRelease", nullptr, "cuMemRelease")                                                            \
+  X(mem_address_reserve, "cuMemAddressReserve", nullptr, "cuMemAddressReserve")                                      \
+  X(mem_address_free, "cuMemAddressFree", nullptr, "cuMemAddressFree")                                               \
+  X(mem_map, "cuMemMap", nullptr, "cuMemMap")                                                                        \
+  X(mem_unmap, "cuMemUnmap", nullptr, "cuMemUnmap")                                                                  \
+  X(mem_set_access, "cuMemSetAccess", nullptr, "cuMemSetAccess")                                                     \
+  X(array_create, "cuArrayCreate_v2", nullptr, "cuArrayCreate")                                                      \
+  X(array3d_create, "cuArray3DCreate_v2", nullptr, "cuArray3DCreate")                                                \
+  X(array_destroy, "cuArrayDestroy", nullptr, "cuArrayDestroy")                                                      \
+  X(mipmapped_array_create, "cuMipmappedArrayCreate", nullptr, "cuMipmappedArrayCreate")                             \
+  X(mipmapped_array_destroy, "cuMipmappedArrayDestroy", nullptr, "cuMipmappedArrayDestroy")                          \
+  X(ctx_create, "cuCtxCreate_v4", nullptr, "cuCtxCreate")                                                            \
+  X(ctx_destroy, "cuCtxDestroy_v2", nullptr, "cuCtxDestroy")                                                         \
+  X(primary_ctx_release, "cuDevicePrimaryCtxRelease_v2", nullptr, "cuDevicePrimaryCtxRelease")                       \
+  X(primary_ctx_reset, "cuDevicePrimaryCtxReset_v2", nullptr, "cuDevicePrimaryCtxReset")                             \
+  X(stream_create, "cuStreamCreate", nullptr, "cuStreamCreate")                                                      \
   X(stream_destroy, "cuStreamDestroy_v2", nullptr, "cuStreamDestroy")
 
 void Complain(const std::string& line) { std::fprintf(stderr, "gpuslice-test-dlsym: %s\n", line.c_str()); }
@@ -95,15 +93,15 @@ bool Lookup(const std::string& how, bool per_thread, DriverTable* d) {
   }
   if (how == "handle" || how == "default") {
     void* scope = how == "default" ? RTLD_DEFAULT : handle;
-#define TEST_LOOKUP_BY_NAME(field, exact, ptsz, base)                                      \
-  {                                                                                        \
-    const char* name = (per_thread && ptsz) ? static_cast<const char*>(ptsz) : exact;      \
-    void* found = dlsym(scope, name);                                                      \
-    if (!found) {                                                                          \
-      Complain(std::string("dlsym found no ") + name);                                     \
-      return false;                                                                        \
-    }                                                                                      \
-    d->field = reinterpret_cast<decltype(d->field)>(found);                                \
+#define TEST_LOOKUP_BY_NAME(field, exact, ptsz, base)                                 \
+  {                                                                                   \
+    const char* name = (per_thread && ptsz) ? static_cast<const char*>(ptsz) : exact; \
+    void* found = dlsym(scope, name);                                                 \
+    if (!found) {                                                                     \
+      Complain(std::string("dlsym found no ") + name);                                \
+      return false;                                                                   \
+    }                                                                                 \
+    d->field = reinterpret_cast<decltype(d->field)>(found);                           \
   }
     TEST_DRIVER_ENTRIES(TEST_LOOKUP_BY_NAME)
 #undef TEST_LOOKUP_BY_NAME
@@ -121,21 +119,20 @@ bool Lookup(const std::string& how, bool per_thread, DriverTable* d) {
   }
   void* found = nullptr;
   CUdriverProcAddressQueryResult status{};
-  if (first("cuGetProcAddress", &found, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS ||
-      !found) {
+  if (first("cuGetProcAddress", &found, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS || !found) {
     Complain("cuGetProcAddress found no cuGetProcAddress");
     return false;
   }
   auto get_proc_address = reinterpret_cast<PFN_cuGetProcAddress_v12000>(found);
   const cuuint64_t flags = per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_DEFAULT;
-#define TEST_LOOKUP_BY_PROC_ADDRESS(field, exact, ptsz, base)                                     \
-  {                                                                                               \
-    void* pfn = nullptr;                                                                          \
-    if (get_proc_address(base, &pfn, CUDA_VERSION, flags, &status) != CUDA_SUCCESS || !pfn) {     \
-      Complain(std::string("cuGetProcAddress found no ") + base);                                 \
-      return false;                                                                               \
-    }                                                                                             \
-    d->field = reinterpret_cast<decltype(d->field)>(pfn);                                         \
+#define TEST_LOOKUP_BY_PROC_ADDRESS(field, exact, ptsz, base)                                 \
+  {                                                                                           \
+    void* pfn = nullptr;                                                                      \
+    if (get_proc_address(base, &pfn, CUDA_VERSION, flags, &status) != CUDA_SUCCESS || !pfn) { \
+      Complain(std::string("cuGetProcAddress found no ") + base);                             \
+      return false;                                                                           \
+    }                                                                                         \
+    d->field = reinterpret_cast<decltype(d->field)>(pfn);                                     \
   }
   TEST_DRIVER_ENTRIES(TEST_LOOKUP_BY_PROC_ADDRESS)
 #undef TEST_LOOKUP_BY_PROC_ADDRESS
@@ -150,7 +147,8 @@ int NvmlMemoryInfo() {
     return 2;
   }
   auto init = reinterpret_cast<decltype(&nvmlInit_v2)>(dlsym(handle, "nvmlInit_v2"));
-  auto by_index = reinterpret_cast<decltype(&nvmlDeviceGetHandleByIndex_v2)>(dlsym(handle, "nvmlDeviceGetHandleByIndex_v2"));
+  auto by_index =
+      reinterpret_cast<decltype(&nvmlDeviceGetHandleByIndex_v2)>(dlsym(handle, "nvmlDeviceGetHandleByIndex_v2"));
   auto info_v1 = reinterpret_cast<decltype(&nvmlDeviceGetMemoryInfo)>(dlsym(handle, "nvmlDeviceGetMemoryInfo"));
   auto info_v2 = reinterpret_cast<decltype(&nvmlDeviceGetMemoryInfo_v2)>(dlsym(handle, "nvmlDeviceGetMemoryInfo_v2"));
   auto shutdown = reinterpret_cast<decltype(&nvmlShutdown)>(dlsym(handle, "nvmlShutdown"));

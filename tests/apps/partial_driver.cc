@@ -11,7 +11,7 @@ extern "C" {
 __attribute__((visibility("default"))) CUresult cuInit(unsigned int) { return CUDA_SUCCESS; }
 
 __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(const char*, void** pfn, int, cuuint64_t,
-                                                                  CUdriverProcAddressQueryResult* status) {
+                                                                    CUdriverProcAddressQueryResult* status) {
   if (pfn) *pfn = nullptr;
   if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   return CUDA_ERROR_NOT_FOUND;

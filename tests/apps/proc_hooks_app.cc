@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "shim/hook_list.h"
 #include "common/proc_rows.h"
+#include "shim/hook_list.h"
 
 namespace {
 
@@ -59,13 +59,14 @@ int main() {
       for (const bool per_thread : {false, true}) {
         const char* answer_name = per_thread ? row.per_thread_name : row.name;
         if (std::strcmp(answer_name, hook) != 0) continue;
-        const cuuint64_t flags =
-            per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+        const cuuint64_t flags = per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+                                            : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
         void* pfn = nullptr;
         CUdriverProcAddressQueryResult status{};
         const CUresult rc = get_proc_address(row.base, &pfn, row.version, flags, &status);
         ++checked;
-        const std::string lookup = std::string(row.base) + "@" + std::to_string(row.version) + (per_thread ? "_ptsz" : "");
+        const std::string lookup = std::string(row.base) + "@" + std::to_string(row.version) +
+                                   (per_thread ? "_ptsz" : "");
         if (rc == CUDA_ERROR_NOT_FOUND && !pfn && status == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND) {
           absent.push_back(lookup);
           continue;
@@ -85,8 +86,9 @@ int main() {
     for (const std::string& n : names) list += (list.empty() ? "\"" : ",\"") + n + "\"";
     return "[" + list + "]";
   };
-  std::printf("{\"event\":\"proc_hooks\",\"hooks\":%zu,\"checked\":%d,\"into_shim\":%d,\"exports\":%d,"
-              "\"absent\":%s,\"missed\":%s}\n",
-              std::size(kHooks), checked, into_shim, exports, json_list(absent).c_str(), json_list(missed).c_str());
+  std::printf(
+      "{\"event\":\"proc_hooks\",\"hooks\":%zu,\"checked\":%d,\"into_shim\":%d,\"exports\":%d,"
+      "\"absent\":%s,\"missed\":%s}\n",
+      std::size(kHooks), checked, into_shim, exports, json_list(absent).c_str(), json_list(missed).c_str());
   return missed.empty() && into_shim > 0 ? 0 : 1;
 }

@@ -362,8 +362,7 @@ struct PairsResult {
   uint64_t shared_addresses = 0;  // addresses handed to more than one thread
 };
 
-PairsResult AllocateAndFreePairs(const DriverTable& d, const Options& o, const Session& s,
-                                 const Allocator& allocator) {
+PairsResult AllocateAndFreePairs(const DriverTable& d, const Options& o, const Session& s, const Allocator& allocator) {
   std::mutex mutex;
   PairsResult result;
   std::map<CUdeviceptr, std::set<int>> threads_of_address;
@@ -697,9 +696,9 @@ int RunAllocations(const DriverTable& d, const Options& o, const std::string& ap
     if (child == 0) RunForkedChild(d, o);
     int status = 0;
     if (child > 0) waitpid(child, &status, 0);
-    const std::string how = child < 0                ? "fork failed"
-                            : WIFEXITED(status)      ? "exit " + std::to_string(WEXITSTATUS(status))
-                                                     : "signal " + std::to_string(WTERMSIG(status));
+    const std::string how = child < 0           ? "fork failed"
+                            : WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
+                                                : "signal " + std::to_string(WTERMSIG(status));
     JsonLine().Add("event", "child_exited").Add("status", how).Print();
     // The child's charges went with it: the parent can now take what the child held.
     Tally again;

@@ -82,23 +82,23 @@ struct DriverTable {
 struct Options {
   std::string api = "alloc";
   uint64_t chunk = 256ULL << 20;
-  int count = 1;           // allocations each thread asks for
+  int count = 1;  // allocations each thread asks for
   int threads = 1;
   int device = 0;
-  double hold_s = 0;       // hold what was obtained (a SIGTERM ends the hold early)
-  bool refill = false;     // then free one and allocate twice: room again, and only once
-  int64_t start_at_ms = 0; // CLOCK_REALTIME milliseconds: every thread starts allocating then
-  bool churn = false;      // allocate and free at random until killed (at most 60 s)
-  int fork_child = -1;     // fork a child that allocates this many chunks itself
+  double hold_s = 0;        // hold what was obtained (a SIGTERM ends the hold early)
+  bool refill = false;      // then free one and allocate twice: room again, and only once
+  int64_t start_at_ms = 0;  // CLOCK_REALTIME milliseconds: every thread starts allocating then
+  bool churn = false;       // allocate and free at random until killed (at most 60 s)
+  int fork_child = -1;      // fork a child that allocates this many chunks itself
   double child_hold_s = 0;
-  bool child_exit_kill = false;  // the child ends with SIGKILL instead of exit(0)
-  bool child_without_cuda = false;  // the child never calls the driver (a CPU-only worker)
-  bool spawn_sleeper = false;    // posix_spawn /bin/sleep (which uses no CUDA) while holding
-  int pairs = 0;                 // alloc/free pairs per thread before the allocations
-  std::string teardown;          // "", "destroy", "reset" or "release"
-  int after_teardown = 0;        // chunks allocated in a new context after the teardown
-  int stream_device = -1;        // the device of the stream (and pool) of async/pool allocations
-  uint64_t pitch_width = 0;      // --pitch-width: the pitch api asks for rows this wide, 2 of them
+  bool child_exit_kill = false;                  // the child ends with SIGKILL instead of exit(0)
+  bool child_without_cuda = false;               // the child never calls the driver (a CPU-only worker)
+  bool spawn_sleeper = false;                    // posix_spawn /bin/sleep (which uses no CUDA) while holding
+  int pairs = 0;                                 // alloc/free pairs per thread before the allocations
+  std::string teardown;                          // "", "destroy", "reset" or "release"
+  int after_teardown = 0;                        // chunks allocated in a new context after the teardown
+  int stream_device = -1;                        // the device of the stream (and pool) of async/pool allocations
+  uint64_t pitch_width = 0;                      // --pitch-width: the pitch api asks for rows this wide, 2 of them
   std::map<std::string, std::string> app_flags;  // the app's own flags, by name
 };
 

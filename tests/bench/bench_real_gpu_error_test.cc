@@ -30,10 +30,10 @@ TEST(BenchRealGpuError, WithoutADriverTheWorkloadsOwnMessageComesAtOnceAndTheRep
   const std::string report = mkdtemp(pattern);
   const auto start = std::chrono::steady_clock::now();
   // No LD_LIBRARY_PATH: the loader finds no libcuda.so.1, as on a machine without the driver.
-  const ProcessResult r = gpuslice::testing::Run({"/usr/bin/env", "-u", "LD_LIBRARY_PATH", BinDir() + "/gpuslice-bench", "--real-gpu",
-                               "--duration", "2", "--modes", "solo", "--quiet", "--report", report,
-                               "two-equal-trainers"},
-                              {}, 170000);
+  const ProcessResult r = gpuslice::testing::Run({"/usr/bin/env", "-u", "LD_LIBRARY_PATH", BinDir() + "/gpuslice-bench",
+                                                  "--real-gpu", "--duration", "2", "--modes", "solo", "--quiet",
+                                                  "--report", report, "two-equal-trainers"},
+                                                 {}, 170000);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   // The readiness timeout is 60 s; the workloads' exit must end the wait (a loose bound: a loaded

@@ -92,19 +92,33 @@ Expected ReadExpected(const std::string& text) {
   if (const size_t at = text.find("\ntargets:"); at != std::string::npos) {
     const std::string list = text.substr(at);
     const std::regex item(R"(\n  - \{?metric:)");
-    e.targets = static_cast<size_t>(std::distance(std::sregex_iterator(list.begin(), list.end(), item),
-                                                  std::sregex_iterator()));
+    e.targets = static_cast<size_t>(
+        std::distance(std::sregex_iterator(list.begin(), list.end(), item), std::sregex_iterator()));
   }
   return e;
 }
 
 TEST(BenchScenariosTest, TheLibraryHasTheDocumentedScenarios) {
   const std::vector<std::string> names = BundledScenarios();
-  for (const char* name : {"two-equal-trainers", "weighted-75-25", "inference-beside-training", "eight-small-tenants",
-                           "memory-hog", "four-equal-tenants", "eight-equal-tenants", "weighted-50-30-20",
-                           "alone-request-25", "alone-limit-30", "latency-beside-compute", "sync-beside-async",
-                           "latency-class", "latency-standard", "stalled-holder", "dying-waiters",
-                           "arrival-at-idle-gpu", "two-wide-trainers", "four-ways",
+  for (const char* name : {"two-equal-trainers",
+                           "weighted-75-25",
+                           "inference-beside-training",
+                           "eight-small-tenants",
+                           "memory-hog",
+                           "four-equal-tenants",
+                           "eight-equal-tenants",
+                           "weighted-50-30-20",
+                           "alone-request-25",
+                           "alone-limit-30",
+                           "latency-beside-compute",
+                           "sync-beside-async",
+                           "latency-class",
+                           "latency-standard",
+                           "stalled-holder",
+                           "dying-waiters",
+                           "arrival-at-idle-gpu",
+                           "two-wide-trainers",
+                           "four-ways",
                            "standard-beside-three-process-trainer"})
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
 }
@@ -113,9 +127,9 @@ TEST(BenchScenariosTest, ThePythonUnitTestsOfTheFiguresPass) {
   // Water-filling, windows, Jain's index, percentiles and the scenario checks (*_test.py beside
   // the modules they test).
   const std::string bench = SourceDir() + "/bench";
-  const ProcessResult r = gpuslice::testing::Run(
-      {"/usr/bin/env", "python3", "-m", "unittest", "discover", "-s", bench, "-t", bench, "-p", "*_test.py"},
-      {"PYTHONDONTWRITEBYTECODE=1"});
+  const ProcessResult r = gpuslice::testing::Run({"/usr/bin/env", "python3", "-m", "unittest", "discover", "-s", bench,
+                                                  "-t", bench, "-p", "*_test.py"},
+                                                 {"PYTHONDONTWRITEBYTECODE=1"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.err, HasSubstr("OK"));
 }
@@ -176,8 +190,9 @@ TEST_P(BundledScenarioTest, RunsInReducedFormAndReportsEveryTenantInEveryModeItR
   expected.modes = ModesToRun(GetParam(), expected.modes);
   TempDir report;
 
-  const ProcessResult r = gpuslice::testing::Run(
-      {Bench(), "--sim", "--quick", "--modes", Joined(expected.modes), "--report", report.path(), file}, {}, 280'000);
+  const ProcessResult r = gpuslice::testing::Run({Bench(), "--sim", "--quick", "--modes", Joined(expected.modes),
+                                                  "--report", report.path(), file},
+                                                 {}, 280'000);
   ASSERT_EQ(r.exit_code, 0) << r.out << "\n" << r.err;
   EXPECT_THAT(r.out, HasSubstr("quota violations"));  // the table on stdout
 
@@ -280,8 +295,9 @@ tenants:
 
 TEST(BenchScenariosTest, ABadValueIsRefusedNamingTheKeyTheValueAndTheValidRange) {
   TempDir dir;
-  const auto [r, path] = RunOnText(dir, std::string("name: broken\ndescription: x\nduration: 5\nmodes: [gpuslice, gpu]\n") +
-                                            kValidTenants);
+  const auto [r, path] =
+      RunOnText(dir,
+                std::string("name: broken\ndescription: x\nduration: 5\nmodes: [gpuslice, gpu]\n") + kValidTenants);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr(path + ": modes[1]: expected one of solo, unmanaged, gpuslice, mps, mig, got 'gpu'"));
 
@@ -317,7 +333,8 @@ TEST(BenchScenariosTest, MissingKeysAndDuplicateKeysAreRefused) {
   EXPECT_THAT(r.err, HasSubstr(path + ": top level: missing key 'description'"));
 
   const auto [d, dup_path] = RunOnText(dir, std::string("name: broken\ndescription: x\nduration: 5\nduration: 6\n"
-                                                        "modes: [solo]\n") + kValidTenants);
+                                                        "modes: [solo]\n") +
+                                                kValidTenants);
   EXPECT_EQ(d.exit_code, 2);
   EXPECT_THAT(d.err, HasSubstr(dup_path + ": line 4"));
   EXPECT_THAT(d.err, HasSubstr("'duration' is given twice"));

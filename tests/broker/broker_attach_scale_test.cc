@@ -21,8 +21,8 @@ namespace {
 constexpr int kProcesses = 200;
 
 struct Timings {
-  std::atomic<uint64_t> attach_ns[kProcesses];     // Broker::Attach alone
-  std::atomic<uint64_t> sequence_ns[kProcesses];   // Attach through Unregister
+  std::atomic<uint64_t> attach_ns[kProcesses];    // Broker::Attach alone
+  std::atomic<uint64_t> sequence_ns[kProcesses];  // Attach through Unregister
 };
 
 int Client(const std::string& state_dir, int start_fd, Timings* timings, int index) {
@@ -77,10 +77,11 @@ double Round(const std::string& state_dir, const char* name) {
     attach.push_back(timings->attach_ns[i].load());
     sequence.push_back(timings->sequence_ns[i].load());
   }
-  std::printf("%s: %d processes, wall %.3f s; Attach p50 %.3f ms, p99 %.3f ms, max %.3f ms; "
-              "Attach..Unregister p50 %.3f ms, p99 %.3f ms, max %.3f ms\n",
-              name, kProcesses, wall, Percentile(attach, 0.5), Percentile(attach, 0.99), Percentile(attach, 1.0),
-              Percentile(sequence, 0.5), Percentile(sequence, 0.99), Percentile(sequence, 1.0));
+  std::printf(
+      "%s: %d processes, wall %.3f s; Attach p50 %.3f ms, p99 %.3f ms, max %.3f ms; "
+      "Attach..Unregister p50 %.3f ms, p99 %.3f ms, max %.3f ms\n",
+      name, kProcesses, wall, Percentile(attach, 0.5), Percentile(attach, 0.99), Percentile(attach, 1.0),
+      Percentile(sequence, 0.5), Percentile(sequence, 0.99), Percentile(sequence, 1.0));
   return wall;
 }
 

@@ -24,9 +24,9 @@ constexpr int kChurnRounds = 20000;
 
 // What the racers report, in memory shared with the test.
 struct Board {
-  std::atomic<uint64_t> held{0};        // granted and not yet given back, over every racer
-  std::atomic<uint64_t> most_held{0};   // the high-water mark of `held`
-  std::atomic<int> arrived{0};          // barrier counters
+  std::atomic<uint64_t> held{0};       // granted and not yet given back, over every racer
+  std::atomic<uint64_t> most_held{0};  // the high-water mark of `held`
+  std::atomic<int> arrived{0};         // barrier counters
   std::atomic<int> churned{0};
   std::atomic<int> finished{0};
   std::atomic<bool> may_exit{false};

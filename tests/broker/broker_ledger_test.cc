@@ -182,7 +182,7 @@ TEST_F(BrokerLedgerTest, EveryGpuOfAFullNodeHasALedgerOfItsOwn) {
   auto alpha = ValueOf(Broker::Attach(dir_.state_dir()));
   ASSERT_TRUE(alpha);
   ASSERT_TRUE(IsOk(alpha->Register("alpha")));
-  const auto uuid_of = [](int g, uint8_t (&uuid)[16]) {
+  const auto uuid_of = [](int g, uint8_t(&uuid)[16]) {
     std::copy(std::begin(kTestUuid), std::end(kTestUuid), uuid);
     uuid[14] = static_cast<uint8_t>(g >> 8);
     uuid[15] = static_cast<uint8_t>(g);

@@ -27,10 +27,10 @@ constexpr uint64_t kQuota = 200 * kMiB;
 
 // What the children report through shared memory.
 struct Reports {
-  std::atomic<uint64_t> refusals_seen{0};   // reservations a child saw refused
-  std::atomic<uint64_t> refused_bytes{0};   // their sizes
-  std::atomic<int> holding{0};              // children done refusing and waiting to be killed
-  std::atomic<int> granted_wrongly{0};      // over-quota reservations that were granted
+  std::atomic<uint64_t> refusals_seen{0};  // reservations a child saw refused
+  std::atomic<uint64_t> refused_bytes{0};  // their sizes
+  std::atomic<int> holding{0};             // children done refusing and waiting to be killed
+  std::atomic<int> granted_wrongly{0};     // over-quota reservations that were granted
 };
 
 // Reads the counters through a read-only mapping, as the exporter does, and checks on every
@@ -127,7 +127,8 @@ TEST(BrokerRefusalCounterTest, ThousandRefusalsAcrossProcessesCountedExactlyThro
     const int holding_before = reports->holding.load();
     for (int i = first; i < first + kBatch; ++i) {
       const bool hold = i % 2 == 0;
-      const pid_t pid = children.Fork([&, i, hold] { return RefusedMember(dir.state_dir(), i, kRefusalsEach, hold, &*reports); });
+      const pid_t pid =
+          children.Fork([&, i, hold] { return RefusedMember(dir.state_dir(), i, kRefusalsEach, hold, &*reports); });
       (hold ? holding : exiting).push_back(pid);
     }
     for (pid_t pid : exiting) ASSERT_EQ(children.Wait(pid), 0);

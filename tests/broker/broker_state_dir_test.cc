@@ -52,9 +52,9 @@ class BrokerStateDirTest : public ::testing::Test {
 
   // The broker test client as nobody: its exit code and stderr.
   ::gpuslice::testing::ProcessResult AttachAsNobody(const std::string& dir) {
-    return ::gpuslice::testing::Run({kSetpriv, "--reuid=" + std::to_string(kNobody), "--regid=" + std::to_string(kNobody),
-                                     "--clear-groups", ::gpuslice::testing::BinDir() + "/gpuslice-broker-test-client",
-                                     "--state", dir, "--tenant", "t"});
+    return ::gpuslice::testing::Run(
+        {kSetpriv, "--reuid=" + std::to_string(kNobody), "--regid=" + std::to_string(kNobody), "--clear-groups",
+         ::gpuslice::testing::BinDir() + "/gpuslice-broker-test-client", "--state", dir, "--tenant", "t"});
   }
 
   bool CanDropPrivileges() const { return geteuid() == 0 && access(kSetpriv, X_OK) == 0; }

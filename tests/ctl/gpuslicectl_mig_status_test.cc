@@ -29,7 +29,7 @@ class GpuslicectlMigStatusTest : public ShimTest {
     std::vector<std::string> argv = {BinDir() + "/gpuslicectl", "status", "--state-dir", state_dir()};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return gpuslice::testing::Run(argv, with_nvml ? std::vector<std::string>{"LD_LIBRARY_PATH=" + SimLibDir()}
-                               : std::vector<std::string>{"LD_LIBRARY_PATH="});
+                                                  : std::vector<std::string>{"LD_LIBRARY_PATH="});
   }
 };
 
@@ -49,7 +49,8 @@ TEST_F(GpuslicectlMigStatusTest, StatusShowsTheInstancesUnderTheirGpu) {
 
   const ProcessResult text = Status({}, /*with_nvml=*/true);
   ASSERT_EQ(text.exit_code, 0) << Describe(text);
-  const std::string header = "\nGPU " + gpu.uuid + " (GPU 0, NVIDIA H200 (simulated)): MIG mode; its instances in use:\n";
+  const std::string header = "\nGPU " + gpu.uuid +
+                             " (GPU 0, NVIDIA H200 (simulated)): MIG mode; its instances in use:\n";
   EXPECT_THAT(text.out, HasSubstr(header));
   const size_t at = text.out.find(header);
   const size_t first = text.out.find("  MIG 3g.71gb " + gpu.mig_instances[0].uuid + "  70.2 GiB total\n");

@@ -22,8 +22,8 @@
 #include <gtest/gtest.h>
 
 #include "common/quantity.h"
-#include "gpuslice/sim_query.h"
 #include "gpu/mig_profiles.h"
+#include "gpuslice/sim_query.h"
 #include "tests/support/shim_fixture.h"
 
 namespace gpuslice::testing {
@@ -77,8 +77,8 @@ class GpuslicectlPlanTest : public ShimTest {
     SetEnv("GPUSLICE_SIM_MPS", gpu["mode"] == "mps" ? "1" : "0");
     // The simulator creates its devices at the first process's cuInit: the layout is accepted or
     // refused there (cuInit fails with one line).
-    const ProcessResult first =
-        gpuslice::testing::Run({App("direct"), "alloc", "--chunk", "1Mi", "--count", "1"}, {"LD_LIBRARY_PATH=" + SimLibDir()});
+    const ProcessResult first = gpuslice::testing::Run({App("direct"), "alloc", "--chunk", "1Mi", "--count", "1"},
+                                                       {"LD_LIBRARY_PATH=" + SimLibDir()});
     EXPECT_EQ(first.exit_code, 0) << "the simulator refused the plan's GPU " << gpu.dump() << "\n" << Describe(first);
     simquery::Snapshot snap;
     std::string error;
@@ -99,8 +99,8 @@ class GpuslicectlPlanTest : public ShimTest {
   // GPUSLICE_* variables under the shim (a soft slice, an MPS client), or plain (an instance of
   // its own is the limit). The holder's result is checked by CheckHolder.
   std::unique_ptr<Subprocess> StartTenant(const Json& tenant, const std::string& visible, uint64_t memory) {
-    std::vector<std::string> argv = {App("direct"), "alloc", "--chunk", std::to_string(memory), "--count", "1",
-                                     "--hold", "60"};
+    std::vector<std::string> argv = {App("direct"), "alloc", "--chunk", std::to_string(memory),
+                                     "--count",     "1",     "--hold",  "60"};
     std::vector<std::string> env = {"CUDA_VISIBLE_DEVICES=" + visible, "LD_LIBRARY_PATH=" + SimLibDir()};
     for (const auto& [name, value] : tenant["env"].items()) env.push_back(name + "=" + value.get<std::string>());
     // The test's environment holds no preload and no GPUSLICE_* but the simulator's.
@@ -127,7 +127,7 @@ constexpr char kMixedTenants[] = R"(tenants:
   - {name: batch, memory: 40Gi, compute: 40, trusted: true, fault_tolerant: true, tier: free}
   - {name: ci, memory: 6Gi, compute: 10, trusted: true, fault_tolerant: true, tier: free}
 )";
-const std::map<std::string, uint64_t> kMixedMemory = {{"bank", 30 * kGi},   {"ledger", 10 * kGi}, {"search", 12 * kGi},
+const std::map<std::string, uint64_t> kMixedMemory = {{"bank", 30 * kGi},    {"ledger", 10 * kGi}, {"search", 12 * kGi},
                                                       {"notebook", 8 * kGi}, {"ads", 16 * kGi},    {"batch", 40 * kGi},
                                                       {"ci", 6 * kGi}};
 
@@ -177,14 +177,15 @@ TEST_F(GpuslicectlPlanTest, PlacesEachTenantAsItsTrustFaultToleranceAndLatencyRe
   EXPECT_EQ(by_name["ledger"]["placement"], "mig-instance");  // fault-intolerant
   EXPECT_EQ(by_name["search"]["placement"], "soft-slice");    // 50 ms: time-slicing will do
   EXPECT_EQ(by_name["search"]["env"]["GPUSLICE_COMPUTE_CLASS"], "latency");
-  EXPECT_EQ(by_name["ads"]["placement"], "mps-client");       // 5 ms, trusted: concurrency
+  EXPECT_EQ(by_name["ads"]["placement"], "mps-client");  // 5 ms, trusted: concurrency
   EXPECT_EQ(by_name["ads"]["env"]["GPUSLICE_COMPUTE_LIMIT"], "30");
   EXPECT_EQ(by_name["batch"]["env"]["GPUSLICE_MEMORY_LIMIT"], "40Gi");
   EXPECT_EQ(by_name["bank"]["kubernetes"]["resources"].begin().key().rfind("nvidia.com/mig-", 0), 0u);
   // One resource, slices of one device: enough for the quota and the request.
   const auto& ci = by_name["ci"]["kubernetes"]["resources"];
   ASSERT_EQ(ci.size(), 1u) << ci.dump();
-  EXPECT_GE(ci["gpuslice.io/gpu"].get<int>(), std::stoi(by_name["ci"]["env"]["GPUSLICE_COMPUTE_REQUEST"].get<std::string>()));
+  EXPECT_GE(ci["gpuslice.io/gpu"].get<int>(),
+            std::stoi(by_name["ci"]["env"]["GPUSLICE_COMPUTE_REQUEST"].get<std::string>()));
   EXPECT_LE(ci["gpuslice.io/gpu"].get<int>(), 100);
   EXPECT_THAT(by_name["bank"]["reason"].get<std::string>(), HasSubstr("untrusted"));
   // The text shows the same, with the reasons and what is left unused.
@@ -243,12 +244,9 @@ TEST_F(GpuslicectlPlanTest, TiersNeverShareAGpuOverRandomTenantLists) {
     const int n = 3 + static_cast<int>(rng() % 18);
     std::vector<Json> tenants;
     for (int i = 0; i < n; ++i) {
-      Json t = {{"name", "t" + std::to_string(i)},
-                {"memory", std::to_string(1 + rng() % 60) + "Gi"},
-                {"compute", 1 + rng() % 50},
-                {"trusted", rng() % 3 != 0},
-                {"fault_tolerant", rng() % 4 != 0},
-                {"tier", tiers[rng() % tiers.size()]}};
+      Json t = {{"name", "t" + std::to_string(i)},  {"memory", std::to_string(1 + rng() % 60) + "Gi"},
+                {"compute", 1 + rng() % 50},        {"trusted", rng() % 3 != 0},
+                {"fault_tolerant", rng() % 4 != 0}, {"tier", tiers[rng() % tiers.size()]}};
       if (rng() % 3 == 0) t["latency_ms"] = 1 + rng() % 60;
       tenants.push_back(t);
     }
@@ -270,8 +268,8 @@ TEST_F(GpuslicectlPlanTest, ThePropertyCatchesAPlanThatMixesTiers) {
   plan["gpus"][1]["units"][0]["tenants"] = Json::array();
   ::testing::TestPartResultArray failures;
   {
-    ::testing::ScopedFakeTestPartResultReporter reporter(::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD,
-                                                         &failures);
+    ::testing::ScopedFakeTestPartResultReporter reporter(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
     ExpectPlanHolds(plan, tenants, "H200");
   }
   bool caught = false;
@@ -290,29 +288,49 @@ struct Impossible {
 
 TEST_F(GpuslicectlPlanTest, ImpossibleOrBadRequestsGetOneLineAndNoPlan) {
   const std::vector<Impossible> cases = {
-      {"more memory than the GPU", {"--model", "h200"},
-       "tenants: [{name: big, memory: 200Gi, compute: 10, trusted: true, fault_tolerant: true}]", 3,
+      {"more memory than the GPU",
+       {"--model", "h200"},
+       "tenants: [{name: big, memory: 200Gi, compute: 10, trusted: true, fault_tolerant: true}]",
+       3,
        "needs 200 GiB of GPU memory; the largest GPU here (NVIDIA H200) has 140.4 GiB"},
-      {"more instances than fit", {"--model", "h200"},
+      {"more instances than fit",
+       {"--model", "h200"},
        "tenants: [{name: a, memory: 1Gi, compute: 1}, {name: b, memory: 1Gi, compute: 1}, {name: c, memory: 1Gi, compute: 1},"
        " {name: d, memory: 1Gi, compute: 1}, {name: e, memory: 1Gi, compute: 1}, {name: f, memory: 1Gi, compute: 1},"
        " {name: g, memory: 1Gi, compute: 1}, {name: h, memory: 1Gi, compute: 1}]",
-       3, "they need 2 GPUs"},
-      {"two tiers, one GPU", {"--model", "a100-80"},
+       3,
+       "they need 2 GPUs"},
+      {"two tiers, one GPU",
+       {"--model", "a100-80"},
        "tenants: [{name: a, memory: 1Gi, compute: 5, trusted: true, fault_tolerant: true, tier: free},"
        " {name: b, memory: 1Gi, compute: 5, trusted: true, fault_tolerant: true, tier: paid}]",
-       3, "tiers never share a GPU: free 1, paid 1"},
-      {"isolation beyond the largest instance", {"--model", "a100-80"},
-       "tenants: [{name: whole, memory: 10Gi, compute: 100}]", 3,
+       3,
+       "tiers never share a GPU: free 1, paid 1"},
+      {"isolation beyond the largest instance",
+       {"--model", "a100-80"},
+       "tenants: [{name: whole, memory: 10Gi, compute: 100}]",
+       3,
        "the largest, 7g.80gb, has 80 GiB and 98 of 108 SMs"},
-      {"unknown field", {"--model", "h200"}, "tenants: [{name: a, memory: 1Gi, compute: 5, trused: true}]", 2,
+      {"unknown field",
+       {"--model", "h200"},
+       "tenants: [{name: a, memory: 1Gi, compute: 5, trused: true}]",
+       2,
        "unknown field 'trused'"},
       {"bad memory", {"--model", "h200"}, "tenants: [{name: a, memory: lots, compute: 5}]", 2, "invalid memory 'lots'"},
-      {"twice the same name", {"--model", "h200"},
-       "tenants: [{name: a, memory: 1Gi, compute: 5}, {name: a, memory: 1Gi, compute: 5}]", 2, "used twice"},
-      {"bad tenant name", {"--model", "h200"}, "tenants: [{name: 'a b', memory: 1Gi, compute: 5}]", 2,
+      {"twice the same name",
+       {"--model", "h200"},
+       "tenants: [{name: a, memory: 1Gi, compute: 5}, {name: a, memory: 1Gi, compute: 5}]",
+       2,
+       "used twice"},
+      {"bad tenant name",
+       {"--model", "h200"},
+       "tenants: [{name: 'a b', memory: 1Gi, compute: 5}]",
+       2,
        "it becomes GPUSLICE_TENANT"},
-      {"unknown model", {"--model", "t4"}, "tenants: [{name: a, memory: 1Gi, compute: 5}]", 2,
+      {"unknown model",
+       {"--model", "t4"},
+       "tenants: [{name: a, memory: 1Gi, compute: 5}]",
+       2,
        "unknown --model 't4'; expected h200, h100-80, a100-80 or a100-40"},
   };
   for (const auto& c : cases) {
@@ -358,10 +376,10 @@ TEST_F(GpuslicectlPlanTest, ReadsTheGpuThroughNvmlAndRefusesIsolationWithoutMig)
 // intruder without the preload takes the GPU's memory and the victim cannot allocate its quota.
 TEST_F(GpuslicectlPlanTest, AnUntrustedTenantInItsInstanceCannotStarveItsNeighbourAsASoftSliceCan) {
   auto victim_gets_its_quota = [&](bool intruder_trusted) {
-    const std::string tenants =
-        std::string("tenants:\n") + "  - {name: victim, memory: 40Gi, compute: 30, trusted: true, fault_tolerant: true}\n" +
-        "  - {name: intruder, memory: 20Gi, compute: 20, trusted: " + (intruder_trusted ? "true" : "false") +
-        ", fault_tolerant: true}\n";
+    const std::string tenants = std::string("tenants:\n") +
+                                "  - {name: victim, memory: 40Gi, compute: 30, trusted: true, fault_tolerant: true}\n" +
+                                "  - {name: intruder, memory: 20Gi, compute: 20, trusted: " +
+                                (intruder_trusted ? "true" : "false") + ", fault_tolerant: true}\n";
     const Json plan = PlanJson(tenants, {"--model", "h200"});
     const Json& gpu = plan["gpus"][0];
     const std::vector<std::string> visible = SimulateGpu(gpu);
@@ -407,7 +425,8 @@ TEST_F(GpuslicectlPlanTest, EveryExamplesHeaderCommandPlansIt) {
     std::ifstream in(SourceDir() + "/examples/plan/" + name);
     std::string command;
     for (std::string line; std::getline(in, line);) {
-      if (const size_t at = line.find("build/bin/gpuslicectl plan "); line.starts_with("#") && at != std::string::npos) {
+      if (const size_t at = line.find("build/bin/gpuslicectl plan ");
+          line.starts_with("#") && at != std::string::npos) {
         command = line.substr(at + std::string("build/bin/gpuslicectl plan ").size());
         break;
       }
@@ -415,7 +434,8 @@ TEST_F(GpuslicectlPlanTest, EveryExamplesHeaderCommandPlansIt) {
     ASSERT_FALSE(command.empty()) << "no command in the header of " << name;
     std::vector<std::string> args;
     std::istringstream words(command);
-    for (std::string word; words >> word;) args.push_back(word.starts_with("examples/") ? SourceDir() + "/" + word : word);
+    for (std::string word; words >> word;)
+      args.push_back(word.starts_with("examples/") ? SourceDir() + "/" + word : word);
     const ProcessResult r = Plan(args);
     EXPECT_EQ(r.exit_code, 0) << command << "\n" << Describe(r);
   }

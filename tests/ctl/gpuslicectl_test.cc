@@ -12,8 +12,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstddef>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -80,7 +80,7 @@ constexpr uint8_t kUuid[16] = {0x5b, 0x1c, 0x36, 0xa2, 0x0f, 0x4d, 0x5e, 0x8a,
 struct ComputeShare {
   uint32_t request_pct = 0;  // 0: SetShare is not called (the tenant has not launched)
   uint32_t limit_pct = 100;
-  bool acquire = false;      // take the grant (and keep it: there is no monitor to hand it on)
+  bool acquire = false;  // take the grant (and keep it: there is no monitor to hand it on)
   // > 0: pretend a 10 s window completed 3 s ago in which the tenant had this share (no test
   // waits 10 s for the scheduler to roll one).
   uint64_t share_ppm = 0;
@@ -168,8 +168,8 @@ class GpuslicectlTest : public SimTest {
     return error + "\n";
   }
 
-  std::unique_ptr<TenantProcess> Tenant(const std::string& name, uint64_t device_total, uint64_t quota,
-                                        uint64_t bytes, const ComputeShare& compute = {}) {
+  std::unique_ptr<TenantProcess> Tenant(const std::string& name, uint64_t device_total, uint64_t quota, uint64_t bytes,
+                                        const ComputeShare& compute = {}) {
     auto process = std::make_unique<TenantProcess>(state_dir_.path(), name, device_total, quota, bytes, compute);
     EXPECT_TRUE(process->ready()) << name;
     return process;
@@ -184,8 +184,7 @@ class GpuslicectlTest : public SimTest {
         std::vector<std::string>{"LD_PRELOAD=" + ShimPath(), "LD_LIBRARY_PATH=" + SimLibDir(),
                                  "GPUSLICE_STATE_DIR=" + state_dir_.path(), "GPUSLICE_TENANT=" + tenant,
                                  "GPUSLICE_MEMORY_LIMIT=" + limit});
-    EXPECT_TRUE(holder->WaitForOutput("\"event\":\"holding\""))
-        << holder->StdoutSoFar() << holder->Wait(1000).err;
+    EXPECT_TRUE(holder->WaitForOutput("\"event\":\"holding\"")) << holder->StdoutSoFar() << holder->Wait(1000).err;
     return holder;
   }
 
@@ -268,8 +267,11 @@ TEST_F(GpuslicectlTest, StatusTableShowsEachTenantItsUsageAgainstQuotaAndItsProc
   const pid_t second = std::max(a1->pid(), a2->pid());
   // No kernel launched yet: no compute request, limit or share.
   EXPECT_THAT(r.out, ContainsRegex("\n  team-a +512 MiB +1 GiB +50.0% +- +- +- +-\n"
-                                   "    pid " + std::to_string(first) + " +256 MiB\n"
-                                   "    pid " + std::to_string(second) + " +256 MiB\n"));
+                                   "    pid " +
+                                   std::to_string(first) +
+                                   " +256 MiB\n"
+                                   "    pid " +
+                                   std::to_string(second) + " +256 MiB\n"));
   EXPECT_THAT(r.out, HasSubstr("\n  quota committed: 1 GiB of 4 GiB (25.0%)\n"
                                "  compute requested: none yet (1 tenant not launched yet)\n"));
 }
@@ -328,9 +330,10 @@ TEST_F(GpuslicectlTest, StatusFlagsQuotasThatAddUpToMoreThanTheDevice) {
 
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +256 MiB +768 MiB +33.3% +- +- +- +-\n    pid " + std::to_string(a->pid()) +
-                                   " +256 MiB\n  team-b +256 MiB +768 MiB +33.3% +- +- +- +-\n    pid " +
-                                   std::to_string(b->pid()) + " +256 MiB\n"));
+  EXPECT_THAT(r.out,
+              ContainsRegex("\n  team-a +256 MiB +768 MiB +33.3% +- +- +- +-\n    pid " + std::to_string(a->pid()) +
+                            " +256 MiB\n  team-b +256 MiB +768 MiB +33.3% +- +- +- +-\n    pid " +
+                            std::to_string(b->pid()) + " +256 MiB\n"));
   EXPECT_THAT(r.out, HasSubstr("quota committed: 1.5 GiB of 1 GiB (150.0%) -- OVERSUBSCRIBED"));
 
   const Json gpu = StatusJson()["gpus"][0];
@@ -365,7 +368,8 @@ TEST_F(GpuslicectlTest, StatusDoesNotCountTheQuotaOfIdleTenants) {
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // Shown as idle: a row beneath it says it has no process.
-  EXPECT_THAT(r.out, ContainsRegex("\n  proc-0123456789abcdef +0 B +unlimited +- +- +- +- +-\n    no process\n  team-a "));
+  EXPECT_THAT(r.out,
+              ContainsRegex("\n  proc-0123456789abcdef +0 B +unlimited +- +- +- +- +-\n    no process\n  team-a "));
   EXPECT_THAT(r.out, HasSubstr("\n  quota committed: 1 GiB of 4 GiB (25.0%); 1 idle tenant not counted\n"));
 
   const Json gpu = StatusJson()["gpus"][0];
@@ -440,9 +444,8 @@ TEST_F(GpuslicectlTest, SetRefusesBadValuesWithOneLineUsageErrorsAndChangesNothi
 }
 
 TEST_F(GpuslicectlTest, SetOnAnUnknownGpuOrAMissingStateExplainsInOneLineAndExits1) {
-  const ProcessResult missing =
-      gpuslice::testing::Run({Ctl(), "set", "--state-dir", state_dir_.path() + "/absent", "--gpu", "all", "--quantum",
-                              "20ms"});
+  const ProcessResult missing = gpuslice::testing::Run(
+      {Ctl(), "set", "--state-dir", state_dir_.path() + "/absent", "--gpu", "all", "--quantum", "20ms"});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_TRUE(IsOneLine(missing.err)) << missing.err;
   EXPECT_THAT(missing.err, StartsWith("gpuslicectl: state directory " + state_dir_.path() + "/absent does not exist"));
@@ -518,33 +521,43 @@ TEST_F(GpuslicectlTest, SetThenStatusShowsTheNewModeAndQuantum) {
   EXPECT_EQ(gpu["quantum_ns"], broker::kDefaultQuantumNs);
   EXPECT_EQ(gpu["quantum_default"], true);
   ProcessResult r = Status();
-  EXPECT_THAT(r.out, HasSubstr("\n  compute: timeslice, quantum 10 ms (default), budget 2 ms (default); idle; 0 grants\n"));
+  EXPECT_THAT(r.out,
+              HasSubstr("\n  compute: timeslice, quantum 10 ms (default), budget 2 ms (default); idle; 0 grants\n"));
 
   r = Set({"--gpu", uuid, "--quantum", "20ms", "--mode", "none"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "GPU " + uuid + ": mode timeslice -> none, quantum 10 ms (default) -> 20 ms, budget 2 ms (default) (unchanged)\n");
+  EXPECT_EQ(r.out,
+            "GPU " + uuid +
+                ": mode timeslice -> none, quantum 10 ms (default) -> 20 ms, budget 2 ms (default) (unchanged)\n");
   EXPECT_EQ(r.err, "");
   gpu = StatusJson()["gpus"][0];
   EXPECT_EQ(gpu["mode"], "none");
   EXPECT_EQ(gpu["quantum_ns"], 20'000'000u);
   EXPECT_EQ(gpu["quantum_default"], false);
   r = Status();
-  EXPECT_THAT(r.out, HasSubstr("\n  compute: none (memory quotas only: launches are not gated), quantum 20 ms, budget 2 ms (default)\n"));
+  EXPECT_THAT(
+      r.out,
+      HasSubstr(
+          "\n  compute: none (memory quotas only: launches are not gated), quantum 20 ms, budget 2 ms (default)\n"));
   EXPECT_THAT(r.out, HasSubstr("\n  HELD: not measured (launches are not gated)\n"));
 
   // Only what is given changes; every spelling of a duration is taken.
   r = Set({"--gpu", "all", "--quantum", "0.05s"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "GPU " + uuid + ": mode none (unchanged), quantum 20 ms -> 50 ms, budget 2 ms (default) (unchanged)\n");
+  EXPECT_EQ(r.out,
+            "GPU " + uuid + ": mode none (unchanged), quantum 20 ms -> 50 ms, budget 2 ms (default) (unchanged)\n");
   r = Set({"--gpu", "all", "--quantum", "2500us", "--mode", "mps"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "GPU " + uuid + ": mode none -> mps, quantum 50 ms -> 2.5 ms, budget 2 ms (default) (unchanged)\n");
   gpu = StatusJson()["gpus"][0];
   EXPECT_EQ(gpu["mode"], "mps");
   EXPECT_EQ(gpu["quantum_ns"], 2'500'000u);
-  for (const auto& [text, ns] : std::vector<std::pair<std::string, uint64_t>>{
-           {"1ms", 1'000'000}, {"1s", 1'000'000'000}, {"1000000ns", 1'000'000}, {"7 ms", 7'000'000},
-           {"0.0125s", 12'500'000}, {"15\u00b5s", 0}}) {
+  for (const auto& [text, ns] : std::vector<std::pair<std::string, uint64_t>>{{"1ms", 1'000'000},
+                                                                              {"1s", 1'000'000'000},
+                                                                              {"1000000ns", 1'000'000},
+                                                                              {"7 ms", 7'000'000},
+                                                                              {"0.0125s", 12'500'000},
+                                                                              {"15\u00b5s", 0}}) {
     r = Set({"--gpu", "all", "--quantum", text});
     if (ns == 0) {  // 15 µs parses, and is out of range
       EXPECT_EQ(r.exit_code, 2) << text;
@@ -557,7 +570,9 @@ TEST_F(GpuslicectlTest, SetThenStatusShowsTheNewModeAndQuantum) {
 
   r = Set({"--gpu", "all", "--quantum", "default", "--mode", "timeslice"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "GPU " + uuid + ": mode mps -> timeslice, quantum 12.5 ms -> 10 ms (default), budget 2 ms (default) (unchanged)\n");
+  EXPECT_EQ(r.out,
+            "GPU " + uuid +
+                ": mode mps -> timeslice, quantum 12.5 ms -> 10 ms (default), budget 2 ms (default) (unchanged)\n");
   gpu = StatusJson()["gpus"][0];
   EXPECT_EQ(gpu["mode"], "timeslice");
   EXPECT_EQ(gpu["quantum_ns"], broker::kDefaultQuantumNs);
@@ -565,7 +580,9 @@ TEST_F(GpuslicectlTest, SetThenStatusShowsTheNewModeAndQuantum) {
   // The queued-work budget: set, shown, back to the default; out of range refused.
   r = Set({"--gpu", "all", "--budget", "500us"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "GPU " + uuid + ": mode timeslice (unchanged), quantum 10 ms (default) (unchanged), budget 2 ms (default) -> 500 us\n");
+  EXPECT_EQ(r.out,
+            "GPU " + uuid +
+                ": mode timeslice (unchanged), quantum 10 ms (default) (unchanged), budget 2 ms (default) -> 500 us\n");
   EXPECT_EQ(StatusJson()["gpus"][0]["budget_ns"], 500'000u);
   EXPECT_EQ(StatusJson()["gpus"][0]["budget_default"], false);
   r = Set({"--gpu", "all", "--budget", "1s"});
@@ -576,7 +593,10 @@ TEST_F(GpuslicectlTest, SetThenStatusShowsTheNewModeAndQuantum) {
   EXPECT_EQ(StatusJson()["gpus"][0]["budget_ns"], broker::kDefaultBudgetNs);
   EXPECT_EQ(gpu["quantum_default"], true);
   r = Set({"--gpu", "all", "--mode", "timeslice"});
-  EXPECT_EQ(r.out, "GPU " + uuid + ": mode timeslice (unchanged), quantum 10 ms (default) (unchanged), budget 2 ms (default) (unchanged)\n");
+  EXPECT_EQ(
+      r.out,
+      "GPU " + uuid +
+          ": mode timeslice (unchanged), quantum 10 ms (default) (unchanged), budget 2 ms (default) (unchanged)\n");
 }
 
 TEST_F(GpuslicectlTest, StatusShowsTheHolderAndSetModeNoneEndsTheGrant) {
@@ -584,7 +604,9 @@ TEST_F(GpuslicectlTest, StatusShowsTheHolderAndSetModeNoneEndsTheGrant) {
 
   ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("\n  compute: timeslice, quantum 10 ms (default), budget 2 ms (default); held by team-a; 1 grant\n"));
+  EXPECT_THAT(r.out,
+              HasSubstr(
+                  "\n  compute: timeslice, quantum 10 ms (default), budget 2 ms (default); held by team-a; 1 grant\n"));
   Json gpu = StatusJson()["gpus"][0];
   EXPECT_EQ(gpu["holder"], "team-a");
   EXPECT_EQ(gpu["grants"], 1);
@@ -632,9 +654,8 @@ TEST_F(GpuslicectlTest, StatusShowsEachTenantsComputeRequestAndLimit) {
 TEST_F(GpuslicectlTest, StatusShowsARequestBeforeTheFirstLaunch) {
   Subprocess holder({Workload(), "memory", "--chunk", "256Mi", "--count", "1", "--hold", "60", "--ready-line"},
                     {"LD_PRELOAD=" + ShimPath(), "LD_LIBRARY_PATH=" + SimLibDir(),
-                     "GPUSLICE_STATE_DIR=" + state_dir_.path(), "GPUSLICE_TENANT=team-a",
-                     "GPUSLICE_MEMORY_LIMIT=1Gi", "GPUSLICE_COMPUTE_REQUEST=30", "GPUSLICE_COMPUTE_LIMIT=50",
-                     "GPUSLICE_COMPUTE_CLASS=latency"});
+                     "GPUSLICE_STATE_DIR=" + state_dir_.path(), "GPUSLICE_TENANT=team-a", "GPUSLICE_MEMORY_LIMIT=1Gi",
+                     "GPUSLICE_COMPUTE_REQUEST=30", "GPUSLICE_COMPUTE_LIMIT=50", "GPUSLICE_COMPUTE_CLASS=latency"});
   ASSERT_TRUE(holder.WaitForOutput("\"event\":\"holding\"")) << holder.StdoutSoFar() << holder.StderrSoFar();
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -673,9 +694,10 @@ TEST_F(GpuslicectlTest, StatusShowsTheShareOfTheLastCompleteWindow) {
   EXPECT_THAT(r.out, ContainsRegex("\n  team-a +0 B +1 GiB +0.0% +60% +100% +standard +55.2%\n"));
   EXPECT_THAT(r.out, ContainsRegex("\n  team-b +0 B +1 GiB +0.0% +40% +100% +standard +0.0%\n"))
       << "a tenant that got nothing in a measured window has a share of 0, not '-'";
-  EXPECT_THAT(r.out, ContainsRegex("\n  HELD: time each tenant held the GPU \\(its turns, drain included\\) in the last "
-                                   "complete window \\(hand-over to hand-over, 10 s or more\\), which ended [0-9]+\\.[0-9] s "
-                                   "ago\n"));
+  EXPECT_THAT(r.out,
+              ContainsRegex("\n  HELD: time each tenant held the GPU \\(its turns, drain included\\) in the last "
+                            "complete window \\(hand-over to hand-over, 10 s or more\\), which ended [0-9]+\\.[0-9] s "
+                            "ago\n"));
   Json gpu = StatusJson()["gpus"][0];
   EXPECT_GE(gpu["share_window_ended_seconds_ago"].get<double>(), 3.0);
   EXPECT_NEAR(gpu["tenants"][0]["last_window_share_percent"].get<double>(), 55.2, 1e-9);
@@ -725,7 +747,10 @@ TEST_F(GpuslicectlTest, OptionsMarkdownIsExactlyTheManualsEnvironmentReference) 
 TEST_F(GpuslicectlTest, OptionsListsEveryVariableWithItsDefault) {
   const ProcessResult r = gpuslice::testing::Run({Ctl(), "options"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, StartsWith("GPUSLICE_MEMORY_LIMIT\n    type: quantity above 0 or percentage 1% to 100%\n    default: unlimited\n"));
+  EXPECT_THAT(
+      r.out,
+      StartsWith(
+          "GPUSLICE_MEMORY_LIMIT\n    type: quantity above 0 or percentage 1% to 100%\n    default: unlimited\n"));
   EXPECT_THAT(r.out, HasSubstr("GPUSLICE_STATE_DIR\n"));
   EXPECT_THAT(r.out, HasSubstr("    default: /run/gpuslice\n"));
 }
@@ -733,10 +758,10 @@ TEST_F(GpuslicectlTest, OptionsListsEveryVariableWithItsDefault) {
 TEST_F(GpuslicectlTest, HelpExplainsEveryColumnOfTheStatus) {
   const ProcessResult r = gpuslice::testing::Run({Ctl(), "status", "--help"});
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* column : {"TENANT / PID", "USED", "QUOTA", "% QUOTA", "OVERSUBSCRIBED", "--json", "--state-dir",
-                             "REQUEST", "LIMIT", "HELD", "(default)", "GPUSLICE_COMPUTE_REQUEST",
-                             "GPUSLICE_COMPUTE_LIMIT", "oversubscribed: requests are shared in proportion", "accounted here:",
-                             "UNACCOUNTED", "unaccounted_bytes"}) {
+  for (const char* column :
+       {"TENANT / PID", "USED", "QUOTA", "% QUOTA", "OVERSUBSCRIBED", "--json", "--state-dir", "REQUEST", "LIMIT",
+        "HELD", "(default)", "GPUSLICE_COMPUTE_REQUEST", "GPUSLICE_COMPUTE_LIMIT",
+        "oversubscribed: requests are shared in proportion", "accounted here:", "UNACCOUNTED", "unaccounted_bytes"}) {
     EXPECT_THAT(r.out, HasSubstr(column));
   }
   const ProcessResult set = gpuslice::testing::Run({Ctl(), "set", "--help"});
@@ -780,7 +805,8 @@ TEST_F(GpuslicectlTest, StatusShowsAGpuWhoseHolderHasNoProcessLeftAsIdle) {
   a->Kill();  // the grant stays in the segment until someone else asks for the GPU
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("\n  compute: timeslice, quantum 10 ms (default), budget 2 ms (default); idle; 1 grant\n"));
+  EXPECT_THAT(r.out,
+              HasSubstr("\n  compute: timeslice, quantum 10 ms (default), budget 2 ms (default); idle; 1 grant\n"));
   EXPECT_THAT(r.out, Not(HasSubstr("held by team-a")));
   EXPECT_TRUE(StatusJson()["gpus"][0]["holder"].is_null());
 }

@@ -62,7 +62,8 @@ TEST_F(GpuslicectlTopTest, RedrawsTenantsMemoryRefusalsAndRequests) {
   ASSERT_TRUE(StartInTmux("env GPUSLICE_STATE_DIR=" + state_dir() + " " + BinDir() +
                           "/gpuslicectl top --interval 0.2; sleep 60"));
   std::string screen;
-  EXPECT_TRUE(ScreenShows({"gpuslicectl top:", "mem", "[###################-]", "96 MiB / 100 MiB"}, &screen)) << screen;
+  EXPECT_TRUE(ScreenShows({"gpuslicectl top:", "mem", "[###################-]", "96 MiB / 100 MiB"}, &screen))
+      << screen;
   // The mem row: three refusals, one process.
   const size_t row = screen.find("  mem ");
   ASSERT_NE(row, std::string::npos) << screen;
@@ -79,7 +80,8 @@ TEST_F(GpuslicectlTopTest, RedrawsTenantsMemoryRefusalsAndRequests) {
   EXPECT_EQ(screen.find("gpuslicectl:"), std::string::npos) << screen;
 
   // --once prints one frame, without the terminal's clear sequence, for scripts.
-  const ProcessResult once = gpuslice::testing::Run({BinDir() + "/gpuslicectl", "top", "--once", "--state-dir", state_dir()});
+  const ProcessResult once =
+      gpuslice::testing::Run({BinDir() + "/gpuslicectl", "top", "--once", "--state-dir", state_dir()});
   EXPECT_EQ(once.exit_code, 0) << once.err;
   EXPECT_NE(once.out.find("96 MiB / 100 MiB"), std::string::npos) << once.out;
   EXPECT_NE(once.out.find("trainer"), std::string::npos) << once.out;
@@ -144,7 +146,8 @@ TEST_F(GpuslicectlTopTest, SixtyFourTenantsInAnEightyByTwentyFourPaneKeepTheirHe
   if (tmux_.empty()) GTEST_SKIP() << "tmux is not installed (scripts/install-deps.sh installs it)";
   ForkedTenants tenants(state_dir(), 64);
   ASSERT_TRUE(tenants.ready());
-  ASSERT_TRUE(StartInTmux("env GPUSLICE_STATE_DIR=" + state_dir() + " " + BinDir() + "/gpuslicectl top --interval 0.5; sleep 60",
+  ASSERT_TRUE(StartInTmux("env GPUSLICE_STATE_DIR=" + state_dir() + " " + BinDir() +
+                              "/gpuslicectl top --interval 0.5; sleep 60",
                           80, 24));
   std::string screen;
   ASSERT_TRUE(ScreenShows({"TENANT", "USED/QUOTA", "page 1/", "tenant-00"}, &screen)) << screen;
@@ -168,7 +171,8 @@ TEST_F(GpuslicectlTopTest, SixtyFourTenantsInAnEightyByTwentyFourPaneKeepTheirHe
   SendKey("s");
   ASSERT_TRUE(ScreenShows({"sorted by memory"}, &screen)) << screen;
   auto lines = check_page(screen);
-  const auto first = std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return l.starts_with("  tenant-"); });
+  const auto first =
+      std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return l.starts_with("  tenant-"); });
   ASSERT_NE(first, lines.end());
   EXPECT_TRUE(first->starts_with("  tenant-63 ")) << screen;
   // The next page, under the same headings.
@@ -179,7 +183,8 @@ TEST_F(GpuslicectlTopTest, SixtyFourTenantsInAnEightyByTwentyFourPaneKeepTheirHe
 }
 
 TEST_F(GpuslicectlTopTest, OnceWithoutStateSaysWhyAndFails) {
-  const ProcessResult once = gpuslice::testing::Run({BinDir() + "/gpuslicectl", "top", "--once", "--state-dir", state_dir() + "/none"});
+  const ProcessResult once =
+      gpuslice::testing::Run({BinDir() + "/gpuslicectl", "top", "--once", "--state-dir", state_dir() + "/none"});
   EXPECT_EQ(once.exit_code, 1);
   EXPECT_NE(once.err.find("does not exist"), std::string::npos) << once.err;
   const ProcessResult bad = gpuslice::testing::Run({BinDir() + "/gpuslicectl", "top", "--interval", "0"});

@@ -123,11 +123,11 @@ class DevicePluginAdmissionTest : public SimTest {
       }
       std::vector<int> shape;
       const int kind = static_cast<int>(random() % 20);
-      if (kind < 11) shape = {1 + static_cast<int>(random() % 30)};          // small
-      else if (kind < 15) shape = {31 + static_cast<int>(random() % 70)};    // up to a whole device
-      else if (kind == 15) shape = {kSlices};                               // one whole device
-      else if (kind == 16) shape = {2 * kSlices};                           // two whole devices
-      else if (kind == 17) shape = {kSlices + 1 + static_cast<int>(random() % 99)};  // never one device
+      if (kind < 11) shape = {1 + static_cast<int>(random() % 30)};                             // small
+      else if (kind < 15) shape = {31 + static_cast<int>(random() % 70)};                       // up to a whole device
+      else if (kind == 15) shape = {kSlices};                                                   // one whole device
+      else if (kind == 16) shape = {2 * kSlices};                                               // two whole devices
+      else if (kind == 17) shape = {kSlices + 1 + static_cast<int>(random() % 99)};             // never one device
       else shape = {5 + static_cast<int>(random() % 30), 5 + static_cast<int>(random() % 30)};  // two containers
       // Free slices per device before the pod: taking the preference, a refusal must be the
       // only answer.
@@ -152,8 +152,11 @@ class DevicePluginAdmissionTest : public SimTest {
       if (follows && shape.size() == 1 && !never_fits) {
         int most = 0, whole = 0;
         for (const auto& [uuid, n] : free_on) most = std::max(most, n), whole += n == kSlices;
-        if (shape[0] <= kSlices) EXPECT_LT(most, shape[0]) << name << " refused with a device of " << most << " free: " << a.refusal;
-        else EXPECT_LT(whole, shape[0] / kSlices) << name << " refused with " << whole << " whole devices free: " << a.refusal;
+        if (shape[0] <= kSlices)
+          EXPECT_LT(most, shape[0]) << name << " refused with a device of " << most << " free: " << a.refusal;
+        else
+          EXPECT_LT(whole, shape[0] / kSlices)
+              << name << " refused with " << whole << " whole devices free: " << a.refusal;
       }
     }
     std::printf("%d pods: %d admitted, %d refused (%d for want of free slices on the node, %d by the plugin)\n", count,
@@ -254,8 +257,8 @@ TEST_F(DevicePluginAdmissionTest, TenantsAreNamedAfterTheirPodsInStatus) {
   std::vector<std::string> env = {"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_SIM_STATE=" + state_path(),
                                   "CUDA_VISIBLE_DEVICES=" + trainer.envs().at("NVIDIA_VISIBLE_DEVICES")};
   for (const auto& [name, value] : trainer.envs()) env.push_back(name + "=" + value);
-  Subprocess workload({BinDir() + "/gpuslice-workload", "memory", "--chunk", "1Gi", "--count", "1", "--hold", "30"}, env,
-                      Inherit::kAllButGpuslice);
+  Subprocess workload({BinDir() + "/gpuslice-workload", "memory", "--chunk", "1Gi", "--count", "1", "--hold", "30"},
+                      env, Inherit::kAllButGpuslice);
   ASSERT_TRUE(workload.WaitForOutput("\"holding\"", 60000)) << workload.StderrSoFar();
   const auto json = testing::Run({BinDir() + "/gpuslicectl", "status", "--json", "--state-dir", dir_ + "/state"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
@@ -271,7 +274,8 @@ TEST_F(DevicePluginAdmissionTest, TenantsAreNamedAfterTheirPodsInStatus) {
   EXPECT_TRUE(found) << json.out;
   const auto table = testing::Run({BinDir() + "/gpuslicectl", "status", "--state-dir", dir_ + "/state"});
   EXPECT_NE(table.out.find("pod team-a/trainer/c0"), std::string::npos) << table.out;
-  EXPECT_NE(plugin_->StderrSoFar().find("is pod team-a/trainer container c0"), std::string::npos) << plugin_->StderrSoFar();
+  EXPECT_NE(plugin_->StderrSoFar().find("is pod team-a/trainer container c0"), std::string::npos)
+      << plugin_->StderrSoFar();
   // The exporter labels the tenant's series with its pod.
   Exporter exporter(dir_ + "/state", state_path());
   ASSERT_TRUE(exporter.WaitServing()) << exporter.process().StderrSoFar();

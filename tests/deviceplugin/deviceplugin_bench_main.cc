@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
 
   const auto started = Clock::now();
   auto plugin = StartPlugin(dir);
-  if (!kubelet.WaitForRegistrations(1, 30000)) return std::fprintf(stderr, "no registration\n%s", plugin->StderrSoFar().c_str()), 1;
+  if (!kubelet.WaitForRegistrations(1, 30000))
+    return std::fprintf(stderr, "no registration\n%s", plugin->StderrSoFar().c_str()), 1;
   const double register_ms = Ms(started);
 
   std::vector<double> reregister_ms;

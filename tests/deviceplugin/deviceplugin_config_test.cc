@@ -48,7 +48,9 @@ TEST_F(DevicePluginConfigTest, BadConfigurationStopsStartAndCheckConfigWithTheSa
       {"memoryResource: gpuslice.io/gpu-memory\n", {}, "memoryResource in " + config + " is no longer a key"},
       {"computeResource: gpuslice.io/gpu-compute\n", {}, "computeResource in " + config + " is no longer a key"},
       // A key twice: YAML forbids it, yaml-cpp would keep one silently.
-      {"slicesPerGpu: 10\nhealthIntervalMs: 100\nslicesPerGpu: 20\n", {}, "slicesPerGpu in " + config + " appears twice"},
+      {"slicesPerGpu: 10\nhealthIntervalMs: 100\nslicesPerGpu: 20\n",
+       {},
+       "slicesPerGpu in " + config + " appears twice"},
       {"devices: [0, 7]\n", {}, "devices names '7', which NVML does not list"},
       {"preload: always\n", {}, "expected env or ld.so.preload"},
       {"resource: gpu\n", {}, "invalid resource"},

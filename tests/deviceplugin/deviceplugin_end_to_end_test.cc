@@ -31,7 +31,8 @@ class DevicePluginEndToEndTest : public SimTest {
     kubelet_ = std::make_unique<FakeKubelet>(dir_);
     kubelet_->Start();
     // Container paths unlike the host's, so that a missing mapping shows.
-    plugin_ = StartPlugin(dir_, {"--container-library", "/opt/gs/libgpuslice.so", "--container-state-dir", "/gs-state"});
+    plugin_ =
+        StartPlugin(dir_, {"--container-library", "/opt/gs/libgpuslice.so", "--container-state-dir", "/gs-state"});
     ASSERT_TRUE(kubelet_->WaitForRegistrations(1, 10000)) << plugin_->StderrSoFar();
   }
   void TearDown() override {
@@ -102,7 +103,8 @@ TEST_F(DevicePluginEndToEndTest, WorkloadStartedWithTheAllocateAnswerGetsThePods
       break;
     usleep(100000);
   }
-  ASSERT_FALSE(tenant_status.is_null()) << "no tenant " << tenant << " in " << last_status << kernels.StderrSoFar() << workload.StderrSoFar();
+  ASSERT_FALSE(tenant_status.is_null()) << "no tenant " << tenant << " in " << last_status << kernels.StderrSoFar()
+                                        << workload.StderrSoFar();
   EXPECT_EQ(tenant_status.at("quota_bytes"), 4890ULL << 20) << tenant_status.dump();
   EXPECT_EQ(tenant_status.at("used_bytes"), 4ULL << 30) << tenant_status.dump();
   EXPECT_EQ(tenant_status.at("compute_request_percent"), 30) << tenant_status.dump();
@@ -141,8 +143,8 @@ TEST_F(DevicePluginMigEndToEndTest, AWorkloadInTheNamedInstanceGetsThePodsSliceO
   std::vector<std::string> env = {"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_SIM_STATE=" + state_path(),
                                   "CUDA_VISIBLE_DEVICES=" + instance};
   for (const auto& [name, value] : memory.envs()) env.push_back(name + "=" + ToHostPath(value, memory));
-  Subprocess workload({BinDir() + "/gpuslice-workload", "memory", "--chunk", "1Gi", "--count",
-                       std::to_string(fit + 2), "--hold", "30"},
+  Subprocess workload({BinDir() + "/gpuslice-workload", "memory", "--chunk", "1Gi", "--count", std::to_string(fit + 2),
+                       "--hold", "30"},
                       env, Inherit::kAllButGpuslice);
   ASSERT_TRUE(workload.WaitForOutput("\"holding\"", 60000)) << workload.StderrSoFar();
   simquery::Snapshot snap;

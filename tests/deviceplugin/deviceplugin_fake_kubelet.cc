@@ -18,8 +18,7 @@ class FakeKubelet::Service final : public v1beta1::Registration::Service {
   grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* request, v1beta1::Empty*) override {
     Registration r;
     r.request = *request;
-    r.seconds_since_start =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    r.seconds_since_start = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
     // As the kubelet does next: dial the endpoint. It must already be serving.
     auto stub = v1beta1::DevicePlugin::NewStub(
         grpc::CreateChannel("unix://" + dir_ + "/" + request->endpoint(), grpc::InsecureChannelCredentials()));
@@ -91,7 +90,8 @@ std::unique_ptr<v1beta1::DevicePlugin::Stub> FakeKubelet::Connect(const std::str
 
 class FakePodResources::Service final : public v1::PodResourcesLister::Service {
  public:
-  grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*, v1::ListPodResourcesResponse* out) override {
+  grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*,
+                    v1::ListPodResourcesResponse* out) override {
     std::lock_guard<std::mutex> lock(mutex);
     *out = pods;
     ++lists;
@@ -140,11 +140,16 @@ void RemovePluginDir(const std::string& dir) {
 
 std::unique_ptr<Subprocess> StartPlugin(const std::string& dir, std::vector<std::string> extra_args) {
   std::vector<std::string> argv = {BinDir() + "/gpuslice-device-plugin",
-                                   "--plugin-dir", dir,
-                                   "--library", ShimPath(),
-                                   "--state-dir", dir + "/state",
-                                   "--nvml-library", SimLibDir() + "/libnvidia-ml.so.1",
-                                   "--pod-resources-socket", ""};  // a test that wants one names it
+                                   "--plugin-dir",
+                                   dir,
+                                   "--library",
+                                   ShimPath(),
+                                   "--state-dir",
+                                   dir + "/state",
+                                   "--nvml-library",
+                                   SimLibDir() + "/libnvidia-ml.so.1",
+                                   "--pod-resources-socket",
+                                   ""};  // a test that wants one names it
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   return std::make_unique<Subprocess>(argv);
 }

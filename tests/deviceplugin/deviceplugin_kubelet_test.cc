@@ -135,7 +135,8 @@ TEST_F(DevicePluginTest, ListAndWatchAdvertisesSlicesPerGpuNamingTheirDevice) {
   EXPECT_EQ(gpus.size(), 2u);
   v1beta1::AllocateResponse response;
   ASSERT_TRUE(Allocate(*plugin_stub_, {Units(*plugin_stub_, 1, 0, 3)}, &response).ok());
-  EXPECT_EQ(response.container_responses(0).envs().at("GPUSLICE_MEMORY_LIMIT"), "4914Mi");  // 3 x 1638 MiB: 16 GiB / 10, rounded down
+  EXPECT_EQ(response.container_responses(0).envs().at("GPUSLICE_MEMORY_LIMIT"),
+            "4914Mi");  // 3 x 1638 MiB: 16 GiB / 10, rounded down
   EXPECT_EQ(response.container_responses(0).envs().at("GPUSLICE_COMPUTE_REQUEST"), "30");
 }
 
@@ -185,7 +186,8 @@ TEST_F(DevicePluginMigTest, AllocateNamesTheInstanceAndItsSliceOfIt) {
   }
   ASSERT_GT(instance_memory, 0u);
   const uint64_t slice_mib = instance_memory / 100 >> 20;
-  EXPECT_EQ(answer.envs().at("GPUSLICE_MEMORY_LIMIT"), std::to_string(25 * slice_mib) + "Mi") << "a quarter of the instance";
+  EXPECT_EQ(answer.envs().at("GPUSLICE_MEMORY_LIMIT"), std::to_string(25 * slice_mib) + "Mi")
+      << "a quarter of the instance";
   EXPECT_EQ(answer.envs().at("GPUSLICE_COMPUTE_REQUEST"), "25") << "a quarter of the instance's time";
   ExpectShimAccepts(answer);
 }
@@ -193,7 +195,8 @@ TEST_F(DevicePluginMigTest, AllocateNamesTheInstanceAndItsSliceOfIt) {
 TEST_F(DevicePluginTest, LostGpuTurnsUnhealthyInListAndWatchAndRecovers) {
   StartRegistered();
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));  // a missed update fails, not hangs
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(20));  // a missed update fails, not hangs
   auto reader = plugin_stub_->ListAndWatch(&context, v1beta1::Empty());
   v1beta1::ListAndWatchResponse list;
   ASSERT_TRUE(reader->Read(&list));
@@ -211,7 +214,8 @@ TEST_F(DevicePluginTest, LostGpuTurnsUnhealthyInListAndWatchAndRecovers) {
     unhealthy += on_lost;
   }
   EXPECT_EQ(unhealthy, 100);
-  ASSERT_EQ(testing::Run({BinDir() + "/gpuslice-sim", "gpu-lost", "1", "--clear", "--state", state_path()}).exit_code, 0);
+  ASSERT_EQ(testing::Run({BinDir() + "/gpuslice-sim", "gpu-lost", "1", "--clear", "--state", state_path()}).exit_code,
+            0);
   ASSERT_TRUE(reader->Read(&list));
   for (const auto& d : list.devices()) EXPECT_EQ(d.health(), "Healthy") << d.id();
   context.TryCancel();
@@ -270,7 +274,8 @@ TEST_F(DevicePluginTest, PreferredAllocationPacksOneGpuBestFitOrRefusesWithTheRe
     const auto status = plugin_stub_->GetPreferredAllocation(&context, request, &response);
     chosen->clear();
     if (status.ok() && response.container_responses_size() == 1)
-      chosen->assign(response.container_responses(0).deviceids().begin(), response.container_responses(0).deviceids().end());
+      chosen->assign(response.container_responses(0).deviceids().begin(),
+                     response.container_responses(0).deviceids().end());
     return status;
   };
   std::vector<std::string> chosen;
@@ -391,10 +396,12 @@ TEST_F(DevicePluginTest, AllocateDerivesEachContainersSliceFromItsIdsAndNeverSpl
   const auto split = Join(Units(*plugin_stub_, 0, 40, 10), Units(*plugin_stub_, 1, 0, 5));
   const auto status = Allocate(*plugin_stub_, {split}, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_NE(status.error_message().find("15 gpuslice.io/gpu slices (15% of one GPU's memory and time) were given on 2 devices"),
+  EXPECT_NE(status.error_message().find(
+                "15 gpuslice.io/gpu slices (15% of one GPU's memory and time) were given on 2 devices"),
             std::string::npos)
       << status.error_message();
-  EXPECT_NE(status.error_message().find(": 10, GPU 1 " + Uuid(b[0]) + ": 5"), std::string::npos) << status.error_message();
+  EXPECT_NE(status.error_message().find(": 10, GPU 1 " + Uuid(b[0]) + ": 5"), std::string::npos)
+      << status.error_message();
 
   // Every slice of both GPUs: the two GPUs whole.
   const auto both = Join(Units(*plugin_stub_, 0, 0, 100), b);

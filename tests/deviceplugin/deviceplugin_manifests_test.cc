@@ -47,9 +47,10 @@ ProcessResult CheckConfig(const std::string& text) {
   const std::string path = tag + ".yaml";
   std::filesystem::create_directories(tag + ".d");
   std::ofstream(path) << text;
-  auto result = Run({"/usr/bin/env", "GPUSLICE_SIM_DEVICES=2", "GPUSLICE_SIM_STATE=/dev/shm/gsdp-config-" + std::to_string(getpid()),
-                     BinDir() + "/gpuslice-device-plugin", "--check-config", "--config", path, "--library", ShimPath(),
-                     "--plugin-dir", tag + ".d", "--state-dir", tag + ".d", "--nvml-library", SimLibDir() + "/libnvidia-ml.so.1"});
+  auto result = Run(
+      {"/usr/bin/env", "GPUSLICE_SIM_DEVICES=2", "GPUSLICE_SIM_STATE=/dev/shm/gsdp-config-" + std::to_string(getpid()),
+       BinDir() + "/gpuslice-device-plugin", "--check-config", "--config", path, "--library", ShimPath(),
+       "--plugin-dir", tag + ".d", "--state-dir", tag + ".d", "--nvml-library", SimLibDir() + "/libnvidia-ml.so.1"});
   unlink(path.c_str());
   std::filesystem::remove_all(tag + ".d");
   unlink(("/dev/shm/gsdp-config-" + std::to_string(getpid())).c_str());
@@ -112,8 +113,15 @@ TEST(DevicePluginManifestsTest, PodExampleAsksForAQuarterOfOneGpu) {
 TEST(DevicePluginManifestsTest, MigExampleLeavesTheMigGpuToNvidiasPlugin) {
   const auto documents = LoadYaml(Manifest("pod-mig-slice.yaml"));
   ASSERT_EQ(documents.size(), 2u);
-  EXPECT_TRUE(documents.at(0).at("spec").at("containers").at(0).at("resources").at("limits").contains("nvidia.com/mig-1g.10gb"));
-  EXPECT_TRUE(documents.at(1).at("spec").at("containers").at(0).at("resources").at("limits").contains("gpuslice.io/gpu"));
+  EXPECT_TRUE(documents.at(0)
+                  .at("spec")
+                  .at("containers")
+                  .at(0)
+                  .at("resources")
+                  .at("limits")
+                  .contains("nvidia.com/mig-1g.10gb"));
+  EXPECT_TRUE(
+      documents.at(1).at("spec").at("containers").at(0).at("resources").at("limits").contains("gpuslice.io/gpu"));
   const auto checked = CheckConfig("devices: [1]\n");  // the configuration the example's comment applies
   EXPECT_EQ(checked.exit_code, 0) << checked.err;
 }
@@ -126,7 +134,7 @@ constexpr char kGpuTaint[] = "nvidia.com/gpu";
 struct PodSpecIn {
   std::string where;  // file: kind/name
   json* spec;
-  bool plugin;        // the device plugin's own pods run on every GPU node
+  bool plugin;  // the device plugin's own pods run on every GPU node
 };
 
 std::vector<PodSpecIn> PodSpecs(const std::string& file, json& documents) {
@@ -187,8 +195,10 @@ std::vector<std::string> GpuNodeRuleProblems(const std::string& file, json& docu
   std::vector<std::string> problems;
   for (const PodSpecIn& p : PodSpecs(file, documents)) {
     if (p.plugin || AsksForGpu(*p.spec)) {
-      if (!ToleratesGpuTaint(*p.spec)) problems.push_back(p.where + " must tolerate the taint " + kGpuTaint + ":NoSchedule");
-      if (!RequiresGpuLabel(*p.spec)) problems.push_back(p.where + " must require the node label " + kGpuLabel + "=true");
+      if (!ToleratesGpuTaint(*p.spec))
+        problems.push_back(p.where + " must tolerate the taint " + kGpuTaint + ":NoSchedule");
+      if (!RequiresGpuLabel(*p.spec))
+        problems.push_back(p.where + " must require the node label " + kGpuLabel + "=true");
     } else {
       if (ToleratesGpuTaint(*p.spec)) problems.push_back(p.where + " is CPU-only and must not tolerate " + kGpuTaint);
       if (RequiresGpuLabel(*p.spec)) problems.push_back(p.where + " is CPU-only and must not require GPU nodes");
@@ -240,10 +250,12 @@ TEST(DevicePluginManifestsTest, RemovingATolerationOrAffinityIsCaught) {
           ASSERT_TRUE(p.spec->contains(field)) << p.where << " " << field;
           p.spec->erase(field);
         } else if (std::string(field) == "tolerations") {
-          (*p.spec)["tolerations"] = json::array({{{"key", kGpuTaint}, {"operator", "Exists"}, {"effect", "NoSchedule"}}});
+          (*p.spec)["tolerations"] =
+              json::array({{{"key", kGpuTaint}, {"operator", "Exists"}, {"effect", "NoSchedule"}}});
         } else {
           (*p.spec)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] =
-              json::array({{{"matchExpressions", json::array({{{"key", kGpuLabel}, {"operator", "In"}, {"values", {"true"}}}})}}});
+              json::array({{{"matchExpressions",
+                             json::array({{{"key", kGpuLabel}, {"operator", "In"}, {"values", {"true"}}}})}}});
         }
         EXPECT_EQ(GpuNodeRuleProblems(file, copy).size(), 1u) << p.where << " without/with " << field;
         ++broken;

@@ -75,8 +75,7 @@ TEST(PreferredAllocation, IslandsFollowNvmlIndicesWhenSomeGpusAreNotServed) {
   Offer offer;
   for (size_t p = 0; p < 6; ++p) offer.Add(catalog, p, p == 0 || p == 2 ? 30 : 100);
   EXPECT_EQ(Prefer(catalog, offer, 200, 4), (std::map<int, int>{{3, 100}, {4, 100}}));
-  EXPECT_EQ(Prefer(catalog, offer, 200, 0), (std::map<int, int>{{1, 100}, {3, 100}}))
-      << "the control: no islands";
+  EXPECT_EQ(Prefer(catalog, offer, 200, 0), (std::map<int, int>{{1, 100}, {3, 100}})) << "the control: no islands";
 }
 
 // 1.3 GPUs is neither one device's slice nor whole devices: no preference, and the reason. The
@@ -90,7 +89,8 @@ TEST(PreferredAllocation, MoreThanOneDeviceButNotWholeDevicesIsRefused) {
   const Result<std::vector<std::string>> split = PreferSlices(catalog, offer.ids, {}, 130, 0);
   ASSERT_FALSE(split.ok());
   EXPECT_EQ(split.status().code(), Status::Code::kResourceExhausted);
-  EXPECT_NE(split.message().find("130 slices fit on no single device here: more than one device's 100 slices and not whole devices"),
+  EXPECT_NE(split.message().find(
+                "130 slices fit on no single device here: more than one device's 100 slices and not whole devices"),
             std::string::npos)
       << split.message();
   Offer partly;  // 50, 60 and 30 free: 140 on the node, at most 60 on one GPU

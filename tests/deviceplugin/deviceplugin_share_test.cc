@@ -60,7 +60,8 @@ class DevicePluginShareTest : public SchedTest {
   // GPU 1 and *other_on_gpu0 on GPU 0.
   std::map<std::string, double> RunPods(bool with_answer, uint64_t* other_on_gpu0, uint64_t* other_on_gpu1) {
     std::map<std::string, v1beta1::ContainerAllocateResponse> answers;
-    for (const auto& [pod, slices] : std::vector<std::pair<std::string, int>>{{"trainer", 70}, {"service", 30}, {"other", 50}}) {
+    for (const auto& [pod, slices] :
+         std::vector<std::pair<std::string, int>>{{"trainer", 70}, {"service", 30}, {"other", 50}}) {
       const Admission admission = node_->Admit(pod, {slices});
       if (!admission.admitted) {
         ADD_FAILURE() << pod << " refused: " << admission.refusal;

@@ -51,9 +51,11 @@ Admission StatefulKubelet::Admit(const std::string& name, const std::vector<int>
       context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
       const grpc::Status status = plugin_.GetPreferredAllocation(&context, request, &response);
       if (!status.ok()) return fail(status.error_message());
-      chosen.assign(response.container_responses(0).deviceids().begin(), response.container_responses(0).deviceids().end());
+      chosen.assign(response.container_responses(0).deviceids().begin(),
+                    response.container_responses(0).deviceids().end());
       for (const auto& id : chosen) {
-        if (allocated_.contains(id) || !healthy_.contains(id)) return fail("test: the plugin preferred a taken ID " + id);
+        if (allocated_.contains(id) || !healthy_.contains(id))
+          return fail("test: the plugin preferred a taken ID " + id);
       }
     } else {
       std::shuffle(available.begin(), available.end(), random_);

@@ -11,8 +11,8 @@
 //   history belong in a dated report under docs/results/ or in CHANGELOG.md.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -64,7 +64,8 @@ TEST(DocsPathsTest, EveryFileADocOrCommentNamesExists) {
           for (const std::string suffix : {"", ".in", ".h", ".cc"})
             found = found || fs::exists(base / (named + suffix));
         }
-        if (!found) missing.push_back(fs::relative(it->path(), root).string() + ":" + std::to_string(number) + ": " + named);
+        if (!found)
+          missing.push_back(fs::relative(it->path(), root).string() + ":" + std::to_string(number) + ": " + named);
       }
     }
   }

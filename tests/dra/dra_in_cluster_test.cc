@@ -59,8 +59,11 @@ TEST_F(DraInClusterTest, ControlAServerTheCaDoesNotVouchForIsRefused) {
   StartWithCa(dir_ + "/other.crt");
   ASSERT_TRUE(driver_->WaitForOutput("serving", 20000)) << driver_->StderrSoFar();
   for (int i = 0; i < 100 && driver_->StderrSoFar().find("did not answer") == std::string::npos; ++i) usleep(100000);
-  EXPECT_NE(driver_->StderrSoFar().find("the API server at https://127.0.0.1:"), std::string::npos) << driver_->StderrSoFar();
-  EXPECT_NE(driver_->StderrSoFar().find("its certificate is not vouched for by " + dir_ + "/serviceaccount/ca.crt"), std::string::npos) << driver_->StderrSoFar();
+  EXPECT_NE(driver_->StderrSoFar().find("the API server at https://127.0.0.1:"), std::string::npos)
+      << driver_->StderrSoFar();
+  EXPECT_NE(driver_->StderrSoFar().find("its certificate is not vouched for by " + dir_ + "/serviceaccount/ca.crt"),
+            std::string::npos)
+      << driver_->StderrSoFar();
   EXPECT_TRUE(api_->accepted_slices().empty());
 }
 

@@ -39,14 +39,16 @@ TEST(DraManifestsTest, ClaimTemplatesNameTheClassAndCarryConfigurationsTheDriver
   EXPECT_EQ(device_class["metadata"]["name"], "gpu.gpuslice.io");
   // The class's configuration, as an allocation carries it.
   json configs = json::array();
-  for (const auto& c : device_class["spec"]["config"]) configs.push_back({{"source", "FromClass"}, {"opaque", c["opaque"]}});
+  for (const auto& c : device_class["spec"]["config"])
+    configs.push_back({{"source", "FromClass"}, {"opaque", c["opaque"]}});
   dra::DriverConfig config;
   config.node_name = "node-a";
   deviceplugin::GpuInfo gpu;
   gpu.uuid = "GPU-1";
   gpu.total_memory = 143771ULL << 20;  // an H200
   const std::vector<dra::NodeDevice> devices = {{"gpu-0", gpu}};
-  for (const char* name : {"claim-template-10gi-30pct.yaml", "claim-template-mig-instance.yaml", "claim-template-latency-service.yaml"}) {
+  for (const char* name :
+       {"claim-template-10gi-30pct.yaml", "claim-template-mig-instance.yaml", "claim-template-latency-service.yaml"}) {
     const json tmpl = Find(LoadYaml(name), "ResourceClaimTemplate");
     const json& devices_spec = tmpl["spec"]["spec"]["devices"];
     const json& request = devices_spec["requests"][0];
@@ -57,9 +59,20 @@ TEST(DraManifestsTest, ClaimTemplatesNameTheClassAndCarryConfigurationsTheDriver
     }
     // What the scheduler would leave: the amounts asked, consumed on gpu-0.
     json all = configs;
-    for (const auto& c : devices_spec.value("config", json::array())) all.push_back({{"source", "FromClaim"}, {"opaque", c["opaque"]}, {"requests", c.value("requests", json::array())}});
+    for (const auto& c : devices_spec.value("config", json::array()))
+      all.push_back(
+          {{"source", "FromClaim"}, {"opaque", c["opaque"]}, {"requests", c.value("requests", json::array())}});
     const json claim = {{"metadata", {{"namespace", "default"}, {"name", "c"}, {"uid", "u"}}},
-                        {"status", {{"allocation", {{"devices", {{"results", {{{"request", request["name"]}, {"driver", "gpu.gpuslice.io"}, {"pool", "node-a"}, {"device", "gpu-0"}, {"consumedCapacity", asked}}}}, {"config", all}}}}}}}};
+                        {"status",
+                         {{"allocation",
+                           {{"devices",
+                             {{"results",
+                               {{{"request", request["name"]},
+                                 {"driver", "gpu.gpuslice.io"},
+                                 {"pool", "node-a"},
+                                 {"device", "gpu-0"},
+                                 {"consumedCapacity", asked}}}},
+                              {"config", all}}}}}}}};
     const Result<dra::ClaimDevice> device = dra::ReadClaimAllocation(claim, config, devices);
     EXPECT_TRUE(device.ok()) << name << ": " << device.message();
     if (!device.ok()) continue;
@@ -85,7 +98,8 @@ TEST(DraManifestsTest, TheDaemonSetsFlagsAreTheDriversAndItsRbacCoversItsCalls) 
       for (const std::string verb : rule["verbs"]) granted.insert(resource + ":" + verb);
     }
   }
-  for (const char* needed : {"resourceclaims:get", "resourceslices:get", "resourceslices:create", "resourceslices:update"}) {
+  for (const char* needed :
+       {"resourceclaims:get", "resourceslices:get", "resourceslices:create", "resourceslices:update"}) {
     EXPECT_TRUE(granted.count(needed)) << needed << " of " << ::testing::PrintToString(granted);
   }
   EXPECT_EQ(daemonset["spec"]["template"]["spec"]["serviceAccountName"], "gpuslice-dra-driver");

@@ -28,7 +28,8 @@ class DraMigTest : public SimTest {
     ASSERT_FALSE(dir_.empty());
     api_ = std::make_unique<StandInApiServer>();
     // Container paths unlike the host's, so that a mount the spec gets wrong shows.
-    driver_ = StartDriver(dir_, api_->url(), {"--container-library", "/opt/gs/libgpuslice.so", "--container-state-dir", "/gs-state"});
+    driver_ = StartDriver(dir_, api_->url(),
+                          {"--container-library", "/opt/gs/libgpuslice.so", "--container-state-dir", "/gs-state"});
     ASSERT_TRUE(driver_->WaitForOutput("serving", 20000)) << driver_->StderrSoFar();
     kubelet_ = std::make_unique<StandInKubelet>(RegistrationSocket(dir_));
     std::string error;
@@ -61,8 +62,11 @@ class DraMigTest : public SimTest {
 
 TEST_F(DraMigTest, AClaimOnAnInstanceHoldsItsBookedMemoryInThatInstance) {
   const auto& instance = snap_.devices[0].mig_instances[1];  // the 2g.35gb
-  const ClaimSpec spec{.name = "mig", .uid = "3c000000-0000-4000-8000-000000000001", .device = "gpu-0-mig-1",
-                       .memory = "3Gi", .compute = "100"};
+  const ClaimSpec spec{.name = "mig",
+                       .uid = "3c000000-0000-4000-8000-000000000001",
+                       .device = "gpu-0-mig-1",
+                       .memory = "3Gi",
+                       .compute = "100"};
   const auto answer = Prepare(spec);
   ASSERT_EQ(answer.error(), "");
   std::ifstream in(dir_ + "/cdi/gpuslice.io-claim_" + spec.uid + ".json");
@@ -83,11 +87,12 @@ TEST_F(DraMigTest, AClaimOnAnInstanceHoldsItsBookedMemoryInThatInstance) {
     if (name == "NVIDIA_VISIBLE_DEVICES") visible = value;
   }
   EXPECT_NE(std::find(env.begin(), env.end(), "LD_PRELOAD=" + ShimPath()), env.end()) << "the library's mount";
-  EXPECT_NE(std::find(env.begin(), env.end(), "GPUSLICE_STATE_DIR=" + dir_ + "/state"), env.end()) << "the state's mount";
+  EXPECT_NE(std::find(env.begin(), env.end(), "GPUSLICE_STATE_DIR=" + dir_ + "/state"), env.end())
+      << "the state's mount";
   EXPECT_EQ(visible, instance.uuid);
   env.push_back("CUDA_VISIBLE_DEVICES=" + visible);  // what the NVIDIA runtime makes of it
-  Subprocess workload({BinDir() + "/gpuslice-workload", "memory", "--chunk", "1Gi", "--count", "5", "--hold", "30"}, env,
-                      Inherit::kAllButGpuslice);
+  Subprocess workload({BinDir() + "/gpuslice-workload", "memory", "--chunk", "1Gi", "--count", "5", "--hold", "30"},
+                      env, Inherit::kAllButGpuslice);
   ASSERT_TRUE(workload.WaitForOutput("\"holding\"", 60000)) << workload.StderrSoFar();
   simquery::Snapshot snap;
   std::string error;
@@ -106,8 +111,11 @@ TEST_F(DraMigTest, MoreThanTheInstanceHoldsIsRefusedThoughTheGpuHasMore) {
   const auto& instance = snap_.devices[0].mig_instances[1];
   const uint64_t over = instance.total_memory + (1ULL << 30);
   ASSERT_LT(over, snap_.devices[0].total_memory);
-  const ClaimSpec spec{.name = "big", .uid = "3c000000-0000-4000-8000-000000000002", .device = "gpu-0-mig-1",
-                       .memory = std::to_string(over), .compute = "10"};
+  const ClaimSpec spec{.name = "big",
+                       .uid = "3c000000-0000-4000-8000-000000000002",
+                       .device = "gpu-0-mig-1",
+                       .memory = std::to_string(over),
+                       .compute = "10"};
   const auto answer = Prepare(spec);
   EXPECT_NE(answer.error().find("consumes memory \"" + std::to_string(over) + "\" of gpu-0-mig-1, which has " +
                                 std::to_string(instance.total_memory) + " bytes"),

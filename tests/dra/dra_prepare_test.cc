@@ -85,8 +85,10 @@ class DraPrepareTest : public SimTest {
   std::unique_ptr<StandInKubelet> kubelet_;
 };
 
-const nlohmann::json kLatency50 = {{"apiVersion", "gpu.gpuslice.io/v1alpha1"}, {"kind", "GpuSliceConfig"},
-                                   {"computeClass", "latency"}, {"computeLimit", 50}};
+const nlohmann::json kLatency50 = {{"apiVersion", "gpu.gpuslice.io/v1alpha1"},
+                                   {"kind", "GpuSliceConfig"},
+                                   {"computeClass", "latency"},
+                                   {"computeLimit", 50}};
 
 TEST_F(DraPrepareTest, RegistersAsADraPluginOfVersionV1) {
   const auto info = kubelet_->info();
@@ -95,13 +97,18 @@ TEST_F(DraPrepareTest, RegistersAsADraPluginOfVersionV1) {
   ASSERT_EQ(info.supported_versions_size(), 1);
   EXPECT_EQ(info.supported_versions(0), "v1.DRAPlugin");
   EXPECT_EQ(info.endpoint(), dir_ + "/plugin/dra.sock");
-  for (int i = 0; i < 50 && driver_->StderrSoFar().find("registered with the kubelet") == std::string::npos; ++i) usleep(100000);
+  for (int i = 0; i < 50 && driver_->StderrSoFar().find("registered with the kubelet") == std::string::npos; ++i)
+    usleep(100000);
   EXPECT_NE(driver_->StderrSoFar().find("registered with the kubelet"), std::string::npos);
 }
 
 TEST_F(DraPrepareTest, APreparedClaimGetsACdiSpecOfItsBookedMemoryAndCompute) {
-  const ClaimSpec spec{.name = "train", .uid = "0b6c7a52-1111-4f00-9000-000000000001", .device = "gpu-1",
-                       .memory = "4Gi", .compute = "30", .config = nlohmann::json::array({OpaqueConfig("FromClaim", kLatency50)})};
+  const ClaimSpec spec{.name = "train",
+                       .uid = "0b6c7a52-1111-4f00-9000-000000000001",
+                       .device = "gpu-1",
+                       .memory = "4Gi",
+                       .compute = "30",
+                       .config = nlohmann::json::array({OpaqueConfig("FromClaim", kLatency50)})};
   api_->SetClaim(MakeClaim(spec));
   const auto answer = PrepareOne(spec);
   ASSERT_EQ(answer.error(), "");
@@ -136,12 +143,19 @@ TEST_F(DraPrepareTest, APreparedClaimGetsACdiSpecOfItsBookedMemoryAndCompute) {
 // The class's configuration applies unless the claim's overrides it; a claim with no
 // consumedCapacity (allocated without consumable capacity) has the whole device.
 TEST_F(DraPrepareTest, TheClaimsConfigurationOverridesTheClasssAndNoConsumedCapacityIsTheWholeDevice) {
-  const nlohmann::json background = {{"apiVersion", "gpu.gpuslice.io/v1alpha1"}, {"kind", "GpuSliceConfig"},
-                                     {"computeClass", "background"}, {"computeLimit", 100}};
-  const nlohmann::json latency = {{"apiVersion", "gpu.gpuslice.io/v1alpha1"}, {"kind", "GpuSliceConfig"}, {"computeClass", "latency"}};
-  const ClaimSpec spec{.name = "whole", .uid = "0b6c7a52-1111-4f00-9000-000000000002",
-                       .memory = "", .compute = "",  // no consumedCapacity: allocated without consumable capacity
-                       .config = nlohmann::json::array({OpaqueConfig("FromClaim", latency), OpaqueConfig("FromClass", background)})};
+  const nlohmann::json background = {{"apiVersion", "gpu.gpuslice.io/v1alpha1"},
+                                     {"kind", "GpuSliceConfig"},
+                                     {"computeClass", "background"},
+                                     {"computeLimit", 100}};
+  const nlohmann::json latency = {{"apiVersion", "gpu.gpuslice.io/v1alpha1"},
+                                  {"kind", "GpuSliceConfig"},
+                                  {"computeClass", "latency"}};
+  const ClaimSpec spec{.name = "whole",
+                       .uid = "0b6c7a52-1111-4f00-9000-000000000002",
+                       .memory = "",
+                       .compute = "",  // no consumedCapacity: allocated without consumable capacity
+                       .config = nlohmann::json::array(
+                           {OpaqueConfig("FromClaim", latency), OpaqueConfig("FromClass", background)})};
   api_->SetClaim(MakeClaim(spec));
   const auto answer = PrepareOne(spec);
   ASSERT_EQ(answer.error(), "");
@@ -155,7 +169,10 @@ TEST_F(DraPrepareTest, TheClaimsConfigurationOverridesTheClasssAndNoConsumedCapa
 // A device allocated for a firstAvailable subrequest ("gpu/small") is answered for its request
 // ("gpu"): the kubelet matches devices to containers by the request's own name.
 TEST_F(DraPrepareTest, ADeviceOfASubrequestIsAnsweredForItsRequest) {
-  const ClaimSpec spec{.name = "sub", .uid = "0b6c7a52-1111-4f00-9000-000000000005", .memory = "1Gi", .compute = "10",
+  const ClaimSpec spec{.name = "sub",
+                       .uid = "0b6c7a52-1111-4f00-9000-000000000005",
+                       .memory = "1Gi",
+                       .compute = "10",
                        .request = "gpu/small"};
   api_->SetClaim(MakeClaim(spec));
   const auto answer = PrepareOne(spec);
@@ -190,28 +207,54 @@ struct BadClaim {
 };
 
 TEST_F(DraPrepareTest, BadClaimsAreRefusedInOneLineAndChangeNothing) {
-  const nlohmann::json unknown_field = {{"apiVersion", "gpu.gpuslice.io/v1alpha1"}, {"kind", "GpuSliceConfig"}, {"computeClas", "latency"}};
-  const nlohmann::json bad_class = {{"apiVersion", "gpu.gpuslice.io/v1alpha1"}, {"kind", "GpuSliceConfig"}, {"computeClass", "turbo"}};
-  const nlohmann::json limit_under = {{"apiVersion", "gpu.gpuslice.io/v1alpha1"}, {"kind", "GpuSliceConfig"}, {"computeLimit", 20}};
+  const nlohmann::json unknown_field = {{"apiVersion", "gpu.gpuslice.io/v1alpha1"},
+                                        {"kind", "GpuSliceConfig"},
+                                        {"computeClas", "latency"}};
+  const nlohmann::json bad_class = {{"apiVersion", "gpu.gpuslice.io/v1alpha1"},
+                                    {"kind", "GpuSliceConfig"},
+                                    {"computeClass", "turbo"}};
+  const nlohmann::json limit_under = {{"apiVersion", "gpu.gpuslice.io/v1alpha1"},
+                                      {"kind", "GpuSliceConfig"},
+                                      {"computeLimit", 20}};
   const std::vector<BadClaim> cases = {
-      {"a device this node does not have", {.name = "c1", .uid = "u-1", .device = "gpu-7", .memory = "1Gi", .compute = "10"},
+      {"a device this node does not have",
+       {.name = "c1", .uid = "u-1", .device = "gpu-7", .memory = "1Gi", .compute = "10"},
        "claim default/c1 is allocated device gpu-7 of pool node-a, which node node-a does not have"},
-      {"another node's pool", {.name = "c2", .uid = "u-2", .node = "node-b", .memory = "1Gi", .compute = "10"},
+      {"another node's pool",
+       {.name = "c2", .uid = "u-2", .node = "node-b", .memory = "1Gi", .compute = "10"},
        "of pool node-b, which node node-a does not have"},
-      {"more memory than the device", {.name = "c3", .uid = "u-3", .memory = "17Gi", .compute = "10"},
+      {"more memory than the device",
+       {.name = "c3", .uid = "u-3", .memory = "17Gi", .compute = "10"},
        "claim default/c3 consumes memory \"17Gi\" of gpu-0, which has 17179869184 bytes"},
-      {"more compute than the device", {.name = "c4", .uid = "u-4", .memory = "1Gi", .compute = "150"},
+      {"more compute than the device",
+       {.name = "c4", .uid = "u-4", .memory = "1Gi", .compute = "150"},
        "claim default/c4 consumes compute \"150\" of gpu-0, which has 100 (percent)"},
-      {"an unknown configuration field", {.name = "c5", .uid = "u-5", .memory = "1Gi", .compute = "10", .config = nlohmann::json::array({OpaqueConfig("FromClaim", unknown_field)})},
+      {"an unknown configuration field",
+       {.name = "c5",
+        .uid = "u-5",
+        .memory = "1Gi",
+        .compute = "10",
+        .config = nlohmann::json::array({OpaqueConfig("FromClaim", unknown_field)})},
        "claim default/c5: its gpuslice configuration has an unknown field 'computeClas'"},
-      {"an unknown compute class", {.name = "c6", .uid = "u-6", .memory = "1Gi", .compute = "10", .config = nlohmann::json::array({OpaqueConfig("FromClass", bad_class)})},
+      {"an unknown compute class",
+       {.name = "c6",
+        .uid = "u-6",
+        .memory = "1Gi",
+        .compute = "10",
+        .config = nlohmann::json::array({OpaqueConfig("FromClass", bad_class)})},
        "computeClass \"turbo\"; expected latency, standard or background"},
-      {"a limit under the booking", {.name = "c7", .uid = "u-7", .memory = "1Gi", .compute = "30", .config = nlohmann::json::array({OpaqueConfig("FromClaim", limit_under)})},
+      {"a limit under the booking",
+       {.name = "c7",
+        .uid = "u-7",
+        .memory = "1Gi",
+        .compute = "30",
+        .config = nlohmann::json::array({OpaqueConfig("FromClaim", limit_under)})},
        "books compute 30 under its configuration's computeLimit 20"},
   };
   for (const auto& c : cases) api_->SetClaim(MakeClaim(c.spec));
   // Not at the API server, and there with another UID (deleted and created again).
-  const ClaimSpec missing{.name = "gone", .uid = "u-8", .memory = "1Gi", .compute = "10", .config = nlohmann::json::array()};
+  const ClaimSpec missing{
+      .name = "gone", .uid = "u-8", .memory = "1Gi", .compute = "10", .config = nlohmann::json::array()};
   ClaimSpec replaced{.name = "again", .uid = "u-9", .memory = "1Gi", .compute = "10"};
   api_->SetClaim(MakeClaim(replaced));
   replaced.uid = "u-9-old";
@@ -230,7 +273,8 @@ TEST_F(DraPrepareTest, BadClaimsAreRefusedInOneLineAndChangeNothing) {
   }
   EXPECT_NE(response.claims().at("u-8").error().find("cannot read claim default/gone: HTTP 404"), std::string::npos)
       << response.claims().at("u-8").error();
-  EXPECT_NE(response.claims().at("u-9-old").error().find("has UID u-9 at the API server, not u-9-old"), std::string::npos)
+  EXPECT_NE(response.claims().at("u-9-old").error().find("has UID u-9 at the API server, not u-9-old"),
+            std::string::npos)
       << response.claims().at("u-9-old").error();
   EXPECT_EQ(SpecFiles(), 0u) << "nothing written";
   EXPECT_EQ(CheckpointClaims(), 0u);
@@ -244,7 +288,9 @@ TEST_F(DraPrepareTest, AnUnreachableApiServerFailsThePrepareInOneLineAndChangesN
   const std::string url = api_->url();
   api_->Stop();
   const auto answer = PrepareOne(spec);
-  EXPECT_NE(answer.error().find("the API server at " + url + " did not answer GET /apis/resource.k8s.io/v1/namespaces/default/resourceclaims/late after 3 tries"),
+  EXPECT_NE(answer.error().find(
+                "the API server at " + url +
+                " did not answer GET /apis/resource.k8s.io/v1/namespaces/default/resourceclaims/late after 3 tries"),
             std::string::npos)
       << answer.error();
   EXPECT_EQ(SpecFiles(), 0u);
@@ -260,7 +306,8 @@ TEST_F(DraPrepareTest, AnUnreachableApiServerFailsThePrepareInOneLineAndChangesN
 // server is even down), and Unprepare of a claim prepared before the restart removes its spec.
 TEST_F(DraPrepareTest, ADriverRestartedMidWayKeepsEveryPreparedClaimAndPreparesNothingTwice) {
   const ClaimSpec a{.name = "a", .uid = "0b6c7a52-1111-4f00-9000-00000000000a", .memory = "3Gi", .compute = "30"};
-  const ClaimSpec b{.name = "b", .uid = "0b6c7a52-1111-4f00-9000-00000000000b", .device = "gpu-1", .memory = "5Gi", .compute = "50"};
+  const ClaimSpec b{
+      .name = "b", .uid = "0b6c7a52-1111-4f00-9000-00000000000b", .device = "gpu-1", .memory = "5Gi", .compute = "50"};
   api_->SetClaim(MakeClaim(a));
   api_->SetClaim(MakeClaim(b));
   const auto before_a = PrepareOne(a);
@@ -271,7 +318,8 @@ TEST_F(DraPrepareTest, ADriverRestartedMidWayKeepsEveryPreparedClaimAndPreparesN
   driver_->Wait(10000);
   api_->Stop();
   StartAndRegister();
-  EXPECT_NE(driver_->StderrSoFar().find("2 claims prepared before this start"), std::string::npos) << driver_->StderrSoFar();
+  EXPECT_NE(driver_->StderrSoFar().find("2 claims prepared before this start"), std::string::npos)
+      << driver_->StderrSoFar();
   EXPECT_EQ(PrepareOne(a).SerializeAsString(), before_a.SerializeAsString());
   EXPECT_EQ(PrepareOne(b).SerializeAsString(), before_b.SerializeAsString());
   EXPECT_EQ(ReadJson(SpecPath(a.uid)), spec_a);

@@ -46,7 +46,8 @@ class DraResourceSliceTest : public SimTest {
 
 TEST_F(DraResourceSliceTest, EightH200WithTwoInMigModeArePublishedAsOneValidSlice) {
   driver_ = StartDriver(dir_, api_->url());
-  ASSERT_TRUE(api_->WaitForSlices(1, 20000)) << driver_->StderrSoFar() << ::testing::PrintToString(api_->refused_slices());
+  ASSERT_TRUE(api_->WaitForSlices(1, 20000))
+      << driver_->StderrSoFar() << ::testing::PrintToString(api_->refused_slices());
   EXPECT_TRUE(api_->refused_slices().empty()) << api_->refused_slices()[0];
   const nlohmann::json slice = api_->accepted_slices()[0];
   EXPECT_EQ(SchemaErrors("resourceslice", slice), "");
@@ -116,7 +117,8 @@ TEST_F(DraResourceSliceTest, ALostGpuIsRepublishedWithoutItAndBackWhenItRecovers
   const auto said = log.find("GPU 5 left out");
   EXPECT_NE(said, std::string::npos) << log;
   EXPECT_EQ(log.find("GPU 5 left out", said + 1), std::string::npos) << log;
-  ASSERT_EQ(testing::Run({BinDir() + "/gpuslice-sim", "gpu-lost", "5", "--clear", "--state", state_path()}).exit_code, 0);
+  ASSERT_EQ(testing::Run({BinDir() + "/gpuslice-sim", "gpu-lost", "5", "--clear", "--state", state_path()}).exit_code,
+            0);
   ASSERT_TRUE(api_->WaitForSlices(3, 20000)) << driver_->StderrSoFar();
   const auto back = api_->accepted_slices()[2];
   EXPECT_EQ(back["spec"]["pool"]["generation"], 3);
@@ -148,7 +150,8 @@ TEST_F(DraResourceSliceTest, AnUnreachableApiServerIsReportedAndTheSliceIsPublis
   driver_ = StartDriver(dir_, url);
   ASSERT_TRUE(driver_->WaitForOutput("serving", 20000)) << driver_->StderrSoFar();
   for (int i = 0; i < 100 && driver_->StderrSoFar().find("did not answer") == std::string::npos; ++i) usleep(100000);
-  EXPECT_NE(driver_->StderrSoFar().find("the API server at " + url + " did not answer POST /apis/resource.k8s.io/v1/resourceslices after 3 tries"),
+  EXPECT_NE(driver_->StderrSoFar().find("the API server at " + url +
+                                        " did not answer POST /apis/resource.k8s.io/v1/resourceslices after 3 tries"),
             std::string::npos)
       << driver_->StderrSoFar();
   api_ = std::make_unique<StandInApiServer>("", std::stoi(url.substr(url.rfind(':') + 1)));

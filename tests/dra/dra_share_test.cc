@@ -33,9 +33,24 @@ class DraShareTest : public SchedTest {
     std::string error;
     ASSERT_TRUE(kubelet_->Register(&error)) << error;
     const std::vector<ClaimSpec> claims = {
-        {.claim_namespace = "ml", .name = "trainer", .uid = "7a1f0000-0000-4000-8000-000000000001", .device = "gpu-0", .memory = "6Gi", .compute = "70"},
-        {.claim_namespace = "web", .name = "service", .uid = "7a1f0000-0000-4000-8000-000000000002", .device = "gpu-0", .memory = "4Gi", .compute = "30"},
-        {.claim_namespace = "ml", .name = "other", .uid = "7a1f0000-0000-4000-8000-000000000003", .device = "gpu-1", .memory = "8Gi", .compute = "50"},
+        {.claim_namespace = "ml",
+         .name = "trainer",
+         .uid = "7a1f0000-0000-4000-8000-000000000001",
+         .device = "gpu-0",
+         .memory = "6Gi",
+         .compute = "70"},
+        {.claim_namespace = "web",
+         .name = "service",
+         .uid = "7a1f0000-0000-4000-8000-000000000002",
+         .device = "gpu-0",
+         .memory = "4Gi",
+         .compute = "30"},
+        {.claim_namespace = "ml",
+         .name = "other",
+         .uid = "7a1f0000-0000-4000-8000-000000000003",
+         .device = "gpu-1",
+         .memory = "8Gi",
+         .compute = "50"},
     };
     for (const auto& c : claims) {
       api_->SetClaim(MakeClaim(c));
@@ -70,7 +85,8 @@ class DraShareTest : public SchedTest {
   // part), and only its GPU visible (what the NVIDIA runtime makes of NVIDIA_VISIBLE_DEVICES).
   std::vector<std::string> ContainerEnv(const std::string& claim, bool with_spec) {
     const auto spec = SpecEnv(claim);
-    std::vector<std::string> env = {"GPUSLICE_SIM_DEVICES=2", "CUDA_VISIBLE_DEVICES=" + spec.at("NVIDIA_VISIBLE_DEVICES")};
+    std::vector<std::string> env = {"GPUSLICE_SIM_DEVICES=2",
+                                    "CUDA_VISIBLE_DEVICES=" + spec.at("NVIDIA_VISIBLE_DEVICES")};
     if (with_spec) {
       for (const auto& [name, value] : spec) env.push_back(name + "=" + value);
     }

@@ -19,7 +19,8 @@ namespace {
 constexpr char kSlices[] = "/apis/resource.k8s.io/v1/resourceslices";
 
 nlohmann::json Status(int code, const std::string& reason, const std::string& message) {
-  return {{"apiVersion", "v1"}, {"kind", "Status"}, {"status", "Failure"}, {"code", code}, {"reason", reason}, {"message", message}};
+  return {{"apiVersion", "v1"}, {"kind", "Status"}, {"status", "Failure"},
+          {"code", code},       {"reason", reason}, {"message", message}};
 }
 
 void Answer(httplib::Response& res, int code, const nlohmann::json& body) {
@@ -38,7 +39,8 @@ std::string SchemaErrors(const std::string& kind, const nlohmann::json& object) 
   const auto result = Run({GPUSLICE_PYTHON, SourceDir() + "/tests/dra/dra_validate.py", kind, path});
   unlink(path);
   if (result.exit_code == 0) return "";
-  return result.out + result.err + (result.out.empty() && result.err.empty() ? "exit " + std::to_string(result.exit_code) : "");
+  return result.out + result.err +
+         (result.out.empty() && result.err.empty() ? "exit " + std::to_string(result.exit_code) : "");
 }
 
 namespace {
@@ -49,12 +51,14 @@ std::unique_ptr<httplib::Server> MakeServer(const std::string& cert_file, const 
 }  // namespace
 
 bool MakeCertificate(const std::string& prefix) {
-  return Run({"/usr/bin/env", "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-              "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", prefix + ".key", "-out", prefix + ".crt"})
+  return Run({"/usr/bin/env", "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+              "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", prefix + ".key", "-out",
+              prefix + ".crt"})
              .exit_code == 0;
 }
 
-StandInApiServer::StandInApiServer(std::string token, int port, const std::string& cert_file, const std::string& key_file)
+StandInApiServer::StandInApiServer(std::string token, int port, const std::string& cert_file,
+                                   const std::string& key_file)
     : token_(std::move(token)), server_(MakeServer(cert_file, key_file)), tls_(!cert_file.empty()) {
   auto authorized = [this](const httplib::Request& req, httplib::Response& res) {
     if (token_.empty() || req.get_header_value("Authorization") == "Bearer " + token_) return true;
@@ -69,7 +73,9 @@ StandInApiServer::StandInApiServer(std::string token, int port, const std::strin
                  const std::string key = std::string(req.matches[1]) + "/" + std::string(req.matches[2]);
                  auto it = claims_.find(key);
                  if (it == claims_.end()) {
-                   Answer(res, 404, Status(404, "NotFound", "resourceclaims.resource.k8s.io \"" + std::string(req.matches[2]) + "\" not found"));
+                   Answer(res, 404,
+                          Status(404, "NotFound",
+                                 "resourceclaims.resource.k8s.io \"" + std::string(req.matches[2]) + "\" not found"));
                  } else {
                    Answer(res, 200, it->second);
                  }
@@ -115,17 +121,19 @@ StandInApiServer::StandInApiServer(std::string token, int port, const std::strin
     Answer(res, create ? 201 : 200, stored);
   };
   server_->Post(kSlices, [write](const httplib::Request& req, httplib::Response& res) { write(req, res, true); });
-  server_->Put(std::string(kSlices) + "/([^/]+)", [write](const httplib::Request& req, httplib::Response& res) { write(req, res, false); });
-  server_->Get(std::string(kSlices) + "/([^/]+)", [this, authorized](const httplib::Request& req, httplib::Response& res) {
-    if (!authorized(req, res)) return;
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = slices_.find(req.matches[1]);
-    if (it == slices_.end()) {
-      Answer(res, 404, Status(404, "NotFound", "not found"));
-    } else {
-      Answer(res, 200, it->second);
-    }
-  });
+  server_->Put(std::string(kSlices) + "/([^/]+)",
+               [write](const httplib::Request& req, httplib::Response& res) { write(req, res, false); });
+  server_->Get(std::string(kSlices) + "/([^/]+)",
+               [this, authorized](const httplib::Request& req, httplib::Response& res) {
+                 if (!authorized(req, res)) return;
+                 std::lock_guard<std::mutex> lock(mutex_);
+                 auto it = slices_.find(req.matches[1]);
+                 if (it == slices_.end()) {
+                   Answer(res, 404, Status(404, "NotFound", "not found"));
+                 } else {
+                   Answer(res, 200, it->second);
+                 }
+               });
   if (port) {
     server_->bind_to_port("127.0.0.1", port);
     port_ = port;
@@ -146,7 +154,9 @@ void StandInApiServer::Stop() {
   thread_.join();
 }
 
-std::string StandInApiServer::url() const { return (tls_ ? "https" : "http") + std::string("://127.0.0.1:") + std::to_string(port_); }
+std::string StandInApiServer::url() const {
+  return (tls_ ? "https" : "http") + std::string("://127.0.0.1:") + std::to_string(port_);
+}
 
 bool StandInApiServer::Validate(const nlohmann::json& slice, std::string* why) {
   *why = SchemaErrors("resourceslice", slice);
@@ -155,7 +165,8 @@ bool StandInApiServer::Validate(const nlohmann::json& slice, std::string* why) {
 
 void StandInApiServer::SetClaim(const nlohmann::json& claim) {
   std::lock_guard<std::mutex> lock(mutex_);
-  claims_[claim["metadata"]["namespace"].get<std::string>() + "/" + claim["metadata"]["name"].get<std::string>()] = claim;
+  claims_[claim["metadata"]["namespace"].get<std::string>() + "/" + claim["metadata"]["name"].get<std::string>()] =
+      claim;
 }
 
 void StandInApiServer::DeleteSlices() {
@@ -184,14 +195,19 @@ int StandInApiServer::claim_reads() {
 }
 
 nlohmann::json MakeClaim(const ClaimSpec& spec) {
-  nlohmann::json result = {{"request", spec.request}, {"driver", "gpu.gpuslice.io"}, {"pool", spec.node}, {"device", spec.device}};
+  nlohmann::json result = {{"request", spec.request},
+                           {"driver", "gpu.gpuslice.io"},
+                           {"pool", spec.node},
+                           {"device", spec.device}};
   if (!spec.memory.empty()) result["consumedCapacity"]["memory"] = spec.memory;
   if (!spec.compute.empty()) result["consumedCapacity"]["compute"] = spec.compute;
-  if (!spec.memory.empty() || !spec.compute.empty()) result["shareID"] = "a1b2c3d4-0000-4000-8000-" + spec.uid.substr(0, 12);
+  if (!spec.memory.empty() || !spec.compute.empty())
+    result["shareID"] = "a1b2c3d4-0000-4000-8000-" + spec.uid.substr(0, 12);
   return {{"apiVersion", "resource.k8s.io/v1"},
           {"kind", "ResourceClaim"},
           {"metadata", {{"namespace", spec.claim_namespace}, {"name", spec.name}, {"uid", spec.uid}}},
-          {"spec", {{"devices", {{"requests", {{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.gpuslice.io"}}}}}}}}}},
+          {"spec",
+           {{"devices", {{"requests", {{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.gpuslice.io"}}}}}}}}}},
           {"status", {{"allocation", {{"devices", {{"results", {result}}, {"config", spec.config}}}}}}}};
 }
 
@@ -199,7 +215,8 @@ nlohmann::json OpaqueConfig(const std::string& source, const nlohmann::json& par
   return {{"source", source}, {"opaque", {{"driver", "gpu.gpuslice.io"}, {"parameters", parameters}}}};
 }
 
-StandInKubelet::StandInKubelet(std::string registration_socket) : registration_socket_(std::move(registration_socket)) {}
+StandInKubelet::StandInKubelet(std::string registration_socket)
+    : registration_socket_(std::move(registration_socket)) {}
 
 bool StandInKubelet::Register(std::string* error) {
   auto registration = pluginregistration::Registration::NewStub(
@@ -219,7 +236,8 @@ bool StandInKubelet::Register(std::string* error) {
   if (info_.type() != "DRAPlugin") refusal = "type " + info_.type() + " is not DRAPlugin";
   if (!v1) refusal = "no supported version v1.DRAPlugin";
   if (refusal.empty()) {
-    stub_ = drapb::DRAPlugin::NewStub(grpc::CreateChannel("unix://" + info_.endpoint(), grpc::InsecureChannelCredentials()));
+    stub_ = drapb::DRAPlugin::NewStub(
+        grpc::CreateChannel("unix://" + info_.endpoint(), grpc::InsecureChannelCredentials()));
   }
   pluginregistration::RegistrationStatus status;
   status.set_plugin_registered(refusal.empty());
@@ -232,7 +250,8 @@ bool StandInKubelet::Register(std::string* error) {
   return refusal.empty();
 }
 
-grpc::Status StandInKubelet::Prepare(const std::vector<drapb::Claim>& claims, drapb::NodePrepareResourcesResponse* response) {
+grpc::Status StandInKubelet::Prepare(const std::vector<drapb::Claim>& claims,
+                                     drapb::NodePrepareResourcesResponse* response) {
   drapb::NodePrepareResourcesRequest request;
   for (const auto& c : claims) *request.add_claims() = c;
   grpc::ClientContext context;
@@ -240,7 +259,8 @@ grpc::Status StandInKubelet::Prepare(const std::vector<drapb::Claim>& claims, dr
   return stub_->NodePrepareResources(&context, request, response);
 }
 
-grpc::Status StandInKubelet::Unprepare(const std::vector<drapb::Claim>& claims, drapb::NodeUnprepareResourcesResponse* response) {
+grpc::Status StandInKubelet::Unprepare(const std::vector<drapb::Claim>& claims,
+                                       drapb::NodeUnprepareResourcesResponse* response) {
   drapb::NodeUnprepareResourcesRequest request;
   for (const auto& c : claims) *request.add_claims() = c;
   grpc::ClientContext context;
@@ -271,28 +291,28 @@ void RemoveDriverDir(const std::string& dir) {
 
 std::string RegistrationSocket(const std::string& dir) { return dir + "/registry/gpu.gpuslice.io-reg.sock"; }
 
-std::unique_ptr<Subprocess> StartDriver(const std::string& dir, const std::string& api_url, std::vector<std::string> extra_args,
-                                        const std::string& state_dir) {
+std::unique_ptr<Subprocess> StartDriver(const std::string& dir, const std::string& api_url,
+                                        std::vector<std::string> extra_args, const std::string& state_dir) {
   const std::string state = state_dir.empty() ? dir + "/state" : state_dir;
   // Flag and value pairs; one named in extra_args replaces the default (the driver refuses a
   // flag given twice).
-  std::vector<std::pair<std::string, std::string>> flags = {
-      {"--node-name", "node-a"},
-      {"--plugin-dir", dir + "/plugin"},
-      {"--registry-dir", dir + "/registry"},
-      {"--cdi-dir", dir + "/cdi"},
-      {"--nvml-library", SimLibDir() + "/libnvidia-ml.so.1"},
-      {"--library", ShimPath()},
-      {"--container-library", ShimPath()},
-      {"--state-dir", state},
-      {"--container-state-dir", state},
-      {"--api-tries", "3"},
-      {"--api-backoff-ms", "50"},
-      {"--poll-interval-ms", "100"}};
+  std::vector<std::pair<std::string, std::string>> flags = {{"--node-name", "node-a"},
+                                                            {"--plugin-dir", dir + "/plugin"},
+                                                            {"--registry-dir", dir + "/registry"},
+                                                            {"--cdi-dir", dir + "/cdi"},
+                                                            {"--nvml-library", SimLibDir() + "/libnvidia-ml.so.1"},
+                                                            {"--library", ShimPath()},
+                                                            {"--container-library", ShimPath()},
+                                                            {"--state-dir", state},
+                                                            {"--container-state-dir", state},
+                                                            {"--api-tries", "3"},
+                                                            {"--api-backoff-ms", "50"},
+                                                            {"--poll-interval-ms", "100"}};
   if (!api_url.empty()) flags.push_back({"--api-server", api_url});
   std::vector<std::string> argv = {BinDir() + "/gpuslice-dra-driver"};
   for (const auto& [flag, value] : flags) {
-    if (std::find(extra_args.begin(), extra_args.end(), flag) == extra_args.end()) argv.insert(argv.end(), {flag, value});
+    if (std::find(extra_args.begin(), extra_args.end(), flag) == extra_args.end())
+      argv.insert(argv.end(), {flag, value});
   }
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   return std::make_unique<Subprocess>(argv);

@@ -43,7 +43,7 @@ class StandInApiServer {
   void Stop();  // the API server goes down (its port refuses connections)
 
   void SetClaim(const nlohmann::json& claim);
-  void DeleteSlices();  // what a restarting kubelet does to its node's slices
+  void DeleteSlices();                            // what a restarting kubelet does to its node's slices
   std::vector<nlohmann::json> accepted_slices();  // every slice written, in order
   std::vector<std::string> refused_slices();      // the schema's verdicts on slices refused
   bool WaitForSlices(size_t count, int timeout_ms);
@@ -74,10 +74,10 @@ struct ClaimSpec {
   std::string uid;
   std::string node = "node-a";
   std::string device = "gpu-0";
-  std::string memory;   // consumedCapacity memory, e.g. "10Gi"
-  std::string compute;  // consumedCapacity compute, e.g. "30"
+  std::string memory;                               // consumedCapacity memory, e.g. "10Gi"
+  std::string compute;                              // consumedCapacity compute, e.g. "30"
   nlohmann::json config = nlohmann::json::array();  // status.allocation.devices.config
-  std::string request = "gpu";  // the result's request ("gpu/small": a firstAvailable subrequest)
+  std::string request = "gpu";                      // the result's request ("gpu/small": a firstAvailable subrequest)
 };
 nlohmann::json MakeClaim(const ClaimSpec& spec);
 // An opaque configuration of this driver's, as the allocation carries it.

@@ -84,11 +84,11 @@ class Promises {
   std::vector<std::string> broken_;
 };
 
-#define REPORT_PROMISES(promises)                                                                              \
-  do {                                                                                                         \
-    if (!(promises).AllKept()) {                                                                               \
-      ADD_FAILURE() << "broken promises:" << (promises).Report();                                              \
-    }                                                                                                          \
+#define REPORT_PROMISES(promises)                                 \
+  do {                                                            \
+    if (!(promises).AllKept()) {                                  \
+      ADD_FAILURE() << "broken promises:" << (promises).Report(); \
+    }                                                             \
   } while (0)
 
 // --- The ground truth over time --------------------------------------------------------------
@@ -98,9 +98,9 @@ class Promises {
 class Sampler {
  public:
   struct Sample {
-    uint64_t t = 0;                          // CLOCK_MONOTONIC
-    std::map<int, uint64_t> busy;            // pid -> device busy ns
-    uint64_t window_start = 0;               // broker: when the current share window began
+    uint64_t t = 0;                // CLOCK_MONOTONIC
+    std::map<int, uint64_t> busy;  // pid -> device busy ns
+    uint64_t window_start = 0;     // broker: when the current share window began
     bool window_complete = false;
     std::map<std::string, uint64_t> share_ppm;  // broker: tenant -> last complete window's share
   };
@@ -337,9 +337,12 @@ TEST_F(ExamplesRunTest, TheWalkthroughRunsAsDocumentedAndKeepsItsPromises) {
   for (size_t i = 0; i < w.commands.size(); ++i) {
     script += fmt::format("echo '@@ step {}'\n", i) + ours(w.commands[i]) + "\n";
     if (w.commands[i].ends_with("&") && w.commands[i].find("--hold") != std::string::npos) {
-      script += "holds=$((holds + 1)); tries=0\n"
-                "while [ \"$(grep -c '^holding ' " + output + ")\" -lt $holds ] && [ $tries -lt 600 ]; do "
-                "sleep 0.1; tries=$((tries + 1)); done\n";
+      script +=
+          "holds=$((holds + 1)); tries=0\n"
+          "while [ \"$(grep -c '^holding ' " +
+          output +
+          ")\" -lt $holds ] && [ $tries -lt 600 ]; do "
+          "sleep 0.1; tries=$((tries + 1)); done\n";
     } else if (w.commands[i].ends_with("&")) {
       script += "sleep 0.5\n";  // as a person types the next command
     }
@@ -400,17 +403,20 @@ TEST_F(ExamplesRunTest, TheWalkthroughRunsAsDocumentedAndKeepsItsPromises) {
   // While both computed (each one's busy time growing), the device was split 60/40.
   uint64_t both_from = 0, both_to = 0;
   for (size_t i = 1; i < samples.size(); ++i) {
-    const double di = Sampler::BusyAt(samples, inference, samples[i].t) - Sampler::BusyAt(samples, inference, samples[i - 1].t);
-    const double dt = Sampler::BusyAt(samples, training, samples[i].t) - Sampler::BusyAt(samples, training, samples[i - 1].t);
+    const double di = Sampler::BusyAt(samples, inference, samples[i].t) -
+                      Sampler::BusyAt(samples, inference, samples[i - 1].t);
+    const double dt = Sampler::BusyAt(samples, training, samples[i].t) -
+                      Sampler::BusyAt(samples, training, samples[i - 1].t);
     if (di > 0 && dt > 0) {
       if (both_from == 0) both_from = samples[i - 1].t;
       both_to = samples[i].t;
     }
   }
   ASSERT_GT(both_to, both_from + 5'000'000'000ULL) << "the two compute workloads never ran together for 5 s";
-  const double inference_busy =
-      Sampler::BusyAt(samples, inference, both_to) - Sampler::BusyAt(samples, inference, both_from);
-  const double training_busy = Sampler::BusyAt(samples, training, both_to) - Sampler::BusyAt(samples, training, both_from);
+  const double inference_busy = Sampler::BusyAt(samples, inference, both_to) -
+                                Sampler::BusyAt(samples, inference, both_from);
+  const double training_busy = Sampler::BusyAt(samples, training, both_to) -
+                               Sampler::BusyAt(samples, training, both_from);
   const double inference_pct = 100.0 * inference_busy / (inference_busy + training_busy);
   std::printf("device split while both computed: inference %.1f%%, training %.1f%% over %.1f s\n", inference_pct,
               100.0 - inference_pct, (both_to - both_from) / 1e9);
@@ -429,7 +435,8 @@ TEST_F(ExamplesRunTest, TheWalkthroughRunsAsDocumentedAndKeepsItsPromises) {
     if (w0 == 0 || w1 == w0 || !samples[i].window_complete) continue;
     ++windows;
     for (const auto& [name, pids] : {std::pair{"inference", inference}, std::pair{"training", training}}) {
-      const double truth = 100.0 * (Sampler::BusyAt(samples, pids, w1) - Sampler::BusyAt(samples, pids, w0)) / (w1 - w0);
+      const double truth = 100.0 * (Sampler::BusyAt(samples, pids, w1) - Sampler::BusyAt(samples, pids, w0)) /
+                           (w1 - w0);
       const auto it = samples[i].share_ppm.find(name);
       const double share = it == samples[i].share_ppm.end() ? 0.0 : it->second / 10'000.0;
       std::printf("window of %.1f s: %s HELD %.1f%%, device time %.1f%%\n", (w1 - w0) / 1e9, name, share, truth);
@@ -447,11 +454,12 @@ TEST_F(ExamplesRunTest, TheWalkthroughRunsAsDocumentedAndKeepsItsPromises) {
 
 // Every document of a YAML file, as JSON (python3 with PyYAML does the parsing).
 Json LoadYaml(const std::string& path) {
-  const ProcessResult r = gpuslice::testing::Run({"/usr/bin/env", "python3", "-c",
-                               "import json, sys, yaml\n"
-                               "with open(sys.argv[1]) as f:\n"
-                               "    print(json.dumps([d for d in yaml.safe_load_all(f) if d is not None]))\n",
-                               path});
+  const ProcessResult r =
+      gpuslice::testing::Run({"/usr/bin/env", "python3", "-c",
+                              "import json, sys, yaml\n"
+                              "with open(sys.argv[1]) as f:\n"
+                              "    print(json.dumps([d for d in yaml.safe_load_all(f) if d is not None]))\n",
+                              path});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return Json::parse(r.out, nullptr, false);
 }
@@ -590,11 +598,11 @@ TEST_F(ManifestTest, TwoTenantsGivesTheInferenceServiceItsWeightedTurn) {
   ASSERT_GT(unmanaged.requests, 0);
 
   Promises promises;
-  const std::string figures =
-      fmt::format("gpuslice: {} requests, {} missed periods, p50 {:.1f} ms, {:.1f}% of the device; without it: {} "
-                  "requests, p50 {:.1f} ms, {:.1f}%",
-                  managed.requests, managed.missed, managed.p50_ms, managed.device_pct, unmanaged.requests,
-                  unmanaged.p50_ms, unmanaged.device_pct);
+  const std::string figures = fmt::format(
+      "gpuslice: {} requests, {} missed periods, p50 {:.1f} ms, {:.1f}% of the device; without it: {} "
+      "requests, p50 {:.1f} ms, {:.1f}%",
+      managed.requests, managed.missed, managed.p50_ms, managed.device_pct, unmanaged.requests, unmanaged.p50_ms,
+      unmanaged.device_pct);
   promises.Check(managed.requests >= expected * 95 / 100,
                  fmt::format("the service completes its requests (>= 95% of {}): {}", expected, figures));
   promises.Check(managed.p50_ms <= unmanaged.p50_ms + 10.0,

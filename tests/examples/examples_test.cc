@@ -207,10 +207,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"MemoryLimitOver100Percent", "GPUSLICE_MEMORY_LIMIT=150%", "invalid GPUSLICE_MEMORY_LIMIT='150%'"},
         BadValue{"MisspeltVariable", "GPUSLICE_MEMORY_LIMT=4Gi",
                  "unknown variable GPUSLICE_MEMORY_LIMT='4Gi'; did you mean GPUSLICE_MEMORY_LIMIT?"},
-        BadValue{"OrdinalOutOfRange", "GPUSLICE_MEMORY_LIMIT_64=1Gi", "unknown variable GPUSLICE_MEMORY_LIMIT_64='1Gi'"},
-        BadValue{"RequestOver100", "GPUSLICE_COMPUTE_REQUEST=120", "invalid GPUSLICE_COMPUTE_REQUEST='120'; expected a percentage from 1 to 100"},
+        BadValue{"OrdinalOutOfRange", "GPUSLICE_MEMORY_LIMIT_64=1Gi",
+                 "unknown variable GPUSLICE_MEMORY_LIMIT_64='1Gi'"},
+        BadValue{"RequestOver100", "GPUSLICE_COMPUTE_REQUEST=120",
+                 "invalid GPUSLICE_COMPUTE_REQUEST='120'; expected a percentage from 1 to 100"},
         BadValue{"TenantWithASlash", "GPUSLICE_TENANT=team/a", "invalid GPUSLICE_TENANT='team/a'"},
-        BadValue{"RelativeStateDir", "GPUSLICE_STATE_DIR=run/gpuslice", "invalid GPUSLICE_STATE_DIR='run/gpuslice'; expected an absolute directory"}),
+        BadValue{"RelativeStateDir", "GPUSLICE_STATE_DIR=run/gpuslice",
+                 "invalid GPUSLICE_STATE_DIR='run/gpuslice'; expected an absolute directory"}),
     [](const ::testing::TestParamInfo<BadValue>& info) { return info.param.name; });
 
 TEST_F(ExamplesTest, WrapperRefusesARequestAboveTheLimit) {
@@ -235,28 +238,63 @@ TEST_F(ExamplesTest, WrapperReportsEveryProblemAtOnce) {
 // what it refuses the shim would refuse (failing closed at cuInit) — checked against the shim
 // itself, running the sample under the preload with the same variable.
 TEST_F(ExamplesTest, WrapperAcceptsExactlyWhatTheShimAccepts) {
-  const std::vector<std::string> assignments = {
-      "GPUSLICE_MEMORY_LIMIT=4Gi", "GPUSLICE_MEMORY_LIMIT=512Mi", "GPUSLICE_MEMORY_LIMIT=4G",
-      "GPUSLICE_MEMORY_LIMIT=4k", "GPUSLICE_MEMORY_LIMIT=1048576", "GPUSLICE_MEMORY_LIMIT=25%",
-      "GPUSLICE_MEMORY_LIMIT=100%", "GPUSLICE_MEMORY_LIMIT=18446744073709551615",
-      "GPUSLICE_MEMORY_LIMIT=00000000000000000001", "GPUSLICE_MEMORY_LIMIT=17179869183Gi",
-      "GPUSLICE_MEMORY_LIMIT=18446744T", "GPUSLICE_MEMORY_LIMIT=0", "GPUSLICE_MEMORY_LIMIT=0Gi",
-      "GPUSLICE_MEMORY_LIMIT=", "GPUSLICE_MEMORY_LIMIT=4gi", "GPUSLICE_MEMORY_LIMIT=4.5Gi",
-      "GPUSLICE_MEMORY_LIMIT=Gi", "GPUSLICE_MEMORY_LIMIT=1KiB", "GPUSLICE_MEMORY_LIMIT=0%",
-      "GPUSLICE_MEMORY_LIMIT=101%", "GPUSLICE_MEMORY_LIMIT=%", "GPUSLICE_MEMORY_LIMIT=18446744073709551616",
-      "GPUSLICE_MEMORY_LIMIT=000000000000000000001", "GPUSLICE_MEMORY_LIMIT=17179869184Gi",
-      "GPUSLICE_MEMORY_LIMIT=18446745T", "GPUSLICE_MEMORY_LIMIT= 4Gi", "GPUSLICE_MEMORY_LIMIT=+4Gi",
-      "GPUSLICE_MEMORY_LIMIT_0=2Gi", "GPUSLICE_MEMORY_LIMIT_63=50%", "GPUSLICE_MEMORY_LIMIT_64=2Gi",
-      "GPUSLICE_MEMORY_LIMIT_=2Gi", "GPUSLICE_MEMORY_LIMIT_x=2Gi", "GPUSLICE_MEMORY_LIMIT_1=0",
-      "GPUSLICE_MEMORY_LIMITS=1Gi", "GPUSLICE_TENANT=team-a.inference_1", "GPUSLICE_TENANT=",
-      "GPUSLICE_TENANT=team a", "GPUSLICE_TENANT=" + std::string(63, 'a'), "GPUSLICE_TENANT=" + std::string(64, 'a'),
-      "GPUSLICE_COMPUTE_REQUEST=30", "GPUSLICE_COMPUTE_REQUEST=30%", "GPUSLICE_COMPUTE_REQUEST=100",
-      "GPUSLICE_COMPUTE_REQUEST=0", "GPUSLICE_COMPUTE_REQUEST=101", "GPUSLICE_COMPUTE_REQUEST=%",
-      "GPUSLICE_COMPUTE_REQUEST=30%%", "GPUSLICE_COMPUTE_LIMIT=5", "GPUSLICE_COMPUTE_LIMIT=abc",
-      "GPUSLICE_COMPUTE_CLASS=latency", "GPUSLICE_COMPUTE_CLASS=background", "GPUSLICE_COMPUTE_CLASS=fast",
-      "GPUSLICE_COMPUTE_CLASS=",
-      "GPUSLICE_DRIVER_LIBRARY=libcuda.so.1", "GPUSLICE_STATE_DIR=relative", "GPUSLICE_SIM_ANYTHING=1",
-      "GPUSLICE_MEMORY_LIMT=1Gi", "GPUSLICE_FOO=1"};
+  const std::vector<std::string> assignments = {"GPUSLICE_MEMORY_LIMIT=4Gi",
+                                                "GPUSLICE_MEMORY_LIMIT=512Mi",
+                                                "GPUSLICE_MEMORY_LIMIT=4G",
+                                                "GPUSLICE_MEMORY_LIMIT=4k",
+                                                "GPUSLICE_MEMORY_LIMIT=1048576",
+                                                "GPUSLICE_MEMORY_LIMIT=25%",
+                                                "GPUSLICE_MEMORY_LIMIT=100%",
+                                                "GPUSLICE_MEMORY_LIMIT=18446744073709551615",
+                                                "GPUSLICE_MEMORY_LIMIT=00000000000000000001",
+                                                "GPUSLICE_MEMORY_LIMIT=17179869183Gi",
+                                                "GPUSLICE_MEMORY_LIMIT=18446744T",
+                                                "GPUSLICE_MEMORY_LIMIT=0",
+                                                "GPUSLICE_MEMORY_LIMIT=0Gi",
+                                                "GPUSLICE_MEMORY_LIMIT=",
+                                                "GPUSLICE_MEMORY_LIMIT=4gi",
+                                                "GPUSLICE_MEMORY_LIMIT=4.5Gi",
+                                                "GPUSLICE_MEMORY_LIMIT=Gi",
+                                                "GPUSLICE_MEMORY_LIMIT=1KiB",
+                                                "GPUSLICE_MEMORY_LIMIT=0%",
+                                                "GPUSLICE_MEMORY_LIMIT=101%",
+                                                "GPUSLICE_MEMORY_LIMIT=%",
+                                                "GPUSLICE_MEMORY_LIMIT=18446744073709551616",
+                                                "GPUSLICE_MEMORY_LIMIT=000000000000000000001",
+                                                "GPUSLICE_MEMORY_LIMIT=17179869184Gi",
+                                                "GPUSLICE_MEMORY_LIMIT=18446745T",
+                                                "GPUSLICE_MEMORY_LIMIT= 4Gi",
+                                                "GPUSLICE_MEMORY_LIMIT=+4Gi",
+                                                "GPUSLICE_MEMORY_LIMIT_0=2Gi",
+                                                "GPUSLICE_MEMORY_LIMIT_63=50%",
+                                                "GPUSLICE_MEMORY_LIMIT_64=2Gi",
+                                                "GPUSLICE_MEMORY_LIMIT_=2Gi",
+                                                "GPUSLICE_MEMORY_LIMIT_x=2Gi",
+                                                "GPUSLICE_MEMORY_LIMIT_1=0",
+                                                "GPUSLICE_MEMORY_LIMITS=1Gi",
+                                                "GPUSLICE_TENANT=team-a.inference_1",
+                                                "GPUSLICE_TENANT=",
+                                                "GPUSLICE_TENANT=team a",
+                                                "GPUSLICE_TENANT=" + std::string(63, 'a'),
+                                                "GPUSLICE_TENANT=" + std::string(64, 'a'),
+                                                "GPUSLICE_COMPUTE_REQUEST=30",
+                                                "GPUSLICE_COMPUTE_REQUEST=30%",
+                                                "GPUSLICE_COMPUTE_REQUEST=100",
+                                                "GPUSLICE_COMPUTE_REQUEST=0",
+                                                "GPUSLICE_COMPUTE_REQUEST=101",
+                                                "GPUSLICE_COMPUTE_REQUEST=%",
+                                                "GPUSLICE_COMPUTE_REQUEST=30%%",
+                                                "GPUSLICE_COMPUTE_LIMIT=5",
+                                                "GPUSLICE_COMPUTE_LIMIT=abc",
+                                                "GPUSLICE_COMPUTE_CLASS=latency",
+                                                "GPUSLICE_COMPUTE_CLASS=background",
+                                                "GPUSLICE_COMPUTE_CLASS=fast",
+                                                "GPUSLICE_COMPUTE_CLASS=",
+                                                "GPUSLICE_DRIVER_LIBRARY=libcuda.so.1",
+                                                "GPUSLICE_STATE_DIR=relative",
+                                                "GPUSLICE_SIM_ANYTHING=1",
+                                                "GPUSLICE_MEMORY_LIMT=1Gi",
+                                                "GPUSLICE_FOO=1"};
   for (const std::string& assignment : assignments) {
     SCOPED_TRACE(assignment);
     const std::vector<std::string> env = {"GPUSLICE_TENANT=agree", assignment};
@@ -269,8 +307,9 @@ TEST_F(ExamplesTest, WrapperAcceptsExactlyWhatTheShimAccepts) {
                               (shim.err.find("gpuslice: invalid") != std::string::npos ||
                                shim.err.find("gpuslice: unknown") != std::string::npos);
     ASSERT_TRUE(shim_refused || shim.exit_code == 0 || shim.exit_code == kSampleOutOfMemory) << Describe(shim);
-    EXPECT_EQ(wrapper.exit_code == kWrapperConfigError, shim_refused)
-        << "wrapper:\n" << Describe(wrapper) << "shim:\n" << Describe(shim);
+    EXPECT_EQ(wrapper.exit_code == kWrapperConfigError, shim_refused) << "wrapper:\n"
+                                                                      << Describe(wrapper) << "shim:\n"
+                                                                      << Describe(shim);
   }
 }
 
@@ -299,7 +338,8 @@ TEST_F(ExamplesTest, WrapperRefusesAMissingStateDirectoryWithAClearMessage) {
   const std::string missing = state_dir() + "/not-mounted";
   const ProcessResult r = RunWrapper(TouchCommand(), {"GPUSLICE_TENANT=t", "GPUSLICE_STATE_DIR=" + missing});
   EXPECT_EQ(r.exit_code, kWrapperConfigError) << Describe(r);
-  EXPECT_THAT(r.err, HasSubstr("error: the state directory " + missing + " (GPUSLICE_STATE_DIR) does not exist: mount "
+  EXPECT_THAT(r.err, HasSubstr("error: the state directory " + missing +
+                               " (GPUSLICE_STATE_DIR) does not exist: mount "
                                "the node's shared state directory there"));
   EXPECT_THAT(r.err, HasSubstr("docker run -v /run/gpuslice:" + missing));
   EXPECT_THAT(r.err, HasSubstr("hostPath volume of type DirectoryOrCreate"));
@@ -325,16 +365,16 @@ TEST_F(ExamplesTest, WrapperRefusesAStateDirectoryItCannotWrite) {
   } else {
     ASSERT_EQ(chmod(state_dir().c_str(), 0500), 0);
   }
-  const ProcessResult r =
-      gpuslice::testing::Run(argv, {"GPUSLICE_STATE_DIR=" + state_dir(), "GPUSLICE_TENANT=t"});
+  const ProcessResult r = gpuslice::testing::Run(argv, {"GPUSLICE_STATE_DIR=" + state_dir(), "GPUSLICE_TENANT=t"});
   chmod(state_dir().c_str(), 0700);
   EXPECT_EQ(r.exit_code, kWrapperConfigError) << Describe(r);
   EXPECT_THAT(r.err, HasSubstr("the state directory " + state_dir() + " is not writable by uid"));
 }
 
 TEST_F(ExamplesTest, WrapperRefusesAMissingLibrary) {
-  const ProcessResult r = gpuslice::testing::Run({"/bin/sh", Wrapper(), "--library", "/nonexistent/libgpuslice.so", "true"},
-                              {"GPUSLICE_STATE_DIR=" + state_dir(), "GPUSLICE_TENANT=t"});
+  const ProcessResult r =
+      gpuslice::testing::Run({"/bin/sh", Wrapper(), "--library", "/nonexistent/libgpuslice.so", "true"},
+                             {"GPUSLICE_STATE_DIR=" + state_dir(), "GPUSLICE_TENANT=t"});
   EXPECT_EQ(r.exit_code, kWrapperConfigError) << Describe(r);
   EXPECT_THAT(r.err, HasSubstr("/nonexistent/libgpuslice.so is missing or unreadable: install libgpuslice.so there or "
                                "name it with --library PATH"));
@@ -384,20 +424,20 @@ TEST_P(WrapperNearMissTest, IsWarnedAboutInOneLineAndTheCommandRuns) {
   const WrapperNearMiss& n = GetParam();
   const ProcessResult r = RunWrapper(TouchCommand(), {"GPUSLICE_TENANT=t", n.name + "=4Gi"});
   EXPECT_EQ(r.exit_code, 0) << Describe(r);
-  EXPECT_THAT(r.err, HasSubstr("gpuslice-entrypoint: warning: " + n.name +
-                               "='4Gi' is not read: gpuslice reads only upper-case GPUSLICE_* variables; did you mean " +
-                               n.meant + "='4Gi'?\n"));
+  EXPECT_THAT(r.err,
+              HasSubstr("gpuslice-entrypoint: warning: " + n.name +
+                        "='4Gi' is not read: gpuslice reads only upper-case GPUSLICE_* variables; did you mean " +
+                        n.meant + "='4Gi'?\n"));
   EXPECT_TRUE(Exists(Marker()));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Names, WrapperNearMissTest,
-    ::testing::Values(WrapperNearMiss{"GPU_SLICE_MEMORY_LIMIT", "GPUSLICE_MEMORY_LIMIT"},
-                      WrapperNearMiss{"gpuslice_memory_limit", "GPUSLICE_MEMORY_LIMIT"},
-                      WrapperNearMiss{"Gpu_Slice_Memory_Limit_1", "GPUSLICE_MEMORY_LIMIT_1"},
-                      WrapperNearMiss{"gpuslice_tenant", "GPUSLICE_TENANT"},
-                      WrapperNearMiss{"gpu_slice_memory_limt", "GPUSLICE_MEMORY_LIMIT"}),
-    [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Names, WrapperNearMissTest,
+                         ::testing::Values(WrapperNearMiss{"GPU_SLICE_MEMORY_LIMIT", "GPUSLICE_MEMORY_LIMIT"},
+                                           WrapperNearMiss{"gpuslice_memory_limit", "GPUSLICE_MEMORY_LIMIT"},
+                                           WrapperNearMiss{"Gpu_Slice_Memory_Limit_1", "GPUSLICE_MEMORY_LIMIT_1"},
+                                           WrapperNearMiss{"gpuslice_tenant", "GPUSLICE_TENANT"},
+                                           WrapperNearMiss{"gpu_slice_memory_limt", "GPUSLICE_MEMORY_LIMIT"}),
+                         [](const auto& info) { return info.param.name; });
 
 TEST_F(ExamplesTest, WrapperSaysNothingOfNamesThatAreNotNearMisses) {
   const ProcessResult r = RunWrapper({"true"}, {"GPUSLICE_TENANT=t", "GPU_MEMORY=4Gi", "SLICE_LIMIT=1"});
@@ -522,7 +562,8 @@ TEST(ExamplesSystemd, TheExportersUnitReadsTheStateDirectoryThroughTheGroupItIsP
 TEST_F(ExamplesTest, SampleRunsOnTheSimulatedGpu) {
   const ProcessResult r = gpuslice::testing::Run({Sample(), "--elements", "4096"}, {"LD_LIBRARY_PATH=" + SimLibDir()});
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
-  EXPECT_THAT(r.out, HasSubstr("device 0: NVIDIA H100 80GB HBM3 (simulated), cuDeviceTotalMem 17179869184 B (16.00 GiB)"));
+  EXPECT_THAT(r.out,
+              HasSubstr("device 0: NVIDIA H100 80GB HBM3 (simulated), cuDeviceTotalMem 17179869184 B (16.00 GiB)"));
   EXPECT_THAT(r.out, HasSubstr("cuMemGetInfo before: free 17179869184 B (16.00 GiB), total 17179869184 B (16.00 GiB)"));
   EXPECT_THAT(r.out, HasSubstr("cuMemAlloc: 3 vectors of 4096 floats, 16384 B (0.02 MiB) each"));
   EXPECT_THAT(r.out, HasSubstr("copies: a and b round-tripped host -> device -> host intact"));
@@ -555,7 +596,7 @@ TEST_F(ExamplesTest, SampleFailsOnAWrongResultFromADeviceThatIsNotSimulated) {
   // A device that does not call itself simulated must compute the sums; the simulator does not,
   // so under another name the sample must fail rather than pass unchecked.
   const ProcessResult r = gpuslice::testing::Run({Sample(), "--elements", "256"},
-                              {"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_SIM_NAME=Some GPU"});
+                                                 {"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_SIM_NAME=Some GPU"});
   EXPECT_EQ(r.exit_code, 1) << Describe(r);
   EXPECT_THAT(r.err, HasSubstr("vector_add_driver: result: 256 of 256 sums wrong; first at 0"));
 }
@@ -566,7 +607,8 @@ TEST_F(ExamplesTest, SampleRunsUnderTheShimAndHoldsItsMemoryInItsTenantsLedger) 
   ASSERT_TRUE(p->WaitForOutput("holding 12582912 B (12.00 MiB) for 60 s", 30000)) << p->StdoutSoFar();
   EXPECT_EQ(TenantUsed("sample-tenant"), 12582912u);
   // What the walkthrough watches.
-  const ProcessResult status = gpuslice::testing::Run({BinDir() + "/gpuslicectl", "status", "--state-dir", state_dir()});
+  const ProcessResult status =
+      gpuslice::testing::Run({BinDir() + "/gpuslicectl", "status", "--state-dir", state_dir()});
   EXPECT_EQ(status.exit_code, 0) << Describe(status);
   EXPECT_THAT(status.out, HasSubstr("sample-tenant"));
 
@@ -609,7 +651,8 @@ TEST(ExamplesKernel, PtxasAcceptsTheSampleKernel) {
   ASSERT_NE(mkdtemp(pattern), nullptr);
   const std::string dir = pattern;
   std::ofstream(dir + "/vector_add.ptx") << examples::kVectorAddPtx;
-  const ProcessResult r = gpuslice::testing::Run({kPtxas, "-arch=sm_90", dir + "/vector_add.ptx", "-o", dir + "/vector_add.cubin"});
+  const ProcessResult r =
+      gpuslice::testing::Run({kPtxas, "-arch=sm_90", dir + "/vector_add.ptx", "-o", dir + "/vector_add.cubin"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(Exists(dir + "/vector_add.cubin"));
   std::filesystem::remove_all(dir);
@@ -621,12 +664,13 @@ TEST(ExamplesKernel, PtxasAcceptsTheSampleKernel) {
 std::vector<Json> LoadYaml(const std::string& path) {
   const ProcessResult r =
       gpuslice::testing::Run({"/usr/bin/env", "python3", "-c",
-           "import json, sys, yaml\n"
-           "with open(sys.argv[1]) as f:\n"
-           "    print(json.dumps([d for d in yaml.safe_load_all(f) if d is not None]))\n",
-           path});
+                              "import json, sys, yaml\n"
+                              "with open(sys.argv[1]) as f:\n"
+                              "    print(json.dumps([d for d in yaml.safe_load_all(f) if d is not None]))\n",
+                              path});
   EXPECT_EQ(r.exit_code, 0) << path << " does not parse as YAML (or python3-yaml is missing: "
-                            << "scripts/install-deps.sh installs it):\n" << r.err;
+                            << "scripts/install-deps.sh installs it):\n"
+                            << r.err;
   if (r.exit_code != 0) return {};
   const Json documents = Json::parse(r.out, nullptr, /*allow_exceptions=*/false);
   EXPECT_TRUE(documents.is_array()) << r.out;
@@ -669,7 +713,8 @@ class ManifestTest : public ExamplesTest {
     EXPECT_TRUE(env.count("GPUSLICE_TENANT")) << "no GPUSLICE_TENANT";
     EXPECT_TRUE(env.count("GPUSLICE_MEMORY_LIMIT")) << "no GPUSLICE_MEMORY_LIMIT";
     EXPECT_TRUE(env.count("GPUSLICE_COMPUTE_REQUEST")) << "no GPUSLICE_COMPUTE_REQUEST";
-    const std::string state_dir_in_pod = env.count("GPUSLICE_STATE_DIR") ? env.at("GPUSLICE_STATE_DIR") : "/run/gpuslice";
+    const std::string state_dir_in_pod = env.count("GPUSLICE_STATE_DIR") ? env.at("GPUSLICE_STATE_DIR")
+                                                                         : "/run/gpuslice";
 
     // The values, as the wrapper (and so the shim) judges them, with the state directory here.
     std::vector<std::string> assignments;
@@ -695,8 +740,9 @@ class ManifestTest : public ExamplesTest {
     EXPECT_TRUE(found) << "no volume " << volume_name;
 
     // A GPU: the whole one, or a time-sliced replica of it.
-    EXPECT_EQ(container.value("resources", Json::object()).value("limits", Json::object()).value("nvidia.com/gpu", Json()),
-              Json(1))
+    EXPECT_EQ(
+        container.value("resources", Json::object()).value("limits", Json::object()).value("nvidia.com/gpu", Json()),
+        Json(1))
         << container.value("resources", Json::object()).dump();
     return env;
   }
@@ -706,7 +752,8 @@ TEST_F(ManifestTest, EveryManifestParsesAsYaml) {
   std::set<std::string> files;
   for (const auto& entry : std::filesystem::directory_iterator(KubernetesDir()))
     if (entry.path().extension() == ".yaml") files.insert(entry.path().filename().string());
-  for (const char* expected : {"pod-gpuslice.yaml", "two-tenants.yaml", "pod-mig.yaml", "device-plugin-time-slicing.yaml"})
+  for (const char* expected :
+       {"pod-gpuslice.yaml", "two-tenants.yaml", "pod-mig.yaml", "device-plugin-time-slicing.yaml"})
     EXPECT_TRUE(files.count(expected)) << expected << " is missing";
   for (const std::string& file : files) {
     SCOPED_TRACE(file);

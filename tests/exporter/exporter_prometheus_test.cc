@@ -48,7 +48,8 @@ TEST_F(ExporterPrometheusTest, SeriesMatchTheSimulatorAndTheBroker) {
   ASSERT_TRUE(exporter.WaitServing()) << exporter.process().StderrSoFar();
   Prometheus prometheus(exporter.port(), SourceDir() + "/deploy/prometheus/gpuslice-alerts.yaml");
   ASSERT_TRUE(Within(20, [&] { return prometheus.Value("gpuslice_segment_up").has_value(); }))
-      << "Prometheus never scraped the exporter:\n" << prometheus.Log();
+      << "Prometheus never scraped the exporter:\n"
+      << prometheus.Log();
   EXPECT_EQ(prometheus.Value("gpuslice_segment_up"), 0.0) << "no state file exists yet";
 
   // A memory tenant: quota 100 MiB, five 48 MiB allocations: two granted, three refused.
@@ -66,7 +67,8 @@ TEST_F(ExporterPrometheusTest, SeriesMatchTheSimulatorAndTheBroker) {
   // The memory tenant was refused three times in its first second, before any scrape saw it:
   // its counter's first sample is 0, so the refusal alert fires.
   EXPECT_TRUE(Within(20, [&] {
-    return prometheus.Value("ALERTS", {{"alertname", "GpusliceQuotaRefusals"}, {"tenant", "mem"}, {"alertstate", "firing"}})
+    return prometheus
+        .Value("ALERTS", {{"alertname", "GpusliceQuotaRefusals"}, {"tenant", "mem"}, {"alertstate", "firing"}})
         .has_value();
   })) << "the refusal alert never fired for a tenant refused before its first scrape";
   const std::map<std::string, std::string> a_labels = {{"tenant", "a"}};
@@ -110,12 +112,15 @@ TEST_F(ExporterPrometheusTest, SeriesMatchTheSimulatorAndTheBroker) {
   EXPECT_EQ(prometheus.Value("gpuslice_tenant_refused_bytes_total", mem_labels), 3.0 * 48 * kMiB);
   EXPECT_EQ(prometheus.Value("gpuslice_device_memory_used_bytes", {{"gpu", uuid}}),
             static_cast<double>(sim.devices[0].used_memory));
-  const auto service_a = prometheus.Value("gpuslice_tenant_compute_service_seconds_total", {{"gpu", uuid}, {"tenant", "a"}});
-  const auto service_b = prometheus.Value("gpuslice_tenant_compute_service_seconds_total", {{"gpu", uuid}, {"tenant", "b"}});
+  const auto service_a =
+      prometheus.Value("gpuslice_tenant_compute_service_seconds_total", {{"gpu", uuid}, {"tenant", "a"}});
+  const auto service_b =
+      prometheus.Value("gpuslice_tenant_compute_service_seconds_total", {{"gpu", uuid}, {"tenant", "b"}});
   ASSERT_TRUE(service_a && service_b);
   const double share_a = *service_a / (*service_a + *service_b);
-  EXPECT_NEAR(share_a * 100, truth_a * 100, 3.0) << "service a=" << *service_a << " s, b=" << *service_b
-                                                 << " s; simulator busy a=" << busy.at("a") << " ns, b=" << busy.at("b");
+  EXPECT_NEAR(share_a * 100, truth_a * 100, 3.0)
+      << "service a=" << *service_a << " s, b=" << *service_b << " s; simulator busy a=" << busy.at("a")
+      << " ns, b=" << busy.at("b");
   EXPECT_NEAR(truth_a, 0.75, 0.10) << "the scheduler did not share 75/25: the comparison proves little";
   EXPECT_EQ(prometheus.Value("gpuslice_tenant_compute_request_ratio", {{"tenant", "a"}}), 0.75);
   EXPECT_EQ(prometheus.Value("gpuslice_tenant_info", {{"tenant", "a"}, {"class", "standard"}}), 1.0);
@@ -141,7 +146,8 @@ TEST_F(ExporterPrometheusTest, SeriesMatchTheSimulatorAndTheBroker) {
 
   // The dashboard's queries against this live Prometheus: every one valid PromQL, and all but
   // the share panel (its tenants have exited) return data.
-  const auto dashboard = nlohmann::json::parse(std::ifstream(SourceDir() + "/examples/grafana-dashboard.json"), nullptr, false);
+  const auto dashboard =
+      nlohmann::json::parse(std::ifstream(SourceDir() + "/examples/grafana-dashboard.json"), nullptr, false);
   ASSERT_FALSE(dashboard.is_discarded());
   std::vector<std::string> queries;
   std::function<void(const nlohmann::json&)> visit = [&](const nlohmann::json& node) {
@@ -188,7 +194,8 @@ TEST_F(ExporterPrometheusTest, SharesAddUpToAtMostTheGpuWithALatencyTenant) {
   Prometheus prometheus(exporter.port());
   StartOptions latency = Managed(30);
   latency.env = {"GPUSLICE_COMPUTE_CLASS=latency"};
-  ASSERT_NE(gpu().StartReady("service", {"latency", "--period-ms", "10", "--kernel-us", "1000", "--duration", "60"}, latency),
+  ASSERT_NE(gpu().StartReady("service", {"latency", "--period-ms", "10", "--kernel-us", "1000", "--duration", "60"},
+                             latency),
             nullptr);
   ASSERT_NE(gpu().StartReady("trainer", kComputeBound, Managed(70)), nullptr);
   // Two readings of the summed service counters, 8 s apart, after the series exist.

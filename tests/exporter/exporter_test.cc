@@ -76,8 +76,9 @@ broker::Snapshot FullSnapshot() {
 }
 
 std::vector<exporter::DeviceFigures> Devices() {
-  return {{"GPU-00000000-0000-0000-0000-000000000000", "NVIDIA H100 (simulated)", 0, 80ULL << 30, 1ULL << 30, 50u, 3u, {}},
-          {"GPU-00000000-0000-0000-0000-000000000001", "NVIDIA H100 (simulated)", 1, 80ULL << 30, 0, 0u, 0u, {}}};
+  return {
+      {"GPU-00000000-0000-0000-0000-000000000000", "NVIDIA H100 (simulated)", 0, 80ULL << 30, 1ULL << 30, 50u, 3u, {}},
+      {"GPU-00000000-0000-0000-0000-000000000001", "NVIDIA H100 (simulated)", 1, 80ULL << 30, 0, 0u, 0u, {}}};
 }
 
 std::string FullExposition() {
@@ -90,7 +91,8 @@ std::string FullExposition() {
 
 TEST(ExporterTest, EveryFamilyPassesPromtool) {
   const std::string promtool = FindProgram("promtool");
-  if (promtool.empty()) GTEST_SKIP() << "promtool is not installed (Debian's prometheus package; scripts/install-deps.sh)";
+  if (promtool.empty())
+    GTEST_SKIP() << "promtool is not installed (Debian's prometheus package; scripts/install-deps.sh)";
   BrokerTempDir dir;
   const std::string file = dir.root() + "/metrics.txt";
   std::ofstream(file) << FullExposition();
@@ -118,7 +120,8 @@ TEST(ExporterTest, HistogramIsCumulativeAndLabelValuesAreEscaped) {
   EXPECT_THAT(text, HasSubstr("gpuslice_tenant_info{" + labels + ",class=\"latency\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("gpuslice_tenant_memory_used_bytes{" + labels + "} 1073741824\n"));
   // tenant-0 has no quota: no quota sample rather than 2^64-1.
-  EXPECT_THAT(text, ::testing::Not(HasSubstr("memory_quota_bytes{gpu=\"GPU-00000000-0000-0000-0000-000000000000\",tenant=\"tenant-0\",")));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr(
+                        "memory_quota_bytes{gpu=\"GPU-00000000-0000-0000-0000-000000000000\",tenant=\"tenant-0\",")));
 }
 
 TEST(ExporterTest, GrafanaDashboardQueriesOnlyMetricsTheExporterServes) {
@@ -173,7 +176,8 @@ TEST(ExporterProcessTest, KeepsServingWhileTheStateFileIsMissingAppearsAndIsRecr
   };
   {
     auto broker = tenant(5 * kMiB);
-    const std::string labels = "{gpu=\"GPU-11223344-5566-7788-99aa-bbccddeeff01\",tenant=\"team-a\",namespace=\"\",pod=\"\",container=\"\"}";
+    const std::string labels =
+        "{gpu=\"GPU-11223344-5566-7788-99aa-bbccddeeff01\",tenant=\"team-a\",namespace=\"\",pod=\"\",container=\"\"}";
     // Its first scrape: the counters at 0 (a series created at 0, so that rate() sees the
     // refusal); the gauges as they are.
     std::string text = MetricsOrEmpty(exporter);
@@ -219,7 +223,8 @@ TEST(ExporterProcessTest, BadBytesInNamesNeverMakeThePageInvalid) {
   const std::string promtool = FindProgram("promtool");
   if (promtool.empty()) return;
   std::ofstream(dir.root() + "/metrics.txt") << text;
-  const ProcessResult lint = gpuslice::testing::Run({"/bin/sh", "-c", promtool + " check metrics < " + dir.root() + "/metrics.txt"});
+  const ProcessResult lint =
+      gpuslice::testing::Run({"/bin/sh", "-c", promtool + " check metrics < " + dir.root() + "/metrics.txt"});
   EXPECT_EQ(lint.exit_code, 0) << lint.out << lint.err;
 }
 
@@ -298,7 +303,7 @@ TEST(ExporterProcessTest, BadFlagsAreRefusedWithOneClearLine) {
 
 TEST(ExporterGzipTest, AcceptEncodingIsReadAsRfc9110Says) {
   using exporter::AcceptsGzip;
-  EXPECT_TRUE(AcceptsGzip("gzip"));  // Prometheus
+  EXPECT_TRUE(AcceptsGzip("gzip"));                     // Prometheus
   EXPECT_TRUE(AcceptsGzip("deflate, gzip, br, zstd"));  // curl --compressed
   EXPECT_TRUE(AcceptsGzip("br;q=1.0, GZIP;q=0.5"));
   EXPECT_TRUE(AcceptsGzip("x-gzip"));
@@ -373,7 +378,8 @@ TEST(ExporterGzipTest, GzipDecodesToTheIdentityPageAndOnlyClientsThatAskGetIt) {
   const auto content_encoding = [](const std::string& headers) {
     std::smatch m;
     return std::regex_search(headers, m, std::regex("(^|\n)content-encoding: *([^\r\n]*)", std::regex::icase))
-               ? m[2].str() : std::string("(none)");
+               ? m[2].str()
+               : std::string("(none)");
   };
 
   // No Accept-Encoding (curl's default): the page as it is.
@@ -389,7 +395,8 @@ TEST(ExporterGzipTest, GzipDecodesToTheIdentityPageAndOnlyClientsThatAskGetIt) {
   EXPECT_EQ(content_encoding(gz.headers), "gzip");
   EXPECT_LT(gz.body.size(), plain.body.size() / 4);
   const ProcessResult decoded = gpuslice::testing::Run(
-      {FindProgram("python3"), "-c", "import gzip,sys; sys.stdout.buffer.write(gzip.decompress(open(sys.argv[1],'rb').read()))",
+      {FindProgram("python3"), "-c",
+       "import gzip,sys; sys.stdout.buffer.write(gzip.decompress(open(sys.argv[1],'rb').read()))",
        dir.root() + "/body"});
   ASSERT_EQ(decoded.exit_code, 0) << decoded.err;
   EXPECT_TRUE(decoded.out == plain.body) << "the gzip page decodes to " << decoded.out.size() << " bytes, not the "
@@ -402,7 +409,8 @@ TEST(ExporterGzipTest, GzipDecodesToTheIdentityPageAndOnlyClientsThatAskGetIt) {
   EXPECT_TRUE(compressed.body == plain.body) << "curl --compressed decoded " << compressed.body.size() << " bytes";
 
   // Clients that refuse gzip get the page as it is, never brotli from httplib.
-  for (const char* refusing : {"Accept-Encoding: br", "Accept-Encoding: gzip;q=0, identity", "Accept-Encoding: identity"}) {
+  for (const char* refusing :
+       {"Accept-Encoding: br", "Accept-Encoding: gzip;q=0, identity", "Accept-Encoding: identity"}) {
     const Fetched other = Curl(dir.root(), exporter.port(), {"-H", refusing});
     EXPECT_EQ(content_encoding(other.headers), "(none)") << refusing;
     EXPECT_TRUE(other.body == plain.body) << refusing << ": " << other.body.size() << " bytes";

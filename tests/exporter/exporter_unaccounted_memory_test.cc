@@ -64,17 +64,20 @@ TEST_F(UnaccountedMemoryTest, TwoStateDirectoriesOnOneGpuEachReportTheOthersMemo
   // more than the 3 GiB the device has free, and the 3 GiB in use are accounted nowhere here.
   auto second = Hold("team-a", other_dir_, 2);
   const std::string err = second->StderrSoFar();
-  EXPECT_THAT(err, HasSubstr(" has 3 GiB free, less than the 4 GiB tenant team-a may still take: 3 GiB of its 6 GiB "
-                             "is in use and 0 bytes of that is accounted in " + other_dir_ +
-                             "; the other 3 GiB is held by processes of another state directory or not under gpuslice"));
+  EXPECT_THAT(err,
+              HasSubstr(" has 3 GiB free, less than the 4 GiB tenant team-a may still take: 3 GiB of its 6 GiB "
+                        "is in use and 0 bytes of that is accounted in " +
+                        other_dir_ +
+                        "; the other 3 GiB is held by processes of another state directory or not under gpuslice"));
   EXPECT_EQ(GpusliceLines(err).size(), 1u) << err;
 
   // Each directory's status: what it holds, and the other's memory as unaccounted.
   ProcessResult r = Status(other_dir_);
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   EXPECT_THAT(r.out, HasSubstr("  device: GPU 0, NVIDIA H100 80GB HBM3 (simulated); 5 GiB in use, 1 GiB free"));
-  EXPECT_THAT(r.out, HasSubstr("  accounted here: 2 GiB of the 5 GiB in use; unaccounted: 3 GiB -- UNACCOUNTED: held by "
-                               "another state directory's tenants or by processes not under gpuslice"));
+  EXPECT_THAT(r.out,
+              HasSubstr("  accounted here: 2 GiB of the 5 GiB in use; unaccounted: 3 GiB -- UNACCOUNTED: held by "
+                        "another state directory's tenants or by processes not under gpuslice"));
   // Every process on the device, named, whichever directory it is in: where to look next.
   EXPECT_THAT(r.out, HasSubstr("  device processes: " + std::to_string(first->pid()) + " gpuslice-worklo (3 GiB), " +
                                std::to_string(second->pid()) + " gpuslice-worklo (2 GiB)\n"));

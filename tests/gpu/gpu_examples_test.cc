@@ -25,8 +25,9 @@ class GpuExamplesTest : public ShimTest {
  protected:
   void SetUp() override {
     ShimTest::SetUp();
-    const ProcessResult probe = gpuslice::testing::Run(
-        {BinDir() + "/gpuslice-workload", "compute", "--kernels", "1", "--kernel-us", "10"}, kRealDriverEnv);
+    const ProcessResult probe =
+        gpuslice::testing::Run({BinDir() + "/gpuslice-workload", "compute", "--kernels", "1", "--kernel-us", "10"},
+                               kRealDriverEnv);
     if (probe.exit_code != 0) GTEST_SKIP() << "no usable NVIDIA driver/GPU: " << probe.err;
   }
 };
@@ -39,10 +40,10 @@ TEST_F(GpuExamplesTest, SampleComputesEverySumOnTheGpu) {
 }
 
 TEST_F(GpuExamplesTest, SampleUnderTheEntrypointWrapperSeesItsQuota) {
-  const ProcessResult r = gpuslice::testing::Run(
-      {"/bin/sh", SourceDir() + "/examples/container/gpuslice-entrypoint.sh", "--library", ShimPath(), Sample()},
-      {"LD_LIBRARY_PATH=", "GPUSLICE_STATE_DIR=" + state_dir(), "GPUSLICE_TENANT=gpu-sample",
-       "GPUSLICE_MEMORY_LIMIT=1Gi"});
+  const ProcessResult r = gpuslice::testing::Run({"/bin/sh", SourceDir() + "/examples/container/gpuslice-entrypoint.sh",
+                                                  "--library", ShimPath(), Sample()},
+                                                 {"LD_LIBRARY_PATH=", "GPUSLICE_STATE_DIR=" + state_dir(),
+                                                  "GPUSLICE_TENANT=gpu-sample", "GPUSLICE_MEMORY_LIMIT=1Gi"});
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   EXPECT_THAT(r.out, HasSubstr("cuDeviceTotalMem 1073741824 B (1.00 GiB)"));
   EXPECT_THAT(r.out, HasSubstr(", total 1073741824 B (1.00 GiB)"));
@@ -50,10 +51,10 @@ TEST_F(GpuExamplesTest, SampleUnderTheEntrypointWrapperSeesItsQuota) {
 }
 
 TEST_F(GpuExamplesTest, SampleUnderTheEntrypointWrapperIsRefusedPastItsQuota) {
-  const ProcessResult r = gpuslice::testing::Run(
-      {"/bin/sh", SourceDir() + "/examples/container/gpuslice-entrypoint.sh", "--library", ShimPath(), Sample()},
-      {"LD_LIBRARY_PATH=", "GPUSLICE_STATE_DIR=" + state_dir(), "GPUSLICE_TENANT=gpu-sample",
-       "GPUSLICE_MEMORY_LIMIT=8Mi"});
+  const ProcessResult r = gpuslice::testing::Run({"/bin/sh", SourceDir() + "/examples/container/gpuslice-entrypoint.sh",
+                                                  "--library", ShimPath(), Sample()},
+                                                 {"LD_LIBRARY_PATH=", "GPUSLICE_STATE_DIR=" + state_dir(),
+                                                  "GPUSLICE_TENANT=gpu-sample", "GPUSLICE_MEMORY_LIMIT=8Mi"});
   EXPECT_EQ(r.exit_code, 3) << Describe(r);
   EXPECT_THAT(r.err, HasSubstr("cuMemAlloc(c) failed: CUDA_ERROR_OUT_OF_MEMORY"));
 }

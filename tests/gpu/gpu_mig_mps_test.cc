@@ -49,7 +49,8 @@ class GpuMigMpsTest : public ShimTest {
  protected:
   void SetUp() override {
     ShimTest::SetUp();
-    const ProcessResult probe = gpuslice::testing::Run({Workload(), "compute", "--kernels", "1", "--kernel-us", "10"}, {"LD_LIBRARY_PATH="});
+    const ProcessResult probe =
+        gpuslice::testing::Run({Workload(), "compute", "--kernels", "1", "--kernel-us", "10"}, {"LD_LIBRARY_PATH="});
     if (probe.exit_code != 0) GTEST_SKIP() << "no usable NVIDIA driver/GPU: " << probe.err;
   }
 };
@@ -67,9 +68,9 @@ TEST_F(GpuMigMpsTest, MigInstanceRunsWideKernelsAndGpusliceQuotasAreOfTheInstanc
     GTEST_SKIP() << "no MIG instance on this machine (nvidia-smi -L lists none); this check uses existing "
                     "instances and never creates them";
   const std::string visible = "CUDA_VISIBLE_DEVICES=" + mig;
-  const ProcessResult wide = gpuslice::testing::Run({Workload(), "compute", "--kernels", "200", "--kernel-us", "1000", "--width", "wide",
-                                  "--ready-line"},
-                                 {"LD_LIBRARY_PATH=", visible});
+  const ProcessResult wide = gpuslice::testing::Run({Workload(), "compute", "--kernels", "200", "--kernel-us", "1000",
+                                                     "--width", "wide", "--ready-line"},
+                                                    {"LD_LIBRARY_PATH=", visible});
   ASSERT_EQ(wide.exit_code, 0) << Describe(wide);
   EXPECT_THAT(LineOf(wide.out, "ready").value("device_name", ""), HasSubstr("MIG")) << wide.out;
   // Alone in its instance a wide kernel is one wave: about its spin time each.
@@ -81,8 +82,9 @@ TEST_F(GpuMigMpsTest, MigInstanceRunsWideKernelsAndGpusliceQuotasAreOfTheInstanc
   const uint64_t instance = TotalMemPrinted(plain.out);
   ASSERT_GT(instance, 0u) << plain.out;
   const ProcessResult quarter =
-      gpuslice::testing::Run({sample}, {"LD_LIBRARY_PATH=", visible, "LD_PRELOAD=" + ShimPath(), "GPUSLICE_STATE_DIR=" + state_dir(),
-                     "GPUSLICE_TENANT=gpu-mig", "GPUSLICE_MEMORY_LIMIT=25%"});
+      gpuslice::testing::Run({sample}, {"LD_LIBRARY_PATH=", visible, "LD_PRELOAD=" + ShimPath(),
+                                        "GPUSLICE_STATE_DIR=" + state_dir(), "GPUSLICE_TENANT=gpu-mig",
+                                        "GPUSLICE_MEMORY_LIMIT=25%"});
   ASSERT_EQ(quarter.exit_code, 0) << Describe(quarter);
   const uint64_t seen = TotalMemPrinted(quarter.out);
   EXPECT_GE(seen, instance / 4 - (2u << 20)) << quarter.out;  // 25% of the instance, not of the GPU
@@ -101,8 +103,8 @@ TEST_F(GpuMigMpsTest, MpsActiveThreadCapOfHalfHalvesAWideKernelsThroughput) {
   if (!MpsDaemonRunning())
     GTEST_SKIP() << "no MPS control daemon runs here ($CUDA_MPS_PIPE_DIRECTORY or /tmp/nvidia-mps has no control "
                     "socket); this check uses a running daemon and never starts one";
-  const std::vector<std::string> argv = {Workload(), "compute", "--kernels", "500", "--kernel-us", "2000",
-                                         "--width", "wide"};
+  const std::vector<std::string> argv = {Workload(),    "compute", "--kernels", "500",
+                                         "--kernel-us", "2000",    "--width",   "wide"};
   const ProcessResult full = gpuslice::testing::Run(argv, {"LD_LIBRARY_PATH="});
   const ProcessResult half = gpuslice::testing::Run(argv, {"LD_LIBRARY_PATH=", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"});
   ASSERT_EQ(full.exit_code, 0) << Describe(full);

@@ -37,15 +37,16 @@ class GpuRealDriverTest : public SimTest {
   void SetUp() override {
     SimTest::SetUp();
     const ProcessResult probe =
-        gpuslice::testing::Run({BinDir() + "/gpuslice-workload", "compute", "--kernels", "1", "--kernel-us", "10"}, kRealDriverEnv);
+        gpuslice::testing::Run({BinDir() + "/gpuslice-workload", "compute", "--kernels", "1", "--kernel-us", "10"},
+                               kRealDriverEnv);
     if (probe.exit_code != 0) GTEST_SKIP() << "no usable NVIDIA driver/GPU: " << probe.err;
   }
 };
 
 TEST_F(GpuRealDriverTest, SpinKernelOccupiesTheGpuForItsDuration) {
-  const ProcessResult r = gpuslice::testing::Run({BinDir() + "/gpuslice-workload", "compute", "--kernels", "500", "--kernel-us", "2000",
-                               "--depth", "4"},
-                              kRealDriverEnv);
+  const ProcessResult r = gpuslice::testing::Run({BinDir() + "/gpuslice-workload", "compute", "--kernels", "500",
+                                                  "--kernel-us", "2000", "--depth", "4"},
+                                                 kRealDriverEnv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto result = ResultOf(r);
   EXPECT_EQ(result["kernels"], 500);
@@ -55,9 +56,10 @@ TEST_F(GpuRealDriverTest, SpinKernelOccupiesTheGpuForItsDuration) {
 }
 
 TEST_F(GpuRealDriverTest, LatencyRequestsTakeAtLeastTheirKernels) {
-  const ProcessResult r = gpuslice::testing::Run({BinDir() + "/gpuslice-workload", "latency", "--requests", "100", "--kernel-us", "200",
-                               "--kernels-per-request", "3", "--period-ms", "5"},
-                              kRealDriverEnv);
+  const ProcessResult r =
+      gpuslice::testing::Run({BinDir() + "/gpuslice-workload", "latency", "--requests", "100", "--kernel-us", "200",
+                              "--kernels-per-request", "3", "--period-ms", "5"},
+                             kRealDriverEnv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto result = ResultOf(r);
   EXPECT_GE(result["p50_us"].get<double>(), 590.0) << r.out;
@@ -66,9 +68,9 @@ TEST_F(GpuRealDriverTest, LatencyRequestsTakeAtLeastTheirKernels) {
 
 TEST_F(GpuRealDriverTest, EveryAllocationFamilyWorks) {
   for (const char* api : {"alloc", "pitch", "managed", "async", "pool", "vmm", "array"}) {
-    const ProcessResult r = gpuslice::testing::Run({BinDir() + "/gpuslice-workload", "memory", "--api", api, "--chunk", "64Mi",
-                                 "--count", "2"},
-                                kRealDriverEnv);
+    const ProcessResult r = gpuslice::testing::Run({BinDir() + "/gpuslice-workload", "memory", "--api", api, "--chunk",
+                                                    "64Mi", "--count", "2"},
+                                                   kRealDriverEnv);
     ASSERT_EQ(r.exit_code, 0) << api << ": " << r.err;
     EXPECT_EQ(ResultOf(r)["allocated"], 2) << api << ": " << r.out;
   }

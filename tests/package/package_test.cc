@@ -51,9 +51,9 @@ class PackageTest : public SimTest {
     // the package is built once per test process (cpack brings the build up to date, installs it
     // into a staging directory and archives it). Nothing here may throw or assert: a failure in
     // SetUpTestSuite would read as a skip; SetUp fails the test instead.
-    const ProcessResult cpack = gpuslice::testing::Run({"/usr/bin/env", "cpack", "-G", "DEB", "--config", BuildDir() + "/CPackConfig.cmake", "-B",
-                                     *scratch_ + "/out"},
-                                    {}, 280000);
+    const ProcessResult cpack = gpuslice::testing::Run({"/usr/bin/env", "cpack", "-G", "DEB", "--config",
+                                                        BuildDir() + "/CPackConfig.cmake", "-B", *scratch_ + "/out"},
+                                                       {}, 280000);
     cpack_log_ = new std::string(cpack.out + cpack.err);
     std::error_code error;
     for (const auto& entry : fs::directory_iterator(*scratch_ + "/out", error))
@@ -79,7 +79,8 @@ std::string* PackageTest::cpack_log_ = nullptr;
 std::string* PackageTest::deb_ = nullptr;
 
 TEST_F(PackageTest, TheDebUnpackedIntoAScratchRootInstallsTheOneLayoutAndRuns) {
-  const ProcessResult fields = gpuslice::testing::Run({"/usr/bin/env", "dpkg-deb", "-f", *deb_, "Package", "Version", "Depends"});
+  const ProcessResult fields =
+      gpuslice::testing::Run({"/usr/bin/env", "dpkg-deb", "-f", *deb_, "Package", "Version", "Depends"});
   ASSERT_EQ(fields.exit_code, 0) << fields.err;
   EXPECT_THAT(fields.out, HasSubstr("Package: gpuslice\n"));
   EXPECT_THAT(fields.out, HasSubstr(std::string("Version: ") + GPUSLICE_VERSION + "\n"));
@@ -134,8 +135,8 @@ TEST_F(PackageTest, TheDebUnpackedIntoAScratchRootInstallsTheOneLayoutAndRuns) {
   const std::vector<std::string> env = {"LD_LIBRARY_PATH=" + Installed("lib/gpuslice/sim"),
                                         "GPUSLICE_STATE_DIR=" + state_dir, "GPUSLICE_TENANT=packaged",
                                         "GPUSLICE_MEMORY_LIMIT=1Gi"};
-  const std::vector<std::string> workload = {Installed("bin/gpuslice-workload"), "memory", "--chunk", "256Mi",
-                                             "--count", "6"};
+  const std::vector<std::string> workload = {
+      Installed("bin/gpuslice-workload"), "memory", "--chunk", "256Mi", "--count", "6"};
 
   const ProcessResult check = gpuslice::testing::Run({Installed("bin/gpuslice-entrypoint"), "--check", "true"}, env);
   ASSERT_EQ(check.exit_code, 0) << check.err;
@@ -153,7 +154,8 @@ TEST_F(PackageTest, TheDebUnpackedIntoAScratchRootInstallsTheOneLayoutAndRuns) {
   ASSERT_EQ(without.exit_code, 0) << without.err;
   EXPECT_EQ(LastJsonLine(without.out).value("allocated", -1), 6) << without.out;
 
-  const ProcessResult status = gpuslice::testing::Run({Installed("bin/gpuslicectl"), "status", "--state-dir", state_dir});
+  const ProcessResult status =
+      gpuslice::testing::Run({Installed("bin/gpuslicectl"), "status", "--state-dir", state_dir});
   ASSERT_EQ(status.exit_code, 0) << status.err;
   EXPECT_THAT(status.out, HasSubstr("packaged"));
 }

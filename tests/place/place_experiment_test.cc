@@ -48,13 +48,13 @@ TEST(PlaceFragmentation, FollowsFgdsRules) {
     target.classes = {c};
     return NodeFragmentation(node, target);
   };
-  EXPECT_EQ(frag_of({1000, 0, 0}), 2000);                   // CPU-only: all idle GPU is fragment
+  EXPECT_EQ(frag_of({1000, 0, 0}), 2000);                      // CPU-only: all idle GPU is fragment
   EXPECT_EQ(frag_of({1000, 500, 1, uint64_t{1} << 1}), 2000);  // a model it may not use
-  EXPECT_EQ(frag_of({9000, 500, 1}), 2000);                 // lacks CPU
-  EXPECT_EQ(frag_of({1000, 500, 1}), 300);                  // fits: the GPU with less than 500
-  EXPECT_EQ(frag_of({1000, 800, 1}), 1000);                 // fits on the free GPU: 300 + 700
-  EXPECT_EQ(frag_of({1000, 700, 1}), 300);                  // exactly 700 left is room for 700
-  EXPECT_EQ(frag_of({1000, 1000, 2}), 2000);                // two whole GPUs: only one is free
+  EXPECT_EQ(frag_of({9000, 500, 1}), 2000);                    // lacks CPU
+  EXPECT_EQ(frag_of({1000, 500, 1}), 300);                     // fits: the GPU with less than 500
+  EXPECT_EQ(frag_of({1000, 800, 1}), 1000);                    // fits on the free GPU: 300 + 700
+  EXPECT_EQ(frag_of({1000, 700, 1}), 300);                     // exactly 700 left is room for 700
+  EXPECT_EQ(frag_of({1000, 1000, 2}), 2000);                   // two whole GPUs: only one is free
   EXPECT_EQ(frag_of({1000, 200, 1}), 0);
   TargetWorkload mixed;
   mixed.classes = {{1000, 0, 0, ~uint64_t{0}, 0, 0.25}, {1000, 500, 1, ~uint64_t{0}, 0, 0.75}};
@@ -127,14 +127,14 @@ TEST(PlaceImpossiblePods, AreKeptOutOfTheTargetWorkloadAndNamedOncePerClass) {
 TEST(PlaceInflation, ShufflesThenSamplesUntilTheDemandReachesTheRatio) {
   std::vector<PodSpec> specs;
   for (int i = 0; i < 10; ++i) specs.push_back(Spec("p" + std::to_string(i), 1000, 1 + i % 2, 1000));
-  const std::vector<Pod> pods = PodsOf(specs);  // 15 GPUs asked for
+  const std::vector<Pod> pods = PodsOf(specs);                              // 15 GPUs asked for
   const std::vector<int> arrivals = InflatedArrivals(pods, 20000, 1.3, 7);  // goal: 26 GPUs
   ASSERT_GE(arrivals.size(), 10u);
   std::vector<int> first(arrivals.begin(), arrivals.begin() + 10);
   std::vector<int> sorted = first;
   std::sort(sorted.begin(), sorted.end());
   for (int i = 0; i < 10; ++i) EXPECT_EQ(sorted[static_cast<size_t>(i)], i);  // every pod once, first
-  EXPECT_NE(first, sorted);                                                      // in shuffled order
+  EXPECT_NE(first, sorted);                                                   // in shuffled order
   int64_t requested = 0;
   for (int i : arrivals) requested += pods[static_cast<size_t>(i)].TotalGpuMilli();
   // The artifact compares the demand so far plus the drawn pod's per-GPU share with the goal, so
@@ -193,7 +193,8 @@ TEST(PlaceExperiment, MeasuresFragmentationAmountAndRatio) {
 
 Experiment SmallCluster() {
   std::vector<NodeSpec> nodes;
-  for (int i = 0; i < 6; ++i) nodes.push_back({"n" + std::to_string(i), 32000, 131072, i % 2 ? 4 : 2, i < 3 ? "T4" : "P100"});
+  for (int i = 0; i < 6; ++i)
+    nodes.push_back({"n" + std::to_string(i), 32000, 131072, i % 2 ? 4 : 2, i < 3 ? "T4" : "P100"});
   std::vector<PodSpec> specs;
   const int shares[] = {300, 470, 810, 1000, 1000, 250};
   for (int i = 0; i < 12; ++i) specs.push_back(Spec("p" + std::to_string(i), 2000 + 500 * (i % 3), 1, shares[i % 6]));
@@ -242,8 +243,9 @@ uint64_t SeedWithLastArrival(const Experiment& experiment, double inflation) {
 }
 
 TEST(PlaceGangs, AGangMaySpanNodesWhereAMultiGpuPodCannot) {
-  const Experiment experiment = PrepareExperiment({{"x", 16000, 65536, 2, "T4"}, {"y", 16000, 65536, 2, "T4"}},
-                                                  {Spec("a", 12000, 1, 1000), Spec("b", 12000, 1, 1000), Spec("g", 2000, 2, 1000)});
+  const Experiment experiment =
+      PrepareExperiment({{"x", 16000, 65536, 2, "T4"}, {"y", 16000, 65536, 2, "T4"}},
+                        {Spec("a", 12000, 1, 1000), Spec("b", 12000, 1, 1000), Spec("g", 2000, 2, 1000)});
   RunOptions options;
   options.inflation = 1.0;
   const uint64_t seed = SeedWithLastArrival(experiment, options.inflation);
@@ -261,10 +263,9 @@ TEST(PlaceGangs, AGangMaySpanNodesWhereAMultiGpuPodCannot) {
 TEST(PlaceGangs, AGangThatDoesNotFitWholeTakesNothing) {
   // c (one GPU, 2 cores) takes one of the two free GPUs; the gang's first member would fit, its
   // second not: both go back, and 3 of the 4 GPUs stay allocated.
-  const Experiment experiment =
-      PrepareExperiment({{"x", 16000, 65536, 2, "T4"}, {"y", 16000, 65536, 2, "T4"}},
-                        {Spec("a", 12000, 1, 1000), Spec("b", 12000, 1, 1000), Spec("c", 2000, 1, 1000),
-                         Spec("g", 2000, 2, 1000)});
+  const Experiment experiment = PrepareExperiment({{"x", 16000, 65536, 2, "T4"}, {"y", 16000, 65536, 2, "T4"}},
+                                                  {Spec("a", 12000, 1, 1000), Spec("b", 12000, 1, 1000),
+                                                   Spec("c", 2000, 1, 1000), Spec("g", 2000, 2, 1000)});
   RunOptions options;
   options.inflation = 1.0;
   options.gangs = true;
@@ -339,7 +340,8 @@ TEST(PlaceCli, RunsTheExperimentAndWritesItsFiles) {
   EXPECT_THAT(output, HasSubstr("| FGD-BF-H | 2 |"));
   EXPECT_THAT(output, HasSubstr("| FGD-BF-M | 2 |"));
   EXPECT_THAT(output, HasSubstr("26/26 runs done"));  // the progress line: 13 policies x 2 seeds
-  for (const char* file : {"metrics.csv", "summary.md", "unallocated.dat", "unallocated.gp", "stranded.dat", "stranded.gp"}) {
+  for (const char* file :
+       {"metrics.csv", "summary.md", "unallocated.dat", "unallocated.gp", "stranded.dat", "stranded.gp"}) {
     EXPECT_TRUE(std::filesystem::exists(out + "/" + file)) << file;
   }
   std::ifstream csv(out + "/metrics.csv");
@@ -350,9 +352,10 @@ TEST(PlaceCli, RunsTheExperimentAndWritesItsFiles) {
 }
 
 TEST(PlaceCli, BadInputExitsWithTheFileLineAndColumn) {
-  const std::string nodes_path = testing_files::WriteFixture("nodes.csv", std::string(testing_files::kNodeHeader) + "n0,32000,131072,2,T4\n");
-  const std::string pods_path =
-      testing_files::WriteFixture("pods.csv", std::string(testing_files::kPodHeader5) + "p0,2000,4096,1,300\np1,2000,-4,1,300\n");
+  const std::string nodes_path =
+      testing_files::WriteFixture("nodes.csv", std::string(testing_files::kNodeHeader) + "n0,32000,131072,2,T4\n");
+  const std::string pods_path = testing_files::WriteFixture("pods.csv", std::string(testing_files::kPodHeader5) +
+                                                                            "p0,2000,4096,1,300\np1,2000,-4,1,300\n");
   int status = -1;
   std::string output = RunCli("--nodes " + nodes_path + " --pods " + pods_path + " --quiet", &status);
   EXPECT_EQ(status, 2);
@@ -376,7 +379,8 @@ TEST(PlaceCli, BadInputExitsWithTheFileLineAndColumn) {
     EXPECT_THAT(output, HasSubstr(message)) << options;
   }
   // An out-of-range value: CLI11's own usage error.
-  output = RunCli("--nodes " + nodes_path + " --pods " + five_columns + " --nvlink-island 4 --pcie-gbps 0 --quiet", &status);
+  output =
+      RunCli("--nodes " + nodes_path + " --pods " + five_columns + " --nvlink-island 4 --pcie-gbps 0 --quiet", &status);
   EXPECT_NE(status, 0);
   EXPECT_THAT(output, HasSubstr("--pcie-gbps"));
 }
@@ -436,10 +440,11 @@ TEST(PlaceShareBound, PacksTheLargestShareFirstIntoTheTightestHole) {
   // Shares 810, 600, 400, 300, 190 (the whole GPU and the 2-GPU pod are not shares). 810 opens a
   // GPU (hole 190), 600 another (400), 400 fills that 400, 300 opens a third (700), 190 fills the
   // 190: three GPUs, one hole of 700.
-  const std::string pods = testing_files::WriteFixture(
-      "bound.csv", std::string(testing_files::kPodHeader5) +
-                       "a,1000,1024,1,190\nb,1000,1024,1,810\nc,1000,1024,1,400\nd,1000,1024,1,1000\n"
-                       "e,1000,1024,1,600\nf,1000,1024,2,1000\ng,1000,1024,1,300\n");
+  const std::string pods =
+      testing_files::WriteFixture("bound.csv",
+                                  std::string(testing_files::kPodHeader5) +
+                                      "a,1000,1024,1,190\nb,1000,1024,1,810\nc,1000,1024,1,400\nd,1000,1024,1,1000\n"
+                                      "e,1000,1024,1,600\nf,1000,1024,2,1000\ng,1000,1024,1,300\n");
   const std::string script = std::string("python3 ") + GPUSLICE_SOURCE_DIR + "/scripts/share-packing-bound.py ";
   int status = -1;
   std::string output = RunCommand(script + pods + " --gpus 10", &status);
@@ -474,15 +479,15 @@ TEST(PlaceGeneralisation, TabulatesEveryListAndReplaysThoseWithTimes) {
   std::ofstream(dir + "/openb_pod_list_timed.csv") << timed;
   std::ofstream(dir + "/openb_pod_list_untimed.csv") << untimed;
   int status = -1;
-  const std::string output =
-      RunCommand(std::string("cd ") + GPUSLICE_SOURCE_DIR + " && PLACE=" + GPUSLICE_PLACE_CLI +
-                     " SEEDS=2 REPLAY_SEEDS=1 JOBS=1 scripts/place-generalisation.sh " + dir + " " + out,
-                 &status);
+  const std::string output = RunCommand(std::string("cd ") + GPUSLICE_SOURCE_DIR + " && PLACE=" + GPUSLICE_PLACE_CLI +
+                                            " SEEDS=2 REPLAY_SEEDS=1 JOBS=1 scripts/place-generalisation.sh " + dir +
+                                            " " + out,
+                                        &status);
   EXPECT_EQ(status, 0) << output;
   EXPECT_THAT(output, HasSubstr("| List | 50% | 70% | 90% | 100% | 110% | 130% |"));
   EXPECT_THAT(output, HasSubstr("| timed |"));
   EXPECT_THAT(output, HasSubstr("| untimed |"));
-  EXPECT_THAT(output, HasSubstr("of 2 |"));  // seeds where ours is below at 100%, of 2
+  EXPECT_THAT(output, HasSubstr("of 2 |"));                    // seeds where ours is below at 100%, of 2
   EXPECT_EQ(output.find("nan"), std::string::npos) << output;  // a level without samples is "–"
   // The replay table: the timed list only.
   const size_t replay = output.find("FIFO replay");

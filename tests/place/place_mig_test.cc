@@ -19,7 +19,7 @@ using ::testing::HasSubstr;
 TEST(PlaceMig, LayoutSizesAreTheSmallerOfComputeAndMemoryShares) {
   MigOptions options;
   MigLayout layout;
-  ASSERT_EQ(ParseMigLayout(options, &layout), "");  // 3g.40gb,2g.20gb,1g.10gb,1g.10gb on an A100-80GB
+  ASSERT_EQ(ParseMigLayout(options, &layout), "");                // 3g.40gb,2g.20gb,1g.10gb,1g.10gb on an A100-80GB
   EXPECT_THAT(layout.capacity, ElementsAre(125, 125, 250, 428));  // 1g: 1/8 memory; 2g: 2/8; 3g: 3/7 compute
   options.layout = "7g.80gb";
   ASSERT_EQ(ParseMigLayout(options, &layout), "");
@@ -58,9 +58,9 @@ TEST(PlaceMig, AnIsolatedShareTakesTheSmallestInstanceThatCoversIt) {
   Pod open_share = Share(200, false);
   open_share.may_use_mig = true;  // --mig-open
   EXPECT_EQ(GpusWithRoom(node, open_share), GpuMask{0b11});
-  EXPECT_EQ(GpusWithRoom(cluster.nodes[1], open_share), GpuMask{0b1});  // and shared GPUs as before
+  EXPECT_EQ(GpusWithRoom(cluster.nodes[1], open_share), GpuMask{0b1});      // and shared GPUs as before
   EXPECT_EQ(GpusWithRoom(cluster.nodes[1], Share(200, true)), GpuMask{0});  // isolated: only here
-  EXPECT_FALSE(Fits(node, Share(500, true)));  // no instance covers 500
+  EXPECT_FALSE(Fits(node, Share(500, true)));                               // no instance covers 500
   EXPECT_EQ(GpusWithRoom(node, Share(200, true)), GpuMask{0b11});
   Place(node, Share(200, true), GpuMask{0b01});  // the 2g (250)
   Place(node, Share(120, true), GpuMask{0b01});  // a 1g (125)
@@ -123,7 +123,8 @@ TEST(PlaceMig, IsolatedSharesNoInstanceCoversFailAndTheInstancesStayFree) {
   std::vector<PodSpec> specs;
   for (int p = 0; p < 6; ++p) {
     const bool paid = p % 2 == 0;
-    specs.push_back({"p" + std::to_string(p), 1000, 1024, 1, paid ? 600 : 100, {}, 0, 0, -1, -1, paid ? "LS" : "BE", 7});
+    specs.push_back(
+        {"p" + std::to_string(p), 1000, 1024, 1, paid ? 600 : 100, {}, 0, 0, -1, -1, paid ? "LS" : "BE", 7});
   }
   const Experiment experiment =
       PrepareExperiment({{"m", 64000, 262144, 4, "T4"}, {"s", 64000, 262144, 4, "T4"}}, specs);
@@ -140,7 +141,7 @@ TEST(PlaceMig, IsolatedSharesNoInstanceCoversFailAndTheInstancesStayFree) {
     EXPECT_EQ(isolated.isolated_failed, isolated.isolated_pods) << policy;
     EXPECT_EQ(isolated.mig_instances, 16);
     EXPECT_EQ(isolated.mig_used_at_100, 0) << policy;  // at the run's end: the free shares stayed off
-    options.mig = MigOptions{};  // the control
+    options.mig = MigOptions{};                        // the control
     const RunSeries control = RunOne(experiment, policy, 3, options);
     EXPECT_EQ(control.isolated_pods, 0);
     EXPECT_EQ(control.failed_total, 0) << policy;

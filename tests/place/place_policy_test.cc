@@ -40,7 +40,7 @@ TargetWorkload HalfShareHalfWhole() {
 }
 
 Placement ChoosePlacement(const std::string& policy_name, Cluster& cluster, const Pod& pod, uint64_t seed = 1,
-              const TargetWorkload& target = HalfShareHalfWhole()) {
+                          const TargetWorkload& target = HalfShareHalfWhole()) {
   auto policy = MakePolicy(policy_name, target, cluster, 4);
   EXPECT_NE(policy, nullptr) << policy_name;
   std::vector<int> feasible;
@@ -66,8 +66,8 @@ TEST(PlacePolicy, FilterChecksModelCpuMemoryAndGpus) {
   pod.memory_mib = 40000;
   EXPECT_FALSE(Fits(node, pod));
   pod.memory_mib = 1024;
-  EXPECT_FALSE(Fits(node, MakePod(1000, 2, 1000)));  // only one GPU wholly free
-  EXPECT_TRUE(Fits(node, MakePod(1000, 1, 300)));    // the 300 left is enough for a 300 share
+  EXPECT_FALSE(Fits(node, MakePod(1000, 2, 1000)));                           // only one GPU wholly free
+  EXPECT_TRUE(Fits(node, MakePod(1000, 1, 300)));                             // the 300 left is enough for a 300 share
   EXPECT_FALSE(Fits(MakeNode(16000, 32768, -1, {}), MakePod(1000, 1, 100)));  // no GPUs
   EXPECT_TRUE(Fits(MakeNode(16000, 32768, -1, {}), MakePod(1000, 0, 0)));
 }
@@ -84,10 +84,10 @@ TEST(PlacePolicy, NvlinkIslandChoiceKeepsAMultiGpuPodOnOneIsland) {
   const NodeState node = MakeNode(96000, 393216, 0, {1000, 0, 0, 1000, 1000, 1000, 1000, 1000});
   const GpuMask first_free = FirstFreeGpus(node, 3);  // the artifact: 0, 3, 4 across islands
   EXPECT_EQ(first_free, GpuMask{0b11001});
-  EXPECT_EQ(PairsOnOneIsland(first_free, 4), 1);  // only 0-3
+  EXPECT_EQ(PairsOnOneIsland(first_free, 4), 1);              // only 0-3
   EXPECT_EQ(IslandFreeGpus(node, 3, 4), GpuMask{0b1110000});  // 4, 5, 6
   EXPECT_EQ(PairsOnOneIsland(IslandFreeGpus(node, 3, 4), 4), 3);
-  EXPECT_EQ(IslandFreeGpus(node, 2, 4), GpuMask{0b1001});     // the fullest island that fits: 0, 3
+  EXPECT_EQ(IslandFreeGpus(node, 2, 4), GpuMask{0b1001});         // the fullest island that fits: 0, 3
   EXPECT_EQ(IslandFreeGpus(node, 5, 4), FirstFreeGpus(node, 5));  // no island holds 5
 }
 
@@ -123,7 +123,7 @@ TEST(PlacePolicy, GpuClusteringJoinsPodsOfTheSameKind) {
   cluster.nodes = {MakeNode(64000, 131072, 0, {1000, 1000, 1000, 1000}), MakeNode(32000, 65536, 0, {1000, 1000}),
                    MakeNode(16000, 32768, 0, {0, 1000})};
   Place(cluster.nodes[1], MakePod(1000, 1, 500), GpuMask{1});  // a share pod: GPU 0 has 500 left
-  cluster.nodes[2].affinity[1] = 1;                             // a whole-GPU pod sits on node 2
+  cluster.nodes[2].affinity[1] = 1;                            // a whole-GPU pod sits on node 2
   const Pod share = MakePod(1000, 1, 300);
   EXPECT_EQ(GpuClusteringScore(cluster.nodes[0], share), 25 * 4000 / 8000 + 25);  // idle node: 37
   EXPECT_EQ(GpuClusteringScore(cluster.nodes[1], share), 25 * 6500 / 8000 + 75);  // only shares: 95
@@ -386,7 +386,7 @@ TEST(PlacePolicy, FirstFitTakesTheFirstNodeThatFitsAndItsFirstGpuWithRoom) {
   EXPECT_EQ(placement.node, 1);
   EXPECT_EQ(placement.gpus, GpuMask{0b010});  // 600, the first with room; best fit would agree here
   EXPECT_EQ(FirstGpusWithRoom(MakeNode(32000, 65536, 0, {1000, 600}), share), GpuMask{0b01});  // not the tighter 600
-  EXPECT_EQ(ChoosePlacement("FirstFit", cluster, MakePod(1000, 1, 1000)).node, 0);  // 1 core: node 0 fits
+  EXPECT_EQ(ChoosePlacement("FirstFit", cluster, MakePod(1000, 1, 1000)).node, 0);             // 1 core: node 0 fits
 }
 
 TEST(PlacePolicy, SpreadTakesTheLeastLoadedNodeAndTheRoomiestGpu) {

@@ -45,7 +45,8 @@ TEST(PlacePool, AFractionTakesWholeNodesBigEnoughAndNamesTakeThose) {
 // 1-GPU pods cannot all sit on the 2-GPU node).
 Experiment PoolScenario() {
   return PrepareExperiment({{"pool", 32000, 131072, 4, "A100"}, {"shared", 32000, 131072, 2, "A100"}},
-                           {TimedPod("a", 1, 0, 1000), TimedPod("b", 1, 0, 1000), TimedPod("d", 1, 1, 101), TimedPod("e", 4, 2, 52)});
+                           {TimedPod("a", 1, 0, 1000), TimedPod("b", 1, 0, 1000), TimedPod("d", 1, 1, 101),
+                            TimedPod("e", 4, 2, 52)});
 }
 
 TEST(PlacePool, ABigPodReclaimsItsPoolNodeFromBackfill) {

@@ -16,8 +16,8 @@ using testing_files::TimedPod;
 // a holds the only GPU from 0 to 10; b (GPU) arrives at 1 and runs 5; c (CPU only) arrives at 2
 // and runs 2; d asks for two GPUs, more than the node has.
 Experiment OneGpuNode() {
-  return PrepareExperiment({{"n0", 8000, 65536, 1, "T4"}},
-                           {TimedPod("a", 1, 0, 10), TimedPod("b", 1, 1, 6), TimedPod("c", 0, 2, 4), TimedPod("d", 2, 2, 3)});
+  return PrepareExperiment({{"n0", 8000, 65536, 1, "T4"}}, {TimedPod("a", 1, 0, 10), TimedPod("b", 1, 1, 6),
+                                                            TimedPod("c", 0, 2, 4), TimedPod("d", 2, 2, 3)});
 }
 
 TEST(PlaceReplay, FifoMakesACpuPodWaitBehindAGpuPod) {
@@ -26,7 +26,7 @@ TEST(PlaceReplay, FifoMakesACpuPodWaitBehindAGpuPod) {
   EXPECT_EQ(r.never_started, 0);
   EXPECT_DOUBLE_EQ(r.mean_wait_s, (0 + 9 + 8) / 3.0);  // a 0; b and c start when a ends at 10
   EXPECT_DOUBLE_EQ(r.p95_wait_s, 9);
-  EXPECT_DOUBLE_EQ(r.allocated_gpu_pct, 100);  // the GPU is busy from the first arrival to the last
+  EXPECT_DOUBLE_EQ(r.allocated_gpu_pct, 100);         // the GPU is busy from the first arrival to the last
   EXPECT_DOUBLE_EQ(r.idle_while_waiting_gpu_pct, 0);  // b waits, but no GPU is idle meanwhile
   EXPECT_DOUBLE_EQ(r.stranded_gpu_pct, 0);
 }
@@ -63,7 +63,7 @@ TEST(PlaceReplay, TheChartTableRunsPastTheLastQueuedStepWithTheSeriesMeans) {
   EXPECT_EQ(header, "# hour FGD_allocated_pct FGD_stranded_pct FGD_queued");
   std::vector<std::string> rows;
   while (std::getline(in, line)) rows.push_back(line);
-  ASSERT_EQ(rows.size(), 12u);  // steps 0..11: the last with a pod queued is 9, and 9 + 9/4 + 1 = 12
+  ASSERT_EQ(rows.size(), 12u);                     // steps 0..11: the last with a pod queued is 9, and 9 + 9/4 + 1 = 12
   EXPECT_EQ(rows[0], "0.000 100.000 0.000 0.00");  // a holds the GPU, nothing queued yet
   EXPECT_EQ(rows[3], "0.001 100.000 0.000 2.00");  // b (from 1) and c (from 2) wait
   EXPECT_NE(ReplayGnuplot("t.dat", "t.svg", {"FGD"}, "x", 12).find("set xrange [0:12]"), std::string::npos);

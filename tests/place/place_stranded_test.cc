@@ -33,10 +33,10 @@ Pod MakePod(int64_t cpu, int num_gpu, int gpu_milli) {
 TEST(PlaceStranded, AGpuIsStrandedWhenNoPendingPodCanUseIt) {
   const NodeState node = MakeNode(8000, {300, 700, 1000});  // 2000 idle
   EXPECT_EQ(NodeStrandedMilli(node, {}), 2000);
-  EXPECT_EQ(NodeStrandedMilli(node, {MakePod(1000, 1, 500)}), 300);   // 700 and 1000 have room
+  EXPECT_EQ(NodeStrandedMilli(node, {MakePod(1000, 1, 500)}), 300);  // 700 and 1000 have room
   EXPECT_EQ(NodeStrandedMilli(node, {MakePod(1000, 1, 200)}), 0);
-  EXPECT_EQ(NodeStrandedMilli(node, {MakePod(9000, 1, 200)}), 2000);  // lacks CPU: nothing usable
-  EXPECT_EQ(NodeStrandedMilli(node, {MakePod(1000, 2, 1000)}), 2000); // one free GPU, two asked
+  EXPECT_EQ(NodeStrandedMilli(node, {MakePod(9000, 1, 200)}), 2000);   // lacks CPU: nothing usable
+  EXPECT_EQ(NodeStrandedMilli(node, {MakePod(1000, 2, 1000)}), 2000);  // one free GPU, two asked
   EXPECT_EQ(NodeStrandedMilli(node, {MakePod(1000, 2, 1000), MakePod(1000, 1, 700)}), 300);
   Pod other_model = MakePod(1000, 1, 100);
   other_model.model_mask = uint64_t{1} << 1;
@@ -53,9 +53,9 @@ TEST(PlaceStranded, MeterFollowsThePendingPodsAndTheNodes) {
   EXPECT_EQ(meter.StrandedMilli(cluster), 1300);  // node 0's 300 and free GPU: two GPUs do not fit
   meter.AddPending(share);
   meter.AddPending(share);
-  EXPECT_EQ(meter.StrandedMilli(cluster), 0);     // a 250 share uses any of them
+  EXPECT_EQ(meter.StrandedMilli(cluster), 0);  // a 250 share uses any of them
   meter.RemovePending(share);
-  EXPECT_EQ(meter.StrandedMilli(cluster), 0);     // one share still pending
+  EXPECT_EQ(meter.StrandedMilli(cluster), 0);                  // one share still pending
   Place(cluster.nodes[0], MakePod(1000, 1, 100), GpuMask{1});  // node 0's GPU 0 down to 200
   EXPECT_EQ(meter.StrandedMilli(cluster), 200);
   meter.RemovePending(share);
@@ -123,7 +123,8 @@ TEST(PlaceStranded, ReplayCountsIdleGpusNoQueuedPodCanUse) {
   // nothing is stranded, though GPUs still sit idle while pods wait.
   std::vector<PodSpec> pods = HeadWaitsForTwoGpus();
   pods.push_back(Spec("e", 1, 300, 2, 3));
-  const ReplayResult control = Replay(PrepareExperiment({{"n0", 32000, 65536, 2, "T4"}}, pods), "Spread", 1, ReplayOptions{});
+  const ReplayResult control =
+      Replay(PrepareExperiment({{"n0", 32000, 65536, 2, "T4"}}, pods), "Spread", 1, ReplayOptions{});
   EXPECT_NEAR(control.stranded_gpu_pct, 100.0 * 800 * 1 / 10 / 2000, 1e-9);
   EXPECT_NEAR(control.idle_while_waiting_gpu_pct, 100.0 * 800 * 9 / 10 / 2000, 1e-9);
   ASSERT_FALSE(control.hourly_stranded_pct.empty());

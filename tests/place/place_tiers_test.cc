@@ -25,7 +25,8 @@ TEST(PlaceTiers, QosNamesTheTier) {
   pod.line = 3;
   pod.qos = "gold";
   pod.qos_column = 7;
-  EXPECT_EQ(CheckQos("pods.csv", {pod}), "pods.csv:3:7: qos 'gold' is none of LS, Guaranteed (paid), BE, Burstable (free)");
+  EXPECT_EQ(CheckQos("pods.csv", {pod}),
+            "pods.csv:3:7: qos 'gold' is none of LS, Guaranteed (paid), BE, Burstable (free)");
   pod.qos_column = 0;
   EXPECT_THAT(CheckQos("pods.csv", {pod}), HasSubstr("needs the qos column"));
 }

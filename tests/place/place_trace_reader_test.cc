@@ -9,11 +9,11 @@
 namespace gpuslice::place {
 namespace {
 
+using ::testing::HasSubstr;
 using testing_files::kNodeHeader;
 using testing_files::kPodHeader11;
 using testing_files::kPodHeader5;
 using testing_files::WriteFixture;
-using ::testing::HasSubstr;
 
 std::string NodeError(const std::string& text) {
   auto result = ReadNodeList(WriteFixture("nodes.csv", text));
@@ -28,8 +28,9 @@ std::string PodError(const std::string& text) {
 }
 
 TEST(PlaceTraceReader, ReadsNodesWithAndWithoutGpus) {
-  auto result = ReadNodeList(WriteFixture(
-      "nodes.csv", std::string(kNodeHeader) + "n0,64000,262144,2,P100\nn1,32000,65536,0,nan\nn2,96000,393216,8,G2\n"));
+  auto result = ReadNodeList(
+      WriteFixture("nodes.csv",
+                   std::string(kNodeHeader) + "n0,64000,262144,2,P100\nn1,32000,65536,0,nan\nn2,96000,393216,8,G2\n"));
   ASSERT_TRUE(result.ok()) << result.message();
   const auto& nodes = *result;
   ASSERT_EQ(nodes.size(), 3u);
@@ -43,12 +44,12 @@ TEST(PlaceTraceReader, ReadsNodesWithAndWithoutGpus) {
 }
 
 TEST(PlaceTraceReader, ReadsTheElevenColumnPodList) {
-  auto result = ReadPodList(WriteFixture(
-      "pods.csv", std::string(kPodHeader11) +
-                      "p0,12000,16384,1,1000,,LS,Running,0,12537496,0\n"
-                      "p1,6000,12288,1,460,V100M16|V100M32,LS,Running,427061,,427061\r\n"
-                      "p2,88000,327680,8,1000,nan,Burstable,Succeeded,9437497,10769854,9437497\n"
-                      "p3,8000,30517,0,0,,BE,Running,1,2,1\n"));
+  auto result = ReadPodList(
+      WriteFixture("pods.csv", std::string(kPodHeader11) +
+                                   "p0,12000,16384,1,1000,,LS,Running,0,12537496,0\n"
+                                   "p1,6000,12288,1,460,V100M16|V100M32,LS,Running,427061,,427061\r\n"
+                                   "p2,88000,327680,8,1000,nan,Burstable,Succeeded,9437497,10769854,9437497\n"
+                                   "p3,8000,30517,0,0,,BE,Running,1,2,1\n"));
   ASSERT_TRUE(result.ok()) << result.message();
   const auto& pods = *result;
   ASSERT_EQ(pods.size(), 4u);
@@ -66,7 +67,8 @@ TEST(PlaceTraceReader, ReadsTheElevenColumnPodList) {
 }
 
 TEST(PlaceTraceReader, ReadsTheFiveColumnPodList) {
-  auto result = ReadPodList(WriteFixture("pods.csv", std::string(kPodHeader5) + "p0,12000,16384,2,1000\np1,6000,12288,1,460\n"));
+  auto result =
+      ReadPodList(WriteFixture("pods.csv", std::string(kPodHeader5) + "p0,12000,16384,2,1000\np1,6000,12288,1,460\n"));
   ASSERT_TRUE(result.ok()) << result.message();
   const auto& pods = *result;
   ASSERT_EQ(pods.size(), 2u);
@@ -124,7 +126,8 @@ TEST(PlaceTraceReader, SizesOutOfRangeAreErrors) {
               HasSubstr("pods.csv:2:5: gpu_milli 1500 is above the largest valid value 1000"));
   EXPECT_THAT(PodError(std::string(kPodHeader5) + "p0,1000,1024,2,500\n"),
               HasSubstr("pods.csv:2:5: only a one-GPU pod may ask for a fraction"));
-  EXPECT_THAT(PodError(std::string(kPodHeader5) + "p0,1000,1024,1,0\n"), HasSubstr("pods.csv:2:5: a pod asking for 1 GPU"));
+  EXPECT_THAT(PodError(std::string(kPodHeader5) + "p0,1000,1024,1,0\n"),
+              HasSubstr("pods.csv:2:5: a pod asking for 1 GPU"));
   EXPECT_THAT(PodError(std::string(kPodHeader5) + "p0,1000,1024,0,300\n"),
               HasSubstr("pods.csv:2:5: gpu_milli 300 given for a pod with num_gpu 0"));
 }
@@ -139,12 +142,13 @@ TEST(PlaceTraceReader, NodeWithGpusNeedsAModel) {
 TEST(PlaceTraceReader, UnknownGpuModelIsAnError) {
   std::vector<NodeSpec> nodes = {{"n0", 64000, 262144, 2, "P100"}, {"n1", 64000, 262144, 2, "T4"}};
   const std::string path = WriteFixture("pods.csv", std::string(kPodHeader11) +
-                                                         "p0,1000,1024,1,500,T4,LS,Running,0,1,0\n"
-                                                         "p1,1000,1024,1,500,T4|H100,LS,Running,0,1,0\n");
+                                                        "p0,1000,1024,1,500,T4,LS,Running,0,1,0\n"
+                                                        "p1,1000,1024,1,500,T4|H100,LS,Running,0,1,0\n");
   auto pods = ReadPodList(path);
   ASSERT_TRUE(pods.ok()) << pods.message();
   EXPECT_THAT(CheckGpuModels(path, *pods, nodes),
-              HasSubstr("pods.csv:3:6: gpu_spec names GPU model 'H100' that no node has (the node list has: P100, T4)"));
+              HasSubstr(
+                  "pods.csv:3:6: gpu_spec names GPU model 'H100' that no node has (the node list has: P100, T4)"));
   nodes.push_back({"n2", 64000, 262144, 8, "H100"});
   EXPECT_EQ(CheckGpuModels(path, *pods, nodes), "");
 }

@@ -65,7 +65,8 @@ class FakeNode {
     state(slot).heartbeat_ns.store(now);
   }
   void CompleteAll(int slot, uint64_t now) {
-    if (state(slot).inflight.exchange(0) != 0) state(slot).busy_total_ns.fetch_add(now - state(slot).busy_since_ns.load());
+    if (state(slot).inflight.exchange(0) != 0)
+      state(slot).busy_total_ns.fetch_add(now - state(slot).busy_since_ns.load());
     state(slot).idle_since_ns.store(now);
     state(slot).heartbeat_ns.store(now);
   }
@@ -207,8 +208,8 @@ TEST_F(GrantPolicyTest, ALimitedHolderYieldsAtOnceAndItsTailDrainsItsBucket) {
   policy.Advance(kT0 + 2 * kMs);
   EXPECT_EQ(node.Holder(), b) << "b is owed the GPU: a's running kernel does not keep it waiting";
   EXPECT_EQ(node.gpu().tail_holder.load(), static_cast<uint32_t>(a + 1));
-  const int64_t tokens_before = BucketNow(node.ledger(a).tokens_ns.load(), node.ledger(a).tokens_at_ns.load(), 70,
-                                          kT0 + 6 * kMs);
+  const int64_t tokens_before =
+      BucketNow(node.ledger(a).tokens_ns.load(), node.ledger(a).tokens_at_ns.load(), 70, kT0 + 6 * kMs);
   node.CompleteAll(pa, kT0 + 6 * kMs);  // b launched nothing meanwhile: the 4 ms tail ran alone
   policy.Advance(kT0 + 6 * kMs);
   EXPECT_EQ(node.gpu().tail_holder.load(), 0u);
@@ -549,25 +550,25 @@ TEST_F(GrantPolicyTest, ThePreviousHoldersRunningKernelIsChargedHalfToEachWhileT
   const int a = node.Tenant(70), b = node.Tenant(30);
   const int pa = node.Process(a), pb = node.Process(b);
   GrantAtStart(pa);
-  node.Launch(pa, kT0 + 10 * kUs);                 // one long kernel
+  node.Launch(pa, kT0 + 10 * kUs);  // one long kernel
   node.ledger(b).vtime.store(0);
-  node.ledger(a).vtime.store(100 * kMs);           // b is owed the GPU: a yields after 1 ms
+  node.ledger(a).vtime.store(100 * kMs);  // b is owed the GPU: a yields after 1 ms
   node.Wait(pb, kT0 + 2 * kMs);
   policy.Advance(kT0 + 2 * kMs);
   ASSERT_EQ(node.Holder(), b) << "a yields with one kernel running";
   EXPECT_EQ(node.ledger(a).service_ns.load(), 2 * kMs - 10 * kUs);
   node.Launch(pb, kT0 + 2 * kMs);
   node.StopWaiting(pb);
-  node.Launch(pa, kT0 + 6 * kMs);                  // its monitor renews the lease: still running
+  node.Launch(pa, kT0 + 6 * kMs);  // its monitor renews the lease: still running
   node.state(pa).inflight.store(1);
   policy.Advance(kT0 + 6 * kMs);
   EXPECT_EQ(node.ledger(a).service_ns.load(), 2 * kMs - 10 * kUs) << "the tail is settled when it ends";
-  node.CompleteAll(pa, kT0 + 10 * kMs);            // a's kernel ends 8 ms into b's grant
+  node.CompleteAll(pa, kT0 + 10 * kMs);  // a's kernel ends 8 ms into b's grant
   policy.Advance(kT0 + 10 * kMs);
   EXPECT_EQ(node.ledger(a).service_ns.load(), 6 * kMs - 10 * kUs) << "and half of the 8 ms overlap";
   node.CompleteAll(pb, kT0 + 20 * kMs);
   node.Wait(pa, kT0 + 30 * kMs);
-  policy.Advance(kT0 + 30 * kMs);                  // b idle: the grant moves
+  policy.Advance(kT0 + 30 * kMs);  // b idle: the grant moves
   EXPECT_EQ(node.ledger(b).service_ns.load(), 14 * kMs) << "its 18 ms of grant less half the overlap";
 }
 

@@ -36,8 +36,8 @@ TEST_F(SchedAloneTest, NewTenantAtAnIdleGpuIsGrantedAtOnce) {
   ASSERT_FALSE(gpu().RunToEnd("previous", {"compute", "--kernels", "20"}, Managed(50)).is_null());
   std::vector<double> elapsed_ms;
   for (int i = 0; i < 20; ++i) {
-    const auto result = gpu().RunToEnd("arrival-" + std::to_string(i), {"compute", "--kernels", "1", "--kernel-us", "100"},
-                                       Managed(50));
+    const auto result = gpu().RunToEnd("arrival-" + std::to_string(i),
+                                       {"compute", "--kernels", "1", "--kernel-us", "100"}, Managed(50));
     ASSERT_FALSE(result.is_null()) << "arrival " << i << " failed";
     elapsed_ms.push_back(result.value("elapsed_s", 1.0) * 1e3);
   }

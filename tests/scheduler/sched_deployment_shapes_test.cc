@@ -23,8 +23,8 @@ using Clock = std::chrono::steady_clock;
 // The holder's kernels are 50 ms: five quanta of drain after every quantum it is asked to end, so
 // a leaver is most likely to go during that drain, which left the gate closed on the landed code.
 constexpr double kLongKernelS = 0.050;
-const std::vector<std::string> kLongKernels = {"compute",    "--kernel-us", "50000",             "--depth", "2",
-                                               "--duration", "120",         "--report-interval", "0.25"};
+const std::vector<std::string> kLongKernels = {"compute", "--kernel-us",       "50000", "--depth", "2", "--duration",
+                                               "120",     "--report-interval", "0.25"};
 
 // Rounds of a second tenant that waits for the grant (1 ms kernels, two queued) and leaves
 // `after_s` into its run, at staggered moments so that some leave in the holder's drain.
@@ -64,7 +64,7 @@ TEST_F(SchedDeploymentShapesTest, ATenantThatExitsNormallyWhileItsThreadWaitsFre
   ASSERT_NE(survivor, nullptr);
   int round = 0;
   for (const double after : kLeaveAfterS) {
-    std::vector<std::string> args = {"compute", "--kernel-us", "1000", "--depth", "2", "--duration", "60",
+    std::vector<std::string> args = {"compute",      "--kernel-us",        "1000", "--depth", "2", "--duration", "60",
                                      "--exit-after", std::to_string(after)};
     Child* leaver = Start("leaver", args, Managed(50));
     ASSERT_NE(leaver, nullptr);
@@ -132,10 +132,10 @@ TEST_F(SchedDeploymentShapesTest, ChargesWithALatencyTenantAddUpToNoMoreThanTheD
   StartOptions service = Managed(30);
   service.env.push_back("GPUSLICE_COMPUTE_CLASS=latency");
   Child* trainer = Start("trainer", {"compute", "--kernel-us", "4000", "--depth", "8", "--duration", "4"}, Managed(70));
-  Child* svc = Start("service",
-                     {"latency", "--period-ms", "10", "--kernels-per-request", "3", "--kernel-us", "300", "--duration",
-                      "3.5"},
-                     service);
+  Child* svc =
+      Start("service",
+            {"latency", "--period-ms", "10", "--kernels-per-request", "3", "--kernel-us", "300", "--duration", "3.5"},
+            service);
   ASSERT_TRUE(trainer && svc);
   // A grant is charged when it ends: the whole run, to the last process's exit, is compared.
   EXPECT_EQ(svc->Wait(30000), 0) << svc->Stderr();
@@ -221,7 +221,8 @@ TEST_F(SchedDeploymentShapesTest, AProcessStoppedInsideAGrantDecisionFreezesNobo
   std::string error;
   ASSERT_TRUE(simquery::TakeSnapshot(state_path(), &snap, &error) && !snap.devices.empty()) << error;
   Subprocess stuck({BinDir() + "/gpuslice-broker-test-client", "--state", state_dir(), "--tenant", "stuck", "--uuid",
-                    snap.devices[0].uuid, "--total", std::to_string(snap.devices[0].total_memory), "--hold-sched-lock"});
+                    snap.devices[0].uuid, "--total", std::to_string(snap.devices[0].total_memory),
+                    "--hold-sched-lock"});
   ASSERT_TRUE(stuck.WaitForOutput("ready", 10000)) << stuck.StderrSoFar();
   SleepFor(1.5);  // the lock's bound, then the waiter's launches go ungated
   const auto [s0, s1] = Measure(2);

@@ -120,8 +120,8 @@ TEST_F(SchedFairnessTest, ControlWithoutGpusliceRequestsChangeNothing) {
 // Three requests: their control is the one above (unmanaged, 1/3 each misses 0.5 and 0.2 by more
 // than the margin), and the `weights-ignored` sabotage of scripts/mutation-check.sh.
 TEST_F(SchedFairnessTest, Requests50And30And20GetTheirProportions) {
-  const auto shares = SharesOf(
-      this, {{"a", 50, &kComputeBound}, {"b", 30, &kComputeBound}, {"c", 20, &kComputeBound}}, true, 6);
+  const auto shares =
+      SharesOf(this, {{"a", 50, &kComputeBound}, {"b", 30, &kComputeBound}, {"c", 20, &kComputeBound}}, true, 6);
   EXPECT_TRUE(SharesMatch(shares, {{"a", 0.5}, {"b", 0.3}, {"c", 0.2}}, kShareMargin)) << DescribeShares(shares);
 }
 

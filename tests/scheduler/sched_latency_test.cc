@@ -26,10 +26,11 @@ class SchedLatencyTest : public SchedTest {
 // waiter that waits for the holder's queue to drain makes every request wait for those 50
 // kernels (100 ms). Unmanaged the service is as fast as here: this test guards that gpuslice
 // adds no wait, it does not show that it removes one.
-const std::vector<std::string> kDeepQueueTrainer = {"compute", "--kernel-us", "2000", "--depth", "64",
-                                                    "--duration", "60"};
-const std::vector<std::string> kPeriodicService = {"latency", "--period-ms", "40", "--kernels-per-request", "1",
-                                                   "--kernel-us", "500", "--duration", "4"};
+const std::vector<std::string> kDeepQueueTrainer = {"compute", "--kernel-us", "2000", "--depth",
+                                                    "64",      "--duration",  "60"};
+const std::vector<std::string> kPeriodicService = {"latency", "--period-ms", "40",  "--kernels-per-request",
+                                                   "1",       "--kernel-us", "500", "--duration",
+                                                   "4"};
 
 struct ServiceFigures {
   double p99_ms = 1e9;

@@ -73,8 +73,8 @@ TEST_F(SchedRealTenantsTest, ControlWithoutGpusliceTheSynchronousLauncherGetsLes
 // what the hardware's 2 ms time-slicing gives without gpuslice too (measured: p99 3.1 ms either
 // way, alone 1.1 ms; docs/performance.md), so the control is the class policy itself: the same
 // service declared `background` is never granted the GPU while the trainer wants it.
-const std::vector<std::string> kService = {"latency", "--period-ms", "10", "--kernels-per-request", "3",
-                                           "--kernel-us", "300", "--duration", "4"};
+const std::vector<std::string> kService = {"latency", "--period-ms", "10", "--kernels-per-request", "3", "--kernel-us",
+                                           "300",     "--duration",  "4"};
 const std::vector<std::string> kTrainer = {"compute", "--kernel-us", "4000", "--depth", "8", "--duration", "60"};
 
 struct ServiceFigures {
@@ -226,10 +226,11 @@ TEST_F(SchedRealTenantsTest, ControlWithoutGpusliceTheLatencyTenantTakesHalf) {
 // idleness, each of the sixteen kernels would hand the GPU back to the trainer and wait for it
 // again (the `idle-between-launches` sabotage of scripts/mutation-check.sh). Unmanaged — the
 // control — each kernel is time-sliced with the trainer's by the hardware and the chain is as slow.
-const std::vector<std::string> kChainService = {"latency",      "--period-ms",   "50", "--kernels-per-request",
-                                                "16",           "--dependent",   "--host-gap-us", "300",
-                                                "--kernel-us",  "250",           "--duration",    "4"};
-const std::vector<std::string> kQueueingTrainer = {"compute", "--kernel-us", "2000", "--depth", "8", "--duration", "60"};
+const std::vector<std::string> kChainService = {
+    "latency", "--period-ms", "50", "--kernels-per-request", "16", "--dependent", "--host-gap-us", "300", "--kernel-us",
+    "250",     "--duration",  "4"};
+const std::vector<std::string> kQueueingTrainer = {"compute", "--kernel-us", "2000", "--depth",
+                                                   "8",       "--duration",  "60"};
 
 double ChainP50BesideTrainer(SchedRealTenantsTest* test, bool managed) {
   const StartOptions options = managed ? SchedTest::Managed(50) : SchedTest::Unmanaged();
@@ -242,7 +243,8 @@ double ChainP50BesideTrainer(SchedRealTenantsTest* test, bool managed) {
   EXPECT_FALSE(result.is_null()) << service->Stdout();
   const double p50_ms = result.is_null() ? 1e9 : result.value("p50_us", 1e9) / 1e3;
   std::printf("%s: chain p50 %.2f ms, p99 %.2f ms, %d requests\n", managed ? "gpuslice" : "unmanaged", p50_ms,
-              result.is_null() ? 0 : result.value("p99_us", 0.0) / 1e3, result.is_null() ? 0 : result.value("requests", 0));
+              result.is_null() ? 0 : result.value("p99_us", 0.0) / 1e3,
+              result.is_null() ? 0 : result.value("requests", 0));
   return p50_ms;
 }
 

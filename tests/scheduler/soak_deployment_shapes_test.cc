@@ -51,8 +51,8 @@ class SoakDeploymentShapesTest : public SchedTest {
 
 TEST_F(SoakDeploymentShapesTest, RandomTenantsLeaveNothingFrozenNoQuotaWrongAndNoGrantStuck) {
   SetEnv("GPUSLICE_SIM_DEVICES", "2");
-  const unsigned seed =
-      kSoakSeedText ? static_cast<unsigned>(std::strtoul(kSoakSeedText, nullptr, 10)) : std::random_device{}();
+  const unsigned seed = kSoakSeedText ? static_cast<unsigned>(std::strtoul(kSoakSeedText, nullptr, 10))
+                                      : std::random_device{}();
   std::printf("soak: %.0f s, GPUSLICE_SOAK_SEED=%u\n", SoakSeconds(), seed);
   std::mt19937 rng(seed);
   const auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
@@ -71,8 +71,9 @@ TEST_F(SoakDeploymentShapesTest, RandomTenantsLeaveNothingFrozenNoQuotaWrongAndN
       case 0:  // a long compute-bound process; half of them first launch on the other GPU
       case 1: {
         if (static_cast<int>(live.size()) >= kMaxLive) break;
-        std::vector<std::string> args = {"compute", "--kernel-us", std::to_string(500 + pick(8) * 1000), "--depth",
-                                         "2", "--duration", "600", "--device", device};
+        std::vector<std::string> args = {"compute", "--kernel-us", std::to_string(500 + pick(8) * 1000),
+                                         "--depth", "2",           "--duration",
+                                         "600",     "--device",    device};
         if (pick(2)) args.insert(args.end(), {"--first-on-device", other});
         live.push_back(gpu().Start("t" + std::to_string(t), args, Tenant(t)));
         ++started;

@@ -39,10 +39,9 @@ TEST_P(ShimPairsTest, ConcurrentAllocFreePairsLoseNoQuota) {
 #else
   constexpr int pairs = 50000;
 #endif
-  const ProcessResult r =
-      RunShimmed({App("direct"), api, "--chunk", "1Mi", "--threads", "4", "--pairs", std::to_string(pairs), "--count",
-                  "256"},
-                 kTeam, 240000);
+  const ProcessResult r = RunShimmed({App("direct"), api, "--chunk", "1Mi", "--threads", "4", "--pairs",
+                                      std::to_string(pairs), "--count", "256"},
+                                     kTeam, 240000);
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   const Json pairs_line = EventOf(r.out, "pairs");
   EXPECT_EQ(pairs_line.value("pairs", -1), 4 * pairs);
@@ -80,9 +79,9 @@ TEST_P(ShimTeardownTest, TheWholeQuotaIsFreeOnceTheContextIsGone) {
   const Teardown& t = GetParam();
   for (const DriverPath& path : {kDirect, kProcAddress}) {
     SCOPED_TRACE(path.name);
-    const ProcessResult r = RunShimmed(
-        path.Command(t.api, {"--chunk", "256Mi", "--count", "3", "--teardown", t.how, "--after-teardown", "5"}),
-        kTeam);
+    const ProcessResult r = RunShimmed(path.Command(t.api, {"--chunk", "256Mi", "--count", "3", "--teardown", t.how,
+                                                            "--after-teardown", "5"}),
+                                       kTeam);
     ASSERT_EQ(r.exit_code, 0) << Describe(r);
     const Json result = ResultOf(r);
     ASSERT_EQ(result.value("allocated", -1), 3) << r.out;
@@ -110,9 +109,9 @@ TEST_F(ShimTeardownTest, TheSimulatedDriverFreesADestroyedContextsMemory) {
   SetEnv("GPUSLICE_SIM_MEMORY", "1Gi");
   SetEnv("GPUSLICE_SIM_CONTEXT_MEMORY", "0");
   for (const char* how : {"destroy", "reset", "release"}) {
-    const ProcessResult r = gpuslice::testing::Run(
-        {App("direct"), "alloc", "--chunk", "256Mi", "--count", "3", "--teardown", how, "--after-teardown", "4"},
-        {"LD_LIBRARY_PATH=" + SimLibDir()});
+    const ProcessResult r = gpuslice::testing::Run({App("direct"), "alloc", "--chunk", "256Mi", "--count", "3",
+                                                    "--teardown", how, "--after-teardown", "4"},
+                                                   {"LD_LIBRARY_PATH=" + SimLibDir()});
     ASSERT_EQ(r.exit_code, 0) << how << ": " << Describe(r);
     EXPECT_EQ(ResultOf(r)["after_teardown"].value("allocated", -1), 4) << how << ": " << r.out;
   }
@@ -133,8 +132,9 @@ class ShimStreamDeviceTest : public ShimTest, public ::testing::WithParamInterfa
 TEST_P(ShimStreamDeviceTest, IsChargedToTheDeviceOfItsStreamOrPool) {
   const std::vector<std::string> env = {"GPUSLICE_TENANT=team", "GPUSLICE_MEMORY_LIMIT_0=256Mi",
                                         "GPUSLICE_MEMORY_LIMIT_1=1Gi"};
-  const ProcessResult r = RunShimmed(
-      {App("direct"), GetParam(), "--device", "0", "--stream-device", "1", "--chunk", "256Mi", "--count", "5"}, env);
+  const ProcessResult r = RunShimmed({App("direct"), GetParam(), "--device", "0", "--stream-device", "1", "--chunk",
+                                      "256Mi", "--count", "5"},
+                                     env);
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   EXPECT_EQ(ResultOf(r).value("allocated", -1), 4) << r.out;
 }
@@ -147,8 +147,7 @@ INSTANTIATE_TEST_SUITE_P(Apis, ShimStreamDeviceTest, ::testing::Values("async", 
 // once) and rows × height overflows; the request is refused, never charged as a small one.
 TEST_F(ShimTest, APitchOfAnySizeIsRefusedCleanly) {
   for (const char* width : {"18446744073709551615", "18446744073709551104", "9223372036854775808"}) {
-    const ProcessResult r =
-        RunShimmed({App("direct"), "pitch", "--pitch-width", width, "--count", "1"}, kTeam);
+    const ProcessResult r = RunShimmed({App("direct"), "pitch", "--pitch-width", width, "--count", "1"}, kTeam);
     EXPECT_EQ(r.exit_code, 0) << width << ": " << Describe(r);
     EXPECT_EQ(ResultOf(r).value("allocated", -1), 0) << r.out;
   }

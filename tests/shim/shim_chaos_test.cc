@@ -43,13 +43,13 @@ class ShimChaosTest : public ShimTest {
                             TenantEnv(tenant));
       case 1: {
         const char* how[] = {"destroy", "reset", "release"};
-        return StartShimmed({App("direct"), "alloc", "--chunk", "64Mi", "--count", "3", "--teardown",
-                             how[random() % 3], "--after-teardown", "2", "--hold", "60"},
+        return StartShimmed({App("direct"), "alloc", "--chunk", "64Mi", "--count", "3", "--teardown", how[random() % 3],
+                             "--after-teardown", "2", "--hold", "60"},
                             TenantEnv(tenant));
       }
       default:
-        return StartShimmed({App(apps[random() % 3]), apis[random() % 7], "--churn", "--chunk", "32Mi", "--count",
-                             "4", "--threads", "2"},
+        return StartShimmed({App(apps[random() % 3]), apis[random() % 7], "--churn", "--chunk", "32Mi", "--count", "4",
+                             "--threads", "2"},
                             TenantEnv(tenant));
     }
   }
@@ -69,9 +69,9 @@ TEST_F(ShimChaosTest, HundredsOfRandomKillsAcrossTwoTenantsLeaveNothingBehind) {
   // The simulated GPU's state file is created by the first process that uses it; one killed while
   // creating it leaves a file the simulator refuses ever after (a limit of the simulator, which a
   // real GPU does not share): it is created before the kills begin.
-  ASSERT_EQ(RunShimmed({App("direct"), "alloc", "--chunk", "1Mi", "--count", "1"}, TenantEnv(kTenants[0]), 20000)
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      RunShimmed({App("direct"), "alloc", "--chunk", "1Mi", "--count", "1"}, TenantEnv(kTenants[0]), 20000).exit_code,
+      0);
   const auto started = steady_clock::now();
   int kills = 0, processes = 0, ended_alone = 0;
   while (kills < kKills) {
@@ -108,8 +108,9 @@ TEST_F(ShimChaosTest, HundredsOfRandomKillsAcrossTwoTenantsLeaveNothingBehind) {
     ASSERT_EQ(all.exit_code, 0) << Describe(all);
     EXPECT_EQ(ResultOf(all).value("allocated", -1), 2) << "the whole quota, at once: " << all.out;
     // A stuck grant or lock would hold this launch until the test's timeout.
-    const ProcessResult launch = RunShimmed(
-        {App("workload"), "compute", "--kernel-us", "100", "--depth", "1", "--kernels", "10"}, TenantEnv(tenant), 20000);
+    const ProcessResult launch =
+        RunShimmed({App("workload"), "compute", "--kernel-us", "100", "--depth", "1", "--kernels", "10"},
+                   TenantEnv(tenant), 20000);
     ASSERT_EQ(launch.exit_code, 0) << Describe(launch);
     EXPECT_LT(EventOf(launch.out, "result").value("elapsed_s", 1e9), 2.0) << launch.out;
   }

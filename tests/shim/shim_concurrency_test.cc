@@ -28,7 +28,8 @@ class ShimConcurrencyTest : public ShimTest {
   // Starts one holder per command, all told to start allocating at the same moment (late
   // enough for every process to be up, even on a loaded machine), and returns the bytes each
   // reports holding.
-  std::vector<uint64_t> Race(const std::vector<std::vector<std::string>>& commands, const std::vector<std::string>& env) {
+  std::vector<uint64_t> Race(const std::vector<std::vector<std::string>>& commands,
+                             const std::vector<std::string>& env) {
     const std::string start_at = std::to_string(RealtimeMs() + 500);
     for (auto argv : commands) {
       argv.insert(argv.end(), {"--start-at", start_at, "--hold", "60"});

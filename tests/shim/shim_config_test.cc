@@ -88,10 +88,10 @@ INSTANTIATE_TEST_SUITE_P(
                       BadSetting{"GPUSLICE_TENANT", "team a"}, BadSetting{"GPUSLICE_TENANT", "team/a"},
                       BadSetting{"GPUSLICE_TENANT", std::string(64, 't')}, BadSetting{"GPUSLICE_STATE_DIR", ""},
                       BadSetting{"GPUSLICE_STATE_DIR", "relative/dir"},
-                      BadSetting{"GPUSLICE_DRIVER_LIBRARY", "libcuda.so.1"},
-                      BadSetting{"GPUSLICE_DRIVER_LIBRARY", ""}, BadSetting{"GPUSLICE_MEMORY_LIMT", "1Gi"},
-                      BadSetting{"GPUSLICE_COMPUTE_CLASS", "fast"}, BadSetting{"GPUSLICE_COMPUTE_CLASS", ""},
-                      BadSetting{"GPUSLICE_TENNANT", "team"}, BadSetting{"GPUSLICE_LIMIT", "1Gi"}),
+                      BadSetting{"GPUSLICE_DRIVER_LIBRARY", "libcuda.so.1"}, BadSetting{"GPUSLICE_DRIVER_LIBRARY", ""},
+                      BadSetting{"GPUSLICE_MEMORY_LIMT", "1Gi"}, BadSetting{"GPUSLICE_COMPUTE_CLASS", "fast"},
+                      BadSetting{"GPUSLICE_COMPUTE_CLASS", ""}, BadSetting{"GPUSLICE_TENNANT", "team"},
+                      BadSetting{"GPUSLICE_LIMIT", "1Gi"}),
     [](const auto& info) {
       std::string name = info.param.name.substr(9) + "_" + std::to_string(info.index);
       for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
@@ -102,8 +102,8 @@ INSTANTIATE_TEST_SUITE_P(
 // driver is looked for, so a typo is reported even when no driver can be loaded (before, the
 // only line was "cannot load the CUDA driver" and the typo went unreported).
 TEST_F(ShimConfigTest, ATypoIsReportedEvenWhenTheDriverCannotBeLoaded) {
-  const ProcessResult r = RunAlloc(kDirect, {"GPUSLICE_DRIVER_LIBRARY=/nonexistent/libcuda.so.1",
-                                             "GPUSLICE_MEMORY_LIMT=1Gi"});
+  const ProcessResult r =
+      RunAlloc(kDirect, {"GPUSLICE_DRIVER_LIBRARY=/nonexistent/libcuda.so.1", "GPUSLICE_MEMORY_LIMT=1Gi"});
   ExpectFailsClosed(r, {"unknown variable GPUSLICE_MEMORY_LIMT='1Gi'", "did you mean GPUSLICE_MEMORY_LIMIT?"});
   // Control: valid options and the same missing driver give the loader's line, not a typo's.
   const ProcessResult control = RunAlloc(kDirect, {"GPUSLICE_DRIVER_LIBRARY=/nonexistent/libcuda.so.1"});

@@ -48,15 +48,14 @@ TEST_P(ShimNearMissTest, IsWarnedAboutInOneLineNamingItAndWhatItMeantAndTheRunGo
   EXPECT_THAT(lines[0], HasSubstr("did you mean " + n.meant + "='1Gi'?"));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Names, ShimNearMissTest,
-    ::testing::Values(NearMiss{"GPU_SLICE_MEMORY_LIMIT", "GPUSLICE_MEMORY_LIMIT"},
-                      NearMiss{"gpuslice_memory_limit", "GPUSLICE_MEMORY_LIMIT"},
-                      NearMiss{"Gpuslice_Memory_Limit", "GPUSLICE_MEMORY_LIMIT"},
-                      NearMiss{"gpu_slice_memory_limit", "GPUSLICE_MEMORY_LIMIT"},
-                      NearMiss{"GPU_SLICE_MEMORY_LIMIT_0", "GPUSLICE_MEMORY_LIMIT_0"},
-                      NearMiss{"gpuslice_memory_limt", "GPUSLICE_MEMORY_LIMIT"}),
-    [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Names, ShimNearMissTest,
+                         ::testing::Values(NearMiss{"GPU_SLICE_MEMORY_LIMIT", "GPUSLICE_MEMORY_LIMIT"},
+                                           NearMiss{"gpuslice_memory_limit", "GPUSLICE_MEMORY_LIMIT"},
+                                           NearMiss{"Gpuslice_Memory_Limit", "GPUSLICE_MEMORY_LIMIT"},
+                                           NearMiss{"gpu_slice_memory_limit", "GPUSLICE_MEMORY_LIMIT"},
+                                           NearMiss{"GPU_SLICE_MEMORY_LIMIT_0", "GPUSLICE_MEMORY_LIMIT_0"},
+                                           NearMiss{"gpuslice_memory_limt", "GPUSLICE_MEMORY_LIMIT"}),
+                         [](const auto& info) { return info.param.name; });
 
 // Control: the real name is read and binds (the second 1 GiB is refused), without a warning.
 TEST_F(ShimConfigWarningsTest, TheRealNameBindsWithoutAWarning) {

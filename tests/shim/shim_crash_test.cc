@@ -95,8 +95,8 @@ TEST_F(ShimCrashTest, HundredsOfRandomKillsLeaveTheLedgerExact) {
     for (int i = 0; i < kAtOnce; ++i) {
       const std::string api = apis[random() % std::size(apis)];
       const std::string app = apps[random() % std::size(apps)];
-      batch.push_back(StartShimmed({App(app), api, "--churn", "--chunk", "64Mi", "--count", "6", "--threads", "2"},
-                                   kTeam));
+      batch.push_back(
+          StartShimmed({App(app), api, "--churn", "--chunk", "64Mi", "--count", "6", "--threads", "2"}, kTeam));
       delays.push_back(milliseconds(random() % 21));
     }
     // Half the batches are killed counting from their start (many die while starting up), half
@@ -133,9 +133,9 @@ pid_t OnlyChildOf(pid_t parent) {
 // `unshare --pid --fork` as this machine allows it: as root, else in a new user namespace.
 // Empty (and `why` says why) when neither works.
 std::vector<std::string> UnsharePidNamespace(std::string* why) {
-  for (std::vector<std::string> prefix : {std::vector<std::string>{"unshare", "--pid", "--fork", "--kill-child"},
-                                          std::vector<std::string>{"unshare", "--user", "--map-root-user", "--pid",
-                                                                   "--fork", "--kill-child"}}) {
+  for (std::vector<std::string> prefix :
+       {std::vector<std::string>{"unshare", "--pid", "--fork", "--kill-child"},
+        std::vector<std::string>{"unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child"}}) {
     std::vector<std::string> probe = {"/usr/bin/env"};
     probe.insert(probe.end(), prefix.begin(), prefix.end());
     probe.insert(probe.end(), {"/bin/sh", "-c", "echo $$"});

@@ -39,8 +39,8 @@ class ShimCreatorStoppedTest : public ShimTest {
 TEST_F(ShimCreatorStoppedTest, ATenantFailsClosedWithinTheBoundAndGpuslicectlTooThenTheFileIsCreated) {
   const int creator = StopCreatorHalfway();
   const auto start = Clock::now();
-  const ProcessResult r = RunShimmed(kDirect.Command("alloc", {"--chunk", "64Mi", "--count", "1"}),
-                                     {"GPUSLICE_MEMORY_LIMIT=1Gi"}, 20000);
+  const ProcessResult r =
+      RunShimmed(kDirect.Command("alloc", {"--chunk", "64Mi", "--count", "1"}), {"GPUSLICE_MEMORY_LIMIT=1Gi"}, 20000);
   const double took = std::chrono::duration<double>(Clock::now() - start).count();
   EXPECT_LT(took, 8) << "bounded: the creator is waited for 2 s, not for ever";
   const Json result = ResultOf(r);
@@ -50,14 +50,15 @@ TEST_F(ShimCreatorStoppedTest, ATenantFailsClosedWithinTheBoundAndGpuslicectlToo
   EXPECT_NE(r.err.find(state_dir()), std::string::npos) << "the line names the file: " << r.err;
 
   const auto ctl_start = Clock::now();
-  const ProcessResult status = gpuslice::testing::Run({BinDir() + "/gpuslicectl", "status", "--state-dir", state_dir()}, {}, 20000);
+  const ProcessResult status =
+      gpuslice::testing::Run({BinDir() + "/gpuslicectl", "status", "--state-dir", state_dir()}, {}, 20000);
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - ctl_start).count(), 8);
   EXPECT_EQ(status.exit_code, 1) << status.out << status.err;
   EXPECT_NE(status.err.find("creation lock"), std::string::npos) << status.err;
 
   close(creator);  // the creator is gone: its lock with it
-  const ProcessResult after = RunShimmed(kDirect.Command("alloc", {"--chunk", "64Mi", "--count", "1"}),
-                                         {"GPUSLICE_MEMORY_LIMIT=1Gi"});
+  const ProcessResult after =
+      RunShimmed(kDirect.Command("alloc", {"--chunk", "64Mi", "--count", "1"}), {"GPUSLICE_MEMORY_LIMIT=1Gi"});
   EXPECT_EQ(ResultOf(after).value("allocated", -1), 1) << Describe(after);
 }
 

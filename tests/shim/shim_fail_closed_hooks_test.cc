@@ -19,8 +19,8 @@ const std::vector<std::string> kTwoChunks = {"--chunk", "64Mi", "--count", "2"};
 class ShimFailClosedHooksTest : public ShimTest, public ::testing::WithParamInterface<std::string> {};
 
 TEST_P(ShimFailClosedHooksTest, AnUnknownVariableMakesEveryAllocationFailWithNotPermitted) {
-  const ProcessResult r = RunShimmed(kDirect.Command(GetParam(), kTwoChunks),
-                                     {"GPUSLICE_MEMORY_LIMIT=1Gi", "GPUSLICE_MEMORY_LIMT=1Gi"});
+  const ProcessResult r =
+      RunShimmed(kDirect.Command(GetParam(), kTwoChunks), {"GPUSLICE_MEMORY_LIMIT=1Gi", "GPUSLICE_MEMORY_LIMT=1Gi"});
   EXPECT_EQ(r.exit_code, 3) << Describe(r);
   const Json result = ResultOf(r);
   EXPECT_EQ(result.value("init", ""), "CUDA_ERROR_NOT_PERMITTED") << r.out;

@@ -45,8 +45,8 @@ void ExpectChildSharedTheQuotaAndLeftNothing(const ProcessResult& r) {
 }
 
 TEST_F(ShimForkTest, AForkedChildIsASeparateProcessOfTheTenantAndItsChargesGoWhenItExits) {
-  const ProcessResult r = RunShimmed({App("direct"), "alloc", "--chunk", "256Mi", "--count", "2", "--fork-child",
-                                      "4", "--child-exit", "normal"},
+  const ProcessResult r = RunShimmed({App("direct"), "alloc", "--chunk", "256Mi", "--count", "2", "--fork-child", "4",
+                                      "--child-exit", "normal"},
                                      kTeam);
   ExpectChildSharedTheQuotaAndLeftNothing(r);
   EXPECT_EQ(EventOf(r.out, "child_exited").value("status", ""), "exit 0") << r.out;
@@ -54,8 +54,8 @@ TEST_F(ShimForkTest, AForkedChildIsASeparateProcessOfTheTenantAndItsChargesGoWhe
 }
 
 TEST_F(ShimForkTest, AKilledChildsChargesGoWithIt) {
-  const ProcessResult r = RunShimmed({App("dlsym"), "async", "--chunk", "256Mi", "--count", "2", "--fork-child",
-                                      "4", "--child-exit", "kill"},
+  const ProcessResult r = RunShimmed({App("dlsym"), "async", "--chunk", "256Mi", "--count", "2", "--fork-child", "4",
+                                      "--child-exit", "kill"},
                                      kTeam);
   ExpectChildSharedTheQuotaAndLeftNothing(r);
   EXPECT_EQ(EventOf(r.out, "child_exited").value("status", ""), "signal 9") << r.out;

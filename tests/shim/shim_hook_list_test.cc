@@ -31,8 +31,8 @@ std::set<std::string> Matches(const std::string& text, const std::regex& pattern
 TEST(ShimHookListTest, VersionScriptExportsExactlyTheHooks) {
   const std::string list = ReadSource("shim/hook_list.h");
   const std::string hooks_only = list.substr(0, list.find("GPUSLICE_DRIVER_CALLS")) +
-                                 list.substr(list.find("GPUSLICE_NVML_HOOKS"), list.find("GPUSLICE_NVML_CALLS") -
-                                                                                  list.find("GPUSLICE_NVML_HOOKS"));
+                                 list.substr(list.find("GPUSLICE_NVML_HOOKS"),
+                                             list.find("GPUSLICE_NVML_CALLS") - list.find("GPUSLICE_NVML_HOOKS"));
   std::set<std::string> hooks = Matches(hooks_only, std::regex(R"(X\((\w+)\))"));
   hooks.insert("dlsym");
   const std::string map = ReadSource("shim/libgpuslice.map");

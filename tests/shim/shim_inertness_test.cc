@@ -26,8 +26,8 @@ class ShimInertnessTest : public ShimTest {};
 TEST_F(ShimInertnessTest, AProgramThatNeverCallsCudaIsUntouched) {
   // A bad limit and a state directory that does not exist: neither may be acted on.
   const std::string missing = state_dir() + "/not-yet";
-  for (const std::vector<std::string>& env : std::vector<std::vector<std::string>>{
-           {}, {"GPUSLICE_MEMORY_LIMIT=bogus", "GPUSLICE_STATE_DIR=" + missing}}) {
+  for (const std::vector<std::string>& env :
+       std::vector<std::vector<std::string>>{{}, {"GPUSLICE_MEMORY_LIMIT=bogus", "GPUSLICE_STATE_DIR=" + missing}}) {
     SCOPED_TRACE(::testing::PrintToString(env));
     const ProcessResult t = RunShimmed({"/bin/true"}, env);
     EXPECT_EQ(t.exit_code, 0) << Describe(t);
@@ -64,7 +64,8 @@ std::vector<std::string> Dependencies(const std::string& ldd) {
 
 TEST_F(ShimInertnessTest, TheLibraryDependsOnGlibcAlone) {
 #ifdef GPUSLICE_SANITIZER_BUILD
-  GTEST_SKIP() << "sanitizer build (" GPUSLICE_SANITIZER_BUILD "): the shim depends on the sanitizer runtime "
+  GTEST_SKIP() << "sanitizer build (" GPUSLICE_SANITIZER_BUILD
+                  "): the shim depends on the sanitizer runtime "
                   "and the shared libstdc++";
 #endif
   const ProcessResult r = gpuslice::testing::Run({"/usr/bin/ldd", ShimPath()});

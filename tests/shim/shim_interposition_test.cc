@@ -90,8 +90,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST_F(ShimInterpositionTest, PerThreadBuildImportsThePtszNames) {
   const ProcessResult ptsz = gpuslice::testing::Run({"/bin/sh", "-c", "nm -u " + App("direct-ptsz")});
   ASSERT_EQ(ptsz.exit_code, 0) << Describe(ptsz);
-  for (const char* name : {"cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync_ptsz", "cuMemFreeAsync_ptsz",
-                           "cuStreamSynchronize_ptsz"})
+  for (const char* name :
+       {"cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync_ptsz", "cuMemFreeAsync_ptsz", "cuStreamSynchronize_ptsz"})
     EXPECT_THAT(ptsz.out, HasSubstr(std::string(name) + "\n"));
   EXPECT_THAT(ptsz.out, HasSubstr("cuMemAlloc_v2\n"));
 

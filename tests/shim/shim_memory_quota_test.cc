@@ -22,9 +22,9 @@ struct FamilyCase {
 class ShimMemoryQuotaFamilyTest : public ShimTest, public ::testing::WithParamInterface<FamilyCase> {};
 
 TEST_P(ShimMemoryQuotaFamilyTest, RefusedBeyondTheQuotaAndAFreeMakesRoomAtOnce) {
-  const ProcessResult r = RunShimmed(GetParam().path.Command(GetParam().api, {"--chunk", "256Mi", "--count", "6",
-                                                                              "--refill"}),
-                                     {"GPUSLICE_MEMORY_LIMIT=1Gi"});
+  const ProcessResult r =
+      RunShimmed(GetParam().path.Command(GetParam().api, {"--chunk", "256Mi", "--count", "6", "--refill"}),
+                 {"GPUSLICE_MEMORY_LIMIT=1Gi"});
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   const Json result = ResultOf(r);
   // A 256 MiB chunk is one item of 256 MiB, except a two-level mipmap (base plus a quarter).
@@ -69,8 +69,8 @@ TEST_F(ShimMemoryQuotaTest, WithoutALimitNothingIsRefused) {
 TEST_F(ShimMemoryQuotaTest, TheDriversOwnRefusalPassesThroughUnderTheQuota) {
   // A 4 GiB quota on a 1 GiB device: the device runs out first, and says so itself.
   SetEnv("GPUSLICE_SIM_MEMORY", "1Gi");
-  const ProcessResult r =
-      RunShimmed({App("direct"), "alloc", "--chunk", "256Mi", "--count", "6", "--refill"}, {"GPUSLICE_MEMORY_LIMIT=4Gi"});
+  const ProcessResult r = RunShimmed({App("direct"), "alloc", "--chunk", "256Mi", "--count", "6", "--refill"},
+                                     {"GPUSLICE_MEMORY_LIMIT=4Gi"});
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   const Json result = ResultOf(r);
   EXPECT_EQ(result.value("allocated", -1), 4) << r.out;
@@ -80,8 +80,8 @@ TEST_F(ShimMemoryQuotaTest, TheDriversOwnRefusalPassesThroughUnderTheQuota) {
 }
 
 TEST_F(ShimMemoryQuotaTest, ThreadsOfOneProcessNeverGetMoreThanTheQuota) {
-  const ProcessResult r = RunShimmed(
-      {App("direct"), "alloc", "--chunk", "64Mi", "--count", "8", "--threads", "8"}, {"GPUSLICE_MEMORY_LIMIT=1Gi"});
+  const ProcessResult r = RunShimmed({App("direct"), "alloc", "--chunk", "64Mi", "--count", "8", "--threads", "8"},
+                                     {"GPUSLICE_MEMORY_LIMIT=1Gi"});
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   const Json result = ResultOf(r);
   EXPECT_EQ(result.value("allocated", -1), 16) << r.out;

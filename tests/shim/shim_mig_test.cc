@@ -90,17 +90,18 @@ TEST_F(ShimMigNodeTest, FiftySixTenantsOnEightGpusOfSevenInstancesEachGetTheirQu
   std::vector<std::unique_ptr<Subprocess>> holders;
   for (size_t i = 0; i < uuids.size(); ++i) {
     const int chunks = chunks_of(i);
-    holders.push_back(StartShimmed(
-        {App("direct"), "alloc", "--chunk", "32Mi", "--count", std::to_string(chunks + 1), "--hold", "60"},
-        {"CUDA_VISIBLE_DEVICES=" + uuids[i], "GPUSLICE_TENANT=node-" + std::to_string(i),
-         "GPUSLICE_MEMORY_LIMIT=" + std::to_string(chunks * 32) + "Mi"}));
+    holders.push_back(
+        StartShimmed({App("direct"), "alloc", "--chunk", "32Mi", "--count", std::to_string(chunks + 1), "--hold", "60"},
+                     {"CUDA_VISIBLE_DEVICES=" + uuids[i], "GPUSLICE_TENANT=node-" + std::to_string(i),
+                      "GPUSLICE_MEMORY_LIMIT=" + std::to_string(chunks * 32) + "Mi"}));
   }
   for (size_t i = 0; i < holders.size(); ++i) {
     ASSERT_TRUE(holders[i]->WaitForOutput("\"event\":\"holding\"", 30000))
-        << "tenant " << i << " did not report:\n" << holders[i]->StdoutSoFar() << holders[i]->StderrSoFar();
+        << "tenant " << i << " did not report:\n"
+        << holders[i]->StdoutSoFar() << holders[i]->StderrSoFar();
     const Json held = EventOf(holders[i]->StdoutSoFar(), "holding");
-    EXPECT_EQ(held.value("allocated", -1), chunks_of(i))
-        << "tenant " << i << " on " << uuids[i] << ":\n" << holders[i]->StderrSoFar();
+    EXPECT_EQ(held.value("allocated", -1), chunks_of(i)) << "tenant " << i << " on " << uuids[i] << ":\n"
+                                                         << holders[i]->StderrSoFar();
     EXPECT_EQ(held.value("refused", -1), 1) << "tenant " << i;
   }
 

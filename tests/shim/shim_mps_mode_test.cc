@@ -41,8 +41,8 @@ TEST_F(ShimMpsModeTest, LimitsArePassedToMpsBeforeTheDriverInitialises) {
 
 TEST_F(ShimMpsModeTest, OtherModesLeaveTheEnvironmentAlone) {
   SetMode(broker::SharingMode::kNone);
-  const ProcessResult r =
-      RunShimmed({App("direct"), "alloc", "--chunk", "1Mi"}, {"GPUSLICE_COMPUTE_LIMIT=40", "GPUSLICE_MEMORY_LIMIT=2Gi"});
+  const ProcessResult r = RunShimmed({App("direct"), "alloc", "--chunk", "1Mi"},
+                                     {"GPUSLICE_COMPUTE_LIMIT=40", "GPUSLICE_MEMORY_LIMIT=2Gi"});
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   EXPECT_EQ(r.out.find("CUDA_MPS_"), std::string::npos) << r.out;
 }

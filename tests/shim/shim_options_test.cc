@@ -63,24 +63,23 @@ TEST_P(ShimOptionsBadTest, IsRefusedWithOneLineNamingVariableValueAndExample) {
   EXPECT_EQ(error.find('\n'), std::string::npos);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    EveryVariable, ShimOptionsBadTest,
-    ::testing::Values(Bad{"GPUSLICE_MEMORY_LIMIT=lots", "GPUSLICE_MEMORY_LIMIT"},
-                      Bad{"GPUSLICE_MEMORY_LIMIT=0", "GPUSLICE_MEMORY_LIMIT"},
-                      Bad{"GPUSLICE_MEMORY_LIMIT=0%", "GPUSLICE_MEMORY_LIMIT"},
-                      Bad{"GPUSLICE_MEMORY_LIMIT=101%", "GPUSLICE_MEMORY_LIMIT"},
-                      Bad{"GPUSLICE_MEMORY_LIMIT=1.5Gi", "GPUSLICE_MEMORY_LIMIT"},
-                      Bad{"GPUSLICE_MEMORY_LIMIT=", "GPUSLICE_MEMORY_LIMIT"},
-                      Bad{"GPUSLICE_MEMORY_LIMIT_0=-1", "GPUSLICE_MEMORY_LIMIT_0"},
-                      Bad{"GPUSLICE_MEMORY_LIMIT_99=1Gi", "GPUSLICE_MEMORY_LIMIT_99"},
-                      Bad{"GPUSLICE_TENANT=has space", "GPUSLICE_TENANT"},
-                      Bad{"GPUSLICE_TENANT=", "GPUSLICE_TENANT"},
-                      Bad{"GPUSLICE_STATE_DIR=relative/dir", "GPUSLICE_STATE_DIR"},
-                      Bad{"GPUSLICE_DRIVER_LIBRARY=libcuda.so.1", "GPUSLICE_DRIVER_LIBRARY"},
-                      Bad{"GPUSLICE_COMPUTE_CLASS=fast", "GPUSLICE_COMPUTE_CLASS"},
-                      Bad{"GPUSLICE_COMPUTE_CLASS=Latency", "GPUSLICE_COMPUTE_CLASS"},
-                      Bad{"GPUSLICE_COMPUTE_CLASS=", "GPUSLICE_COMPUTE_CLASS"},
-                      Bad{"GPUSLICE_MEMORY_LIMT=4Gi", "GPUSLICE_MEMORY_LIMT"}));
+INSTANTIATE_TEST_SUITE_P(EveryVariable, ShimOptionsBadTest,
+                         ::testing::Values(Bad{"GPUSLICE_MEMORY_LIMIT=lots", "GPUSLICE_MEMORY_LIMIT"},
+                                           Bad{"GPUSLICE_MEMORY_LIMIT=0", "GPUSLICE_MEMORY_LIMIT"},
+                                           Bad{"GPUSLICE_MEMORY_LIMIT=0%", "GPUSLICE_MEMORY_LIMIT"},
+                                           Bad{"GPUSLICE_MEMORY_LIMIT=101%", "GPUSLICE_MEMORY_LIMIT"},
+                                           Bad{"GPUSLICE_MEMORY_LIMIT=1.5Gi", "GPUSLICE_MEMORY_LIMIT"},
+                                           Bad{"GPUSLICE_MEMORY_LIMIT=", "GPUSLICE_MEMORY_LIMIT"},
+                                           Bad{"GPUSLICE_MEMORY_LIMIT_0=-1", "GPUSLICE_MEMORY_LIMIT_0"},
+                                           Bad{"GPUSLICE_MEMORY_LIMIT_99=1Gi", "GPUSLICE_MEMORY_LIMIT_99"},
+                                           Bad{"GPUSLICE_TENANT=has space", "GPUSLICE_TENANT"},
+                                           Bad{"GPUSLICE_TENANT=", "GPUSLICE_TENANT"},
+                                           Bad{"GPUSLICE_STATE_DIR=relative/dir", "GPUSLICE_STATE_DIR"},
+                                           Bad{"GPUSLICE_DRIVER_LIBRARY=libcuda.so.1", "GPUSLICE_DRIVER_LIBRARY"},
+                                           Bad{"GPUSLICE_COMPUTE_CLASS=fast", "GPUSLICE_COMPUTE_CLASS"},
+                                           Bad{"GPUSLICE_COMPUTE_CLASS=Latency", "GPUSLICE_COMPUTE_CLASS"},
+                                           Bad{"GPUSLICE_COMPUTE_CLASS=", "GPUSLICE_COMPUTE_CLASS"},
+                                           Bad{"GPUSLICE_MEMORY_LIMT=4Gi", "GPUSLICE_MEMORY_LIMT"}));
 
 TEST(ShimOptionsTest, ComputeClassIsStandardUnlessOneOfTheThreeIsNamed) {
   const Result<ShimOptions> defaults = Parse({});

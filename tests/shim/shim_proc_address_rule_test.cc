@@ -78,8 +78,8 @@ std::ostream& operator<<(std::ostream& os, const RuleCase& c) { return os << c.p
 class ShimProcAddressRuleQuotaTest : public ShimTest, public ::testing::WithParamInterface<RuleCase> {};
 
 TEST_P(ShimProcAddressRuleQuotaTest, QuotaAdmitsExactlyWhatFitsWhenTheDriverAnswersWithInternalEntryPoints) {
-  const ProcessResult r = RunShimmed(GetParam().path.Command(GetParam().api, kSixChunks),
-                                     {"GPUSLICE_MEMORY_LIMIT=1Gi", kInternal});
+  const ProcessResult r =
+      RunShimmed(GetParam().path.Command(GetParam().api, kSixChunks), {"GPUSLICE_MEMORY_LIMIT=1Gi", kInternal});
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   const Json result = ResultOf(r);
   EXPECT_EQ(result.value("allocated", -1), 4) << r.out;
@@ -89,8 +89,9 @@ TEST_P(ShimProcAddressRuleQuotaTest, QuotaAdmitsExactlyWhatFitsWhenTheDriverAnsw
 }
 
 TEST_P(ShimProcAddressRuleQuotaTest, WithoutTheShimTheSameProgramGetsEverything) {
-  const ProcessResult r = gpuslice::testing::Run(GetParam().path.Command(GetParam().api, kSixChunks),
-                                                 {"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_MEMORY_LIMIT=1Gi", kInternal});
+  const ProcessResult r =
+      gpuslice::testing::Run(GetParam().path.Command(GetParam().api, kSixChunks),
+                             {"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_MEMORY_LIMIT=1Gi", kInternal});
   ASSERT_EQ(r.exit_code, 0) << Describe(r);
   EXPECT_EQ(ResultOf(r).value("allocated", -1), 6) << r.out;
 }

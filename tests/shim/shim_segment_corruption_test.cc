@@ -62,7 +62,8 @@ class ShimSegmentCorruptionTest : public ShimTest {
   int TenantIndex(const std::string& name) const {
     auto segment = ReadSegment();
     for (int t = 0; t < broker::kMaxTenants; ++t)
-      if (segment->tenants[t].name_length == name.size() && std::memcmp(segment->tenants[t].name, name.data(), name.size()) == 0)
+      if (segment->tenants[t].name_length == name.size() &&
+          std::memcmp(segment->tenants[t].name, name.data(), name.size()) == 0)
         return t;
     ADD_FAILURE() << "no tenant " << name;
     return 0;
@@ -75,10 +76,13 @@ class ShimSegmentCorruptionTest : public ShimTest {
     return 0;
   }
   static size_t LedgerOffset(int tenant, int gpu) {
-    return offsetof(Segment, ledgers) + sizeof(broker::LedgerEntry) * static_cast<size_t>(tenant * broker::kMaxGpus + gpu);
+    return offsetof(Segment, ledgers) +
+           sizeof(broker::LedgerEntry) * static_cast<size_t>(tenant * broker::kMaxGpus + gpu);
   }
   // The victim's ledger is on GPU entry 0 (the only GPU the simulator has here).
-  size_t VictimLedgerMutex() const { return LedgerOffset(TenantIndex("victim"), 0) + offsetof(broker::LedgerEntry, mutex); }
+  size_t VictimLedgerMutex() const {
+    return LedgerOffset(TenantIndex("victim"), 0) + offsetof(broker::LedgerEntry, mutex);
+  }
 
   // A newcomer that allocates `count` × 256 MiB; it must not crash and prints at most one-line
   // messages of gpuslice's.
@@ -148,8 +152,7 @@ INSTANTIATE_TEST_SUITE_P(
         HeaderField{"TenantCapacity", offsetof(broker::SegmentHeader, max_tenants), 1u << 30, "tenant table capacity"},
         HeaderField{"GpuCount", offsetof(broker::SegmentHeader, gpu_high_water), 0xffffffffu, "GPU count"},
         HeaderField{"TenantCount", offsetof(broker::SegmentHeader, tenant_high_water), 0xffffffffu, "tenant count"},
-        HeaderField{"ProcessCount", offsetof(broker::SegmentHeader, process_high_water), 0x7fffffffu,
-                    "process count"}),
+        HeaderField{"ProcessCount", offsetof(broker::SegmentHeader, process_high_water), 0x7fffffffu, "process count"}),
     [](const ::testing::TestParamInfo<HeaderField>& info) { return info.param.name; });
 
 // --- the magic: a live segment is never initialised again ---
@@ -204,8 +207,8 @@ TEST_F(ShimSegmentCorruptionTest, ForgedHolderOfTheGpuCrashesNoLauncher) {
   const size_t holder = offsetof(Segment, gpus) + offsetof(broker::GpuEntry, holder);
   for (uint32_t forged : {0x7fffffffu, 0xffffffffu, static_cast<uint32_t>(broker::kMaxTenants + 1)}) {
     WriteValueAt<uint32_t>(holder, forged);
-    const ProcessResult r = RunShimmed({App("workload"), "compute", "--kernels", "3", "--kernel-us", "100"},
-                                       kOther, 120000);
+    const ProcessResult r =
+        RunShimmed({App("workload"), "compute", "--kernels", "3", "--kernel-us", "100"}, kOther, 120000);
     EXPECT_EQ(r.signal, 0) << "holder " << forged << ": " << Describe(r);
     for (const std::string& line : GpusliceLines(r.err)) EXPECT_EQ(line.find('\n'), std::string::npos);
   }
@@ -246,16 +249,15 @@ TEST_P(ShimSegmentLedgerLockTest, OnlyThatTenantOnThatGpuIsRefusedWithOneLine) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Bytes, ShimSegmentLedgerLockTest,
-    ::testing::Values(
-        // glibc's type word: garbage is EINVAL (RobustLock used to abort() there), zero would lock
-        // as a process-private, non-robust mutex.
-        LockBytes{"GarbageKind", offsetof(pthread_mutex_t, __data.__kind), 0x41414141u},
-        LockBytes{"ZeroedKind", offsetof(pthread_mutex_t, __data.__kind), 0u},
-        // A lock word naming an owner that never unlocks: the lockers give up after 10 s.
-        LockBytes{"ForgedOwner", offsetof(pthread_mutex_t, __data.__lock), 0x00808080u, false}),
-    [](const ::testing::TestParamInfo<LockBytes>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Bytes, ShimSegmentLedgerLockTest,
+                         ::testing::Values(
+                             // glibc's type word: garbage is EINVAL (RobustLock used to abort() there), zero would lock
+                             // as a process-private, non-robust mutex.
+                             LockBytes{"GarbageKind", offsetof(pthread_mutex_t, __data.__kind), 0x41414141u},
+                             LockBytes{"ZeroedKind", offsetof(pthread_mutex_t, __data.__kind), 0u},
+                             // A lock word naming an owner that never unlocks: the lockers give up after 10 s.
+                             LockBytes{"ForgedOwner", offsetof(pthread_mutex_t, __data.__lock), 0x00808080u, false}),
+                         [](const ::testing::TestParamInfo<LockBytes>& info) { return info.param.name; });
 
 TEST_F(ShimSegmentCorruptionTest, CorruptTableLockRefusesNewcomersWithOneLineAndAbortsNoOne) {
   StartVictim();

@@ -68,7 +68,8 @@ TEST_F(SimContentionTest, TwoComputeBoundProcessesGetEqualTurns) {
   std::vector<std::unique_ptr<ForkedChild>> children;
   std::vector<pid_t> pids;
   for (int i = 0; i < 2; ++i) {
-    children.push_back(std::make_unique<ForkedChild>([&](int fd) { return ComputeBoundChild(fd, 1'000'000, 2, run_ns); }));
+    children.push_back(
+        std::make_unique<ForkedChild>([&](int fd) { return ComputeBoundChild(fd, 1'000'000, 2, run_ns); }));
     pids.push_back(children.back()->pid());
   }
   for (auto& c : children) ASSERT_TRUE(c->WaitSignal());

@@ -72,9 +72,7 @@ int BystanderBeside(const char* bystander_visible, const char* faulter_visible) 
 
 using SimFaultTest = SimTest;
 
-TEST_F(SimFaultTest, TimeSlicedFaultBreaksOnlyTheFaultingContext) {
-  EXPECT_EQ(BystanderBeside(nullptr, nullptr), 0);
-}
+TEST_F(SimFaultTest, TimeSlicedFaultBreaksOnlyTheFaultingContext) { EXPECT_EQ(BystanderBeside(nullptr, nullptr), 0); }
 
 TEST_F(SimFaultTest, UnderMpsAFaultIsReportedToEveryClientOfTheGpu) {
   SetEnv("GPUSLICE_SIM_MPS", "1");

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <string>
 
-#include "gpuslice/sim_query.h"
 #include "common/proc_rows.h"
+#include "gpuslice/sim_query.h"
 #include "tests/support/sim_driver_helpers.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"
@@ -48,12 +48,14 @@ TEST_F(SimInternalEntryPointsTest, EveryAnswerIsAFunctionOfTheLibraryThatIsNotIt
   for (const ProcRow& row : kProcRows) {
     for (const bool per_thread : {false, true}) {
       const char* name = (per_thread && *row.per_thread_name) ? row.per_thread_name : row.name;
-      const cuuint64_t flags = per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+      const cuuint64_t flags = per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+                                          : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
       void* exported = dlsym(SimHandle(), name);
       void* pfn = reinterpret_cast<void*>(0x1);
       CUdriverProcAddressQueryResult status{};
       const CUresult rc = cuGetProcAddress_v2(row.base, &pfn, row.version, flags, &status);
-      const std::string where = std::string(row.base) + " v" + std::to_string(row.version) + (per_thread ? " ptsz" : "");
+      const std::string where = std::string(row.base) + " v" + std::to_string(row.version) +
+                                (per_thread ? " ptsz" : "");
       if (!exported) {  // not implemented: still reported missing, never a pointer to something
         EXPECT_EQ(rc, CUDA_ERROR_NOT_FOUND) << where;
         EXPECT_EQ(pfn, nullptr) << where;
@@ -113,8 +115,9 @@ TEST_F(SimInternalEntryPointsTest, CallsThroughTheInternalEntryPointsBehaveAsThe
 }
 
 TEST(SimProcAddressModeTest, AnInvalidModeFailsEveryLookupWithOneLineNamingTheVariable) {
-  const ProcessResult r = gpuslice::testing::Run({BinDir() + "/gpuslice-proc-rule-check"},
-                              {"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_SIM_PROC_ADDRESS=exported"});
+  const ProcessResult r =
+      gpuslice::testing::Run({BinDir() + "/gpuslice-proc-rule-check"},
+                             {"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_SIM_PROC_ADDRESS=exported"});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_EQ(r.err,
             "gpuslice-sim: invalid GPUSLICE_SIM_PROC_ADDRESS='exported'; expected exports or internal, "
@@ -124,8 +127,9 @@ TEST(SimProcAddressModeTest, AnInvalidModeFailsEveryLookupWithOneLineNamingTheVa
 
 TEST(SimProcAddressModeTest, ExportsIsTheDefaultAndCanBeNamed) {
   for (const std::string value : {"", "exports"}) {
-    const ProcessResult r = gpuslice::testing::Run({BinDir() + "/gpuslice-proc-rule-check"},
-                                {"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_SIM_PROC_ADDRESS=" + value});
+    const ProcessResult r =
+        gpuslice::testing::Run({BinDir() + "/gpuslice-proc-rule-check"},
+                               {"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_SIM_PROC_ADDRESS=" + value});
     EXPECT_EQ(r.exit_code, 0) << value << ": " << r.out << r.err;
     EXPECT_EQ(r.err, "");
   }

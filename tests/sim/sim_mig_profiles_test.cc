@@ -29,7 +29,8 @@ struct ExpectedModel {
 
 const std::vector<ExpectedModel>& Expected() {
   static const std::vector<ExpectedModel> models = {
-      {"A100-40GB", 108,
+      {"A100-40GB",
+       108,
        {{"1g.5gb", 19, 1, 1, 14, 7, {0, 1, 2, 3, 4, 5, 6}},
         {"1g.5gb+me", 20, 1, 1, 14, 1, {0, 1, 2, 3, 4, 5, 6}},
         {"1g.10gb", 15, 1, 2, 14, 4, {0, 2, 4, 6}},
@@ -37,7 +38,8 @@ const std::vector<ExpectedModel>& Expected() {
         {"3g.20gb", 9, 3, 4, 42, 2, {0, 4}},
         {"4g.20gb", 5, 4, 4, 56, 1, {0}},
         {"7g.40gb", 0, 7, 8, 98, 1, {0}}}},
-      {"A100-80GB", 108,
+      {"A100-80GB",
+       108,
        {{"1g.10gb", 19, 1, 1, 14, 7, {0, 1, 2, 3, 4, 5, 6}},
         {"1g.10gb+me", 20, 1, 1, 14, 1, {0, 1, 2, 3, 4, 5, 6}},
         {"1g.20gb", 15, 1, 2, 14, 4, {0, 2, 4, 6}},
@@ -45,7 +47,8 @@ const std::vector<ExpectedModel>& Expected() {
         {"3g.40gb", 9, 3, 4, 42, 2, {0, 4}},
         {"4g.40gb", 5, 4, 4, 56, 1, {0}},
         {"7g.80gb", 0, 7, 8, 98, 1, {0}}}},
-      {"H100-80GB", 132,
+      {"H100-80GB",
+       132,
        {{"1g.10gb", 19, 1, 1, 16, 7, {0, 1, 2, 3, 4, 5, 6}},
         {"1g.10gb+me", 20, 1, 1, 16, 1, {0, 1, 2, 3, 4, 5, 6}},
         {"1g.20gb", 15, 1, 2, 26, 4, {0, 2, 4, 6}},
@@ -53,7 +56,8 @@ const std::vector<ExpectedModel>& Expected() {
         {"3g.40gb", 9, 3, 4, 60, 2, {0, 4}},
         {"4g.40gb", 5, 4, 4, 64, 1, {0}},
         {"7g.80gb", 0, 7, 8, 132, 1, {0}}}},
-      {"H200", 132,
+      {"H200",
+       132,
        {{"1g.18gb", 19, 1, 1, 16, 7, {0, 1, 2, 3, 4, 5, 6}},
         {"1g.18gb+me", 20, 1, 1, 16, 1, {0, 1, 2, 3, 4, 5, 6}},
         {"1g.35gb", 15, 1, 2, 26, 4, {0, 2, 4, 6}},
@@ -144,17 +148,17 @@ TEST(MigProfilesTest, MixedLayoutsAreAcceptedAndRefusedAsTheDriverDoes) {
       {"H200", "3g.71gb,1g.35gb,1g.35gb", true},
       {"H200", "1g.18gb+me,1g.18gb,1g.18gb,1g.18gb,1g.18gb,1g.18gb,1g.18gb", true},
       {"H200", "7g.141gb", true},
-      {"H200", "7g.141gb,1g.18gb", false},               // 8 compute slices
-      {"H200", "4g.71gb,4g.71gb", false},                // one 4g per GPU
-      {"H200", "3g.71gb,3g.71gb,1g.18gb", false},        // 9 memory slices
-      {"H200", "4g.71gb,2g.35gb,2g.35gb", false},        // 8 compute slices
+      {"H200", "7g.141gb,1g.18gb", false},         // 8 compute slices
+      {"H200", "4g.71gb,4g.71gb", false},          // one 4g per GPU
+      {"H200", "3g.71gb,3g.71gb,1g.18gb", false},  // 9 memory slices
+      {"H200", "4g.71gb,2g.35gb,2g.35gb", false},  // 8 compute slices
       {"H200", "1g.18gb,1g.18gb,1g.18gb,1g.18gb,1g.18gb,1g.18gb,1g.18gb,1g.18gb", false},
-      {"H200", "1g.18gb+me,1g.18gb+me", false},          // one +me per GPU
+      {"H200", "1g.18gb+me,1g.18gb+me", false},  // one +me per GPU
       {"H200", "1g.35gb,1g.35gb,1g.35gb,1g.35gb,1g.18gb", false},
-      {"H200", "1g.18gb@0,4g.71gb", false},              // the 4g must start at 0
-      {"H200", "3g.71gb@4,2g.35gb@4", false},            // overlap
+      {"H200", "1g.18gb@0,4g.71gb", false},    // the 4g must start at 0
+      {"H200", "3g.71gb@4,2g.35gb@4", false},  // overlap
       {"H200", "3g.71gb@4,2g.35gb@2,1g.18gb@0", true},
-      {"H200", "3g.40gb", false},                        // an H100 profile
+      {"H200", "3g.40gb", false},  // an H100 profile
       {"H200", "", false},
       {"H200", "3g.71gb,,1g.18gb", false},
       {"H200", "3g.71gb@9", false},

@@ -223,7 +223,8 @@ std::vector<uint64_t> RunTenants(const std::string& path, const simquery::Snapsh
   for (int i : instances) {
     const std::string uuid = snap.devices[0].mig_instances[i].uuid;
     // 10 ms waves: a loaded host's gaps between launches stay small beside them.
-    children.push_back(std::make_unique<ForkedChild>([=](int fd) { return WideKernels(uuid, 10'000'000, run_ns, fd); }));
+    children.push_back(
+        std::make_unique<ForkedChild>([=](int fd) { return WideKernels(uuid, 10'000'000, run_ns, fd); }));
   }
   for (auto& c : children) EXPECT_TRUE(c->WaitSignal());
   for (auto& c : children) EXPECT_EQ(c->Wait(), 0);
@@ -288,8 +289,8 @@ TEST_F(SimMigTest, NvmlReportsMigModeTheInstancesAndTheirMemory) {
   const simquery::Snapshot snap = Devices();
   void* lib = dlopen((SimLibDir() + "/libnvidia-ml.so.1").c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(lib, nullptr) << dlerror();
-#define RESOLVE(type, name)                                   \
-  auto name = reinterpret_cast<type>(dlsym(lib, #name));     \
+#define RESOLVE(type, name)                              \
+  auto name = reinterpret_cast<type>(dlsym(lib, #name)); \
   ASSERT_NE(name, nullptr) << #name " is not exported";
   RESOLVE(decltype(&::nvmlInit_v2), nvmlInit_v2)
   RESOLVE(decltype(&::nvmlDeviceGetHandleByIndex_v2), nvmlDeviceGetHandleByIndex_v2)
@@ -345,7 +346,8 @@ TEST_F(SimMigTest, NvmlOfAGpuWithoutMigSaysSo) {
   void* lib = dlopen((SimLibDir() + "/libnvidia-ml.so.1").c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(lib, nullptr) << dlerror();
   auto init = reinterpret_cast<decltype(&::nvmlInit_v2)>(dlsym(lib, "nvmlInit_v2"));
-  auto handle = reinterpret_cast<decltype(&::nvmlDeviceGetHandleByIndex_v2)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
+  auto handle =
+      reinterpret_cast<decltype(&::nvmlDeviceGetHandleByIndex_v2)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
   auto mode = reinterpret_cast<GetMigMode>(dlsym(lib, "nvmlDeviceGetMigMode"));
   ASSERT_EQ(init(), NVML_SUCCESS);
   nvmlDevice_t gpu;

@@ -110,8 +110,10 @@ TEST_F(SimMpsTest, TwoWideTenantsCappedAtHalfEachGetHalfTheSms) {
   const auto pair = RunTenants(state_path(), {{true, 50}, {true, 50}}, kRunNs);
   const double share0 = pair[0].kernels / alone, share1 = pair[1].kernels / alone;
   const double sm0 = pair[0].busy_ns / 1e9, sm1 = pair[1].busy_ns / 1e9;
-  std::printf("MPS 50/50, wide kernels: throughput %.3f and %.3f of one unrestricted client alone; "
-              "SM-time %.3f and %.3f of the run\n", share0, share1, sm0, sm1);
+  std::printf(
+      "MPS 50/50, wide kernels: throughput %.3f and %.3f of one unrestricted client alone; "
+      "SM-time %.3f and %.3f of the run\n",
+      share0, share1, sm0, sm1);
   EXPECT_NEAR(share0, 0.5, 0.1);
   EXPECT_NEAR(share1, 0.5, 0.1);
   EXPECT_NEAR(sm0, 0.5, 0.1);

@@ -272,8 +272,7 @@ TEST_F(SimNvmlTest, BadArgumentsAreRefusedAsNvmlDoes) {
   EXPECT_EQ(Nvml().nvmlDeviceGetHandleByIndex_v2(1, &out), NVML_ERROR_INVALID_ARGUMENT);  // one device
   EXPECT_EQ(Nvml().nvmlDeviceGetHandleByIndex_v2(0, nullptr), NVML_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(Nvml().nvmlDeviceGetHandleByUUID(nullptr, &out), NVML_ERROR_INVALID_ARGUMENT);
-  EXPECT_EQ(Nvml().nvmlDeviceGetHandleByUUID("GPU-00000000-0000-0000-0000-000000000000", &out),
-            NVML_ERROR_NOT_FOUND);
+  EXPECT_EQ(Nvml().nvmlDeviceGetHandleByUUID("GPU-00000000-0000-0000-0000-000000000000", &out), NVML_ERROR_NOT_FOUND);
 
   int not_a_device = 0;
   auto* forged = reinterpret_cast<nvmlDevice_t>(&not_a_device);
@@ -350,8 +349,7 @@ TEST_F(SimNvmlTest, RunningProcessesFollowNvmlsSizeProtocol) {
   EXPECT_EQ(count, 2u);
   std::vector<nvmlProcessInfo_t> infos(4);
   count = 1;
-  EXPECT_EQ(Nvml().nvmlDeviceGetComputeRunningProcesses_v3(device, &count, infos.data()),
-            NVML_ERROR_INSUFFICIENT_SIZE);
+  EXPECT_EQ(Nvml().nvmlDeviceGetComputeRunningProcesses_v3(device, &count, infos.data()), NVML_ERROR_INSUFFICIENT_SIZE);
   EXPECT_EQ(count, 2u);
   count = 4;
   ASSERT_EQ(Nvml().nvmlDeviceGetComputeRunningProcesses_v3(device, &count, infos.data()), NVML_SUCCESS);
@@ -473,8 +471,7 @@ TEST_F(SimNvmlTest, MemoryInfoCountsAnotherProcessUntilItIsKilled) {
 TEST_F(SimNvmlTest, ProcessUtilizationShowsABusyWorkload) {
   Init();
   nvmlDevice_t device = Device(0);
-  Subprocess child({Workload(), "compute", "--duration", "3", "--kernel-us", "2000", "--ready-line"},
-                   WorkloadEnv());
+  Subprocess child({Workload(), "compute", "--duration", "3", "--kernel-us", "2000", "--ready-line"}, WorkloadEnv());
   ASSERT_TRUE(Reached(child, "\"event\":\"ready\""));
   const uint64_t seen = EpochMicros();
   std::this_thread::sleep_for(1000ms);

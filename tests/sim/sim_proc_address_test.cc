@@ -146,8 +146,8 @@ Answer AskLegacy(const char* symbol, int version, cuuint64_t flags = CU_GET_PROC
 
 // Checks one lookup against the export name the rule gives ("" for none).
 void ExpectResolves(const char* symbol, int version, cuuint64_t flags, const std::string& expected_name) {
-  SCOPED_TRACE(std::string(symbol) + "@" + std::to_string(version) + " flags " + std::to_string(flags) +
-               " -> " + (expected_name.empty() ? "(none)" : expected_name));
+  SCOPED_TRACE(std::string(symbol) + "@" + std::to_string(version) + " flags " + std::to_string(flags) + " -> " +
+               (expected_name.empty() ? "(none)" : expected_name));
   void* expected = Exported(expected_name);
   const Answer a = Ask(symbol, version, flags);
   const Answer legacy = AskLegacy(symbol, version, flags);
@@ -175,8 +175,7 @@ class SimProcAddressTest : public SimTest {
 int LookUpBeforeInit() {
   void* init = nullptr;
   void* get_count = nullptr;
-  if (cuGetProcAddress_v2("cuInit", &init, kCurrentVersion, CU_GET_PROC_ADDRESS_DEFAULT, nullptr) !=
-      CUDA_SUCCESS)
+  if (cuGetProcAddress_v2("cuInit", &init, kCurrentVersion, CU_GET_PROC_ADDRESS_DEFAULT, nullptr) != CUDA_SUCCESS)
     return 2;
   if (cuGetProcAddress("cuDeviceGetCount", &get_count, kCurrentVersion, 0) != CUDA_SUCCESS) return 3;
   int count = 0;
@@ -275,8 +274,8 @@ TEST_F(SimProcAddressTest, TooOldVersionIsNotSufficient) {
 
 TEST_F(SimProcAddressTest, UnknownSymbolIsNotFound) {
   // Export names and near misses are not base symbols.
-  for (const char* symbol : {"cuNoSuchFunction", "", "cuMemAlloc_v2", "cuLaunchKernel_ptsz", "cumemalloc",
-                             "cuMemAllo", "cuMemAllocX", "cuda", "nvmlInit"}) {
+  for (const char* symbol : {"cuNoSuchFunction", "", "cuMemAlloc_v2", "cuLaunchKernel_ptsz", "cumemalloc", "cuMemAllo",
+                             "cuMemAllocX", "cuda", "nvmlInit"}) {
     const Answer a = Ask(symbol, kCurrentVersion);
     EXPECT_EQ(a.result, CUDA_ERROR_NOT_FOUND) << symbol;
     EXPECT_EQ(a.pfn, nullptr) << symbol;
@@ -300,8 +299,7 @@ TEST_F(SimProcAddressTest, BadArgumentsAreInvalidValue) {
        {cuuint64_t{4}, cuuint64_t{1} << 40, ~cuuint64_t{0},
         cuuint64_t{CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM}}) {
     pfn = kGarbage;
-    EXPECT_EQ(cuGetProcAddress_v2("cuInit", &pfn, kCurrentVersion, flags, &status), CUDA_ERROR_INVALID_VALUE)
-        << flags;
+    EXPECT_EQ(cuGetProcAddress_v2("cuInit", &pfn, kCurrentVersion, flags, &status), CUDA_ERROR_INVALID_VALUE) << flags;
     EXPECT_EQ(pfn, nullptr) << flags;
     pfn = kGarbage;
     EXPECT_EQ(cuGetProcAddress("cuInit", &pfn, kCurrentVersion, flags), CUDA_ERROR_INVALID_VALUE) << flags;
@@ -344,8 +342,7 @@ TEST_F(SimProcAddressTest, GeneratedTableFollowsTheRule) {
   EXPECT_EQ(rule.ExpectedName("cuCtxSynchronize", 13000, false, &status), "cuCtxSynchronize_v2");
   EXPECT_EQ(rule.ExpectedName("cuLaunchKernel", kCurrentVersion, true, &status), "cuLaunchKernel_ptsz");
   EXPECT_EQ(rule.ExpectedName("cuMemcpyHtoD", kCurrentVersion, true, &status), "cuMemcpyHtoD_v2_ptds");
-  EXPECT_EQ(rule.ExpectedName("cuStreamBeginCapture", kCurrentVersion, true, &status),
-            "cuStreamBeginCapture_v2_ptsz");
+  EXPECT_EQ(rule.ExpectedName("cuStreamBeginCapture", kCurrentVersion, true, &status), "cuStreamBeginCapture_v2_ptsz");
 }
 
 // Every PFN typedef version, the versions around it, and every flag mode: the answer is exactly
@@ -366,8 +363,8 @@ TEST_F(SimProcAddressTest, EveryTableRowInEveryFlagMode) {
         const Answer a = Ask(base.c_str(), version, flags);
         const Answer legacy = AskLegacy(base.c_str(), version, flags);
         ++lookups;
-        const std::string where = base + "@" + std::to_string(version) + " flags " + std::to_string(flags) +
-                                  " -> " + (name.empty() ? "(none)" : name);
+        const std::string where = base + "@" + std::to_string(version) + " flags " + std::to_string(flags) + " -> " +
+                                  (name.empty() ? "(none)" : name);
         ASSERT_EQ(a.pfn, expected) << where;
         ASSERT_EQ(legacy.pfn, expected) << where;
         ASSERT_EQ(legacy.result, a.result) << where;

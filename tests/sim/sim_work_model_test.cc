@@ -26,14 +26,14 @@ TEST(WorkModelTest, ResidentBlocksAreLimitedByBlocksAndThreadsPerSm) {
 }
 
 TEST(WorkModelTest, WavesAreTheCeilingOfBlocksOverResidentSlots) {
-  EXPECT_EQ(KernelWaves(1, 1, 132), 1u);            // narrow: one wave anywhere
+  EXPECT_EQ(KernelWaves(1, 1, 132), 1u);  // narrow: one wave anywhere
   EXPECT_EQ(KernelWaves(1, 1, 1), 1u);
-  EXPECT_EQ(KernelWaves(132 * 32, 1, 132), 1u);     // wide: fills the device in one wave
+  EXPECT_EQ(KernelWaves(132 * 32, 1, 132), 1u);  // wide: fills the device in one wave
   EXPECT_EQ(KernelWaves(132 * 32 + 1, 1, 132), 2u);
-  EXPECT_EQ(KernelWaves(132 * 32, 1, 66), 2u);      // on half the SMs: twice as long
-  EXPECT_EQ(KernelWaves(132 * 32, 1, 60), 3u);      // 4224 / 1920
-  EXPECT_EQ(KernelWaves(10, 1024, 1), 5u);          // two 1024-thread blocks per SM
-  EXPECT_EQ(KernelWaves(1000, 1, 0), 1u);           // no SMs to count: left as one wave
+  EXPECT_EQ(KernelWaves(132 * 32, 1, 66), 2u);  // on half the SMs: twice as long
+  EXPECT_EQ(KernelWaves(132 * 32, 1, 60), 3u);  // 4224 / 1920
+  EXPECT_EQ(KernelWaves(10, 1024, 1), 5u);      // two 1024-thread blocks per SM
+  EXPECT_EQ(KernelWaves(1000, 1, 0), 1u);       // no SMs to count: left as one wave
 }
 
 class SimWorkModelTest : public SimTest {
@@ -71,7 +71,7 @@ TEST_F(SimWorkModelTest, DeviceReportsResidentBlocksPerSm) {
 TEST_F(SimWorkModelTest, SpinKernelTakesOneWavePerDeviceFull) {
   CUfunction spin = InitAndLoadSpin();
   const uint64_t wave = 20'000'000;
-  ASSERT_CU(LaunchGrid(spin, 4 * 32, 1, wave));      // wide: one wave
+  ASSERT_CU(LaunchGrid(spin, 4 * 32, 1, wave));  // wide: one wave
   ASSERT_CU(cuCtxSynchronize());
   const uint64_t one = BusyNs();
   EXPECT_GE(one, wave);

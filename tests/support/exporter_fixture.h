@@ -55,11 +55,12 @@ inline std::optional<std::string> HttpGet(int port, const std::string& path) {
 class Exporter {
  public:
   Exporter(const std::string& state_dir, const std::string& sim_state) : port_(FreeLoopbackPort()) {
-    process_ = std::make_unique<Subprocess>(
-        std::vector<std::string>{BinDir() + "/gpuslice-exporter", "--listen", "127.0.0.1:" + std::to_string(port_),
-                                 "--state-dir", state_dir},
-        std::vector<std::string>{"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_SIM_STATE=" + sim_state},
-        Inherit::kAllButGpuslice);
+    process_ = std::make_unique<Subprocess>(std::vector<std::string>{BinDir() + "/gpuslice-exporter", "--listen",
+                                                                     "127.0.0.1:" + std::to_string(port_),
+                                                                     "--state-dir", state_dir},
+                                            std::vector<std::string>{"LD_LIBRARY_PATH=" + SimLibDir(),
+                                                                     "GPUSLICE_SIM_STATE=" + sim_state},
+                                            Inherit::kAllButGpuslice);
   }
   int port() const { return port_; }
   Subprocess& process() { return *process_; }
@@ -96,9 +97,10 @@ class Prometheus {
            << "      - targets: ['127.0.0.1:" << target_port << "']\n";
     if (!rules_file.empty()) config << "rule_files: ['" << rules_file << "']\n";
     config.close();
-    process_ = std::make_unique<Subprocess>(std::vector<std::string>{
-        Binary(), "--config.file=" + dir_ + "/prometheus.yml", "--storage.tsdb.path=" + dir_ + "/data",
-        "--web.listen-address=127.0.0.1:" + std::to_string(port_), "--log.level=warn"});
+    process_ = std::make_unique<Subprocess>(
+        std::vector<std::string>{Binary(), "--config.file=" + dir_ + "/prometheus.yml",
+                                 "--storage.tsdb.path=" + dir_ + "/data",
+                                 "--web.listen-address=127.0.0.1:" + std::to_string(port_), "--log.level=warn"});
   }
   ~Prometheus() {
     process_.reset();

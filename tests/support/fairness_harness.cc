@@ -64,7 +64,8 @@ std::map<std::string, double> SharesBetween(const Sample& a, const Sample& b) {
   uint64_t total = 0;
   for (const auto& [tenant, ns] : busy) total += ns;
   std::map<std::string, double> shares;
-  for (const auto& [tenant, ns] : busy) shares[tenant] = total ? static_cast<double>(ns) / static_cast<double>(total) : 0;
+  for (const auto& [tenant, ns] : busy)
+    shares[tenant] = total ? static_cast<double>(ns) / static_cast<double>(total) : 0;
   return shares;
 }
 
@@ -114,14 +115,15 @@ Gpu::~Gpu() {
   }
 }
 
-Child* Gpu::Start(const std::string& tenant, const std::vector<std::string>& workload_args, const StartOptions& options) {
+Child* Gpu::Start(const std::string& tenant, const std::vector<std::string>& workload_args,
+                  const StartOptions& options) {
   std::vector<std::string> argv = {paths_.bin_dir + "/gpuslice-workload"};
   argv.insert(argv.end(), workload_args.begin(), workload_args.end());
   argv.insert(argv.end(), {"--label", tenant});
   std::vector<std::string> env = {"LD_LIBRARY_PATH=" + paths_.sim_lib_dir, "GPUSLICE_SIM_STATE=" + sim_state_};
   if (options.managed) {
-    env.insert(env.end(), {"LD_PRELOAD=" + paths_.shim_path, "GPUSLICE_STATE_DIR=" + state_dir_,
-                           "GPUSLICE_TENANT=" + tenant});
+    env.insert(env.end(),
+               {"LD_PRELOAD=" + paths_.shim_path, "GPUSLICE_STATE_DIR=" + state_dir_, "GPUSLICE_TENANT=" + tenant});
     if (options.request_pct) env.push_back("GPUSLICE_COMPUTE_REQUEST=" + std::to_string(options.request_pct) + "%");
     if (options.limit_pct) env.push_back("GPUSLICE_COMPUTE_LIMIT=" + std::to_string(options.limit_pct) + "%");
   }
@@ -139,8 +141,8 @@ Child* Gpu::StartReady(const std::string& tenant, std::vector<std::string> workl
   return child->WaitForOutput("\"event\":\"ready\"", timeout_ms) ? child : nullptr;
 }
 
-Json Gpu::RunToEnd(const std::string& tenant, const std::vector<std::string>& workload_args, const StartOptions& options,
-                   int timeout_ms) {
+Json Gpu::RunToEnd(const std::string& tenant, const std::vector<std::string>& workload_args,
+                   const StartOptions& options, int timeout_ms) {
   Child* child = Start(tenant, workload_args, options);
   if (child->Wait(timeout_ms) != 0) return Json();
   return child->Result();

@@ -68,11 +68,11 @@ struct ProcessFigures {
 
 // The simulated device at one instant.
 struct Sample {
-  uint64_t t_ns = 0;                                // CLOCK_MONOTONIC
-  uint64_t device_busy_ns = 0;                      // all processes together
-  uint64_t handovers = 0;                           // the simulator's context switches
-  pid_t running_pid = 0;                            // the process on the device now, 0 if none
-  std::map<std::string, uint64_t> busy_by_tenant;   // the processes started through Gpu::Start
+  uint64_t t_ns = 0;                               // CLOCK_MONOTONIC
+  uint64_t device_busy_ns = 0;                     // all processes together
+  uint64_t handovers = 0;                          // the simulator's context switches
+  pid_t running_pid = 0;                           // the process on the device now, 0 if none
+  std::map<std::string, uint64_t> busy_by_tenant;  // the processes started through Gpu::Start
   std::map<pid_t, ProcessFigures> by_pid;
 };
 
@@ -87,9 +87,9 @@ double BusyFraction(const Sample& a, const Sample& b, const std::string& tenant 
 double Jain(const std::vector<double>& x);
 
 struct StartOptions {
-  bool managed = true;     // under the shim
-  int request_pct = 0;     // GPUSLICE_COMPUTE_REQUEST (0: not set, the shim's default)
-  int limit_pct = 0;       // GPUSLICE_COMPUTE_LIMIT (0: not set)
+  bool managed = true;           // under the shim
+  int request_pct = 0;           // GPUSLICE_COMPUTE_REQUEST (0: not set, the shim's default)
+  int limit_pct = 0;             // GPUSLICE_COMPUTE_LIMIT (0: not set)
   std::vector<std::string> env;  // more "NAME=value"
 };
 
@@ -112,8 +112,8 @@ class Gpu {
   Child* Start(const std::string& tenant, const std::vector<std::string>& workload_args,
                const StartOptions& options = {});
   // Starts and waits for the "ready" line (--ready-line is added). nullptr on failure.
-  Child* StartReady(const std::string& tenant, std::vector<std::string> workload_args,
-                    const StartOptions& options = {}, int timeout_ms = 30000);
+  Child* StartReady(const std::string& tenant, std::vector<std::string> workload_args, const StartOptions& options = {},
+                    int timeout_ms = 30000);
   // Runs a workload to completion and returns its result line (null on failure).
   Json RunToEnd(const std::string& tenant, const std::vector<std::string>& workload_args,
                 const StartOptions& options = {}, int timeout_ms = 60000);

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/support/fairness_harness.h"
 #include "broker/scheduler.h"
+#include "tests/support/fairness_harness.h"
 #include "tests/support/shim_fixture.h"
 
 namespace gpuslice::testing {
@@ -27,8 +27,8 @@ using fairness::SleepFor;
 using fairness::StartOptions;
 
 // A compute-bound tenant's workload: 1 ms kernels, two in flight, for longer than any test.
-inline const std::vector<std::string> kComputeBound = {"compute", "--kernel-us", "1000", "--depth", "2",
-                                                       "--duration", "120"};
+inline const std::vector<std::string> kComputeBound = {"compute", "--kernel-us", "1000", "--depth",
+                                                       "2",       "--duration",  "120"};
 
 // The workload's last {"event":"progress",...} line (run with --report-interval): its own count
 // of kernels completed in the last window, as a busy fraction. Null when there is none.
@@ -68,8 +68,8 @@ class SchedTest : public ShimTest {
  protected:
   void SetUp() override {
     ShimTest::SetUp();
-    gpu_ = std::make_unique<fairness::Gpu>(fairness::Paths{BinDir(), SimLibDir(), ShimPath()}, state_path(),
-                                           state_dir());
+    gpu_ =
+        std::make_unique<fairness::Gpu>(fairness::Paths{BinDir(), SimLibDir(), ShimPath()}, state_path(), state_dir());
   }
   void TearDown() override {
     gpu_.reset();  // kills what still runs

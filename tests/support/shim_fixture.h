@@ -37,9 +37,9 @@ inline std::string App(const std::string& name) {
 
 // A way of reaching the driver, and how to ask a program that uses it for `api` allocations.
 struct DriverPath {
-  std::string name;                 // for test names
-  std::string app;                  // App() name
-  std::vector<std::string> flags;   // after the api
+  std::string name;                // for test names
+  std::string app;                 // App() name
+  std::vector<std::string> flags;  // after the api
 
   std::vector<std::string> Command(const std::string& api, const std::vector<std::string>& args) const {
     std::vector<std::string> argv = {App(app)};
@@ -62,7 +62,8 @@ inline const DriverPath kDlsymHandle{"DlsymOnHandle", "dlsym", {"--lookup", "han
 inline const DriverPath kDlsymHandlePtsz{"DlsymOnHandlePerThread", "dlsym", {"--lookup", "handle", "--per-thread"}};
 inline const DriverPath kDlsymDefault{"DlsymDefault", "dlsym", {"--lookup", "default"}};
 inline const DriverPath kProcAddress{"CuGetProcAddress", "dlsym", {"--lookup", "procaddress"}};
-inline const DriverPath kProcAddressPtsz{"CuGetProcAddressPerThread", "dlsym",
+inline const DriverPath kProcAddressPtsz{"CuGetProcAddressPerThread",
+                                         "dlsym",
                                          {"--lookup", "procaddress", "--per-thread"}};
 inline const DriverPath kWorkload{"Workload", "workload", {}};
 

@@ -41,8 +41,7 @@ std::vector<std::string> ChildEnvironment(const std::vector<std::string>& env, I
   std::vector<std::string> out;
   for (char** e = environ; *e; ++e) {
     const std::string entry = *e;
-    if (inherit == Inherit::kAllButGpuslice &&
-        (entry.rfind("GPUSLICE_", 0) == 0 || entry.rfind("LD_PRELOAD=", 0) == 0))
+    if (inherit == Inherit::kAllButGpuslice && (entry.rfind("GPUSLICE_", 0) == 0 || entry.rfind("LD_PRELOAD=", 0) == 0))
       continue;
     bool replaced = false;
     for (const auto& name : names) replaced = replaced || NameOf(entry) == name;

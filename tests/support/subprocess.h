@@ -10,16 +10,16 @@
 namespace gpuslice::testing {
 
 struct ProcessResult {
-  int exit_code = -1;    // -1 when killed by a signal
+  int exit_code = -1;  // -1 when killed by a signal
   int signal = 0;
-  std::string out;       // stdout
-  std::string err;       // stderr
+  std::string out;  // stdout
+  std::string err;  // stderr
 };
 
 // What a child inherits of this process's environment.
 enum class Inherit {
-  kAll,              // everything
-  kAllButGpuslice,   // everything but GPUSLICE_* and LD_PRELOAD (a tenant gets only what it is given)
+  kAll,             // everything
+  kAllButGpuslice,  // everything but GPUSLICE_* and LD_PRELOAD (a tenant gets only what it is given)
 };
 
 // A child started with fork+exec; stdout and stderr are captured to temporary files. Everything

@@ -48,10 +48,8 @@ void SimTest::TearDown() {
   }
   for (const auto& name : names) unsetenv(name.c_str());
   for (const auto& [name, value] : saved_) {
-    if (value == "\x01unset")
-      unsetenv(name.c_str());
-    else
-      setenv(name.c_str(), value.c_str(), 1);
+    if (value == "\x01unset") unsetenv(name.c_str());
+    else setenv(name.c_str(), value.c_str(), 1);
   }
   saved_.clear();
 }

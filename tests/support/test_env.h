@@ -10,10 +10,10 @@
 namespace gpuslice::testing {
 
 // Paths of the build tree, fixed at configure time.
-std::string SimLibDir();    // holds the simulated libcuda.so.1 and libnvidia-ml.so.1
-std::string BinDir();       // gpuslice-workload, gpuslice-sim, ...
+std::string SimLibDir();  // holds the simulated libcuda.so.1 and libnvidia-ml.so.1
+std::string BinDir();     // gpuslice-workload, gpuslice-sim, ...
 std::string SourceDir();
-std::string ShimPath();     // the preloaded interposer, libgpuslice.so
+std::string ShimPath();  // the preloaded interposer, libgpuslice.so
 
 // A fixture that points GPUSLICE_SIM_STATE at a fresh file for the test (removed afterwards)
 // and clears every other GPUSLICE_* variable, so that tests never see each other's devices.

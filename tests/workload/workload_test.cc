@@ -132,7 +132,9 @@ void ExpectAssemblesForHopper(const char* ptx_text, const std::string& entry) {
   EXPECT_THAT(std::string(ptx_text), HasSubstr(".visible .entry " + entry + "("));
 }
 
-TEST(WorkloadSpinKernelPtx, AssemblesWithPtxasForHopper) { ExpectAssemblesForHopper(workload::kSpinKernelPtx, "spin_ns"); }
+TEST(WorkloadSpinKernelPtx, AssemblesWithPtxasForHopper) {
+  ExpectAssemblesForHopper(workload::kSpinKernelPtx, "spin_ns");
+}
 
 TEST(WorkloadSpinKernelPtx, FaultKernelAssemblesWithPtxasForHopper) {
   ExpectAssemblesForHopper(workload::kFaultKernelPtx, "fault_illegal_address");
@@ -226,8 +228,8 @@ TEST_F(WorkloadTest, FaultAfterBreaksTheContextAndEndsTheRun) {
 }
 
 TEST_F(WorkloadTest, ComputeForADurationStopsOnTimeAndReportsProgress) {
-  const ProcessResult r = RunWorkload({"compute", "--duration", "0.6", "--kernel-us", "500", "--depth", "3",
-                                       "--report-interval", "0.1"});
+  const ProcessResult r =
+      RunWorkload({"compute", "--duration", "0.6", "--kernel-us", "500", "--depth", "3", "--report-interval", "0.1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Json result = Result(r);
   EXPECT_EQ(result["stopped_by"], "duration");
@@ -259,8 +261,8 @@ TEST_F(WorkloadTest, SigtermEndsADurationRunEarlyWithItsResult) {
 }
 
 TEST_F(WorkloadTest, LatencyReportsOrderedPercentilesAboveTheKernelTime) {
-  const ProcessResult r = RunWorkload({"latency", "--requests", "40", "--period-ms", "5", "--kernels-per-request", "3",
-                                       "--kernel-us", "200"});
+  const ProcessResult r = RunWorkload(
+      {"latency", "--requests", "40", "--period-ms", "5", "--kernels-per-request", "3", "--kernel-us", "200"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Json result = Result(r);
   EXPECT_EQ(result["kind"], "latency");
@@ -305,8 +307,8 @@ TEST_F(WorkloadTest, AnUnwritableLatenciesFileIsAUsageError) {
 
 TEST_F(WorkloadTest, LatencyCountsThePeriodsARequestOverran) {
   // Each request takes 3 ms against a 1 ms period: at least two boundaries pass during each.
-  const ProcessResult r = RunWorkload({"latency", "--requests", "10", "--period-ms", "1", "--kernels-per-request", "3",
-                                       "--kernel-us", "1000"});
+  const ProcessResult r = RunWorkload(
+      {"latency", "--requests", "10", "--period-ms", "1", "--kernels-per-request", "3", "--kernel-us", "1000"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Json result = Result(r);
   EXPECT_EQ(result["requests"], 10);
@@ -409,8 +411,7 @@ TEST_F(WorkloadTest, NoSuchDeviceExitsWithTheUsageCode) {
 TEST_F(WorkloadTest, WithoutADriverItSaysSoAndExitsWithTheUsageCode) {
   // Only the empty directory is searched besides the system's own paths; a machine with a real
   // driver installed there cannot show this.
-  const ProcessResult cache =
-      gpuslice::testing::Run({"/bin/sh", "-c", "/sbin/ldconfig -p 2>/dev/null || ldconfig -p"});
+  const ProcessResult cache = gpuslice::testing::Run({"/bin/sh", "-c", "/sbin/ldconfig -p 2>/dev/null || ldconfig -p"});
   if (cache.out.find("libcuda.so.1 ") != std::string::npos)
     GTEST_SKIP() << "a system libcuda.so.1 is on the loader's path (a real driver is installed)";
   TempDir empty;
