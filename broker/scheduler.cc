@@ -140,16 +140,14 @@ bool ComputeGate::OthersPresent() const {
 bool ComputeGate::OthersWaiting(uint64_t now) const { return policy_.CountWaitingTenants(tenant_, now) > 0; }
 
 bool ComputeGate::PriorityBucketHasTime(uint64_t now) const {
-  return BucketNow(ledger_->priority_tokens_ns.load(), ledger_->priority_tokens_at_ns.load(), WeightOf(*ledger_), now) >
-         0;
+  const LedgerEntry& l = *ledger_;
+  return BucketNow(l.priority_tokens_ns.load(), l.priority_tokens_at_ns.load(), WeightOf(l), now) > 0;
 }
 
 bool ComputeGate::TakePriority(uint64_t now) {
   if (class_ != ComputeClass::kLatency) return false;
   // Within its request (the priority bucket is not empty): the launch passes the grant.
-  if (BucketNow(ledger_->priority_tokens_ns.load(), ledger_->priority_tokens_at_ns.load(), WeightOf(*ledger_), now) <=
-      0)
-    return false;
+  if (!PriorityBucketHasTime(now)) return false;
   mine_->priority_until_ns.store(now + LeaseOf(*gpu_));
   if (gpu_->priority.load() == 0) {
     gpu_->priority.store(1);

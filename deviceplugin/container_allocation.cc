@@ -1,10 +1,9 @@
 #include "deviceplugin/container_allocation.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <fstream>
 #include <set>
 
+#include "common/replace_file.h"
 #include "shim/option_values.h"
 
 namespace gpuslice::deviceplugin {
@@ -28,12 +27,8 @@ std::string LdSoPreloadHostPath(const PluginConfig& config) { return config.host
 
 Status WriteLdSoPreloadFile(const PluginConfig& config) {
   const std::string path = LdSoPreloadHostPath(config);
-  const std::string temporary = path + ".tmp";
-  std::ofstream out(temporary, std::ios::trunc);
-  out << config.container_library << "\n";
-  out.close();
-  if (!out || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    return Status::Error("gpuslice-device-plugin: cannot write " + path +
+  if (Status written = ReplaceFile(path, config.container_library + "\n"); !written.ok()) {
+    return Status::Error("gpuslice-device-plugin: cannot write " + path + ": " + written.message() +
                          " (preload: ld.so.preload needs the library's directory writable)");
   }
   return Status::Ok();

@@ -4,12 +4,12 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 
 #include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
 
 #include "common/mutex_lock.h"
+#include "common/replace_file.h"
 #include "deviceplugin/device_ids.h"
 #include "podresources.grpc.pb.h"
 
@@ -58,18 +58,9 @@ Status WritePodsFile(const std::string& path, const std::map<std::string, PodOfT
                        {"slices", pod.slices}};
   }
   const nlohmann::ordered_json file = {{"written_by", "gpuslice-device-plugin"}, {"tenants", tenants}};
-  const std::string temporary = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << file.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
-    if (!out) {
-      std::remove(temporary.c_str());
-      return Status::Error("cannot write " + temporary);
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    return Status::Error("cannot rename " + temporary + " to " + path);
+  const std::string text = file.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  if (Status written = ReplaceFile(path, text); !written.ok()) {
+    return Status::Error("cannot write " + path + ": " + written.message());
   }
   return Status::Ok();
 }

@@ -3,7 +3,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+
+#include "common/replace_file.h"
 
 namespace gpuslice::dra {
 
@@ -41,15 +42,8 @@ nlohmann::json CdiSpecJson(const DriverConfig& config, const std::string& claim_
 
 Status WriteCdiSpec(const DriverConfig& config, const std::string& claim_uid, const nlohmann::json& spec) {
   const std::string path = CdiSpecPath(config, claim_uid);
-  const std::string temporary = path + ".tmp";
-  std::ofstream out(temporary, std::ios::trunc);
-  out << spec.dump(2) << "\n";
-  out.close();
-  if (!out || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    Status failed =
-        Status::Error("gpuslice-dra-driver: cannot write the CDI spec " + path + ": " + std::strerror(errno));
-    std::remove(temporary.c_str());
-    return failed;
+  if (Status written = ReplaceFile(path, spec.dump(2) + "\n"); !written.ok()) {
+    return Status::Error("gpuslice-dra-driver: cannot write the CDI spec " + path + ": " + written.message());
   }
   return Status::Ok();
 }

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/replace_file.h"
+
 namespace gpuslice::dra {
 namespace {
 constexpr int kVersion = 1;  // bump when a field changes meaning; older files are then refused
@@ -52,15 +54,8 @@ Status SaveCheckpoint(const std::string& path, const PreparedClaims& claims) {
     }
     doc["claims"][uid] = {{"namespace", claim.claim_namespace}, {"name", claim.name}, {"devices", devices}};
   }
-  const std::string temporary = path + ".tmp";
-  std::ofstream out(temporary, std::ios::trunc);
-  out << doc.dump(2) << "\n";
-  out.close();
-  if (!out || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    Status failed =
-        Status::Error("gpuslice-dra-driver: cannot write the checkpoint " + path + ": " + std::strerror(errno));
-    std::remove(temporary.c_str());
-    return failed;
+  if (Status written = ReplaceFile(path, doc.dump(2) + "\n"); !written.ok()) {
+    return Status::Error("gpuslice-dra-driver: cannot write the checkpoint " + path + ": " + written.message());
   }
   return Status::Ok();
 }

@@ -94,9 +94,13 @@ sabotage no-budget shim/launch_tracker.cc \
   '^(Sched|GrantPolicy)' \
   'a holder keeps its whole backlog queued while others share the GPU'
 sabotage latency-bucket-ignored broker/scheduler.cc \
-  's/(if \(BucketNow\(ledger_->priority_tokens_ns\.load\(\), ledger_->priority_tokens_at_ns\.load\(\), WeightOf\(\*ledger_\), now\) <= 0\)\n\s*)return false;/${1}{}  \/\/ SABOTAGE/' \
+  's/if \(!PriorityBucketHasTime\(now\)\) return false;/\/\/ SABOTAGE: the bucket is not looked at/' \
   '^(Sched|GrantPolicy)' \
   'a latency-class launch passes the grant whatever its bucket holds'
+sabotage latency-class-waits broker/scheduler.cc \
+  's/if \(class_ != ComputeClass::kLatency\) return false;/return false;  \/\/ SABOTAGE/' \
+  '^(Sched|GrantPolicy)' \
+  'a latency-class launch never passes the grant: it waits for its turn as a standard one does'
 sabotage yield-drains broker/grant_policy.cc \
   's/case CloseReason::kYield: return true;/case CloseReason::kYield: return false;  \/\/ SABOTAGE/' \
   '^(Sched|GrantPolicy)' \
@@ -192,7 +196,7 @@ sabotage latency-work-charged-twice broker/grant_policy.cc \
 
 # Crash and fork safety.
 sabotage torn-ledger-not-repaired broker/ledger.cc \
-  's/(ledger_repairs\.fetch_add\(1, std::memory_order_relaxed\);\n)\s*At\(\*segment, ledger\)\.used\.store\(SumRegisteredCharges\(\*segment, ledger\.tenant\(\), ledger\.gpu\(\)\),\n\s*std::memory_order_release\);/$1    \/\/ SABOTAGE: the total is not recomputed/' \
+  's/(ledger_repairs\.fetch_add\(1, std::memory_order_relaxed\);\n)\s*At\(\*segment, ledger\)\n\s*\.used\.store\(SumRegisteredCharges\(\*segment, ledger\.tenant\(\), ledger\.gpu\(\)\), std::memory_order_release\);/$1    \/\/ SABOTAGE: the total is not recomputed/' \
   '^(BrokerCrashTest|ShimCrashTest)' \
   'a ledger left mid-update by a process that died holding its mutex keeps a wrong total'
 sabotage fork-child-keeps-parent-registration shim/shim_state.cc \

@@ -16,6 +16,7 @@
 #include "common/mutex_lock.h"
 #include "common/proc_rows.h"
 #include "common/unique_fd.h"
+#include "shim/fork_handlers.h"
 #include "shim/log.h"
 #include "shim/options.h"
 
@@ -146,15 +147,30 @@ void* RealDlsym(void* handle, const char* name) {
   return fn ? fn(handle, name) : nullptr;
 }
 
+namespace {
+Mutex g_driver_load_mutex;  // one load of the real driver at a time
+Mutex g_nvml_load_mutex;    // one lookup of the real NVML at a time
+}  // namespace
+
+void LockLoadersForFork() NO_THREAD_SAFETY_ANALYSIS {
+  g_driver_load_mutex.Lock();
+  g_nvml_load_mutex.Lock();
+}
+
+void UnlockLoadersAfterFork() NO_THREAD_SAFETY_ANALYSIS {
+  g_nvml_load_mutex.Unlock();
+  g_driver_load_mutex.Unlock();
+}
+
 namespace real_driver_internal {
 
 std::atomic<const RealDriver*> g_loaded{nullptr};
 
 const RealDriver* Load() {
   static std::atomic<bool> failed{false};
-  static Mutex mutex;
   if (failed.load()) return nullptr;
-  MutexLock lock(&mutex);
+  EnsureForkHandlers();
+  MutexLock lock(&g_driver_load_mutex);
   if (const RealDriver* d = g_loaded.load()) return d;
   const RealDriver* d = LoadDriver();
   if (!d) {
@@ -169,9 +185,9 @@ const RealDriver* Load() {
 
 const RealNvml* RealNvmlIfLoaded() {
   static std::atomic<RealNvml*> loaded{nullptr};
-  static Mutex mutex;
   if (RealNvml* n = loaded.load(std::memory_order_acquire)) return n;
-  MutexLock lock(&mutex);
+  EnsureForkHandlers();
+  MutexLock lock(&g_nvml_load_mutex);
   if (RealNvml* n = loaded.load()) return n;
   void* handle = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
   if (!handle) return nullptr;

@@ -39,6 +39,10 @@ inline const RealDriver* Real() {
   if (const RealDriver* d = real_driver_internal::g_loaded.load(std::memory_order_acquire)) return d;
   return real_driver_internal::Load();
 }
+// Held over a fork() by the shim's fork handlers (shim/shim_state.cc): a fork while another thread
+// loads the driver or looks up NVML waits for it, so the child never inherits either lock held.
+void LockLoadersForFork();
+void UnlockLoadersAfterFork();
 // True when Real() failed because a GPUSLICE_* variable is invalid (cuInit then fails closed
 // rather than reporting no device).
 bool OptionsInvalid();

@@ -13,6 +13,7 @@
 #include "common/mutex_lock.h"
 #include "shim/compute_monitor.h"
 #include "shim/device_warnings.h"
+#include "shim/fork_handlers.h"
 #include "shim/log.h"
 #include "shim/real_driver.h"
 
@@ -35,13 +36,37 @@ std::string OwnTenantName() {
   return name;
 }
 
-void ChildAfterFork() {
+// A fork() while another thread holds one of the shim's process-wide locks (loading the real
+// driver, attaching to the broker at its first CUDA call, g_uuid_mutex) would leave it locked for
+// ever in the child, where that thread does not exist: the child's first CUDA call would then
+// never return. So fork() waits until none is held, as glibc's malloc does for its arenas, and
+// all are released on each side after it. They are taken in the order the code nests them (a
+// thread attaching never loads the driver, and none waits for another while holding
+// g_uuid_mutex), so the fork cannot deadlock with such a thread.
+void BeforeFork() NO_THREAD_SAFETY_ANALYSIS {
+  LockLoadersForFork();
+  g_create_mutex.Lock();
+  g_uuid_mutex.Lock();
+}
+
+void ReleaseForkLocks() NO_THREAD_SAFETY_ANALYSIS {
+  g_uuid_mutex.Unlock();
+  g_create_mutex.Unlock();
+  UnlockLoadersAfterFork();
+}
+
+void ParentAfterFork() { ReleaseForkLocks(); }
+
+void ChildAfterFork() NO_THREAD_SAFETY_ANALYSIS {
   ShimState* parent = ShimState::instance_.exchange(nullptr);
   if (parent) parent->ForgetAfterFork();  // the parent's object is left behind, not freed
   g_failed.store(false);
-  MutexLock lock(&g_uuid_mutex);
   g_ledger_by_uuid->clear();
+  ReleaseForkLocks();
 }
+
+pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+void RegisterForkHandlers() { pthread_atfork(BeforeFork, ParentAfterFork, ChildAfterFork); }
 
 // Every later call retries the ledger (and fails the same way): one line, not one per call.
 void ReportLedgerErrorOnce(const std::string& error) {
@@ -56,10 +81,15 @@ __attribute__((destructor)) void ShutdownAtExit() {
 
 }  // namespace
 
+// pthread_once, not std::call_once or a static: glibc's pthread_once survives a fork() that
+// happens while another thread runs it.
+void EnsureForkHandlers() { pthread_once(&g_atfork_once, RegisterForkHandlers); }
+
 std::atomic<ShimState*> ShimState::instance_{nullptr};
 
 ShimState* ShimState::GetSlow() {
   if (g_failed.load(std::memory_order_acquire)) return nullptr;
+  EnsureForkHandlers();
   MutexLock lock(&g_create_mutex);
   if (ShimState* s = ShimState::instance_.load()) return s;
   if (g_failed.load()) return nullptr;
@@ -73,9 +103,6 @@ ShimState* ShimState::GetSlow() {
 }
 
 ShimState* ShimState::Create() {
-  static std::once_flag atfork_once;
-  std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, ChildAfterFork); });
-
   // A lock of the segment in a bad state is reported as one line of the shim's (the broker then
   // fails closed on what that lock guards: broker/lock_fault.h).
   broker::SetFaultReporter([](const char* line) { LogError("%s", line); });

@@ -20,6 +20,12 @@ CUresult g_init_error = CUDA_SUCCESS;  // a failed cuInit keeps failing the same
 thread_local std::vector<CUctx_st*> t_context_stack;
 thread_local std::map<CUctx_st*, CUstream_st*> t_per_thread_streams;
 
+// A fork() while another thread is in cuInit must not leave g_init_mutex locked for ever in the
+// child (where that thread does not exist): fork() waits for the cuInit to finish, and the
+// mutex is released on both sides after it.
+void LockInitBeforeFork() { g_init_mutex.lock(); }
+void UnlockInitInParent() { g_init_mutex.unlock(); }
+
 void ForgetDriverInChild() {
   Driver* driver = g_driver.exchange(nullptr);
   // The child must re-run cuInit; it must not keep the parent's liveness lock open.
@@ -27,6 +33,14 @@ void ForgetDriverInChild() {
   g_init_error = CUDA_SUCCESS;
   t_context_stack.clear();
   t_per_thread_streams.clear();
+  g_init_mutex.unlock();
+}
+
+// Registered when the library is loaded, before any cuInit: a fork() runs only the handlers
+// registered when it began, so a registration in cuInit could come after a fork that had begun,
+// and the cuInit would then hold g_init_mutex over that fork.
+__attribute__((constructor)) void RegisterForkHandlers() {
+  pthread_atfork(LockInitBeforeFork, UnlockInitInParent, ForgetDriverInChild);
 }
 
 __attribute__((destructor)) void ShutdownAtExit() {
@@ -43,8 +57,6 @@ CUresult Driver::Initialize(unsigned int flags) {
   std::lock_guard<std::mutex> lock(g_init_mutex);
   if (g_driver.load()) return CUDA_SUCCESS;
   if (g_init_error != CUDA_SUCCESS) return g_init_error;
-  static std::once_flag atfork_once;
-  std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, ForgetDriverInChild); });
 
   std::string error;
   SimConfig config;

@@ -1,0 +1,59 @@
+// fork() while another thread makes the process's first CUDA call, during which the shim attaches
+// to the broker under a process-wide lock: the child's own first CUDA call must still return.
+//
+//   gpuslice-test-fork-during-attach DELAY_US
+//
+// A second thread calls cuInit; DELAY_US after starting it, the main thread forks. The child calls
+// cuInit and exits 0 on CUDA_SUCCESS. The parent waits up to 10 s for it, kills it if it is still
+// running, and prints one JSON line, {"event":"result","child":"exit 0"} (or "exit N", "signal N", "stuck"); it
+// exits 0 whatever the child did (the test judges). One fork a process: the shim attaches once.
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include <cuda.h>
+
+namespace {
+
+// The child's status, or "stuck" when it has not exited within `seconds` (it is then killed).
+std::string WaitForChild(pid_t child, int seconds) {
+  for (int waited_ms = 0; waited_ms < seconds * 1000; ++waited_ms) {
+    int status = 0;
+    const pid_t done = waitpid(child, &status, WNOHANG);
+    if (done == child) {
+      return WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
+                               : "signal " + std::to_string(WTERMSIG(status));
+    }
+    if (done < 0) return "waitpid failed";
+    const timespec ms{0, 1000000};
+    nanosleep(&ms, nullptr);
+  }
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  return "stuck";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: gpuslice-test-fork-during-attach DELAY_US\n");
+    return 2;
+  }
+  const long delay_us = std::strtol(argv[1], nullptr, 10);
+  std::thread first_call([] { (void)cuInit(0); });
+  const timespec delay{delay_us / 1000000, (delay_us % 1000000) * 1000};
+  nanosleep(&delay, nullptr);
+  const pid_t child = fork();
+  if (child == 0) _exit(cuInit(0) == CUDA_SUCCESS ? 0 : 1);
+  const std::string how = child < 0 ? "fork failed" : WaitForChild(child, 10);
+  first_call.join();
+  std::printf("{\"event\":\"result\",\"child\":\"%s\"}\n", how.c_str());
+  return 0;
+}
