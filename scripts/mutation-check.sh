@@ -205,6 +205,10 @@ sabotage fork-child-keeps-parent-registration shim/shim_state.cc \
   'a forked child goes on as its parent'"'"'s registration instead of registering afresh'
 
 # Failing closed, and interposition.
+sabotage fork-locks-not-held shim/shim_state.cc \
+  's/(void BeforeFork\(\) NO_THREAD_SAFETY_ANALYSIS \{\n).*?(\n\}\n\nvoid ReleaseForkLocks\(\) NO_THREAD_SAFETY_ANALYSIS \{\n).*?(\n\})/$1  \/\/ SABOTAGE: nothing held over the fork$2  \/\/ SABOTAGE$3/s' \
+  '^(ShimForkTest)' \
+  'a child forked while another thread makes the first CUDA call inherits the attach'"'"'s lock held'
 sabotage fail-open-config shim/shim_state.cc \
   's/if \(!valid\) return nullptr;  \/\/ already reported/if (!valid) state->options_ = ShimOptions();  \/\/ SABOTAGE: bad settings mean the defaults/' \
   '^(ShimBadSetting|ShimConfigTest)' \
