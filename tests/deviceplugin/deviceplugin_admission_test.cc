@@ -102,7 +102,9 @@ class DevicePluginAdmissionTest : public SimTest {
           ASSERT_TRUE(memory.contains(uuid)) << uuid;
           compute_on[uuid] += request;
           memory_on[uuid] += MemoryLimitBytes(envs.at("GPUSLICE_MEMORY_LIMIT"), memory.at(uuid));
-          if (held.size() == 1) ASSERT_EQ(request, static_cast<uint64_t>(n)) << name << ": 1% per slice";
+          if (held.size() == 1) {
+            ASSERT_EQ(request, static_cast<uint64_t>(n)) << name << ": 1% per slice";
+          }
         }
       }
     }
@@ -148,7 +150,9 @@ class DevicePluginAdmissionTest : public SimTest {
       EXPECT_NE(a.refusal.find("slices"), std::string::npos) << a.refusal;
       EXPECT_NE(a.refusal.find("one device"), std::string::npos) << "the reason: " << a.refusal;
       const bool never_fits = shape.size() == 1 && shape[0] > kSlices && shape[0] % kSlices != 0;
-      if (never_fits) EXPECT_NE(a.refusal.find(std::to_string(shape[0])), std::string::npos) << a.refusal;
+      if (never_fits) {
+        EXPECT_NE(a.refusal.find(std::to_string(shape[0])), std::string::npos) << a.refusal;
+      }
       if (follows && shape.size() == 1 && !never_fits) {
         int most = 0, whole = 0;
         for (const auto& [uuid, n] : free_on) most = std::max(most, n), whole += n == kSlices;
@@ -218,7 +222,9 @@ TEST_F(DevicePluginMigAdmissionTest, HundredsOfPodsOnADenseMigNodeBothWays) {
     node.Refresh();
     const auto [admitted, refused] = Churn(node, memory, follows, 5, 300);
     std::printf("%s: admitted %d, refused %d\n", follows ? "following" : "ignoring", admitted, refused);
-    if (follows) EXPECT_GT(admitted, 100);
+    if (follows) {
+      EXPECT_GT(admitted, 100);
+    }
   }
 }
 
