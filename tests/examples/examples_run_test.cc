@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cmath>
@@ -269,7 +270,22 @@ std::string StatusBlockDifference(const std::string& documented, const std::stri
     for (std::string line; std::getline(in, line);) out.push_back(line);
     return out;
   };
-  const std::vector<std::string> doc = lines(documented), got = lines(actual);
+  // A tenant's processes are listed by PID, which wraps (at 32768 by default): the documented
+  // order of a tenant's "pid" rows is not the order every run prints. Each run of consecutive
+  // rows is compared in the order of what follows the PID.
+  auto order_pid_rows = [](std::vector<std::string> rows) {
+    static const std::regex kPidRow(R"(^\s+pid \d+\s*)");  // the PID and its padding
+    auto key = [](const std::string& row) { return std::regex_replace(row, kPidRow, ""); };
+    for (size_t i = 0; i < rows.size();) {
+      size_t end = i;
+      while (end < rows.size() && std::regex_search(rows[end], kPidRow)) ++end;
+      std::stable_sort(rows.begin() + i, rows.begin() + end,
+                       [&](const std::string& a, const std::string& b) { return key(a) < key(b); });
+      i = end > i ? end : i + 1;
+    }
+    return rows;
+  };
+  const std::vector<std::string> doc = order_pid_rows(lines(documented)), got = order_pid_rows(lines(actual));
   if (doc.size() != got.size())
     return fmt::format("{} lines documented, {} printed:\n{}", doc.size(), got.size(), actual);
   static const std::regex kToken(R"(\d+(\.\d+)?|[^\d\s]+)");
