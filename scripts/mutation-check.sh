@@ -4,7 +4,7 @@
 # file), rebuilds, runs the tests that should notice, and reports which of them failed — the
 # tests that "catch" the sabotage. Every sabotage must be caught by at least one test.
 # Not part of CI: it rebuilds once per sabotage and runs timing-sensitive tests; expect an hour
-# for the whole list on 2 cores (the recorded runs in docs/results/2026-12-02-ci-and-mutation-runs.md say what was run).
+# for the whole list on 2 cores (the recorded runs in docs/results/ say what was run).
 #
 #   scripts/mutation-check.sh [--list] [--dry-run] [--jobs N] [--scratch DIR] [--no-baseline]
 #                             [--tests REGEX] [NAME...]
