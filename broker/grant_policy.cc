@@ -123,7 +123,7 @@ GrantPolicy::Activity GrantPolicy::HolderActivity(TenantIndex tenant, uint64_t n
     if (inflight != 0 && Fresh(p, st.heartbeat_ns.load(), now)) {
       draining = true;
       // Work of unknown extent counts as more than one kernel.
-      if (queued) *queued += (inflight & kUntrackedWork) ? 2u : inflight;
+      if (queued) *queued += (inflight & kUntrackedWork) ? 2u : QueuedLaunches(inflight);
     }
     if (Fresh(p, waiting_ns, now)) waiting = true;
     const uint64_t grace = std::clamp<uint64_t>(st.grace_ns.load(), kMinGraceNs, kMaxGraceNs);

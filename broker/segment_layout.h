@@ -24,13 +24,15 @@
 namespace gpuslice::broker {
 
 inline constexpr uint64_t kMagic = 0x31524B4253435047ULL;  // "GPCSBKR1" little-endian
-inline constexpr uint32_t kLayoutVersion = 6;              // 2: compute time-slicing; 3: in-flight tracking, leases,
+inline constexpr uint32_t kLayoutVersion = 7;              // 2: compute time-slicing; 3: in-flight tracking, leases,
                                                            // classes, per-process waiting, counters; 4: 128 GPUs
                                                            // (open_gpus a 128-bit mask), ledger mutexes set up lazily,
                                                            // a grant's overlap with others' charged time, grants
                                                            // charged by their holder's busy time; 5: 18 wait
                                                            // buckets, 50 us to 10 s; 6: where the device's time
-                                                           // went at hand-overs (GpuEntry's idle counters)
+                                                           // went at hand-overs (GpuEntry's idle counters); 7:
+                                                           // ProcessGpuState::inflight counts launching threads
+                                                           // and, apart, launches queued beyond them
 inline constexpr char kStateFileName[] = "gpuslice.state";
 
 // Distinct GPU UUIDs, MIG instances counting apiece: a 16-GPU node with seven instances on every
@@ -192,8 +194,13 @@ static_assert(std::extent_v<decltype(kWaitBucketsNs)> + 1 == std::extent_v<declt
 // What one process does on one GPU, written by the process itself (launching threads and its
 // monitor) and read by every scheduler decision. Times are CLOCK_MONOTONIC nanoseconds.
 struct ProcessGpuState {
-  // Launches not yet seen complete; kUntrackedWork set: work launched while untracked (the tenant
-  // was alone), of unknown extent until the monitor confirms the GPU finished it.
+  // Zero exactly when the process has no launch in flight (QueuedLaunches tells about how many):
+  // bits 0-15 count its launching threads with launches in flight (a thread's first launch
+  // after idle adds 1, the completion of its last takes it off, so the launch path writes it
+  // once per busy period, not per launch); bits 16-30, set by its monitor at each poll, the
+  // launches queued beyond one per such thread; kUntrackedWork set: work launched while
+  // untracked (the tenant was alone), of unknown extent until the monitor confirms the GPU
+  // finished it.
   std::atomic<uint32_t> inflight;
   std::atomic<uint32_t> grace_ns;           // how long inflight must stay 0 before it counts as idle
   std::atomic<uint64_t> idle_since_ns;      // when inflight last became 0
@@ -206,6 +213,13 @@ struct ProcessGpuState {
   std::atomic<uint64_t> busy_total_ns;
 };
 inline constexpr uint32_t kUntrackedWork = 1u << 31;
+inline constexpr uint32_t kInflightThreadsMask = 0xFFFF;
+inline constexpr uint32_t kInflightExtraShift = 16;
+inline constexpr uint32_t kInflightExtraMax = 0x7FFF;
+// About how many launches a ProcessGpuState::inflight word stands for (without kUntrackedWork).
+inline uint32_t QueuedLaunches(uint32_t inflight) {
+  return (inflight & kInflightThreadsMask) + ((inflight >> kInflightExtraShift) & kInflightExtraMax);
+}
 
 enum class ProcessState : uint32_t {
   kFree = 0,

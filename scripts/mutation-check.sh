@@ -66,7 +66,7 @@ tests_regex() { printf '(^|/)(%s)' "$(printf '%s\n' "$@" | tr '|' '\n' | sort -u
 # Scheduler (broker/grant_policy.cc, broker/scheduler.cc, shim/launch_tracker.cc,
 # shim/hooks_launch.cc): each rule of docs/scheduling.md broken on its own.
 sabotage gating-off shim/hooks_launch.cc \
-  's/^(  LaunchTracker\* tracker = state->TrackerForLaunch\(stream\);)$/  return call();  \/\/ SABOTAGE\n$1/m' \
+  's/^(  LaunchTracker\* tracker = state->TrackerForLaunch\(stream, &current\);)$/  return call();  \/\/ SABOTAGE\n$1/m' \
   '^(Sched|ShimProcAddressRuleLaunchTest)' \
   'launches never wait for the tenant'"'"'s grant: no compute scheduling at all'
 sabotage weights-ignored broker/grant_policy.cc \

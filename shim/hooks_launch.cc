@@ -20,9 +20,11 @@ template <typename Call>
 CUresult Gated(CUstream stream, bool per_thread, Call call) {
   ShimState* state = ShimState::Get();
   if (!state) return kFailClosed;
-  LaunchTracker* tracker = state->TrackerForLaunch(stream);
+  CUcontext current = nullptr;
+  LaunchTracker* tracker = state->TrackerForLaunch(stream, &current);
   if (!tracker || !tracker->gate()->gated()) return call();
   LaunchTracker::Entry entry;
+  entry.context = current;
   if (!tracker->TryEnter(&entry)) {
     state->NoteContext(tracker->gate());  // the monitor must be able to synchronise what we launch
     while (true) {

@@ -62,10 +62,11 @@ LaunchTracker* ShimState::TrackerForDevice(CUdevice device) {
 // GPU 1 (device_map="auto", a pipeline in one process, a probe of device 0 first) is gated on
 // each GPU from its first launch there. A context's destruction invalidates every thread's cache
 // (its handle may come back for another device).
-LaunchTracker* ShimState::TrackerForLaunch(CUstream stream) {
+LaunchTracker* ShimState::TrackerForLaunch(CUstream stream, CUcontext* current_out) {
   const RealDriver* real = Real();
   CUcontext current = nullptr;
   if (real->cuCtxGetCurrent(&current) != CUDA_SUCCESS || !current) return nullptr;  // the launch reports it
+  *current_out = current;
   const bool own_stream = stream != nullptr && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD;
   struct LastLaunch {
     const ShimState* state = nullptr;  // a forked child's threads must not use the parent's trackers

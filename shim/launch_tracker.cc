@@ -41,14 +41,56 @@ void LaunchTracker::FlagUntrackedWork() {
   gate_->NoteGrantedLaunch();
 }
 
+LaunchLane* LaunchTracker::NewLane(uint32_t thread) {
+  MutexLock lock(&mutex_);
+  owned_lanes_.push_back(std::make_unique<LaunchLane>(false));
+  LaunchLane* lane = owned_lanes_.back().get();
+  lane->checked_epoch() = forgotten_epoch_.load(std::memory_order_acquire);  // it holds no events yet
+  lanes_[thread].store(lane, std::memory_order_release);
+  uint32_t used = lanes_used_.load(std::memory_order_relaxed);
+  while (used < thread + 1 && !lanes_used_.compare_exchange_weak(used, thread + 1)) {
+  }
+  return lane;
+}
+
+template <typename Visit>
+void LaunchTracker::ForEachLane(Visit visit) {
+  const uint32_t used = lanes_used_.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < used; ++i) {
+    if (LaunchLane* lane = lanes_[i].load(std::memory_order_acquire)) visit(lane);
+  }
+  visit(&shared_lane_);
+}
+
+// The process's queue as of the last poll, or this thread's own, has reached the budget. Only
+// the thread's own count is exact between polls: threads launching at once may together queue
+// past the budget until the next poll (a fraction of a millisecond while others share the GPU).
+bool LaunchTracker::OverBudget(LaunchLane* lane) const {
+  const uint32_t budget = budget_kernels_.load(std::memory_order_relaxed);
+  return queued_.load(std::memory_order_relaxed) >= budget || lane->Queued() >= budget;
+}
+
 bool LaunchTracker::EnterTracked(Entry* entry, bool waited) {
-  if (bounded_.load(std::memory_order_relaxed) &&
-      queued_.load(std::memory_order_relaxed) >= budget_kernels_.load(std::memory_order_relaxed))
+  LaunchLane* lane = LaneOfThisThread();
+  if (bounded_.load(std::memory_order_relaxed) && OverBudget(lane))
     return false;  // enough queued while others share the GPU: wait for a completion
+  if (!lane->shared()) return EnterLane(lane, entry, waited);
+  MutexLock lock(&shared_lane_mutex_);
+  return EnterLane(lane, entry, waited);
+}
+
+// The launch is counted in its lane and, when the lane was idle, the lane in the process's
+// published count, before the grant is looked at: a hand-over closes the gate before it looks at
+// the count (seq_cst on both sides), so one of the two sees the other. A lane already busy is
+// counted there since its thread's (or, shared, the lane mutex's previous holder's) earlier
+// launch, which happened before this one's look at the grant.
+bool LaunchTracker::EnterLane(LaunchLane* lane, Entry* entry, bool waited) {
+  entry->lane = lane;
   if (gate_->compute_class() == broker::ComputeClass::kLatency) {
     const uint64_t now = MonotonicNanos();
     if (gate_->TakePriority(now)) {
-      const uint32_t before = published_->inflight.fetch_add(1);
+      entry->lane_was_idle = lane->Add() == 0;
+      const uint32_t before = entry->lane_was_idle ? published_->inflight.fetch_add(1) : 1;
       NoteLaunch(before, now, waited, true);
       // Priority taken again within a busy period (its bucket refilled): charged from here. Not
       // charged, the bucket refilled to full and the tenant passed the grant for good.
@@ -60,15 +102,14 @@ bool LaunchTracker::EnterTracked(Entry* entry, bool waited) {
       return true;
     }
   }
-  // Count the launch before looking at the grant; a hand-over closes the gate before it looks
-  // at the count (seq_cst on both sides), so one of the two sees the other. A launch turned away
-  // takes its count back without touching the idle figures: it never ran.
-  const uint32_t before = published_->inflight.fetch_add(1);
+  entry->lane_was_idle = lane->Add() == 0;
+  const uint32_t before = entry->lane_was_idle ? published_->inflight.fetch_add(1) : 1;
   if (!gate_->GrantOpen()) {
-    published_->inflight.fetch_sub(1);
+    // Turned away: the count is taken back without touching the idle figures (it never ran).
+    if (lane->Remove(1) == 0) published_->inflight.fetch_sub(1);
     return false;
   }
-  NoteLaunch(before, 0, waited, false);
+  if (before == 0) NoteLaunch(before, 0, waited, false);
   gate_->NoteGrantedLaunch();
   entry->kind = Entry::Kind::kTracked;
   return true;
@@ -102,13 +143,18 @@ void LaunchTracker::EndBusyPeriod(uint64_t now) {
   published_->idle_since_ns.store(now);
 }
 
-void LaunchTracker::CountDown(uint32_t completed, uint64_t now) {
-  if (completed == 0) return;
-  const uint32_t after = published_->inflight.fetch_sub(completed) - completed;
-  if (after != 0) return;
+bool LaunchTracker::AdjustInflight(uint32_t delta) {
+  return delta != 0 && published_->inflight.fetch_add(delta) + delta == 0;
+}
+
+void LaunchTracker::WentIdle(uint64_t now) {
   if (now == 0) now = MonotonicNanos();
   EndBusyPeriod(now);
   if (priority_busy_.exchange(false, std::memory_order_relaxed)) ChargePriorityUpTo(now);
+}
+
+void LaunchTracker::CountDownLane(LaunchLane* lane) {
+  if (lane->Remove(1) == 0 && AdjustInflight(static_cast<uint32_t>(-1))) WentIdle(0);
 }
 
 // Priority work is charged as it runs (by the monitor), not only when its busy period ends: a
@@ -119,83 +165,201 @@ void LaunchTracker::ChargePriorityUpTo(uint64_t now) {
   if (now > from) gate_->ChargePriorityWork(now - from, now);
 }
 
-void LaunchTracker::ExitTracked(CUresult launched, CUstream stream, bool per_thread) {
+void LaunchTracker::ExitTracked(const Entry& entry, CUresult launched, CUstream stream, bool per_thread) {
   if (launched != CUDA_SUCCESS) {
-    CountDown(1, 0);  // nothing was queued
+    CountDownLane(entry.lane);  // nothing was queued
     return;
   }
-  if (!RecordCompletionEvent(stream, per_thread, MonotonicNanos())) {
+  // The clock is read only for a launch into an idle lane: one queued behind another starts when
+  // that one completes, which the poller sees.
+  const uint64_t launched_ns = entry.lane_was_idle ? MonotonicNanos() : 0;
+  bool recorded = false;
+  if (!entry.lane->shared()) {
+    recorded = RecordCompletionEvent(entry.lane, entry.context, stream, per_thread, launched_ns);
+  } else {
+    MutexLock lock(&shared_lane_mutex_);
+    recorded = RecordCompletionEvent(entry.lane, entry.context, stream, per_thread, launched_ns);
+  }
+  if (!recorded) {
     // No event to follow it by (a stream of another context, the driver out of events): the
     // launch counts as work of unknown extent, which the monitor confirms by synchronising.
     published_->inflight.fetch_or(kUntrackedWork);
-    CountDown(1, 0);
+    CountDownLane(entry.lane);
   }
 }
 
-bool LaunchTracker::RecordCompletionEvent(CUstream stream, bool per_thread, uint64_t now) {
+// The producer's side of the lane (its thread, or the shared lane's mutex held).
+bool LaunchTracker::RecordCompletionEvent(LaunchLane* lane, CUcontext context, CUstream stream, bool per_thread,
+                                          uint64_t launched_ns) {
   const RealDriver* real = Real();
   // A driver without events (none has been seen, but the hooks never call a null entry point):
   // the launch counts as work of unknown extent.
-  if (!real->cuEventCreate || !real->cuEventRecord || !real->cuEventQuery) return false;
-  CUcontext context = nullptr;
-  if (real->cuCtxGetCurrent(&context) != CUDA_SUCCESS || !context) return false;
-  MutexLock lock(&mutex_);
-  CUevent event = nullptr;
-  auto& pool = free_events_[context];
-  if (!pool.empty()) {
-    event = pool.back();
-    pool.pop_back();
-  } else if (real->cuEventCreate(&event, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS) {
-    return false;
+  if (!real->cuEventCreate || !real->cuEventRecord || !real->cuEventQuery || !context) return false;
+  if (lane->checked_epoch() != forgotten_epoch_.load(std::memory_order_acquire)) DropForgottenEvents(lane);
+  if (lane->Full() && !MakeRoom(lane)) return false;
+  LaunchLane::Slot& slot = lane->Next();
+  if (slot.event && slot.context != context) {
+    lane->spares().emplace_back(slot.context, slot.event);
+    slot.event = nullptr;
+  }
+  if (!slot.event) {
+    slot.event = EventFor(lane, context);
+    if (!slot.event) return false;
+    slot.context = context;
   }
   const auto record = per_thread && real->cuEventRecord_ptsz ? real->cuEventRecord_ptsz : real->cuEventRecord;
-  if (record(event, stream) != CUDA_SUCCESS) {
-    pool.push_back(event);
-    return false;
-  }
-  pending_.push_back(Pending{event, context, now});
-  queued_.store(static_cast<uint32_t>(pending_.size()), std::memory_order_relaxed);
+  if (record(slot.event, stream) != CUDA_SUCCESS) return false;  // the slot keeps its unused event
+  slot.stream = stream;
+  slot.per_thread = per_thread;
+  slot.launched_ns = launched_ns;
+  slot.gone = false;
+  lane->Publish();
   return true;
 }
 
-uint32_t LaunchTracker::Poll(uint64_t now) {
-  uint32_t completed = 0;
-  uint32_t left = 0;
-  {
-    MutexLock pause(&contexts_->pause_mutex());  // no context is destroyed under our queries
-    MutexLock lock(&mutex_);
-    const RealDriver* real = Real();
-    while (!pending_.empty() && real->cuEventQuery) {
-      const Pending& oldest = pending_.front();
-      const CUresult rc = real->cuEventQuery(oldest.event);
-      if (rc == CUDA_ERROR_NOT_READY) break;
-      // Completed (or its context is gone, which ends its work too).
-      if (rc == CUDA_SUCCESS) free_events_[oldest.context].push_back(oldest.event);
-      const uint64_t started = std::max(oldest.launched_ns, last_completion_ns_);
-      if (now > started) {
-        const uint64_t measured = now - started;
-        const uint64_t ewma = kernel_ns_.load(std::memory_order_relaxed);
-        kernel_ns_.store((ewma * 3 + measured) / 4, std::memory_order_relaxed);
-      }
-      last_completion_ns_ = now;
-      pending_.pop_front();
-      ++completed;
+// An unused event of `context`: a spare of the lane's, or a new one.
+CUevent LaunchTracker::EventFor(LaunchLane* lane, CUcontext context) {
+  auto& spares = lane->spares();
+  for (auto it = spares.begin(); it != spares.end(); ++it) {
+    if (it->first == context) {
+      const CUevent event = it->second;
+      spares.erase(it);
+      return event;
     }
-    left = static_cast<uint32_t>(pending_.size());
-    queued_.store(left, std::memory_order_relaxed);
   }
-  CountDown(completed, now);
-  return left;
+  CUevent event = nullptr;
+  if (Real()->cuEventCreate(&event, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS) return nullptr;
+  return event;
 }
 
-// Sleeps until the oldest queued launch completes (the event is created with blocking sync, so
-// the driver wakes the thread at completion rather than it spinning), or a short while.
-void LaunchTracker::WaitForOldest() {
-  CUevent oldest = nullptr;
-  {
-    MutexLock lock(&mutex_);
-    if (!pending_.empty()) oldest = pending_.front().event;
+// Every slot of the lane holds a launch not yet seen complete: poll, and wait for the lane's
+// oldest while none completed (the driver's own queue would make the launcher wait too).
+bool LaunchTracker::MakeRoom(LaunchLane* lane) {
+  while (true) {
+    PollOwnLane(lane, MonotonicNanos());
+    if (!lane->Full()) return true;
+    WaitForOldest(lane);
   }
+}
+
+// Contexts were destroyed since the lane's unused events were last checked: those of the
+// destroyed contexts are dropped (they went with their context; a new context may come back
+// with the same handle). Not destroyed: the driver already did.
+void LaunchTracker::DropForgottenEvents(LaunchLane* lane) {
+  MutexLock lock(&mutex_);
+  MutexLock consumer(&lane->consumer_mutex());  // no poller while the free slots are visited
+  const uint64_t checked = lane->checked_epoch();
+  const std::vector<std::pair<uint64_t, CUcontext>> teardowns = forgotten_;  // the lambdas are not analysed
+  const auto forgotten = [&](CUcontext context) {
+    for (const auto& [epoch, gone] : teardowns) {
+      if (epoch > checked && (!gone || gone == context)) return true;
+    }
+    return false;
+  };
+  lane->ForEachFreeSlot([&](LaunchLane::Slot& slot) {
+    if (slot.event && forgotten(slot.context)) slot.event = nullptr;
+  });
+  std::erase_if(lane->spares(), [&](const auto& spare) { return forgotten(spare.first); });
+  lane->checked_epoch() = forgotten_epoch_.load(std::memory_order_acquire);
+}
+
+uint32_t LaunchTracker::Poll(uint64_t now) {
+  uint32_t queued = 0;
+  uint32_t delta = 0;
+  {
+    MutexLock pause(&contexts_->pause_mutex());  // no context is destroyed under our queries
+    ForEachLane([&](LaunchLane* lane) {
+      MutexLock consumer(&lane->consumer_mutex());
+      const Polled polled = PollLane(lane, now);
+      queued += polled.queued;
+      delta += polled.delta;
+    });
+  }
+  queued_.store(queued, std::memory_order_relaxed);
+  if (AdjustInflight(delta)) WentIdle(now);
+  return queued;
+}
+
+void LaunchTracker::PollOwnLane(LaunchLane* lane, uint64_t now) {
+  Polled polled;
+  {
+    MutexLock pause(&contexts_->pause_mutex());
+    MutexLock consumer(&lane->consumer_mutex());
+    polled = PollLane(lane, now);
+  }
+  if (AdjustInflight(polled.delta)) WentIdle(now);
+}
+
+bool LaunchTracker::Completed(LaunchLane::Slot& slot) {
+  if (slot.gone) return true;  // its context was destroyed, and its work with it
+  const RealDriver* real = Real();
+  if (!real->cuEventQuery) return false;
+  const CUresult rc = real->cuEventQuery(slot.event);
+  if (rc == CUDA_ERROR_NOT_READY) return false;
+  if (rc != CUDA_SUCCESS) slot.event = nullptr;  // its context is gone, the event with it
+  return true;
+}
+
+// Takes the lane's completed launches off, oldest first. Launches into one stream complete in
+// order: of a run of them, the last is asked first, and when it completed the whole run did
+// (a thread that keeps one stream busy is polled in one query, not one per launch).
+//
+// What is left is published: a lane with nothing left in flight comes off the count of busy
+// threads; one with more than one launch in flight adds the rest to the published extra (at
+// most kMaxExtraPerLane). The caller adds the change to the published word in one addition:
+// the word reaches 0 only there or at a launcher's own count-down, and whoever brings it to 0
+// ends the busy period.
+LaunchTracker::Polled LaunchTracker::PollLane(LaunchLane* lane, uint64_t now) {
+  const uint64_t head = lane->ConsumerHead();
+  uint64_t tail = lane->ConsumerTail();
+  const uint64_t first = tail;
+  while (tail < head) {
+    uint64_t run_end = tail + 1;
+    while (run_end < head && lane->At(run_end).SameStream(lane->At(tail))) ++run_end;
+    if (run_end - tail > 1 && Completed(lane->At(run_end - 1))) {
+      tail = run_end;
+      continue;
+    }
+    while (tail < run_end && Completed(lane->At(tail))) ++tail;
+    if (tail < run_end) break;  // the oldest not completed
+  }
+  Polled polled;
+  uint32_t inflight = 0;
+  if (tail != first) {
+    // The first launch taken off started when it was launched into the idle lane or when the
+    // lane's previous launch was seen complete; later ones taken off by this poll ran after it.
+    const uint64_t started = std::max(lane->At(first).launched_ns, lane->last_completion_ns());
+    if (now > started) {
+      const uint64_t ewma = kernel_ns_.load(std::memory_order_relaxed);
+      kernel_ns_.store((ewma * 3 + (now - started)) / 4, std::memory_order_relaxed);
+    }
+    lane->last_completion_ns() = now;
+    lane->Release(tail);
+    inflight = lane->Remove(static_cast<uint32_t>(tail - first));
+    if (inflight == 0) polled.delta -= 1;
+  } else {
+    inflight = lane->Inflight();
+  }
+  const uint32_t extra = inflight > 1 ? std::min(inflight - 1, kMaxExtraPerLane) : 0;
+  polled.delta += (extra - lane->published_extra()) << broker::kInflightExtraShift;
+  lane->published_extra() = extra;
+  polled.queued = static_cast<uint32_t>(head - tail);
+  return polled;
+}
+
+// Sleeps until the lane's oldest queued launch (or, with none, the process's) completes — the
+// event is created with blocking sync, so the driver wakes the thread at completion rather than
+// it spinning — or a short while.
+void LaunchTracker::WaitForOldest(LaunchLane* lane) {
+  CUevent oldest = nullptr;
+  const auto oldest_of = [&](LaunchLane* l) {
+    if (oldest) return;
+    MutexLock consumer(&l->consumer_mutex());
+    const uint64_t tail = l->ConsumerTail();
+    if (tail < l->ConsumerHead() && !l->At(tail).gone) oldest = l->At(tail).event;
+  };
+  if (lane) oldest_of(lane);
+  ForEachLane(oldest_of);
   const RealDriver* real = Real();
   if (!oldest || !real->cuEventSynchronize || real->cuEventSynchronize(oldest) != CUDA_SUCCESS)
     SleepNanos(std::clamp<uint64_t>(kernel_ns_.load(std::memory_order_relaxed) / 16, kMinPollNs, kMaxPollNs));
@@ -215,12 +379,13 @@ void LaunchTracker::UpdateBudget() {
 }
 
 void LaunchTracker::Wait() {
+  LaunchLane* lane = LaneOfThisThread();
   while (gate_->gated()) {
     const uint64_t now = MonotonicNanos();
-    const bool over_budget = bounded_.load() && tracking_.load() && queued_.load() >= budget_kernels_.load();
-    if (over_budget) {
-      if (Poll(now) < budget_kernels_.load()) return;
-      WaitForOldest();
+    if (bounded_.load() && tracking_.load() && OverBudget(lane)) {
+      Poll(now);
+      if (!OverBudget(lane)) return;
+      WaitForOldest(lane);
       continue;
     }
     if (gate_->GrantOpen()) return;
@@ -281,26 +446,35 @@ uint64_t LaunchTracker::MonitorStep(uint64_t now) {
   return left ? 1'000'000 : 5'000'000;
 }
 
+// The launches of `context` queued on any lane are done (their work went with the context); the
+// lanes' unused events of it are dropped before their next launch (DropForgottenEvents).
 void LaunchTracker::ForgetContext(CUcontext context) {
-  uint32_t gone = 0;
+  const uint64_t now = MonotonicNanos();
+  uint32_t delta = 0;
   {
     MutexLock lock(&mutex_);
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      if (!context || it->context == context) {
-        it = pending_.erase(it);
-        ++gone;
-      } else {
-        ++it;
+    ForEachLane([&](LaunchLane* lane) {
+      MutexLock consumer(&lane->consumer_mutex());
+      for (uint64_t i = lane->ConsumerTail(); i < lane->ConsumerHead(); ++i) {
+        LaunchLane::Slot& slot = lane->At(i);
+        if (!context || slot.context == context) {
+          slot.gone = true;
+          slot.event = nullptr;
+        }
       }
+      delta += PollLane(lane, now).delta;  // the caller holds the pause
+    });
+    const uint64_t epoch = forgotten_epoch_.load(std::memory_order_relaxed) + 1;
+    forgotten_.emplace_back(epoch, context);
+    if (forgotten_.size() > kForgottenContexts) {
+      // Lanes that have not launched for this many teardowns drop every unused event: those of
+      // contexts still alive are lost (not destroyed), the price of a bounded list.
+      forgotten_.clear();
+      forgotten_.emplace_back(epoch, nullptr);
     }
-    if (context) {
-      free_events_.erase(context);
-    } else {
-      free_events_.clear();
-    }
-    queued_.store(static_cast<uint32_t>(pending_.size()), std::memory_order_relaxed);
+    forgotten_epoch_.store(epoch, std::memory_order_release);
   }
-  CountDown(gone, 0);
+  if (AdjustInflight(delta)) WentIdle(now);
 }
 
 }  // namespace gpuslice::shim

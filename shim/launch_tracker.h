@@ -2,11 +2,12 @@
 // still in flight, tracked by completion rather than by synchronising.
 //
 // While the tenant shares the GPU (another tenant has it open), or is limited or of a non-standard
-// class, every gated launch is followed by an event (from a per-context pool) and counted in the
-// process's published in-flight count; the monitor and blocked launchers poll the oldest events
-// (cuEventQuery) and count completions down. While others share the GPU the process keeps at
-// most a budget of work queued (the GPU's budget over the measured kernel length, at least one
-// kernel), so a hand-over waits for what is running, not for a backlog.
+// class, every gated launch is followed by an event recorded into its thread's lane
+// (shim/launch_lane.h). The process publishes how many of its lanes have launches in flight; the
+// monitor and blocked launchers poll the lanes' oldest events (cuEventQuery) and count
+// completions down. While others share the GPU the process keeps at most a budget of work queued
+// (the GPU's budget over the measured kernel length, at least one kernel), so a hand-over waits
+// for what is running, not for a backlog.
 //
 // Alone on the GPU, launches are not tracked (no event, no shared store but a flag that says "work
 // of unknown extent"): the fast path stays a few atomic operations. When another tenant arrives,
@@ -16,8 +17,8 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
-#include <unordered_map>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "broker/scheduler.h"
@@ -25,6 +26,8 @@
 #include "common/thread_annotations.h"
 #include "shim/context_sync.h"
 #include "shim/driver_api.h"
+#include "shim/launch_lane.h"
+#include "shim/thread_number.h"
 #include "shim/untracked_slots.h"
 
 namespace gpuslice::shim {
@@ -42,6 +45,9 @@ class LaunchTracker {
   struct Entry {
     enum class Kind : uint8_t { kUntracked, kTracked, kPriority } kind = Kind::kTracked;
     UntrackedSlots::Ticket ticket;
+    LaunchLane* lane = nullptr;   // tracked and priority launches: the thread's lane
+    bool lane_was_idle = false;   // its lane had nothing in flight: the launch starts at once
+    CUcontext context = nullptr;  // current at the launch (set by the caller)
   };
 
   // The fast path. True: the caller may launch now and must then call Exit. False: call Wait,
@@ -60,7 +66,7 @@ class LaunchTracker {
       UntrackedSlots::Exit(entry.ticket);
       return;
     }
-    ExitTracked(launched, stream, per_thread);
+    ExitTracked(entry, launched, stream, per_thread);
   }
   // The slow path: blocks (interruptibly) until the grant is this tenant's again or enough of its
   // queued work has completed.
@@ -78,34 +84,68 @@ class LaunchTracker {
   uint64_t kernel_estimate_ns() const { return kernel_ns_.load(std::memory_order_relaxed); }
 
  private:
-  struct Pending {
-    CUevent event;
-    CUcontext context;
-    uint64_t launched_ns;
-  };
+  // Lanes of their own for the first kOwnLanes threads that launch tracked work.
+  static constexpr uint32_t kOwnLanes = UntrackedSlots::kOwnSlots;
+  // Context teardowns remembered for lanes whose unused events predate them; past this many,
+  // one entry standing for every context.
+  static constexpr size_t kForgottenContexts = 64;
+  // A lane's launches beyond its first, as published: enough to tell a backlog from a last
+  // kernel, and small enough that every lane's fit in the published word.
+  static constexpr uint32_t kMaxExtraPerLane = 63;
+  static_assert((kOwnLanes + 1) * kMaxExtraPerLane <= broker::kInflightExtraMax);
 
   bool EnterUntracked(Entry* entry, const UntrackedSlots::Ticket& ticket) {
     if ((published_->inflight.load(std::memory_order_relaxed) & broker::kUntrackedWork) == 0) FlagUntrackedWork();
     if (gate_->GrantOpen()) {
-      *entry = Entry{Entry::Kind::kUntracked, ticket};
+      *entry = Entry{Entry::Kind::kUntracked, ticket, nullptr};
       return true;
     }
     UntrackedSlots::Exit(ticket);
     return false;
   }
   void FlagUntrackedWork();
+  LaunchLane* LaneOfThisThread() {
+    const uint32_t thread = ThreadNumber::Get();
+    if (thread >= kOwnLanes) return &shared_lane_;
+    if (LaunchLane* lane = lanes_[thread].load(std::memory_order_acquire)) return lane;
+    return NewLane(thread);
+  }
+  LaunchLane* NewLane(uint32_t thread);
+  bool OverBudget(LaunchLane* lane) const;
   bool EnterTracked(Entry* entry, bool waited);
-  void ExitTracked(CUresult launched, CUstream stream, bool per_thread);
-  // Takes completed launches off the queue; returns how many are still in flight.
+  bool EnterLane(LaunchLane* lane, Entry* entry, bool waited);
+  void ExitTracked(const Entry& entry, CUresult launched, CUstream stream, bool per_thread);
+  bool RecordCompletionEvent(LaunchLane* lane, CUcontext context, CUstream stream, bool per_thread,
+                             uint64_t launched_ns);
+  // Whether a queued launch has completed (or can no longer be asked about).
+  static bool Completed(LaunchLane::Slot& slot);
+  CUevent EventFor(LaunchLane* lane, CUcontext context);
+  bool MakeRoom(LaunchLane* lane);
+  void DropForgottenEvents(LaunchLane* lane);
+  // Counts one launch of `lane` down (it never reached the GPU).
+  void CountDownLane(LaunchLane* lane);
+  // Takes completed launches off every lane; returns how many are still queued.
   uint32_t Poll(uint64_t now);
-  void CountDown(uint32_t completed, uint64_t now);
+  // Takes completed launches off `lane` alone (its consumer mutex and the pause held): how many
+  // are still queued on it, and the change to the published in-flight word.
+  struct Polled {
+    uint32_t queued = 0;
+    uint32_t delta = 0;  // modulo 2^32
+  };
+  Polled PollLane(LaunchLane* lane, uint64_t now);
+  // The same, taking the locks; for a launcher whose lane is full.
+  void PollOwnLane(LaunchLane* lane, uint64_t now);
+  // Adds `delta` to the published in-flight word; true when that made it 0 (the process idle).
+  bool AdjustInflight(uint32_t delta);
+  void WentIdle(uint64_t now);
   void EndBusyPeriod(uint64_t now);
   void ChargePriorityUpTo(uint64_t now);
   void NoteLaunch(uint32_t before, uint64_t now, bool waited, bool priority);
-  bool RecordCompletionEvent(CUstream stream, bool per_thread, uint64_t now);
   void ConfirmUntrackedWorkDone(uint64_t now);
-  void WaitForOldest();
+  void WaitForOldest(LaunchLane* lane);
   void UpdateBudget();
+  template <typename Visit>
+  void ForEachLane(Visit visit);
 
   ContextSync* contexts_;
   broker::ComputeGate* gate_;
@@ -120,14 +160,23 @@ class LaunchTracker {
   UntrackedSlots untracked_;
   std::atomic<uint32_t> budget_kernels_{2};
   std::atomic<uint64_t> kernel_ns_{1'000'000};    // measured kernel length (EWMA)
-  std::atomic<uint32_t> queued_{0};               // size of pending_, for the fast path's budget test
+  std::atomic<uint32_t> queued_{0};               // launches queued on every lane, as of the last poll
   std::atomic<uint64_t> gap_ns_{0};               // EWMA of completion-to-next-launch gaps
   std::atomic<bool> priority_busy_{false};        // the current busy period began with a priority launch
   std::atomic<uint64_t> priority_charged_ns_{0};  // its priority work is charged up to here
-  Mutex mutex_;
-  std::deque<Pending> pending_ GUARDED_BY(mutex_);
-  std::unordered_map<CUcontext, std::vector<CUevent>> free_events_ GUARDED_BY(mutex_);
-  uint64_t last_completion_ns_ GUARDED_BY(mutex_) = 0;
+  // The lanes: one per thread for the first kOwnLanes (created at its first tracked launch),
+  // then one shared under shared_lane_mutex_. lanes_used_ bounds the indices ever filled.
+  std::atomic<LaunchLane*> lanes_[kOwnLanes] = {};
+  std::atomic<uint32_t> lanes_used_{0};
+  Mutex shared_lane_mutex_;
+  LaunchLane shared_lane_{true};
+  // How many context teardowns the tracker has seen; a lane whose unused events were checked at
+  // an older count drops those of the contexts destroyed since (forgotten_) before its next
+  // launch: a new context may come back with a destroyed one's handle.
+  std::atomic<uint64_t> forgotten_epoch_{0};
+  Mutex mutex_;  // lane creation, the forgotten contexts
+  std::vector<std::unique_ptr<LaunchLane>> owned_lanes_ GUARDED_BY(mutex_);
+  std::vector<std::pair<uint64_t, CUcontext>> forgotten_ GUARDED_BY(mutex_);  // nullptr: every context
 };
 
 }  // namespace gpuslice::shim

@@ -78,8 +78,9 @@ class ShimState final : public ContextSync {
   int LedgerForUuid(const uint8_t (&uuid)[16], uint64_t device_total);
 
   // The compute gate (and this process's launch tracking) for launches on `stream`
-  // (docs/scheduling.md); nullptr when launches cannot be gated (no usable ledger).
-  LaunchTracker* TrackerForLaunch(CUstream stream);
+  // (docs/scheduling.md); nullptr when launches cannot be gated (no usable ledger). Sets
+  // `current` to the calling thread's current context (what the launch's event is created in).
+  LaunchTracker* TrackerForLaunch(CUstream stream, CUcontext* current);
   LaunchTracker* TrackerForDevice(CUdevice device);
   // The contexts this process launched from on a gate's GPU: what its monitor synchronises when
   // it must confirm that work launched untracked has finished.

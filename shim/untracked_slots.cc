@@ -18,13 +18,6 @@ bool RegisterAsymmetricFence() { return Membarrier(MEMBARRIER_CMD_REGISTER_PRIVA
 
 UntrackedSlots::UntrackedSlots() : asymmetric_(RegisterAsymmetricFence()) {}
 
-uint32_t UntrackedSlots::AssignThreadNumber() {
-  static std::atomic<uint32_t> next{0};
-  const uint32_t number = next.fetch_add(1, std::memory_order_relaxed);
-  thread_number_plus_one_ = number < UINT32_MAX ? number + 1 : UINT32_MAX;
-  return number;
-}
-
 bool UntrackedSlots::AnyInside() const {
   for (const Slot& slot : own_) {
     if (slot.flag.load(std::memory_order_acquire) != 0) return true;

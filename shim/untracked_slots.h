@@ -14,13 +14,14 @@
 #include <atomic>
 #include <cstdint>
 
+#include "shim/thread_number.h"
+
 namespace gpuslice::shim {
 
 class UntrackedSlots {
  public:
-  // The first kOwnSlots threads of the process that launch get a flag each (thread numbers are
-  // never reused: a process that churns through threads ends up on the shared counter, which is
-  // only slower).
+  // The first kOwnSlots threads of the process that launch get a flag each (shim/thread_number.h;
+  // later threads share one counter, which is only slower).
   static constexpr uint32_t kOwnSlots = 256;
 
   // What Exit needs to lower the flag Enter raised.
@@ -33,7 +34,7 @@ class UntrackedSlots {
 
   // The launcher's side: raise this thread's flag; after it, a full barrier as seen by Drain.
   Ticket Enter() {
-    const uint32_t thread = ThreadNumber();
+    const uint32_t thread = ThreadNumber::Get();
     if (thread < kOwnSlots) {
       std::atomic<uint32_t>& flag = own_[thread].flag;
       flag.store(1, std::memory_order_relaxed);
@@ -63,15 +64,6 @@ class UntrackedSlots {
   struct alignas(64) Slot {
     std::atomic<uint32_t> flag{0};
   };
-  // The thread's number, from 0 in the order threads first launch. Initial-exec TLS: the shim is
-  // preloaded, so its few bytes of thread-local storage come from the static block and a read is
-  // one instruction rather than a call to __tls_get_addr.
-  static uint32_t ThreadNumber() {
-    const uint32_t known = thread_number_plus_one_;
-    return known != 0 ? known - 1 : AssignThreadNumber();
-  }
-  static uint32_t AssignThreadNumber();
-  __attribute__((tls_model("initial-exec"))) static inline thread_local uint32_t thread_number_plus_one_ = 0;
   bool AnyInside() const;
 
   bool asymmetric_;  // membarrier(PRIVATE_EXPEDITED) is registered for this process

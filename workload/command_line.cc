@@ -90,6 +90,12 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
                    "launched from another thread (which may be waiting for the GPU): no result line")
       ->check(CLI::PositiveNumber);
   compute_cmd
+      ->add_option("--threads", compute.threads,
+                   "Launching threads, each on a stream of its own with --depth kernels queued; --kernels "
+                   "counts per thread")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  compute_cmd
       ->add_option("--first-on-device", compute.first_on_device,
                    "Before the run, launch one kernel on this device and wait for it; the run then "
                    "uses --device (one process on two GPUs)")

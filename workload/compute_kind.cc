@@ -1,6 +1,7 @@
 // compute: spin kernels back to back on one stream, `depth` of them queued at any time so the
 // device never waits for the host. The event recorded after each kernel tells when its slot in
 // the queue is free again.
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +42,36 @@ int LaunchOnceOn(int device, const CommonOptions& common, uint64_t kernel_us, st
   return kExitOk;
 }
 
+// --threads: every thread but the main one launches on a stream of its own, in the primary
+// context, until the main loop ends (or, with --kernels, its own count); returns how many it
+// completed, or nothing when a driver call failed.
+std::optional<uint64_t> RunExtraLauncher(const Session& s, const SpinKernel& kernel, const ComputeOptions& options,
+                                         const std::atomic<bool>& done) {
+  CUcontext context = nullptr;
+  if (!DRIVER_CALL(s, cuDevicePrimaryCtxRetain, &context, s.device())) return std::nullopt;
+  std::optional<uint64_t> result;
+  CUstream stream = nullptr;
+  std::vector<CUevent> slots(static_cast<size_t>(options.depth), nullptr);
+  if (DRIVER_CALL(s, cuCtxSetCurrent, context) && DRIVER_CALL(s, cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING)) {
+    bool ok = true;
+    for (CUevent& event : slots) ok = ok && DRIVER_CALL(s, cuEventCreate, &event, CU_EVENT_DISABLE_TIMING);
+    uint64_t launched = 0;
+    while (ok && !done.load() && !StopRequested() && (!options.kernels || launched < *options.kernels)) {
+      CUevent& slot = slots[launched % slots.size()];
+      if (launched >= slots.size()) ok = DRIVER_CALL(s, cuEventSynchronize, slot);
+      ok = ok && kernel.Launch(stream, options.kernel_us * 1000) && DRIVER_CALL(s, cuEventRecord, slot, stream);
+      if (ok) ++launched;
+    }
+    if (ok && DRIVER_CALL(s, cuStreamSynchronize, stream)) result = launched;
+    for (CUevent event : slots) {
+      if (event) DRIVER_CALL(s, cuEventDestroy, event);
+    }
+    DRIVER_CALL(s, cuStreamDestroy, stream);
+  }
+  DRIVER_CALL(s, cuDevicePrimaryCtxRelease, s.device());
+  return result;
+}
+
 int RunComputeLoop(const CommonOptions& common, const ComputeOptions& options) {
   std::optional<Session> first;
   if (options.first_on_device) {
@@ -64,6 +95,29 @@ int RunComputeLoop(const CommonOptions& common, const ComputeOptions& options) {
   if (options.fault_after_s && (!DRIVER_CALL(s, cuModuleLoadData, &fault_module, kFaultKernelPtx) ||
                                 !DRIVER_CALL(s, cuModuleGetFunction, &fault, fault_module, kFaultKernelName)))
     return kExitDriverFailed;
+
+  std::atomic<bool> done{false};
+  std::mutex extra_mutex;
+  uint64_t extra_completed = 0;
+  bool extra_failed = false;
+  std::vector<std::thread> extra_launchers;
+  for (int t = 1; t < options.threads; ++t) {
+    extra_launchers.emplace_back([&] {
+      const std::optional<uint64_t> completed = RunExtraLauncher(s, kernel, options, done);
+      std::lock_guard<std::mutex> lock(extra_mutex);
+      extra_completed += completed.value_or(0);
+      extra_failed = extra_failed || !completed;
+    });
+  }
+  // Whatever way the main loop ends, the other launchers stop and are joined.
+  struct JoinAtEnd {
+    std::atomic<bool>& done;
+    std::vector<std::thread>& threads;
+    ~JoinAtEnd() {
+      done.store(true);
+      for (std::thread& t : threads) t.join();
+    }
+  } join_at_end{done, extra_launchers};
 
   const uint64_t kernel_ns = options.kernel_us * 1000;
   const auto start = Clock::now();
@@ -110,9 +164,14 @@ int RunComputeLoop(const CommonOptions& common, const ComputeOptions& options) {
       }
     }
   }
-  // Every launched kernel is counted: wait for the ones still queued.
+  // Every launched kernel is counted: wait for the ones still queued, and for the other launchers
+  // (with --kernels, each launches its own count).
   if (!DRIVER_CALL(s, cuStreamSynchronize, stream)) return kExitDriverFailed;
-  completed = launched;
+  if (!options.kernels) done.store(true);
+  for (std::thread& t : extra_launchers) t.join();
+  extra_launchers.clear();
+  if (extra_failed) return kExitDriverFailed;
+  completed = launched + extra_completed;
   const double elapsed = SecondsBetween(start, Clock::now());
 
   for (CUevent event : slots) DRIVER_CALL(s, cuEventDestroy, event);
@@ -120,7 +179,8 @@ int RunComputeLoop(const CommonOptions& common, const ComputeOptions& options) {
   if (fault_module != nullptr) DRIVER_CALL(s, cuModuleUnload, fault_module);
 
   Json result = {{"device", common.device}, {"kernel_us", options.kernel_us}, {"blocks", kernel.blocks()},
-                 {"depth", options.depth},  {"kernels", completed},           {"elapsed_s", elapsed}};
+                 {"depth", options.depth},  {"threads", options.threads},     {"kernels", completed},
+                 {"elapsed_s", elapsed}};
   result.update(Throughput(completed, elapsed, options.kernel_us));
   result["stopped_by"] = stopped_by;
   s.Emit("result", result);

@@ -33,6 +33,9 @@ struct ComputeOptions {
   // When set, one kernel is launched and waited for on this device before the run uses --device:
   // a process that works on two GPUs (a probe of device 0 first, a pipeline, device_map="auto").
   std::optional<int> first_on_device;
+  // Launching threads, each with a stream of its own and `depth` kernels queued on it (a trainer
+  // that launches from several threads: a pipeline, per-layer streams, a data-parallel loop).
+  int threads = 1;
 };
 
 struct LatencyOptions {

@@ -49,6 +49,38 @@ TEST_F(ShimComputeThreadsTest, ALimitedTrainerAndAServiceFinishEveryKernelAndLea
   }
 }
 
+// A trainer that launches from more threads than have launch lanes of their own (256; the rest
+// share one, under its mutex) beside a service: every thread's launches are tracked and counted
+// down by the monitor while the grant changes hands. Checked as above: nothing is lost or left.
+TEST_F(ShimComputeThreadsTest, ATrainerLaunchingFromThreeHundredThreadsFinishesEveryKernelBesideAService) {
+  constexpr int kThreads = 300;
+  constexpr int kKernelsPerThread = 6;
+  constexpr int kRequests = 100;
+  auto trainer = StartShimmed({App("workload"), "compute", "--kernel-us", "200", "--depth", "2", "--threads",
+                               std::to_string(kThreads), "--kernels", std::to_string(kKernelsPerThread)},
+                              {"GPUSLICE_TENANT=trainer"});
+  auto service = StartShimmed({App("workload"), "latency", "--period-ms", "4", "--kernels-per-request", "2",
+                               "--kernel-us", "200", "--requests", std::to_string(kRequests)},
+                              {"GPUSLICE_TENANT=service", "GPUSLICE_COMPUTE_REQUEST=40"});
+  const ProcessResult t = trainer->Wait(180000);
+  const ProcessResult s = service->Wait(180000);
+  ASSERT_EQ(t.exit_code, 0) << Describe(t);
+  ASSERT_EQ(s.exit_code, 0) << Describe(s);
+  EXPECT_EQ(ResultOf(t).value("kernels", -1), kThreads * kKernelsPerThread) << t.out;
+  EXPECT_EQ(ResultOf(s).value("requests", -1), kRequests) << s.out;
+
+  const broker::Snapshot snapshot = BrokerSnapshot();
+  ASSERT_EQ(snapshot.gpus.size(), 1u);
+  const broker::GpuView& gpu = snapshot.gpus[0];
+  EXPECT_EQ(gpu.holder, "") << "a tenant that exited still holds the GPU";
+  EXPECT_EQ(gpu.waiting, 0u);
+  EXPECT_GT(gpu.grants, 2u) << "the grant never changed hands: the two tenants did not share the GPU";
+  for (const auto& tenant : gpu.tenants) {
+    EXPECT_EQ(tenant.used, 0u) << tenant.name;
+    EXPECT_GT(tenant.service_ns, 0u) << tenant.name << " was never charged device time";
+  }
+}
+
 // A holder SIGKILLed with nobody else on the GPU cannot hand the grant on, and nobody is left to
 // decide: the broker's view (gpuslicectl status) must not name a tenant that is gone as the
 // holder. The control is the same view a moment before the kill, which names it.

@@ -1,0 +1,117 @@
+// One launching thread's tracked launches on one GPU: how many it has in flight, and the events
+// recorded behind them, oldest first, for the poller to query (shim/launch_tracker.h).
+//
+// A lane has one producer — its thread, or for the shared lane of threads past the per-thread
+// ones, whoever holds that lane's producer mutex — and one consumer at a time, a poller holding
+// the lane's consumer mutex (the monitor, a blocked launcher, or the lane's own thread when every
+// slot is taken). The launch path therefore writes only lines of its own thread: a count
+// (one uncontended locked addition), a slot, and the ring's head. A process-wide queue and count
+// written by every launch made each launch from two threads cost five times one launch alone.
+//
+// Slots keep their events when the poller is done with them: the next launch into the slot
+// records the same event again when it is of the same context (the common case), so events are
+// created only while the lane's queue first grows.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "common/mutex.h"
+#include "shim/driver_api.h"
+
+namespace gpuslice::shim {
+
+class LaunchLane {
+ public:
+  // Launches one thread may have queued and not yet seen complete by the poller; past it, the
+  // launcher polls itself and waits for its oldest, as the driver's own queue makes it wait.
+  static constexpr uint32_t kCapacity = 512;
+
+  struct Slot {
+    CUevent event = nullptr;      // kept for the next launch into the slot
+    CUcontext context = nullptr;  // the context `event` belongs to
+    CUstream stream = nullptr;    // launched into: launches into one stream complete in order
+    uint64_t launched_ns = 0;     // when it was launched into an idle lane; 0: queued behind another
+    bool per_thread = false;      // a _ptsz launch (stream 0 is the thread's own)
+    bool gone = false;            // its context was destroyed: the launch counts as completed
+
+    bool SameStream(const Slot& other) const {
+      return stream == other.stream && context == other.context && per_thread == other.per_thread;
+    }
+  };
+
+  explicit LaunchLane(bool shared) : shared_(shared) {}
+  LaunchLane(const LaunchLane&) = delete;
+  LaunchLane& operator=(const LaunchLane&) = delete;
+
+  // The shared lane of threads beyond the per-thread ones: its producer side is under a mutex.
+  bool shared() const { return shared_; }
+
+  // Launches entered and not yet counted down. Add returns the count before (0: the lane was
+  // idle); Remove the count after. The producer adds, anyone counts down.
+  uint32_t Add() { return inflight_.fetch_add(1, std::memory_order_acq_rel); }
+  uint32_t Remove(uint32_t launches) { return inflight_.fetch_sub(launches, std::memory_order_acq_rel) - launches; }
+  uint32_t Inflight() const { return inflight_.load(std::memory_order_acquire); }
+
+  // ---- The producer's side.
+  // Every slot holds a launch the poller has not taken off.
+  bool Full() {
+    const uint64_t head = head_.load(std::memory_order_relaxed);
+    if (head - cached_tail_ < kCapacity) return false;
+    cached_tail_ = tail_.load(std::memory_order_acquire);
+    return head - cached_tail_ >= kCapacity;
+  }
+  // The slot the next launch goes into (call when not Full).
+  Slot& Next() { return slots_[head_.load(std::memory_order_relaxed) % kCapacity]; }
+  // The slot Next gave is filled: the poller may take it.
+  void Publish() { head_.store(head_.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
+  // Launches the poller has not taken off yet (also readable by the poller).
+  uint32_t Queued() const {
+    return static_cast<uint32_t>(head_.load(std::memory_order_acquire) - tail_.load(std::memory_order_acquire));
+  }
+  // Events of contexts other than the current one, taken out of slots a launch of another
+  // context needed; used again when the thread launches in their context.
+  std::vector<std::pair<CUcontext, CUevent>>& spares() { return spares_; }
+  // The tracker's count of destroyed contexts the lane's unused events were last checked against.
+  uint64_t& checked_epoch() { return checked_epoch_; }
+  // Calls `visit` on every slot not holding a queued launch (for the producer, or the consumer
+  // while the producer is kept out).
+  template <typename Visit>
+  void ForEachFreeSlot(Visit visit) {
+    const uint64_t head = head_.load(std::memory_order_acquire);
+    const uint64_t tail = tail_.load(std::memory_order_acquire);
+    for (uint64_t i = head; i < tail + kCapacity; ++i) visit(slots_[i % kCapacity]);
+  }
+
+  // ---- The consumer's side (one at a time).
+  Mutex& consumer_mutex() { return consumer_mutex_; }
+  uint64_t ConsumerHead() const { return head_.load(std::memory_order_acquire); }
+  uint64_t ConsumerTail() const { return tail_.load(std::memory_order_relaxed); }
+  Slot& At(uint64_t index) { return slots_[index % kCapacity]; }
+  // Slots before `tail` are taken off: the producer may fill them again.
+  void Release(uint64_t tail) { tail_.store(tail, std::memory_order_release); }
+  // What the lane adds to the process's published extra launches (ProcessGpuState::inflight).
+  uint32_t& published_extra() { return published_extra_; }
+  // When the poller last saw one of the lane's launches complete (the next one started then).
+  uint64_t& last_completion_ns() { return last_completion_ns_; }
+
+ private:
+  const bool shared_;
+  // The producer's line (the count is also written by the poller, once per poll that finds
+  // completions).
+  alignas(64) std::atomic<uint32_t> inflight_{0};
+  std::atomic<uint64_t> head_{0};
+  uint64_t cached_tail_ = 0;
+  uint64_t checked_epoch_ = 0;
+  std::vector<std::pair<CUcontext, CUevent>> spares_;
+  // The consumer's line.
+  alignas(64) std::atomic<uint64_t> tail_{0};
+  Mutex consumer_mutex_;
+  uint32_t published_extra_ = 0;
+  uint64_t last_completion_ns_ = 0;
+  Slot slots_[kCapacity];
+};
+
+}  // namespace gpuslice::shim
