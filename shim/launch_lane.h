@@ -65,8 +65,14 @@ class LaunchLane {
   }
   // The slot the next launch goes into (call when not Full).
   Slot& Next() { return slots_[head_.load(std::memory_order_relaxed) % kCapacity]; }
-  // The slot Next gave is filled: the poller may take it.
-  void Publish() { head_.store(head_.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
+  // The slot Next gave is filled: the poller may take it. A launch into another stream than the
+  // previous one starts a new run (RunStart).
+  void Publish() {
+    const uint64_t head = head_.load(std::memory_order_relaxed);
+    if (head == 0 || !slots_[head % kCapacity].SameStream(slots_[(head - 1) % kCapacity]))
+      run_start_.store(head, std::memory_order_relaxed);
+    head_.store(head + 1, std::memory_order_release);
+  }
   // Launches the poller has not taken off yet (also readable by the poller).
   uint32_t Queued() const {
     return static_cast<uint32_t>(head_.load(std::memory_order_acquire) - tail_.load(std::memory_order_acquire));
@@ -88,6 +94,10 @@ class LaunchLane {
   // ---- The consumer's side (one at a time).
   Mutex& consumer_mutex() { return consumer_mutex_; }
   uint64_t ConsumerHead() const { return head_.load(std::memory_order_acquire); }
+  // Where the run of launches into one stream that ends at the head began (read after
+  // ConsumerHead: it only grows, so a run that began at or before an index still covers it up
+  // to the head read).
+  uint64_t RunStart() const { return run_start_.load(std::memory_order_relaxed); }
   uint64_t ConsumerTail() const { return tail_.load(std::memory_order_relaxed); }
   Slot& At(uint64_t index) { return slots_[index % kCapacity]; }
   // Slots before `tail` are taken off: the producer may fill them again.
@@ -103,6 +113,7 @@ class LaunchLane {
   // completions).
   alignas(64) std::atomic<uint32_t> inflight_{0};
   std::atomic<uint64_t> head_{0};
+  std::atomic<uint64_t> run_start_{0};
   uint64_t cached_tail_ = 0;
   uint64_t checked_epoch_ = 0;
   std::vector<std::pair<CUcontext, CUevent>> spares_;

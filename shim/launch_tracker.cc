@@ -301,8 +301,10 @@ bool LaunchTracker::Completed(LaunchLane::Slot& slot) {
 }
 
 // Takes the lane's completed launches off, oldest first. Launches into one stream complete in
-// order: of a run of them, the last is asked first, and when it completed the whole run did
-// (a thread that keeps one stream busy is polled in one query, not one per launch).
+// order: of a run of them, the last is asked first, and when it completed the whole run did;
+// when it did not, the first not completed is found by halving. A thread that keeps one stream
+// busy is polled in a few queries, and the poller reads a few of its slots, not every one: a
+// slot line the poller has read costs the launching thread a cache miss when it writes it next.
 //
 // What is left is published: a lane with nothing left in flight comes off the count of busy
 // threads; one with more than one launch in flight adds the rest to the published extra (at
@@ -314,14 +316,25 @@ LaunchTracker::Polled LaunchTracker::PollLane(LaunchLane* lane, uint64_t now) {
   uint64_t tail = lane->ConsumerTail();
   const uint64_t first = tail;
   while (tail < head) {
-    uint64_t run_end = tail + 1;
-    while (run_end < head && lane->At(run_end).SameStream(lane->At(tail))) ++run_end;
-    if (run_end - tail > 1 && Completed(lane->At(run_end - 1))) {
+    // The run [tail, run_end): the last one, which began at RunStart, reaches the head without
+    // its slots being read.
+    uint64_t run_end = head;
+    if (lane->RunStart() > tail) {
+      run_end = tail + 1;
+      while (run_end < head && lane->At(run_end).SameStream(lane->At(tail))) ++run_end;
+    }
+    if (Completed(lane->At(run_end - 1))) {
       tail = run_end;
       continue;
     }
-    while (tail < run_end && Completed(lane->At(tail))) ++tail;
-    if (tail < run_end) break;  // the oldest not completed
+    if (run_end - tail == 1 || !Completed(lane->At(tail))) break;
+    uint64_t done = tail, pending = run_end - 1;  // completed / not completed
+    while (pending - done > 1) {
+      const uint64_t mid = done + (pending - done) / 2;
+      (Completed(lane->At(mid)) ? done : pending) = mid;
+    }
+    tail = done + 1;
+    break;
   }
   Polled polled;
   uint32_t inflight = 0;
