@@ -79,6 +79,13 @@ bool LaunchTracker::EnterTracked(Entry* entry, bool waited) {
   return EnterLane(lane, entry, waited);
 }
 
+// Counts the launch in its lane, and the lane in the process's published word when it was idle;
+// returns the word before (not 0 when the lane was already busy: the process was too).
+uint32_t LaunchTracker::CountIn(LaunchLane* lane, Entry* entry) {
+  entry->lane_was_idle = lane->Add() == 0;
+  return entry->lane_was_idle ? published_->inflight.fetch_add(1) : 1;
+}
+
 // The launch is counted in its lane and, when the lane was idle, the lane in the process's
 // published count, before the grant is looked at: a hand-over closes the gate before it looks at
 // the count (seq_cst on both sides), so one of the two sees the other. A lane already busy is
@@ -89,8 +96,7 @@ bool LaunchTracker::EnterLane(LaunchLane* lane, Entry* entry, bool waited) {
   if (gate_->compute_class() == broker::ComputeClass::kLatency) {
     const uint64_t now = MonotonicNanos();
     if (gate_->TakePriority(now)) {
-      entry->lane_was_idle = lane->Add() == 0;
-      const uint32_t before = entry->lane_was_idle ? published_->inflight.fetch_add(1) : 1;
+      const uint32_t before = CountIn(lane, entry);
       NoteLaunch(before, now, waited, true);
       // Priority taken again within a busy period (its bucket refilled): charged from here. Not
       // charged, the bucket refilled to full and the tenant passed the grant for good.
@@ -102,8 +108,7 @@ bool LaunchTracker::EnterLane(LaunchLane* lane, Entry* entry, bool waited) {
       return true;
     }
   }
-  entry->lane_was_idle = lane->Add() == 0;
-  const uint32_t before = entry->lane_was_idle ? published_->inflight.fetch_add(1) : 1;
+  const uint32_t before = CountIn(lane, entry);
   if (!gate_->GrantOpen()) {
     // Turned away: the count is taken back without touching the idle figures (it never ran).
     if (lane->Remove(1) == 0) published_->inflight.fetch_sub(1);

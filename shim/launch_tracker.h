@@ -114,6 +114,7 @@ class LaunchTracker {
   bool OverBudget(LaunchLane* lane) const;
   bool EnterTracked(Entry* entry, bool waited);
   bool EnterLane(LaunchLane* lane, Entry* entry, bool waited);
+  uint32_t CountIn(LaunchLane* lane, Entry* entry);
   void ExitTracked(const Entry& entry, CUresult launched, CUstream stream, bool per_thread);
   bool RecordCompletionEvent(LaunchLane* lane, CUcontext context, CUstream stream, bool per_thread,
                              uint64_t launched_ns);

@@ -21,6 +21,20 @@ namespace {
 
 class ShimComputeThreadsTest : public ShimTest {};
 
+// After two tenants shared the GPU and exited: the grant changed hands, and no grant, waiter or
+// charge is left behind; each was charged device time.
+void ExpectTheSharedGpuLeftClean(const broker::Snapshot& snapshot) {
+  ASSERT_EQ(snapshot.gpus.size(), 1u);
+  const broker::GpuView& gpu = snapshot.gpus[0];
+  EXPECT_EQ(gpu.holder, "") << "a tenant that exited still holds the GPU";
+  EXPECT_EQ(gpu.waiting, 0u);
+  EXPECT_GT(gpu.grants, 2u) << "the grant never changed hands: the two tenants did not share the GPU";
+  for (const auto& tenant : gpu.tenants) {
+    EXPECT_EQ(tenant.used, 0u) << tenant.name;
+    EXPECT_GT(tenant.service_ns, 0u) << tenant.name << " was never charged device time";
+  }
+}
+
 TEST_F(ShimComputeThreadsTest, ALimitedTrainerAndAServiceFinishEveryKernelAndLeaveNoGrant) {
   constexpr int kTrainerKernels = 3000;
   constexpr int kRequests = 150;
@@ -37,16 +51,7 @@ TEST_F(ShimComputeThreadsTest, ALimitedTrainerAndAServiceFinishEveryKernelAndLea
   EXPECT_EQ(ResultOf(t).value("kernels", -1), kTrainerKernels) << t.out;
   EXPECT_EQ(ResultOf(s).value("requests", -1), kRequests) << s.out;
 
-  const broker::Snapshot snapshot = BrokerSnapshot();
-  ASSERT_EQ(snapshot.gpus.size(), 1u);
-  const broker::GpuView& gpu = snapshot.gpus[0];
-  EXPECT_EQ(gpu.holder, "") << "a tenant that exited still holds the GPU";
-  EXPECT_EQ(gpu.waiting, 0u);
-  EXPECT_GT(gpu.grants, 2u) << "the grant never changed hands: the two tenants did not share the GPU";
-  for (const auto& tenant : gpu.tenants) {
-    EXPECT_EQ(tenant.used, 0u) << tenant.name;
-    EXPECT_GT(tenant.service_ns, 0u) << tenant.name << " was never charged device time";
-  }
+  ExpectTheSharedGpuLeftClean(BrokerSnapshot());
 }
 
 // A trainer that launches from more threads than have launch lanes of their own (256; the rest
@@ -69,16 +74,7 @@ TEST_F(ShimComputeThreadsTest, ATrainerLaunchingFromThreeHundredThreadsFinishesE
   EXPECT_EQ(ResultOf(t).value("kernels", -1), kThreads * kKernelsPerThread) << t.out;
   EXPECT_EQ(ResultOf(s).value("requests", -1), kRequests) << s.out;
 
-  const broker::Snapshot snapshot = BrokerSnapshot();
-  ASSERT_EQ(snapshot.gpus.size(), 1u);
-  const broker::GpuView& gpu = snapshot.gpus[0];
-  EXPECT_EQ(gpu.holder, "") << "a tenant that exited still holds the GPU";
-  EXPECT_EQ(gpu.waiting, 0u);
-  EXPECT_GT(gpu.grants, 2u) << "the grant never changed hands: the two tenants did not share the GPU";
-  for (const auto& tenant : gpu.tenants) {
-    EXPECT_EQ(tenant.used, 0u) << tenant.name;
-    EXPECT_GT(tenant.service_ns, 0u) << tenant.name << " was never charged device time";
-  }
+  ExpectTheSharedGpuLeftClean(BrokerSnapshot());
 }
 
 // A holder SIGKILLed with nobody else on the GPU cannot hand the grant on, and nobody is left to
