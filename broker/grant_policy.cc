@@ -197,6 +197,16 @@ void GrantPolicy::RefreshWaitingLocked(uint64_t now) {
   gpu_->waiting.store(total);
 }
 
+// 0 when the tenant may be granted the GPU; over its limit, how long until its bucket holds a
+// burst again.
+uint64_t GrantPolicy::RefillNs(const LedgerEntry& l, uint64_t now) {
+  const uint32_t limit = LimitOf(l);
+  if (limit >= 100) return 0;
+  const int64_t tokens = BucketNow(l.tokens_ns.load(), l.tokens_at_ns.load(), limit, now);
+  const int64_t burst = std::min(kMinLimitedBurstNs, static_cast<int64_t>(kBucketWindowNs * limit / 100));
+  return tokens < burst ? static_cast<uint64_t>(burst - tokens) * 100 / limit + 1 : 0;
+}
+
 // The waiting, eligible tenant furthest below its entitlement (smallest virtual time); standard
 // and latency tenants before background ones.
 int GrantPolicy::PickNext(uint64_t now, uint64_t* retry_after_ns) {
@@ -206,15 +216,9 @@ int GrantPolicy::PickNext(uint64_t now, uint64_t* retry_after_ns) {
   for (TenantIndex t : Tenants()) {
     LedgerEntry& l = Ledger(t);
     if (l.waiting.load() == 0) continue;
-    const uint32_t limit = LimitOf(l);
-    if (limit < 100) {
-      const int64_t tokens = BucketNow(l.tokens_ns.load(), l.tokens_at_ns.load(), limit, now);
-      const int64_t burst = std::min(kMinLimitedBurstNs, static_cast<int64_t>(kBucketWindowNs * limit / 100));
-      if (tokens < burst) {
-        const uint64_t until = static_cast<uint64_t>(burst - tokens) * 100 / limit + 1;
-        if (*retry_after_ns == 0 || until < *retry_after_ns) *retry_after_ns = until;
-        continue;  // over its limit: not eligible until its bucket refills
-      }
+    if (const uint64_t until = RefillNs(l, now); until != 0) {
+      if (*retry_after_ns == 0 || until < *retry_after_ns) *retry_after_ns = until;
+      continue;  // over its limit: not eligible until its bucket refills
     }
     const uint64_t v = l.vtime.load();
     if (ClassOf(l) == ComputeClass::kBackground) {
@@ -427,7 +431,10 @@ GrantPolicy::CloseReason GrantPolicy::ShouldCloseLocked(TenantIndex holder, uint
   for (TenantIndex t : Tenants()) {
     if (t == holder) continue;
     const LedgerEntry& w = Ledger(t);
-    if (w.waiting.load() == 0) continue;
+    // A waiter over its limit cannot take the grant: closing for it handed the GPU to nobody,
+    // while the holder's queued kernels ran on uncharged (a trainer limited to 70% took 93%
+    // beside a 5% tenant that waited with its bucket empty).
+    if (w.waiting.load() == 0 || RefillNs(w, now) != 0) continue;
     const bool waiter_background = ClassOf(w) == ComputeClass::kBackground;
     if (background && !waiter_background) return CloseReason::kYield;  // background yields at once
     if (waiter_background && !background) continue;                    // and is never owed anything
@@ -525,7 +532,8 @@ bool GrantPolicy::AdvanceLocked(uint64_t now) {
       activity == Activity::kGone) {
     HandOverLocked(now);
     const uint32_t next = gpu_->holder.load();
-    if (activity == Activity::kDraining && next != 0 && next != field) {  // its kernel runs on: a tail
+    // Its kernels run on beside the next grant, or with nobody holding the GPU: a tail, charged to it.
+    if (activity == Activity::kDraining && next != field) {
       gpu_->tail_holder.store(field);
       gpu_->tail_since_ns.store(now);
     }

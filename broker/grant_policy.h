@@ -131,6 +131,7 @@ class GrantPolicy {
   CloseReason ShouldCloseLocked(TenantIndex holder, uint64_t now) const;
   static bool DrainedFor(CloseReason reason, Activity activity, uint32_t queued, bool limited);
   bool Owed(TenantIndex waiter, TenantIndex holder, uint64_t held) const;
+  static uint64_t RefillNs(const LedgerEntry& l, uint64_t now);
   void RefreshWaitingLocked(uint64_t now);
   uint64_t SystemVtime(uint64_t now) const;
   bool Fresh(const ProcessEntry& p, uint64_t stamp, uint64_t now) const;

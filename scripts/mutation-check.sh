@@ -105,6 +105,14 @@ sabotage latency-class-waits broker/scheduler.cc \
   's/if \(class_ != ComputeClass::kLatency\) return false;/return false;  \/\/ SABOTAGE/' \
   '^(Sched|GrantPolicy)' \
   'a latency-class launch never passes the grant: it waits for its turn as a standard one does'
+sabotage owed-over-limit broker/grant_policy.cc \
+  's/if \(w\.waiting\.load\(\) == 0 \|\| RefillNs\(w, now\) != 0\) continue;/if (w.waiting.load() == 0) continue;  \/\/ SABOTAGE/' \
+  '^(Sched|GrantPolicy)' \
+  'a holder yields to a waiter over its limit, which cannot take the grant: the GPU goes to nobody'
+sabotage over-limit-yield-uncharged broker/grant_policy.cc \
+  's/if \(w\.waiting\.load\(\) == 0 \|\| RefillNs\(w, now\) != 0\) continue;/if (w.waiting.load() == 0) continue;  \/\/ SABOTAGE/; s/if \(activity == Activity::kDraining && next != field\) \{/if (activity == Activity::kDraining \&\& next != 0 \&\& next != field) {  \/\/ SABOTAGE/' \
+  '^(Sched|GrantPolicy)' \
+  'as before the fix: a holder yields to a waiter over its limit, the GPU goes to nobody, and the holder'"'"'s queued kernels run on charged to no one'
 sabotage yield-drains broker/grant_policy.cc \
   's/case CloseReason::kYield: return true;/case CloseReason::kYield: return false;  \/\/ SABOTAGE/' \
   '^(Sched|GrantPolicy)' \

@@ -216,6 +216,30 @@ TEST_F(GrantPolicyTest, ALimitedHolderYieldsAtOnceAndItsTailDrainsItsBucket) {
   EXPECT_EQ(node.ledger(a).tokens_ns.load(), tokens_before - 4 * static_cast<int64_t>(kMs));
 }
 
+// A waiter over its limit cannot take the grant, so it is owed nothing: a limited trainer that
+// yielded to a 5% job waiting with its bucket empty handed the GPU to nobody, and its queued
+// kernels ran on uncharged (93% against a limit of 70). Counter-case: the same waiter with its
+// bucket full is yielded to at once.
+TEST_F(GrantPolicyTest, AWaiterOverItsLimitIsNotYieldedTo) {
+  for (const bool bucket_empty : {true, false}) {
+    SCOPED_TRACE(bucket_empty ? "the waiter's bucket is empty" : "the waiter's bucket is full");
+    FakeNode trial;
+    const int a = trial.Tenant(70, 70), b = trial.Tenant(5, 5);
+    const int pa = trial.Process(a), pb = trial.Process(b);
+    trial.ledger(a).vtime.store(1000 * kMs);  // b is far behind: owed the GPU
+    if (bucket_empty) trial.ledger(b).tokens_ns.store(-2 * static_cast<int64_t>(kMs));
+    auto trial_policy = trial.Policy();
+    GrantAtStart(trial, trial_policy, pa);
+    trial.Launch(pa, kT0 + 10 * kUs);
+    trial.Launch(pa, kT0 + 10 * kUs);
+    trial.Wait(pb, kT0 + 2 * kMs);
+    trial.state(pa).heartbeat_ns.store(kT0 + 2 * kMs);
+    trial_policy.Advance(kT0 + 2 * kMs);
+    EXPECT_EQ(trial.gpu().closing.load(), 0u);
+    EXPECT_EQ(trial.Holder(), bucket_empty ? a : b);
+  }
+}
+
 // Even at its limit: a waiter owed the GPU does not wait for the limited holder's drain (a
 // service waited 100 ms for a limited trainer's queue once its limit closed the grant).
 // Counter-case: nobody waiting, the holder at its limit drains before the grant moves on.
