@@ -7,35 +7,35 @@ namespace gpuslice::shim {
 bool AllocationMap::Insert(uint64_t key, Charge charge, Charge* stale) {
   Shard& shard = ShardOf(key);
   MutexLock lock(&shard.mutex);
-  auto [it, inserted] = shard.entries.try_emplace(key, charge);
-  if (inserted) return false;
-  *stale = it->second;
-  it->second = charge;
-  return true;
+  try {
+    auto [value, inserted] = shard.entries.TryInsert(key, charge);
+    if (inserted) return false;
+    *stale = *value;
+    *value = charge;
+    return true;
+  } catch (...) {  // the table could not grow
+    return false;
+  }
 }
 
 bool AllocationMap::Take(uint64_t key, Charge* charge) {
   Shard& shard = ShardOf(key);
   MutexLock lock(&shard.mutex);
-  auto it = shard.entries.find(key);
-  if (it == shard.entries.end()) return false;
-  *charge = it->second;
-  shard.entries.erase(it);
+  const std::optional<Charge> taken = shard.entries.Take(key);
+  if (!taken) return false;
+  *charge = *taken;
   return true;
 }
 
 void AllocationMap::TakeContext(const void* context, std::vector<uint64_t>* keys, std::vector<Charge>* charges) {
   for (Shard& shard : shards_) {
     MutexLock lock(&shard.mutex);
-    for (auto it = shard.entries.begin(); it != shard.entries.end();) {
-      if (it->second.context == context) {
-        keys->push_back(it->first);
-        charges->push_back(it->second);
-        it = shard.entries.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    shard.entries.TakeIf([&](uint64_t key, const Charge& charge) {
+      if (charge.context != context) return false;
+      keys->push_back(key);
+      charges->push_back(charge);
+      return true;
+    });
   }
 }
 

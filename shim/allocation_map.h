@@ -8,11 +8,11 @@
 
 #include <array>
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
+#include "shim/address_table.h"
 
 namespace gpuslice::shim {
 
@@ -29,6 +29,8 @@ class AllocationMap {
   // Records `charge` under `key`. An entry already there is stale (the driver does not hand out
   // a live address twice: its memory was freed where gpuslice could not see it): it is never
   // overwritten in silence but returned in *stale, to be credited. True when there was one.
+  // Out of memory to grow the table, the charge is not recorded: it stays on the ledger until
+  // the process exits (fail closed), and nothing is thrown into the application.
   bool Insert(uint64_t key, Charge charge, Charge* stale);
   // Removes and returns the entry; false when the key is unknown (not charged by us).
   bool Take(uint64_t key, Charge* charge);
@@ -38,7 +40,7 @@ class AllocationMap {
  private:
   struct Shard {
     Mutex mutex;
-    std::unordered_map<uint64_t, Charge> entries GUARDED_BY(mutex);
+    AddressTable<Charge> entries GUARDED_BY(mutex);
   };
   Shard& ShardOf(uint64_t key) { return shards_[(key >> 9) * 0x9E3779B97F4A7C15ULL >> 60]; }
   std::array<Shard, 16> shards_;
