@@ -27,7 +27,10 @@ class LaunchLane {
  public:
   // Launches one thread may have queued and not yet seen complete by the poller; past it, the
   // launcher polls itself and waits for its oldest, as the driver's own queue makes it wait.
-  static constexpr uint32_t kCapacity = 512;
+  // 256 slots (10 KiB) stay in the launching core's L1 cache beside the rest of the path; 512
+  // made the slot's first load a miss on a saturating launcher. 256 queued launches are still
+  // far more than a shared GPU's budget lets a process queue (docs/scheduling.md).
+  static constexpr uint32_t kCapacity = 256;
 
   struct Slot {
     CUevent event = nullptr;      // kept for the next launch into the slot

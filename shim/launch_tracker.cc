@@ -29,6 +29,8 @@ void SleepNanos(uint64_t ns) {
 
 LaunchTracker::LaunchTracker(ContextSync* contexts, broker::ComputeGate* gate)
     : contexts_(contexts), gate_(gate), published_(&gate->published()) {
+  const RealDriver* real = Real();
+  events_usable_ = real->cuEventCreate && real->cuEventRecord && real->cuEventQuery;
   tracking_.store(gate->always_tracked());
 }
 
@@ -74,7 +76,9 @@ bool LaunchTracker::EnterTracked(Entry* entry, bool waited) {
   LaunchLane* lane = LaneOfThisThread();
   if (bounded_.load(std::memory_order_relaxed) && OverBudget(lane))
     return false;  // enough queued while others share the GPU: wait for a completion
-  if (!lane->shared()) return EnterLane(lane, entry, waited);
+  // By address, not by the lane's flag: one dependent load fewer on every launch.
+  if (lane != &shared_lane_) [[likely]]
+    return EnterLane(lane, entry, waited);
   MutexLock lock(&shared_lane_mutex_);
   return EnterLane(lane, entry, waited);
 }
@@ -91,7 +95,7 @@ uint32_t LaunchTracker::CountIn(LaunchLane* lane, Entry* entry) {
 // the count (seq_cst on both sides), so one of the two sees the other. A lane already busy is
 // counted there since its thread's (or, shared, the lane mutex's previous holder's) earlier
 // launch, which happened before this one's look at the grant.
-bool LaunchTracker::EnterLane(LaunchLane* lane, Entry* entry, bool waited) {
+inline bool LaunchTracker::EnterLane(LaunchLane* lane, Entry* entry, bool waited) {
   entry->lane = lane;
   if (gate_->compute_class() == broker::ComputeClass::kLatency) {
     const uint64_t now = MonotonicNanos();
@@ -179,7 +183,7 @@ void LaunchTracker::ExitTracked(const Entry& entry, CUresult launched, CUstream 
   // that one completes, which the poller sees.
   const uint64_t launched_ns = entry.lane_was_idle ? MonotonicNanos() : 0;
   bool recorded = false;
-  if (!entry.lane->shared()) {
+  if (entry.lane != &shared_lane_) [[likely]] {
     recorded = RecordCompletionEvent(entry.lane, entry.context, stream, per_thread, launched_ns);
   } else {
     MutexLock lock(&shared_lane_mutex_);
@@ -194,12 +198,12 @@ void LaunchTracker::ExitTracked(const Entry& entry, CUresult launched, CUstream 
 }
 
 // The producer's side of the lane (its thread, or the shared lane's mutex held).
-bool LaunchTracker::RecordCompletionEvent(LaunchLane* lane, CUcontext context, CUstream stream, bool per_thread,
-                                          uint64_t launched_ns) {
-  const RealDriver* real = Real();
+inline bool LaunchTracker::RecordCompletionEvent(LaunchLane* lane, CUcontext context, CUstream stream, bool per_thread,
+                                                 uint64_t launched_ns) {
   // A driver without events (none has been seen, but the hooks never call a null entry point):
   // the launch counts as work of unknown extent.
-  if (!real->cuEventCreate || !real->cuEventRecord || !real->cuEventQuery || !context) return false;
+  if (!events_usable_ || !context) return false;
+  const RealDriver* real = Real();
   if (lane->checked_epoch() != forgotten_epoch_.load(std::memory_order_acquire)) DropForgottenEvents(lane);
   if (lane->Full() && !MakeRoom(lane)) return false;
   LaunchLane::Slot& slot = lane->Next();

@@ -53,7 +53,7 @@ class LaunchTracker {
   // The fast path. True: the caller may launch now and must then call Exit. False: call Wait,
   // then try again (with `waited`). Inline up to the untracked launch, the whole of it while the
   // tenant is alone on the GPU.
-  bool TryEnter(Entry* entry, bool waited = false) {
+  [[gnu::always_inline]] bool TryEnter(Entry* entry, bool waited = false) {
     if (!tracking_.load(std::memory_order_relaxed)) {
       const UntrackedSlots::Ticket ticket = untracked_.Enter();  // pairs with the switch to tracking
       if (!tracking_.load(std::memory_order_relaxed)) return EnterUntracked(entry, ticket);
@@ -113,11 +113,12 @@ class LaunchTracker {
   LaunchLane* NewLane(uint32_t thread);
   bool OverBudget(LaunchLane* lane) const;
   bool EnterTracked(Entry* entry, bool waited);
-  bool EnterLane(LaunchLane* lane, Entry* entry, bool waited);
+  // Inlined into EnterTracked: the fast path is one call deep.
+  [[gnu::always_inline]] bool EnterLane(LaunchLane* lane, Entry* entry, bool waited);
   uint32_t CountIn(LaunchLane* lane, Entry* entry);
   void ExitTracked(const Entry& entry, CUresult launched, CUstream stream, bool per_thread);
-  bool RecordCompletionEvent(LaunchLane* lane, CUcontext context, CUstream stream, bool per_thread,
-                             uint64_t launched_ns);
+  [[gnu::always_inline]] bool RecordCompletionEvent(LaunchLane* lane, CUcontext context, CUstream stream,
+                                                    bool per_thread, uint64_t launched_ns);
   // Whether a queued launch has completed (or can no longer be asked about).
   static bool Completed(LaunchLane::Slot& slot);
   CUevent EventFor(LaunchLane* lane, CUcontext context);
@@ -151,6 +152,7 @@ class LaunchTracker {
   ContextSync* contexts_;
   broker::ComputeGate* gate_;
   broker::ProcessGpuState* published_;
+  bool events_usable_ = false;  // the driver has the event entry points (set once, at construction)
   std::atomic<bool> tracking_{false};
   std::atomic<bool> bounded_{false};  // others share the GPU: keep at most the budget queued
   // Launches mid-call on the untracked path, flagged per thread: each of the process's first
