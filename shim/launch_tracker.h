@@ -139,7 +139,10 @@ class LaunchTracker {
   void PollOwnLane(LaunchLane* lane, uint64_t now);
   // Adds `delta` to the published in-flight word; true when that made it 0 (the process idle).
   bool AdjustInflight(uint32_t delta);
-  void WentIdle(uint64_t now);
+  // The process has nothing in flight any more, as of `now`; its last launch completed at about
+  // `completed_ns` (0: at `now`).
+  void WentIdle(uint64_t now, uint64_t completed_ns = 0);
+  uint64_t CompletionEstimate(uint64_t previous_poll, uint64_t now) const;
   void EndBusyPeriod(uint64_t now);
   void ChargePriorityUpTo(uint64_t now);
   void NoteLaunch(uint32_t before, uint64_t now, bool waited, bool priority);
@@ -167,6 +170,7 @@ class LaunchTracker {
   std::atomic<uint64_t> gap_ns_{0};               // EWMA of completion-to-next-launch gaps
   std::atomic<bool> priority_busy_{false};        // the current busy period began with a priority launch
   std::atomic<uint64_t> priority_charged_ns_{0};  // its priority work is charged up to here
+  std::atomic<uint64_t> last_poll_ns_{0};         // when Poll last looked at every lane
   // The lanes: one per thread for the first kOwnLanes (created at its first tracked launch),
   // then one shared under shared_lane_mutex_. lanes_used_ bounds the indices ever filled.
   std::atomic<LaunchLane*> lanes_[kOwnLanes] = {};
