@@ -28,8 +28,9 @@ class LaunchLane {
   // Launches one thread may have queued and not yet seen complete by the poller; past it, the
   // launcher polls itself and waits for its oldest, as the driver's own queue makes it wait.
   // 256 slots (10 KiB) stay in the launching core's L1 cache beside the rest of the path; 512
-  // made the slot's first load a miss on a saturating launcher. 256 queued launches are still
-  // far more than a shared GPU's budget lets a process queue (docs/scheduling.md).
+  // made the slot's first load a miss on a saturating launcher. On a shared GPU the budget
+  // (docs/scheduling.md) stops a process sooner unless its kernels are shorter than about 8 µs
+  // (the default 2 ms over 256); such a thread polls its own lane every 256 launches.
   static constexpr uint32_t kCapacity = 256;
 
   struct Slot {
