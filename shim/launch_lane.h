@@ -46,12 +46,11 @@ class LaunchLane {
     }
   };
 
-  explicit LaunchLane(bool shared) : shared_(shared) {}
+  // Which lane is the shared one (threads past the per-thread lanes, its producer side under a
+  // mutex) is the tracker's to know: it tells it by address (LaunchTracker::shared_lane_).
+  LaunchLane() = default;
   LaunchLane(const LaunchLane&) = delete;
   LaunchLane& operator=(const LaunchLane&) = delete;
-
-  // The shared lane of threads beyond the per-thread ones: its producer side is under a mutex.
-  bool shared() const { return shared_; }
 
   // Launches entered and not yet counted down. Add returns the count before (0: the lane was
   // idle); Remove the count after. The producer adds, anyone counts down.
@@ -112,7 +111,6 @@ class LaunchLane {
   uint64_t& last_completion_ns() { return last_completion_ns_; }
 
  private:
-  const bool shared_;
   // The producer's line (the count is also written by the poller, once per poll that finds
   // completions).
   alignas(64) std::atomic<uint32_t> inflight_{0};

@@ -45,7 +45,7 @@ void LaunchTracker::FlagUntrackedWork() {
 
 LaunchLane* LaunchTracker::NewLane(uint32_t thread) {
   MutexLock lock(&mutex_);
-  owned_lanes_.push_back(std::make_unique<LaunchLane>(false));
+  owned_lanes_.push_back(std::make_unique<LaunchLane>());
   LaunchLane* lane = owned_lanes_.back().get();
   lane->checked_epoch() = forgotten_epoch_.load(std::memory_order_acquire);  // it holds no events yet
   lanes_[thread].store(lane, std::memory_order_release);

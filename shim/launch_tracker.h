@@ -176,7 +176,7 @@ class LaunchTracker {
   std::atomic<LaunchLane*> lanes_[kOwnLanes] = {};
   std::atomic<uint32_t> lanes_used_{0};
   Mutex shared_lane_mutex_;
-  LaunchLane shared_lane_{true};
+  LaunchLane shared_lane_;
   // How many context teardowns the tracker has seen; a lane whose unused events were checked at
   // an older count drops those of the contexts destroyed since (forgotten_) before its next
   // launch: a new context may come back with a destroyed one's handle.
