@@ -221,6 +221,10 @@ sabotage fork-locks-not-held shim/shim_state.cc \
   's/(void BeforeFork\(\) NO_THREAD_SAFETY_ANALYSIS \{\n).*?(\n\}\n\nvoid ReleaseForkLocks\(\) NO_THREAD_SAFETY_ANALYSIS \{\n).*?(\n\})/$1  \/\/ SABOTAGE: nothing held over the fork$2  \/\/ SABOTAGE$3/s' \
   '^(ShimForkTest)' \
   'a child forked while another thread makes the first CUDA call inherits the attach'"'"'s lock held'
+sabotage fork-handlers-registered-at-first-call shim/shim_state.cc \
+  's/__attribute__\(\(constructor\)\) void RegisterForkHandlers\(\)/void RegisterForkHandlers() \/* SABOTAGE: not at load *\//; s/(ShimState\* ShimState::GetSlow\(\) \{\n)/$1  static const bool registered = (RegisterForkHandlers(), true);  \/\/ SABOTAGE\n  (void)registered;\n/' \
+  '^(ShimForkTest)' \
+  'the fork handlers are registered at the first CUDA call: a fork() already under way misses them'
 sabotage fail-open-config shim/shim_state.cc \
   's/if \(!valid\) return nullptr;  \/\/ already reported/if (!valid) state->options_ = ShimOptions();  \/\/ SABOTAGE: bad settings mean the defaults/' \
   '^(ShimBadSetting|ShimConfigTest)' \

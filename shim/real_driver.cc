@@ -16,7 +16,6 @@
 #include "common/mutex_lock.h"
 #include "common/proc_rows.h"
 #include "common/unique_fd.h"
-#include "shim/fork_handlers.h"
 #include "shim/log.h"
 #include "shim/options.h"
 
@@ -169,7 +168,6 @@ std::atomic<const RealDriver*> g_loaded{nullptr};
 const RealDriver* Load() {
   static std::atomic<bool> failed{false};
   if (failed.load()) return nullptr;
-  EnsureForkHandlers();
   MutexLock lock(&g_driver_load_mutex);
   if (const RealDriver* d = g_loaded.load()) return d;
   const RealDriver* d = LoadDriver();
@@ -186,7 +184,6 @@ const RealDriver* Load() {
 const RealNvml* RealNvmlIfLoaded() {
   static std::atomic<RealNvml*> loaded{nullptr};
   if (RealNvml* n = loaded.load(std::memory_order_acquire)) return n;
-  EnsureForkHandlers();
   MutexLock lock(&g_nvml_load_mutex);
   if (RealNvml* n = loaded.load()) return n;
   void* handle = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);

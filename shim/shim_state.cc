@@ -13,7 +13,6 @@
 #include "common/mutex_lock.h"
 #include "shim/compute_monitor.h"
 #include "shim/device_warnings.h"
-#include "shim/fork_handlers.h"
 #include "shim/log.h"
 #include "shim/real_driver.h"
 
@@ -65,8 +64,15 @@ void ChildAfterFork() NO_THREAD_SAFETY_ANALYSIS {
   ReleaseForkLocks();
 }
 
-pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
-void RegisterForkHandlers() { pthread_atfork(BeforeFork, ParentAfterFork, ChildAfterFork); }
+// Registered when the library is loaded, the one thing its loading does: only a registration
+// that precedes every fork() closes the race. Registered at the first CUDA call instead, a fork()
+// that began just before (glibc runs only the handlers registered when its fork started) found
+// none, and the thread then took the attach's lock before the process was copied; under TSan,
+// whose pthread_once does not survive a fork, the child even waited on the registration itself.
+// In a process that never uses CUDA the handlers take three locks nobody else ever takes.
+__attribute__((constructor)) void RegisterForkHandlers() {
+  pthread_atfork(BeforeFork, ParentAfterFork, ChildAfterFork);
+}
 
 // Every later call retries the ledger (and fails the same way): one line, not one per call.
 void ReportLedgerErrorOnce(const std::string& error) {
@@ -81,15 +87,10 @@ __attribute__((destructor)) void ShutdownAtExit() {
 
 }  // namespace
 
-// pthread_once, not std::call_once or a static: glibc's pthread_once survives a fork() that
-// happens while another thread runs it.
-void EnsureForkHandlers() { pthread_once(&g_atfork_once, RegisterForkHandlers); }
-
 std::atomic<ShimState*> ShimState::instance_{nullptr};
 
 ShimState* ShimState::GetSlow() {
   if (g_failed.load(std::memory_order_acquire)) return nullptr;
-  EnsureForkHandlers();
   MutexLock lock(&g_create_mutex);
   if (ShimState* s = ShimState::instance_.load()) return s;
   if (g_failed.load()) return nullptr;

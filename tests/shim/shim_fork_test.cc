@@ -29,6 +29,21 @@ class ShimForkTest : public ShimTest {
     EXPECT_TRUE(Eventually([&] { return TenantUsed("team") == expected; }, milliseconds(1000)))
         << "tenant holds " << TenantUsed("team") << " bytes, expected " << expected;
   }
+
+  // The children of fork-during-attach runs, one a run, that did not exit 0 ("stuck": still waiting
+  // after 10 s). ARGS follow the delay. Stops at the third: each stuck child costs its 10 s.
+  std::vector<std::string> ChildrenNotExitingCleanly(const std::vector<std::string>& args) {
+    std::vector<std::string> stuck;
+    for (int delay_us = 0; delay_us <= 300 && stuck.size() < 3; delay_us += 10) {
+      std::vector<std::string> argv = {App("fork-during-attach"), std::to_string(delay_us)};
+      argv.insert(argv.end(), args.begin(), args.end());
+      const ProcessResult r = RunShimmed(argv, kTeam, 30000);
+      EXPECT_EQ(r.exit_code, 0) << Describe(r);
+      const Json result = ResultOf(r);
+      if (result.value("child", "") != "exit 0") stuck.push_back(std::to_string(delay_us) + " us: " + result.dump());
+    }
+    return stuck;
+  }
 };
 
 // Parent: two 256 MiB chunks. Child: asks for four, gets the two left. Once the child is gone the
@@ -133,14 +148,16 @@ TEST_F(ShimForkTest, KilledParentsChargesReturnWhileAProgramItSpawnedLives) {
 // Without the locks held over the fork (sabotage fork-locks-not-held), 14 children of 31 were
 // stuck, in each of two runs; with them, none in eight.
 TEST_F(ShimForkTest, AChildForkedDuringAnotherThreadsFirstCudaCallStillRuns) {
-  std::vector<std::string> stuck;
-  for (int delay_us = 0; delay_us <= 300; delay_us += 10) {
-    const ProcessResult r = RunShimmed({App("fork-during-attach"), std::to_string(delay_us)}, kTeam, 30000);
-    ASSERT_EQ(r.exit_code, 0) << Describe(r);
-    const Json result = ResultOf(r);
-    if (result.value("child", "") != "exit 0") stuck.push_back(std::to_string(delay_us) + " us: " + result.dump());
-  }
-  EXPECT_THAT(stuck, ::testing::IsEmpty());
+  EXPECT_THAT(ChildrenNotExitingCleanly({}), ::testing::IsEmpty());
+}
+
+// The same, but the fork() is already under way when the other thread's first CUDA call begins
+// (the program's own fork handler starts it, then waits 0 to 300 us). glibc runs only the fork
+// handlers registered when a fork() began, so the shim's must be registered before any CUDA call:
+// registered at the first call (sabotage fork-handlers-registered-at-first-call), 30 children of
+// 31 were stuck; registered at load, none.
+TEST_F(ShimForkTest, AChildForkedAsAnotherThreadsFirstCudaCallBeginsStillRuns) {
+  EXPECT_THAT(ChildrenNotExitingCleanly({"--in-prepare"}), ::testing::IsEmpty());
 }
 
 }  // namespace
