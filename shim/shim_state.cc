@@ -69,7 +69,7 @@ void ChildAfterFork() NO_THREAD_SAFETY_ANALYSIS {
 // that began just before (glibc runs only the handlers registered when its fork started) found
 // none, and the thread then took the attach's lock before the process was copied; under TSan,
 // whose pthread_once does not survive a fork, the child even waited on the registration itself.
-// In a process that never uses CUDA the handlers take three locks nobody else ever takes.
+// In a process that never uses CUDA the handlers take four locks nobody else ever takes.
 __attribute__((constructor)) void RegisterForkHandlers() {
   pthread_atfork(BeforeFork, ParentAfterFork, ChildAfterFork);
 }
