@@ -47,13 +47,17 @@ std::string WaitForChild(pid_t child, int seconds) {
   return "stuck";
 }
 
+void SleepMicroseconds(long us) {
+  const timespec delay{us / 1000000, (us % 1000000) * 1000};
+  nanosleep(&delay, nullptr);
+}
+
 std::atomic<bool> g_start_first_call{false};
 long g_prepare_delay_us = 0;
 
 void StartFirstCallThenWait() {
   g_start_first_call.store(true);
-  const timespec delay{g_prepare_delay_us / 1000000, (g_prepare_delay_us % 1000000) * 1000};
-  nanosleep(&delay, nullptr);
+  SleepMicroseconds(g_prepare_delay_us);
 }
 
 }  // namespace
@@ -80,10 +84,7 @@ int main(int argc, char** argv) {
     (void)cuInit(0);
     first_call_done.store(true);
   }).detach();
-  if (!in_prepare) {
-    const timespec delay{delay_us / 1000000, (delay_us % 1000000) * 1000};
-    nanosleep(&delay, nullptr);
-  }
+  if (!in_prepare) SleepMicroseconds(delay_us);
   const pid_t child = fork();
   if (child == 0) _exit(cuInit(0) == CUDA_SUCCESS ? 0 : 1);
   const std::string how = child < 0 ? "fork failed" : WaitForChild(child, 10);

@@ -153,9 +153,9 @@ TEST_F(ShimForkTest, AChildForkedDuringAnotherThreadsFirstCudaCallStillRuns) {
 
 // The same, but the fork() is already under way when the other thread's first CUDA call begins
 // (the program's own fork handler starts it, then waits 0 to 300 us). glibc runs only the fork
-// handlers registered when a fork() began, so the shim's must be registered before any CUDA call:
-// registered at the first call (sabotage fork-handlers-registered-at-first-call), 30 children of
-// 31 were stuck; registered at load, none.
+// handlers registered when a fork() began, so the shim's must be registered before any CUDA call.
+// Registered at the first call (the shim before 5104672), 30 children of 31 were stuck; registered
+// at load, none. The sabotage fork-handlers-registered-at-first-call is caught here.
 TEST_F(ShimForkTest, AChildForkedAsAnotherThreadsFirstCudaCallBeginsStillRuns) {
   EXPECT_THAT(ChildrenNotExitingCleanly({"--in-prepare"}), ::testing::IsEmpty());
 }
