@@ -143,11 +143,12 @@ TEST_F(SchedDeploymentShapesTest, ChargesWithALatencyTenantAddUpToNoMoreThanTheD
   const double busy = static_cast<double>(gpu().Take().device_busy_ns);
   const double charged = static_cast<double>(ChargedNs(state_dir()));
   std::printf("charged %.3f s against %.3f s busy (%.1f%%)\n", charged / 1e9, busy / 1e9, 100 * charged / busy);
-  // Within 2%: a completion is seen when the process next polls its events (within a monitor
+  // Within 3%: a completion is seen when the process next polls its events (within a monitor
   // step, 200 us), so each busy period is charged up to that much past the kernel's end; the
   // service's three sync kernels a request are a few hundred such periods a second (measured
-  // 100.5-100.8% since its priority work is charged as it runs).
-  EXPECT_LE(charged, busy * 1.02) << "charged shares add up to at most the busy time";
+  // 100.4-100.8% on a quiet host, 102.7% once in a clean-clone CI run; the double charge this
+  // test catches, 106%).
+  EXPECT_LE(charged, busy * 1.03) << "charged shares add up to at most the busy time";
   EXPECT_GE(charged, busy * 0.90) << "and account for nearly all of it";
 }
 

