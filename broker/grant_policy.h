@@ -134,6 +134,8 @@ class GrantPolicy {
   static uint64_t RefillNs(const LedgerEntry& l, uint64_t now);
   void RefreshWaitingLocked(uint64_t now);
   uint64_t SystemVtime(uint64_t now) const;
+  // What a tenant that starts waiting re-enters behind (`counts`: each tenant's waiting processes).
+  uint64_t ReentryVtime(TenantIndex entering, const uint32_t* counts, uint64_t now) const;
   bool Fresh(const ProcessEntry& p, uint64_t stamp, uint64_t now) const;
   bool Live(ProcessSlot slot) const;
   uint32_t TenantHighWater() const;

@@ -105,6 +105,10 @@ sabotage latency-class-waits broker/scheduler.cc \
   's/if \(class_ != ComputeClass::kLatency\) return false;/return false;  \/\/ SABOTAGE/' \
   '^(Sched|GrantPolicy)' \
   'a latency-class launch never passes the grant: it waits for its turn as a standard one does'
+sabotage reentry-against-holder-clock broker/grant_policy.cc \
+  's/const uint64_t system = ReentryVtime\(t, counts, now\);/const uint64_t system = SystemVtime(now);  \/\/ SABOTAGE/' \
+  '^(Sched|GrantPolicy)' \
+  'a tenant back from idle re-enters two quanta behind the holder'"'"'s clock alone, ahead of a waiting trainer when the holder'"'"'s request is small'
 sabotage owed-over-limit broker/grant_policy.cc \
   's/if \(w\.waiting\.load\(\) == 0 \|\| RefillNs\(w, now\) != 0\) continue;/if (w.waiting.load() == 0) continue;  \/\/ SABOTAGE/' \
   '^(Sched|GrantPolicy)' \

@@ -424,6 +424,35 @@ TEST_F(GrantPolicyTest, AWaiterOwedTheGpuEndsTheGrantAfterTheMinimumSlice) {
   EXPECT_EQ(node.gpu().tail_holder.load(), static_cast<uint32_t>(a + 1)) << "a's two kernels run on: a tail";
 }
 
+// A tenant back from idle re-enters at most two quanta behind the system, but never ahead of a
+// tenant that waits: a holder of a small request (a 5% job) runs the system's virtual clock
+// fourteen times as fast as a 70% trainer, and a service coming back 8 ms into the job's grant,
+// measured against that clock alone, was put ahead of the waiting trainer and then waited for the
+// trainer's quanta to catch up (22-33 ms). Counter-case: with the trainer not waiting the service
+// is measured against the system's clock, and lands ahead of the trainer's virtual time.
+TEST_F(GrantPolicyTest, ATenantBackFromIdleReentersBehindTheTenantsThatWait) {
+  const auto service_behind_trainer = [](bool trainer_waits) {
+    FakeNode on;
+    GrantPolicy deciding = on.Policy();
+    const int job = on.Tenant(5), trainer = on.Tenant(70), service = on.Tenant(30);
+    const int pjob = on.Process(job), ptrainer = on.Process(trainer), pservice = on.Process(service);
+    on.ledger(job).vtime.store(1000 * kMs);
+    on.ledger(trainer).vtime.store(1000 * kMs + 1);
+    GrantAtStart(on, deciding, pjob);
+    on.Launch(pjob, kT0 + 10 * kUs);
+    if (trainer_waits) on.Wait(ptrainer, kT0 + 20 * kUs);
+    deciding.Advance(kT0 + 20 * kUs);
+    EXPECT_EQ(on.Holder(), job);
+    on.Launch(pjob, kT0 + 8 * kMs - 10 * kUs);
+    if (trainer_waits) on.Wait(ptrainer, kT0 + 8 * kMs);
+    on.Wait(pservice, kT0 + 8 * kMs);  // back from an hour idle (virtual time 0)
+    deciding.Advance(kT0 + 8 * kMs);
+    return on.ledger(service).vtime.load() < on.ledger(trainer).vtime.load();
+  };
+  EXPECT_TRUE(service_behind_trainer(true)) << "re-entered behind the waiting trainer";
+  EXPECT_FALSE(service_behind_trainer(false)) << "nobody else waits: measured against the job's fast clock";
+}
+
 TEST_F(GrantPolicyTest, ABackgroundHolderYieldsAtOnceAndIsGrantedOnlyWhenNobodyElseWaits) {
   const int bg = node.Tenant(50, 100, ComputeClass::kBackground), st = node.Tenant(50);
   const int pbg = node.Process(bg), pst = node.Process(st);
