@@ -109,6 +109,14 @@ sabotage reentry-against-holder-clock broker/grant_policy.cc \
   's/const uint64_t system = ReentryVtime\(t, counts, now\);/const uint64_t system = SystemVtime(now);  \/\/ SABOTAGE/' \
   '^(Sched|GrantPolicy)' \
   'a tenant back from idle re-enters two quanta behind the holder'"'"'s clock alone, ahead of a waiting trainer when the holder'"'"'s request is small'
+sabotage over-limit-lag-kept broker/grant_policy.cc \
+  's/\(before == 0 \|\| RefillNs\(l, now\) != 0\)/(before == 0 \/* SABOTAGE *\/)/' \
+  '^(Sched|GrantPolicy)' \
+  'a tenant waiting over its limit keeps falling behind the system, and is granted first whenever its bucket refills'
+sabotage owed-at-holder-weight broker/grant_policy.cc \
+  's/std::max\(WeightOf\(h\), WeightOf\(w\)\)/WeightOf(h) \/* SABOTAGE *\//' \
+  '^(Sched|GrantPolicy)' \
+  'a waiter is owed the GPU only a quantum at the holder'"'"'s weight behind it: a small-request holder keeps the GPU from a service back from idle'
 sabotage owed-over-limit broker/grant_policy.cc \
   's/if \(w\.waiting\.load\(\) == 0 \|\| RefillNs\(w, now\) != 0\) continue;/if (w.waiting.load() == 0) continue;  \/\/ SABOTAGE/' \
   '^(Sched|GrantPolicy)' \

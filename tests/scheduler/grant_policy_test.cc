@@ -453,6 +453,64 @@ TEST_F(GrantPolicyTest, ATenantBackFromIdleReentersBehindTheTenantsThatWait) {
   EXPECT_FALSE(service_behind_trainer(false)) << "nobody else waits: measured against the job's fast clock";
 }
 
+// A tenant that waits over its limit falls no further behind than the system: its own ceiling
+// held it back, not the others. Left to lag, a 5% job limited to 5% fell ever further behind (the
+// others used more than their requests), was granted first whenever its bucket refilled, and
+// nobody was owed the GPU against it: a service arriving during its grant waited for the whole
+// burst (p99 6-8 ms, against 5.2 unmanaged). Counter-case: the same job with its bucket full
+// re-enters with the credit of a tenant back from idle, two of its quanta behind.
+TEST_F(GrantPolicyTest, ATenantWaitingOverItsLimitFallsNoFurtherBehindThanTheSystem) {
+  for (const bool over_limit : {true, false}) {
+    SCOPED_TRACE(over_limit ? "the job's bucket is empty" : "the job's bucket is full");
+    FakeNode on;
+    GrantPolicy deciding = on.Policy();
+    const int trainer = on.Tenant(70), job = on.Tenant(5, 5);
+    const int ptrainer = on.Process(trainer), pjob = on.Process(job);
+    on.ledger(trainer).vtime.store(1000 * kMs);
+    if (over_limit) on.ledger(job).tokens_ns.store(-2 * static_cast<int64_t>(kMs));
+    GrantAtStart(on, deciding, ptrainer);
+    on.Launch(ptrainer, kT0 + 10 * kUs);
+    on.Wait(pjob, kT0 + 1 * kMs);
+    deciding.Advance(kT0 + 1 * kMs);
+    on.Launch(ptrainer, kT0 + 2 * kMs);
+    on.Wait(pjob, kT0 + 2 * kMs);
+    deciding.Advance(kT0 + 2 * kMs);
+    if (over_limit) {
+      ASSERT_EQ(on.Holder(), trainer) << "not eligible";
+      EXPECT_GE(on.ledger(job).vtime.load(), on.ledger(trainer).vtime.load()) << "no credit while over its limit";
+    } else {
+      EXPECT_LT(on.ledger(job).vtime.load() + QuantumOf(on.gpu()) * kVtimeScale / 5, on.ledger(trainer).vtime.load())
+          << "two of its quanta behind, as any tenant back from idle";
+    }
+  }
+}
+
+// A waiter is owed the GPU once, given one more quantum at the larger of its and the holder's
+// weight, it would still be behind: at the holder's weight alone, a 5% holder kept the GPU from
+// a 20% service back from idle for 5 ms of its grant (a quantum of the holder's is four of the
+// service's in virtual time). Counter-case: a service level with the holder is owed nothing.
+TEST_F(GrantPolicyTest, AServiceBackFromIdleIsOwedTheGpuByAHolderOfASmallerRequest) {
+  for (const bool from_idle : {true, false}) {
+    SCOPED_TRACE(from_idle ? "the service is back from idle" : "the service is level with the job");
+    FakeNode on;
+    GrantPolicy deciding = on.Policy();
+    const int job = on.Tenant(5), service = on.Tenant(20);
+    const int pjob = on.Process(job), pservice = on.Process(service);
+    on.ledger(job).vtime.store(1000 * kMs);
+    on.ledger(service).vtime.store(from_idle ? 0 : 1000 * kMs + 1);
+    GrantAtStart(on, deciding, pjob);
+    on.Launch(pjob, kT0 + 10 * kUs);
+    on.Launch(pjob, kT0 + 10 * kUs);
+    on.Wait(pservice, kT0 + 100 * kUs);
+    deciding.Advance(kT0 + 100 * kUs);
+    ASSERT_EQ(on.Holder(), job) << "before the minimum slice";
+    on.Launch(pjob, kT0 + kMinSliceNs + 100 * kUs);
+    on.Wait(pservice, kT0 + kMinSliceNs + 200 * kUs);
+    deciding.Advance(kT0 + kMinSliceNs + 200 * kUs);
+    EXPECT_EQ(on.Holder(), from_idle ? service : job);
+  }
+}
+
 TEST_F(GrantPolicyTest, ABackgroundHolderYieldsAtOnceAndIsGrantedOnlyWhenNobodyElseWaits) {
   const int bg = node.Tenant(50, 100, ComputeClass::kBackground), st = node.Tenant(50);
   const int pbg = node.Process(bg), pst = node.Process(st);
