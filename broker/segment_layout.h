@@ -24,7 +24,7 @@
 namespace gpuslice::broker {
 
 inline constexpr uint64_t kMagic = 0x31524B4253435047ULL;  // "GPCSBKR1" little-endian
-inline constexpr uint32_t kLayoutVersion = 7;              // 2: compute time-slicing; 3: in-flight tracking, leases,
+inline constexpr uint32_t kLayoutVersion = 8;              // 2: compute time-slicing; 3: in-flight tracking, leases,
                                                            // classes, per-process waiting, counters; 4: 128 GPUs
                                                            // (open_gpus a 128-bit mask), ledger mutexes set up lazily,
                                                            // a grant's overlap with others' charged time, grants
@@ -32,7 +32,8 @@ inline constexpr uint32_t kLayoutVersion = 7;              // 2: compute time-sl
                                                            // buckets, 50 us to 10 s; 6: where the device's time
                                                            // went at hand-overs (GpuEntry's idle counters); 7:
                                                            // ProcessGpuState::inflight counts launching threads
-                                                           // and, apart, launches queued beyond them
+                                                           // and, apart, launches queued beyond them; 8:
+                                                           // LedgerEntry::back_from_idle
 inline constexpr char kStateFileName[] = "gpuslice.state";
 
 // Distinct GPU UUIDs, MIG instances counting apiece: a 16-GPU node with seven instances on every
@@ -158,7 +159,9 @@ struct alignas(64) LedgerEntry {
   std::atomic<uint32_t> request_pct;  // entitlement and weight, 1..100 (0: not set yet)
   std::atomic<uint32_t> limit_pct;    // ceiling, 1..100
   std::atomic<uint32_t> waiting;      // its processes waiting, as counted at the last decision
-  std::atomic<uint32_t> reserved2;
+  // 1 while it waits having re-entered a whole credit behind the system (back from idle; cleared
+  // when it is granted the GPU): owed the GPU at the larger of its and the holder's weight.
+  std::atomic<uint32_t> back_from_idle;
   std::atomic<uint64_t> vtime;              // virtual time: service / weight (scaled)
   std::atomic<uint64_t> service_ns;         // device time granted so far
   std::atomic<int64_t> tokens_ns;           // limit bucket: time it may still hold the GPU

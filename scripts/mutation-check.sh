@@ -117,6 +117,10 @@ sabotage owed-at-holder-weight broker/grant_policy.cc \
   's/std::max\(WeightOf\(h\), WeightOf\(w\)\)/WeightOf(h) \/* SABOTAGE *\//' \
   '^(Sched|GrantPolicy)' \
   'a waiter is owed the GPU only a quantum at the holder'"'"'s weight behind it: a small-request holder keeps the GPU from a service back from idle'
+sabotage owed-at-larger-weight-always broker/grant_policy.cc \
+  's/w\.back_from_idle\.load\(\) \?/true \/* SABOTAGE *\/ ?/' \
+  '^(Sched|GrantPolicy)' \
+  'every waiter, busy or back from idle, is owed the GPU a quantum behind at the larger of its and the holder'"'"'s weight: a small-request holder'"'"'s grants are cut short'
 sabotage owed-over-limit broker/grant_policy.cc \
   's/if \(w\.waiting\.load\(\) == 0 \|\| RefillNs\(w, now\) != 0\) continue;/if (w.waiting.load() == 0) continue;  \/\/ SABOTAGE/' \
   '^(Sched|GrantPolicy)' \

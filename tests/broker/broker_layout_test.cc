@@ -11,7 +11,7 @@ namespace gpuslice::broker {
 namespace {
 
 TEST(BrokerLayoutTest, VersionSevenLayoutIsUnchanged) {
-  ASSERT_EQ(kLayoutVersion, 7u) << "update the golden figures below for the new version";
+  ASSERT_EQ(kLayoutVersion, 8u) << "update the golden figures below for the new version";
   EXPECT_EQ(kMagic, 0x31524B4253435047ULL);
   EXPECT_EQ(kMaxGpus, 128);
   EXPECT_EQ(kMaxTenants, 256);

@@ -511,6 +511,32 @@ TEST_F(GrantPolicyTest, AServiceBackFromIdleIsOwedTheGpuByAHolderOfASmallerReque
   }
 }
 
+// A busy waiter, not back from idle, is owed nothing before the holder's quantum is over, even
+// beside a holder of a smaller request: at the larger weight a 75% tenant waiting level with a
+// 25% holder cut its grants to a third of a quantum, and each grant's queued kernels ran on
+// beside the next, charged only roughly (shares 2.5 points off in 10 s windows, against
+// 0.4-0.9). Counter-case: the same waiter back from idle, a credit behind, is owed the GPU.
+TEST_F(GrantPolicyTest, ABusyWaiterOfALargerRequestLetsTheHolderKeepItsQuantum) {
+  for (const bool from_idle : {false, true}) {
+    SCOPED_TRACE(from_idle ? "the waiter is back from idle" : "the waiter is level with the holder");
+    FakeNode on;
+    GrantPolicy deciding = on.Policy();
+    const int small = on.Tenant(25), large = on.Tenant(75);
+    const int psmall = on.Process(small), plarge = on.Process(large);
+    on.ledger(small).vtime.store(1000 * kMs);
+    on.ledger(large).vtime.store(from_idle ? 0 : 1000 * kMs + 1);
+    GrantAtStart(on, deciding, psmall);
+    on.Launch(psmall, kT0 + 10 * kUs);
+    on.Launch(psmall, kT0 + 10 * kUs);
+    on.Wait(plarge, kT0 + 100 * kUs);
+    deciding.Advance(kT0 + 100 * kUs);
+    on.Launch(psmall, kT0 + 5 * kMs);
+    on.Wait(plarge, kT0 + 5 * kMs);
+    deciding.Advance(kT0 + 5 * kMs);  // a quantum at 75% is a third of one at 25% in virtual time
+    EXPECT_EQ(on.Holder(), from_idle ? large : small);
+  }
+}
+
 TEST_F(GrantPolicyTest, ABackgroundHolderYieldsAtOnceAndIsGrantedOnlyWhenNobodyElseWaits) {
   const int bg = node.Tenant(50, 100, ComputeClass::kBackground), st = node.Tenant(50);
   const int pbg = node.Process(bg), pst = node.Process(st);
