@@ -485,30 +485,39 @@ TEST_F(GrantPolicyTest, ATenantWaitingOverItsLimitFallsNoFurtherBehindThanTheSys
   }
 }
 
-// A waiter is owed the GPU once, given one more quantum at the larger of its and the holder's
-// weight, it would still be behind: at the holder's weight alone, a 5% holder kept the GPU from
-// a 20% service back from idle for 5 ms of its grant (a quantum of the holder's is four of the
-// service's in virtual time). Counter-case: a service level with the holder is owed nothing.
+// A holder of `holder_request` holds the GPU from kT0 with kernels queued; a waiter of
+// `waiter_request` starts waiting 100 µs later, back from idle (virtual time 0, re-entering a
+// whole credit behind) or level with the holder. Whether the waiter holds the GPU at `at`.
+bool WaiterHoldsAt(uint32_t holder_request, uint32_t waiter_request, bool from_idle, uint64_t at) {
+  FakeNode on;
+  GrantPolicy deciding = on.Policy();
+  const int holder = on.Tenant(holder_request), waiter = on.Tenant(waiter_request);
+  const int pholder = on.Process(holder), pwaiter = on.Process(waiter);
+  on.ledger(holder).vtime.store(1000 * kMs);
+  on.ledger(waiter).vtime.store(from_idle ? 0 : 1000 * kMs + 1);
+  on.Wait(pholder, kT0);
+  deciding.Advance(kT0);
+  on.StopWaiting(pholder);
+  on.Launch(pholder, kT0 + 10 * kUs);
+  on.Launch(pholder, kT0 + 10 * kUs);
+  on.Wait(pwaiter, kT0 + 100 * kUs);
+  deciding.Advance(kT0 + 100 * kUs);
+  EXPECT_EQ(on.Holder(), holder) << "before the minimum slice";
+  on.Launch(pholder, at);
+  on.Wait(pwaiter, at);
+  deciding.Advance(at);
+  return on.Holder() == waiter;
+}
+
+// A waiter back from idle is owed the GPU once, given one more quantum at the larger of its and
+// the holder's weight, it would still be behind: at the holder's weight alone, a 5% holder kept
+// the GPU from a 20% service back from idle for 5 ms of its grant (a quantum of the holder's is
+// four of the service's in virtual time). Counter-case: a service level with the holder is owed
+// nothing.
 TEST_F(GrantPolicyTest, AServiceBackFromIdleIsOwedTheGpuByAHolderOfASmallerRequest) {
-  for (const bool from_idle : {true, false}) {
-    SCOPED_TRACE(from_idle ? "the service is back from idle" : "the service is level with the job");
-    FakeNode on;
-    GrantPolicy deciding = on.Policy();
-    const int job = on.Tenant(5), service = on.Tenant(20);
-    const int pjob = on.Process(job), pservice = on.Process(service);
-    on.ledger(job).vtime.store(1000 * kMs);
-    on.ledger(service).vtime.store(from_idle ? 0 : 1000 * kMs + 1);
-    GrantAtStart(on, deciding, pjob);
-    on.Launch(pjob, kT0 + 10 * kUs);
-    on.Launch(pjob, kT0 + 10 * kUs);
-    on.Wait(pservice, kT0 + 100 * kUs);
-    deciding.Advance(kT0 + 100 * kUs);
-    ASSERT_EQ(on.Holder(), job) << "before the minimum slice";
-    on.Launch(pjob, kT0 + kMinSliceNs + 100 * kUs);
-    on.Wait(pservice, kT0 + kMinSliceNs + 200 * kUs);
-    deciding.Advance(kT0 + kMinSliceNs + 200 * kUs);
-    EXPECT_EQ(on.Holder(), from_idle ? service : job);
-  }
+  const uint64_t after_min_slice = kT0 + kMinSliceNs + 200 * kUs;
+  EXPECT_TRUE(WaiterHoldsAt(5, 20, /*from_idle=*/true, after_min_slice));
+  EXPECT_FALSE(WaiterHoldsAt(5, 20, /*from_idle=*/false, after_min_slice));
 }
 
 // A busy waiter, not back from idle, is owed nothing before the holder's quantum is over, even
@@ -517,24 +526,9 @@ TEST_F(GrantPolicyTest, AServiceBackFromIdleIsOwedTheGpuByAHolderOfASmallerReque
 // beside the next, charged only roughly (shares 2.5 points off in 10 s windows, against
 // 0.4-0.9). Counter-case: the same waiter back from idle, a credit behind, is owed the GPU.
 TEST_F(GrantPolicyTest, ABusyWaiterOfALargerRequestLetsTheHolderKeepItsQuantum) {
-  for (const bool from_idle : {false, true}) {
-    SCOPED_TRACE(from_idle ? "the waiter is back from idle" : "the waiter is level with the holder");
-    FakeNode on;
-    GrantPolicy deciding = on.Policy();
-    const int small = on.Tenant(25), large = on.Tenant(75);
-    const int psmall = on.Process(small), plarge = on.Process(large);
-    on.ledger(small).vtime.store(1000 * kMs);
-    on.ledger(large).vtime.store(from_idle ? 0 : 1000 * kMs + 1);
-    GrantAtStart(on, deciding, psmall);
-    on.Launch(psmall, kT0 + 10 * kUs);
-    on.Launch(psmall, kT0 + 10 * kUs);
-    on.Wait(plarge, kT0 + 100 * kUs);
-    deciding.Advance(kT0 + 100 * kUs);
-    on.Launch(psmall, kT0 + 5 * kMs);
-    on.Wait(plarge, kT0 + 5 * kMs);
-    deciding.Advance(kT0 + 5 * kMs);  // a quantum at 75% is a third of one at 25% in virtual time
-    EXPECT_EQ(on.Holder(), from_idle ? large : small);
-  }
+  const uint64_t half_a_quantum = kT0 + 5 * kMs;  // a quantum at 75% is a third of one at 25%
+  EXPECT_FALSE(WaiterHoldsAt(25, 75, /*from_idle=*/false, half_a_quantum));
+  EXPECT_TRUE(WaiterHoldsAt(25, 75, /*from_idle=*/true, half_a_quantum));
 }
 
 TEST_F(GrantPolicyTest, ABackgroundHolderYieldsAtOnceAndIsGrantedOnlyWhenNobodyElseWaits) {
