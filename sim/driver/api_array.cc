@@ -119,6 +119,7 @@ void DestroyArraysOfContext(Driver* driver, const CUctx_st* ctx) {
 using namespace gpuslice::sim;
 
 CUresult CUDAAPI cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* pAllocateArray) {
+  GPUSLICE_SIM_ENTRY();
   if (!pAllocateArray) {
     Driver* d = nullptr;
     CUctx_st* ctx = nullptr;
@@ -136,6 +137,7 @@ CUresult CUDAAPI cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR*
 }
 
 CUresult CUDAAPI cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* pAllocateArray) {
+  GPUSLICE_SIM_ENTRY();
   if (!pAllocateArray) {
     Driver* d = nullptr;
     CUctx_st* ctx = nullptr;
@@ -146,6 +148,7 @@ CUresult CUDAAPI cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIP
 }
 
 CUresult CUDAAPI cuArrayDestroy(CUarray hArray) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!hArray || !d->IsRegistered(hArray)) return CUDA_ERROR_INVALID_HANDLE;
@@ -156,6 +159,7 @@ CUresult CUDAAPI cuArrayDestroy(CUarray hArray) {
 }
 
 CUresult CUDAAPI cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR* pArrayDescriptor, CUarray hArray) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!pArrayDescriptor) return CUDA_ERROR_INVALID_VALUE;
@@ -170,6 +174,7 @@ CUresult CUDAAPI cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR* pArrayDescriptor
 }
 
 CUresult CUDAAPI cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR* pArrayDescriptor, CUarray hArray) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!pArrayDescriptor) return CUDA_ERROR_INVALID_VALUE;
@@ -180,6 +185,7 @@ CUresult CUDAAPI cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR* pArrayDescri
 
 CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* pMipmappedArrayDesc,
                                         unsigned int numMipmapLevels) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
@@ -202,6 +208,7 @@ CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_AR
 }
 
 CUresult CUDAAPI cuMipmappedArrayGetLevel(CUarray* pLevelArray, CUmipmappedArray hMipmappedArray, unsigned int level) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!pLevelArray) return CUDA_ERROR_INVALID_VALUE;
@@ -223,6 +230,7 @@ CUresult CUDAAPI cuMipmappedArrayGetLevel(CUarray* pLevelArray, CUmipmappedArray
 }
 
 CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!hMipmappedArray || !d->IsRegistered(hMipmappedArray)) return CUDA_ERROR_INVALID_HANDLE;

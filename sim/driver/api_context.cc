@@ -96,20 +96,24 @@ CUresult CreateUserContext(CUcontext* pctx, unsigned int flags, CUdevice dev) {
 using namespace gpuslice::sim;
 
 CUresult CUDAAPI cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  GPUSLICE_SIM_ENTRY();
   return CreateUserContext(pctx, flags, dev);
 }
 
 CUresult CUDAAPI cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* paramsArray, int numParams, unsigned int flags,
                                 CUdevice dev) {
+  GPUSLICE_SIM_ENTRY();
   if (numParams < 0 || (numParams > 0 && !paramsArray)) return CUDA_ERROR_INVALID_VALUE;
   return CreateUserContext(pctx, flags, dev);
 }
 
 CUresult CUDAAPI cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* ctxCreateParams, unsigned int flags, CUdevice dev) {
+  GPUSLICE_SIM_ENTRY();
   return CreateUserContext(pctx, flags, dev);
 }
 
 CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!ctx || !d->IsRegistered(ctx) || ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
@@ -118,6 +122,7 @@ CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
 }
 
 CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
@@ -126,6 +131,7 @@ CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
 }
 
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (ctx && !d->IsRegistered(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
@@ -134,6 +140,7 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
 }
 
 CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!ctx || !d->IsRegistered(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
@@ -142,6 +149,7 @@ CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx) {
 }
 
 CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   CUctx_st* top = PopContext();
@@ -151,6 +159,7 @@ CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx) {
 }
 
 CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
@@ -160,6 +169,7 @@ CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
 }
 
 CUresult CUDAAPI cuCtxGetFlags(unsigned int* flags) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
@@ -169,6 +179,7 @@ CUresult CUDAAPI cuCtxGetFlags(unsigned int* flags) {
 }
 
 CUresult CUDAAPI cuCtxGetApiVersion(CUcontext ctx, unsigned int* version) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!version) return CUDA_ERROR_INVALID_VALUE;
@@ -179,6 +190,7 @@ CUresult CUDAAPI cuCtxGetApiVersion(CUcontext ctx, unsigned int* version) {
 }
 
 CUresult CUDAAPI cuCtxSynchronize() {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
@@ -186,6 +198,7 @@ CUresult CUDAAPI cuCtxSynchronize() {
 }
 
 CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!ctx) return cuCtxSynchronize();
@@ -194,6 +207,7 @@ CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
 }
 
 CUresult CUDAAPI cuCtxGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
@@ -203,6 +217,7 @@ CUresult CUDAAPI cuCtxGetStreamPriorityRange(int* leastPriority, int* greatestPr
 }
 
 CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
@@ -210,13 +225,24 @@ CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value) {
   return CUDA_SUCCESS;  // limits change no simulated behaviour
 }
 
-CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) { return DevicePrimaryCtxRetain(pctx, dev); }
-CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return DevicePrimaryCtxRelease(dev); }
-CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) { return DevicePrimaryCtxReset(dev); }
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  GPUSLICE_SIM_ENTRY();
+  return DevicePrimaryCtxRetain(pctx, dev);
+}
+CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  GPUSLICE_SIM_ENTRY();
+  return DevicePrimaryCtxRelease(dev);
+}
+CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  GPUSLICE_SIM_ENTRY();
+  return DevicePrimaryCtxReset(dev);
+}
 CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
+  GPUSLICE_SIM_ENTRY();
   return DevicePrimaryCtxGetState(dev, flags, active);
 }
 CUresult CUDAAPI cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireDevice(&d, dev); rc != CUDA_SUCCESS) return rc;
   if (CUctx_st* ctx = d->PrimaryContext(dev)) ctx->flags = flags;

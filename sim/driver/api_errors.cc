@@ -28,6 +28,7 @@ const ErrorText* Find(CUresult code) {
 
 // Both work before cuInit and return CUDA_ERROR_INVALID_VALUE for an unknown code.
 CUresult CUDAAPI cuGetErrorName(CUresult error, const char** pStr) {
+  GPUSLICE_SIM_ENTRY();
   if (!pStr) return CUDA_ERROR_INVALID_VALUE;
   const ErrorText* e = Find(error);
   *pStr = e ? e->name : nullptr;
@@ -35,6 +36,7 @@ CUresult CUDAAPI cuGetErrorName(CUresult error, const char** pStr) {
 }
 
 CUresult CUDAAPI cuGetErrorString(CUresult error, const char** pStr) {
+  GPUSLICE_SIM_ENTRY();
   if (!pStr) return CUDA_ERROR_INVALID_VALUE;
   const ErrorText* e = Find(error);
   *pStr = e ? e->description : nullptr;

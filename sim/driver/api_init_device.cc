@@ -11,9 +11,16 @@ using gpuslice::sim::Driver;
 using gpuslice::sim::RequireDevice;
 using gpuslice::sim::RequireInit;
 
-CUresult CUDAAPI cuInit(unsigned int Flags) { return Driver::Initialize(Flags); }
+// A bad GPUSLICE_SIM_CALL_COSTS fails every run at its start: no figure is measured with costs
+// other than those asked for.
+CUresult CUDAAPI cuInit(unsigned int Flags) {
+  GPUSLICE_SIM_ENTRY();
+  if (!gpuslice::sim::call_model::SettingsValid()) return CUDA_ERROR_INVALID_VALUE;
+  return Driver::Initialize(Flags);
+}
 
 CUresult CUDAAPI cuDriverGetVersion(int* driverVersion) {
+  GPUSLICE_SIM_ENTRY();
   // Allowed before cuInit, as with the real driver.
   if (!driverVersion) return CUDA_ERROR_INVALID_VALUE;
   *driverVersion = CUDA_VERSION;
@@ -21,6 +28,7 @@ CUresult CUDAAPI cuDriverGetVersion(int* driverVersion) {
 }
 
 CUresult CUDAAPI cuDeviceGetCount(int* count) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!count) return CUDA_ERROR_INVALID_VALUE;
@@ -29,6 +37,7 @@ CUresult CUDAAPI cuDeviceGetCount(int* count) {
 }
 
 CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!device) return CUDA_ERROR_INVALID_VALUE;
@@ -38,6 +47,7 @@ CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) {
 }
 
 CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireDevice(&d, dev); rc != CUDA_SUCCESS) return rc;
   if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
@@ -46,6 +56,7 @@ CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev) {
 }
 
 CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireDevice(&d, dev); rc != CUDA_SUCCESS) return rc;
   if (!uuid) return CUDA_ERROR_INVALID_VALUE;
@@ -53,9 +64,13 @@ CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) { return cuDeviceGetUuid_v2(uuid, dev); }
+CUresult CUDAAPI cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
+  GPUSLICE_SIM_ENTRY();
+  return cuDeviceGetUuid_v2(uuid, dev);
+}
 
 CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireDevice(&d, dev); rc != CUDA_SUCCESS) return rc;
   if (!bytes) return CUDA_ERROR_INVALID_VALUE;
@@ -64,6 +79,7 @@ CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
 }
 
 CUresult CUDAAPI cuDeviceComputeCapability(int* major, int* minor, CUdevice dev) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireDevice(&d, dev); rc != CUDA_SUCCESS) return rc;
   if (!major || !minor) return CUDA_ERROR_INVALID_VALUE;
@@ -73,6 +89,7 @@ CUresult CUDAAPI cuDeviceComputeCapability(int* major, int* minor, CUdevice dev)
 }
 
 CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireDevice(&d, dev); rc != CUDA_SUCCESS) return rc;
   if (!pi || attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
@@ -114,6 +131,7 @@ CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevi
 }
 
 CUresult CUDAAPI cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireDevice(&d, dev); rc != CUDA_SUCCESS) return rc;
   if (!pciBusId || len <= 0) return CUDA_ERROR_INVALID_VALUE;

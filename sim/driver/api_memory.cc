@@ -75,11 +75,13 @@ CUresult Allocate(CUdeviceptr* dptr, size_t bytes, AllocationKind kind) {
 using namespace gpuslice::sim;
 
 CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  GPUSLICE_SIM_ENTRY();
   return Allocate(dptr, bytesize, AllocationKind::kDevice);
 }
 
 CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
                                     unsigned int ElementSizeBytes) {
+  GPUSLICE_SIM_ENTRY();
   if (!pPitch || WidthInBytes == 0 || Height == 0 ||
       (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
     return CUDA_ERROR_INVALID_VALUE;
@@ -92,11 +94,13 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t Wi
 }
 
 CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
+  GPUSLICE_SIM_ENTRY();
   if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
   return Allocate(dptr, bytesize, AllocationKind::kManaged);
 }
 
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
@@ -112,6 +116,7 @@ CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
 }
 
 CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
@@ -124,6 +129,7 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
 }
 
 CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
@@ -135,6 +141,7 @@ CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUde
 }
 
 CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
@@ -152,9 +159,13 @@ CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) 
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuMemAllocHost_v2(void** pp, size_t bytesize) { return cuMemHostAlloc(pp, bytesize, 0); }
+CUresult CUDAAPI cuMemAllocHost_v2(void** pp, size_t bytesize) {
+  GPUSLICE_SIM_ENTRY();
+  return cuMemHostAlloc(pp, bytesize, 0);
+}
 
 CUresult CUDAAPI cuMemFreeHost(void* p) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
@@ -168,6 +179,7 @@ CUresult CUDAAPI cuMemFreeHost(void* p) {
 }
 
 CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsigned int Flags) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;

@@ -380,6 +380,7 @@ using namespace gpuslice::sim;
 // ---- Pools of a device ----
 
 CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice dev) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireDevice(&d, dev); rc != CUDA_SUCCESS) return rc;
   if (!pool_out) return CUDA_ERROR_INVALID_VALUE;
@@ -389,6 +390,7 @@ CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice dev)
 }
 
 CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireDevice(&d, dev); rc != CUDA_SUCCESS) return rc;
   if (!pool) return CUDA_ERROR_INVALID_VALUE;
@@ -398,6 +400,7 @@ CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
 }
 
 CUresult CUDAAPI cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireDevice(&d, dev); rc != CUDA_SUCCESS) return rc;
   if (!ValidPool(d, pool)) return CUDA_ERROR_INVALID_HANDLE;
@@ -410,6 +413,7 @@ CUresult CUDAAPI cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
 // ---- Pool lifetime ----
 
 CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!pool) return CUDA_ERROR_INVALID_VALUE;
@@ -423,6 +427,7 @@ CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolP
 }
 
 CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!ValidPool(d, pool) || pool->is_default) return CUDA_ERROR_INVALID_VALUE;
@@ -448,6 +453,7 @@ CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
 // ---- Attributes ----
 
 CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!ValidPool(d, pool) || !value) return CUDA_ERROR_INVALID_VALUE;
@@ -480,6 +486,7 @@ CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute at
 }
 
 CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!ValidPool(d, pool) || !value) return CUDA_ERROR_INVALID_VALUE;
@@ -506,6 +513,7 @@ CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute at
 }
 
 CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!ValidPool(d, pool)) return CUDA_ERROR_INVALID_VALUE;
@@ -516,6 +524,7 @@ CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
 
 // Pool memory is accessible from the pool's own device (the only one simulated per pool).
 CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags* flags, CUmemoryPool memPool, CUmemLocation* location) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!flags || !location || !ValidPool(d, memPool)) return CUDA_ERROR_INVALID_VALUE;
@@ -527,6 +536,7 @@ CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags* flags, CUmemoryPool memPo
 
 // Peer access to a pool: validated and accepted (one address space serves every device).
 CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!ValidPool(d, pool) || (count && !map)) return CUDA_ERROR_INVALID_VALUE;
@@ -543,21 +553,31 @@ CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* ma
 // ---- Stream-ordered allocation ----
 
 CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
+  GPUSLICE_SIM_ENTRY();
   return AllocAsync(dptr, bytesize, nullptr, false, hStream, false);
 }
 
 CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
+  GPUSLICE_SIM_ENTRY();
   return AllocAsync(dptr, bytesize, nullptr, false, hStream, true);
 }
 
 CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
+  GPUSLICE_SIM_ENTRY();
   return AllocAsync(dptr, bytesize, pool, true, hStream, false);
 }
 
 CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
+  GPUSLICE_SIM_ENTRY();
   return AllocAsync(dptr, bytesize, pool, true, hStream, true);
 }
 
-CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) { return FreeAsync(dptr, hStream, false); }
+CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+  GPUSLICE_SIM_ENTRY();
+  return FreeAsync(dptr, hStream, false);
+}
 
-CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) { return FreeAsync(dptr, hStream, true); }
+CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
+  GPUSLICE_SIM_ENTRY();
+  return FreeAsync(dptr, hStream, true);
+}

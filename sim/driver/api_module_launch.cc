@@ -101,14 +101,19 @@ CUresult LaunchEx(const CUlaunchConfig* config, CUfunction f, void** kernelParam
 
 using namespace gpuslice::sim;
 
-CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) { return LoadPtx(module, image); }
+CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
+  GPUSLICE_SIM_ENTRY();
+  return LoadPtx(module, image);
+}
 
 CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int numOptions, CUjit_option* options,
                                     void** optionValues) {
+  GPUSLICE_SIM_ENTRY();
   return LoadPtx(module, image);
 }
 
 CUresult CUDAAPI cuModuleLoad(CUmodule* module, const char* fname) {
+  GPUSLICE_SIM_ENTRY();
   if (!fname) return CUDA_ERROR_INVALID_VALUE;
   std::ifstream in(fname);
   if (!in) return CUDA_ERROR_FILE_NOT_FOUND;
@@ -118,6 +123,7 @@ CUresult CUDAAPI cuModuleLoad(CUmodule* module, const char* fname) {
 }
 
 CUresult CUDAAPI cuModuleUnload(CUmodule hmod) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!hmod || !d->IsRegistered(hmod)) return CUDA_ERROR_INVALID_HANDLE;
@@ -128,6 +134,7 @@ CUresult CUDAAPI cuModuleUnload(CUmodule hmod) {
 }
 
 CUresult CUDAAPI cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!hfunc || !name) return CUDA_ERROR_INVALID_VALUE;
@@ -147,6 +154,7 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const cha
 }
 
 CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction hfunc) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!name) return CUDA_ERROR_INVALID_VALUE;
@@ -156,6 +164,7 @@ CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction hfunc) {
 }
 
 CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfunc) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!pi || attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
@@ -167,20 +176,24 @@ CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunc
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                 unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                                 unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {
+  GPUSLICE_SIM_ENTRY();
   return Launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, extra, false);
 }
 
 CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                      unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                                      unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {
+  GPUSLICE_SIM_ENTRY();
   return Launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, extra, true);
 }
 
 CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra) {
+  GPUSLICE_SIM_ENTRY();
   return LaunchEx(config, f, kernelParams, extra, false);
 }
 
 CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra) {
+  GPUSLICE_SIM_ENTRY();
   return LaunchEx(config, f, kernelParams, extra, true);
 }
 
@@ -188,6 +201,7 @@ CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, 
                                            unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                                            unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                            void** kernelParams) {
+  GPUSLICE_SIM_ENTRY();
   return Launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, nullptr,
                 false);
 }
@@ -196,5 +210,6 @@ CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridD
                                                 unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                                                 unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                                 void** kernelParams) {
+  GPUSLICE_SIM_ENTRY();
   return Launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, nullptr, true);
 }

@@ -134,14 +134,17 @@ CUresult Lookup(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flag
 
 CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
                                      CUdriverProcAddressQueryResult* symbolStatus) {
+  GPUSLICE_SIM_ENTRY();
   return Lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
 }
 
 CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) {
+  GPUSLICE_SIM_ENTRY();
   return Lookup(symbol, pfn, cudaVersion, flags, nullptr);
 }
 
 CUresult CUDAAPI cuGetExportTable(const void** ppExportTable, const CUuuid* pExportTableId) {
+  GPUSLICE_SIM_ENTRY();
   // The runtime's private tables have no meaning for a simulated driver (which is also why no
   // simulated driver can host libcudart).
   if (ppExportTable != nullptr) *ppExportTable = nullptr;

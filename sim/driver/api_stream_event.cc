@@ -84,6 +84,7 @@ CUresult StreamGetCtx(CUstream hStream, CUcontext* pctx, bool per_thread) {
 using namespace gpuslice::sim;
 
 CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
@@ -93,12 +94,14 @@ CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags) {
 }
 
 CUresult CUDAAPI cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags, int priority) {
+  GPUSLICE_SIM_ENTRY();
   CUresult rc = cuStreamCreate(phStream, flags);
   if (rc == CUDA_SUCCESS) (*phStream)->priority = priority;
   return rc;
 }
 
 CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!hStream || hStream == CU_STREAM_LEGACY || hStream == CU_STREAM_PER_THREAD || !d->IsRegistered(hStream) ||
@@ -108,20 +111,41 @@ CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) { return StreamSynchronize(hStream, false); }
-CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream) { return StreamSynchronize(hStream, true); }
-CUresult CUDAAPI cuStreamQuery(CUstream hStream) { return StreamQuery(hStream, false); }
-CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream) { return StreamQuery(hStream, true); }
+CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
+  GPUSLICE_SIM_ENTRY();
+  return StreamSynchronize(hStream, false);
+}
+CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream) {
+  GPUSLICE_SIM_ENTRY();
+  return StreamSynchronize(hStream, true);
+}
+CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
+  GPUSLICE_SIM_ENTRY();
+  return StreamQuery(hStream, false);
+}
+CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream) {
+  GPUSLICE_SIM_ENTRY();
+  return StreamQuery(hStream, true);
+}
 CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+  GPUSLICE_SIM_ENTRY();
   return StreamWaitEvent(hStream, hEvent, Flags, false);
 }
 CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+  GPUSLICE_SIM_ENTRY();
   return StreamWaitEvent(hStream, hEvent, Flags, true);
 }
-CUresult CUDAAPI cuStreamGetCtx(CUstream hStream, CUcontext* pctx) { return StreamGetCtx(hStream, pctx, false); }
-CUresult CUDAAPI cuStreamGetCtx_ptsz(CUstream hStream, CUcontext* pctx) { return StreamGetCtx(hStream, pctx, true); }
+CUresult CUDAAPI cuStreamGetCtx(CUstream hStream, CUcontext* pctx) {
+  GPUSLICE_SIM_ENTRY();
+  return StreamGetCtx(hStream, pctx, false);
+}
+CUresult CUDAAPI cuStreamGetCtx_ptsz(CUstream hStream, CUcontext* pctx) {
+  GPUSLICE_SIM_ENTRY();
+  return StreamGetCtx(hStream, pctx, true);
+}
 
 CUresult CUDAAPI cuStreamGetFlags(CUstream hStream, unsigned int* flags) {
+  GPUSLICE_SIM_ENTRY();
   CUstream_st* s = nullptr;
   if (CUresult rc = ResolveStream(hStream, false, &s); rc != CUDA_SUCCESS) return rc;
   if (!flags) return CUDA_ERROR_INVALID_VALUE;
@@ -130,13 +154,16 @@ CUresult CUDAAPI cuStreamGetFlags(CUstream hStream, unsigned int* flags) {
 }
 
 CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void* userData) {
+  GPUSLICE_SIM_ENTRY();
   return LaunchHostFunc(hStream, fn, userData, false);
 }
 CUresult CUDAAPI cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void* userData) {
+  GPUSLICE_SIM_ENTRY();
   return LaunchHostFunc(hStream, fn, userData, true);
 }
 
 CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
+  GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
@@ -151,6 +178,7 @@ CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
 }
 
 CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent) {
+  GPUSLICE_SIM_ENTRY();
   if (CUresult rc = ValidEvent(hEvent); rc != CUDA_SUCCESS) return rc;
   Driver::Get()->Unregister(hEvent);
   // Work already queued may still complete the event: its memory is kept (a few bytes)
@@ -158,22 +186,32 @@ CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent) {
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) { return EventRecord(hEvent, hStream, false); }
-CUresult CUDAAPI cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) { return EventRecord(hEvent, hStream, true); }
+CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
+  GPUSLICE_SIM_ENTRY();
+  return EventRecord(hEvent, hStream, false);
+}
+CUresult CUDAAPI cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) {
+  GPUSLICE_SIM_ENTRY();
+  return EventRecord(hEvent, hStream, true);
+}
 CUresult CUDAAPI cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags) {
+  GPUSLICE_SIM_ENTRY();
   return EventRecord(hEvent, hStream, false);
 }
 CUresult CUDAAPI cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags) {
+  GPUSLICE_SIM_ENTRY();
   return EventRecord(hEvent, hStream, true);
 }
 
 CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
+  GPUSLICE_SIM_ENTRY();
   if (CUresult rc = ValidEvent(hEvent); rc != CUDA_SUCCESS) return rc;
   std::lock_guard<std::mutex> lock(hEvent->mutex);
   return hEvent->completed >= hEvent->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
+  GPUSLICE_SIM_ENTRY();
   if (CUresult rc = ValidEvent(hEvent); rc != CUDA_SUCCESS) return rc;
   {
     std::unique_lock<std::mutex> lock(hEvent->mutex);
@@ -185,6 +223,7 @@ CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
 }
 
 CUresult CUDAAPI cuEventElapsedTime_v2(float* pMilliseconds, CUevent hStart, CUevent hEnd) {
+  GPUSLICE_SIM_ENTRY();
   if (CUresult rc = ValidEvent(hStart); rc != CUDA_SUCCESS) return rc;
   if (CUresult rc = ValidEvent(hEnd); rc != CUDA_SUCCESS) return rc;
   if (!pMilliseconds) return CUDA_ERROR_INVALID_VALUE;
@@ -205,5 +244,6 @@ CUresult CUDAAPI cuEventElapsedTime_v2(float* pMilliseconds, CUevent hStart, CUe
 }
 
 CUresult CUDAAPI cuEventElapsedTime(float* pMilliseconds, CUevent hStart, CUevent hEnd) {
+  GPUSLICE_SIM_ENTRY();
   return cuEventElapsedTime_v2(pMilliseconds, hStart, hEnd);
 }

@@ -5,3 +5,5 @@
 #include <cuda.h>
 #pragma GCC visibility pop
 #include <cudaTypedefs.h>
+
+#include "sim/call_model.h"  // GPUSLICE_SIM_ENTRY, the first statement of every entry point

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "sim/call_model.h"
 #include "sim/sim_config.h"
 #include "sim/sim_state.h"
 
@@ -35,6 +36,9 @@
 struct nvmlDevice_st {
   int ordinal;
 };
+
+// This library's line in GPUSLICE_SIM_CALL_COUNTS (sim/call_model.h).
+static const bool kCallModelNamed = (gpuslice::sim::call_model::SetLibraryName("nvml"), true);
 
 namespace {
 
@@ -269,12 +273,22 @@ nvmlReturn_t nvmlDeviceGetCpuAffinityWithinScope(nvmlDevice_t device, unsigned i
 
 extern "C" {
 
-nvmlReturn_t nvmlInit_v2(void) { return Init(); }
-nvmlReturn_t nvmlInit(void) { return Init(); }
+nvmlReturn_t nvmlInit_v2(void) {
+  GPUSLICE_SIM_ENTRY();
+  return Init();
+}
+nvmlReturn_t nvmlInit(void) {
+  GPUSLICE_SIM_ENTRY();
+  return Init();
+}
 // Both flags (no GPUs needed, no attach) only relax what a real driver checks at init.
-nvmlReturn_t nvmlInitWithFlags(unsigned int flags) { return Init(); }
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
+  GPUSLICE_SIM_ENTRY();
+  return Init();
+}
 
 nvmlReturn_t nvmlShutdown(void) {
+  GPUSLICE_SIM_ENTRY();
   return Guarded([]() -> nvmlReturn_t {
     Library& lib = Lib();
     std::lock_guard<std::mutex> lock(lib.mutex);
@@ -288,6 +302,7 @@ nvmlReturn_t nvmlShutdown(void) {
 }
 
 const char* nvmlErrorString(nvmlReturn_t result) {
+  GPUSLICE_SIM_ENTRY();
   switch (result) {
     case NVML_SUCCESS: return "Success";
     case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
@@ -324,6 +339,7 @@ const char* nvmlErrorString(nvmlReturn_t result) {
 }
 
 nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  GPUSLICE_SIM_ENTRY();
   return Guarded([&]() -> nvmlReturn_t {
     Session session;
     if (!session.ok()) return NVML_ERROR_UNINITIALIZED;
@@ -332,6 +348,7 @@ nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
 }
 
 nvmlReturn_t nvmlSystemGetCudaDriverVersion(int* cudaDriverVersion) {
+  GPUSLICE_SIM_ENTRY();
   return Guarded([&]() -> nvmlReturn_t {
     Session session;
     if (!session.ok()) return NVML_ERROR_UNINITIALIZED;
@@ -342,20 +359,30 @@ nvmlReturn_t nvmlSystemGetCudaDriverVersion(int* cudaDriverVersion) {
 }
 
 nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* cudaDriverVersion) {
+  GPUSLICE_SIM_ENTRY();
   return nvmlSystemGetCudaDriverVersion(cudaDriverVersion);
 }
 
-nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* deviceCount) { return DeviceCount(deviceCount); }
-nvmlReturn_t nvmlDeviceGetCount(unsigned int* deviceCount) { return DeviceCount(deviceCount); }
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* deviceCount) {
+  GPUSLICE_SIM_ENTRY();
+  return DeviceCount(deviceCount);
+}
+nvmlReturn_t nvmlDeviceGetCount(unsigned int* deviceCount) {
+  GPUSLICE_SIM_ENTRY();
+  return DeviceCount(deviceCount);
+}
 
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
+  GPUSLICE_SIM_ENTRY();
   return HandleByIndex(index, device);
 }
 nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device) {
+  GPUSLICE_SIM_ENTRY();
   return HandleByIndex(index, device);
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
+  GPUSLICE_SIM_ENTRY();
   return Guarded([&]() -> nvmlReturn_t {
     Session session;
     if (!session.ok()) return NVML_ERROR_UNINITIALIZED;
@@ -371,11 +398,13 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
 }
 
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
+  GPUSLICE_SIM_ENTRY();
   return WithDevice(device,
                     [&](Session& session, int ordinal) { return CopyString(session.Uuid(ordinal), uuid, length); });
 }
 
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
+  GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     const auto& config = session.state().device(ordinal).config;
     return CopyString(std::string(config.name, strnlen(config.name, sizeof config.name)), name, length);
@@ -383,6 +412,7 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int len
 }
 
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
+  GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (index == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     // A MIG instance answers with its GPU's index.
@@ -393,6 +423,7 @@ nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
 }
 
 nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major, int* minor) {
+  GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (major == nullptr || minor == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     *major = session.state().device(ordinal).config.cc_major;
@@ -402,6 +433,7 @@ nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major,
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+  GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     const uint64_t total = session.state().device(ordinal).config.total_memory;
@@ -414,6 +446,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) 
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
+  GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
@@ -429,6 +462,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* me
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
                                                      nvmlProcessInfo_t* infos) {
+  GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (infoCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     SimState& state = session.state();
@@ -469,6 +503,7 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
 
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t* utilization,
                                              unsigned int* processSamplesCount, unsigned long long lastSeenTimeStamp) {
+  GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (processSamplesCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (session.InMigMode(ordinal)) return NVML_ERROR_NOT_SUPPORTED;  // as NVML under MIG
@@ -515,6 +550,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUti
 }
 
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization) {
+  GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (utilization == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (session.InMigMode(ordinal)) return NVML_ERROR_NOT_SUPPORTED;  // as NVML under MIG
@@ -541,6 +577,7 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
 // handle, as on NVIDIA's driver, does not answer topology queries (ask its GPU).
 nvmlReturn_t nvmlDeviceGetCpuAffinityWithinScope(nvmlDevice_t device, unsigned int nodeSetSize, unsigned long* nodeSet,
                                                  unsigned int scope) {
+  GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (nodeSet == nullptr || nodeSetSize == 0 || scope > 1) return NVML_ERROR_INVALID_ARGUMENT;
     if (session.IsMig(ordinal)) return NVML_ERROR_NOT_SUPPORTED;
@@ -555,6 +592,7 @@ nvmlReturn_t nvmlDeviceGetCpuAffinityWithinScope(nvmlDevice_t device, unsigned i
 // --- MIG (NVML's Multi Instance GPU management, the queries) ---
 
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* currentMode, unsigned int* pendingMode) {
+  GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (currentMode == nullptr || pendingMode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (session.IsMig(ordinal)) return NVML_ERROR_NOT_SUPPORTED;
@@ -564,6 +602,7 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* currentMode
 }
 
 nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int* isMigDevice) {
+  GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (isMigDevice == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     *isMigDevice = session.IsMig(ordinal) ? 1u : 0u;
@@ -572,6 +611,7 @@ nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int* isMi
 }
 
 nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* count) {
+  GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (session.IsMig(ordinal)) return NVML_ERROR_NOT_SUPPORTED;
@@ -582,6 +622,7 @@ nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* c
 }
 
 nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index, nvmlDevice_t* migDevice) {
+  GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (migDevice == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (session.IsMig(ordinal) || !session.state().mig_enabled(ordinal)) return NVML_ERROR_INVALID_ARGUMENT;
@@ -598,6 +639,7 @@ nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned i
 }
 
 nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t* device) {
+  GPUSLICE_SIM_ENTRY();
   return WithDevice(migDevice, [&](Session& session, int ordinal) {
     if (device == nullptr || !session.IsMig(ordinal)) return NVML_ERROR_INVALID_ARGUMENT;
     *device = &Handles()[session.state().segment().mig.instances[ordinal - kMaxDevices].gpu];
@@ -606,6 +648,7 @@ nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice
 }
 
 nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id) {
+  GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (!session.IsMig(ordinal)) return NVML_ERROR_NOT_SUPPORTED;
@@ -615,6 +658,7 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id) {
 }
 
 nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id) {
+  GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (!session.IsMig(ordinal)) return NVML_ERROR_NOT_SUPPORTED;
