@@ -19,8 +19,8 @@ constexpr const char* kCostsVariable = "GPUSLICE_SIM_CALL_COSTS";
 constexpr const char* kCountsVariable = "GPUSLICE_SIM_CALL_COUNTS";
 
 // The kinds as GPUSLICE_SIM_CALL_COSTS names them, in CallKind order.
-constexpr const char* kKindNames[kCallKinds] = {"launch", "event_record", "query",  "sync",
-                                                "context", "allocation",  "nvml", "other"};
+constexpr const char* kKindNames[kCallKinds] = {"launch",  "event_record", "query", "sync",
+                                                "context", "allocation",   "nvml",  "other"};
 
 bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
@@ -48,9 +48,9 @@ CallKind KindOfEntryPoint(const char* name) {
                              "cuCtxGetDevice", "cuStreamGetCtx"}) {
     if (StartsWith(n, c)) return CallKind::kContext;
   }
-  for (std::string_view a : {"cuMemAlloc", "cuMemFree", "cuMemCreate", "cuMemRelease", "cuArrayCreate",
-                             "cuArray3DCreate", "cuArrayDestroy", "cuMipmappedArrayCreate", "cuMipmappedArrayDestroy",
-                             "cuMemMap", "cuMemUnmap"}) {
+  for (std::string_view a :
+       {"cuMemAlloc", "cuMemFree", "cuMemCreate", "cuMemRelease", "cuArrayCreate", "cuArray3DCreate", "cuArrayDestroy",
+        "cuMipmappedArrayCreate", "cuMipmappedArrayDestroy", "cuMemMap", "cuMemUnmap"}) {
     if (StartsWith(n, a)) return CallKind::kAllocation;
   }
   return CallKind::kOther;

@@ -80,7 +80,7 @@ class Scope {
 }  // namespace gpuslice::sim
 
 // The first statement of every exported entry point of the simulated libraries (a test checks).
-#define GPUSLICE_SIM_ENTRY()                                                                          \
-  static const ::gpuslice::sim::call_model::EntryIndex gpuslice_sim_entry_index =                    \
-      ::gpuslice::sim::call_model::Register(__func__);                                                \
+#define GPUSLICE_SIM_ENTRY()                                                      \
+  static const ::gpuslice::sim::call_model::EntryIndex gpuslice_sim_entry_index = \
+      ::gpuslice::sim::call_model::Register(__func__);                            \
   const ::gpuslice::sim::call_model::Scope gpuslice_sim_entry_scope(gpuslice_sim_entry_index)
