@@ -45,6 +45,18 @@ void AddWidthOption(CLI::App* kind, std::string* width_name) {
       ->check(CLI::IsMember(names));
 }
 
+// "20" or "20-50": microseconds, MIN <= MAX, each within [1, kMaxKernelUs].
+bool ParseKernelRange(const std::string& text, uint64_t* min, uint64_t* max) {
+  const auto number = [](const std::string& s, uint64_t* out) {
+    if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos) return false;
+    *out = std::stoull(s);
+    return *out >= 1 && *out <= kMaxKernelUs;
+  };
+  const size_t dash = text.find('-');
+  if (dash == std::string::npos) return number(text, min) && number(text, max);
+  return number(text.substr(0, dash), min) && number(text.substr(dash + 1), max) && *min <= *max;
+}
+
 KernelWidth WidthNamed(const std::string& name) {
   return name == kKernelWidthNames[1] ? KernelWidth::kWide : KernelWidth::kNarrow;
 }
@@ -52,8 +64,9 @@ KernelWidth WidthNamed(const std::string& name) {
 }  // namespace
 
 std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
-  CLI::App app("Driver-API workloads for gpuslice: compute throughput, request latency, memory allocation.",
-               "gpuslice-workload");
+  CLI::App app(
+      "Driver-API workloads for gpuslice: compute throughput, request latency, launch-bound steps, memory allocation.",
+      "gpuslice-workload");
   app.require_subcommand(1);
   app.set_version_flag("--version", "gpuslice-workload " GPUSLICE_VERSION, "Print the version and exit");
 
@@ -135,6 +148,35 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
   latency_cmd->add_option("--latencies-file", latency.latencies_file,
                           "Also write every recorded request latency (us, one a line) to this file");
 
+  StepsOptions& steps = out->steps;
+  CLI::App* steps_cmd = app.add_subcommand(
+      "steps", "Steps of short kernels then a synchronisation (an LLM decode step): steps and launches per second");
+  AddCommonOptions(steps_cmd, &common);
+  steps_cmd->add_option("--kernels-per-step", steps.kernels_per_step, "Kernels launched in each step")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  std::string kernel_range = "20";
+  steps_cmd
+      ->add_option("--kernel-us", kernel_range,
+                   "Length of each kernel in microseconds, or a range MIN-MAX from which each kernel's length "
+                   "is drawn once per run")
+      ->capture_default_str();
+  steps_cmd->add_flag("--graph", steps.graph,
+                      "Capture the step once into a CUDA graph and launch it as one graph per step");
+  steps_cmd->add_option("--period-ms", steps.period_ms, "Milliseconds between step starts (0: back to back)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  uint64_t step_count = 0;
+  auto* steps_duration = steps_cmd->add_option("--duration", steps.duration_s, "Seconds to run")
+                             ->capture_default_str()
+                             ->check(CLI::PositiveNumber);
+  auto* steps_limit = steps_cmd->add_option("--steps", step_count, "Stop after this many steps instead")
+                          ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()));
+  steps_duration->excludes(steps_limit);
+  steps_cmd->add_option("--seed", steps.seed, "Seed of the kernel lengths' draw")->capture_default_str();
+  steps_cmd->add_option("--latencies-file", steps.latencies_file,
+                        "Also write every step's latency (us, one a line) to this file");
+
   CLI::App* memory_cmd = app.add_subcommand("memory", "Allocations through one API: obtained versus refused");
   AddCommonOptions(memory_cmd, &common);
   const std::vector<std::string> api_names(std::begin(kMemoryApiNames), std::end(kMemoryApiNames));
@@ -160,6 +202,13 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
   latency.width = WidthNamed(latency_width);
   if (compute_kernels->count() > 0) compute.kernels = kernels;
   if (latency_requests->count() > 0) latency.requests = requests;
+  if (steps_limit->count() > 0) steps.steps = step_count;
+  if (steps_cmd->parsed() && !ParseKernelRange(kernel_range, &steps.kernel_us_min, &steps.kernel_us_max)) {
+    std::fprintf(stderr,
+                 "--kernel-us: expected microseconds (20) or a range MIN-MAX (20-50) between 1 and %llu, got '%s'\n",
+                 static_cast<unsigned long long>(kMaxKernelUs), kernel_range.c_str());
+    return kExitUsage;
+  }
   memory.api = static_cast<MemoryApi>(std::find(api_names.begin(), api_names.end(), api_name) - api_names.begin());
 
   if (memory.api == MemoryApi::kArray && memory.touch) {
@@ -167,7 +216,10 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
     return kExitUsage;
   }
 
-  out->kind = compute_cmd->parsed() ? Kind::kCompute : latency_cmd->parsed() ? Kind::kLatency : Kind::kMemory;
+  out->kind = compute_cmd->parsed()   ? Kind::kCompute
+              : latency_cmd->parsed() ? Kind::kLatency
+              : steps_cmd->parsed()   ? Kind::kSteps
+                                      : Kind::kMemory;
   return std::nullopt;
 }
 

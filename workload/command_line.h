@@ -1,4 +1,4 @@
-// gpuslice-workload's command line: `gpuslice-workload <compute|latency|memory> [options]`.
+// gpuslice-workload's command line: `gpuslice-workload <compute|latency|steps|memory> [options]`.
 #pragma once
 
 #include <optional>
@@ -7,7 +7,7 @@
 
 namespace gpuslice::workload {
 
-enum class Kind { kCompute, kLatency, kMemory };
+enum class Kind { kCompute, kLatency, kMemory, kSteps };
 
 struct Invocation {
   Kind kind = Kind::kCompute;
@@ -15,6 +15,7 @@ struct Invocation {
   ComputeOptions compute;
   LatencyOptions latency;
   MemoryOptions memory;
+  StepsOptions steps;
 };
 
 // Fills *out and returns nullopt when the run should go ahead; otherwise returns the exit code to

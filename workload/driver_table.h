@@ -59,7 +59,13 @@ namespace gpuslice::workload {
   X(cuMemSetAccess, PFN_cuMemSetAccess_v10020)                               \
   X(cuArrayCreate, PFN_cuArrayCreate_v3020)                                  \
   X(cuArrayDestroy, PFN_cuArrayDestroy_v2000)                                \
-  X(cuMemsetD8, PFN_cuMemsetD8_v3020)
+  X(cuMemsetD8, PFN_cuMemsetD8_v3020)                                        \
+  X(cuStreamBeginCapture, PFN_cuStreamBeginCapture_v10010)                   \
+  X(cuStreamEndCapture, PFN_cuStreamEndCapture_v10000)                       \
+  X(cuGraphInstantiateWithFlags, PFN_cuGraphInstantiateWithFlags_v11040)     \
+  X(cuGraphLaunch, PFN_cuGraphLaunch_v10000)                                 \
+  X(cuGraphExecDestroy, PFN_cuGraphExecDestroy_v10000)                       \
+  X(cuGraphDestroy, PFN_cuGraphDestroy_v10000)
 
 struct DriverTable {
 #define GPUSLICE_WORKLOAD_DECLARE(name, pfn) pfn name = nullptr;

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
     case Kind::kCompute: return RunCompute(run.common, run.compute);
     case Kind::kLatency: return RunLatency(run.common, run.latency);
     case Kind::kMemory: return RunMemory(run.common, run.memory);
+    case Kind::kSteps: return RunSteps(run.common, run.steps);
   }
   return kExitUsage;
 }

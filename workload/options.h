@@ -50,6 +50,20 @@ struct LatencyOptions {
   std::string latencies_file;        // when set, every recorded latency (us) is written there, one a line
 };
 
+// steps: a step of kernels launched back to back on one stream, then a synchronisation — an LLM
+// decode step, or a launch-bound service's burst.
+struct StepsOptions {
+  int kernels_per_step = 16;
+  uint64_t kernel_us_min = 20;  // each kernel's length is drawn from [min, max] once per run
+  uint64_t kernel_us_max = 20;
+  bool graph = false;    // the step is captured once into a CUDA graph and launched as one
+  double period_ms = 0;  // 0: steps back to back; else one step every period
+  double duration_s = 5;
+  std::optional<uint64_t> steps;  // when set, stop after this many instead of duration_s
+  uint64_t seed = 1;              // the kernel lengths' draw
+  std::string latencies_file;     // when set, every step's latency (us) is written there, one a line
+};
+
 enum class MemoryApi { kAlloc, kPitch, kManaged, kAsync, kPool, kVmm, kArray };
 // --api spellings, in the enum's order.
 inline constexpr const char* kMemoryApiNames[] = {"alloc", "pitch", "managed", "async", "pool", "vmm", "array"};

@@ -60,33 +60,48 @@ uint64_t KernelDuration(Driver* d, CUfunction f, void** kernelParams, void** ext
   return ns;
 }
 
-CUresult Launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                CUstream hStream, void** kernelParams, void** extra, bool per_thread) {
-  Driver* d = nullptr;
-  CUctx_st* ctx = nullptr;
-  if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
+}  // namespace
+
+// The operation a launch of `f` in `ctx` enqueues (or a captured launch adds to its graph).
+CUresult KernelOp(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                  void** kernelParams, void** extra, CUctx_st* ctx, StreamOp* op) {
+  Driver* d = Driver::Get();
   if (!f || !d->IsRegistered(f)) return CUDA_ERROR_INVALID_HANDLE;
   if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0) return CUDA_ERROR_INVALID_VALUE;
   if (static_cast<uint64_t>(bx) * by * bz > 1024) return CUDA_ERROR_INVALID_VALUE;
   if (kernelParams && extra) return CUDA_ERROR_INVALID_VALUE;
   if (f->is_spin && !kernelParams && !extra) return CUDA_ERROR_INVALID_VALUE;
-  CUstream_st* s = nullptr;
-  if (CUresult rc = ResolveStream(hStream, per_thread, &s); rc != CUDA_SUCCESS) return rc;
-  if (f->module->context != s->context) return CUDA_ERROR_INVALID_HANDLE;
-  StreamOp op;
-  op.kind = StreamOp::Kind::kKernel;
+  if (f->module->context != ctx) return CUDA_ERROR_INVALID_HANDLE;
   if (f->is_fault) {  // its fault reaches the context when the stream gets to it
-    op.kind = StreamOp::Kind::kHostWork;
-    op.work = [d, ctx] { d->Fault(ctx); };
-    s->executor->Enqueue(std::move(op));
+    op->kind = StreamOp::Kind::kHostWork;
+    op->work = [d, ctx] { d->Fault(ctx); };
     return CUDA_SUCCESS;
   }
-  op.kernel_ns = KernelDuration(d, f, kernelParams, extra);
+  op->kind = StreamOp::Kind::kKernel;
+  op->kernel_ns = KernelDuration(d, f, kernelParams, extra);
   if (f->is_spin) {  // the work model applies to spin_ns, whose length per wave is known
-    op.blocks = static_cast<uint64_t>(gx) * gy * gz;
-    op.threads_per_block = bx * by * bz;
+    op->blocks = static_cast<uint64_t>(gx) * gy * gz;
+    op->threads_per_block = bx * by * bz;
   }
-  s->executor->Enqueue(std::move(op));
+  return CUDA_SUCCESS;
+}
+
+// In api_graph.cc: a launch into a stream being captured goes into its graph.
+bool CaptureLaunch(CUstream_st* s, StreamOp&& op);
+
+namespace {
+
+CUresult Launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                CUstream hStream, void** kernelParams, void** extra, bool per_thread) {
+  Driver* d = nullptr;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
+  CUstream_st* s = nullptr;
+  if (CUresult rc = ResolveStream(hStream, per_thread, &s); rc != CUDA_SUCCESS) return rc;
+  StreamOp op;
+  if (CUresult rc = KernelOp(f, gx, gy, gz, bx, by, bz, kernelParams, extra, s->context, &op); rc != CUDA_SUCCESS)
+    return rc;
+  if (!CaptureLaunch(s, std::move(op))) s->executor->Enqueue(std::move(op));
   return CUDA_SUCCESS;
 }
 

@@ -18,7 +18,8 @@
 
 namespace gpuslice::sim {
 class StreamExecutor;
-}
+struct StreamOp;  // complete in stream_executor.h, where graphs' operations are used
+}  // namespace gpuslice::sim
 
 struct CUctx_st {
   int device = 0;
@@ -40,6 +41,9 @@ struct CUstream_st {
   // Shared with a cuCtxSynchronize in progress on another thread, which may outlive the stream
   // (the shim's compute monitor synchronises while the application destroys streams).
   std::shared_ptr<gpuslice::sim::StreamExecutor> executor;
+  // While the stream is being captured (cuStreamBeginCapture): the graph its work goes into
+  // instead of running.
+  std::atomic<CUgraph_st*> capture{nullptr};
 };
 
 struct CUevent_st {
@@ -50,6 +54,24 @@ struct CUevent_st {
   uint64_t recorded = 0;   // number of times recorded
   uint64_t completed = 0;  // highest record number whose work has completed
   uint64_t completed_ns = 0;
+};
+
+// A graph: its kernels in the order they were added (or captured). Launched, they run one after
+// another on the stream (sim/driver/api_graph.cc).
+struct CUgraph_st {
+  CUctx_st* context = nullptr;
+  std::mutex mutex;
+  std::vector<gpuslice::sim::StreamOp> ops;
+};
+
+struct CUgraphExec_st {
+  CUctx_st* context = nullptr;
+  std::vector<gpuslice::sim::StreamOp> ops;
+};
+
+struct CUgraphNode_st {
+  CUgraph_st* graph = nullptr;
+  size_t index = 0;
 };
 
 struct CUmod_st {
