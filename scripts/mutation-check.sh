@@ -66,7 +66,7 @@ tests_regex() { printf '(^|/)(%s)' "$(printf '%s\n' "$@" | tr '|' '\n' | sort -u
 # Scheduler (broker/grant_policy.cc, broker/scheduler.cc, shim/launch_tracker.cc,
 # shim/hooks_launch.cc): each rule of docs/scheduling.md broken on its own.
 sabotage gating-off shim/hooks_launch.cc \
-  's/^(  LaunchTracker\* tracker = state->TrackerForLaunch\(stream, &current\);)$/  return call();  \/\/ SABOTAGE\n$1/m' \
+  's/^(  LaunchTracker\* tracker = state->TrackerForLaunch\(stream, per_thread, &entry\.target\);)$/  return call();  \/\/ SABOTAGE\n$1/m' \
   '^(Sched|ShimProcAddressRuleLaunchTest)' \
   'launches never wait for the tenant'"'"'s grant: no compute scheduling at all'
 sabotage weights-ignored broker/grant_policy.cc \
@@ -206,7 +206,7 @@ sabotage closing-kept-for-gone-waiter broker/grant_policy.cc \
   '^(GrantPolicyTest|SchedDeploymentShapesTest)' \
   'a gate closed for a waiter that then left stays closed: the holder waits for its own grant'
 sabotage first-gpu-gates-all shim/launch_routing.cc \
-  's/  if \(last\.state == this && last\.epoch == epoch && last\.context == current && last\.stream == key\) return last\.tracker;/  if (last.state == this) return last.tracker;  \/\/ SABOTAGE/' \
+  's/      if \(s\.tracker && s\.current == current && s\.handle == handle\) \{/      if (s.tracker) {  \/\/ SABOTAGE/' \
   '^(SchedDeploymentShapesTest)' \
   'a process is gated on the first GPU it launched on for every GPU'
 sabotage sched-lock-unbounded broker/grant_policy.cc \

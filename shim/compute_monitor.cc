@@ -9,6 +9,7 @@
 #include <atomic>
 
 #include "common/clock.h"
+#include "shim/real_driver.h"
 #include "shim/shim_state.h"
 
 namespace gpuslice::shim {
@@ -20,6 +21,12 @@ pid_t g_thread_pid = 0;  // the process that started g_thread (a forked child ha
 
 void* MonitorLoop(void* arg) {
   auto* state = static_cast<ShimState*>(arg);
+  // Relaxed: the monitor's queries are never prohibited by, nor break, an application thread's
+  // stream capture in the global mode (shim/stream_capture.h).
+  if (const RealDriver* real = Real(); real && real->cuThreadExchangeStreamCaptureMode) {
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    real->cuThreadExchangeStreamCaptureMode(&mode);
+  }
   while (g_monitored.load() == state) {
     uint64_t sleep_ns = 5'000'000;
     const auto trackers = state->Trackers();

@@ -1,3 +1,7 @@
+// The calling thread's current context, mirrored (shim/current_context.h): every call that changes
+// it records what it made current, or that the driver chose (a pop). They need no shim state:
+// the mirror is the thread's own, and they leave the shim inert.
+//
 // Context teardown. The driver frees everything a context owns when the context goes
 // (cuCtxDestroy, cuDevicePrimaryCtxReset, the last cuDevicePrimaryCtxRelease): gpuslice
 // credits each of those allocations then, taking their charges out before the driver is called
@@ -10,11 +14,13 @@
 #include "shim/driver_api.h"  // first: declares every versioned name
 
 #include "common/mutex_lock.h"
+#include "shim/current_context.h"
 #include "shim/hook_entry.h"
 #include "shim/real_driver.h"
 #include "shim/shim_state.h"
 
 using gpuslice::MutexLock;
+using gpuslice::shim::CurrentContext;
 using gpuslice::shim::Real;
 using gpuslice::shim::RealDriver;
 using gpuslice::shim::ShimState;
@@ -54,7 +60,10 @@ CUresult TearDown(ShimState* state, CUcontext context, Destroy destroy, Destroye
 template <typename Call, typename Destroyed>
 CUresult TearDownPrimary(const RealDriver* real, CUdevice dev, Call call, Destroyed destroyed) {
   ShimState* state = ShimState::Get();
-  if (!state) return call();
+  if (!state) {
+    CurrentContext::ForgetEverywhere();  // whether it destroyed the context or not: asked again
+    return call();
+  }
   MutexLock pause(&state->pause_mutex());
   bool gone = false;
   const CUresult rc = TearDown(state, ActivePrimaryContext(real, dev), call, [&] { return gone = destroyed(); });
@@ -67,7 +76,11 @@ CUresult TearDownPrimary(const RealDriver* real, CUdevice dev, Call call, Destro
 CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuCtxDestroy_v2)
   ShimState* state = ShimState::Get();
-  if (!state) return real->cuCtxDestroy_v2(ctx);
+  if (!state) {
+    const CUresult rc = real->cuCtxDestroy_v2(ctx);
+    if (rc == CUDA_SUCCESS) CurrentContext::ForgetEverywhere();
+    return rc;
+  }
   MutexLock pause(&state->pause_mutex());
   const CUresult rc = TearDown(
       state, ctx, [&] { return real->cuCtxDestroy_v2(ctx); }, [] { return true; });
@@ -92,4 +105,53 @@ CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuDevicePrimaryCtxReset_v2)
   return TearDownPrimary(
       real, dev, [&] { return real->cuDevicePrimaryCtxReset_v2(dev); }, [] { return true; });
+}
+
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
+  GPUSLICE_REAL_OR_UNSUPPORTED(cuCtxSetCurrent)
+  const CUresult rc = real->cuCtxSetCurrent(ctx);
+  if (rc == CUDA_SUCCESS) {
+    CurrentContext::Set(ctx);
+  } else {
+    CurrentContext::Unknown();
+  }
+  return rc;
+}
+
+CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx) {
+  GPUSLICE_REAL_OR_UNSUPPORTED(cuCtxPushCurrent_v2)
+  const CUresult rc = real->cuCtxPushCurrent_v2(ctx);
+  if (rc == CUDA_SUCCESS) {
+    CurrentContext::Set(ctx);
+  } else {
+    CurrentContext::Unknown();
+  }
+  return rc;
+}
+
+// The context below on the thread's stack becomes current: the driver knows which.
+CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx) {
+  GPUSLICE_REAL_OR_UNSUPPORTED(cuCtxPopCurrent_v2)
+  CurrentContext::Unknown();
+  return real->cuCtxPopCurrent_v2(pctx);
+}
+
+// A created context is pushed onto the thread's stack: it is current.
+CUresult CUDAAPI cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  GPUSLICE_REAL_OR_UNSUPPORTED(cuCtxCreate_v2)
+  CurrentContext::Unknown();
+  return real->cuCtxCreate_v2(pctx, flags, dev);
+}
+
+CUresult CUDAAPI cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* paramsArray, int numParams, unsigned int flags,
+                                CUdevice dev) {
+  GPUSLICE_REAL_OR_UNSUPPORTED(cuCtxCreate_v3)
+  CurrentContext::Unknown();
+  return real->cuCtxCreate_v3(pctx, paramsArray, numParams, flags, dev);
+}
+
+CUresult CUDAAPI cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* ctxCreateParams, unsigned int flags, CUdevice dev) {
+  GPUSLICE_REAL_OR_UNSUPPORTED(cuCtxCreate_v4)
+  CurrentContext::Unknown();
+  return real->cuCtxCreate_v4(pctx, ctxCreateParams, flags, dev);
 }

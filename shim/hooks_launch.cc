@@ -4,13 +4,14 @@
 // does not share out.
 //
 // The fast path — the tenant holds the grant — is the tracker's TryEnter/Exit around the driver
-// call: alone on the GPU, a few atomic operations; shared, also one event recorded behind the
-// launch (shim/launch_tracker.h).
+// call: a few atomic operations and no driver call of its own, alone or shared (shared, the
+// launch is counted on its stream's track; shim/launch_tracker.h).
 #include "shim/driver_api.h"  // first: declares every versioned name
 
 #include "shim/hook_entry.h"
 #include "shim/real_driver.h"
 #include "shim/shim_state.h"
+#include "shim/stream_capture.h"
 
 namespace gpuslice::shim {
 namespace {
@@ -20,13 +21,12 @@ template <typename Call>
 CUresult Gated(CUstream stream, bool per_thread, Call call) {
   ShimState* state = ShimState::Get();
   if (!state) return kFailClosed;
-  CUcontext current = nullptr;
-  LaunchTracker* tracker = state->TrackerForLaunch(stream, &current);
-  if (!tracker || !tracker->gate()->gated()) return call();
+  // Captured into a graph, the launch runs nothing now: the graph's launch is what is gated.
+  if (StreamCapture::Capturing(stream, per_thread)) return call();
   LaunchTracker::Entry entry;
-  entry.context = current;
+  LaunchTracker* tracker = state->TrackerForLaunch(stream, per_thread, &entry.target);
+  if (!tracker || !tracker->gate()->gated()) return call();
   if (!tracker->TryEnter(&entry)) {
-    state->NoteContext(tracker->gate());  // the monitor must be able to synchronise what we launch
     while (true) {
       tracker->Wait();
       if (!tracker->gate()->gated()) return call();  // the operator switched the GPU to mode none/mps
@@ -34,7 +34,7 @@ CUresult Gated(CUstream stream, bool per_thread, Call call) {
     }
   }
   const CUresult rc = call();
-  tracker->Exit(entry, rc, stream, per_thread);
+  tracker->Exit(entry, rc);
   return rc;
 }
 

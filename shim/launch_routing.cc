@@ -4,6 +4,7 @@
 #include "common/clock.h"
 #include "common/mutex_lock.h"
 #include "shim/compute_monitor.h"
+#include "shim/current_context.h"
 #include "shim/log.h"
 #include "shim/real_driver.h"
 #include "shim/shim_state.h"
@@ -45,7 +46,7 @@ LaunchTracker* ShimState::TrackerForDevice(CUdevice device) {
       LogError("%s", share.message().c_str());
     return nullptr;
   }
-  NoteContext(gate.get());  // the context of the first launch: what the monitor synchronises
+  NoteContext(gate.get(), CurrentContext::Get(Real()));  // the first launch's: what the monitor synchronises
   auto tracker = std::make_unique<LaunchTracker>(this, gate.get());
   LaunchTracker* raw = tracker.get();
   gates_[device] = std::move(gate);
@@ -55,35 +56,49 @@ LaunchTracker* ShimState::TrackerForDevice(CUdevice device) {
   return raw;
 }
 
-// The launch's GPU is the device of the context it is launched in: the stream's for an explicit
-// stream, the current one's otherwise. It is asked of the driver on every launch (the current
-// context is a thread-local read in the driver), and the answer is cached per thread only for
-// the context and stream it was found for: a process that launched on GPU 0 and then works on
-// GPU 1 (device_map="auto", a pipeline in one process, a probe of device 0 first) is gated on
-// each GPU from its first launch there. A context's destruction invalidates every thread's cache
-// (its handle may come back for another device).
-LaunchTracker* ShimState::TrackerForLaunch(CUstream stream, CUcontext* current_out) {
+// The launch's GPU is the device of its stream's context: the explicit stream's own, the current
+// one's for the default streams. Neither is asked of the driver at a launch: the current context
+// is mirrored per thread (shim/current_context.h), and what a thread found for its last few
+// (context, stream) pairs is cached — so a process that launched on GPU 0 and then works on GPU 1
+// (device_map="auto", a pipeline in one process, a probe of device 0 first) is gated on each GPU
+// from its first launch there, at the cost of a few driver calls then. Destroying a context or a
+// stream invalidates every thread's cache (a handle may come back for another device).
+LaunchTracker* ShimState::TrackerForLaunch(CUstream stream, bool per_thread, LaunchTarget* target) {
   const RealDriver* real = Real();
-  CUcontext current = nullptr;
-  if (real->cuCtxGetCurrent(&current) != CUDA_SUCCESS || !current) return nullptr;  // the launch reports it
-  *current_out = current;
+  const CUcontext current = CurrentContext::Get(real);
+  if (!current) return nullptr;  // the launch reports it
   const bool own_stream = stream != nullptr && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD;
-  struct LastLaunch {
-    const ShimState* state = nullptr;  // a forked child's threads must not use the parent's trackers
-    uint64_t epoch = 0;
-    CUcontext context = nullptr;
-    CUstream stream = nullptr;
+  const bool thread_stream = !own_stream && (per_thread || stream == CU_STREAM_PER_THREAD);
+  const CUstream handle = own_stream ? stream : thread_stream ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+  struct Seen {
+    CUcontext current = nullptr;
+    CUstream handle = nullptr;
+    CUcontext context = nullptr;  // the stream's
     LaunchTracker* tracker = nullptr;
   };
-  __attribute__((tls_model("initial-exec"))) thread_local LastLaunch last;  // preloaded: static TLS, no call
+  struct Cache {
+    const ShimState* state = nullptr;  // a forked child's threads must not use the parent's trackers
+    uint64_t epoch = 0;
+    uint32_t next = 0;
+    Seen seen[4];
+  };
+  __attribute__((tls_model("initial-exec"))) thread_local Cache cache;  // preloaded: static TLS, no call
   const uint64_t epoch = contexts_epoch_.load(std::memory_order_acquire);
-  const CUstream key = own_stream ? stream : nullptr;
-  if (last.state == this && last.epoch == epoch && last.context == current && last.stream == key) return last.tracker;
+  if (cache.state == this && cache.epoch == epoch) {
+    for (const Seen& s : cache.seen) {
+      if (s.tracker && s.current == current && s.handle == handle) {
+        *target = LaunchTarget{handle, s.context};
+        return s.tracker;
+      }
+    }
+  } else {
+    cache = Cache{this, epoch, 0, {}};
+  }
+  CUcontext context = current;
   CUdevice device = -1;
   if (!own_stream) {
     if (real->cuCtxGetDevice(&device) != CUDA_SUCCESS) return nullptr;
   } else {
-    CUcontext context = nullptr;
     if (!real->cuStreamGetCtx || real->cuStreamGetCtx(stream, &context) != CUDA_SUCCESS) return nullptr;
     if (context == current) {
       if (real->cuCtxGetDevice(&device) != CUDA_SUCCESS) return nullptr;
@@ -96,13 +111,16 @@ LaunchTracker* ShimState::TrackerForLaunch(CUstream stream, CUcontext* current_o
     }
   }
   LaunchTracker* tracker = TrackerForDevice(device);
-  if (tracker) last = LastLaunch{this, epoch, current, key, tracker};
+  if (tracker) {
+    NoteContext(tracker->gate(), context);  // the monitor may have to synchronise what it runs
+    cache.seen[cache.next++ % 4] = Seen{current, handle, context, tracker};
+    *target = LaunchTarget{handle, context};
+  }
   return tracker;
 }
 
-void ShimState::NoteContext(broker::ComputeGate* gate) {
-  CUcontext context = nullptr;
-  if (Real()->cuCtxGetCurrent(&context) != CUDA_SUCCESS || !context) return;
+void ShimState::NoteContext(broker::ComputeGate* gate, CUcontext context) {
+  if (!context) return;
   MutexLock lock(&contexts_mutex_);
   for (const auto& [g, c] : contexts_) {
     if (g == gate && c == context) return;
@@ -110,7 +128,7 @@ void ShimState::NoteContext(broker::ComputeGate* gate) {
   contexts_.emplace_back(gate, context);
 }
 
-void ShimState::SynchronizeGate(broker::ComputeGate* gate) {
+void ShimState::SynchronizeGate(broker::ComputeGate* gate, std::vector<CUcontext>* synchronized) {
   MutexLock pause(&sync_mutex_);  // no context is being destroyed meanwhile
   std::vector<CUcontext> contexts;
   {
@@ -122,12 +140,15 @@ void ShimState::SynchronizeGate(broker::ComputeGate* gate) {
   const RealDriver* real = Real();
   for (CUcontext context : contexts) {
     // On the monitor thread: make the context current there, then wait for all its work.
-    if (real->cuCtxSetCurrent(context) == CUDA_SUCCESS) real->cuCtxSynchronize();
+    if (real->cuCtxSetCurrent(context) != CUDA_SUCCESS) continue;
+    CurrentContext::Set(context);  // the monitor's own mirror: its pollers query legacy streams
+    if (real->cuCtxSynchronize() == CUDA_SUCCESS) synchronized->push_back(context);
   }
 }
 
 void ShimState::ForgetContexts(CUcontext context, CUdevice device) {
   contexts_epoch_.fetch_add(1, std::memory_order_acq_rel);  // every thread's cached launch device
+  CurrentContext::ForgetEverywhere();                       // and its current context, which may be the one destroyed
   LaunchTracker* tracker = nullptr;
   if (!context) {
     if (device < 0 || device >= kMaxOrdinals) return;

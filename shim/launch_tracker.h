@@ -1,13 +1,18 @@
 // The process-local half of the compute gate on one GPU: which of this process's launches are
-// still in flight, tracked by completion rather than by synchronising.
+// still in flight, learnt without a driver call per launch (docs/scheduling.md, "Tracking
+// launches by completion").
 //
 // While the tenant shares the GPU (another tenant has it open), or is limited or of a non-standard
-// class, every gated launch is followed by an event recorded into its thread's lane
-// (shim/launch_lane.h). The process publishes how many of its lanes have launches in flight; the
-// monitor and blocked launchers poll the lanes' oldest events (cuEventQuery) and count
-// completions down. While others share the GPU the process keeps at most a budget of work queued
-// (the GPU's budget over the measured kernel length, at least one kernel), so a hand-over waits
-// for what is running, not for a backlog.
+// class, every gated launch is counted in its thread's lane (shim/launch_lane.h), on the track of
+// its stream. The process publishes how many of its lanes have launches in flight. Completions
+// are learnt from facts, each of which completes every launch counted before it on a stream:
+// the application's own synchronisations (free: shim/hooks_sync.cc), queries of a stream or a
+// marker by the monitor and by blocked launchers (at most one per track per poll, none for a
+// track whose thread waits in a synchronisation of it), and markers — events a launching thread
+// records behind a launch only once a track has half the budget's launches unmarked, so that a
+// launcher over the budget has an older launch to wait for. While others share the GPU the
+// process keeps at most a budget of work queued (the GPU's budget over the measured kernel
+// length, at least one kernel), so a hand-over waits for what is running, not for a backlog.
 //
 // Alone on the GPU, launches are not tracked (no event, no shared store but a flag that says "work
 // of unknown extent"): the fast path stays a few atomic operations. When another tenant arrives,
@@ -18,7 +23,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <utility>
 #include <vector>
 
 #include "broker/scheduler.h"
@@ -32,6 +36,13 @@
 
 namespace gpuslice::shim {
 
+// Where a launch goes: the stream as the driver is asked about it (the application's stream,
+// CU_STREAM_LEGACY or CU_STREAM_PER_THREAD) and the stream's context.
+struct LaunchTarget {
+  CUstream handle = nullptr;
+  CUcontext context = nullptr;
+};
+
 class LaunchTracker {
  public:
   LaunchTracker(ContextSync* contexts, broker::ComputeGate* gate);
@@ -39,15 +50,15 @@ class LaunchTracker {
   LaunchTracker& operator=(const LaunchTracker&) = delete;
 
   broker::ComputeGate* gate() const { return gate_; }
+  bool tracking() const { return tracking_.load(std::memory_order_relaxed); }
 
   // How a launch got in: under the tenant's grant (tracked or not) or by latency priority; an
   // untracked one, with the flag it raised (lowered by Exit).
   struct Entry {
     enum class Kind : uint8_t { kUntracked, kTracked, kPriority } kind = Kind::kTracked;
     UntrackedSlots::Ticket ticket;
-    LaunchLane* lane = nullptr;   // tracked and priority launches: the thread's lane
-    bool lane_was_idle = false;   // its lane had nothing in flight: the launch starts at once
-    CUcontext context = nullptr;  // current at the launch (set by the caller)
+    LaunchLane* lane = nullptr;  // tracked and priority launches: the thread's lane
+    LaunchTarget target;         // set by the caller
   };
 
   // The fast path. True: the caller may launch now and must then call Exit. False: call Wait,
@@ -61,12 +72,12 @@ class LaunchTracker {
     }
     return EnterTracked(entry, waited);
   }
-  void Exit(const Entry& entry, CUresult launched, CUstream stream, bool per_thread) {
+  void Exit(const Entry& entry, CUresult launched) {
     if (entry.kind == Entry::Kind::kUntracked) {
       UntrackedSlots::Exit(entry.ticket);
       return;
     }
-    ExitTracked(entry, launched, stream, per_thread);
+    ExitTracked(entry, launched);
   }
   // The slow path: blocks (interruptibly) until the grant is this tenant's again or enough of its
   // queued work has completed.
@@ -79,6 +90,40 @@ class LaunchTracker {
   // and events are gone. Call with synchronisation paused (ContextSync::pause_mutex).
   void ForgetContext(CUcontext context);
 
+  // ---- Facts from the application's synchronisations (shim/hooks_sync.cc). A snapshot is taken
+  // before the synchronisation is called, and applied once it returned CUDA_SUCCESS: every launch
+  // the snapshot counted on the tracks it names is then complete.
+  struct Snapshot {
+    static constexpr int kMax = 32;
+    struct Item {
+      LaunchLane* lane;
+      uint8_t track;
+      uint64_t submitted;
+      CUcontext context;
+    };
+    Item items[kMax];
+    int count = 0;
+    bool awaits_own = false;  // it marked the calling thread's own tracks as awaited
+  };
+  // The tracks bound to (handle, context) — any handle when `handle` is nullptr, any context when
+  // `context` is — in every lane (`own_only`: in the calling thread's lane only). With `await`
+  // (a synchronisation that blocks), the calling thread's own ones are marked awaited.
+  // `called_ns` is when the synchronisation (or query) was called, `returned_ns` when it returned.
+  void TakeSnapshot(CUstream handle, CUcontext context, bool own_only, bool await, uint64_t called_ns,
+                    Snapshot* snapshot);
+  void ApplySnapshot(const Snapshot& snapshot, bool completed, uint64_t called_ns, uint64_t returned_ns);
+  // The calling thread's track of (handle, context) with launches pending, as a snapshot item:
+  // what an event the application records there now stands for (shim/app_events.h).
+  bool OwnTrack(CUstream handle, CUcontext context, Snapshot::Item* item);
+  // The calling thread's lane, if it has one.
+  LaunchLane* OwnLane() const {
+    const uint32_t thread = ThreadNumber::Get();
+    return thread < kOwnLanes ? lanes_[thread].load(std::memory_order_acquire) : nullptr;
+  }
+  // The application destroys `stream`: its tracks can no longer be asked about. Their launches
+  // become work of unknown extent, which the monitor confirms by synchronising.
+  void ForgetStream(CUstream stream);
+
   // For the benchmarks and tests: the current budget in kernels and the kernel length estimate.
   uint32_t budget_kernels() const { return budget_kernels_.load(std::memory_order_relaxed); }
   uint64_t kernel_estimate_ns() const { return kernel_ns_.load(std::memory_order_relaxed); }
@@ -86,18 +131,24 @@ class LaunchTracker {
  private:
   // Lanes of their own for the first kOwnLanes threads that launch tracked work.
   static constexpr uint32_t kOwnLanes = UntrackedSlots::kOwnSlots;
-  // Context teardowns remembered for lanes whose unused events predate them; past this many,
-  // one entry standing for every context.
-  static constexpr size_t kForgottenContexts = 64;
   // A lane's launches beyond its first, as published: enough to tell a backlog from a last
   // kernel, and small enough that every lane's fit in the published word.
   static constexpr uint32_t kMaxExtraPerLane = 63;
   static_assert((kOwnLanes + 1) * kMaxExtraPerLane <= broker::kInflightExtraMax);
 
+  // Who polls: the monitor (any stream it can make current) or a launcher (its own lane, in its
+  // current context).
+  struct Poller {
+    bool monitor = false;
+    LaunchLane* own = nullptr;
+    CUcontext current = nullptr;
+  };
+
   bool EnterUntracked(Entry* entry, const UntrackedSlots::Ticket& ticket) {
     if ((published_->inflight.load(std::memory_order_relaxed) & broker::kUntrackedWork) == 0) FlagUntrackedWork();
     if (gate_->GrantOpen()) {
-      *entry = Entry{Entry::Kind::kUntracked, ticket, nullptr};
+      entry->kind = Entry::Kind::kUntracked;
+      entry->ticket = ticket;
       return true;
     }
     UntrackedSlots::Exit(ticket);
@@ -115,42 +166,64 @@ class LaunchTracker {
   bool EnterTracked(Entry* entry, bool waited);
   // Inlined into EnterTracked: the fast path is one call deep.
   [[gnu::always_inline]] bool EnterLane(LaunchLane* lane, Entry* entry, bool waited);
-  uint32_t CountIn(LaunchLane* lane, Entry* entry);
-  void ExitTracked(const Entry& entry, CUresult launched, CUstream stream, bool per_thread);
-  [[gnu::always_inline]] bool RecordCompletionEvent(LaunchLane* lane, CUcontext context, CUstream stream,
-                                                    bool per_thread, uint64_t launched_ns);
-  // Whether a queued launch has completed (or can no longer be asked about).
-  static bool Completed(LaunchLane::Slot& slot);
-  CUevent EventFor(LaunchLane* lane, CUcontext context);
-  bool MakeRoom(LaunchLane* lane);
-  void DropForgottenEvents(LaunchLane* lane);
+  void ExitTracked(const Entry& entry, CUresult launched);
+  [[gnu::always_inline]] void CountSubmitted(LaunchLane* lane, const LaunchTarget& target);
+  // Records a marker behind the track's newest launch (the launching thread).
+  void RecordMarker(StreamTrack* track);
   // Counts one launch of `lane` down (it never reached the GPU).
   void CountDownLane(LaunchLane* lane);
-  // Takes completed launches off every lane; returns how many are still queued.
-  uint32_t Poll(uint64_t now);
-  // Takes completed launches off `lane` alone (its consumer mutex and the pause held): how many
-  // are still queued on it, and the change to the published in-flight word.
-  struct Polled {
-    uint32_t queued = 0;
-    uint32_t delta = 0;  // modulo 2^32
-  };
-  Polled PollLane(LaunchLane* lane, uint64_t now);
-  // The same, taking the locks; for a launcher whose lane is full.
-  void PollOwnLane(LaunchLane* lane, uint64_t now);
+
+  // ---- Completions (shim/completion_poll.cc).
+  // Takes what is known complete off every lane (the monitor) or off `poller.own`; returns how
+  // many launches are still queued.
+  uint32_t Poll(const Poller& poller, uint64_t now);
+  uint32_t RefreshQueued();
+  // Asks the driver about one track (at most one call); the count it is known done up to.
+  uint64_t QueryTrack(StreamTrack& track, const Poller& poller, uint64_t now, uint64_t* completed_ns);
+  bool CanQuery(const StreamTrack& track, const Poller& poller);
+  // `track` is done up to `count`, learnt at `completed_ns` (the lane's consumer mutex held):
+  // counts the launches down, measures the kernel length; returns the change to the published
+  // in-flight word.
+  uint32_t Advance(LaunchLane* lane, StreamTrack& track, uint64_t count, uint64_t completed_ns);
+  // When the launches a fact completed finished: at its return when the call that learnt it
+  // waited (they finished then); else some time since the track was last looked at, before the
+  // call — the middle of that interval.
+  static uint64_t CompletionEstimate(StreamTrack& track, uint64_t called_ns, uint64_t returned_ns);
+  // A lane's last launch in flight completed: the change to the published word (the lane comes
+  // off its count of busy lanes). EnterLane's count_in puts it on.
+  static uint32_t LaneWentIdle();
+  // Publishes the lane's extra launches after its counts moved; the change to the word.
+  uint32_t PublishExtra(LaunchLane* lane);
   // Adds `delta` to the published in-flight word; true when that made it 0 (the process idle).
   bool AdjustInflight(uint32_t delta);
-  // The process has nothing in flight any more, as of `now`; its last launch completed at about
-  // `completed_ns` (0: at `now`).
-  void WentIdle(uint64_t now, uint64_t completed_ns = 0);
-  uint64_t CompletionEstimate(uint64_t previous_poll, uint64_t now) const;
-  void EndBusyPeriod(uint64_t now);
+  // The process has nothing in flight any more; its last launch completed at about
+  // `completed_ns`.
+  void WentIdle(uint64_t completed_ns);
+  // A launcher over the budget: waits for its lane's oldest marker, or a short while.
+  void WaitForOldest(LaunchLane* lane);
+  // A launcher about to block for the grant: markers behind its launches that only it can
+  // follow (its per-thread default stream), so that the monitor can see them complete.
+  void MarkOwnTails(LaunchLane* lane);
+  // The monitor: a lane that has gone quiet with launches no poller can follow — it synchronises
+  // the contexts of the gate, which completes everything launched before.
+  bool HasUnfollowableWork(uint64_t now);
+  void SynchronizeAndComplete(uint64_t now);
+
+  // ---- Busy time and latency priority.
+  void EndBusyPeriod(uint64_t end);
   void ChargePriorityUpTo(uint64_t now);
   void NoteLaunch(uint32_t before, uint64_t now, bool waited, bool priority);
   void ConfirmUntrackedWorkDone(uint64_t now);
-  void WaitForOldest(LaunchLane* lane);
   void UpdateBudget();
+  void UpdatePriority(uint64_t now);
   template <typename Visit>
-  void ForEachLane(Visit visit);
+  void ForEachLane(Visit visit) {
+    const uint32_t used = lanes_used_.load(std::memory_order_acquire);
+    for (uint32_t i = 0; i < used; ++i) {
+      if (LaunchLane* lane = lanes_[i].load(std::memory_order_acquire)) visit(lane);
+    }
+    visit(&shared_lane_);
+  }
 
   ContextSync* contexts_;
   broker::ComputeGate* gate_;
@@ -165,25 +238,20 @@ class LaunchTracker {
   // counted with atomic additions. A single shared counter cost every launch a contended line.
   UntrackedSlots untracked_;
   std::atomic<uint32_t> budget_kernels_{2};
+  std::atomic<uint32_t> marker_every_{1};         // launches between two markers of a track
   std::atomic<uint64_t> kernel_ns_{1'000'000};    // measured kernel length (EWMA)
   std::atomic<uint32_t> queued_{0};               // launches queued on every lane, as of the last poll
   std::atomic<uint64_t> gap_ns_{0};               // EWMA of completion-to-next-launch gaps
   std::atomic<bool> priority_busy_{false};        // the current busy period began with a priority launch
   std::atomic<uint64_t> priority_charged_ns_{0};  // its priority work is charged up to here
-  std::atomic<uint64_t> last_poll_ns_{0};         // when Poll last looked at every lane
   // The lanes: one per thread for the first kOwnLanes (created at its first tracked launch),
   // then one shared under shared_lane_mutex_. lanes_used_ bounds the indices ever filled.
   std::atomic<LaunchLane*> lanes_[kOwnLanes] = {};
   std::atomic<uint32_t> lanes_used_{0};
   Mutex shared_lane_mutex_;
   LaunchLane shared_lane_;
-  // How many context teardowns the tracker has seen; a lane whose unused events were checked at
-  // an older count drops those of the contexts destroyed since (forgotten_) before its next
-  // launch: a new context may come back with a destroyed one's handle.
-  std::atomic<uint64_t> forgotten_epoch_{0};
-  Mutex mutex_;  // lane creation, the forgotten contexts
+  Mutex mutex_;  // lane creation
   std::vector<std::unique_ptr<LaunchLane>> owned_lanes_ GUARDED_BY(mutex_);
-  std::vector<std::pair<uint64_t, CUcontext>> forgotten_ GUARDED_BY(mutex_);  // nullptr: every context
 };
 
 }  // namespace gpuslice::shim

@@ -16,6 +16,7 @@
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
 #include "shim/allocation_map.h"
+#include "shim/app_events.h"
 #include "shim/context_sync.h"
 #include "shim/driver_api.h"
 #include "shim/launch_tracker.h"
@@ -42,6 +43,8 @@ class ShimState final : public ContextSync {
   AllocationMap& allocations() { return allocations_; }
   AllocationMap& arrays() { return arrays_; }
   AllocationMap& physical() { return physical_; }
+  // What the application's recorded events stand for (shim/hooks_sync.cc).
+  AppEvents& app_events() { return app_events_; }
 
   // The ledger of this tenant on the device with CUDA ordinal `device`; opened on first use.
   CUresult LedgerForDevice(CUdevice device, int* ledger);
@@ -77,15 +80,17 @@ class ShimState final : public ContextSync {
   static constexpr int kNoLedger = -2;
   int LedgerForUuid(const uint8_t (&uuid)[16], uint64_t device_total);
 
-  // The compute gate (and this process's launch tracking) for launches on `stream`
-  // (docs/scheduling.md); nullptr when launches cannot be gated (no usable ledger). Sets
-  // `current` to the calling thread's current context (what the launch's event is created in).
-  LaunchTracker* TrackerForLaunch(CUstream stream, CUcontext* current);
+  // The compute gate (and this process's launch tracking) for launches on `stream` (`per_thread`:
+  // through a _ptsz entry point, where stream 0 is the thread's own) (docs/scheduling.md); nullptr
+  // when launches cannot be gated (no usable ledger). Sets `target` to the stream as the driver is
+  // asked about it and its context. No driver call once the thread's current context and the
+  // stream were seen (shim/current_context.h).
+  LaunchTracker* TrackerForLaunch(CUstream stream, bool per_thread, LaunchTarget* target);
   LaunchTracker* TrackerForDevice(CUdevice device);
   // The contexts this process launched from on a gate's GPU: what its monitor synchronises when
   // it must confirm that work launched untracked has finished.
-  void NoteContext(broker::ComputeGate* gate);
-  void SynchronizeGate(broker::ComputeGate* gate) override;
+  void NoteContext(broker::ComputeGate* gate, CUcontext context);
+  void SynchronizeGate(broker::ComputeGate* gate, std::vector<CUcontext>* synchronized) override;
   // Held around the application's context teardown (shim/hooks_context.cc): the driver forbids
   // using a context while it is destroyed, so the monitor does not synchronise meanwhile.
   Mutex& pause_mutex() override RETURN_CAPABILITY(sync_mutex_) { return sync_mutex_; }
@@ -94,6 +99,17 @@ class ShimState final : public ContextSync {
   void ForgetContexts(CUcontext context, CUdevice device);
   // Every gate's tracker, for the monitor thread.
   std::vector<LaunchTracker*> Trackers();
+  // Calls `visit` on every gate's tracker that tracks launches (without allocating: the
+  // application's synchronisations ask, shim/hooks_sync.cc).
+  template <typename Visit>
+  void ForEachTrackingTracker(Visit visit) {
+    for (const auto& slot : tracker_by_ordinal_) {
+      LaunchTracker* t = slot.load(std::memory_order_acquire);
+      if (t && t->tracking()) visit(t);
+    }
+  }
+  // A stream the application destroyed: launches' per-thread routing caches start again.
+  void ForgetStreams() { contexts_epoch_.fetch_add(1, std::memory_order_acq_rel); }
 
   // Orderly process exit: stop and join the compute monitor, leave every GPU's grant, return
   // every byte this process still has charged.
@@ -117,6 +133,7 @@ class ShimState final : public ContextSync {
   AllocationMap allocations_;  // device pointers
   AllocationMap arrays_;       // CUarray / CUmipmappedArray handles
   AllocationMap physical_;     // CUmemGenericAllocationHandle values
+  AppEvents app_events_;
   // Opens each GPU's ledger and creates its gate once; the lock-free readers go through the
   // atomics below, published once the slot is set.
   Mutex ledger_mutex_;

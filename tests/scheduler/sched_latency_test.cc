@@ -1,8 +1,8 @@
 // A standard-class service beside a trainer that queues a deep backlog, and two such trainers:
 // what the budget bounds now that a service owed the GPU waits for no queue (the trainer's
 // queued work runs on beside it, time-sliced by the hardware, as without gpuslice). Target
-// (docs/performance.md): the service's tail no worse than unmanaged; a trainer's wait for the
-// grant about a quantum and a budget. (A latency-class service, which passes the grant, is
+// (docs/performance.md): the service's tail no worse than unmanaged; a hand-over leaves at most a
+// budget of the holder's work behind. (A latency-class service, which passes the grant, is
 // sched_real_tenants_test's.)
 #include "tests/support/sched_fixture.h"
 
@@ -84,42 +84,46 @@ TEST_F(SchedLatencyTest, AServiceBesideADeepQueueWithTheDefaultBudget) {
 }
 
 // --- two trainers with deep backlogs: what the budget bounds ---
-// At the end of a quantum the grant moves when the holder's last kernel runs: the holder drains
-// what it has queued first. The budget holds that queue to 2 ms of work (two kernels here) while
-// another tenant shares the GPU, so the other trainer waits about a quantum and a kernel for its
-// grant; with the largest budget — the control — the holder keeps 50 kernels queued and drains
-// them until the waiter, falling behind, is owed the GPU (about one more quantum) and joins.
-double MeanWaitOfTwoDeepQueues(SchedLatencyTest* test, uint64_t budget_ns) {
+// At the end of a quantum (or when a waiter is owed the GPU) the grant moves, and what the holder
+// still has queued runs on beside the next grant: the hardware then time-slices the two
+// trainers, switching at every timeslice (2 ms here) until the old queue is gone. The budget
+// holds that queue to 2 ms of work (one kernel behind the running one here), so the device
+// switches between the trainers about twice per grant. With the largest budget — the control —
+// each keeps a backlog of some 25-50 kernels, and the backlogs run beside each other for many
+// timeslices after every hand-over. Measured (this machine, loaded by builds): default budget 2.3-2.4
+// device switches per grant; largest budget 10-11.
+double DeviceSwitchesPerGrant(SchedLatencyTest* test, uint64_t budget_ns) {
   std::string error;
   EXPECT_TRUE(test->gpu().SetPolicy(broker::SharingMode::kTimeslice, 0, &error, budget_ns)) << error;
   EXPECT_NE(test->gpu().StartReady("a", kDeepQueueTrainer, SchedTest::Managed(50)), nullptr);
   EXPECT_NE(test->gpu().StartReady("b", kDeepQueueTrainer, SchedTest::Managed(50)), nullptr);
-  SleepFor(4);
-  const Result<broker::Snapshot> snapshot = broker::TakeSnapshot(test->state_dir());
-  EXPECT_TRUE(snapshot.ok()) << snapshot.message();
-  uint64_t waits = 0, wait_ns = 0;
-  for (const auto& gpu : snapshot.ok() ? snapshot->gpus : std::vector<broker::GpuView>{}) {
-    for (const auto& tenant : gpu.tenants) {
-      waits += tenant.waits;
-      wait_ns += tenant.wait_ns;
-    }
-  }
-  const double mean_ms = waits ? static_cast<double>(wait_ns) / static_cast<double>(waits) / 1e6 : 1e9;
-  std::printf("budget %s: %llu waits for the grant, %.1f ms on average\n",
+  SleepFor(1);
+  const auto grants = [&] {
+    const Result<broker::Snapshot> snapshot = broker::TakeSnapshot(test->state_dir());
+    EXPECT_TRUE(snapshot.ok()) << snapshot.message();
+    return snapshot.ok() && !snapshot->gpus.empty() ? snapshot->gpus[0].grants : 0;
+  };
+  const fairness::Sample first = test->gpu().Take();
+  const uint64_t grants_first = grants();
+  SleepFor(3);
+  const fairness::Sample last = test->gpu().Take();
+  const uint64_t grants_made = grants() - grants_first;
+  const double per_grant =
+      grants_made ? static_cast<double>(last.handovers - first.handovers) / static_cast<double>(grants_made) : 1e9;
+  std::printf("budget %s: %llu grants, %.1f device switches per grant\n",
               budget_ns ? std::to_string(budget_ns / 1'000'000).append(" ms").c_str() : "default",
-              static_cast<unsigned long long>(waits), mean_ms);
-  return mean_ms;
+              static_cast<unsigned long long>(grants_made), per_grant);
+  return per_grant;
 }
 
-// Measured: 10.5 ms on average (a quantum); with the largest budget 26.5 ms.
-constexpr double kTrainerMeanWaitAtMostMs = 18;
+constexpr double kSwitchesPerGrantAtMost = 5;
 
-TEST_F(SchedLatencyTest, ATrainersWaitForTheGrantIsAQuantumAndTheBudgetNotTheOthersBacklog) {
-  EXPECT_LE(MeanWaitOfTwoDeepQueues(this, 0), kTrainerMeanWaitAtMostMs);
+TEST_F(SchedLatencyTest, AHandOverLeavesNoBacklogRunningBesideTheNextGrant) {
+  EXPECT_LE(DeviceSwitchesPerGrant(this, 0), kSwitchesPerGrantAtMost);
 }
 
-TEST_F(SchedLatencyTest, ControlWithTheLargestBudgetATrainerWaitsForTheOthersBacklog) {
-  EXPECT_GT(MeanWaitOfTwoDeepQueues(this, 100'000'000), kTrainerMeanWaitAtMostMs);
+TEST_F(SchedLatencyTest, ControlWithTheLargestBudgetTheBacklogsRunBesideEachOther) {
+  EXPECT_GT(DeviceSwitchesPerGrant(this, 100'000'000), kSwitchesPerGrantAtMost);
 }
 
 }  // namespace
