@@ -205,6 +205,14 @@ sabotage closing-kept-for-gone-waiter broker/grant_policy.cc \
   's/    if \(gpu_->closing\.exchange\(0\) != 0\) changed = true;\n    gpu_->closed_at_ns\.store\(0\);\n    return changed;/    return changed;  \/\/ SABOTAGE/' \
   '^(GrantPolicyTest|SchedDeploymentShapesTest)' \
   'a gate closed for a waiter that then left stays closed: the holder waits for its own grant'
+sabotage context-asked-per-launch shim/current_context.h \
+  's/if \(m\.epoch == epoch_\.load\(std::memory_order_acquire\) && m\.epoch != 0\) return m\.context;/\/\/ SABOTAGE: the driver is asked at every launch/' \
+  '^(ShimLaunchCallsTest)' \
+  'the current context is asked of the driver at every launch: a driver call per launch, alone too'
+sabotage marker-every-launch shim/launch_tracker.cc \
+  's/marker_every_\.store\(std::max<uint32_t>\(1, budget \/ 2\), std::memory_order_relaxed\);/marker_every_.store(1, std::memory_order_relaxed);  \/\/ SABOTAGE/' \
+  '^(ShimLaunchCallsTest)' \
+  'a marker (an event) is recorded behind every launch while another tenant shares the GPU'
 sabotage first-gpu-gates-all shim/launch_routing.cc \
   's/      if \(s\.tracker && s\.current == current && s\.handle == handle\) \{/      if (s.tracker) {  \/\/ SABOTAGE/' \
   '^(SchedDeploymentShapesTest)' \

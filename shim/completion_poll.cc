@@ -97,6 +97,7 @@ uint64_t LaunchTracker::CompletionEstimate(StreamTrack& track, uint64_t called_n
 uint32_t LaunchTracker::Advance(LaunchLane* lane, StreamTrack& track, uint64_t count, uint64_t completed_ns) {
   const uint64_t added = track.AdvanceDone(count);
   if (added == 0) return 0;
+  track.DropStaleMarkers();  // their slots free for the launcher's next markers
   const uint64_t from = std::max(track.progress_ns(), track.busy_since_ns().load(std::memory_order_relaxed));
   if (from != 0 && completed_ns > from) {
     const uint64_t per_launch = (completed_ns - from) / added;

@@ -19,6 +19,9 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 EPILOG = """\
 SCENARIO is a YAML file, or the name of one in bench/scenarios/ (`all`: every one there).
+`gpuslice-bench launch-bound [--costs PROFILE]` instead measures what gpuslice costs tenants
+whose speed is their launches, with the simulated driver charging real per-call costs (see
+`gpuslice-bench launch-bound --help`).
 Each mode runs for the scenario's duration: solo (each tenant alone, the baseline), unmanaged
 (together, no sharing layer), gpuslice (together, under LD_PRELOAD=libgpuslice.so with the
 scenario's quotas, requests and limits), mps (an MPS server: the simulator's, or on a real GPU
@@ -96,7 +99,46 @@ def _write_json(path, document):
         f.write("\n")
 
 
+def _measurement_parser(name, description):
+    p = argparse.ArgumentParser(prog=f"gpuslice-bench {name}", description=description)
+    p.add_argument("--duration", type=float, default=4.0, metavar="S", help="seconds each run lasts (default 4)")
+    p.add_argument("--costs", default="default", metavar="PROFILE",
+                   help="the simulated driver's call costs (GPUSLICE_SIM_CALL_COSTS: default, double, off, ...)")
+    p.add_argument("--report", default="report", metavar="DIR", help="write the report to DIR/<name>/")
+    p.add_argument("--build", metavar="DIR", help="the build tree (default: the one this program belongs to)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    return p
+
+
+def _launch_bound(source_dir, build_dir, argv):
+    from . import launch_bound
+    p = _measurement_parser("launch-bound", launch_bound.__doc__.split("\n")[0])
+    p.add_argument("--shapes", nargs="*", metavar="SHAPE",
+                   help="only these: " + ", ".join(s.name for s in launch_bound.shapes(1)))
+    args = p.parse_args(argv)
+    if args.duration <= 0:
+        print("gpuslice-bench launch-bound: --duration must be above 0", file=sys.stderr)
+        return EXIT_USAGE
+    paths = Paths(source_dir=source_dir, build_dir=os.path.abspath(args.build or build_dir))
+    missing = paths.missing(True, True)
+    if missing:
+        print(f"gpuslice-bench: not built: {', '.join(missing)} (cmake --build {paths.build_dir})", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return launch_bound.main(paths, args, args.report)
+    except RuntimeError as e:
+        print(f"gpuslice-bench launch-bound: {e}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+# Measurements that are not scenarios: a first argument of one of these names runs it.
+MEASUREMENTS = {"launch-bound": _launch_bound}
+
+
 def main(source_dir, build_dir, argv=None):
+    argv = list(argv if argv is not None else sys.argv[1:])
+    if argv and argv[0] in MEASUREMENTS:
+        return MEASUREMENTS[argv[0]](source_dir, build_dir, argv[1:])
     args = _parser().parse_args(argv)
     scenario_dir = os.path.join(source_dir, "bench", "scenarios")
     if args.list:

@@ -1,0 +1,193 @@
+"""gpuslice-bench launch-bound: what gpuslice costs tenants whose speed is their launches.
+
+With the simulated driver charging what real drivers charge per call (GPUSLICE_SIM_CALL_COSTS,
+docs/simulator.md), each shape runs alone without gpuslice, alone under it, together without it
+(unmanaged) and together under it, and reports launches (or steps) per second against the
+same tenants without gpuslice, and the driver calls gpuslice adds per launch (all threads of
+every process, its monitor included; launches themselves not counted; the few calls it makes
+once per process — finding the device and its memory, measured on a short run — left out).
+"""
+import dataclasses
+import json
+import os
+
+from . import tenant_runs
+from .tenant_runs import Tenant
+
+# The targets (docs/performance.md): calls added per launch while sharing, and alone; launches
+# together and alone as a fraction of the same without gpuslice.
+SHARED_CALLS_AT_MOST = 0.1
+ALONE_CALLS_AT_MOST = 0.0
+TOGETHER_AT_LEAST = 0.97
+ALONE_AT_LEAST = 0.99
+
+
+@dataclasses.dataclass
+class Shape:
+    name: str
+    description: str
+    tenants: list       # of Tenant (duration filled in at run time)
+    rate_key: str       # what the result line counts per second
+
+
+def _steps(per_step, kernel_us, seconds, graph=False, seed=1):
+    argv = ["steps", "--kernels-per-step", str(per_step), "--kernel-us", kernel_us, "--duration", f"{seconds:g}",
+            "--seed", str(seed)]
+    return argv + (["--graph"] if graph else [])
+
+
+def shapes(seconds):
+    bursts = [Tenant("a", _steps(16, "20-50", seconds, seed=1), request=50),
+              Tenant("b", _steps(16, "20-50", seconds, seed=2), request=50)]
+    decode = [Tenant("a", _steps(200, "10-60", seconds, seed=3), request=50),
+              Tenant("b", _steps(200, "10-60", seconds, seed=4), request=50)]
+    graphs = [Tenant("a", _steps(200, "10-60", seconds, graph=True, seed=3), request=50),
+              Tenant("b", _steps(200, "10-60", seconds, graph=True, seed=4), request=50)]
+    service = [Tenant("service", ["latency", "--period-ms", "10", "--kernels-per-request", "4", "--kernel-us", "200",
+                                  "--duration", f"{seconds:g}"], request=30, compute_class="latency"),
+               Tenant("bursts", _steps(16, "20-50", seconds, seed=1), request=70)]
+    return [
+        Shape("bursts", "two tenants, bursts of 16 kernels of 20-50 us then a synchronisation, equal requests",
+              bursts, "launches_per_s"),
+        Shape("decode", "two LLM decode loops: steps of 200 kernels of 10-60 us then a synchronisation", decode,
+              "launches_per_s"),
+        Shape("decode-graphs", "the same decode steps, each captured once and launched as one CUDA graph", graphs,
+              "steps_per_s"),
+        Shape("service-beside-bursts", "a latency-class service (4 kernels of 200 us every 10 ms) beside bursts",
+              service, "launches_per_s"),
+    ]
+
+
+def _rate(run, tenant, key):
+    lines = run.results.get(tenant, [])
+    if key == "launches_per_s" and lines and "launches_per_s" not in lines[0]:  # a latency service
+        return sum(r["requests"] * r["kernels_per_request"] / r["elapsed_s"] for r in lines)
+    return sum(r.get(key, 0.0) for r in lines)
+
+
+def _short(tenant):
+    """The tenant's workload for a handful of steps (or requests) instead of its duration."""
+    argv = list(tenant.argv)
+    i = argv.index("--duration")
+    argv[i:i + 2] = ["--steps" if argv[0] == "steps" else "--requests", "20"]
+    return dataclasses.replace(tenant, argv=argv)
+
+
+def _non_launch_calls(calls):
+    return sum(calls.values()) - tenant_runs.launches(calls)
+
+
+def _short_runs(paths, tenant, costs):
+    """The tenant for a handful of steps without and with gpuslice: what every process calls once
+    (the workload's set-up; gpuslice's finding of the device, its UUID and memory, the context's
+    teardown), left out of the per-launch figures."""
+    return (tenant_runs.run(paths, [_short(tenant)], managed=False, costs=costs),
+            tenant_runs.run(paths, [_short(tenant)], managed=True, costs=costs))
+
+
+def _beyond(runs, shorts):
+    """(non-launch calls, launches) of `runs` beyond those of `shorts`."""
+    return (sum(_non_launch_calls(r.calls) for r in runs) - sum(_non_launch_calls(s.calls) for s in shorts),
+            sum(tenant_runs.launches(r.calls) for r in runs) - sum(tenant_runs.launches(s.calls) for s in shorts))
+
+
+def _added_per_launch(managed, managed_shorts, bare, bare_shorts):
+    """Calls gpuslice adds per launch in steady state: the managed run's non-launch calls beyond
+    its short runs', less what the workloads themselves call per launch (from the bare runs)."""
+    bare_calls, bare_launches = _beyond([bare], bare_shorts)
+    calls, launches = _beyond([managed], managed_shorts)
+    if launches <= 0:
+        return 0.0
+    own_per_launch = bare_calls / bare_launches if bare_launches > 0 else 0.0
+    return (calls - own_per_launch * launches) / launches
+
+
+def measure(paths, shape, costs):
+    """Alone (each tenant, without and with gpuslice), unmanaged and gpuslice together."""
+    figures = {"shape": shape.name, "description": shape.description, "tenants": {}}
+    shorts = {t.name: _short_runs(paths, t, costs) for t in shape.tenants}
+    for t in shape.tenants:
+        bare = tenant_runs.run(paths, [t], managed=False, costs=costs)
+        shimmed = tenant_runs.run(paths, [t], managed=True, costs=costs)
+        short_bare, short_managed = shorts[t.name]
+        figures["tenants"][t.name] = {
+            "alone": _rate(bare, t.name, shape.rate_key),
+            "alone_gpuslice": _rate(shimmed, t.name, shape.rate_key),
+            "alone_calls_added": _added_per_launch(shimmed, [short_managed], bare, [short_bare]),
+            "startup_calls": _non_launch_calls(short_managed.calls) - _non_launch_calls(short_bare.calls),
+        }
+    unmanaged = tenant_runs.run(paths, shape.tenants, managed=False, costs=costs)
+    managed = tenant_runs.run(paths, shape.tenants, managed=True, costs=costs)
+    for t in shape.tenants:
+        figures["tenants"][t.name]["unmanaged"] = _rate(unmanaged, t.name, shape.rate_key)
+        figures["tenants"][t.name]["gpuslice"] = _rate(managed, t.name, shape.rate_key)
+        for run, mode in ((unmanaged, "unmanaged"), (managed, "gpuslice")):
+            if "p99_us" in run.results[t.name][0]:
+                figures["tenants"][t.name][mode + "_p99_ms"] = run.results[t.name][0]["p99_us"] / 1000
+    figures["shared_calls_added"] = _added_per_launch(managed, [s[1] for s in shorts.values()], unmanaged,
+                                                      [s[0] for s in shorts.values()])
+    figures["calls_gpuslice"] = {k: v for k, v in sorted(managed.calls.items()) if v}
+    figures["calls_unmanaged"] = {k: v for k, v in sorted(unmanaged.calls.items()) if v}
+    figures["rate_key"] = shape.rate_key
+    return figures
+
+
+def _ratio(a, b):
+    return a / b if b else 0.0
+
+
+def text(all_figures, costs):
+    out = [f"launch-bound shapes, simulated GPU, call costs '{costs}' (rates: per second; ratios: gpuslice over "
+           f"the same without it)", ""]
+    header = f"{'shape':<22} {'tenant':<8} {'alone':>9} {'+gpuslice':>10} {'ratio':>6} {'unmanaged':>10} " \
+             f"{'gpuslice':>9} {'ratio':>6}"
+    out.append(header)
+    for f in all_figures:
+        for name, t in f["tenants"].items():
+            out.append(f"{f['shape']:<22} {name:<8} {t['alone']:>9.0f} {t['alone_gpuslice']:>10.0f} "
+                       f"{_ratio(t['alone_gpuslice'], t['alone']):>6.3f} {t['unmanaged']:>10.0f} {t['gpuslice']:>9.0f} "
+                       f"{_ratio(t['gpuslice'], t['unmanaged']):>6.3f}")
+        together = _ratio(sum(t["gpuslice"] for t in f["tenants"].values()),
+                          sum(t["unmanaged"] for t in f["tenants"].values()))
+        out.append(f"{'':<22} {'together':<8} {'':>9} {'':>10} {'':>6} {'':>10} {'':>9} {together:>6.3f}")
+        extra = [f"{name} p99 {t['unmanaged_p99_ms']:.2f} ms unmanaged, {t['gpuslice_p99_ms']:.2f} under gpuslice"
+                 for name, t in f["tenants"].items() if "gpuslice_p99_ms" in t]
+        out.append(f"{'':<22} driver calls added per launch: {f['shared_calls_added']:.4f} shared, "
+                   + ", ".join(f"{n} {t['alone_calls_added']:.4f} alone" for n, t in f["tenants"].items())
+                   + ("; " + "; ".join(extra) if extra else ""))
+    out += ["", "targets:"]
+    for f in all_figures:
+        together = _ratio(sum(t["gpuslice"] for t in f["tenants"].values()),
+                          sum(t["unmanaged"] for t in f["tenants"].values()))
+        worst_alone = min(_ratio(t["alone_gpuslice"], t["alone"]) for t in f["tenants"].values())
+        alone_calls = max(t["alone_calls_added"] for t in f["tenants"].values())
+        checks = [(f"calls added per launch shared <= {SHARED_CALLS_AT_MOST}", f["shared_calls_added"],
+                   f["shared_calls_added"] <= SHARED_CALLS_AT_MOST),
+                  (f"calls added per launch alone <= {ALONE_CALLS_AT_MOST:g}", alone_calls,
+                   alone_calls <= ALONE_CALLS_AT_MOST + 1e-4),
+                  (f"together >= {TOGETHER_AT_LEAST} of unmanaged", together, together >= TOGETHER_AT_LEAST),
+                  (f"alone >= {ALONE_AT_LEAST} of without gpuslice", worst_alone, worst_alone >= ALONE_AT_LEAST)]
+        for what, value, met in checks:
+            out.append(f"  {f['shape']}: {what}: {'met' if met else 'NOT MET'} ({value:.4f})")
+    return "\n".join(out)
+
+
+def main(paths, args, report_dir):
+    costs = args.costs
+    all_figures = []
+    for shape in shapes(args.duration):
+        if args.shapes and shape.name not in args.shapes:
+            continue
+        if not args.quiet:
+            print(f"launch-bound: {shape.name} ...", flush=True)
+        all_figures.append(measure(paths, shape, costs))
+    report = text(all_figures, costs)
+    print(report)
+    folder = os.path.join(report_dir, "launch-bound")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "results.json"), "w") as f:
+        json.dump({"costs": costs, "duration_s": args.duration, "shapes": all_figures}, f, indent=1)
+    with open(os.path.join(folder, "summary.txt"), "w") as f:
+        f.write(report + "\n")
+    print(f"\nreport: {folder}/summary.txt")
+    return 0
