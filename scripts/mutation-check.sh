@@ -94,7 +94,7 @@ sabotage no-budget shim/launch_tracker.cc \
   '^(Sched|GrantPolicy)' \
   'a holder keeps its whole backlog queued while others share the GPU'
 sabotage lane-busy-unpublished shim/launch_tracker.cc \
-  's/return entry->lane_was_idle \? published_->inflight\.fetch_add\(1\) : 1;/return 1;  \/\/ SABOTAGE/; s/if \(lane->Remove\(1\) == 0\) published_->inflight\.fetch_sub\(1\);/lane->Remove(1);  \/\/ SABOTAGE/; s/if \(lane->Remove\(1\) == 0 && AdjustInflight\(static_cast<uint32_t>\(-1\)\)\) WentIdle\(0\);/lane->Remove(1);  \/\/ SABOTAGE/; s/if \(inflight == 0\) polled\.delta -= 1;/\/\/ SABOTAGE/' \
+  's/return entry->lane_was_idle \? published_->inflight\.fetch_add\(1\) : 1;/return 1;  \/\/ SABOTAGE/; s/if \(lane->Remove\(1\) == 0\) published_->inflight\.fetch_sub\(1\);/lane->Remove(1);  \/\/ SABOTAGE/; s/if \(lane->Remove\(1\) == 0 && AdjustInflight\(static_cast<uint32_t>\(-1\)\)\) WentIdle\(MonotonicNanos\(\)\);/lane->Remove(1);  \/\/ SABOTAGE/; s/uint32_t LaunchTracker::LaneWentIdle\(\) \{ return static_cast<uint32_t>\(-1\); \}/uint32_t LaunchTracker::LaneWentIdle() { return 0; }  \/\/ SABOTAGE/' \
   '^(Sched|ShimComputeThreads)' \
   'launching threads are not counted in their process'"'"'s published in-flight word: hand-overs see only the extra launches its monitor publishes'
 sabotage latency-bucket-ignored broker/scheduler.cc \

@@ -81,7 +81,10 @@ bool LaunchTracker::EnterTracked(Entry* entry, bool waited) {
 // launch, which happened before this one's look at the grant.
 inline bool LaunchTracker::EnterLane(LaunchLane* lane, Entry* entry, bool waited) {
   entry->lane = lane;
-  const auto count_in = [&] { return lane->Add() == 0 ? published_->inflight.fetch_add(1) : 1; };
+  const auto count_in = [&] {
+    entry->lane_was_idle = lane->Add() == 0;
+    return entry->lane_was_idle ? published_->inflight.fetch_add(1) : 1;
+  };
   if (gate_->compute_class() == broker::ComputeClass::kLatency) {
     const uint64_t now = MonotonicNanos();
     if (gate_->TakePriority(now)) {
@@ -169,10 +172,10 @@ void LaunchTracker::ExitTracked(const Entry& entry, CUresult launched) {
     return;
   }
   if (entry.lane != &shared_lane_) [[likely]] {
-    CountSubmitted(entry.lane, entry.target);
+    CountSubmitted(entry.lane, entry.target, entry.lane_was_idle);
   } else {
     MutexLock lock(&shared_lane_mutex_);
-    CountSubmitted(entry.lane, entry.target);
+    CountSubmitted(entry.lane, entry.target, entry.lane_was_idle);
   }
 }
 
@@ -180,7 +183,7 @@ void LaunchTracker::ExitTracked(const Entry& entry, CUresult launched) {
 // but the occasional marker: one when a track has half the budget's launches unmarked while
 // others share the GPU (so at most two per budget of queued work), none for a launcher that stays
 // under that between its synchronisations.
-inline void LaunchTracker::CountSubmitted(LaunchLane* lane, const LaunchTarget& target) {
+inline void LaunchTracker::CountSubmitted(LaunchLane* lane, const LaunchTarget& target, bool lane_was_idle) {
   StreamTrack* track = lane->TrackFor(target.handle, target.context);
   if (!track) [[unlikely]] {
     // Every track busy on other streams: the launch counts as work of unknown extent, which the
@@ -190,7 +193,10 @@ inline void LaunchTracker::CountSubmitted(LaunchLane* lane, const LaunchTarget& 
     return;
   }
   const uint64_t before = track->Submitted();
-  if (before == track->Done()) {  // the track was idle: its launches run from now
+  // The track's idleness is read only when the whole lane was idle: `done` is the pollers' line,
+  // and its launches then run from now. (A track that goes idle beside a busy one of the lane keeps
+  // its earlier start: its next kernel length is measured from its last completion instead.)
+  if (lane_was_idle && before == track->Done()) {
     track->busy_since_ns().store(MonotonicNanos(), std::memory_order_relaxed);
     track->marked() = before;
   }

@@ -58,6 +58,7 @@ class LaunchTracker {
     enum class Kind : uint8_t { kUntracked, kTracked, kPriority } kind = Kind::kTracked;
     UntrackedSlots::Ticket ticket;
     LaunchLane* lane = nullptr;  // tracked and priority launches: the thread's lane
+    bool lane_was_idle = false;  // its lane had nothing in flight: the launch starts at once
     LaunchTarget target;         // set by the caller
   };
 
@@ -167,7 +168,7 @@ class LaunchTracker {
   // Inlined into EnterTracked: the fast path is one call deep.
   [[gnu::always_inline]] bool EnterLane(LaunchLane* lane, Entry* entry, bool waited);
   void ExitTracked(const Entry& entry, CUresult launched);
-  [[gnu::always_inline]] void CountSubmitted(LaunchLane* lane, const LaunchTarget& target);
+  [[gnu::always_inline]] void CountSubmitted(LaunchLane* lane, const LaunchTarget& target, bool lane_was_idle);
   // Records a marker behind the track's newest launch (the launching thread).
   void RecordMarker(StreamTrack* track);
   // Counts one launch of `lane` down (it never reached the GPU).
