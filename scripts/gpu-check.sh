@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU and driver: builds, then runs in one go every GPU-labelled
-# test, the demo and every bundled benchmark scenario (reduced form) against the real driver,
+# test, the demo, the launch-bound shapes (launch cost with and without the shim, alone and
+# shared; the calls it adds are counted on the simulated driver, which counts every call) and
+# every bundled benchmark scenario (reduced form) against the real driver,
 # and prints a short record of what the GPU is.
 # Everything it prints is also written to $OUT (or ./gpu-check-out) for the record.
 # It never changes the GPU's settings (no nvidia-smi -c/-mig/-pm calls).
@@ -21,6 +23,10 @@ build=${GPUSLICE_BUILD_DIR:-build-gpu}
   echo "== demo on the real GPU"
   "$build/bin/gpuslice-bench" inference-beside-training --real-gpu --modes solo,unmanaged,gpuslice,mps --duration 8 \
     --table brief --report "$out/demo"
+  echo "== launch-bound shapes on the real GPU: launches per second with and without gpuslice, alone and shared"
+  "$build/bin/gpuslice-bench" launch-bound --real-gpu --duration 4 --report "$out/report"
+  echo "== the same shapes on the simulated driver with its call costs: the driver calls gpuslice adds per launch"
+  "$build/bin/gpuslice-bench" launch-bound --duration 2 --report "$out/report-sim"
   echo "== every bundled scenario on the real GPU, reduced form (reports in $out/report)"
   "$build/bin/gpuslice-bench" all --real-gpu --quick --report "$out/report"
 } 2>&1 | tee "$out/gpu-check.log"

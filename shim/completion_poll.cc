@@ -16,9 +16,11 @@ namespace {
 // (about half a microsecond each on a real driver) and a track with 20 µs kernels would otherwise
 // be asked about several times per kernel.
 constexpr uint64_t kMinQueryGapNs = 100'000;
-// A track whose thread waits in a synchronisation of it is left to that thread for this long;
-// past it (a wait for something else that also covers it), pollers ask again.
-constexpr uint64_t kAwaitTrustNs = 5'000'000;
+// A track whose thread waits in a synchronisation of it is left to that thread — which learns
+// its completion as it returns — for this long: longer than most kernels and graphs, so that a
+// thread waiting for a 10 ms graph costs no query; bounded, so that a wait for something else that
+// also covers the track (a context's other streams) delays what pollers learn by at most this.
+constexpr uint64_t kAwaitTrustNs = 50'000'000;
 // A track only its own thread can ask about that has not moved for this long, while another
 // tenant shares the GPU, is confirmed by synchronising its context.
 constexpr uint64_t kQuietOwnerTrackNs = 2'000'000;

@@ -181,8 +181,8 @@ void LaunchTracker::ExitTracked(const Entry& entry, CUresult launched) {
 
 // The producer's side of the lane (its thread, or the shared lane's mutex held). No driver call
 // but the occasional marker: one when a track has half the budget's launches unmarked while
-// others share the GPU (so at most two per budget of queued work), none for a launcher that stays
-// under that between its synchronisations.
+// others share the GPU and the launch queues behind another (so at most two per budget of queued
+// work), none for a launcher that stays under that between its synchronisations.
 inline void LaunchTracker::CountSubmitted(LaunchLane* lane, const LaunchTarget& target, bool lane_was_idle) {
   StreamTrack* track = lane->TrackFor(target.handle, target.context);
   if (!track) [[unlikely]] {
@@ -201,8 +201,11 @@ inline void LaunchTracker::CountSubmitted(LaunchLane* lane, const LaunchTarget& 
     track->marked() = before;
   }
   track->CountSubmitted();
+  // A marker only behind a launch queued behind another: a launcher that waits for each launch
+  // (or graph) before the next never needs one.
   if (bounded_.load(std::memory_order_relaxed) &&
-      before + 1 - track->marked() >= marker_every_.load(std::memory_order_relaxed)) [[unlikely]]
+      before + 1 - track->marked() >= marker_every_.load(std::memory_order_relaxed) && before != track->Done())
+      [[unlikely]]
     RecordMarker(track);
 }
 

@@ -113,6 +113,8 @@ def _measurement_parser(name, description):
 def _launch_bound(source_dir, build_dir, argv):
     from . import launch_bound
     p = _measurement_parser("launch-bound", launch_bound.__doc__.split("\n")[0])
+    p.add_argument("--real-gpu", action="store_true",
+                   help="use the installed NVIDIA driver and GPU (no call costs to set, no calls counted)")
     p.add_argument("--shapes", nargs="*", metavar="SHAPE",
                    help="only these: " + ", ".join(s.name for s in launch_bound.shapes(1)))
     args = p.parse_args(argv)
@@ -120,9 +122,12 @@ def _launch_bound(source_dir, build_dir, argv):
         print("gpuslice-bench launch-bound: --duration must be above 0", file=sys.stderr)
         return EXIT_USAGE
     paths = Paths(source_dir=source_dir, build_dir=os.path.abspath(args.build or build_dir))
-    missing = paths.missing(True, True)
+    missing = paths.missing(not args.real_gpu, True)
     if missing:
         print(f"gpuslice-bench: not built: {', '.join(missing)} (cmake --build {paths.build_dir})", file=sys.stderr)
+        return EXIT_USAGE
+    if args.real_gpu and not real_driver_present():
+        print("gpuslice-bench launch-bound: --real-gpu, but no NVIDIA driver and GPU here", file=sys.stderr)
         return EXIT_USAGE
     try:
         return launch_bound.main(paths, args, args.report)

@@ -77,12 +77,12 @@ def _non_launch_calls(calls):
     return sum(calls.values()) - tenant_runs.launches(calls)
 
 
-def _short_runs(paths, tenant, costs):
+def _short_runs(paths, tenant, costs, real_gpu):
     """The tenant for a handful of steps without and with gpuslice: what every process calls once
     (the workload's set-up; gpuslice's finding of the device, its UUID and memory, the context's
     teardown), left out of the per-launch figures."""
-    return (tenant_runs.run(paths, [_short(tenant)], managed=False, costs=costs),
-            tenant_runs.run(paths, [_short(tenant)], managed=True, costs=costs))
+    return (tenant_runs.run(paths, [_short(tenant)], managed=False, costs=costs, real_gpu=real_gpu),
+            tenant_runs.run(paths, [_short(tenant)], managed=True, costs=costs, real_gpu=real_gpu))
 
 
 def _beyond(runs, shorts):
@@ -102,13 +102,13 @@ def _added_per_launch(managed, managed_shorts, bare, bare_shorts):
     return (calls - own_per_launch * launches) / launches
 
 
-def measure(paths, shape, costs):
+def measure(paths, shape, costs, real_gpu=False):
     """Alone (each tenant, without and with gpuslice), unmanaged and gpuslice together."""
     figures = {"shape": shape.name, "description": shape.description, "tenants": {}}
-    shorts = {t.name: _short_runs(paths, t, costs) for t in shape.tenants}
+    shorts = {t.name: _short_runs(paths, t, costs, real_gpu) for t in shape.tenants}
     for t in shape.tenants:
-        bare = tenant_runs.run(paths, [t], managed=False, costs=costs)
-        shimmed = tenant_runs.run(paths, [t], managed=True, costs=costs)
+        bare = tenant_runs.run(paths, [t], managed=False, costs=costs, real_gpu=real_gpu)
+        shimmed = tenant_runs.run(paths, [t], managed=True, costs=costs, real_gpu=real_gpu)
         short_bare, short_managed = shorts[t.name]
         figures["tenants"][t.name] = {
             "alone": _rate(bare, t.name, shape.rate_key),
@@ -116,8 +116,8 @@ def measure(paths, shape, costs):
             "alone_calls_added": _added_per_launch(shimmed, [short_managed], bare, [short_bare]),
             "startup_calls": _non_launch_calls(short_managed.calls) - _non_launch_calls(short_bare.calls),
         }
-    unmanaged = tenant_runs.run(paths, shape.tenants, managed=False, costs=costs)
-    managed = tenant_runs.run(paths, shape.tenants, managed=True, costs=costs)
+    unmanaged = tenant_runs.run(paths, shape.tenants, managed=False, costs=costs, real_gpu=real_gpu)
+    managed = tenant_runs.run(paths, shape.tenants, managed=True, costs=costs, real_gpu=real_gpu)
     for t in shape.tenants:
         figures["tenants"][t.name]["unmanaged"] = _rate(unmanaged, t.name, shape.rate_key)
         figures["tenants"][t.name]["gpuslice"] = _rate(managed, t.name, shape.rate_key)
@@ -136,9 +136,9 @@ def _ratio(a, b):
     return a / b if b else 0.0
 
 
-def text(all_figures, costs):
-    out = [f"launch-bound shapes, simulated GPU, call costs '{costs}' (rates: per second; ratios: gpuslice over "
-           f"the same without it)", ""]
+def text(all_figures, costs, real_gpu=False):
+    where = "the real GPU (driver calls not counted)" if real_gpu else f"simulated GPU, call costs '{costs}'"
+    out = [f"launch-bound shapes, {where} (rates: per second; ratios: gpuslice over the same without it)", ""]
     header = f"{'shape':<22} {'tenant':<8} {'alone':>9} {'+gpuslice':>10} {'ratio':>6} {'unmanaged':>10} " \
              f"{'gpuslice':>9} {'ratio':>6}"
     out.append(header)
@@ -180,13 +180,14 @@ def main(paths, args, report_dir):
             continue
         if not args.quiet:
             print(f"launch-bound: {shape.name} ...", flush=True)
-        all_figures.append(measure(paths, shape, costs))
-    report = text(all_figures, costs)
+        all_figures.append(measure(paths, shape, costs, args.real_gpu))
+    report = text(all_figures, costs, args.real_gpu)
     print(report)
     folder = os.path.join(report_dir, "launch-bound")
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "results.json"), "w") as f:
-        json.dump({"costs": costs, "duration_s": args.duration, "shapes": all_figures}, f, indent=1)
+        json.dump({"costs": None if args.real_gpu else costs, "real_gpu": args.real_gpu, "duration_s": args.duration,
+                   "shapes": all_figures}, f, indent=1)
     with open(os.path.join(folder, "summary.txt"), "w") as f:
         f.write(report + "\n")
     print(f"\nreport: {folder}/summary.txt")
