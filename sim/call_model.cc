@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <string_view>
 
 #include "common/clock.h"
@@ -119,10 +118,13 @@ std::atomic<bool> g_active{false};
 
 namespace {
 
+// Nothing here takes a lock or a guarded static: a fork() while another thread is inside its
+// first call of an entry point must leave the child able to call it (the shim's fork tests do
+// exactly that). An entry point two threads register at once gets two slots; the counts file
+// adds them up by name.
 struct Registry {
-  std::mutex mutex;
   std::atomic<uint32_t> used{0};
-  const char* names[kMaxEntries] = {};
+  std::atomic<const char*> names[kMaxEntries] = {};
   uint32_t cost_ns[kMaxEntries] = {};
   std::atomic<uint64_t> counts[kMaxEntries] = {};
   CallCosts costs;
@@ -134,9 +136,20 @@ struct Registry {
   double loops_per_ns = 0;  // the spin loop's speed, for costs below a microsecond
 };
 
+Registry* g_registry = nullptr;  // never destroyed: entry points may run during exit
+
+void LoadSettings(Registry* r);
+
+// At the library's load, before any thread can call into it.
+__attribute__((constructor)) void CreateRegistry() {
+  if (g_registry) return;
+  g_registry = new Registry();
+  LoadSettings(g_registry);
+}
+
 Registry& TheRegistry() {
-  static Registry* registry = new Registry();  // never destroyed: entry points may run during exit
-  return *registry;
+  if (!g_registry) CreateRegistry();  // an entry point called by another library's constructor
+  return *g_registry;
 }
 
 // A loop the compiler keeps: the empty asm makes the counter opaque.
@@ -194,13 +207,6 @@ void LoadSettings(Registry* r) {
   g_active.store(any_cost || r->counting, std::memory_order_release);
 }
 
-Registry& SettingsLoaded() {
-  Registry& r = TheRegistry();
-  static const bool loaded = (LoadSettings(&r), true);
-  (void)loaded;
-  return r;
-}
-
 uint32_t CostOf(const Registry& r, const char* name) {
   const std::string_view wanted(name);
   std::string_view rest(r.by_name);
@@ -233,9 +239,18 @@ void WriteCounts() {
   bool first = true;
   const uint32_t used = std::min<uint32_t>(r.used.load(), kMaxEntries);
   for (uint32_t i = 0; i < used; ++i) {
-    const uint64_t n = r.counts[i].load(std::memory_order_relaxed);
-    if (n == 0 || !r.names[i]) continue;
-    line += (first ? "\"" : ",\"") + std::string(r.names[i]) + "\":" + std::to_string(n);
+    const char* name = r.names[i].load();
+    if (!name) continue;
+    uint64_t n = 0;
+    bool earlier = false;  // the same entry point in an earlier slot: counted there
+    for (uint32_t j = 0; j < used; ++j) {
+      const char* other = r.names[j].load();
+      if (!other || std::strcmp(other, name) != 0) continue;
+      if (j < i) earlier = true;
+      n += r.counts[j].load(std::memory_order_relaxed);
+    }
+    if (n == 0 || earlier) continue;
+    line += (first ? "\"" : ",\"") + std::string(name) + "\":" + std::to_string(n);
     first = false;
   }
   line += "}}\n";
@@ -253,17 +268,12 @@ void WriteCounts() {
 }  // namespace
 
 EntryIndex Register(const char* name) noexcept {
-  Registry& r = SettingsLoaded();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  const uint32_t used = r.used.load(std::memory_order_relaxed);
-  for (uint32_t i = 0; i < used; ++i) {
-    if (std::strcmp(r.names[i], name) == 0) return static_cast<EntryIndex>(i);
-  }
-  if (used >= kMaxEntries) return kMaxEntries - 1;  // not reached: the libraries export fewer
-  r.names[used] = name;
-  r.cost_ns[used] = CostOf(r, name);
-  r.used.store(used + 1, std::memory_order_release);
-  return static_cast<EntryIndex>(used);
+  Registry& r = TheRegistry();
+  const uint32_t slot = r.used.fetch_add(1);
+  if (slot >= kMaxEntries) return kMaxEntries - 1;  // not reached: the libraries export fewer
+  r.cost_ns[slot] = CostOf(r, name);
+  r.names[slot].store(name, std::memory_order_release);
+  return static_cast<EntryIndex>(slot);
 }
 
 void Enter(EntryIndex index) noexcept {
@@ -274,7 +284,7 @@ void Enter(EntryIndex index) noexcept {
 
 void SetLibraryName(const char* name) noexcept { TheRegistry().library = name; }
 
-bool SettingsValid() noexcept { return SettingsLoaded().valid; }
+bool SettingsValid() noexcept { return TheRegistry().valid; }
 
 }  // namespace call_model
 }  // namespace gpuslice::sim

@@ -51,8 +51,16 @@ namespace call_model {
 using EntryIndex = uint16_t;
 inline constexpr EntryIndex kMaxEntries = 512;
 
-// Assigns `name` its index (once per entry point, at its first call).
+// Assigns `name` an index (at its entry point's first call; a race may assign two).
 EntryIndex Register(const char* name) noexcept;
+// The index of an entry point, registered at its first call. No guarded static: see call_model.cc.
+inline EntryIndex IndexOf(std::atomic<uint16_t>* cached, const char* name) noexcept {
+  const uint16_t known = cached->load(std::memory_order_acquire);
+  if (known != 0) return static_cast<EntryIndex>(known - 1);
+  const EntryIndex index = Register(name);
+  cached->store(static_cast<uint16_t>(index + 1), std::memory_order_release);
+  return index;
+}
 // The outermost entry into the library on this thread: charged and counted.
 void Enter(EntryIndex index) noexcept;
 // How deep this thread is inside the library's entry points.
@@ -80,7 +88,7 @@ class Scope {
 }  // namespace gpuslice::sim
 
 // The first statement of every exported entry point of the simulated libraries (a test checks).
-#define GPUSLICE_SIM_ENTRY()                                                      \
-  static const ::gpuslice::sim::call_model::EntryIndex gpuslice_sim_entry_index = \
-      ::gpuslice::sim::call_model::Register(__func__);                            \
-  const ::gpuslice::sim::call_model::Scope gpuslice_sim_entry_scope(gpuslice_sim_entry_index)
+#define GPUSLICE_SIM_ENTRY()                                         \
+  static std::atomic<uint16_t> gpuslice_sim_entry_index{0};          \
+  const ::gpuslice::sim::call_model::Scope gpuslice_sim_entry_scope( \
+      ::gpuslice::sim::call_model::IndexOf(&gpuslice_sim_entry_index, __func__))
