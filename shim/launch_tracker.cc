@@ -65,7 +65,12 @@ bool LaunchTracker::OverBudget(LaunchLane* lane) const {
 
 bool LaunchTracker::EnterTracked(Entry* entry, bool waited) {
   LaunchLane* lane = LaneOfThisThread();
-  if (bounded_.load(std::memory_order_relaxed) && OverBudget(lane))
+  // The budget bounds what a holder keeps queued ahead of others; a latency launch within its
+  // request passes the grant and is owed the device for its whole request, so it is not held to
+  // it (EnterLane takes the priority). Over its request it is a standard launch, budget and all.
+  const bool priority = gate_->compute_class() == broker::ComputeClass::kLatency &&
+                        gate_->PriorityBucketHasTime(MonotonicNanos());
+  if (!priority && bounded_.load(std::memory_order_relaxed) && OverBudget(lane))
     return false;  // enough queued while others share the GPU: wait for a completion
   // By address, not by the lane's flag: one dependent load fewer on every launch.
   if (lane != &shared_lane_) [[likely]]
@@ -291,7 +296,8 @@ void LaunchTracker::Wait() {
   LaunchLane* lane = LaneOfThisThread();
   while (gate_->gated()) {
     const uint64_t now = MonotonicNanos();
-    if (bounded_.load() && tracking_.load() && OverBudget(lane)) {
+    const bool priority = gate_->compute_class() == broker::ComputeClass::kLatency && gate_->PriorityBucketHasTime(now);
+    if (!priority && bounded_.load() && tracking_.load() && OverBudget(lane)) {
       Poll(Poller{false, lane, CurrentContext::Get(Real())}, now);
       if (!OverBudget(lane)) return;
       WaitForOldest(lane);

@@ -21,7 +21,8 @@ EPILOG = """\
 SCENARIO is a YAML file, or the name of one in bench/scenarios/ (`all`: every one there).
 `gpuslice-bench launch-bound [--costs PROFILE]` instead measures what gpuslice costs tenants
 whose speed is their launches, with the simulated driver charging real per-call costs (see
-`gpuslice-bench launch-bound --help`).
+`gpuslice-bench launch-bound --help`); `gpuslice-bench latency-sweep [--seed N]` judges the
+latency class on randomly drawn pairs of a service and a co-runner.
 Each mode runs for the scenario's duration: solo (each tenant alone, the baseline), unmanaged
 (together, no sharing layer), gpuslice (together, under LD_PRELOAD=libgpuslice.so with the
 scenario's quotas, requests and limits), mps (an MPS server: the simulator's, or on a real GPU
@@ -136,8 +137,32 @@ def _launch_bound(source_dir, build_dir, argv):
         return EXIT_FAILED
 
 
+def _latency_sweep(source_dir, build_dir, argv):
+    from . import latency_sweep
+    p = _measurement_parser("latency-sweep", latency_sweep.__doc__.split("\n")[0])
+    p.set_defaults(duration=3.0)
+    p.add_argument("--seed", type=int, metavar="N", help="draw the pairs of this seed (default: a fresh one, printed)")
+    p.add_argument("--pairs", type=int, default=latency_sweep.PAIRS, metavar="N",
+                   help=f"how many pairs (default {latency_sweep.PAIRS})")
+    p.add_argument("--only", type=int, nargs="*", metavar="I", help="only these pairs of the draw (by index)")
+    args = p.parse_args(argv)
+    if args.duration <= 0 or args.pairs <= 0:
+        print("gpuslice-bench latency-sweep: --duration and --pairs must be above 0", file=sys.stderr)
+        return EXIT_USAGE
+    paths = Paths(source_dir=source_dir, build_dir=os.path.abspath(args.build or build_dir))
+    missing = paths.missing(True, True)
+    if missing:
+        print(f"gpuslice-bench: not built: {', '.join(missing)} (cmake --build {paths.build_dir})", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return latency_sweep.main(paths, args, args.report)
+    except RuntimeError as e:
+        print(f"gpuslice-bench latency-sweep: {e}", file=sys.stderr)
+        return EXIT_FAILED
+
+
 # Measurements that are not scenarios: a first argument of one of these names runs it.
-MEASUREMENTS = {"launch-bound": _launch_bound}
+MEASUREMENTS = {"launch-bound": _launch_bound, "latency-sweep": _latency_sweep}
 
 
 def main(source_dir, build_dir, argv=None):

@@ -1,0 +1,167 @@
+"""gpuslice-bench latency-sweep: the latency class on tenant shapes nobody tuned it on.
+
+Each run draws pairs at random (a fresh seed each run, printed; --seed repeats one): a service of
+class `latency` beside a co-runner, and runs each pair three ways — the service alone, the pair
+unmanaged, the pair under gpuslice. The class's contract (docs/scheduling.md) is judged on each:
+the service's p99 at most min(unmanaged p99, alone p99 + the co-runner's kernel + 1 ms), never
+above 1.1 x unmanaged, and the co-runner keeping at least 90% of its unmanaged device time (capped
+at its limit when it has one: a limit is a ceiling gpuslice must enforce).
+
+The service is drawn within its request (what it asks of the device, kernels x length / period,
+at most 90% of its request): over its request a `latency` tenant is a `standard` one by
+contract, and nothing is promised of its tail.
+"""
+import dataclasses
+import json
+import os
+import random
+
+from . import tenant_runs
+from .tenant_runs import Tenant
+
+PAIRS = 40
+PAIRS_MEETING_AT_LEAST = 38
+P99_OVER_UNMANAGED_AT_MOST = 1.1
+CORUNNER_TIME_AT_LEAST = 0.90
+SLACK_MS = 1.0
+
+
+@dataclasses.dataclass
+class Pair:
+    index: int
+    service_kernel_us: int
+    service_kernels: int
+    service_period_ms: float
+    service_request: int
+    corunner_kernel_us: int
+    corunner_depth: int
+    corunner_processes: int
+    corunner_class: str   # standard or background
+    corunner_limit: int   # 0: none
+
+    def describe(self):
+        limit = f", limit {self.corunner_limit}" if self.corunner_limit else ""
+        return (f"service {self.service_kernels}x{self.service_kernel_us / 1000:g} ms every "
+                f"{self.service_period_ms:g} ms (request {self.service_request}) beside {self.corunner_processes}x "
+                f"{self.corunner_class} {self.corunner_kernel_us / 1000:g} ms kernels, {self.corunner_depth} in flight"
+                f"{limit}")
+
+
+def draw_pairs(seed, count):
+    rng = random.Random(seed)
+    pairs = []
+    for i in range(count):
+        kernel_us = rng.randint(100, 2000)
+        kernels = rng.randint(1, 4)
+        request = rng.randint(10, 40)
+        period_ms = rng.uniform(2, 50)
+        # Within its request: what it asks of the device at most 90% of what it is entitled to.
+        period_ms = max(period_ms, kernels * kernel_us / 1000 / (0.9 * request / 100))
+        corunner_class = rng.choice(["standard", "background"])
+        limited = rng.random() < 0.5 and corunner_class == "standard"
+        pairs.append(Pair(index=i, service_kernel_us=kernel_us, service_kernels=kernels,
+                          service_period_ms=round(period_ms, 2), service_request=request,
+                          corunner_kernel_us=rng.randint(500, 8000), corunner_depth=rng.randint(1, 16),
+                          corunner_processes=rng.randint(1, 3), corunner_class=corunner_class,
+                          corunner_limit=rng.randint(50, 90) if limited else 0))
+    return pairs
+
+
+def tenants(pair, seconds):
+    service = Tenant("service", ["latency", "--period-ms", f"{pair.service_period_ms:g}", "--kernels-per-request",
+                                 str(pair.service_kernels), "--kernel-us", str(pair.service_kernel_us), "--duration",
+                                 f"{seconds:g}"], request=pair.service_request, compute_class="latency")
+    corunner = Tenant("corunner", ["compute", "--kernel-us", str(pair.corunner_kernel_us), "--depth",
+                                   str(pair.corunner_depth), "--duration", f"{seconds:g}"],
+                      request=min(100 - pair.service_request, pair.corunner_limit or 100), limit=pair.corunner_limit,
+                      compute_class=pair.corunner_class if pair.corunner_class != "standard" else "",
+                      processes=pair.corunner_processes)
+    return service, corunner
+
+
+def _corunner_time(run):
+    """The co-runner's device time as a fraction of the run (its processes' busy fractions added)."""
+    return sum(r["busy_fraction"] for r in run.results["corunner"])
+
+
+def measure(paths, pair, seconds):
+    service, corunner = tenants(pair, seconds)
+    alone = tenant_runs.run(paths, [service], managed=False, costs="off")
+    unmanaged = tenant_runs.run(paths, [service, corunner], managed=False, costs="off")
+    managed = tenant_runs.run(paths, [service, corunner], managed=True, costs="off")
+    p99 = {mode: run.results["service"][0]["p99_us"] / 1000 for mode, run in
+           (("alone", alone), ("unmanaged", unmanaged), ("gpuslice", managed))}
+    bound = min(p99["unmanaged"], p99["alone"] + pair.corunner_kernel_us / 1000 + SLACK_MS)
+    corunner_unmanaged = _corunner_time(unmanaged)
+    entitled = min(corunner_unmanaged, pair.corunner_limit / 100) if pair.corunner_limit else corunner_unmanaged
+    corunner_gpuslice = _corunner_time(managed)
+    return {
+        "pair": dataclasses.asdict(pair),
+        "description": pair.describe(),
+        "p99_ms": p99,
+        "bound_ms": bound,
+        "latency_met": p99["gpuslice"] <= bound,
+        "over_unmanaged": p99["gpuslice"] / p99["unmanaged"] if p99["unmanaged"] else 0.0,
+        "corunner_time": {"unmanaged": corunner_unmanaged, "gpuslice": corunner_gpuslice, "entitled": entitled},
+        "corunner_met": corunner_gpuslice >= CORUNNER_TIME_AT_LEAST * entitled,
+    }
+
+
+def summary(figures, seed):
+    latency = sum(f["latency_met"] for f in figures)
+    corunner = sum(f["corunner_met"] for f in figures)
+    worst = max((f["over_unmanaged"] for f in figures), default=0.0)
+    n = len(figures)
+    need = n - (PAIRS - PAIRS_MEETING_AT_LEAST) if n >= PAIRS else n * PAIRS_MEETING_AT_LEAST / PAIRS
+    return {
+        "seed": seed, "pairs": n, "latency_met": latency, "corunner_met": corunner, "worst_over_unmanaged": worst,
+        "targets": [
+            (f"service p99 <= min(unmanaged, alone + co-runner kernel + {SLACK_MS:g} ms) in >= {need:g} of {n}",
+             latency >= need, f"{latency} of {n}"),
+            (f"service p99 never above {P99_OVER_UNMANAGED_AT_MOST} x unmanaged", worst <= P99_OVER_UNMANAGED_AT_MOST,
+             f"worst {worst:.2f} x"),
+            (f"co-runner keeps >= {CORUNNER_TIME_AT_LEAST:.0%} of its unmanaged device time (capped at its limit) "
+             f"in >= {need:g} of {n}", corunner >= need, f"{corunner} of {n}"),
+        ],
+    }
+
+
+def text(figures, result):
+    out = [f"latency-sweep, seed {result['seed']} (rerun: --seed {result['seed']}), {result['pairs']} pairs, "
+           f"simulated GPU", ""]
+    out.append(f"{'#':>3} {'alone':>7} {'unman.':>7} {'gpuslice':>9} {'bound':>7} {'x unman.':>8} "
+               f"{'co-runner unman./gs/entitled':>29}  pair")
+    for f in figures:
+        c = f["corunner_time"]
+        flags = ("" if f["latency_met"] else " LATENCY") + ("" if f["corunner_met"] else " CO-RUNNER")
+        out.append(f"{f['pair']['index']:>3} {f['p99_ms']['alone']:>7.2f} {f['p99_ms']['unmanaged']:>7.2f} "
+                   f"{f['p99_ms']['gpuslice']:>9.2f} {f['bound_ms']:>7.2f} {f['over_unmanaged']:>8.2f} "
+                   f"{c['unmanaged']:>9.3f} {c['gpuslice']:>9.3f} {c['entitled']:>9.3f}  {f['description']}{flags}")
+    out += ["", "targets (p99 in ms; co-runner: fraction of the device):"]
+    for what, met, value in result["targets"]:
+        out.append(f"  {what}: {'met' if met else 'NOT MET'} ({value})")
+    return "\n".join(out)
+
+
+def main(paths, args, report_dir):
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2**31)
+    figures = []
+    for pair in draw_pairs(seed, args.pairs):
+        if args.only and pair.index not in args.only:
+            continue
+        if not args.quiet:
+            print(f"latency-sweep: pair {pair.index + 1}/{args.pairs}: {pair.describe()}", flush=True)
+        figures.append(measure(paths, pair, args.duration))
+    result = summary(figures, seed)
+    report = text(figures, result)
+    print(report)
+    folder = os.path.join(report_dir, "latency-sweep")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"results-{seed}.json"), "w") as f:
+        json.dump({"seed": seed, "duration_s": args.duration, "pairs": figures,
+                   "summary": {k: v for k, v in result.items() if k != "targets"},
+                   "targets": [{"target": w, "met": m, "value": v} for w, m, v in result["targets"]]}, f, indent=1)
+    with open(os.path.join(folder, f"summary-{seed}.txt"), "w") as f:
+        f.write(report + "\n")
+    print(f"\nreport: {folder}/summary-{seed}.txt")
+    return 0
