@@ -128,13 +128,27 @@ bool ComputeGate::TenantHasOtherLiveProcess() const {
   return false;
 }
 
-bool ComputeGate::OthersPresent() const {
+// Liveness is a system call: asked only of another tenant's process, and only until one is found
+// alive (and, for the latency class, of its processes).
+ComputeGate::Neighbours ComputeGate::Survey(uint64_t now) const {
+  Neighbours n;
   for (ProcessSlot slot : UsedProcessSlots(*segment_)) {
     const ProcessEntry& p = At(*segment_, slot);
-    if (p.state.load() != kRegistered || p.tenant.load() == tenant_) continue;
-    if (IsGpuOpen(p, gpu_index_) && broker_->IsProcessAlive(slot.value())) return true;
+    if (p.state.load() != kRegistered || !IsGpuOpen(p, gpu_index_)) continue;
+    const std::optional<TenantIndex> index = TenantOf(p);
+    if (index && index->value() == tenant_) {
+      ++n.own_processes;
+      continue;
+    }
+    const LedgerEntry* ledger = index ? &At(*segment_, LedgerId::Of(*index, gpu_index_)) : nullptr;
+    const bool latency =
+        ledger && ClassOf(*ledger) == ComputeClass::kLatency &&
+        BucketNow(ledger->priority_tokens_ns.load(), ledger->priority_tokens_at_ns.load(), WeightOf(*ledger), now) > 0;
+    if ((n.others && (n.latency || !latency)) || !broker_->IsProcessAlive(slot.value())) continue;
+    n.others = true;
+    n.latency = n.latency || latency;
   }
-  return false;
+  return n;
 }
 
 bool ComputeGate::OthersWaiting(uint64_t now) const { return policy_.CountWaitingTenants(tenant_, now) > 0; }

@@ -83,8 +83,13 @@ class ComputeGate {
 
   // One step of the grant protocol (broker/grant_policy.h); wakes waiters when it changed.
   void Advance(uint64_t now);
-  // Another tenant has a live process with this GPU open.
-  bool OthersPresent() const;
+  // Who else is on this GPU, as the monitor's budget needs it.
+  struct Neighbours {
+    bool others = false;         // another tenant has a live process with this GPU open
+    bool latency = false;        // one of them is of the latency class and within its request
+    uint32_t own_processes = 0;  // processes of this tenant with this GPU open, this one included
+  };
+  Neighbours Survey(uint64_t now) const;
   // Another tenant has a process waiting for the grant.
   bool OthersWaiting(uint64_t now) const;
   bool HeldByUs() const { return gpu_->holder.load() == holder_value_; }

@@ -70,8 +70,8 @@ CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, c
                                              const CUgraphEdgeData* dependencyData, size_t numDependencies,
                                              CUstreamCaptureMode mode) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuStreamBeginCaptureToGraph)
-  const CUresult rc = real->cuStreamBeginCaptureToGraph(hStream, hGraph, dependencies, dependencyData,
-                                                        numDependencies, mode);
+  const CUresult rc =
+      real->cuStreamBeginCaptureToGraph(hStream, hGraph, dependencies, dependencyData, numDependencies, mode);
   if (rc == CUDA_SUCCESS) StreamCapture::Began(hStream, false);
   return rc;
 }
@@ -80,8 +80,8 @@ CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGra
                                                   const CUgraphEdgeData* dependencyData, size_t numDependencies,
                                                   CUstreamCaptureMode mode) {
   GPUSLICE_REAL_OR_UNSUPPORTED(cuStreamBeginCaptureToGraph_ptsz)
-  const CUresult rc = real->cuStreamBeginCaptureToGraph_ptsz(hStream, hGraph, dependencies, dependencyData,
-                                                             numDependencies, mode);
+  const CUresult rc =
+      real->cuStreamBeginCaptureToGraph_ptsz(hStream, hGraph, dependencies, dependencyData, numDependencies, mode);
   if (rc == CUDA_SUCCESS) StreamCapture::Began(hStream, true);
   return rc;
 }

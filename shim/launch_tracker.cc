@@ -20,6 +20,9 @@ constexpr uint64_t kMinPollNs = 20'000;
 constexpr uint64_t kMaxPollNs = 200'000;
 constexpr uint32_t kMinBudgetKernels = 2;
 constexpr uint32_t kMaxBudgetKernels = 1024;
+// What a latency request waits for beyond the running kernels (docs/scheduling.md, the latency
+// class's contract).
+constexpr uint64_t kBesideLatencyBudgetNs = 1'000'000;
 
 void SleepNanos(uint64_t ns) {
   timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
@@ -151,12 +154,15 @@ bool LaunchTracker::AdjustInflight(uint32_t delta) {
   return delta != 0 && published_->inflight.fetch_add(delta) + delta == 0;
 }
 
-// A hand-over waiting for this process's drain is decided at once, not at the next step of a
-// monitor or waiter: the drain may have been learnt from the application's own synchronisation.
+// Often on an application thread, returning from its own synchronisation: nothing here may wait
+// for the scheduler lock (another process's decision, that process descheduled, would hold the
+// application's synchronisation back: a latency service's request took 5-7 ms instead of 3). The
+// priority work is charged, and a hand-over waiting for this drain decided, by the monitor
+// (UpdatePriority; its next step, 0.1 ms later while the gate is closing).
 void LaunchTracker::WentIdle(uint64_t completed_ns) {
   EndBusyPeriod(completed_ns);
-  if (priority_busy_.exchange(false, std::memory_order_relaxed)) ChargePriorityUpTo(completed_ns);
-  if (gate_->HeldByUs() && gate_->Closing()) gate_->Advance(MonotonicNanos());
+  if (priority_busy_.exchange(false, std::memory_order_relaxed))
+    priority_charge_due_ns_.store(completed_ns, std::memory_order_release);
 }
 
 void LaunchTracker::CountDownLane(LaunchLane* lane) {
@@ -281,12 +287,21 @@ void LaunchTracker::MarkOwnTails(LaunchLane* lane) {
 // At least two kernels (unlimited tenants): one running and the next queued behind it. With one, the device idled at
 // every completion for as long as the launcher took to wake and launch again (a few percent of
 // the device with 4 ms kernels, lost whenever another tenant merely had the GPU open).
-void LaunchTracker::UpdateBudget() {
+//
+// Beside a latency-class tenant within its request, the budget is what a latency request is
+// promised to wait for beyond the running kernels: 1 ms, shared by the tenant's processes on the
+// GPU (at least one kernel each; with one process, two).
+void LaunchTracker::UpdateBudget(const broker::ComputeGate::Neighbours& neighbours) {
   const uint64_t kernel = std::max<uint64_t>(kernel_ns_.load(std::memory_order_relaxed), 1);
-  const uint64_t kernels = (gate_->BudgetNs() + kernel - 1) / kernel;
+  uint64_t budget_ns = gate_->BudgetNs();
+  const bool beside_latency = neighbours.latency && gate_->compute_class() != broker::ComputeClass::kLatency;
+  const uint32_t processes = std::max<uint32_t>(neighbours.own_processes, 1);
+  if (beside_latency) budget_ns = std::min(budget_ns, kBesideLatencyBudgetNs) / processes;
+  const uint64_t kernels = (budget_ns + kernel - 1) / kernel;
   // A limited tenant's grant ends with its queue drained (its limit is a ceiling): one kernel
-  // queued at least, as a waiter owed the GPU waits for what it has queued.
-  const uint64_t least = gate_->limited() ? 1 : kMinBudgetKernels;
+  // queued at least, as a waiter owed the GPU waits for what it has queued. So does each of several
+  // processes beside a latency tenant: the others keep the device busy at its completions.
+  const uint64_t least = gate_->limited() || (beside_latency && processes > 1) ? 1 : kMinBudgetKernels;
   const auto budget = static_cast<uint32_t>(std::clamp<uint64_t>(kernels, least, kMaxBudgetKernels));
   budget_kernels_.store(budget, std::memory_order_relaxed);
   marker_every_.store(std::max<uint32_t>(1, budget / 2), std::memory_order_relaxed);
@@ -328,6 +343,7 @@ void LaunchTracker::ConfirmUntrackedWorkDone(uint64_t now) {
 // its tenant is within its request (the bucket, drained by the work as it runs, holds time).
 // Dropped, the rest of the busy period runs under the grant like a standard tenant's.
 void LaunchTracker::UpdatePriority(uint64_t now) {
+  if (const uint64_t due = priority_charge_due_ns_.exchange(0, std::memory_order_acquire)) ChargePriorityUpTo(due);
   if (published_->priority_until_ns.load() == 0) return;
   constexpr uint64_t kChargeEveryNs = 1'000'000;  // each charge takes the scheduler lock
   if (priority_busy_.load(std::memory_order_relaxed) &&
@@ -345,12 +361,13 @@ void LaunchTracker::UpdatePriority(uint64_t now) {
 
 uint64_t LaunchTracker::MonitorStep(uint64_t now) {
   published_->heartbeat_ns.store(now);
-  const bool others = gate_->OthersPresent();
+  const broker::ComputeGate::Neighbours neighbours = gate_->Survey(now);
+  const bool others = neighbours.others;
   const bool want_tracking = others || gate_->always_tracked();
   if (want_tracking && !tracking_.load()) tracking_.store(true);
   bounded_.store(others);
   const uint32_t left = Poll(Poller{true, nullptr, nullptr}, now);
-  UpdateBudget();
+  UpdateBudget(neighbours);
   if (!want_tracking && tracking_.load() && left == 0) tracking_.store(false);
   if (tracking_.load() && ((published_->inflight.load() & kUntrackedWork) || HasUnfollowableWork(now))) {
     ConfirmUntrackedWorkDone(now);

@@ -47,9 +47,7 @@ class StreamTrack {
     if (handle_ == CU_STREAM_PER_THREAD) return Access::kOwnerThread;
     return handle_ == CU_STREAM_LEGACY ? Access::kLegacy : Access::kAnyThread;
   }
-  bool Matches(CUstream handle, CUcontext context) const {
-    return bound_ && handle_ == handle && context_ == context;
-  }
+  bool Matches(CUstream handle, CUcontext context) const { return bound_ && handle_ == handle && context_ == context; }
   void Bind(CUstream handle, CUcontext context) {
     handle_ = handle;
     context_ = context;
@@ -78,7 +76,9 @@ class StreamTrack {
     return marker_head_.load(std::memory_order_relaxed) - marker_tail_.load(std::memory_order_acquire) < kMarkers;
   }
   Marker& NextMarker() { return markers_[marker_head_.load(std::memory_order_relaxed) % kMarkers]; }
-  void PublishMarker() { marker_head_.store(marker_head_.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
+  void PublishMarker() {
+    marker_head_.store(marker_head_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
 
   // ---- A consumer's side (the lane's consumer mutex held).
   bool HasMarker() const {

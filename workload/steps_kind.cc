@@ -72,10 +72,9 @@ int RunSteps(const CommonOptions& common, const StepsOptions& options) {
     return true;
   };
   StepGraph graph{s};
-  if (options.graph &&
-      (!DRIVER_CALL(s, cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_RELAXED) || !launch_kernels() ||
-       !DRIVER_CALL(s, cuStreamEndCapture, stream, &graph.graph) ||
-       !DRIVER_CALL(s, cuGraphInstantiateWithFlags, &graph.exec, graph.graph, 0)))
+  if (options.graph && (!DRIVER_CALL(s, cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_RELAXED) ||
+                        !launch_kernels() || !DRIVER_CALL(s, cuStreamEndCapture, stream, &graph.graph) ||
+                        !DRIVER_CALL(s, cuGraphInstantiateWithFlags, &graph.exec, graph.graph, 0)))
     return kExitDriverFailed;
   const auto step = [&] {
     const bool launched = options.graph ? DRIVER_CALL(s, cuGraphLaunch, graph.exec, stream) : launch_kernels();

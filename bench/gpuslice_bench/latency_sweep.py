@@ -84,8 +84,14 @@ def _corunner_time(run):
     return sum(r["busy_fraction"] for r in run.results["corunner"])
 
 
+def seconds_for(pair, seconds):
+    """At least `seconds`, and long enough for some 250 requests (a p99 that is not the worst one
+    or two), at most twice `seconds`."""
+    return min(max(seconds, 250 * pair.service_period_ms / 1000), 2 * seconds)
+
+
 def measure(paths, pair, seconds):
-    service, corunner = tenants(pair, seconds)
+    service, corunner = tenants(pair, seconds_for(pair, seconds))
     alone = tenant_runs.run(paths, [service], managed=False, costs="off")
     unmanaged = tenant_runs.run(paths, [service, corunner], managed=False, costs="off")
     managed = tenant_runs.run(paths, [service, corunner], managed=True, costs="off")

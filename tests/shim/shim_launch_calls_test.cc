@@ -41,8 +41,8 @@ class ShimLaunchCallsTest : public ShimTest {
     const std::string file = state_dir() + "/calls-" + std::to_string(counter_++) + ".jsonl";
     std::vector<std::unique_ptr<Subprocess>> processes;
     for (int i = 0; i < tenants; ++i) {
-      std::vector<std::string> argv = {App("workload"), "steps",         "--kernels-per-step", "16", "--kernel-us",
-                                       "20",            "--steps",       std::to_string(steps)};
+      std::vector<std::string> argv = {
+          App("workload"), "steps", "--kernels-per-step", "16", "--kernel-us", "20", "--steps", std::to_string(steps)};
       std::vector<std::string> env = {"GPUSLICE_SIM_CALL_COUNTS=" + file, "GPUSLICE_TENANT=t" + std::to_string(i),
                                       "GPUSLICE_COMPUTE_REQUEST=50"};
       if (managed) {
@@ -101,8 +101,8 @@ TEST_F(ShimLaunchCallsTest, SharedTheShimMakesAtMostOneDriverCallPerTenLaunches)
   const auto bare = RunBursts(2, kSteps, false);
   const auto shared = RunBursts(2, kSteps, true);
   ASSERT_EQ(Launches(shared), 2u * (kSteps + 1) * 16);
-  const double added =
-      static_cast<double>(NonLaunchCalls(shared) - NonLaunchCalls(bare)) / static_cast<double>(Launches(shared));
+  const double added = static_cast<double>(NonLaunchCalls(shared) - NonLaunchCalls(bare)) /
+                       static_cast<double>(Launches(shared));
   std::printf("calls added per launch while sharing: %.4f (%s)\n", added, Describe(shared).c_str());
   EXPECT_LE(added, 0.1) << Describe(shared);
   EXPECT_GT(BrokerSnapshot().gpus.at(0).grants, 2u) << "the two tenants did not share the GPU";
