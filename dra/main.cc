@@ -14,9 +14,11 @@
 #include <CLI/CLI.hpp>
 
 #include "common/node_daemon.h"
+#include "common/version.h"
 #include "deviceplugin/gpu_inventory.h"
 #include "dra/api_client.h"
 #include "dra/claim_preparer.h"
+#include "dra/driver_directories.h"
 #include "dra/driver_version.h"
 #include "dra/plugin_server.h"
 #include "dra/resource_slice.h"
@@ -59,8 +61,31 @@ std::string Signature(const std::vector<NodeDevice>& devices) {
   return s;
 }
 
+// The API server from the flags: --kubeconfig's, else the pod's service account (in a
+// cluster) unless --api-server names one; --api-server and --token-file override what was found.
+Result<ApiServer> ResolveApiServer(const std::string& kubeconfig, const std::string& api_server,
+                                   const std::string& token_file, const std::string& service_account_dir) {
+  Result<ApiServer> found = ApiServer{};  // --api-server alone: its URL, and --token-file's token
+  if (!kubeconfig.empty()) {
+    found = KubeconfigApiServer(kubeconfig);
+  } else if (api_server.empty()) {
+    found = InClusterApiServer(service_account_dir);
+  }
+  if (!found.ok()) return found.status();
+  ApiServer server = std::move(found).value();
+  if (!api_server.empty()) server.url = api_server;
+  if (!token_file.empty()) {
+    std::ifstream in(token_file);
+    if (!std::getline(in, server.token))
+      return Status::InvalidArgument("gpuslice-dra-driver: cannot read --token-file " + token_file);
+  }
+  return server;
+}
+
 int Run(int argc, char** argv) {
   CLI::App app{"gpuslice-dra-driver: the node part of gpuslice's DRA driver"};
+  // Before the required options: CLI11 answers --version as soon as it reads it.
+  app.set_version_flag("--version", "gpuslice-dra-driver " GPUSLICE_VERSION, "Print the version and exit");
   DriverConfig config;
   std::string kubeconfig, api_server, token_file, service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
   int poll_ms = 5000, api_tries = 5, api_backoff_ms = 200;
@@ -99,20 +124,9 @@ int Run(int argc, char** argv) {
     return app.exit(e);
   }
 
-  Result<ApiServer> found = ApiServer{};  // --api-server alone: its URL, and --token-file's token
-  if (!kubeconfig.empty()) {
-    found = KubeconfigApiServer(kubeconfig);
-  } else if (api_server.empty()) {
-    found = InClusterApiServer(service_account_dir);
-  }
+  Result<ApiServer> found = ResolveApiServer(kubeconfig, api_server, token_file, service_account_dir);
   if (!found.ok()) return Fail(kExitUsage, found.message());
   ApiServer server = std::move(found).value();
-  if (!api_server.empty()) server.url = api_server;
-  if (!token_file.empty()) {
-    std::ifstream in(token_file);
-    if (!std::getline(in, server.token))
-      return Fail(kExitUsage, "gpuslice-dra-driver: cannot read --token-file " + token_file);
-  }
 
   // Signals are waited for with sigtimedwait: blocked before any thread starts.
   const sigset_t stop_signals = node_daemon::BlockStopSignals();
@@ -126,6 +140,7 @@ int Run(int argc, char** argv) {
   std::fputs(first->left_out_lines.c_str(), stderr);
   std::vector<NodeDevice> devices = std::move(first->devices);
 
+  if (Status ready = PrepareDirectories(config); !ready.ok()) return Fail(kExitFailure, ready.message());
   ApiClient api(server, {api_tries, std::chrono::milliseconds(api_backoff_ms)});
   ClaimPreparer preparer(config, &api);
   if (Status loaded = preparer.Load(); !loaded.ok()) return Fail(kExitFailure, loaded.message());

@@ -6,6 +6,7 @@
 // a restart of the driver.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -341,6 +342,33 @@ TEST_F(DraPrepareTest, AKubeconfigsServerAndTokenAreUsed) {
                                       << "users:\n- name: u\n  user:\n    token: s3cret\n";
   driver_ = StartDriver(dir_, "", {"--kubeconfig", dir_ + "/kubeconfig"});
   ASSERT_TRUE(api_->WaitForSlices(1, 20000)) << driver_->StderrSoFar();
+}
+
+}  // namespace
+}  // namespace gpuslice::testing
+
+namespace gpuslice::testing {
+namespace {
+
+// The plugin directory is the driver's: created (with its parents, mode 0750) when missing, as
+// the kubelet plugin helpers create it; the kubelet's registration directory is not, and a
+// missing one is named with its flag.
+TEST_F(DraPrepareTest, ItCreatesAMissingPluginDirectoryAndNamesAMissingRegistryDirectory) {
+  const std::string plugin_dir = dir_ + "/made/by/driver";
+  std::filesystem::create_directory(dir_ + "/registry2");
+  auto second = StartDriver(dir_, api_->url(), {"--plugin-dir", plugin_dir, "--registry-dir", dir_ + "/registry2"});
+  ASSERT_TRUE(second->WaitForOutput("serving", 20000)) << second->StderrSoFar();
+  struct stat st {};
+  ASSERT_EQ(stat(plugin_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0750u);
+  EXPECT_TRUE(std::filesystem::exists(plugin_dir + "/dra.sock"));
+  second.reset();
+
+  auto refused =
+      StartDriver(dir_, api_->url(), {"--plugin-dir", dir_ + "/plugin3", "--registry-dir", dir_ + "/no-such-registry"});
+  const ProcessResult r = refused->Wait(20000);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--registry-dir " + dir_ + "/no-such-registry is not a directory"), std::string::npos) << r.err;
 }
 
 }  // namespace
