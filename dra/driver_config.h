@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "common/install_layout.h"
+
 namespace gpuslice::dra {
 
 struct DriverConfig {
@@ -16,7 +18,7 @@ struct DriverConfig {
   // The shim and the broker's state directory: their host paths (CDI mounts' sources) and the
   // paths a container sees them at.
   std::string host_library;
-  std::string container_library = "/usr/local/gpuslice/lib/libgpuslice.so";
+  std::string container_library = kInstalledLibrary;
   std::string host_state_dir;
   std::string container_state_dir = "/var/run/gpuslice";
 };

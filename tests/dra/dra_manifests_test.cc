@@ -1,7 +1,7 @@
-// The DRA driver's manifests (deploy/kubernetes/dra/) parse as YAML (python3-yaml) and agree
-// with the driver: every claim template names the DeviceClass, asks for the capacities the
-// driver publishes, and carries an opaque configuration the driver accepts; the DaemonSet's
-// flags are the driver's, its RBAC covers the calls the driver makes.
+// The DRA driver's manifests (deploy/kubernetes/overlays/dra/, the claim examples) parse as YAML (python3-yaml) and
+// agree with the driver: every claim template names the DeviceClass, asks for the capacities the driver publishes, and
+// carries an opaque configuration the driver accepts; the DaemonSet's flags are the driver's, its RBAC covers the calls
+// the driver makes.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -21,7 +21,7 @@ json LoadYaml(const std::string& name) {
                       "import json, sys, yaml\n"
                       "with open(sys.argv[1]) as f:\n"
                       "    print(json.dumps([d for d in yaml.safe_load_all(f) if d is not None]))\n",
-                      SourceDir() + "/deploy/kubernetes/dra/" + name});
+                      SourceDir() + "/" + name});
   EXPECT_EQ(r.exit_code, 0) << name << " does not parse as YAML: " << r.err;
   return r.exit_code == 0 ? json::parse(r.out) : json::array();
 }
@@ -35,7 +35,7 @@ json Find(const json& documents, const std::string& kind) {
 }
 
 TEST(DraManifestsTest, ClaimTemplatesNameTheClassAndCarryConfigurationsTheDriverAccepts) {
-  const json device_class = Find(LoadYaml("deviceclass.yaml"), "DeviceClass");
+  const json device_class = Find(LoadYaml("deploy/kubernetes/overlays/dra/deviceclass.yaml"), "DeviceClass");
   EXPECT_EQ(device_class["metadata"]["name"], "gpu.gpuslice.io");
   // The class's configuration, as an allocation carries it.
   json configs = json::array();
@@ -47,8 +47,9 @@ TEST(DraManifestsTest, ClaimTemplatesNameTheClassAndCarryConfigurationsTheDriver
   gpu.uuid = "GPU-1";
   gpu.total_memory = 143771ULL << 20;  // an H200
   const std::vector<dra::NodeDevice> devices = {{"gpu-0", gpu}};
-  for (const char* name :
-       {"claim-template-10gi-30pct.yaml", "claim-template-mig-instance.yaml", "claim-template-latency-service.yaml"}) {
+  for (const char* name : {"deploy/kubernetes/examples/claim-template-10gi-30pct.yaml",
+                           "deploy/kubernetes/examples/claim-template-mig-instance.yaml",
+                           "deploy/kubernetes/examples/claim-template-latency-service.yaml"}) {
     const json tmpl = Find(LoadYaml(name), "ResourceClaimTemplate");
     const json& devices_spec = tmpl["spec"]["spec"]["devices"];
     const json& request = devices_spec["requests"][0];
@@ -82,7 +83,7 @@ TEST(DraManifestsTest, ClaimTemplatesNameTheClassAndCarryConfigurationsTheDriver
 }
 
 TEST(DraManifestsTest, TheDaemonSetsFlagsAreTheDriversAndItsRbacCoversItsCalls) {
-  const json documents = LoadYaml("gpuslice-dra-driver.yaml");
+  const json documents = LoadYaml("deploy/kubernetes/overlays/dra/gpuslice-dra-driver.yaml");
   const json daemonset = Find(documents, "DaemonSet");
   const json& container = daemonset["spec"]["template"]["spec"]["containers"][0];
   const auto help = gpuslice::testing::Run({BinDir() + "/gpuslice-dra-driver", "--help"});
