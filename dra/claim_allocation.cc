@@ -119,6 +119,7 @@ Result<ClaimDevice> ReadClaimAllocation(const json& claim, const DriverConfig& c
   out.request = out.request.substr(0, out.request.find('/'));
   out.pool = result.value("pool", "");
   out.device = result.value("device", "");
+  out.share_id = result.value("shareID", "");
   const NodeDevice* device = out.pool == config.node_name ? FindDevice(devices, out.device) : nullptr;
   if (!device) {
     return Status::InvalidArgument(what + " is allocated device " + out.device + " of pool " + out.pool +

@@ -21,6 +21,10 @@ struct DriverConfig {
   std::string container_library = kInstalledLibrary;
   std::string host_state_dir;
   std::string container_state_dir = "/var/run/gpuslice";
+  // The effect of the taint on a device with a hard failure (a lost GPU, one that needs a reset,
+  // a critical XID; dra/device_health.h): NoSchedule keeps new claims off it, NoExecute also
+  // evicts the pods of the claims on it. Other failures are always NoSchedule.
+  std::string hard_failure_taint = "NoSchedule";
 };
 
 // The CDI kind of the specs the driver writes; a device's CDI ID is "<kind>=<claim uid>-<device>".

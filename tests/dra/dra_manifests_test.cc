@@ -8,6 +8,7 @@
 
 #include "dra/claim_allocation.h"
 #include "dra/claim_environment.h"
+#include "tests/dra/dra_stand_ins.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"
 
@@ -37,6 +38,12 @@ json Find(const json& documents, const std::string& kind) {
 TEST(DraManifestsTest, ClaimTemplatesNameTheClassAndCarryConfigurationsTheDriverAccepts) {
   const json device_class = Find(LoadYaml("deploy/kubernetes/overlays/dra/deviceclass.yaml"), "DeviceClass");
   EXPECT_EQ(device_class["metadata"]["name"], "gpu.gpuslice.io");
+  // Valid at the 1.36 level (extendedResourceName), and serving the device plugin's resource.
+  EXPECT_EQ(SchemaErrors("deviceclass", device_class), "");
+  EXPECT_EQ(device_class["spec"]["extendedResourceName"], "gpuslice.io/gpu");
+  json misspelt = device_class;
+  misspelt["spec"]["extendedResourceNme"] = "gpuslice.io/gpu";  // the control: the schema refuses it
+  EXPECT_NE(SchemaErrors("deviceclass", misspelt).find("extendedResourceNme"), std::string::npos);
   // The class's configuration, as an allocation carries it.
   json configs = json::array();
   for (const auto& c : device_class["spec"]["config"])
