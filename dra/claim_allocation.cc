@@ -125,6 +125,10 @@ Result<ClaimDevice> ReadClaimAllocation(const json& claim, const DriverConfig& c
     return Status::InvalidArgument(what + " is allocated device " + out.device + " of pool " + out.pool +
                                    ", which node " + config.node_name + " does not have");
   }
+  if (!device->problem.empty()) {
+    return Status::Unavailable(what + " is allocated device " + out.device + ", which is unhealthy (" +
+                               device->problem + "); it is prepared once the device recovers");
+  }
   out.uuid = device->gpu.uuid;
   // No consumedCapacity: allocated without consumable capacity (the feature off), so the whole device.
   out.memory = device->gpu.total_memory;

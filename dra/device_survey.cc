@@ -39,11 +39,14 @@ Result<DeviceSurvey> SurveyDevices(deviceplugin::GpuInventory& inventory, const 
   return survey;
 }
 
-std::vector<NodeDevice> HealthyDevices(const DeviceSurvey& survey) {
-  std::vector<NodeDevice> healthy;
-  for (const auto& d : survey.devices)
-    if (!survey.problems.count(d.name)) healthy.push_back(d);
-  return healthy;
+std::vector<NodeDevice> DevicesForClaims(const DeviceSurvey& survey,
+                                         const std::map<std::string, DeviceCondition>& conditions) {
+  std::vector<NodeDevice> devices = survey.devices;
+  for (auto& d : devices) {
+    const auto c = conditions.find(d.name);
+    d.problem = c != conditions.end() && !c->second.healthy ? c->second.message : "";
+  }
+  return devices;
 }
 
 }  // namespace gpuslice::dra

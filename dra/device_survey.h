@@ -25,7 +25,9 @@ struct DeviceSurvey {
 
 Result<DeviceSurvey> SurveyDevices(deviceplugin::GpuInventory& inventory, const std::vector<NodeDevice>& published);
 
-// The devices of `survey` without a problem: those claims may be prepared on.
-std::vector<NodeDevice> HealthyDevices(const DeviceSurvey& survey);
+// The devices of `survey`, each unhealthy one with its condition's message as its problem: a
+// claim on it is refused until it recovers (dra/claim_allocation.h).
+std::vector<NodeDevice> DevicesForClaims(const DeviceSurvey& survey,
+                                         const std::map<std::string, DeviceCondition>& conditions);
 
 }  // namespace gpuslice::dra

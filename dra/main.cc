@@ -167,7 +167,7 @@ int Serve(const Flags& f, const sigset_t& stop_signals, deviceplugin::GpuInvento
           std::fprintf(stderr, "gpuslice-dra-driver: %s is unhealthy: %s\n", name.c_str(), c.message.c_str());
       survey = std::move(now).value();
       signature = Signature(survey.devices, conditions);
-      preparer.SetDevices(HealthyDevices(survey));
+      preparer.SetDevices(DevicesForClaims(survey, conditions));
       ++generation;
       published = false;
     }
@@ -210,7 +210,7 @@ int Run(int argc, char** argv) {
   ApiClient api(*server, {f.api_tries, std::chrono::milliseconds(f.api_backoff_ms)});
   ClaimPreparer preparer(f.config, &api);
   if (Status loaded = preparer.Load(); !loaded.ok()) return Fail(kExitFailure, loaded.message());
-  preparer.SetDevices(HealthyDevices(*first));
+  preparer.SetDevices(DevicesForClaims(*first, health.Conditions()));
   std::fprintf(stderr, "gpuslice-dra-driver: %zu devices; %zu claims prepared before this start\n",
                first->devices.size(), preparer.prepared());
   HealthService health_service(f.config.node_name, &health, std::chrono::milliseconds(f.poll_ms));

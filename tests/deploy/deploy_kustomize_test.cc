@@ -112,7 +112,9 @@ TEST(DeployKustomizeTest, EveryContainerRunsTheOneImageAndAnInstalledProgramWith
         const std::string flag = arg.substr(0, arg.find('='));
         EXPECT_NE(help[program].find(flag), std::string::npos)
             << where << ": " << flag << " is not a flag of " << program;
-        if (flag == "--container-library") EXPECT_EQ(arg, flag + "=" + kInstalledLibrary) << where;
+        if (flag == "--container-library") {
+          EXPECT_EQ(arg, flag + "=" + kInstalledLibrary) << where;
+        }
       }
     }
   }

@@ -139,6 +139,24 @@ TEST_F(DraHealthTest, ACriticalXidTaintsItsGpuUntilAResetAndAnApplicationXidDoes
   ASSERT_EQ(taints.size(), 1u);
   EXPECT_EQ(taints[0]["value"], "xid-48");
   EXPECT_EQ(taints[0]["effect"], "NoExecute") << "a hard failure, with --hard-failure-taint NoExecute";
+  // A claim on it is refused until it recovers, saying why; one on another GPU is prepared.
+  const ClaimSpec on_xid{.name = "on-xid",
+                         .uid = "0b6c7a52-3333-4f00-9000-000000000001",
+                         .device = "gpu-2",
+                         .memory = "1Gi",
+                         .compute = "10"};
+  const ClaimSpec elsewhere{.name = "elsewhere",
+                            .uid = "0b6c7a52-3333-4f00-9000-000000000002",
+                            .device = "gpu-3",
+                            .memory = "1Gi",
+                            .compute = "10"};
+  api_->SetClaim(MakeClaim(on_xid));
+  api_->SetClaim(MakeClaim(elsewhere));
+  drapb::NodePrepareResourcesResponse prepared;
+  ASSERT_TRUE(kubelet_->Prepare({ClaimOf(on_xid), ClaimOf(elsewhere)}, &prepared).ok());
+  EXPECT_NE(prepared.claims().at(on_xid.uid).error().find("gpu-2, which is unhealthy (XID 48"), std::string::npos)
+      << prepared.claims().at(on_xid.uid).error();
+  EXPECT_EQ(prepared.claims().at(elsewhere.uid).error(), "");
 
   // NVML still answers for the GPU: it stays tainted until it is reset (leaves and answers again).
   std::this_thread::sleep_for(std::chrono::milliseconds(3 * kPollMs));

@@ -53,7 +53,7 @@ TEST(DraManifestsTest, ClaimTemplatesNameTheClassAndCarryConfigurationsTheDriver
   deviceplugin::GpuInfo gpu;
   gpu.uuid = "GPU-1";
   gpu.total_memory = 143771ULL << 20;  // an H200
-  const std::vector<dra::NodeDevice> devices = {{"gpu-0", gpu}};
+  const std::vector<dra::NodeDevice> devices = {{"gpu-0", gpu, ""}};
   for (const char* name : {"deploy/kubernetes/examples/claim-template-10gi-30pct.yaml",
                            "deploy/kubernetes/examples/claim-template-mig-instance.yaml",
                            "deploy/kubernetes/examples/claim-template-latency-service.yaml"}) {

@@ -187,8 +187,8 @@ TEST_F(PackageTest, EachPackageNamesARealMaintainerItsDependenciesAndItsLicence)
   const std::string node_depends = Field(node_deb_, "Depends");
   for (const char* needed : {"libfmt", "libstdc++6", "passwd"}) EXPECT_THAT(node_depends, HasSubstr(needed));
   const std::string k8s_depends = Field(kubernetes_deb_, "Depends");
-  for (const std::string needed : {std::string("gpuslice (= ") + GPUSLICE_VERSION + ")", std::string("libgrpc++"),
-                                   std::string("libprotobuf"), std::string("libyaml-cpp")})
+  for (const std::string& needed : {std::string("gpuslice (= ") + GPUSLICE_VERSION + ")", std::string("libgrpc++"),
+                                    std::string("libprotobuf"), std::string("libyaml-cpp")})
     EXPECT_THAT(k8s_depends, HasSubstr(needed));
   // The description as written: several lines, no list separators from CMake.
   const std::string description = Field(node_deb_, "Description");
