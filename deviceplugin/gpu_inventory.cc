@@ -2,6 +2,7 @@
 
 #include "common/mutex.h"
 #include "common/mutex_lock.h"
+#include "common/nvml_events.h"
 #include "common/nvml_loader.h"
 
 namespace gpuslice::deviceplugin {
@@ -42,7 +43,18 @@ bool Resolve(void* handle, const char* symbol, F* out) {
 
 GpuInventory::GpuInventory(std::unique_ptr<Api> api) : api_(std::move(api)) {}
 
+// NVML's event API, resolved when XIDs are first watched; an event set for every GPU.
+struct GpuInventory::Events {
+  decltype(&nvmlEventSetCreate) create = nullptr;
+  decltype(&nvmlDeviceRegisterEvents) register_events = nullptr;
+  decltype(&nvmlEventSetWait_v2) wait = nullptr;
+  decltype(&nvmlEventSetFree) free = nullptr;
+  nvmlEventSet_t set = nullptr;
+  std::vector<std::pair<nvmlDevice_t, int>> gpus;  // registered handles and their NVML indices
+};
+
 GpuInventory::~GpuInventory() {
+  if (events_ && events_->set) events_->free(events_->set);
   api_->shutdown();
   // The library stays loaded: NVML's own threads may outlive the shutdown call.
 }
@@ -154,21 +166,68 @@ Result<Discovery> GpuInventory::Discover() {
   return discovery;
 }
 
-bool GpuInventory::Healthy(const GpuInfo& gpu) {
+std::string GpuInventory::Problem(const GpuInfo& gpu, bool* lost) {
   MutexLock lock(&api_->mutex);
+  const char* call = "nvmlDeviceGetHandleByIndex";
   nvmlDevice_t device = nullptr;
-  if (api_->handle_by_index(static_cast<unsigned int>(gpu.index), &device) != NVML_SUCCESS) return false;
-  if (gpu.mig_index >= 0) {
+  nvmlReturn_t result = api_->handle_by_index(static_cast<unsigned int>(gpu.index), &device);
+  if (result == NVML_SUCCESS && gpu.mig_index >= 0) {
     nvmlDevice_t instance = nullptr;
-    if (!api_->HasMig() ||
-        api_->mig_by_index(device, static_cast<unsigned int>(gpu.mig_index), &instance) != NVML_SUCCESS)
-      return false;
+    call = "nvmlDeviceGetMigDeviceHandleByIndex";
+    result = api_->HasMig() ? api_->mig_by_index(device, static_cast<unsigned int>(gpu.mig_index), &instance)
+                            : NVML_ERROR_NOT_SUPPORTED;
     device = instance;
   }
   char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
-  if (api_->uuid(device, uuid, sizeof uuid) != NVML_SUCCESS || gpu.uuid != uuid) return false;
+  if (result == NVML_SUCCESS) call = "nvmlDeviceGetUUID", result = api_->uuid(device, uuid, sizeof uuid);
   nvmlMemory_t memory{};
-  return api_->memory(device, &memory) == NVML_SUCCESS;
+  if (result == NVML_SUCCESS) call = "nvmlDeviceGetMemoryInfo", result = api_->memory(device, &memory);
+  if (lost) *lost = result == NVML_ERROR_GPU_IS_LOST || result == NVML_ERROR_RESET_REQUIRED;
+  if (result != NVML_SUCCESS) return std::string(call) + ": " + api_->error_string(result);
+  if (gpu.uuid != uuid) return "nvmlDeviceGetUUID: the device is now " + std::string(uuid) + ", not " + gpu.uuid;
+  return "";
+}
+
+Status GpuInventory::WatchXids() {
+  auto events = std::make_unique<Events>();
+  void* h = api_->handle;
+  if (!Resolve(h, "nvmlEventSetCreate", &events->create) ||
+      !Resolve(h, "nvmlDeviceRegisterEvents", &events->register_events) ||
+      !Resolve(h, "nvmlEventSetWait_v2", &events->wait) || !Resolve(h, "nvmlEventSetFree", &events->free)) {
+    return Status::NotFound("gpuslice: NVML has no event API (nvmlEventSetWait_v2); XID errors are not watched");
+  }
+  MutexLock lock(&api_->mutex);
+  if (const nvmlReturn_t r = events->create(&events->set); r != NVML_SUCCESS)
+    return Status::Error(api_->Error("nvmlEventSetCreate", r));
+  unsigned int count = 0;
+  if (const nvmlReturn_t r = api_->count(&count); r != NVML_SUCCESS) {
+    events->free(events->set);
+    return Status::Error(api_->Error("nvmlDeviceGetCount", r));
+  }
+  for (unsigned int i = 0; i < count; ++i) {
+    nvmlDevice_t device = nullptr;
+    // A GPU that does not answer now cannot be registered; its XIDs then go unseen, and its
+    // health comes from the polls alone.
+    if (api_->handle_by_index(i, &device) != NVML_SUCCESS) continue;
+    if (events->register_events(device, nvmlEventTypeXidCriticalError, events->set) == NVML_SUCCESS)
+      events->gpus.push_back({device, static_cast<int>(i)});
+  }
+  events_ = std::move(events);
+  return Status::Ok();
+}
+
+std::vector<XidEvent> GpuInventory::WaitForXids(int timeout_ms) {
+  std::vector<XidEvent> found;
+  if (!events_) return found;
+  // Not under api_->mutex: a wait must not hold discovery and the health polls up.
+  for (unsigned int wait = static_cast<unsigned int>(timeout_ms);; wait = 0) {
+    nvmlEventData_t data{};
+    if (events_->wait(events_->set, &data, wait) != NVML_SUCCESS) break;
+    if ((data.eventType & nvmlEventTypeXidCriticalError) == 0) continue;
+    for (const auto& [device, index] : events_->gpus)
+      if (device == data.device) found.push_back({index, data.eventData});
+  }
+  return found;
 }
 
 }  // namespace gpuslice::deviceplugin

@@ -32,6 +32,12 @@ struct LeftOutGpu {
   std::string reason;
 };
 
+// An XID error the driver reported for a GPU (NVML's critical-XID events), by NVML index.
+struct XidEvent {
+  int index = 0;
+  unsigned long long xid = 0;
+};
+
 // What discovery found: the GPUs (and instances) to serve, and those left out.
 struct Discovery {
   std::vector<GpuInfo> gpus;
@@ -55,13 +61,25 @@ class GpuInventory {
   // Whether the GPU (or instance) still answers NVML as a working device: its handle, UUID and
   // memory can be read and the UUID is still the one discovered. A GPU that fell off the bus or needs a reset
   // answers NVML_ERROR_GPU_IS_LOST (or another error) there.
-  bool Healthy(const GpuInfo& gpu);
+  bool Healthy(const GpuInfo& gpu) { return Problem(gpu).empty(); }
+  // Why the GPU (or instance) is not healthy, in one line naming the NVML call and its error
+  // ("nvmlDeviceGetUUID: GPU is lost"); empty when it is. `lost` (when given) tells whether the
+  // error is of a GPU gone or in need of a reset, rather than a passing one.
+  std::string Problem(const GpuInfo& gpu, bool* lost = nullptr);
+
+  // NVML's critical-XID events for every GPU NVML lists (a MIG instance's come as its GPU's).
+  // An error with one line when the driver offers no event API (then XIDs are not watched).
+  Status WatchXids();
+  // The XIDs reported since the last call, waiting up to `timeout_ms` for the first one.
+  std::vector<XidEvent> WaitForXids(int timeout_ms);
 
  private:
+  struct Events;
   struct Api;
   explicit GpuInventory(std::unique_ptr<Api> api);
   nvmlReturn_t Describe(nvmlDevice_t device, GpuInfo* info, const char** call);
   std::unique_ptr<Api> api_;
+  std::unique_ptr<Events> events_;
 };
 
 }  // namespace gpuslice::deviceplugin

@@ -173,7 +173,7 @@ int Main(int argc, char** argv) {
   CLI::App app{
       "gpuslice-device-plugin: a Kubernetes device plugin that turns gpuslice.io/gpu requests into "
       "gpuslice slices of one GPU's memory and time (docs/kubernetes.md)"};
-  app.set_version_flag("--version", std::string(GPUSLICE_VERSION));
+  app.set_version_flag("--version", "gpuslice-device-plugin " GPUSLICE_VERSION, "Print the version and exit");
   std::string config_file;
   app.add_option("--config", config_file, "YAML file of the keys below (flags override it)");
   bool check_config = false;

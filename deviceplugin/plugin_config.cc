@@ -70,7 +70,7 @@ const std::vector<KeySpec>& KeyTable() {
        [](const std::string& v, PluginConfig* c) { return AbsolutePath(v) && (c->plugin_dir = v, true); }},
       {"library", "the absolute path of libgpuslice.so on the host, e.g. /var/lib/gpuslice/lib/libgpuslice.so",
        [](const std::string& v, PluginConfig* c) { return AbsolutePath(v) && (c->host_library = v, true); }},
-      {"containerLibrary", "an absolute path inside containers, e.g. /usr/local/gpuslice/lib/libgpuslice.so",
+      {"containerLibrary", "an absolute path inside containers, e.g. /usr/local/lib/gpuslice/libgpuslice.so",
        [](const std::string& v, PluginConfig* c) { return AbsolutePath(v) && (c->container_library = v, true); }},
       {"stateDir", "the absolute path of gpuslice's state directory on the host, e.g. /run/gpuslice",
        [](const std::string& v, PluginConfig* c) { return AbsolutePath(v) && (c->host_state_dir = v, true); }},

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/install_layout.h"
 #include "common/status.h"
 
 namespace gpuslice::deviceplugin {
@@ -22,13 +23,13 @@ struct PluginConfig {
   std::vector<std::string> devices;                                   // devices: UUIDs or indices; empty = all
   std::string plugin_dir = "/var/lib/kubelet/device-plugins";         // pluginDir
   std::string host_library = "/var/lib/gpuslice/lib/libgpuslice.so";  // library (on the host)
-  std::string container_library = "/usr/local/gpuslice/lib/libgpuslice.so";  // containerLibrary
-  std::string host_state_dir = "/run/gpuslice";                              // stateDir (on the host)
-  std::string container_state_dir = "/run/gpuslice";                         // containerStateDir
-  std::string nvml_library = "libnvidia-ml.so.1";                            // nvmlLibrary
-  int health_interval_ms = 200;                                              // healthIntervalMs
-  PreloadMode preload = PreloadMode::kEnvironment;                           // preload: env | ld.so.preload
-  std::string cdi_kind;                                                      // cdiKind, e.g. nvidia.com/gpu ("" = none)
+  std::string container_library = kInstalledLibrary;                  // containerLibrary
+  std::string host_state_dir = "/run/gpuslice";                       // stateDir (on the host)
+  std::string container_state_dir = "/run/gpuslice";                  // containerStateDir
+  std::string nvml_library = "libnvidia-ml.so.1";                     // nvmlLibrary
+  int health_interval_ms = 200;                                       // healthIntervalMs
+  PreloadMode preload = PreloadMode::kEnvironment;                    // preload: env | ld.so.preload
+  std::string cdi_kind;                                               // cdiKind, e.g. nvidia.com/gpu ("" = none)
   int nvlink_island = 0;  // nvlinkIsland: GPUs per NVLink island by NVML index (0 = none)
   // podResourcesSocket: the kubelet's pod-resources API, read to name each tenant's pod ("" = off)
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";

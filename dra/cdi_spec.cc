@@ -11,10 +11,12 @@ namespace gpuslice::dra {
 // 0.5.0 is the first CDI version that allows a device name starting with a digit (a UID).
 constexpr char kCdiVersion[] = "0.6.0";
 
-std::string CdiDeviceName(const std::string& claim_uid, const std::string& device) { return claim_uid + "-" + device; }
+std::string CdiDeviceName(const std::string& claim_uid, const std::string& device, const std::string& share_id) {
+  return claim_uid + "-" + device + (share_id.empty() ? "" : "-" + share_id);
+}
 
-std::string CdiDeviceId(const std::string& claim_uid, const std::string& device) {
-  return std::string(kCdiKind) + "=" + CdiDeviceName(claim_uid, device);
+std::string CdiDeviceId(const std::string& claim_uid, const std::string& device, const std::string& share_id) {
+  return std::string(kCdiKind) + "=" + CdiDeviceName(claim_uid, device, share_id);
 }
 
 std::string CdiSpecPath(const DriverConfig& config, const std::string& claim_uid) {
@@ -22,7 +24,7 @@ std::string CdiSpecPath(const DriverConfig& config, const std::string& claim_uid
 }
 
 nlohmann::json CdiSpecJson(const DriverConfig& config, const std::string& claim_uid, const std::string& device,
-                           const std::map<std::string, std::string>& env) {
+                           const std::string& share_id, const std::map<std::string, std::string>& env) {
   nlohmann::json variables = nlohmann::json::array();
   for (const auto& [name, value] : env) variables.push_back(name + "=" + value);
   nlohmann::json mounts = {
@@ -36,7 +38,7 @@ nlohmann::json CdiSpecJson(const DriverConfig& config, const std::string& claim_
   return {{"cdiVersion", kCdiVersion},
           {"kind", kCdiKind},
           {"devices",
-           {{{"name", CdiDeviceName(claim_uid, device)},
+           {{{"name", CdiDeviceName(claim_uid, device, share_id)},
              {"containerEdits", {{"env", variables}, {"mounts", mounts}}}}}}};
 }
 

@@ -14,12 +14,15 @@
 
 namespace gpuslice::dra {
 
-std::string CdiDeviceName(const std::string& claim_uid, const std::string& device);
-std::string CdiDeviceId(const std::string& claim_uid, const std::string& device);  // "<kind>=<name>"
+// A prepared device's CDI name: "<claim uid>-<device>", and "-<share id>" after it for a share
+// of a device many claims share: every share has a CDI device, and an environment, of its own.
+std::string CdiDeviceName(const std::string& claim_uid, const std::string& device, const std::string& share_id);
+std::string CdiDeviceId(const std::string& claim_uid, const std::string& device,
+                        const std::string& share_id);  // "<kind>=<name>"
 std::string CdiSpecPath(const DriverConfig& config, const std::string& claim_uid);
 
 nlohmann::json CdiSpecJson(const DriverConfig& config, const std::string& claim_uid, const std::string& device,
-                           const std::map<std::string, std::string>& env);
+                           const std::string& share_id, const std::map<std::string, std::string>& env);
 
 // Written to a temporary file and renamed: a runtime never reads half a spec.
 Status WriteCdiSpec(const DriverConfig& config, const std::string& claim_uid, const nlohmann::json& spec);

@@ -34,7 +34,8 @@ Result<PreparedClaims> LoadCheckpoint(const std::string& path) {
     for (const auto& [uid, c] : doc.at("claims").items()) {
       PreparedClaim claim{c.at("namespace"), c.at("name"), {}};
       for (const auto& d : c.at("devices")) {
-        claim.devices.push_back({d.at("request"), d.at("pool"), d.at("device"), d.at("cdiDeviceIds")});
+        claim.devices.push_back(
+            {d.at("request"), d.at("pool"), d.at("device"), d.at("cdiDeviceIds"), d.value("shareID", "")});
       }
       claims[uid] = claim;
     }
@@ -49,8 +50,12 @@ Status SaveCheckpoint(const std::string& path, const PreparedClaims& claims) {
   for (const auto& [uid, claim] : claims) {
     nlohmann::json devices = nlohmann::json::array();
     for (const auto& d : claim.devices) {
-      devices.push_back(
-          {{"request", d.request}, {"pool", d.pool}, {"device", d.device}, {"cdiDeviceIds", d.cdi_device_ids}});
+      nlohmann::json device = {{"request", d.request},
+                               {"pool", d.pool},
+                               {"device", d.device},
+                               {"cdiDeviceIds", d.cdi_device_ids}};
+      if (!d.share_id.empty()) device["shareID"] = d.share_id;
+      devices.push_back(device);
     }
     doc["claims"][uid] = {{"namespace", claim.claim_namespace}, {"name", claim.name}, {"devices", devices}};
   }

@@ -2,7 +2,8 @@
 // kubelet's repeated NodePrepareResources with what it prepared before (never preparing a
 // claim twice, never reading a claim the API server may since have changed) and can still
 // unprepare claims it prepared before the restart. Format: {"version": 1, "claims": {uid:
-// {"namespace", "name", "devices": [{"request", "pool", "device", "cdiDeviceIds": [...]}]}}};
+// {"namespace", "name", "devices": [{"request", "pool", "device", "cdiDeviceIds": [...],
+// "shareID" (only for a share)}]}}};
 // a file of another version is refused, not guessed at.
 #pragma once
 
@@ -19,6 +20,7 @@ struct PreparedDevice {
   std::string pool;
   std::string device;
   std::vector<std::string> cdi_device_ids;
+  std::string share_id;  // the allocation's shareID; empty for a device allocated whole
 };
 
 struct PreparedClaim {

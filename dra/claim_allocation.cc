@@ -119,10 +119,15 @@ Result<ClaimDevice> ReadClaimAllocation(const json& claim, const DriverConfig& c
   out.request = out.request.substr(0, out.request.find('/'));
   out.pool = result.value("pool", "");
   out.device = result.value("device", "");
+  out.share_id = result.value("shareID", "");
   const NodeDevice* device = out.pool == config.node_name ? FindDevice(devices, out.device) : nullptr;
   if (!device) {
     return Status::InvalidArgument(what + " is allocated device " + out.device + " of pool " + out.pool +
                                    ", which node " + config.node_name + " does not have");
+  }
+  if (!device->problem.empty()) {
+    return Status::Unavailable(what + " is allocated device " + out.device + ", which is unhealthy (" +
+                               device->problem + "); it is prepared once the device recovers");
   }
   out.uuid = device->gpu.uuid;
   // No consumedCapacity: allocated without consumable capacity (the feature off), so the whole device.

@@ -28,6 +28,7 @@ struct ClaimDevice {
   std::string request;  // the claim's request name the device was allocated for
   std::string pool;
   std::string device;
+  std::string share_id;       // the result's shareID (a share of a device that allows many); empty: whole
   std::string uuid;           // what NVIDIA_VISIBLE_DEVICES names
   uint64_t memory = 0;        // bytes booked
   int compute = 0;            // percent of the device's time booked

@@ -55,14 +55,19 @@ Result<std::vector<PreparedDevice>> ClaimPreparer::Prepare(const ClaimRef& ref) 
   const Result<std::map<std::string, std::string>> env =
       ClaimEnvironment(device, config_, TenantName(ref.claim_namespace, ref.name, ref.uid));
   if (!env.ok()) return env.status();
-  if (Status written = WriteCdiSpec(config_, ref.uid, CdiSpecJson(config_, ref.uid, device.device, *env));
+  if (Status written =
+          WriteCdiSpec(config_, ref.uid, CdiSpecJson(config_, ref.uid, device.device, device.share_id, *env));
       !written.ok()) {
     return written;
   }
   PreparedClaims next = claims_;
   next[ref.uid] = {ref.claim_namespace,
                    ref.name,
-                   {{device.request, device.pool, device.device, {CdiDeviceId(ref.uid, device.device)}}}};
+                   {{device.request,
+                     device.pool,
+                     device.device,
+                     {CdiDeviceId(ref.uid, device.device, device.share_id)},
+                     device.share_id}}};
   if (Status saved = SaveCheckpoint(checkpoint_path(), next); !saved.ok()) {
     (void)RemoveCdiSpec(config_, ref.uid);  // nothing changes on failure
     return saved;

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "common/install_layout.h"
+
 namespace gpuslice::dra {
 
 struct DriverConfig {
@@ -16,9 +18,13 @@ struct DriverConfig {
   // The shim and the broker's state directory: their host paths (CDI mounts' sources) and the
   // paths a container sees them at.
   std::string host_library;
-  std::string container_library = "/usr/local/gpuslice/lib/libgpuslice.so";
+  std::string container_library = kInstalledLibrary;
   std::string host_state_dir;
   std::string container_state_dir = "/var/run/gpuslice";
+  // The effect of the taint on a device with a hard failure (a lost GPU, one that needs a reset,
+  // a critical XID; dra/device_health.h): NoSchedule keeps new claims off it, NoExecute also
+  // evicts the pods of the claims on it. Other failures are always NoSchedule.
+  std::string hard_failure_taint = "NoSchedule";
 };
 
 // The CDI kind of the specs the driver writes; a device's CDI ID is "<kind>=<claim uid>-<device>".

@@ -1,23 +1,31 @@
 // gpuslice-dra-driver: the node part of a DRA driver (docs/kubernetes.md, "The DRA driver").
 // Publishes this node's GPUs and MIG instances as one ResourceSlice whose devices have
-// consumable `memory` and `compute` capacities, republishes when a device is lost or comes
-// back, and prepares the kubelet's claims: a CDI spec that makes the container a gpuslice
-// tenant of exactly the memory and compute the scheduler booked on that one device.
+// consumable `memory` and `compute` capacities, taints a device that fails and lifts the taint
+// when it recovers, streams every device's health to the kubelet, and prepares the kubelet's
+// claims: a CDI spec that makes the container a gpuslice tenant of exactly the memory and
+// compute the scheduler booked on that one device.
 //
 // Exit codes: 0 stopped by SIGTERM/SIGINT, 1 a runtime failure (NVML, sockets, checkpoint), 2 bad usage.
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
 #include "common/node_daemon.h"
+#include "common/version.h"
 #include "deviceplugin/gpu_inventory.h"
 #include "dra/api_client.h"
 #include "dra/claim_preparer.h"
+#include "dra/device_health.h"
+#include "dra/device_survey.h"
+#include "dra/driver_directories.h"
 #include "dra/driver_version.h"
+#include "dra/health_service.h"
 #include "dra/plugin_server.h"
 #include "dra/resource_slice.h"
 
@@ -28,47 +36,20 @@ using node_daemon::Fail;
 using node_daemon::kExitFailure;
 using node_daemon::kExitUsage;
 
-// The devices to publish: those NVML lists and that still answer as healthy (a GPU lost
-// since the last look may still be listed), and one line per GPU left out.
-struct HealthyDevices {
-  std::vector<NodeDevice> devices;
-  std::string left_out_lines;
-};
-
-Result<HealthyDevices> FindHealthyDevices(deviceplugin::GpuInventory& inventory) {
-  const Result<deviceplugin::Discovery> discovered = inventory.Discover();
-  if (!discovered.ok()) return discovered.status();
-  HealthyDevices found;
-  std::vector<deviceplugin::GpuInfo> healthy;
-  for (const auto& l : discovered->left_out)
-    found.left_out_lines += "gpuslice-dra-driver: GPU " + std::to_string(l.index) + " left out: " + l.reason + "\n";
-  for (const auto& gpu : discovered->gpus) {
-    if (inventory.Healthy(gpu)) {
-      healthy.push_back(gpu);
-    } else {
-      found.left_out_lines += "gpuslice-dra-driver: " + gpu.uuid + " left out: it no longer answers NVML\n";
-    }
-  }
-  found.devices = NameDevices(healthy);
-  return found;
-}
-
-std::string Signature(const std::vector<NodeDevice>& devices) {
-  std::string s;
-  for (const auto& d : devices) s += d.name + "=" + d.gpu.uuid + ";";
-  return s;
-}
-
-int Run(int argc, char** argv) {
-  CLI::App app{"gpuslice-dra-driver: the node part of gpuslice's DRA driver"};
+struct Flags {
   DriverConfig config;
   std::string kubeconfig, api_server, token_file, service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
   int poll_ms = 5000, api_tries = 5, api_backoff_ms = 200;
+};
+
+void AddFlags(CLI::App& app, Flags* f) {
+  DriverConfig& config = f->config;
   app.add_option("--driver-name", config.driver_name, "the DRA driver name")->capture_default_str();
   app.add_option("--node-name", config.node_name, "this node's name (the pool's name)")
       ->required()
       ->envname("NODE_NAME");
-  app.add_option("--plugin-dir", config.plugin_dir, "the DRAPlugin socket and the checkpoint")->required();
+  app.add_option("--plugin-dir", config.plugin_dir, "the DRAPlugin socket and the checkpoint (created 0750 if missing)")
+      ->required();
   app.add_option("--registry-dir", config.registry_dir, "the kubelet's plugins_registry")->capture_default_str();
   app.add_option("--cdi-dir", config.cdi_dir, "where CDI specs are written")->capture_default_str();
   app.add_option("--nvml-library", config.nvml_library, "libnvidia-ml.so.1 (a path or a name)")->capture_default_str();
@@ -77,106 +58,167 @@ int Run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--state-dir", config.host_state_dir, "the host path of the broker's state directory")->required();
   app.add_option("--container-state-dir", config.container_state_dir, "where containers see it")->capture_default_str();
-  app.add_option("--kubeconfig", kubeconfig, "a kubeconfig (development); default: the pod's service account");
-  app.add_option("--api-server", api_server, "the API server's URL, over the kubeconfig's or the pod's");
-  app.add_option("--token-file", token_file, "a bearer token for --api-server");
-  app.add_option("--service-account-dir", service_account_dir, "in a pod: the service account's token and ca.crt")
+  app.add_option("--hard-failure-taint", config.hard_failure_taint,
+                 "the taint effect on a lost GPU, one that needs a reset or a critical XID: NoSchedule keeps new "
+                 "claims off it, NoExecute also evicts the pods of its claims")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"NoSchedule", "NoExecute"}));
+  app.add_option("--kubeconfig", f->kubeconfig, "a kubeconfig (development); default: the pod's service account");
+  app.add_option("--api-server", f->api_server, "the API server's URL, over the kubeconfig's or the pod's");
+  app.add_option("--token-file", f->token_file, "a bearer token for --api-server");
+  app.add_option("--service-account-dir", f->service_account_dir, "in a pod: the service account's token and ca.crt")
       ->capture_default_str();
-  app.add_option("--poll-interval-ms", poll_ms, "how often device health is checked")
+  app.add_option("--poll-interval-ms", f->poll_ms, "how often device health is checked (and streamed to the kubelet)")
       ->capture_default_str()
       ->check(CLI::Range(10, 600000));
-  app.add_option("--api-tries", api_tries, "tries per API call before an error")
+  app.add_option("--api-tries", f->api_tries, "tries per API call before an error")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
-  app.add_option("--api-backoff-ms", api_backoff_ms, "the first retry's delay, doubled after each")
+  app.add_option("--api-backoff-ms", f->api_backoff_ms, "the first retry's delay, doubled after each")
       ->capture_default_str()
       ->check(CLI::Range(1, 60000));
   config.registry_dir = "/var/lib/kubelet/plugins_registry";
   config.cdi_dir = "/var/run/cdi";
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+}
 
+// The API server from the flags: --kubeconfig's, else the pod's service account (in a
+// cluster) unless --api-server names one; --api-server and --token-file override what was found.
+Result<ApiServer> ResolveApiServer(const Flags& f) {
   Result<ApiServer> found = ApiServer{};  // --api-server alone: its URL, and --token-file's token
-  if (!kubeconfig.empty()) {
-    found = KubeconfigApiServer(kubeconfig);
-  } else if (api_server.empty()) {
-    found = InClusterApiServer(service_account_dir);
+  if (!f.kubeconfig.empty()) {
+    found = KubeconfigApiServer(f.kubeconfig);
+  } else if (f.api_server.empty()) {
+    found = InClusterApiServer(f.service_account_dir);
   }
-  if (!found.ok()) return Fail(kExitUsage, found.message());
+  if (!found.ok()) return found.status();
   ApiServer server = std::move(found).value();
-  if (!api_server.empty()) server.url = api_server;
-  if (!token_file.empty()) {
-    std::ifstream in(token_file);
+  if (!f.api_server.empty()) server.url = f.api_server;
+  if (!f.token_file.empty()) {
+    std::ifstream in(f.token_file);
     if (!std::getline(in, server.token))
-      return Fail(kExitUsage, "gpuslice-dra-driver: cannot read --token-file " + token_file);
+      return Status::InvalidArgument("gpuslice-dra-driver: cannot read --token-file " + f.token_file);
   }
+  return server;
+}
 
-  // Signals are waited for with sigtimedwait: blocked before any thread starts.
-  const sigset_t stop_signals = node_daemon::BlockStopSignals();
+int64_t UnixSeconds() { return static_cast<int64_t>(std::time(nullptr)); }
 
-  Result<std::unique_ptr<deviceplugin::GpuInventory>> opened = deviceplugin::GpuInventory::Open(config.nvml_library);
-  if (!opened.ok()) return Fail(kExitFailure, opened.message());
-  std::unique_ptr<deviceplugin::GpuInventory> inventory = std::move(opened).value();
-  const std::string driver_version = NvmlDriverVersion(config.nvml_library);
-  Result<HealthyDevices> first = FindHealthyDevices(*inventory);
-  if (!first.ok()) return Fail(kExitFailure, first.message());
-  std::fputs(first->left_out_lines.c_str(), stderr);
-  std::vector<NodeDevice> devices = std::move(first->devices);
+// What the slice says of the devices: their names and, for an unhealthy one, its taint.
+std::string Signature(const std::vector<NodeDevice>& devices, const std::map<std::string, DeviceCondition>& health) {
+  std::string s;
+  for (const auto& d : devices) {
+    s += d.name + "=" + d.gpu.uuid;
+    if (auto c = health.find(d.name); c != health.end() && !c->second.healthy) s += ":" + c->second.reason;
+    s += ";";
+  }
+  return s;
+}
 
-  ApiClient api(server, {api_tries, std::chrono::milliseconds(api_backoff_ms)});
-  ClaimPreparer preparer(config, &api);
-  if (Status loaded = preparer.Load(); !loaded.ok()) return Fail(kExitFailure, loaded.message());
-  preparer.SetDevices(devices);
-  std::fprintf(stderr, "gpuslice-dra-driver: %zu devices; %zu claims prepared before this start\n", devices.size(),
-               preparer.prepared());
-  PluginServer plugin(config, &preparer);
-  if (Status started = plugin.Start(); !started.ok()) return Fail(kExitFailure, started.message());
-  std::printf("serving %s\n", plugin.registration_socket().c_str());
-  std::fflush(stdout);
-
-  // Publish, then watch: a device lost or back, a slice the API server did not take, or a new
-  // registration by the kubelet publishes again (the next generation when the devices changed).
+// Publish, then watch: a device failing or recovering, a slice the API server did not take, or
+// a new registration by the kubelet publishes again (the next generation when the slice
+// changed). XIDs reach the health (and so the stream) at once, the slice at the next poll.
+int Serve(const Flags& f, const sigset_t& stop_signals, deviceplugin::GpuInventory& inventory, DeviceSurvey survey,
+          DeviceHealth& health, ClaimPreparer& preparer, PluginServer& plugin, ApiClient& api) {
+  const std::string driver_version = NvmlDriverVersion(f.config.nvml_library);
+  std::atomic<bool> stopping{false};
+  std::thread xids([&] {
+    while (!stopping) {
+      for (const auto& e : inventory.WaitForXids(200)) {
+        std::fprintf(stderr, "gpuslice-dra-driver: XID %llu on GPU %d%s\n", e.xid, e.index,
+                     CriticalXid(e.xid) ? "" : " (an application error: the GPU stays healthy)");
+        health.RecordXid(e.index, e.xid, UnixSeconds());
+      }
+    }
+  });
   int64_t generation = 1;
   bool published = false;
   int registrations = 0;
-  std::string signature = Signature(devices);
+  std::string signature = Signature(survey.devices, health.Conditions());
   for (;;) {
     if (plugin.registrations() != registrations) {  // a (re)started kubelet deleted the slice
       registrations = plugin.registrations();
       published = false;
     }
     if (!published) {
-      const auto slice = ResourceSliceJson(config, devices, driver_version, generation);
-      const Status applied = api.ApplyResourceSlice(slice);
+      const Status applied = api.ApplyResourceSlice(
+          ResourceSliceJson(f.config, survey.devices, health.Conditions(), driver_version, generation));
       published = applied.ok();
       if (published) {
-        std::printf("published generation %lld: %zu devices\n", static_cast<long long>(generation), devices.size());
+        std::printf("published generation %lld: %zu devices\n", static_cast<long long>(generation),
+                    survey.devices.size());
         std::fflush(stdout);
       } else {
         std::fprintf(stderr, "%s\n", applied.message().c_str());
       }
     }
-    const timespec wait = {poll_ms / 1000, (poll_ms % 1000) * 1000000L};
+    const timespec wait = {f.poll_ms / 1000, (f.poll_ms % 1000) * 1000000L};
     if (sigtimedwait(&stop_signals, nullptr, &wait) > 0) break;
-    Result<HealthyDevices> now = FindHealthyDevices(*inventory);
+    Result<DeviceSurvey> now = SurveyDevices(inventory, survey.devices);
     if (!now.ok()) {
       std::fprintf(stderr, "%s\n", now.message().c_str());
       continue;
     }
-    if (Signature(now->devices) != signature) {  // said once per change, not once per poll
+    health.Observe(now->devices, now->problems, UnixSeconds());
+    const auto conditions = health.Conditions();
+    if (Signature(now->devices, conditions) != signature) {  // said once per change, not once per poll
       std::fputs(now->left_out_lines.c_str(), stderr);
-      devices = std::move(now->devices);
-      signature = Signature(devices);
-      preparer.SetDevices(devices);
+      for (const auto& [name, c] : conditions)
+        if (!c.healthy)
+          std::fprintf(stderr, "gpuslice-dra-driver: %s is unhealthy: %s\n", name.c_str(), c.message.c_str());
+      survey = std::move(now).value();
+      signature = Signature(survey.devices, conditions);
+      preparer.SetDevices(DevicesForClaims(survey, conditions));
       ++generation;
       published = false;
     }
   }
+  stopping = true;
+  health.Stop();
+  xids.join();
   plugin.Stop();
   return 0;
+}
+
+int Run(int argc, char** argv) {
+  CLI::App app{"gpuslice-dra-driver: the node part of gpuslice's DRA driver"};
+  // Before the required options: CLI11 answers --version as soon as it reads it.
+  app.set_version_flag("--version", "gpuslice-dra-driver " GPUSLICE_VERSION, "Print the version and exit");
+  Flags f;
+  AddFlags(app, &f);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  Result<ApiServer> server = ResolveApiServer(f);
+  if (!server.ok()) return Fail(kExitUsage, server.message());
+
+  // Signals are waited for with sigtimedwait: blocked before any thread starts.
+  const sigset_t stop_signals = node_daemon::BlockStopSignals();
+
+  Result<std::unique_ptr<deviceplugin::GpuInventory>> opened = deviceplugin::GpuInventory::Open(f.config.nvml_library);
+  if (!opened.ok()) return Fail(kExitFailure, opened.message());
+  std::unique_ptr<deviceplugin::GpuInventory> inventory = std::move(opened).value();
+  Result<DeviceSurvey> first = SurveyDevices(*inventory, {});
+  if (!first.ok()) return Fail(kExitFailure, first.message());
+  std::fputs(first->left_out_lines.c_str(), stderr);
+  if (Status watched = inventory->WatchXids(); !watched.ok()) std::fprintf(stderr, "%s\n", watched.message().c_str());
+  DeviceHealth health;
+  health.Observe(first->devices, first->problems, UnixSeconds());
+
+  if (Status ready = PrepareDirectories(f.config); !ready.ok()) return Fail(kExitFailure, ready.message());
+  ApiClient api(*server, {f.api_tries, std::chrono::milliseconds(f.api_backoff_ms)});
+  ClaimPreparer preparer(f.config, &api);
+  if (Status loaded = preparer.Load(); !loaded.ok()) return Fail(kExitFailure, loaded.message());
+  preparer.SetDevices(DevicesForClaims(*first, health.Conditions()));
+  std::fprintf(stderr, "gpuslice-dra-driver: %zu devices; %zu claims prepared before this start\n",
+               first->devices.size(), preparer.prepared());
+  HealthService health_service(f.config.node_name, &health, std::chrono::milliseconds(f.poll_ms));
+  PluginServer plugin(f.config, &preparer, &health_service);
+  if (Status started = plugin.Start(); !started.ok()) return Fail(kExitFailure, started.message());
+  std::printf("serving %s\n", plugin.registration_socket().c_str());
+  std::fflush(stdout);
+  return Serve(f, stop_signals, *inventory, std::move(first).value(), health, preparer, plugin, api);
 }
 
 }  // namespace

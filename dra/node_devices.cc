@@ -7,7 +7,7 @@ std::vector<NodeDevice> NameDevices(const std::vector<deviceplugin::GpuInfo>& gp
   for (const auto& gpu : gpus) {
     std::string name = "gpu-" + std::to_string(gpu.index);
     if (gpu.mig_index >= 0) name += "-mig-" + std::to_string(gpu.mig_index);
-    devices.push_back({name, gpu});
+    devices.push_back({name, gpu, ""});
   }
   return devices;
 }

@@ -13,6 +13,7 @@ namespace gpuslice::dra {
 struct NodeDevice {
   std::string name;  // "gpu-3", or "gpu-3-mig-1" for instance 1 of GPU 3
   deviceplugin::GpuInfo gpu;
+  std::string problem;  // why it is unhealthy (dra/device_health.h); empty when it is healthy
 };
 
 std::vector<NodeDevice> NameDevices(const std::vector<deviceplugin::GpuInfo>& gpus);

@@ -31,6 +31,7 @@ class PluginServer::DraService final : public drapb::DRAPlugin::Service {
         device->set_pool_name(d.pool);
         device->set_device_name(d.device);
         for (const auto& id : d.cdi_device_ids) device->add_cdi_device_ids(id);
+        if (!d.share_id.empty()) device->set_share_id(d.share_id);
       }
     }
     return grpc::Status::OK;
@@ -63,7 +64,8 @@ class PluginServer::RegistrationService final : public pluginregistration::Regis
     info->set_type("DRAPlugin");
     info->set_name(config_.driver_name);
     info->set_endpoint(endpoint_);
-    info->add_supported_versions("v1.DRAPlugin");
+    info->add_supported_versions("v1.DRAPlugin");  // first: the DRAPlugin version the kubelet uses
+    info->add_supported_versions(kHealthServiceName);
     return grpc::Status::OK;
   }
 
@@ -86,8 +88,8 @@ class PluginServer::RegistrationService final : public pluginregistration::Regis
   std::atomic<int>* const registrations_;
 };
 
-PluginServer::PluginServer(const DriverConfig& config, ClaimPreparer* preparer)
-    : config_(config), preparer_(preparer) {}
+PluginServer::PluginServer(const DriverConfig& config, ClaimPreparer* preparer, HealthService* health)
+    : config_(config), preparer_(preparer), health_(health) {}
 PluginServer::~PluginServer() { Stop(); }
 
 Status PluginServer::Start() {
@@ -95,16 +97,18 @@ Status PluginServer::Start() {
     std::string socket;
     grpc::Service* service;
     std::unique_ptr<grpc::Server>* server;
+    grpc::Service* also = nullptr;  // a second service on the same socket
   };
   dra_service_ = std::make_unique<DraService>(preparer_);
   registration_service_ =
       std::make_unique<RegistrationService>(config_, plugin_socket(), &registered_, &registrations_);
-  for (const Endpoint& e : {Endpoint{plugin_socket(), dra_service_.get(), &dra_server_},
+  for (const Endpoint& e : {Endpoint{plugin_socket(), dra_service_.get(), &dra_server_, health_},
                             Endpoint{registration_socket(), registration_service_.get(), &registration_server_}}) {
     unlink(e.socket.c_str());  // a stale socket of an earlier run refuses the bind
     grpc::ServerBuilder builder;
     builder.AddListeningPort("unix://" + e.socket, grpc::InsecureServerCredentials());
     builder.RegisterService(e.service);
+    if (e.also) builder.RegisterService(e.also);
     *e.server = builder.BuildAndStart();
     if (!*e.server) {
       Stop();

@@ -1,7 +1,9 @@
-// The driver's two gRPC endpoints: the DRAPlugin service (dra/v1) on <plugin-dir>/dra.sock,
-// which the kubelet calls to prepare and unprepare claims, and the Registration service
+// The driver's two gRPC endpoints: the DRAPlugin service (dra/v1) and the device health service
+// (dra-health v1alpha1) on <plugin-dir>/dra.sock, which the kubelet calls to prepare and
+// unprepare claims and watches for its devices' health, and the Registration service
 // (pluginregistration v1) on <registry-dir>/<driver>-reg.sock, where the kubelet's plugin watcher
-// finds the driver and learns the first socket (type DRAPlugin, version v1.DRAPlugin).
+// finds the driver and learns the first socket (type DRAPlugin, versions v1.DRAPlugin and
+// v1alpha1.DRAResourceHealth).
 #pragma once
 
 #include <atomic>
@@ -12,12 +14,13 @@
 
 #include "dra/claim_preparer.h"
 #include "dra/driver_config.h"
+#include "dra/health_service.h"
 
 namespace gpuslice::dra {
 
 class PluginServer {
  public:
-  PluginServer(const DriverConfig& config, ClaimPreparer* preparer);
+  PluginServer(const DriverConfig& config, ClaimPreparer* preparer, HealthService* health);
   ~PluginServer();
 
   // Serves both sockets (the DRAPlugin one first: it must answer once the kubelet learns it).
@@ -37,6 +40,7 @@ class PluginServer {
   class RegistrationService;
   const DriverConfig config_;
   ClaimPreparer* const preparer_;
+  HealthService* const health_;
   std::atomic<bool> registered_{false};
   std::atomic<int> registrations_{0};
   std::unique_ptr<DraService> dra_service_;

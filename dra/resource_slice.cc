@@ -1,5 +1,7 @@
 #include "dra/resource_slice.h"
 
+#include <algorithm>
+
 namespace gpuslice::dra {
 namespace {
 
@@ -7,6 +9,7 @@ nlohmann::json Text(const std::string& value) { return {{"string", value.substr(
 nlohmann::json Int(int64_t value) { return {{"int", value}}; }
 
 nlohmann::json DeviceJson(const NodeDevice& device, const std::string& driver_version) {
+  // Attributes, capacities; taints are added by the caller.
   const auto& gpu = device.gpu;
   nlohmann::json attributes = {
       {"type", Text(gpu.mig_index >= 0 ? "mig" : "gpu")},
@@ -26,7 +29,7 @@ nlohmann::json DeviceJson(const NodeDevice& device, const std::string& driver_ve
   nlohmann::json capacity = {
       {"memory",
        {{"value", std::to_string(gpu.total_memory)},
-        {"requestPolicy", {{"default", kDefaultMemory}, {"validRange", {{"min", kMinimumMemory}}}}}}},
+        {"requestPolicy", {{"default", DefaultMemory(gpu.total_memory)}, {"validRange", {{"min", kMinimumMemory}}}}}}},
       {"compute",
        {{"value", "100"},
         {"requestPolicy",
@@ -41,12 +44,28 @@ nlohmann::json DeviceJson(const NodeDevice& device, const std::string& driver_ve
 
 }  // namespace
 
+std::string DefaultMemory(uint64_t device_memory) {
+  return std::to_string(std::max<uint64_t>(1, (device_memory >> 20) / 100)) + "Mi";
+}
+
+std::string TaintKey(const DriverConfig& config) { return config.driver_name + "/unhealthy"; }
+
 std::string ResourceSliceName(const DriverConfig& config) { return config.node_name + "-" + config.driver_name; }
 
 nlohmann::json ResourceSliceJson(const DriverConfig& config, const std::vector<NodeDevice>& devices,
+                                 const std::map<std::string, DeviceCondition>& conditions,
                                  const std::string& driver_version, int64_t generation) {
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& device : devices) list.push_back(DeviceJson(device, driver_version));
+  for (const auto& device : devices) {
+    nlohmann::json json = DeviceJson(device, driver_version);
+    const auto c = conditions.find(device.name);
+    if (c != conditions.end() && !c->second.healthy) {
+      json["taints"] = {{{"key", TaintKey(config)},
+                         {"value", c->second.reason},
+                         {"effect", c->second.hard ? config.hard_failure_taint : "NoSchedule"}}};
+    }
+    list.push_back(std::move(json));
+  }
   return {{"apiVersion", "resource.k8s.io/v1"},
           {"kind", "ResourceSlice"},
           {"metadata", {{"name", ResourceSliceName(config)}}},

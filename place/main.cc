@@ -14,6 +14,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "common/version.h"
 #include "place/command_line.h"
 #include "place/experiment.h"
 #include "place/mig.h"
@@ -279,6 +280,7 @@ int main(int argc, char** argv) {
       "trace's pods, shuffled by a seed and sampled with replacement until the GPUs they ask for reach --inflation "
       "times the cluster's, are placed one by one, never deleted; after each pod it records allocated GPUs, "
       "fragmentation and failed pods, and reports them per 1% of arrived GPU demand, averaged over seeds.");
+  app.set_version_flag("--version", "gpuslice-place " GPUSLICE_VERSION, "Print the version and exit");
   PlaceCommand c;
   AddOptions(app, &c);
   CLI11_PARSE(app, argc, argv);

@@ -30,7 +30,7 @@ def definitions(text):
 
 def main():
     root = pathlib.Path(sys.argv[1])
-    files = sorted((root / "sim" / "driver").glob("api_*.cc")) + [root / "sim" / "nvml" / "nvml_sim.cc"]
+    files = sorted((root / "sim" / "driver").glob("api_*.cc")) + sorted((root / "sim" / "nvml").glob("*.cc"))
     checked, missing = 0, []
     for path in files:
         for name, body in definitions(path.read_text()):

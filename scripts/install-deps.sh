@@ -32,14 +32,21 @@ packages=(
   clang-format
 )
 
+# tests/package/package_image_test.cc asks apt-cache which Debian 12 archive holds each package the
+# image installs: apt's package lists must be there, even when nothing is missing.
+lists_missing=0
+ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1 || lists_missing=1
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if ((${#missing[@]})); then
-  echo "install-deps: installing ${missing[*]}"
+if ((${#missing[@]} || lists_missing)); then
+  if ((${#missing[@]})); then echo "install-deps: installing ${missing[*]}"; fi
   sudo_cmd=()
   [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if ((${#missing[@]})); then
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
 fi

@@ -69,7 +69,11 @@ struct SimDevice {
   // Nonzero: the GPU has fallen off the bus (an XID 79 on real hardware). The simulated NVML
   // then answers NVML_ERROR_GPU_IS_LOST for the device; set by `gpuslice-sim gpu-lost`.
   std::atomic<uint32_t> lost;
-  uint32_t reserved_lost;
+  // Fault injection: the last XID the driver reported for the GPU (low 16 bits) and how many it
+  // reported (high 16 bits, so that the same XID twice is two events); 0: none yet. The
+  // simulated NVML delivers each new one as an nvmlEventTypeXidCriticalError event. Took the
+  // place of a reserved word: the layout is unchanged.
+  std::atomic<uint32_t> xid;
 };
 
 struct SimProcessSlot {

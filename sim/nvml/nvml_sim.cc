@@ -22,6 +22,7 @@
 
 #include "common/clock.h"
 #include "sim/call_model.h"
+#include "sim/nvml/nvml_sim_devices.h"
 #include "sim/sim_config.h"
 #include "sim/sim_state.h"
 
@@ -668,3 +669,29 @@ nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* i
 }
 
 }  // extern "C"
+
+namespace gpuslice::sim::nvml {
+
+int UnitOf(nvmlDevice_st* device) {
+  try {
+    Session session;
+    return session.ok() ? session.Ordinal(device) : -1;
+  } catch (...) {
+    return -1;
+  }
+}
+
+nvmlDevice_st* HandleOf(int unit) { return &Handles()[unit]; }
+
+bool XidWord(int unit, uint32_t* word) {
+  try {
+    Session session;
+    if (!session.ok()) return false;
+    *word = session.state().device(unit).xid.load();
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace gpuslice::sim::nvml

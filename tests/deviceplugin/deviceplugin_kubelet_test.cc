@@ -370,14 +370,14 @@ TEST_F(DevicePluginTest, AllocateDerivesEachContainersSliceFromItsIdsAndNeverSpl
   for (const auto& r : response.container_responses()) {
     tenants.insert(r.envs().at("GPUSLICE_TENANT"));
     EXPECT_EQ(r.envs().at("GPUSLICE_STATE_DIR"), "/run/gpuslice");
-    EXPECT_EQ(r.envs().at("LD_PRELOAD"), "/usr/local/gpuslice/lib/libgpuslice.so");
+    EXPECT_EQ(r.envs().at("LD_PRELOAD"), "/usr/local/lib/gpuslice/libgpuslice.so");
     ASSERT_EQ(r.mounts_size(), 2);
     for (const auto& m : r.mounts()) {
       if (m.container_path() == "/run/gpuslice") {
         EXPECT_EQ(m.host_path(), dir_ + "/state");
         EXPECT_FALSE(m.read_only());
       } else {
-        EXPECT_EQ(m.container_path(), "/usr/local/gpuslice/lib/libgpuslice.so");
+        EXPECT_EQ(m.container_path(), "/usr/local/lib/gpuslice/libgpuslice.so");
         EXPECT_EQ(m.host_path(), ShimPath());
         EXPECT_TRUE(m.read_only());
       }
@@ -454,7 +454,7 @@ TEST_F(DevicePluginTest, LdSoPreloadModeMountsThePreloadFileInstead) {
     std::ifstream file(m.host_path());
     std::string line;
     std::getline(file, line);
-    EXPECT_EQ(line, "/usr/local/gpuslice/lib/libgpuslice.so");
+    EXPECT_EQ(line, "/usr/local/lib/gpuslice/libgpuslice.so");
     EXPECT_TRUE(m.read_only());
   }
   EXPECT_TRUE(mounted);

@@ -18,7 +18,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string Manifest(const std::string& name) { return SourceDir() + "/deploy/kubernetes/" + name; }
+std::string Manifest(const std::string& path) { return SourceDir() + "/" + path; }
 
 // Every document of a YAML file, as JSON.
 json LoadYaml(const std::string& path) {
@@ -66,7 +66,7 @@ json ParseYamlText(const std::string& text) {
 }
 
 TEST(DevicePluginManifestsTest, DaemonSetConfigIsOneThePluginAcceptsAndItsVolumesMatchIt) {
-  const auto documents = LoadYaml(Manifest("gpuslice-device-plugin.yaml"));
+  const auto documents = LoadYaml(Manifest("deploy/kubernetes/overlays/device-plugin/gpuslice-device-plugin.yaml"));
   const std::string config_text = Find(documents, "ConfigMap").at("data").at("config.yaml");
   const auto checked = CheckConfig(config_text);
   EXPECT_EQ(checked.exit_code, 0) << checked.err;
@@ -101,9 +101,9 @@ TEST(DevicePluginManifestsTest, DaemonSetConfigIsOneThePluginAcceptsAndItsVolume
 }
 
 TEST(DevicePluginManifestsTest, PodExampleAsksForAQuarterOfOneGpu) {
-  const auto daemonset = LoadYaml(Manifest("gpuslice-device-plugin.yaml"));
+  const auto daemonset = LoadYaml(Manifest("deploy/kubernetes/overlays/device-plugin/gpuslice-device-plugin.yaml"));
   const json config = ParseYamlText(Find(daemonset, "ConfigMap").at("data").at("config.yaml"));
-  const auto pod = Find(LoadYaml(Manifest("pod-gpu-slice.yaml")), "Pod");
+  const auto pod = Find(LoadYaml(Manifest("deploy/kubernetes/examples/pod-gpu-slice.yaml")), "Pod");
   const auto& limits = pod.at("spec").at("containers").at(0).at("resources").at("limits");
   EXPECT_EQ(config.at("slicesPerGpu"), 100);
   EXPECT_EQ(limits.size(), 1u) << "one resource: memory and time together";
@@ -111,7 +111,7 @@ TEST(DevicePluginManifestsTest, PodExampleAsksForAQuarterOfOneGpu) {
 }
 
 TEST(DevicePluginManifestsTest, MigExampleLeavesTheMigGpuToNvidiasPlugin) {
-  const auto documents = LoadYaml(Manifest("pod-mig-slice.yaml"));
+  const auto documents = LoadYaml(Manifest("deploy/kubernetes/examples/pod-mig-slice.yaml"));
   ASSERT_EQ(documents.size(), 2u);
   EXPECT_TRUE(documents.at(0)
                   .at("spec")
@@ -151,6 +151,7 @@ std::vector<PodSpecIn> PodSpecs(const std::string& file, json& documents) {
 }
 
 bool AsksForGpu(const json& spec) {
+  if (!spec.value("resourceClaims", json::array()).empty()) return true;  // DRA: a claim of a GPU
   for (const auto& c : spec.value("containers", json::array())) {
     const json resources = c.value("resources", json::object());
     for (const char* part : {"limits", "requests"}) {
@@ -207,16 +208,19 @@ std::vector<std::string> GpuNodeRuleProblems(const std::string& file, json& docu
   return problems;
 }
 
-// Every deploy/kubernetes/*.yaml by file name, parsed in one python3 run.
+// Every manifest of deploy/kubernetes/ (the kustomize tree's and the examples', not the
+// kustomization files) by path, parsed in one python3 run.
 std::map<std::string, json> EveryManifest() {
-  const auto r = Run({"/usr/bin/env", "python3", "-c",
-                      "import glob, json, os, sys, yaml\n"
-                      "out = {}\n"
-                      "for path in sorted(glob.glob(os.path.join(sys.argv[1], '*.yaml'))):\n"
-                      "    with open(path) as f:\n"
-                      "        out[os.path.basename(path)] = [d for d in yaml.safe_load_all(f) if d is not None]\n"
-                      "print(json.dumps(out))\n",
-                      SourceDir() + "/deploy/kubernetes"});
+  const auto r =
+      Run({"/usr/bin/env", "python3", "-c",
+           "import glob, json, os, sys, yaml\n"
+           "out = {}\n"
+           "for path in sorted(glob.glob(os.path.join(sys.argv[1], '**', '*.yaml'), recursive=True)):\n"
+           "    if os.path.basename(path) == 'kustomization.yaml': continue\n"
+           "    with open(path) as f:\n"
+           "        out[os.path.relpath(path, sys.argv[1])] = [d for d in yaml.safe_load_all(f) if d is not None]\n"
+           "print(json.dumps(out))\n",
+           SourceDir() + "/deploy/kubernetes"});
   EXPECT_EQ(r.exit_code, 0) << "a manifest does not parse as YAML: " << r.err;
   return r.exit_code == 0 ? json::parse(r.out).get<std::map<std::string, json>>() : std::map<std::string, json>{};
 }
@@ -231,9 +235,9 @@ TEST(DevicePluginManifestsTest, EveryManifestKeepsGpuPodsOnGpuNodesAndOthersOff)
       (AsksForGpu(*p.spec) ? gpu_specs : p.plugin ? plugin_specs : cpu_specs) += 1;
     }
   }
-  EXPECT_EQ(plugin_specs, 1);
-  EXPECT_GE(gpu_specs, 3);  // the slice and both MIG-example pods
-  EXPECT_GE(cpu_specs, 1);  // pod-cpu-only.yaml
+  EXPECT_EQ(plugin_specs, 3);  // the device plugin's, the DRA driver's and the exporter's DaemonSets
+  EXPECT_GE(gpu_specs, 3);     // the slice and both MIG-example pods
+  EXPECT_GE(cpu_specs, 1);     // pod-cpu-only.yaml
 }
 
 // The control: each rule, broken in a copy of a real manifest, is reported.

@@ -1,13 +1,14 @@
-// The DRA driver's manifests (deploy/kubernetes/dra/) parse as YAML (python3-yaml) and agree
-// with the driver: every claim template names the DeviceClass, asks for the capacities the
-// driver publishes, and carries an opaque configuration the driver accepts; the DaemonSet's
-// flags are the driver's, its RBAC covers the calls the driver makes.
+// The DRA driver's manifests (deploy/kubernetes/overlays/dra/, the claim examples) parse as YAML (python3-yaml) and
+// agree with the driver: every claim template names the DeviceClass, asks for the capacities the driver publishes, and
+// carries an opaque configuration the driver accepts; the DaemonSet's flags are the driver's, its RBAC covers the calls
+// the driver makes.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "dra/claim_allocation.h"
 #include "dra/claim_environment.h"
+#include "tests/dra/dra_stand_ins.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"
 
@@ -21,7 +22,7 @@ json LoadYaml(const std::string& name) {
                       "import json, sys, yaml\n"
                       "with open(sys.argv[1]) as f:\n"
                       "    print(json.dumps([d for d in yaml.safe_load_all(f) if d is not None]))\n",
-                      SourceDir() + "/deploy/kubernetes/dra/" + name});
+                      SourceDir() + "/" + name});
   EXPECT_EQ(r.exit_code, 0) << name << " does not parse as YAML: " << r.err;
   return r.exit_code == 0 ? json::parse(r.out) : json::array();
 }
@@ -35,8 +36,14 @@ json Find(const json& documents, const std::string& kind) {
 }
 
 TEST(DraManifestsTest, ClaimTemplatesNameTheClassAndCarryConfigurationsTheDriverAccepts) {
-  const json device_class = Find(LoadYaml("deviceclass.yaml"), "DeviceClass");
+  const json device_class = Find(LoadYaml("deploy/kubernetes/overlays/dra/deviceclass.yaml"), "DeviceClass");
   EXPECT_EQ(device_class["metadata"]["name"], "gpu.gpuslice.io");
+  // Valid at the 1.36 level (extendedResourceName), and serving the device plugin's resource.
+  EXPECT_EQ(SchemaErrors("deviceclass", device_class), "");
+  EXPECT_EQ(device_class["spec"]["extendedResourceName"], "gpuslice.io/gpu");
+  json misspelt = device_class;
+  misspelt["spec"]["extendedResourceNme"] = "gpuslice.io/gpu";  // the control: the schema refuses it
+  EXPECT_NE(SchemaErrors("deviceclass", misspelt).find("extendedResourceNme"), std::string::npos);
   // The class's configuration, as an allocation carries it.
   json configs = json::array();
   for (const auto& c : device_class["spec"]["config"])
@@ -46,9 +53,10 @@ TEST(DraManifestsTest, ClaimTemplatesNameTheClassAndCarryConfigurationsTheDriver
   deviceplugin::GpuInfo gpu;
   gpu.uuid = "GPU-1";
   gpu.total_memory = 143771ULL << 20;  // an H200
-  const std::vector<dra::NodeDevice> devices = {{"gpu-0", gpu}};
-  for (const char* name :
-       {"claim-template-10gi-30pct.yaml", "claim-template-mig-instance.yaml", "claim-template-latency-service.yaml"}) {
+  const std::vector<dra::NodeDevice> devices = {{"gpu-0", gpu, ""}};
+  for (const char* name : {"deploy/kubernetes/examples/claim-template-10gi-30pct.yaml",
+                           "deploy/kubernetes/examples/claim-template-mig-instance.yaml",
+                           "deploy/kubernetes/examples/claim-template-latency-service.yaml"}) {
     const json tmpl = Find(LoadYaml(name), "ResourceClaimTemplate");
     const json& devices_spec = tmpl["spec"]["spec"]["devices"];
     const json& request = devices_spec["requests"][0];
@@ -82,7 +90,7 @@ TEST(DraManifestsTest, ClaimTemplatesNameTheClassAndCarryConfigurationsTheDriver
 }
 
 TEST(DraManifestsTest, TheDaemonSetsFlagsAreTheDriversAndItsRbacCoversItsCalls) {
-  const json documents = LoadYaml("gpuslice-dra-driver.yaml");
+  const json documents = LoadYaml("deploy/kubernetes/overlays/dra/gpuslice-dra-driver.yaml");
   const json daemonset = Find(documents, "DaemonSet");
   const json& container = daemonset["spec"]["template"]["spec"]["containers"][0];
   const auto help = gpuslice::testing::Run({BinDir() + "/gpuslice-dra-driver", "--help"});

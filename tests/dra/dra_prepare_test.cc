@@ -6,9 +6,11 @@
 // a restart of the driver.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "gpuslice/sim_query.h"
 #include "tests/dra/dra_stand_ins.h"
@@ -94,8 +96,9 @@ TEST_F(DraPrepareTest, RegistersAsADraPluginOfVersionV1) {
   const auto info = kubelet_->info();
   EXPECT_EQ(info.type(), "DRAPlugin");
   EXPECT_EQ(info.name(), "gpu.gpuslice.io");
-  ASSERT_EQ(info.supported_versions_size(), 1);
-  EXPECT_EQ(info.supported_versions(0), "v1.DRAPlugin");
+  ASSERT_EQ(info.supported_versions_size(), 2);
+  EXPECT_EQ(info.supported_versions(0), "v1.DRAPlugin") << "the first is the kubelet's choice";
+  EXPECT_EQ(info.supported_versions(1), "v1alpha1.DRAResourceHealth") << "the health stream is served";
   EXPECT_EQ(info.endpoint(), dir_ + "/plugin/dra.sock");
   for (int i = 0; i < 50 && driver_->StderrSoFar().find("registered with the kubelet") == std::string::npos; ++i)
     usleep(100000);
@@ -118,12 +121,13 @@ TEST_F(DraPrepareTest, APreparedClaimGetsACdiSpecOfItsBookedMemoryAndCompute) {
   ASSERT_EQ(answer.devices(0).request_names_size(), 1);
   EXPECT_EQ(answer.devices(0).request_names(0), "gpu");
   ASSERT_EQ(answer.devices(0).cdi_device_ids_size(), 1);
-  EXPECT_EQ(answer.devices(0).cdi_device_ids(0), "gpuslice.io/claim=" + spec.uid + "-gpu-1");
+  EXPECT_EQ(answer.devices(0).share_id(), ShareIdOf(spec));
+  EXPECT_EQ(answer.devices(0).cdi_device_ids(0), "gpuslice.io/claim=" + spec.uid + "-gpu-1-" + ShareIdOf(spec));
   const auto cdi = ReadJson(SpecPath(spec.uid));
   ASSERT_FALSE(cdi.is_discarded());
   EXPECT_EQ(SchemaErrors("cdi", cdi), "");
   EXPECT_EQ(cdi["kind"], "gpuslice.io/claim");
-  EXPECT_EQ(cdi["devices"][0]["name"], spec.uid + "-gpu-1");
+  EXPECT_EQ(cdi["devices"][0]["name"], spec.uid + "-gpu-1-" + ShareIdOf(spec));
   const auto env = SpecEnv(cdi);
   EXPECT_EQ(env.at("GPUSLICE_MEMORY_LIMIT"), "4Gi");
   EXPECT_EQ(env.at("GPUSLICE_COMPUTE_REQUEST"), "30");
@@ -164,6 +168,47 @@ TEST_F(DraPrepareTest, TheClaimsConfigurationOverridesTheClasssAndNoConsumedCapa
   EXPECT_EQ(env.at("GPUSLICE_COMPUTE_LIMIT"), "100") << "the class's, which the claim leaves";
   EXPECT_EQ(env.at("GPUSLICE_MEMORY_LIMIT"), "16Gi");
   EXPECT_EQ(env.at("GPUSLICE_COMPUTE_REQUEST"), "100");
+  EXPECT_FALSE(answer.devices(0).has_share_id()) << "a whole device is no share";
+  EXPECT_EQ(answer.devices(0).cdi_device_ids(0), "gpuslice.io/claim=" + spec.uid + "-gpu-0");
+}
+
+// Two claims sharing one device (consumable capacity), prepared in one call as the kubelet does
+// for a pod of two claims: each answer carries its allocation's share_id, and each share has a
+// CDI device and an environment of its own (its tenant, its booked memory and compute) on the
+// same GPU, so that one never overrides the other in a container that holds both.
+TEST_F(DraPrepareTest, TwoClaimsSharingOneDeviceGetTheirShareIdsAndCdiDevicesAndEnvironmentsOfTheirOwn) {
+  const ClaimSpec a{.name = "share-a", .uid = "0b6c7a52-2222-4f00-9000-00000000000a", .memory = "3Gi", .compute = "20"};
+  const ClaimSpec b{.name = "share-b", .uid = "0b6c7a52-2222-4f00-9000-00000000000b", .memory = "5Gi", .compute = "45"};
+  ASSERT_NE(ShareIdOf(a), ShareIdOf(b));
+  api_->SetClaim(MakeClaim(a));
+  api_->SetClaim(MakeClaim(b));
+  drapb::NodePrepareResourcesResponse response;
+  const auto status = kubelet_->Prepare({ClaimOf(a), ClaimOf(b)}, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::set<std::string> cdi_ids, tenants;
+  for (const ClaimSpec& spec : {a, b}) {
+    ASSERT_EQ(response.claims().count(spec.uid), 1u);
+    const auto& answer = response.claims().at(spec.uid);
+    ASSERT_EQ(answer.error(), "");
+    ASSERT_EQ(answer.devices_size(), 1);
+    EXPECT_EQ(answer.devices(0).device_name(), "gpu-0");
+    ASSERT_TRUE(answer.devices(0).has_share_id()) << spec.name;
+    EXPECT_EQ(answer.devices(0).share_id(), ShareIdOf(spec)) << spec.name;
+    cdi_ids.insert(answer.devices(0).cdi_device_ids(0));
+    const auto cdi = ReadJson(SpecPath(spec.uid));
+    EXPECT_EQ(SchemaErrors("cdi", cdi), "");
+    EXPECT_EQ("gpuslice.io/claim=" + cdi["devices"][0]["name"].get<std::string>(), answer.devices(0).cdi_device_ids(0));
+    const auto env = SpecEnv(cdi);
+    tenants.insert(env.at("GPUSLICE_TENANT"));
+    EXPECT_EQ(env.at("GPUSLICE_MEMORY_LIMIT"), spec.memory);
+    EXPECT_EQ(env.at("GPUSLICE_COMPUTE_REQUEST"), spec.compute);
+    EXPECT_EQ(env.at("NVIDIA_VISIBLE_DEVICES"), Uuid(0)) << "one GPU, two shares";
+  }
+  EXPECT_EQ(cdi_ids.size(), 2u);
+  EXPECT_EQ(tenants, (std::set<std::string>{"default.share-a", "default.share-b"}));
+  EXPECT_EQ(SpecFiles(), 2u);
+  // A restarted driver answers from its checkpoint with the same shares.
+  EXPECT_EQ(Checkpoint()["claims"][a.uid]["devices"][0]["shareID"], ShareIdOf(a));
 }
 
 // A device allocated for a firstAvailable subrequest ("gpu/small") is answered for its request
@@ -341,6 +386,33 @@ TEST_F(DraPrepareTest, AKubeconfigsServerAndTokenAreUsed) {
                                       << "users:\n- name: u\n  user:\n    token: s3cret\n";
   driver_ = StartDriver(dir_, "", {"--kubeconfig", dir_ + "/kubeconfig"});
   ASSERT_TRUE(api_->WaitForSlices(1, 20000)) << driver_->StderrSoFar();
+}
+
+}  // namespace
+}  // namespace gpuslice::testing
+
+namespace gpuslice::testing {
+namespace {
+
+// The plugin directory is the driver's: created (with its parents, mode 0750) when missing, as
+// the kubelet plugin helpers create it; the kubelet's registration directory is not, and a
+// missing one is named with its flag.
+TEST_F(DraPrepareTest, ItCreatesAMissingPluginDirectoryAndNamesAMissingRegistryDirectory) {
+  const std::string plugin_dir = dir_ + "/made/by/driver";
+  std::filesystem::create_directory(dir_ + "/registry2");
+  auto second = StartDriver(dir_, api_->url(), {"--plugin-dir", plugin_dir, "--registry-dir", dir_ + "/registry2"});
+  ASSERT_TRUE(second->WaitForOutput("serving", 20000)) << second->StderrSoFar();
+  struct stat st {};
+  ASSERT_EQ(stat(plugin_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0750u);
+  EXPECT_TRUE(std::filesystem::exists(plugin_dir + "/dra.sock"));
+  second.reset();
+
+  auto refused =
+      StartDriver(dir_, api_->url(), {"--plugin-dir", dir_ + "/plugin3", "--registry-dir", dir_ + "/no-such-registry"});
+  const ProcessResult r = refused->Wait(20000);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--registry-dir " + dir_ + "/no-such-registry is not a directory"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // The DRA driver publishes this node's devices: one ResourceSlice that the stand-in API server
 // validates against the official resource.k8s.io/v1 schema, one device per whole GPU or MIG
-// instance with the capacities claims consume, and a new generation when a GPU is lost or
-// comes back.
+// instance with the capacities claims consume, and a new generation, the GPU tainted, when a
+// GPU is lost, and again, the taint lifted, when it comes back.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -86,7 +86,9 @@ TEST_F(DraResourceSliceTest, EightH200WithTwoInMigModeArePublishedAsOneValidSlic
   }
   EXPECT_FALSE((*Device(slice, "gpu-2"))["attributes"]["driverVersion"]["string"].get<std::string>().empty());
   const auto& policy = (*Device(slice, "gpu-2"))["capacity"]["compute"]["requestPolicy"];
-  EXPECT_EQ(policy["default"], "10");
+  EXPECT_EQ(policy["default"], "1") << "a claim naming no amount gets one slice, as gpuslice.io/gpu: 1";
+  const auto& memory_policy = (*Device(slice, "gpu-2"))["capacity"]["memory"]["requestPolicy"];
+  EXPECT_EQ(memory_policy["default"], std::to_string((snap.devices[2].total_memory >> 20) / 100) + "Mi");
   EXPECT_EQ(policy["validRange"]["max"], "100");
 }
 
@@ -103,27 +105,33 @@ TEST_F(DraResourceSliceTest, ControlTheSchemaRefusesASliceWithAnUnknownOrMissing
   EXPECT_NE(SchemaErrors("resourceslice", no_value).find("'value' is a required property"), std::string::npos);
 }
 
-TEST_F(DraResourceSliceTest, ALostGpuIsRepublishedWithoutItAndBackWhenItRecovers) {
+TEST_F(DraResourceSliceTest, ALostGpuIsRepublishedTaintedAndUntaintedWhenItRecovers) {
   driver_ = StartDriver(dir_, api_->url());
   ASSERT_TRUE(api_->WaitForSlices(1, 20000)) << driver_->StderrSoFar();
   ASSERT_EQ(testing::Run({BinDir() + "/gpuslice-sim", "gpu-lost", "5", "--state", state_path()}).exit_code, 0);
   ASSERT_TRUE(api_->WaitForSlices(2, 20000)) << driver_->StderrSoFar();
-  const auto without = api_->accepted_slices()[1];
-  EXPECT_EQ(without["spec"]["pool"]["generation"], 2);
-  EXPECT_EQ(without["spec"]["devices"].size(), 9u);
-  EXPECT_EQ(Device(without, "gpu-5"), nullptr);
+  const auto tainted = api_->accepted_slices()[1];
+  EXPECT_EQ(tainted["spec"]["pool"]["generation"], 2);
+  EXPECT_EQ(tainted["spec"]["devices"].size(), 10u) << "a lost GPU stays published, tainted";
+  ASSERT_NE(Device(tainted, "gpu-5"), nullptr);
+  EXPECT_EQ((*Device(tainted, "gpu-5"))["taints"],
+            nlohmann::json::parse(
+                R"([{"key": "gpu.gpuslice.io/unhealthy", "value": "gpu-lost", "effect": "NoSchedule"}])"));
+  EXPECT_FALSE(Device(tainted, "gpu-4")->contains("taints"));
   usleep(500000);  // five more health polls: the loss is said once, not once per poll
   const std::string log = driver_->StderrSoFar();
-  const auto said = log.find("GPU 5 left out");
+  const auto said = log.find("gpu-5 is unhealthy: nvmlDeviceGetUUID: GPU is lost");
   EXPECT_NE(said, std::string::npos) << log;
-  EXPECT_EQ(log.find("GPU 5 left out", said + 1), std::string::npos) << log;
+  EXPECT_EQ(log.find("gpu-5 is unhealthy", said + 1), std::string::npos) << log;
+  EXPECT_EQ(api_->accepted_slices().size(), 2u) << "nothing changed, nothing published";
   ASSERT_EQ(testing::Run({BinDir() + "/gpuslice-sim", "gpu-lost", "5", "--clear", "--state", state_path()}).exit_code,
             0);
   ASSERT_TRUE(api_->WaitForSlices(3, 20000)) << driver_->StderrSoFar();
   const auto back = api_->accepted_slices()[2];
   EXPECT_EQ(back["spec"]["pool"]["generation"], 3);
   EXPECT_EQ(back["spec"]["devices"].size(), 10u);
-  EXPECT_NE(Device(back, "gpu-5"), nullptr);
+  ASSERT_NE(Device(back, "gpu-5"), nullptr);
+  EXPECT_FALSE(Device(back, "gpu-5")->contains("taints"));
   EXPECT_TRUE(api_->refused_slices().empty());
 }
 

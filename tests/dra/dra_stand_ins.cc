@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <set>
 
 #include <httplib.h>
 
@@ -194,6 +197,14 @@ int StandInApiServer::claim_reads() {
   return claim_reads_;
 }
 
+std::string ShareIdOf(const ClaimSpec& spec) {
+  if (spec.memory.empty() && spec.compute.empty()) return "";
+  char tail[13];
+  std::snprintf(tail, sizeof tail, "%012llx",
+                static_cast<unsigned long long>(std::hash<std::string>{}(spec.uid) & 0xffffffffffffULL));
+  return std::string("a1b2c3d4-0000-4000-8000-") + tail;  // a lowercase UUID, as the scheduler's
+}
+
 nlohmann::json MakeClaim(const ClaimSpec& spec) {
   nlohmann::json result = {{"request", spec.request},
                            {"driver", "gpu.gpuslice.io"},
@@ -201,8 +212,7 @@ nlohmann::json MakeClaim(const ClaimSpec& spec) {
                            {"device", spec.device}};
   if (!spec.memory.empty()) result["consumedCapacity"]["memory"] = spec.memory;
   if (!spec.compute.empty()) result["consumedCapacity"]["compute"] = spec.compute;
-  if (!spec.memory.empty() || !spec.compute.empty())
-    result["shareID"] = "a1b2c3d4-0000-4000-8000-" + spec.uid.substr(0, 12);
+  if (const std::string share = ShareIdOf(spec); !share.empty()) result["shareID"] = share;
   return {{"apiVersion", "resource.k8s.io/v1"},
           {"kind", "ResourceClaim"},
           {"metadata", {{"namespace", spec.claim_namespace}, {"name", spec.name}, {"uid", spec.uid}}},
@@ -217,6 +227,82 @@ nlohmann::json OpaqueConfig(const std::string& source, const nlohmann::json& par
 
 StandInKubelet::StandInKubelet(std::string registration_socket)
     : registration_socket_(std::move(registration_socket)) {}
+
+StandInKubelet::~StandInKubelet() {
+  if (health_context_) health_context_->TryCancel();
+  if (health_reader_.joinable()) health_reader_.join();
+}
+
+bool StandInKubelet::WatchHealth(std::string* error) {
+  bool listed = false;
+  for (const auto& v : info_.supported_versions()) listed |= v == "v1alpha1.DRAResourceHealth";
+  if (!listed) {
+    *error = "the driver does not list v1alpha1.DRAResourceHealth among its supported versions";
+    return false;
+  }
+  health_stub_ = v1alpha1::DRAResourceHealth::NewStub(
+      grpc::CreateChannel("unix://" + info_.endpoint(), grpc::InsecureChannelCredentials()));
+  health_context_ = std::make_unique<grpc::ClientContext>();
+  auto reader = health_stub_->NodeWatchResources(health_context_.get(), v1alpha1::NodeWatchResourcesRequest());
+  health_reader_ = std::thread([this, r = std::move(reader)]() mutable { ReadHealth(std::move(r)); });
+  return true;
+}
+
+void StandInKubelet::ReadHealth(std::unique_ptr<grpc::ClientReader<v1alpha1::NodeWatchResourcesResponse>> reader) {
+  v1alpha1::NodeWatchResourcesResponse response;
+  std::set<std::string> devices_before;
+  while (reader->Read(&response)) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++health_answers_;
+    std::set<std::string> devices;
+    for (const auto& d : response.devices()) {
+      const std::string& name = d.device().device_name();
+      devices.insert(name);
+      if (d.device().pool_name() != "node-a") health_problems_.push_back(name + ": pool " + d.device().pool_name());
+      if (d.last_updated_time() <= 0) health_problems_.push_back(name + ": no last_updated_time");
+      if (d.health_check_timeout_seconds() <= 0) health_problems_.push_back(name + ": no health_check_timeout_seconds");
+      if (d.message().size() > 1024) health_problems_.push_back(name + ": a message over 1024 characters");
+      auto& seen = health_[name];
+      if (seen.empty() || seen.back().health != d.health() || seen.back().message != d.message())
+        seen.push_back({d.health(), d.message(), Clock::now()});
+    }
+    // Every answer is the whole list: a device missing from it would turn Unknown.
+    for (const auto& name : devices_before)
+      if (!devices.count(name)) health_problems_.push_back(name + ": missing from a later answer");
+    devices_before = devices;
+    health_changed_.notify_all();
+  }
+  reader->Finish();
+}
+
+std::optional<StandInKubelet::Clock::time_point> StandInKubelet::WaitForHealth(const std::string& device,
+                                                                               v1alpha1::HealthStatus health,
+                                                                               Clock::time_point after, int timeout_ms,
+                                                                               std::string* message) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  std::optional<Clock::time_point> when;
+  health_changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+    for (const auto& s : health_[device]) {
+      if (s.health == health && s.at >= after) {
+        when = s.at;
+        if (message) *message = s.message;
+        return true;
+      }
+    }
+    return false;
+  });
+  return when;
+}
+
+std::vector<std::string> StandInKubelet::health_problems() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return health_problems_;
+}
+
+size_t StandInKubelet::health_answers() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return health_answers_;
+}
 
 bool StandInKubelet::Register(std::string* error) {
   auto registration = pluginregistration::Registration::NewStub(

@@ -4,15 +4,18 @@
 //   does — GET a ResourceClaim (served from what the test set), POST/GET/PUT ResourceSlices —
 //   validating every ResourceSlice it receives against the official resource.k8s.io/v1
 //   OpenAPI schema (tests/dra/dra_validate.py) and refusing it with 422, as the API server would.
-// - StandInKubelet: the kubelet's side of the real pluginregistration v1 and dra v1 protos —
-//   GetInfo on the registration socket, then NodePrepareResources/NodeUnprepareResources.
+// - StandInKubelet: the kubelet's side of the real pluginregistration v1, dra v1 and dra-health
+//   v1alpha1 protos — GetInfo on the registration socket, then NodePrepareResources and
+//   NodeUnprepareResources, and the health stream when the driver lists its service.
 // - StartDriver: the real gpuslice-dra-driver over the simulated NVML.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +23,7 @@
 #include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
 
+#include "dra_health_v1alpha1.grpc.pb.h"
 #include "dra_v1.grpc.pb.h"
 #include "pluginregistration_v1.grpc.pb.h"
 #include "tests/support/subprocess.h"
@@ -80,12 +84,16 @@ struct ClaimSpec {
   std::string request = "gpu";                      // the result's request ("gpu/small": a firstAvailable subrequest)
 };
 nlohmann::json MakeClaim(const ClaimSpec& spec);
+// The shareID the scheduler gives the claim's result: one per claim that consumes capacity
+// (a share of a device), none for a device allocated whole.
+std::string ShareIdOf(const ClaimSpec& spec);
 // An opaque configuration of this driver's, as the allocation carries it.
 nlohmann::json OpaqueConfig(const std::string& source, const nlohmann::json& parameters);
 
 class StandInKubelet {
  public:
   explicit StandInKubelet(std::string registration_socket);
+  ~StandInKubelet();
   // What the kubelet's plugin watcher does with a new socket: GetInfo, check it is a DRA plugin
   // of version v1.DRAPlugin, connect to its endpoint, NotifyRegistrationStatus. False with why.
   bool Register(std::string* error);
@@ -94,10 +102,40 @@ class StandInKubelet {
   grpc::Status Prepare(const std::vector<drapb::Claim>& claims, drapb::NodePrepareResourcesResponse* response);
   grpc::Status Unprepare(const std::vector<drapb::Claim>& claims, drapb::NodeUnprepareResourcesResponse* response);
 
+  // What the kubelet (ResourceHealthStatus) does with a driver that lists
+  // "v1alpha1.DRAResourceHealth" among its supported versions: one NodeWatchResources stream on
+  // its endpoint, read on a thread of its own. False with why when the driver does not list it.
+  bool WatchHealth(std::string* error);
+  using Clock = std::chrono::steady_clock;
+  // When the stream first said `health` of `device` at or after `after` (and its message);
+  // nullopt when it did not within `timeout_ms`.
+  std::optional<Clock::time_point> WaitForHealth(const std::string& device, v1alpha1::HealthStatus health,
+                                                 Clock::time_point after, int timeout_ms,
+                                                 std::string* message = nullptr);
+  // Every answer's problems against the API: a device of another pool, no check time or
+  // timeout, a message over 1024 characters, a device missing from a later answer.
+  std::vector<std::string> health_problems();
+  size_t health_answers();
+
  private:
+  struct HealthSeen {
+    v1alpha1::HealthStatus health;
+    std::string message;
+    Clock::time_point at;
+  };
+  void ReadHealth(std::unique_ptr<grpc::ClientReader<v1alpha1::NodeWatchResourcesResponse>> reader);
+
   std::string registration_socket_;
   pluginregistration::PluginInfo info_;
   std::unique_ptr<drapb::DRAPlugin::Stub> stub_;
+  std::unique_ptr<v1alpha1::DRAResourceHealth::Stub> health_stub_;
+  std::unique_ptr<grpc::ClientContext> health_context_;
+  std::thread health_reader_;
+  std::mutex mutex_;
+  std::condition_variable health_changed_;
+  std::map<std::string, std::vector<HealthSeen>> health_;  // by device name, in order
+  std::vector<std::string> health_problems_;
+  size_t health_answers_ = 0;
 };
 
 drapb::Claim ClaimOf(const ClaimSpec& spec);

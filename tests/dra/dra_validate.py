@@ -2,6 +2,7 @@
 """Validates what the DRA driver writes against the official schemas (tests/data/).
 
   dra_validate.py resourceslice FILE   resource.k8s.io/v1 ResourceSlice, OpenAPI v3 (strict)
+  dra_validate.py deviceclass FILE     resource.k8s.io/v1 DeviceClass, likewise
   dra_validate.py cdi FILE             a CDI spec, the CDI project's JSON schema
 
 Exit 0 when valid; 1 with one line per error on stdout. Strict as the API server is with
@@ -24,6 +25,19 @@ warnings.filterwarnings("ignore", category=DeprecationWarning)
 # tests/data/, beside this file's folder (tests/dra/).
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+TAINT_EFFECTS = ("None", "NoSchedule", "NoExecute")
+
+
+def qualified_name(text, prefix_required=False):
+    """Kubernetes' qualified name (a label key): [prefix/]name."""
+    prefix, _, name = text.rpartition("/")
+    if prefix_required and not prefix:
+        return False
+    if prefix and (len(prefix) > 253 or not DNS_SUBDOMAIN.match(prefix)):
+        return False
+    return len(name) <= 63 and bool(NAME_PART.match(name))
 
 
 def closed(schema):
@@ -38,13 +52,48 @@ def closed(schema):
     return schema
 
 
-def resourceslice_errors(obj):
-    with open(os.path.join(DATA, "kubernetes", "resource.k8s.io-v1-resourceslice-openapi.json")) as f:
+def schema_errors(obj, component):
+    with open(os.path.join(DATA, "kubernetes", "resource.k8s.io-v1-openapi.json")) as f:
         doc = closed(json.load(f))
     schema = copy.deepcopy(doc)
-    schema["$ref"] = "#/components/schemas/io.k8s.api.resource.v1.ResourceSlice"
+    schema["$ref"] = "#/components/schemas/io.k8s.api.resource.v1." + component
     validator = jsonschema.Draft7Validator(schema)
-    errors = ["%s: %s" % ("/".join(map(str, e.absolute_path)) or "(root)", e.message) for e in validator.iter_errors(obj)]
+    return ["%s: %s" % ("/".join(map(str, e.absolute_path)) or "(root)", e.message) for e in validator.iter_errors(obj)]
+
+
+def taint_errors(name, taints):
+    errors = []
+    if len(taints) > 4:
+        errors.append("device %r: more than 4 taints" % name)
+    for t in taints:
+        if not qualified_name(t["key"]):
+            errors.append("device %r taint key %r: not a label name" % (name, t["key"]))
+        value = t.get("value", "")
+        if value and (len(value) > 63 or not NAME_PART.match(value)):
+            errors.append("device %r taint value %r: not a label value" % (name, value))
+        if t["effect"] not in TAINT_EFFECTS:
+            errors.append("device %r taint effect %r: not one of %s" % (name, t["effect"], ", ".join(TAINT_EFFECTS)))
+    return errors
+
+
+def deviceclass_errors(obj):
+    errors = schema_errors(obj, "DeviceClass")
+    if errors:
+        return errors
+    if obj.get("apiVersion") != "resource.k8s.io/v1" or obj.get("kind") != "DeviceClass":
+        errors.append("apiVersion/kind: not resource.k8s.io/v1 DeviceClass")
+    name = obj["spec"].get("extendedResourceName")
+    if name is not None:
+        prefix = name.rpartition("/")[0]
+        if not qualified_name(name, prefix_required=True) or prefix == "kubernetes.io" or \
+                prefix.endswith(".kubernetes.io") or name.startswith("requests."):
+            errors.append("spec.extendedResourceName %r: not an extended resource name (domain/name, "
+                          "outside kubernetes.io)" % name)
+    return errors
+
+
+def resourceslice_errors(obj):
+    errors = schema_errors(obj, "ResourceSlice")
     if errors:
         return errors
     if obj.get("apiVersion") != "resource.k8s.io/v1" or obj.get("kind") != "ResourceSlice":
@@ -70,6 +119,7 @@ def resourceslice_errors(obj):
                 errors.append("device %r attribute %r: exactly one value field" % (name, key))
             if len(attribute.get("string", "")) > 64:
                 errors.append("device %r attribute %r: string longer than 64" % (name, key))
+        errors += taint_errors(name, d.get("taints", []))
         for key, capacity in d.get("capacity", {}).items():
             if "requestPolicy" in capacity and not d.get("allowMultipleAllocations"):
                 errors.append("device %r capacity %r: requestPolicy without allowMultipleAllocations" % (name, key))
@@ -88,12 +138,13 @@ def cdi_errors(obj):
 
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("resourceslice", "cdi"):
-        print("usage: dra_validate.py resourceslice|cdi FILE")
+    kinds = {"resourceslice": resourceslice_errors, "deviceclass": deviceclass_errors, "cdi": cdi_errors}
+    if len(sys.argv) != 3 or sys.argv[1] not in kinds:
+        print("usage: dra_validate.py resourceslice|deviceclass|cdi FILE")
         return 2
     with open(sys.argv[2]) as f:
         obj = json.load(f)
-    errors = resourceslice_errors(obj) if sys.argv[1] == "resourceslice" else cdi_errors(obj)
+    errors = kinds[sys.argv[1]](obj)
     for e in errors:
         print(e)
     return 1 if errors else 0

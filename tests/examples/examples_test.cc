@@ -888,7 +888,7 @@ TEST(ExamplesDockerfile, CopiesPathsThatExistAndInstallsWhatTheWrapperExpects) {
   for (const char* file : {"CMakeLists.txt", "cmake", "include", "examples"}) EXPECT_TRUE(copied.count(file)) << file;
   // The package installs where the image and every document say (the prefix and the layout).
   const std::string install = ReadFile(SourceDir() + "/cmake/Install.cmake");
-  EXPECT_THAT(install, HasSubstr("\ninstall(TARGETS gpuslice LIBRARY DESTINATION lib/gpuslice)\n"));
+  EXPECT_THAT(install, HasSubstr("\ninstall(TARGETS gpuslice LIBRARY DESTINATION lib/gpuslice COMPONENT node)\n"));
   EXPECT_THAT(install, HasSubstr("\nset(CPACK_PACKAGING_INSTALL_PREFIX /usr/local)\n"));
 
   // The library lands where the wrapper looks by default, and the wrapper is the entrypoint.

@@ -1,0 +1,20 @@
+// What the simulated NVML's other files need of nvml_sim.cc, which owns the library's state:
+// a device handle's unit and a unit's handle, and a device's XID word (sim_state_layout.h).
+#pragma once
+
+#include <cstdint>
+
+// nvml.h's handle type, declared here so that this header leaves the NVML macros alone
+// (NVML_NO_UNVERSIONED_FUNC_DEFS is the including file's to set).
+struct nvmlDevice_st;
+
+namespace gpuslice::sim::nvml {
+
+// The unit behind a handle of an initialised library; -1 when NVML is not initialised or the
+// handle names no present device. Lost devices answer too (their events are still theirs).
+int UnitOf(nvmlDevice_st* device);
+nvmlDevice_st* HandleOf(int unit);
+// The GPU's XID word (SimDevice::xid) of a whole-GPU unit; false when NVML is not initialised.
+bool XidWord(int unit, uint32_t* word);
+
+}  // namespace gpuslice::sim::nvml
