@@ -211,7 +211,15 @@ void HttpServer::State::Dispatch(uint64_t id, Connection& c) {
   const auto route = routes.find(request.path);
   if (route == routes.end())
     return Respond(c, Plain(404, "not found: /metrics and /healthz are served"), request.keep_alive);
-  if (!route->second.slow) return Respond(c, route->second.handler(request), request.keep_alive);
+  if (!route->second.slow) {
+    HttpResponse answer;
+    try {
+      answer = route->second.handler(request);
+    } catch (...) {  // out of memory: this request fails, the server goes on
+      answer = Plain(503, "the answer could not be made (out of memory)");
+    }
+    return Respond(c, std::move(answer), request.keep_alive);
+  }
   const bool keep_alive = request.keep_alive;
   bool queued = false;
   {
