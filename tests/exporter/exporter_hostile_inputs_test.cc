@@ -112,6 +112,28 @@ TEST_F(ExporterHostileInputsTest, AFifoAsThePodsFileBlocksNeitherStatusNorScrape
   EXPECT_LT(SecondsSince(start), 3) << "SIGTERM ends it at once";
 }
 
+// The state file replaced by a FIFO (anyone who can write the state directory can): refused as not
+// a regular file, at once; the exporter's read-only open waited for a writer for ever.
+TEST_F(ExporterHostileInputsTest, AFifoAsTheStateFileIsRefusedAtOnce) {
+  broker_.reset();
+  ASSERT_EQ(unlink(dir_.state_file().c_str()), 0);
+  ASSERT_EQ(mkfifo(dir_.state_file().c_str(), 0660), 0);
+  auto start = Clock::now();
+  const ProcessResult status = Status();
+  EXPECT_LT(SecondsSince(start), 5);
+  EXPECT_EQ(status.exit_code, 1) << status.err;
+  EXPECT_THAT(status.err, HasSubstr("it is not a regular file")) << status.err;
+  Exporter exporter(dir_.state_dir(), dir_.root() + "/no-sim-state");
+  ASSERT_TRUE(exporter.WaitServing()) << exporter.process().StderrSoFar();
+  for (int scrape = 0; scrape < 3; ++scrape) {
+    start = Clock::now();
+    EXPECT_THAT(exporter.Metrics().value_or(""), HasSubstr("\ngpuslice_segment_up 0\n")) << "scrape " << scrape;
+    EXPECT_LT(SecondsSince(start), 2);
+  }
+  exporter.process().Kill(SIGTERM);
+  EXPECT_EQ(exporter.process().Wait(10000).exit_code, 0);
+}
+
 TEST_F(ExporterHostileInputsTest, ASymbolicLinkAsThePodsFileIsNotFollowed) {
   const std::string target = dir_.root() + "/elsewhere.json";
   WriteGoodPodsFile(target);
