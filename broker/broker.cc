@@ -42,7 +42,7 @@ std::string TenantName(const Segment& segment, int tenant) {
 
 }  // namespace
 
-Broker::Broker(std::unique_ptr<SegmentFile> file) : file_(std::move(file)) {}
+Broker::Broker(std::unique_ptr<SegmentFile> file) : file_(std::move(file)), health_(std::make_unique<LedgerHealth>()) {}
 
 Broker::~Broker() { Unregister(); }
 
@@ -121,6 +121,7 @@ Status Broker::Register(const std::string& tenant) {
       return Status::ResourceExhausted(
           fmt::format("gpuslice: the process table of {} is full ({} live processes)", file_->path, kMaxProcesses));
     }
+    health_->ForgetOwed();  // a forked child registering afresh owes nothing of its parent's
     slot_ = slot->value();
     tenant_ = tenant_index->value();
     generation_ = At(*segment, *slot).generation.load();
@@ -187,17 +188,17 @@ Result<int> Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_
     if (entry.state.load() == kInUse && entry.quota.load() != quota) ReapDeadLocked(segment, fd, own);
     uint64_t current = quota;
     {
-      std::optional<LedgerLock> lock;
-      if (!KnownBroken(ledger)) lock.emplace(segment, ledger, /*report=*/false);
-      if (!lock || !lock->locked()) {  // the caller reports the error (the shim: once); fail closed
-        const LockFailure failure = lock ? lock->failure() : LockFailure::kBadState;
-        MarkBroken(ledger);
+      LedgerLock lock(segment, ledger, /*report=*/false, health_->WaitFor(ledger));
+      if (!lock.locked()) {  // the caller reports the error (the shim: once); fail closed
+        const LockFailure failure = lock.failure();
+        health_->MarkFailed(ledger);
         if (!already_open) MarkGpuClosed(self, *gpu);
         return Status::Unavailable(LockFaultLine(segment,
                                                  fmt::format("the memory ledger lock of tenant '{}' on {}",
                                                              TenantName(*segment, tenant_), FormatUuid(uuid)),
                                                  failure, "this tenant's allocations on this GPU are refused"));
       }
+      SettleLocked(ledger);
       if (entry.state.load() != kInUse) {
         entry.quota.store(quota);  // the tenant's first process on this GPU sets the quota
         entry.state.store(kInUse);
@@ -239,13 +240,13 @@ bool Broker::TryCharge(LedgerId ledger, uint64_t bytes) {
   Segment* segment = file_->segment;
   LedgerEntry& entry = At(*segment, ledger);
   std::atomic<uint64_t>& mine = At(At(*segment, *ProcessSlot::From(slot_)).charged, ledger.gpu());
-  if (KnownBroken(ledger)) return false;
-  LedgerLock lock(segment, ledger);
-  if (!lock.locked()) {  // reported once by LedgerLock; fail closed on this GPU
-    MarkBroken(ledger);
+  LedgerLock lock(segment, ledger, /*report=*/true, health_->WaitFor(ledger));
+  if (!lock.locked()) {  // reported once by LedgerLock; fail closed on this GPU until it is free
+    health_->MarkFailed(ledger);
     return false;
   }
   if (!StillRegistered()) return false;  // fail closed: the slot may be another process's now
+  SettleLocked(ledger);
   const uint64_t used = entry.used.load(std::memory_order_relaxed);
   const uint64_t quota = entry.quota.load(std::memory_order_relaxed);
   const uint64_t held = mine.load(std::memory_order_relaxed);
@@ -278,13 +279,15 @@ void Broker::Release(int ledger, uint64_t bytes) {
   const LedgerId id = *LedgerId::From(ledger);
   LedgerEntry& entry = At(*segment, id);
   std::atomic<uint64_t>& mine = At(At(*segment, *ProcessSlot::From(slot_)).charged, id.gpu());
-  if (KnownBroken(id)) return;  // the charge stays: the ledger refuses anyway (fail closed)
-  LedgerLock lock(segment, id);
+  LedgerLock lock(segment, id, /*report=*/true, health_->WaitFor(id));
   if (!lock.locked()) {
-    MarkBroken(id);
+    // The charge stays (refusing more, never less) and is credited once the lock is taken again.
+    health_->MarkFailed(id);
+    health_->Owe(id.gpu(), bytes);
     return;
   }
   if (!StillRegistered()) return;  // the reaper returned this process's charges already
+  SettleLocked(id);
   const uint64_t held = mine.load(std::memory_order_relaxed);
   const uint64_t returned = std::min(bytes, held);  // never more than this process reserved
   const uint64_t used = entry.used.load(std::memory_order_relaxed);
@@ -292,12 +295,17 @@ void Broker::Release(int ledger, uint64_t bytes) {
   mine.store(held - returned, std::memory_order_release);
 }
 
-bool Broker::KnownBroken(LedgerId ledger) const {
-  return (broken_ledgers_[ledger.value() / 64].load(std::memory_order_relaxed) >> (ledger.value() % 64)) & 1u;
-}
-
-void Broker::MarkBroken(LedgerId ledger) {
-  broken_ledgers_[ledger.value() / 64].fetch_or(uint64_t{1} << (ledger.value() % 64), std::memory_order_relaxed);
+void Broker::SettleLocked(LedgerId ledger) {
+  if (health_->MarkTaken(ledger)) ReportLedgerLockRecovered(file_->segment, ledger.value());
+  const uint64_t owed = health_->TakeOwed(ledger.gpu());
+  if (owed == 0) return;
+  LedgerEntry& entry = At(*file_->segment, ledger);
+  std::atomic<uint64_t>& mine = At(At(*file_->segment, *ProcessSlot::From(slot_)).charged, ledger.gpu());
+  const uint64_t held = mine.load(std::memory_order_relaxed);
+  const uint64_t returned = std::min(owed, held);  // never more than this process reserved
+  const uint64_t used = entry.used.load(std::memory_order_relaxed);
+  entry.used.store(used - std::min(returned, used), std::memory_order_release);
+  mine.store(held - returned, std::memory_order_release);
 }
 
 Segment* Broker::segment() const { return file_->segment; }

@@ -23,6 +23,7 @@ namespace gpuslice::broker {
 
 struct SegmentFile;  // the mapped segment (segment_layout.h)
 struct Segment;
+class LedgerHealth;  // ledger.h
 
 inline constexpr uint64_t kUnlimited = UINT64_MAX;
 
@@ -96,10 +97,9 @@ class Broker {
   // its liveness lock. Checked under the ledger mutex before every charge.
   bool StillRegistered() const;
   bool TryCharge(LedgerId ledger, uint64_t bytes);
-  // Ledgers whose lock this process found in a bad state (or held past the timeout): refused
-  // at once from then on, rather than after another wait at every call.
-  bool KnownBroken(LedgerId ledger) const;
-  void MarkBroken(LedgerId ledger);
+  // With the ledger's lock held: clears a suspect mark this process had (saying so) and credits
+  // the frees it could not credit while the lock was not to be had (ledger.h, LedgerHealth).
+  void SettleLocked(LedgerId ledger);
 
   std::unique_ptr<SegmentFile> file_;
   // This process's slot, -1 until Register. Atomic: the shim's compute monitor thread reads it
@@ -107,7 +107,8 @@ class Broker {
   std::atomic<int> slot_{-1};
   int tenant_ = -1;          // this process's tenant index
   uint64_t generation_ = 0;  // the slot's generation at Register: a changed one means it was lost
-  std::atomic<uint64_t> broken_ledgers_[kMaxLedgers / 64] = {};  // bit per ledger
+  // The ledger locks this process could not take, and the frees it owes them.
+  std::unique_ptr<LedgerHealth> health_;
 };
 
 // --- read-only view for gpuslicectl ---

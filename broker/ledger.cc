@@ -1,5 +1,7 @@
 #include "broker/ledger.h"
 
+#include <algorithm>
+
 #include "broker/lock_fault.h"
 
 namespace gpuslice::broker {
@@ -15,6 +17,38 @@ LedgerLock::LedgerLock(Segment* segment, LedgerId ledger, bool report, uint64_t 
     At(*segment, ledger)
         .used.store(SumRegisteredCharges(*segment, ledger.tenant(), ledger.gpu()), std::memory_order_release);
   }
+}
+
+bool LedgerHealth::Suspect(LedgerId ledger) const {
+  return (suspect_[ledger.value() / 64].load(std::memory_order_relaxed) >> (ledger.value() % 64)) & 1u;
+}
+
+uint64_t LedgerHealth::WaitFor(LedgerId ledger) const {
+  return Suspect(ledger) ? std::min(kSuspectLockWaitNs, LockTimeoutNs()) : LockTimeoutNs();
+}
+
+void LedgerHealth::MarkFailed(LedgerId ledger) {
+  suspect_[ledger.value() / 64].fetch_or(uint64_t{1} << (ledger.value() % 64), std::memory_order_relaxed);
+}
+
+bool LedgerHealth::MarkTaken(LedgerId ledger) {
+  const uint64_t bit = uint64_t{1} << (ledger.value() % 64);
+  return suspect_[ledger.value() / 64].fetch_and(~bit, std::memory_order_relaxed) & bit;
+}
+
+void LedgerHealth::Owe(GpuIndex gpu, uint64_t bytes) {
+  std::atomic<uint64_t>& owed = owed_[gpu.value()];
+  uint64_t now = owed.load(std::memory_order_relaxed);
+  // Saturates: a sum past 2^64 is more than any charge, and the credit is bounded by the charge.
+  while (!owed.compare_exchange_weak(now, bytes > UINT64_MAX - now ? UINT64_MAX : now + bytes,
+                                     std::memory_order_relaxed)) {
+  }
+}
+
+uint64_t LedgerHealth::TakeOwed(GpuIndex gpu) { return owed_[gpu.value()].exchange(0, std::memory_order_relaxed); }
+
+void LedgerHealth::ForgetOwed() {
+  for (auto& owed : owed_) owed.store(0, std::memory_order_relaxed);
 }
 
 uint64_t SumRegisteredCharges(const Segment& segment, TenantIndex tenant, GpuIndex gpu) {

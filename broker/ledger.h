@@ -8,6 +8,7 @@
 // the slot, so every byte is subtracted exactly once, however many processes die mid-update.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "broker/checked_index.h"
@@ -40,6 +41,34 @@ class LedgerLock {
 
  private:
   RobustLock lock_;
+};
+
+// What one process remembers of the ledger locks it could not take. A lock held past the bound
+// (a holder stopped by a debugger or the cgroup freezer for 12 s) or found in a bad state is not
+// given up on for good: the holder is released at last, and bytes a writer changed may be written
+// back. While a ledger is suspect, its next lockers wait only kSuspectLockWaitNs (a call is
+// refused at once, not after another full wait); the first that takes the lock clears the mark,
+// and credits the frees this process could not credit meanwhile (they stay charged until then:
+// the tenant is refused more, never less). A process is one tenant, so what it owes is per GPU.
+class LedgerHealth {
+ public:
+  // Longer than any critical section of the broker (microseconds; a reap, milliseconds).
+  static constexpr uint64_t kSuspectLockWaitNs = 20'000'000;
+
+  bool Suspect(LedgerId ledger) const;
+  // The wait for the lock: LockTimeoutNs(), or kSuspectLockWaitNs while suspect.
+  uint64_t WaitFor(LedgerId ledger) const;
+  void MarkFailed(LedgerId ledger);
+  // Clears the mark; true when there was one.
+  bool MarkTaken(LedgerId ledger);
+
+  void Owe(GpuIndex gpu, uint64_t bytes);
+  uint64_t TakeOwed(GpuIndex gpu);
+  void ForgetOwed();
+
+ private:
+  std::atomic<uint64_t> suspect_[kMaxLedgers / 64] = {};  // bit per ledger
+  std::atomic<uint64_t> owed_[kMaxGpus] = {};
 };
 
 // The sum of charged[gpu] over the processes registered as `tenant`. Call with the ledger's mutex

@@ -111,6 +111,28 @@ void ReportLedgerLockFault(const Segment* segment, int ledger, LockFailure failu
   }
 }
 
+void ReportLedgerLockRecovered(const Segment* segment, int ledger) {
+  const auto id = LedgerId::From(ledger);
+  if (!id) return;
+  const void* mutex = &At(*segment, *id).mutex;
+  try {
+    {
+      MutexLock guard(&PathsMutex());
+      const auto end = g_reported + g_reported_count;
+      if (const auto it = std::find(g_reported, end, mutex); it != end) {
+        *it = g_reported[--g_reported_count];
+      }
+    }
+    const TenantEntry& tenant = At(*segment, id->tenant());
+    const std::string name = Printable(std::string_view(tenant.name, NameLength(tenant)));
+    Emit(
+        fmt::format("gpuslice: the memory ledger lock of tenant '{}' on GPU entry {} in {} is free again: that "
+                    "tenant's allocations on that GPU go on, and the frees held back meanwhile are credited",
+                    name, id->gpu().value(), PathOf(segment)));
+  } catch (...) {
+  }
+}
+
 namespace {
 constexpr char kTableLock[] = "the table lock";
 constexpr char kTableLockRefused[] = "no process can register, open a GPU or be reaped";

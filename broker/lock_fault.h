@@ -39,6 +39,10 @@ void ReportLockFault(const Segment* segment, const void* mutex, const std::strin
 // The same for a ledger lock: names the tenant and GPU.
 void ReportLedgerLockFault(const Segment* segment, int ledger, LockFailure failure);
 
+// A ledger lock this process had given up on was taken again: one line saying that the tenant's
+// allocations on that GPU go on, and a later fault of the same lock is reported again.
+void ReportLedgerLockRecovered(const Segment* segment, int ledger);
+
 // The header's table mutex, waited for at most LockTimeoutNs(). When it cannot be taken, the one
 // line for it is reported (`report`), or left to the caller, which returns status() in its error.
 class TableLock {

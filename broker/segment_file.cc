@@ -57,8 +57,10 @@ bool AnyProcessAlive(int fd) {
 }
 
 // Opens the file (creating it when allowed). O_NOFOLLOW: the state file itself is never a link.
+// O_NONBLOCK: a FIFO put in its place opens at once (and is refused as not a regular file) rather
+// than blocking the reader for ever; on a regular file it changes nothing.
 Result<int> OpenStateFile(const std::string& path, OpenMode mode, bool* writable) {
-  constexpr int kFlags = O_CLOEXEC | O_NOFOLLOW | O_NOCTTY;
+  constexpr int kFlags = O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK;
   *writable = true;
   if (mode == OpenMode::kCreateOrAttach) {
     UniqueFd fd(open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | kFlags, kFileMode));
@@ -337,7 +339,7 @@ Result<std::unique_ptr<SegmentFile>> OpenSegmentFile(const std::string& state_di
 }
 
 Status ReopenSegmentDescriptor(SegmentFile* file) {
-  UniqueFd fd(open(file->path.c_str(), (file->writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW));
+  UniqueFd fd(open(file->path.c_str(), (file->writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   struct stat st {};
   if (fd.get() < 0 || fstat(fd.get(), &st) != 0 || st.st_dev != file->device || st.st_ino != file->inode) {
     return Status::Error(

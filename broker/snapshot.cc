@@ -114,11 +114,11 @@ void Fill(const Segment& segment, int liveness_fd, Snapshot* out) {
       if (At(segment, t).state.load() != kInUse) continue;
       const LedgerEntry& ledger = At(segment, LedgerId::Of(t, g));
       if (ledger.state.load() != kInUse) continue;
-      // The first window starts at the GPU's first grant, before anyone was served, so it sets
-      // every window_service_ns to 0; each later roll writes last_share_ppm and sets them to the
-      // service so far, which is not 0 for the tenants served in the window that ended.
-      if (view.window_start_ns != 0 && (ledger.window_service_ns.load() != 0 || ledger.last_share_ppm.load() != 0))
-        view.share_window_complete = true;
+      // Only a roll that ends a window writes last_share_ppm, and a window (10 s or more, rolled
+      // at a hand-over) always has a holder, whose share is then not 0. window_service_ns says
+      // nothing: the first roll, at the GPU's first grant, sets it to the service so far, which
+      // a latency tenant served before that grant already has.
+      if (view.window_start_ns != 0 && ledger.last_share_ppm.load() != 0) view.share_window_complete = true;
       view.tenants.push_back(ViewTenant(segment, t, g, liveness_fd));
       view.waiting += view.tenants.back().waiting;
     }

@@ -1,12 +1,48 @@
 #include "common/robust_mutex.h"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 
 namespace gpuslice {
 namespace {
+
+// The release below is glibc's own for this kind of mutex (nptl/pthread_mutex_unlock.c, robust
+// case), with the unlinking done from what the thread recorded instead of from the mutex. Under
+// ThreadSanitizer glibc's unlock is used: the sanitizer must see it, and a TSan build is never
+// deployed.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kOwnRelease = false;
+#else
+constexpr bool kOwnRelease = true;
+#endif
+static_assert(sizeof(__pthread_list_t) == 2 * sizeof(void*), "glibc's robust list entry: prev, next");
+// glibc links a robust mutex by the address of its __list.__next; the entry is that less this.
+constexpr size_t kNextOffset = offsetof(__pthread_list_t, __next);
+// glibc's kind word (nptl/pthreadP.h): the type in the low 7 bits, PTHREAD_MUTEX_ROBUST_NORMAL_NP
+// for a robust mutex of the default type; the process-shared bit above them.
+constexpr int kKindTypeMask = 0x7f;
+constexpr int kRobustNormalKind = 16;
+
+// This thread's robust-list head, which glibc registered with the kernel (set_robust_list) when
+// the thread started; null when the kernel does not say. Asked once per thread: a fork's child
+// keeps the address (glibc registers the same head again in it).
+robust_list_head* OwnRobustHead() {
+  static thread_local robust_list_head* head __attribute__((tls_model("initial-exec"))) = nullptr;
+  static thread_local bool asked __attribute__((tls_model("initial-exec"))) = false;
+  if (!asked) {
+    robust_list_head* found = nullptr;
+    size_t length = 0;
+    if (syscall(SYS_get_robust_list, 0, &found, &length) == 0 && length == sizeof(robust_list_head)) head = found;
+    asked = true;
+  }
+  return head;
+}
 
 void InitAttributes(pthread_mutexattr_t* attr) {
   pthread_mutexattr_init(attr);
@@ -93,6 +129,8 @@ RobustLock::RobustLock(RobustMutex* mutex, uint64_t timeout_ns) : mutex_(mutex) 
     failure_ = LockFailure::kBadState;
     return;
   }
+  // The thread's own memory: what the mutex is linked in front of once taken.
+  if (robust_list_head* head = kOwnRelease ? OwnRobustHead() : nullptr) list_before_ = head->list.next;
   int rc;
   if (timeout_ns == kWaitForever) {
     rc = pthread_mutex_lock(&mutex_->native);
@@ -102,10 +140,13 @@ RobustLock::RobustLock(RobustMutex* mutex, uint64_t timeout_ns) : mutex_(mutex) 
     rc = pthread_mutex_trylock(&mutex_->native);
     if (rc == EBUSY) rc = LockBefore(&mutex_->native, timeout_ns);
   }
+  if (rc == 0 || rc == EOWNERDEAD)
+    owner_word_ = static_cast<uint32_t>(__atomic_load_n(&mutex_->native.__data.__lock, __ATOMIC_RELAXED)) &
+                  FUTEX_TID_MASK;
   if (rc == EOWNERDEAD) {
     previous_owner_died_ = true;
     if (pthread_mutex_consistent(&mutex_->native) != 0) {  // the bytes changed under us
-      pthread_mutex_unlock(&mutex_->native);
+      Release();
       failure_ = LockFailure::kBadState;
     }
   } else if (rc == ETIMEDOUT) {
@@ -119,7 +160,40 @@ RobustLock::RobustLock(RobustMutex* mutex, uint64_t timeout_ns) : mutex_(mutex) 
 }
 
 RobustLock::~RobustLock() {
-  if (locked()) pthread_mutex_unlock(&mutex_->native);
+  if (locked()) Release();
+}
+
+void RobustLock::Release() {
+  pthread_mutex_t* const native = &mutex_->native;
+  robust_list_head* const head = kOwnRelease ? OwnRobustHead() : nullptr;
+  auto* const entry = reinterpret_cast<robust_list*>(&native->__data.__list.__next);
+  // Taken last by this thread and nothing taken since (RobustLock is scoped, so locks are given
+  // back in the reverse order), of the kind whose release this is; else glibc's release.
+  if (!head || !list_before_ || head->list.next != entry || (ExpectedKind() & kKindTypeMask) != kRobustNormalKind) {
+    pthread_mutex_unlock(native);
+    return;
+  }
+  // As glibc: the kernel finishes the release itself if this thread dies before the end.
+  head->list_op_pending = entry;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  // Unlinked from the thread's list: the entry after it (another mutex, or the head itself when
+  // the list is empty, whose word before it glibc keeps for this) takes the head as its previous.
+  const uintptr_t next = reinterpret_cast<uintptr_t>(list_before_) & ~uintptr_t{1};
+  *reinterpret_cast<void**>(next - kNextOffset) = head;
+  head->list.next = static_cast<robust_list*>(list_before_);
+  __atomic_store_n(&native->__data.__list.__prev, nullptr, __ATOMIC_RELAXED);
+  __atomic_store_n(&native->__data.__list.__next, nullptr, __ATOMIC_RELAXED);
+  __atomic_store_n(&native->__data.__owner, 0, __ATOMIC_RELAXED);
+  __atomic_fetch_sub(&native->__data.__nusers, 1u, __ATOMIC_RELAXED);
+  // A lock word that is no longer this thread's was written by someone else: not ours to clear.
+  if ((static_cast<uint32_t>(__atomic_load_n(&native->__data.__lock, __ATOMIC_RELAXED)) & FUTEX_TID_MASK) ==
+      owner_word_) {
+    const int before = __atomic_exchange_n(&native->__data.__lock, 0, __ATOMIC_RELEASE);
+    if (static_cast<uint32_t>(before) & FUTEX_WAITERS)
+      syscall(SYS_futex, &native->__data.__lock, FUTEX_WAKE, 1, nullptr, nullptr, 0);
+  }
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  head->list_op_pending = nullptr;
 }
 
 }  // namespace gpuslice

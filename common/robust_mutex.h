@@ -41,6 +41,12 @@ enum class LockFailure {
 // caller's one-line message.
 std::string DescribeLockFailure(LockFailure failure, uint64_t bound_ns = kRobustLockTimeoutNs);
 
+// The lock is taken with glibc's pthread_mutex_clocklock, and given back by ReleaseOwnRobustMutex
+// (robust_mutex.cc) rather than pthread_mutex_unlock: glibc's unlock unlinks the mutex from the
+// thread's robust list by following the two list pointers stored in the mutex itself, in memory
+// any process of the segment can write; a stray write there crashed the holder (SIGSEGV) or made
+// it write elsewhere in its own memory. The release here unlinks it with what the thread itself
+// recorded when it took the lock, and reads nothing but the lock word from the mutex.
 class RobustLock {
  public:
   explicit RobustLock(RobustMutex* mutex, uint64_t timeout_ns = kWaitForever);
@@ -56,9 +62,16 @@ class RobustLock {
   bool previous_owner_died() const { return previous_owner_died_; }
 
  private:
+  void Release();
+
   RobustMutex* mutex_;
   LockFailure failure_ = LockFailure::kNone;
   bool previous_owner_died_ = false;
+  // This thread's robust list as it stood before the lock was taken (robust_mutex.cc), and the
+  // lock word's owner bits once taken: what the release needs, none of it read back from the
+  // mutex's own links.
+  void* list_before_ = nullptr;
+  uint32_t owner_word_ = 0;
 };
 
 }  // namespace gpuslice

@@ -49,7 +49,8 @@ then a row per tenant, with these columns:
                 line beneath says. "-" before the first window completes, and in modes
                 none and mps, where nothing is measured
 With NVML (the driver's libnvidia-ml.so.1), a whole GPU's block begins with the device's own
-figures ("device:": its index and name, memory in use and free, utilisation, compute processes,
+figures ("device:": its index and name, memory in use and free, how busy it was in NVML's last
+sample period (1/6 s to 1 s, the exporter's gpuslice_device_utilization_ratio), compute processes,
 managed or not; "device processes:": their pids as the node sees them, names and memory) and
 the memory accounted here against them ("accounted here: ... of the ... in use; unaccounted:
 ..."): memory in use beyond what this state directory's tenants hold. UNACCOUNTED (more than
@@ -66,6 +67,9 @@ Then the compute requested: the sum of the active tenants' requests. Requests ma
 more than 100%: the line then says "oversubscribed: requests are shared in proportion", and
 tenants that all want the GPU get it in proportion to their requests (60% and 90% get 40% and
 60%) rather than what each asked for; each still stays within its limit.
+A Kubernetes tenant's pod ("pod NAMESPACE/POD/CONTAINER" beneath it) comes from the device
+plugin's pods file (--pods-file); one that is not as the plugin writes it (a link, a FIFO,
+another owner, writable by others, over 1 MiB) names no pod and is said in one line on stderr.
 Processes that died are reaped first and their memory returned to their tenant (when the
 state file is writable for you; otherwise the figures are shown as they stand).
 --json prints the same (keys documented in ctl/status_json.h): per GPU mig (the instance's uuid,
@@ -116,17 +120,21 @@ constexpr char kOptionsHelp[] =
     "Lists every GPUSLICE_* variable the shim (libgpuslice.so) reads in a tenant's process: its\n"
     "name, type, default, an example and what it means. The shim reads them once, at the process's\n"
     "first CUDA call, and reports a bad value or an unknown GPUSLICE_* variable in one line naming\n"
-    "it. (GPUSLICE_SIM_* variables belong to the simulated driver: see docs/simulator.md.)\n"
+    "it (GPU_SLICE_* and either in another case count as misspelt GPUSLICE_* names: refused, with\n"
+    "the variable they likely meant). (GPUSLICE_SIM_* variables belong to the simulated driver:\n"
+    "see docs/simulator.md.)\n"
     "--markdown prints the table docs/configuration.md's \"Environment reference\" contains.";
 
 constexpr char kTopHelp[] = R"help(The status as a view that redraws itself; --once prints one frame of every tenant
-and exits, for scripts. Per GPU its UUID, memory, sharing mode, the tenant holding it, the
-processes waiting and the grants made, then a row per tenant (idle tenants are counted, not
+and exits, for scripts. Per GPU its UUID, memory, sharing mode, how busy it was in NVML's last
+sample period (1/6 s to 1 s: the same figure as status and the exporter), the tenant holding it,
+the processes waiting and the grants made, then a row per tenant (idle tenants are counted, not
 listed). It fits the terminal: under 110 columns the rows are compact (80 columns, no bar,
-REFUSED as REF and PROCS as PRC); when the tenants do not fit its height they are paged, each
-page under its GPU's header and the column headings. Keys: s cycles the sort (name, memory,
+REFUSED as REF and PROCS as PRC); nothing is cut to fit: a GPU's header goes on over lines, and
+a tenant name longer than its column has a line of its own above its figures. When the tenants
+do not fit its height they are paged, each page under its GPU's header and the column headings. Keys: s cycles the sort (name, memory,
 held time, waits), n or space the next page, p the previous, q quits (as Ctrl-C does).
-  TENANT      the tenant (GPUSLICE_TENANT); a longer name than fits ends in ~
+  TENANT      the tenant (GPUSLICE_TENANT), whole
   CLASS       its compute class; "-" until its first process uses the GPU
   MEMORY      a bar of USED against QUOTA (against the device's memory when unlimited)
   REQ         its compute request (GPUSLICE_COMPUTE_REQUEST)
@@ -145,12 +153,12 @@ constexpr char kPlanHelp[] = R"help(Lays tenants out on GPUs: MIG instances wher
 (gpuslice) of a whole GPU or of an instance for the rest, MPS where trusted tenants need their
 kernels to run concurrently; with the reason for each choice, what is left unused, the exact
 GPUSLICE_* variables and the Kubernetes resources to request. Examples:
-  gpuslicectl plan --model h200 tenants.yaml
-  gpuslicectl plan --model a100-80 --gpus 4 --json tenants.json
+  gpuslicectl plan --model h200 tenants.yaml             # on the fewest H200s that hold them
+  gpuslicectl plan --model A100-80GB --gpus 4 --json tenants.json
   gpuslicectl plan --gpu 0 tenants.yaml      # the model and memory of GPU 0, read through NVML
 The file (YAML or JSON) holds `tenants:`, a list of:
   name            its GPUSLICE_TENANT (1 to 63 of A-Z a-z 0-9 . _ -), required
-  memory          GPU memory it needs: 20Gi, 512Mi, bytes; required
+  memory          GPU memory it needs: 20Gi, 512Mi (binary), 20G (decimal: 20 x 10^9), bytes; required
   compute         the share of one whole GPU's compute (its SMs) it needs, 1 to 100; required
   latency_ms      the p99 latency its GPU work must meet; optional
   trusted         true: it keeps the preload and behaves (default false: may be hostile)
@@ -162,12 +170,13 @@ or an instance of its own on a GPU partitioned anyway; every other tenant -> a s
 quota and share of time, idle time lent), compute class latency when it has a latency target.
 A MIG instance is the smallest profile with the tenant's memory and share of SMs; first fit,
 isolated tenants first. docs/choosing.md explains the trade-offs and the figures behind them.
+Without --gpus, --model plans on the fewest GPUs of the model that hold every tenant.
 --json prints one object: gpus (index, name, uuid, model, memory_bytes, tier, mode mig |
 timeslice | mps, mig_layout as GPUSLICE_SIM_MIG takes it, setup commands, units: profile,
 start, memory_bytes, sm_percent, shared, tenants, memory_unused_bytes, compute_unused_percent;
 outside_instances for MIG), tenants (name, tier, placement mig-instance | soft-slice |
-mps-client, gpu, unit, compute_request_percent, env, reason, kubernetes: resources, note) and
-unused_gpus.
+mps-client, gpu, unit, compute_request_percent, env, reason, kubernetes: resources, note),
+unused_gpus and fewest_gpus (true when --gpus was left out).
 Exit status: 0 with a plan; 1 when NVML cannot be read (--gpu); 2 on usage errors and a bad
 tenants file; 3 when the request cannot be met (more memory than a GPU, isolation without a
 MIG-capable GPU, more than the largest instance, more GPUs or instances than given): one line
@@ -195,6 +204,10 @@ int main(int argc, char** argv) {
       ->add_option("--state-dir", status.state_dir,
                    "State directory (default: $GPUSLICE_STATE_DIR, else /run/gpuslice)")
       ->type_name("DIR");
+  status_cmd
+      ->add_option("--pods-file", status.pods_file,
+                   "The device plugin's map of tenants to pods (default /run/gpuslice-pods/pods.json)")
+      ->type_name("FILE");
   status_cmd->footer(kStatusHelp);
 
   SetOptions set;
@@ -250,8 +263,15 @@ int main(int argc, char** argv) {
       "Lay tenants out on GPUs: MIG instances, soft slices, MPS; the reasons, GPUSLICE_* variables and "
       "Kubernetes resources");
   plan_cmd->add_option("tenants", plan.tenants_file, "The tenants: a YAML or JSON file")->required()->type_name("FILE");
-  plan_cmd->add_option("--model", plan.model, "The GPU model: h200, h100-80, a100-80 or a100-40")->type_name("MODEL");
-  plan_cmd->add_option("--gpus", plan.gpus, "How many GPUs of --model, 1 to 64")->type_name("N")->capture_default_str();
+  plan_cmd
+      ->add_option("--model", plan.model,
+                   "The GPU model: H200, H100-80GB, A100-80GB or A100-40GB (as GPUSLICE_SIM_MODEL; any case, short "
+                   "forms such as h200, h100 or a100-40 too)")
+      ->type_name("MODEL");
+  plan_cmd
+      ->add_option("--gpus", plan.gpus,
+                   "How many GPUs of --model, 1 to 64; left out, the fewest that hold every tenant")
+      ->type_name("N");
   plan_cmd->add_option("--gpu", plan.gpu, "Plan for these GPUs of this node instead, read through NVML: 0 or 0,1")
       ->type_name("N[,N...]");
   plan_cmd->add_flag("--json", plan.json, "Print one JSON object");

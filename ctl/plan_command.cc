@@ -29,18 +29,36 @@ bool ParseIndices(const std::string& text, std::vector<int>* indices) {
   return !indices->empty();
 }
 
+// The plan on the fewest GPUs of `model` that hold every tenant (1 to kMaxPlanGpus); when no count
+// does, the error of the largest.
+Result<Plan> PlanOnFewest(const gpu::MigGpuModel& model, const std::vector<PlanTenant>& tenants) {
+  for (int count = 1;; ++count) {
+    Result<Plan> plan = MakePlan(GpusOfModel(model, count), tenants);
+    // Not a matter of how many GPUs (more memory or isolation than one of them gives): no count helps.
+    if (plan.ok() || count == kMaxPlanGpus || plan.status().code() == Status::Code::kInvalidArgument) {
+      if (plan.ok()) plan->fewest_gpus = true;
+      return plan;
+    }
+  }
+}
+
 }  // namespace
 
 int RunPlan(const PlanOptions& options) {
   if (options.model.empty() == options.gpu.empty())
-    return Fail(kExitUsage,
-                std::string("give either --model (") + PlanModelChoices() + ") or --gpu N (read through NVML)");
+    return Fail(kExitUsage, "give either --model (" + PlanModelChoices() + ") or --gpu N (read through NVML)");
+  if (options.gpus != 0 && options.model.empty())
+    return Fail(kExitUsage, "--gpus counts GPUs of --model; with --gpu, name them");
   std::vector<PlanGpu> gpus;
+  const gpu::MigGpuModel* model = nullptr;
   if (!options.model.empty()) {
-    const gpu::MigGpuModel* model = FindPlanModel(options.model);
-    if (!model) return Fail(kExitUsage, "unknown --model '" + options.model + "'; expected " + PlanModelChoices());
-    if (options.gpus < 1 || options.gpus > 64) return Fail(kExitUsage, "--gpus must be 1 to 64");
-    gpus = GpusOfModel(*model, options.gpus);
+    const Result<const gpu::MigGpuModel*> found = FindPlanModel(options.model);
+    if (!found.ok()) return Fail(kExitUsage, found.message());
+    model = *found;
+    if (options.gpus < 0 || options.gpus > kMaxPlanGpus)
+      return Fail(kExitUsage, "--gpus must be 1 to " + std::to_string(kMaxPlanGpus) +
+                                  " (or left out: the fewest that hold the tenants)");
+    if (options.gpus > 0) gpus = GpusOfModel(*model, options.gpus);
   } else {
     std::vector<int> indices;
     if (!ParseIndices(options.gpu, &indices))
@@ -52,7 +70,7 @@ int RunPlan(const PlanOptions& options) {
   Result<std::vector<PlanTenant>> read_tenants = ReadPlanTenants(options.tenants_file);
   if (!read_tenants.ok()) return Fail(kExitUsage, read_tenants.message());
   const std::vector<PlanTenant>& tenants = *read_tenants;
-  const Result<Plan> plan_result = MakePlan(gpus, tenants);
+  const Result<Plan> plan_result = gpus.empty() ? PlanOnFewest(*model, tenants) : MakePlan(gpus, tenants);
   if (!plan_result.ok()) return Fail(kExitImpossible, plan_result.message());
   const Plan& plan = *plan_result;
   const std::string text = options.json ? RenderPlanJson(plan) : RenderPlanText(plan);

@@ -7,10 +7,12 @@
 
 namespace gpuslice::ctl {
 
+inline constexpr int kMaxPlanGpus = 64;
+
 struct PlanOptions {
   std::string tenants_file;  // YAML or JSON
-  std::string model;         // --model (h200, h100-80, a100-80, a100-40); "" when --gpu is given
-  int gpus = 1;              // --gpus: how many GPUs of --model
+  std::string model;         // --model (plan_gpu.h FindPlanModel); "" when --gpu is given
+  int gpus = 0;              // --gpus: how many GPUs of --model; 0: the fewest that hold the tenants
   std::string gpu;           // --gpu: NVML indices, "0" or "0,1"
   bool json = false;
 };

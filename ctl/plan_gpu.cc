@@ -8,6 +8,7 @@
 namespace gpuslice::ctl {
 namespace {
 
+// The short forms the documentation used before the simulator's names were accepted.
 struct ModelAlias {
   const char* alias;
   const char* key;
@@ -17,23 +18,58 @@ constexpr ModelAlias kAliases[] = {{"h200", "H200"},
                                    {"a100-80", "A100-80GB"},
                                    {"a100-40", "A100-40GB"}};
 
-std::string Lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
-  return text;
+// Lower case, without "nvidia" and separators: "NVIDIA H100 80GB HBM3" -> "h10080gbhbm3".
+std::string Folded(const std::string& text) {
+  std::string folded;
+  for (unsigned char c : text)
+    if (std::isalnum(c)) folded += static_cast<char>(std::tolower(c));
+  if (folded.starts_with("nvidia")) folded.erase(0, 6);
+  return folded;
+}
+
+// The forms of a model's names a value is compared with.
+std::vector<std::string> FoldedNames(const gpu::MigGpuModel& model) {
+  std::vector<std::string> names = {Folded(model.key), Folded(model.name)};
+  for (const auto& a : kAliases)
+    if (std::string(a.key) == model.key) names.push_back(Folded(a.alias));
+  return names;
 }
 
 }  // namespace
 
-const gpu::MigGpuModel* FindPlanModel(const std::string& value) {
-  const std::string lower = Lower(value);
-  for (const auto& a : kAliases)
-    if (lower == a.alias) return gpu::FindMigGpuModel(a.key);
-  for (const auto& m : gpu::MigGpuModels())
-    if (lower == Lower(m.key)) return &m;
-  return nullptr;
+Result<const gpu::MigGpuModel*> FindPlanModel(const std::string& value) {
+  const std::string wanted = Folded(value);
+  std::vector<const gpu::MigGpuModel*> prefixed;
+  for (const auto& m : gpu::MigGpuModels()) {
+    bool prefix = false;
+    for (const std::string& name : FoldedNames(m)) {
+      if (!wanted.empty() && name == wanted) return &m;
+      prefix = prefix || (!wanted.empty() && name.starts_with(wanted));
+    }
+    if (prefix) prefixed.push_back(&m);
+  }
+  if (prefixed.size() == 1) return prefixed.front();
+  if (prefixed.size() > 1) {
+    std::string candidates;
+    for (size_t i = 0; i < prefixed.size(); ++i)
+      candidates += (i == 0 ? "" : i + 1 == prefixed.size() ? " or " : ", ") + std::string(prefixed[i]->key);
+    return Status::InvalidArgument("--model '" + value + "' is ambiguous: " + candidates);
+  }
+  return Status::InvalidArgument("unknown --model '" + value + "'; expected " + PlanModelChoices());
 }
 
-const char* PlanModelChoices() { return "h200, h100-80, a100-80 or a100-40"; }
+std::string PlanModelKeys() {
+  std::string keys;
+  const auto& models = gpu::MigGpuModels();
+  for (size_t i = 0; i < models.size(); ++i)
+    keys += (i == 0 ? "" : i + 1 == models.size() ? " or " : ", ") + std::string(models[i].key);
+  return keys;
+}
+
+std::string PlanModelChoices() {
+  return PlanModelKeys() +
+         " (GPUSLICE_SIM_MODEL's names, in any case; also h200, h100-80, a100-80, a100-40 or the driver's name)";
+}
 
 std::vector<PlanGpu> GpusOfModel(const gpu::MigGpuModel& model, int count) {
   std::vector<PlanGpu> gpus;

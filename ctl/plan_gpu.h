@@ -21,11 +21,16 @@ struct PlanGpu {
   const gpu::MigGpuModel* model = nullptr;  // nullptr: not MIG-capable (as far as gpuslice knows)
 };
 
-// The --model values: h200, h100-80, a100-80, a100-40 (or the table's own keys, any case).
-// nullptr when unknown.
-const gpu::MigGpuModel* FindPlanModel(const std::string& value);
-// "h200, h100-80, a100-80 or a100-40", for error lines and --help.
-const char* PlanModelChoices();
+// The model --model names: the simulator's names (GPUSLICE_SIM_MODEL: H200, H100-80GB, A100-80GB,
+// A100-40GB), the driver's (NVIDIA H200), or the short forms (h200, h100-80, a100-40), in any
+// case, with or without NVIDIA, spaces, dashes or underscores; a prefix of one name alone (H100)
+// names it. An error of one line naming the value and every valid name, or the candidates of an
+// ambiguous one (A100).
+Result<const gpu::MigGpuModel*> FindPlanModel(const std::string& value);
+// "A100-40GB, A100-80GB, H100-80GB or H200": the models whose MIG profiles gpuslice knows.
+std::string PlanModelKeys();
+// The same and the other names --model takes, for error lines.
+std::string PlanModelChoices();
 
 // `count` GPUs of `model`.
 std::vector<PlanGpu> GpusOfModel(const gpu::MigGpuModel& model, int count);

@@ -238,7 +238,7 @@ std::string ImpossibleTenant(const std::vector<PlanGpu>& pool, const PlanTenant&
   if (!capable)
     return "tenant '" + t.name + "' is " + why +
            " and needs a MIG instance of its own, but no GPU here is MIG-capable (" + pool.front().name +
-           "; MIG models: " + PlanModelChoices() + ")";
+           "; MIG models: " + PlanModelKeys() + ")";
   for (const auto& g : pool) {
     if (!g.model) continue;
     for (auto* p : Profiles(*g.model))

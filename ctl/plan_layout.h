@@ -74,6 +74,7 @@ struct Plan {
   std::vector<PlannedGpu> gpus;        // only the GPUs used
   std::vector<PlannedTenant> tenants;  // in input order
   std::vector<PlanGpu> unused_gpus;    // given but not needed
+  bool fewest_gpus = false;            // the count was not given: the fewest of the model that hold them
 };
 
 // Lays `tenants` out on `gpus`. An error with one line when the request cannot be met: an

@@ -54,6 +54,7 @@ std::string RenderPlanText(const Plan& plan) {
                                 plan.tenants.size() == 1 ? "" : "s", plan.gpus.size(),
                                 plan.gpus.size() == 1 ? "" : "s");
   if (!plan.unused_gpus.empty()) out += fmt::format(" ({} more given, unused)", plan.unused_gpus.size());
+  if (plan.fewest_gpus) out += ": the fewest that hold them (--gpus N plans for N)";
   out += "\n";
   for (size_t gi = 0; gi < plan.gpus.size(); ++gi) {
     const PlannedGpu& g = plan.gpus[gi];
@@ -153,7 +154,7 @@ std::string RenderPlanJson(const Plan& plan) {
   }
   Json unused = Json::array();
   for (const auto& gpu : plan.unused_gpus) unused.push_back(gpu.index);
-  Json root = {{"gpus", gpus}, {"tenants", tenants}, {"unused_gpus", unused}};
+  Json root = {{"gpus", gpus}, {"tenants", tenants}, {"unused_gpus", unused}, {"fewest_gpus", plan.fewest_gpus}};
   return root.dump(2) + "\n";
 }
 

@@ -80,7 +80,10 @@ int RunStatus(const StatusOptions& options) {
   // The device's own figures beside the broker's (unaccounted memory), when NVML is there, and
   // each Kubernetes tenant's pod.
   const DeviceFiguresByUuid devices = ReadDeviceFigures();
-  const PodNames pods = ReadPodNames(dir);
+  // A pods file that is not the plugin's is said, once, and names no pod: the status still shows.
+  const PodNamesRead pods_read = ReadPodNames(options.pods_file.empty() ? kDefaultPodsFile : options.pods_file);
+  if (!pods_read.problem.empty()) std::fprintf(stderr, "gpuslicectl: %s\n", pods_read.problem.c_str());
+  const PodNames& pods = pods_read.names;
   const std::string text = options.json
                                ? StatusJson(snapshot, mig, devices, pods)
                                          .dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +

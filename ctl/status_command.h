@@ -10,6 +10,7 @@ namespace gpuslice::ctl {
 struct StatusOptions {
   bool json = false;
   std::string state_dir;  // "" = DefaultStateDir()
+  std::string pods_file;  // the device plugin's tenant -> pod map (common/pod_names.h)
 };
 
 // $GPUSLICE_STATE_DIR when set and non-empty, else /run/gpuslice: the directory the shim itself

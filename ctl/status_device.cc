@@ -43,16 +43,26 @@ std::string DeviceLine(const exporter::DeviceFigures& device) {
   const uint64_t free = device.memory_total > device.memory_used ? device.memory_total - device.memory_used : 0;
   std::string line = fmt::format("device: GPU {}, {}; {} in use, {} free", device.index, device.name,
                                  FormatBytes(device.memory_used), FormatBytes(free));
-  if (device.utilization_pct) line += fmt::format("; {}% busy", *device.utilization_pct);
+  if (device.utilization_pct) line += fmt::format("; {}% busy in {}", *device.utilization_pct, kBusyWindow);
   if (device.processes)
     line += fmt::format("; {} compute process{}", *device.processes, *device.processes == 1 ? "" : "es");
   return line;
 }
 
 std::string ProcessName(unsigned int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
+  // The program's own name (argv[0]'s last component): /proc/<pid>/comm keeps only 15 bytes of
+  // it ("gpuslice-worklo"). comm for a process without a command line (a kernel thread, a zombie).
+  const std::string proc = "/proc/" + std::to_string(pid);
+  std::ifstream cmdline(proc + "/cmdline", std::ios::binary);
   std::string name;
-  if (!std::getline(in, name) || name.empty()) return "?";
+  std::getline(cmdline, name, '\0');
+  if (const size_t slash = name.rfind('/'); slash != std::string::npos) name.erase(0, slash + 1);
+  if (name.empty()) {
+    std::ifstream comm(proc + "/comm");
+    if (!std::getline(comm, name) || name.empty()) return "?";
+  }
+  constexpr size_t kLongest = 64;  // a line, not a page: a name rewritten to be huge is cut
+  if (name.size() > kLongest) name = name.substr(0, kLongest) + "...";
   return Printable(name);
 }
 

@@ -29,10 +29,17 @@ uint64_t AccountedBytes(const broker::GpuView& gpu);
 // compute processes, else this state directory's live processes on it.
 uint64_t ProcessesOn(const broker::GpuView& gpu, const exporter::DeviceFigures& device);
 
-// "device: GPU 0, NVIDIA H100 80GB HBM3; 13 GiB in use, 3 GiB free; 0% busy; 2 compute processes".
+// The window of the device's busy figure, as status and top say it: NVML's utilisation is the
+// fraction of its last sample period a kernel ran (1/6 s to 1 s, by product; 1 s on the
+// simulator); the exporter's gpuslice_device_utilization_ratio is the same figure.
+inline constexpr char kBusyWindow[] = "NVML's last sample period (1/6 s to 1 s)";
+
+// "device: GPU 0, NVIDIA H100 80GB HBM3; 13 GiB in use, 3 GiB free; 0% busy in NVML's last
+// sample period (1/6 s to 1 s); 2 compute processes".
 std::string DeviceLine(const exporter::DeviceFigures& device);
 
-// The command name of the node's process `pid` (/proc/<pid>/comm), printable; "?" when unreadable.
+// The program name of the node's process `pid` (the last component of its argv[0], whole up to 64
+// bytes; /proc/<pid>/comm without a command line), printable; "?" when unreadable.
 std::string ProcessName(unsigned int pid);
 
 // "device processes: 20978 python (3 GiB), 21002 train (2 GiB)": every compute process NVML lists,

@@ -17,6 +17,7 @@
 #include "broker/broker.h"
 #include "ctl/exit_codes.h"
 #include "ctl/status_command.h"
+#include "ctl/status_device.h"
 #include "ctl/status_report.h"
 #include "ctl/top_view.h"
 
@@ -100,8 +101,10 @@ int RunTop(const TopOptions& options) {
     broker::Snapshot snapshot = std::move(taken).value();
     SortForDisplay(&snapshot);
     layout.width = TerminalSize().first;  // every tenant, in rows that fit the terminal if any
-    return Write(RenderTop(snapshot, nullptr, layout).text) ? kExitOk
-                                                            : Fail(fmt::format("writing: {}", std::strerror(errno)));
+    const DeviceFiguresByUuid devices = ReadDeviceFigures();
+    return Write(RenderTop(snapshot, nullptr, layout, &devices).text)
+               ? kExitOk
+               : Fail(fmt::format("writing: {}", std::strerror(errno)));
   }
   struct sigaction action {};
   action.sa_handler = OnStop;
@@ -111,6 +114,7 @@ int RunTop(const TopOptions& options) {
   std::optional<broker::Snapshot> previous;
   bool redraw_only = false;  // a key was pressed: redraw the same snapshot, do not take another
   broker::Snapshot snapshot;
+  DeviceFiguresByUuid devices;  // NVML's, read with each snapshot
   std::string problem;
   while (!g_stop) {
     const auto [columns, rows] = TerminalSize();
@@ -130,6 +134,7 @@ int RunTop(const TopOptions& options) {
       if (problem.empty()) {
         if (!snapshot.gpus.empty() || snapshot.taken_ns != 0) previous = std::move(snapshot);
         snapshot = std::move(next);
+        devices = ReadDeviceFigures();
       } else {
         previous.reset();
       }
@@ -140,7 +145,7 @@ int RunTop(const TopOptions& options) {
     if (!problem.empty()) {
       frame += problem + "\n";
     } else {
-      const TopFrame drawn = RenderTop(snapshot, previous ? &*previous : nullptr, layout);
+      const TopFrame drawn = RenderTop(snapshot, previous ? &*previous : nullptr, layout, &devices);
       layout.page = drawn.page;
       frame += drawn.text;
       frame += fmt::format("page {}/{}, sorted by {}: s sort  n/space next page  p previous  q quit", drawn.page + 1,

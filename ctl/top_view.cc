@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "broker/segment_layout.h"
+#include "ctl/status_device.h"
 #include "ctl/status_report.h"
 #include "ctl/units.h"
 
@@ -89,16 +90,11 @@ constexpr int kWideFrom = 110;
 
 struct Row {
   const broker::TenantView* tenant;
-  std::string text;
-  double memory = 0;  // sort keys
+  std::vector<std::string> lines;  // one, or the whole name on a line of its own and then the figures
+  double memory = 0;               // sort keys
   double share = 0;
   double waits = 0;
 };
-
-std::string Fit(const std::string& text, size_t width) {
-  if (text.size() <= width) return text;
-  return text.substr(0, width - 1) + "~";  // a long name cut, and said so
-}
 
 std::string Compact(uint64_t bytes) {
   std::string text = FormatBytes(bytes);
@@ -122,82 +118,134 @@ double WaitRank(const broker::TenantView& tenant) {
 
 }  // namespace
 
-TopFrame RenderTop(const broker::Snapshot& now, const broker::Snapshot* previous, const TopLayout& layout) {
-  const bool wide = layout.width == 0 || layout.width >= kWideFrom;
-  // Each GPU is a section: its header line, the column headings, its rows, and the idle count.
-  struct Section {
-    std::string header, headings, idle;
-    std::vector<Row> rows;
-  };
-  std::vector<Section> sections;
-  for (const auto& gpu : now.gpus) {
-    Section section;
-    const std::string holder = ActiveHolder(gpu);
-    section.header = fmt::format("{}  {}  mode {}  holder {}  waiting {}  grants {}", gpu.uuid,
-                                 FormatBytes(gpu.total_memory), ModeName(gpu.mode), holder.empty() ? "-" : holder,
-                                 gpu.waiting, gpu.grants);
-    if (!wide) section.header = Fit(section.header, static_cast<size_t>(layout.width) - 1);
-    section.headings = wide ? fmt::format("  {:<16} {:<10} {:<22} {:>21}  {:>4} {:>5}  {:>10} {:>7} {:>5}", "TENANT",
-                                          "CLASS", "MEMORY", "USED / QUOTA", "REQ", "HELD", "WAIT P99", "REFUSED",
-                                          "PROCS")
-                            : fmt::format("  {:<15} {:<8} {:>19} {:>4} {:>5} {:>9} {:>4} {:>3}", "TENANT", "CLASS",
-                                          "USED/QUOTA", "REQ", "HELD", "WAIT P99", "REF", "PRC");
-    int idle = 0;
-    for (const auto& tenant : gpu.tenants) {
-      if (IsIdle(tenant) && tenant.refused_allocations == 0 && tenant.service_ns == 0) {
-        ++idle;
-        continue;
-      }
-      const bool limited = tenant.quota != broker::kUnlimited;
-      const std::string cls = tenant.request_pct ? ClassName(tenant.compute_class) : "-";
-      const std::string req = tenant.request_pct ? fmt::format("{}%", tenant.request_pct) : "-";
-      const std::string share = Share(now, previous, gpu, tenant);
-      Row row{&tenant, "", Percent(tenant.used, limited ? tenant.quota : gpu.total_memory), 0, WaitRank(tenant)};
-      row.share = share == "-" ? -1 : std::stod(share);
-      if (wide) {
-        const std::string memory = FormatBytes(tenant.used) + " / " +
-                                   (limited ? FormatBytes(tenant.quota) : std::string("unlimited"));
-        row.text = fmt::format("  {:<16} {:<10} {:<22} {:>21}  {:>4} {:>5}  {:>10} {:>7} {:>5}", tenant.name, cls,
-                               Bar(tenant.used, limited ? tenant.quota : gpu.total_memory), memory, req, share,
-                               WaitP99(tenant), tenant.refused_allocations, tenant.processes.size());
-      } else {
-        const std::string memory = Compact(tenant.used) + "/" + (limited ? Compact(tenant.quota) : std::string("-"));
-        row.text = fmt::format("  {:<15} {:<8} {:>19} {:>4} {:>5} {:>9} {:>4} {:>3}", Fit(tenant.name, 15), cls,
-                               Fit(memory, 19), req, share, WaitP99(tenant), tenant.refused_allocations,
-                               tenant.processes.size());
-      }
-      section.rows.push_back(std::move(row));
-    }
-    // The largest first, names in order on ties (and for kName).
-    std::stable_sort(section.rows.begin(), section.rows.end(), [&](const Row& a, const Row& b) {
-      switch (layout.sort) {
-        case TopSort::kMemory: return a.memory > b.memory;
-        case TopSort::kShare: return a.share > b.share;
-        case TopSort::kWaits: return a.waits > b.waits;
-        case TopSort::kName: break;
-      }
-      return false;  // SortForDisplay left them by name
-    });
-    if (idle > 0) section.idle = fmt::format("  ({} idle tenant{} not shown)", idle, idle == 1 ? "" : "s");
-    sections.push_back(std::move(section));
-  }
+namespace {
 
-  // Pages of at most `height` lines; a section continued on a page repeats its two header lines.
+// Fields packed into lines of at most `width` columns, in order, two spaces apart; a field is never
+// cut (one longer than the width has a line of its own), so a name always shows whole. Lines after
+// the first are indented by `indent`.
+std::vector<std::string> Pack(const std::vector<std::string>& fields, size_t width, const std::string& indent) {
+  std::vector<std::string> lines;
+  for (const std::string& field : fields) {
+    if (!lines.empty() && lines.back().size() + 2 + field.size() <= width) {
+      lines.back() += "  " + field;
+    } else {
+      lines.push_back((lines.empty() ? "" : indent) + field);
+    }
+  }
+  return lines;
+}
+
+struct Section {
+  std::vector<std::string> header;     // the GPU's line(s)
+  std::vector<std::string> continued;  // the same, on a page after its first
+  std::string headings;
+  std::vector<Row> rows;
+  std::string idle;
+};
+
+std::vector<std::string> HeaderOf(const broker::GpuView& gpu, const exporter::DeviceFigures* device, size_t width,
+                                  bool continued) {
+  const std::string holder = ActiveHolder(gpu);
+  std::vector<std::string> fields = {gpu.uuid, FormatBytes(gpu.total_memory), "mode " + ModeName(gpu.mode)};
+  if (device && device->utilization_pct) fields.push_back(fmt::format("busy {}%", *device->utilization_pct));
+  fields.push_back("holder " + (holder.empty() ? std::string("-") : holder));
+  fields.push_back(fmt::format("waiting {}", gpu.waiting));
+  fields.push_back(fmt::format("grants {}", gpu.grants));
+  if (continued) fields.push_back("(cont.)");
+  return Pack(fields, width == 0 ? SIZE_MAX : width, "  ");
+}
+
+// A tenant's row: in compact rows a name longer than its column has a line of its own, whole, and
+// the figures go on the next line under the columns.
+Row RowOf(const broker::Snapshot& now, const broker::Snapshot* previous, const broker::GpuView& gpu,
+          const broker::TenantView& tenant, bool wide) {
+  const bool limited = tenant.quota != broker::kUnlimited;
+  const std::string cls = tenant.request_pct ? ClassName(tenant.compute_class) : "-";
+  const std::string req = tenant.request_pct ? fmt::format("{}%", tenant.request_pct) : "-";
+  const std::string share = Share(now, previous, gpu, tenant);
+  Row row{&tenant, {}, Percent(tenant.used, limited ? tenant.quota : gpu.total_memory), 0, WaitRank(tenant)};
+  row.share = share == "-" ? -1 : std::stod(share);
+  if (wide) {
+    const std::string memory = FormatBytes(tenant.used) + " / " +
+                               (limited ? FormatBytes(tenant.quota) : std::string("unlimited"));
+    const std::string name = tenant.name.size() <= 16 ? tenant.name : "";
+    if (name.empty()) row.lines.push_back("  " + tenant.name);
+    row.lines.push_back(fmt::format("  {:<16} {:<10} {:<22} {:>21}  {:>4} {:>5}  {:>10} {:>7} {:>5}", name, cls,
+                                    Bar(tenant.used, limited ? tenant.quota : gpu.total_memory), memory, req, share,
+                                    WaitP99(tenant), tenant.refused_allocations, tenant.processes.size()));
+  } else {
+    const std::string memory = Compact(tenant.used) + "/" + (limited ? Compact(tenant.quota) : std::string("-"));
+    const std::string name = tenant.name.size() <= 15 ? tenant.name : "";
+    if (name.empty()) row.lines.push_back("  " + tenant.name);
+    row.lines.push_back(fmt::format("  {:<15} {:<8} {:>19} {:>4} {:>5} {:>9} {:>4} {:>3}", name, cls, memory, req,
+                                    share, WaitP99(tenant), tenant.refused_allocations, tenant.processes.size()));
+  }
+  return row;
+}
+
+Section SectionOf(const broker::Snapshot& now, const broker::Snapshot* previous, const broker::GpuView& gpu,
+                  const exporter::DeviceFigures* device, const TopLayout& layout, bool wide) {
+  Section section;
+  section.header = HeaderOf(gpu, device, wide ? 0 : static_cast<size_t>(layout.width) - 1, false);
+  section.continued = HeaderOf(gpu, device, wide ? 0 : static_cast<size_t>(layout.width) - 1, true);
+  section.headings = wide
+                         ? fmt::format("  {:<16} {:<10} {:<22} {:>21}  {:>4} {:>5}  {:>10} {:>7} {:>5}", "TENANT",
+                                       "CLASS", "MEMORY", "USED / QUOTA", "REQ", "HELD", "WAIT P99", "REFUSED", "PROCS")
+                         : fmt::format("  {:<15} {:<8} {:>19} {:>4} {:>5} {:>9} {:>4} {:>3}", "TENANT", "CLASS",
+                                       "USED/QUOTA", "REQ", "HELD", "WAIT P99", "REF", "PRC");
+  int idle = 0;
+  for (const auto& tenant : gpu.tenants) {
+    if (IsIdle(tenant) && tenant.refused_allocations == 0 && tenant.service_ns == 0) {
+      ++idle;
+      continue;
+    }
+    section.rows.push_back(RowOf(now, previous, gpu, tenant, wide));
+  }
+  // The largest first, names in order on ties (and for kName).
+  std::stable_sort(section.rows.begin(), section.rows.end(), [&](const Row& a, const Row& b) {
+    switch (layout.sort) {
+      case TopSort::kMemory: return a.memory > b.memory;
+      case TopSort::kShare: return a.share > b.share;
+      case TopSort::kWaits: return a.waits > b.waits;
+      case TopSort::kName: break;
+    }
+    return false;  // SortForDisplay left them by name
+  });
+  if (idle > 0) section.idle = fmt::format("  ({} idle tenant{} not shown)", idle, idle == 1 ? "" : "s");
+  return section;
+}
+
+}  // namespace
+
+TopFrame RenderTop(const broker::Snapshot& now, const broker::Snapshot* previous, const TopLayout& layout,
+                   const DeviceFiguresByUuid* devices) {
+  const bool wide = layout.width == 0 || layout.width >= kWideFrom;
+  std::vector<Section> sections;
+  for (const auto& gpu : now.gpus)
+    sections.push_back(SectionOf(now, previous, gpu, devices ? DeviceOf(*devices, gpu) : nullptr, layout, wide));
+
+  // Pages of at most `height` lines; a section continued on a page repeats its header lines.
   std::vector<std::vector<std::string>> pages(1);
   const int height = layout.height;
-  auto room = [&](int lines) { return height <= 0 || static_cast<int>(pages.back().size()) + lines <= height; };
+  auto room = [&](size_t lines) { return height <= 0 || pages.back().size() + lines <= static_cast<size_t>(height); };
+  auto add = [&](const std::vector<std::string>& lines) {
+    for (const auto& line : lines) pages.back().push_back(line);
+  };
   for (const Section& section : sections) {
+    std::vector<std::string> head = section.header;
+    head.push_back(section.headings);
+    std::vector<std::string> continued = section.continued;
+    continued.push_back(section.headings);
     if (height <= 0 && !pages.back().empty()) pages.back().push_back("");
-    if (!room(3) && !pages.back().empty()) pages.emplace_back();  // a header with no row under it: next page
-    pages.back().push_back(section.header);
-    pages.back().push_back(section.headings);
+    const size_t first = section.rows.empty() ? 0 : section.rows.front().lines.size();
+    if (!room(head.size() + first) && !pages.back().empty()) pages.emplace_back();  // no header without a row
+    add(head);
     for (const Row& row : section.rows) {
-      if (!room(1)) {
+      if (!room(row.lines.size())) {
         pages.emplace_back();
-        pages.back().push_back(section.header + " (cont.)");
-        pages.back().push_back(section.headings);
+        add(continued);
       }
-      pages.back().push_back(row.text);
+      add(row.lines);
     }
     if (!section.idle.empty()) {
       if (!room(1)) pages.emplace_back();

@@ -2,13 +2,15 @@
 // its memory against its quota, its compute request against the share it got, its wait for the
 // grant (p99 from the broker's histogram) and its refused allocations. Sorted by a key, and cut
 // into pages that fit the terminal, each page repeating its GPU's header and the column
-// headings, so that they are always on screen.
+// headings, so that they are always on screen. Nothing is cut to fit: a header too long for the
+// terminal goes on over lines, and a tenant name longer than its column has a line of its own.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "broker/broker.h"
+#include "ctl/status_device.h"
 
 namespace gpuslice::ctl {
 
@@ -36,6 +38,9 @@ struct TopFrame {
 // The frame for `now`. With `previous` (the snapshot of the last refresh) HELD is the share of
 // the GPU's time each tenant got since then; without it (--once), the share of the last complete
 // window (as gpuslicectl status), "-" before there is one.
-TopFrame RenderTop(const broker::Snapshot& now, const broker::Snapshot* previous, const TopLayout& layout = {});
+// `devices` (NVML's, when it answers) adds each GPU's busy figure to its header, the same as
+// gpuslicectl status's and the exporter's (ctl/status_device.h).
+TopFrame RenderTop(const broker::Snapshot& now, const broker::Snapshot* previous, const TopLayout& layout = {},
+                   const DeviceFiguresByUuid* devices = nullptr);
 
 }  // namespace gpuslice::ctl

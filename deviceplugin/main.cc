@@ -7,6 +7,7 @@
 // configuration.
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -170,6 +171,9 @@ Result<Prepared> Prepare(const PluginConfig& config) {
 }
 
 int Main(int argc, char** argv) {
+  // What it writes for others to read (the pods file, ld.so.preload) is never writable by others,
+  // whatever umask its container starts with: readers refuse a pods file others may write.
+  umask(022);
   CLI::App app{
       "gpuslice-device-plugin: a Kubernetes device plugin that turns gpuslice.io/gpu requests into "
       "gpuslice slices of one GPU's memory and time (docs/kubernetes.md)"};

@@ -107,6 +107,9 @@ const std::vector<KeySpec>& KeyTable() {
        [](const std::string& v, PluginConfig* c) {
          return (v.empty() || AbsolutePath(v)) && (c->pod_resources_socket = v, true);
        }},
+      {"podsFile",
+       "the absolute path of the tenants' pod names file, outside stateDir, e.g. /run/gpuslice-pods/pods.json",
+       [](const std::string& v, PluginConfig* c) { return AbsolutePath(v) && (c->pods_file = v, true); }},
   };
   return kTable;
 }
@@ -214,6 +217,14 @@ Status ValidateConfig(const PluginConfig& config) {
     return Status::Error(
         "gpuslice-device-plugin: stateDir '" + config.host_state_dir +
         "' is not a directory; create it on the host (mkdir -m 0770) and mount it into the plugin's container");
+  }
+  // Tenants write the state directory: a pods file there could be rewritten by any of them.
+  const std::string state_dir = config.host_state_dir.back() == '/' ? config.host_state_dir
+                                                                    : config.host_state_dir + "/";
+  if (config.pods_file.starts_with(state_dir)) {
+    return Status::Error(
+        "gpuslice-device-plugin: podsFile '" + config.pods_file + "' is inside stateDir '" + config.host_state_dir +
+        "', which every tenant can write; name a file of a directory only the plugin writes, e.g. " + kDefaultPodsFile);
   }
   return Status::Ok();
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/install_layout.h"
+#include "common/pod_names.h"
 #include "common/status.h"
 
 namespace gpuslice::deviceplugin {
@@ -33,6 +34,9 @@ struct PluginConfig {
   int nvlink_island = 0;  // nvlinkIsland: GPUs per NVLink island by NVML index (0 = none)
   // podResourcesSocket: the kubelet's pod-resources API, read to name each tenant's pod ("" = off)
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  // podsFile: where that map is written (common/pod_names.h): outside stateDir, which every slice
+  // mounts read-write, so that no tenant can rename another's pod.
+  std::string pods_file = kDefaultPodsFile;
 };
 
 // The YAML keys, for the error line and --help.

@@ -1,22 +1,24 @@
 #include "deviceplugin/pod_resources_watch.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <chrono>
 #include <cstdio>
 
 #include <grpcpp/grpcpp.h>
-#include <nlohmann/json.hpp>
 
 #include "common/mutex_lock.h"
 #include "common/replace_file.h"
-#include "deviceplugin/device_ids.h"
 #include "podresources.grpc.pb.h"
 
 namespace gpuslice::deviceplugin {
 
 Result<std::map<std::string, PodOfTenant>> ListTenantPods(const std::string& socket, const std::string& resource,
-                                                          int timeout_ms) {
+                                                          int timeout_ms, size_t* dropped) {
   auto stub =
       v1::PodResourcesLister::NewStub(grpc::CreateChannel("unix://" + socket, grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
@@ -27,38 +29,16 @@ Result<std::map<std::string, PodOfTenant>> ListTenantPods(const std::string& soc
     return Status::Unavailable("the kubelet's pod-resources API at " + socket +
                                " did not answer List: " + status.error_message());
   }
-  std::map<std::string, PodOfTenant> pods;
-  for (const auto& pod : response.pod_resources()) {
-    for (const auto& container : pod.containers()) {
-      for (const auto& devices : container.devices()) {
-        if (devices.resource_name() != resource || devices.device_ids().empty()) continue;
-        const std::vector<std::string> ids(devices.device_ids().begin(), devices.device_ids().end());
-        PodOfTenant entry{pod.namespace_(), pod.name(), container.name(), "", static_cast<int>(ids.size())};
-        std::vector<std::string> uuids;
-        for (const std::string& id : ids) {
-          const auto slice = ParseSliceId(id);
-          if (slice && std::find(uuids.begin(), uuids.end(), slice->device_uuid) == uuids.end())
-            uuids.push_back(slice->device_uuid);
-        }
-        for (const std::string& uuid : uuids) entry.devices += (entry.devices.empty() ? "" : ",") + uuid;
-        pods[TenantNameForIds(ids)] = entry;
-      }
-    }
-  }
-  return pods;
+  return TenantPodsOf(response, resource, dropped);
 }
 
-Status WritePodsFile(const std::string& path, const std::map<std::string, PodOfTenant>& pods) {
-  nlohmann::ordered_json tenants = nlohmann::ordered_json::object();
-  for (const auto& [tenant, pod] : pods) {
-    tenants[tenant] = {{"namespace", pod.namespace_name},
-                       {"pod", pod.pod},
-                       {"container", pod.container},
-                       {"devices", pod.devices},
-                       {"slices", pod.slices}};
-  }
-  const nlohmann::ordered_json file = {{"written_by", "gpuslice-device-plugin"}, {"tenants", tenants}};
-  const std::string text = file.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+Status WritePodsFile(const std::string& path, const std::map<std::string, PodOfTenant>& pods, size_t* dropped) {
+  const std::string text = PodsFileText(pods, dropped);
+  // Its directory is the plugin's own (created 0755 when missing; readers refuse a file others
+  // may write).
+  const std::string dir = path.substr(0, path.rfind('/'));
+  if (!dir.empty() && mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    return Status::Error("cannot create " + dir + " for " + path + ": " + std::strerror(errno));
   if (Status written = ReplaceFile(path, text); !written.ok()) {
     return Status::Error("cannot write " + path + ": " + written.message());
   }
@@ -89,8 +69,9 @@ bool PodResourcesWatch::StopAsked(int wait_ms) {
 void PodResourcesWatch::Poll(const PluginConfig& config) {
   // Pods keep their names only as long as the kubelet answers: an old map is left as it was
   // (a tenant's pod does not change while it runs), and the log says so once.
+  size_t dropped = 0;
   Result<std::map<std::string, PodOfTenant>> listed =
-      ListTenantPods(config.pod_resources_socket, config.resource, 1000);
+      ListTenantPods(config.pod_resources_socket, config.resource, 1000, &dropped);
   if (!listed.ok()) {
     if (!failing_)
       std::fprintf(stderr, "gpuslice-device-plugin: %s; tenants are not named after their pods until it does\n",
@@ -109,10 +90,17 @@ void PodResourcesWatch::Poll(const PluginConfig& config) {
       std::equal(pods.begin(), pods.end(), written_.begin(),
                  [&](const auto& a, const auto& b) { return a.first == b.first && same(a.second, b.second); }))
     return;
-  const std::string path = config.host_state_dir + "/" + kPodsFileName;
-  if (Status written = WritePodsFile(path, pods); !written.ok()) {
+  const std::string& path = config.pods_file;
+  if (Status written = WritePodsFile(path, pods, &dropped); !written.ok()) {
     std::fprintf(stderr, "gpuslice-device-plugin: %s\n", written.message().c_str());
     return;
+  }
+  if (dropped != dropped_said_) {
+    std::fprintf(stderr,
+                 "gpuslice-device-plugin: %zu of the kubelet's containers are not named in %s (names longer than "
+                 "Kubernetes allows or not UTF-8, or past the file's %zu tenants or %zu bytes)\n",
+                 dropped, path.c_str(), kMaxPodsFileTenants, static_cast<size_t>(kMaxPodsFileBytes));
+    dropped_said_ = dropped;
   }
   for (const auto& [tenant, pod] : pods) {
     if (!written_.contains(tenant))

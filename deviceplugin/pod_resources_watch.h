@@ -1,8 +1,9 @@
 // Names each tenant after its pod. Every few seconds the plugin asks the kubelet's pod-resources
 // API (List) which pod, namespace and container hold which of its slice IDs, derives each
 // container's tenant name from those IDs exactly as Allocate did (TenantNameForIds), and writes
-// the map to <stateDir>/pods.json, which gpuslicectl and the exporter read. The file is replaced
-// atomically (a reader sees the old map or the new one) and only when it changes.
+// the map to the pods file (podsFile, common/pod_names.h), which gpuslicectl and the exporter
+// read. The file is replaced atomically (a reader sees the old map or the new one) and only when
+// it changes.
 #pragma once
 
 #include <map>
@@ -13,27 +14,19 @@
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
 #include "deviceplugin/plugin_config.h"
+#include "deviceplugin/pod_resources_names.h"
 
 namespace gpuslice::deviceplugin {
 
-struct PodOfTenant {
-  std::string namespace_name;
-  std::string pod;
-  std::string container;
-  std::string devices;  // the UUIDs its slices are on
-  int slices = 0;
-};
-
-// The file's name in the state directory.
-inline constexpr char kPodsFileName[] = "pods.json";
-
-// One List against `socket`: tenant name -> pod, for the containers holding `resource`. An
-// Unavailable error with one line when the kubelet does not answer.
+// One List against `socket`: tenant name -> pod, for the containers holding `resource`
+// (TenantPodsOf; *dropped counts the containers left out). An Unavailable error with one line
+// when the kubelet does not answer.
 Result<std::map<std::string, PodOfTenant>> ListTenantPods(const std::string& socket, const std::string& resource,
-                                                          int timeout_ms);
+                                                          int timeout_ms, size_t* dropped);
 
-// Writes the map as JSON to `path` (through a temporary file and rename).
-Status WritePodsFile(const std::string& path, const std::map<std::string, PodOfTenant>& pods);
+// Writes PodsFileText(pods) to `path` (through a temporary file and rename); *dropped counts the
+// entries left out to keep it within the readers' bounds.
+Status WritePodsFile(const std::string& path, const std::map<std::string, PodOfTenant>& pods, size_t* dropped);
 
 class PodResourcesWatch {
  public:
@@ -56,6 +49,7 @@ class PodResourcesWatch {
   bool failing_ = false;
   std::map<std::string, PodOfTenant> written_;
   bool written_once_ = false;
+  size_t dropped_said_ = 0;  // how many entries left out the log last said
   std::thread thread_;
 };
 

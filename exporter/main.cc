@@ -14,7 +14,6 @@
 #include <utility>
 
 #include <CLI/CLI.hpp>
-#include <httplib.h>
 
 #include "broker/broker.h"
 #include "common/mutex.h"
@@ -23,6 +22,7 @@
 #include "common/thread_annotations.h"
 #include "common/version.h"
 #include "exporter/gzip_body.h"
+#include "exporter/http_server.h"
 #include "exporter/listen_address.h"
 #include "exporter/metrics_text.h"
 #include "exporter/nvml_devices.h"
@@ -35,8 +35,8 @@ constexpr int kExitUsage = 2;
 
 constexpr char kFooter[] = R"help(Endpoints:
   /metrics  Prometheus text format: per GPU (label gpu, its UUID) and tenant (labels tenant,
-            namespace, pod, container: the pod from the device plugin's pods.json, empty
-            otherwise; the class on gpuslice_tenant_info) memory used and quota, compute
+            namespace, pod, container: the pod from the device plugin's pods file
+            (--pods-file), empty otherwise; the class on gpuslice_tenant_info) memory used and quota, compute
             request, limit, share and device time, the wait-for-grant histogram, refused
             allocations and bytes, grants, processes; per device NVML's memory,
             utilisation and processes. A tenant's counters read 0 in its first scrape.
@@ -45,7 +45,10 @@ constexpr char kFooter[] = R"help(Endpoints:
             Prometheus's does; as it is for any other.
   /healthz  "ok" while the exporter serves (the state file may still be missing).
 The state file is mapped read-only at every scrape: the exporter never reaps dead processes
-or changes anything, and needs only read permission on it.
+or changes anything, and needs only read permission on it. The pods file is taken only as the
+plugin writes it (a regular file of at most 1 MiB, not a link, owned by root or this user,
+written by no one else); anything else names no pod, logged once. A client has 10 s and 8 KiB
+for its request head; slow clients cannot hold up the others or a SIGTERM.
 Exit status: 0 after SIGTERM or SIGINT; 1 when it cannot listen; 2 on usage errors.)help";
 
 std::string DefaultStateDir() {
@@ -84,11 +87,15 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "gpuslice-exporter " GPUSLICE_VERSION, "Print the version and exit");
   std::string listen = kDefaultListen;
   std::string state_dir = DefaultStateDir();
+  std::string pods_file = gpuslice::kDefaultPodsFile;
   app.add_option("--listen", listen, "Address to serve on: HOST:PORT, [IPV6]:PORT or :PORT (all interfaces)")
       ->type_name("ADDR")
       ->capture_default_str();
   app.add_option("--state-dir", state_dir, "State directory (default: $GPUSLICE_STATE_DIR, else /run/gpuslice)")
       ->type_name("DIR");
+  app.add_option("--pods-file", pods_file, "The device plugin's map of tenants to pods")
+      ->type_name("FILE")
+      ->capture_default_str();
   app.footer(kFooter);
   try {
     app.parse(argc, argv);
@@ -116,75 +123,70 @@ int main(int argc, char** argv) {
   mallopt(M_TRIM_THRESHOLD, 128 << 20);
 
   NvmlDevices nvml;
-  ChangeLog segment_log("state file"), nvml_log("NVML");
-  gpuslice::Mutex first_sight_mutex;  // guards first_sight: scrapes run on two threads
+  ChangeLog segment_log("state file"), nvml_log("NVML"), pods_log("pods file");
+  gpuslice::Mutex first_sight_mutex;  // guards first_sight: scrapes run on several workers
   FirstSight first_sight;
-  httplib::Server server;
-  server.new_task_queue = [] { return new httplib::ThreadPool(2); };
-  // A response is written as headers and then a body: with Nagle's algorithm on, the body's last
-  // partial segment waits for the ACK of the one before, which the scraper delays (up to 40 ms
-  // on Linux). TCP_NODELAY sends it at once (bench/exporter_scrape_bench.cc, BM_HttpScrape).
-  server.set_tcp_nodelay(true);
-  server.Get("/metrics", [&](const httplib::Request& request, httplib::Response& response) {
-    gpuslice::Result<gpuslice::broker::Snapshot> taken = gpuslice::broker::TakeReadOnlySnapshot(state_dir);
-    const bool have_snapshot = taken.ok();
-    segment_log.Report(have_snapshot, taken.message());
-    gpuslice::broker::Snapshot snapshot = have_snapshot ? std::move(taken).value() : gpuslice::broker::Snapshot();
-    const auto devices = nvml.Read();
-    nvml_log.Report(devices.ok(), devices.message());
-    std::set<std::string> first_seen;
-    {
-      gpuslice::MutexLock lock(&first_sight_mutex);
-      if (have_snapshot) first_seen = first_sight.Update(snapshot);
-      else first_sight.UpdateWithoutSnapshot();
-    }
-    const gpuslice::PodNames pods = gpuslice::ReadPodNames(state_dir);
-    std::string body;
-    RenderMetrics({have_snapshot ? &snapshot : nullptr, devices.ok() ? &*devices : nullptr, &pods, &first_seen}, &body);
-    // Compressed here at level 1 when the client accepts gzip (Prometheus does), else sent as it
-    // is. Either way through a content provider of known length: httplib would compress a body
-    // of text again itself, at level 6 or with brotli (gzip_body.h), but sends such a provider's
-    // bytes untouched.
-    auto page = std::make_shared<std::string>();
-    if (AcceptsGzip(request.get_header_value("Accept-Encoding")) && Gzip(body, kGzipLevel, page.get())) {
-      response.set_header("Content-Encoding", "gzip");
-    } else {
-      *page = std::move(body);
-    }
-    response.set_header("Vary", "Accept-Encoding");
-    response.set_content_provider(page->size(), "text/plain; version=0.0.4; charset=utf-8",
-                                  [page](size_t offset, size_t length, httplib::DataSink& sink) {
-                                    return sink.write(page->data() + offset, length);
-                                  });
-  });
-  server.Get("/healthz",
-             [](const httplib::Request&, httplib::Response& response) { response.set_content("ok\n", "text/plain"); });
-  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second exporter (or
-  // anything else) on the same port binds too and steals half the scrapes instead of failing.
-  server.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
-  if (!server.bind_to_port(address->host.c_str(), address->port)) {
+  HttpServer server;
+  server.Route(
+      "/metrics",
+      [&](const RequestHead& request) {
+        gpuslice::Result<gpuslice::broker::Snapshot> taken = gpuslice::broker::TakeReadOnlySnapshot(state_dir);
+        const bool have_snapshot = taken.ok();
+        segment_log.Report(have_snapshot, taken.message());
+        gpuslice::broker::Snapshot snapshot = have_snapshot ? std::move(taken).value() : gpuslice::broker::Snapshot();
+        const auto devices = nvml.Read();
+        nvml_log.Report(devices.ok(), devices.message());
+        std::set<std::string> first_seen;
+        {
+          gpuslice::MutexLock lock(&first_sight_mutex);
+          if (have_snapshot) first_seen = first_sight.Update(snapshot);
+          else first_sight.UpdateWithoutSnapshot();
+        }
+        const gpuslice::PodNamesRead pods = gpuslice::ReadPodNames(pods_file);
+        pods_log.Report(pods.problem.empty(), pods.problem);
+        std::string body;
+        RenderMetrics({have_snapshot ? &snapshot : nullptr, devices.ok() ? &*devices : nullptr, &pods.names,
+                       &first_seen},
+                      &body);
+        // Compressed here at level 1 when the client accepts gzip (Prometheus does), else sent as
+        // it is (gzip_body.h).
+        HttpResponse response;
+        response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+        response.headers.push_back({"Vary", "Accept-Encoding"});
+        if (AcceptsGzip(request.accept_encoding) && Gzip(body, kGzipLevel, &response.body)) {
+          response.headers.push_back({"Content-Encoding", "gzip"});
+        } else {
+          response.body = std::move(body);
+        }
+        return response;
+      },
+      /*slow=*/true);
+  server.Route(
+      "/healthz",
+      [](const RequestHead&) {
+        HttpResponse response;
+        response.body = "ok\n";
+        return response;
+      },
+      /*slow=*/false);
+  if (const gpuslice::Status bound = server.Bind(*address); !bound.ok()) {
     const std::string why = WhyCannotListen(*address);
     std::fprintf(stderr, "gpuslice-exporter: cannot listen on %s: %s\n", listen.c_str(),
-                 why.empty() ? "the server could not bind it" : why.c_str());
+                 why.empty() ? bound.message().c_str() : why.c_str());
     return kExitFailed;
   }
   std::thread stopper([&] {
     int signal = 0;
     sigwait(&stop_signals, &signal);
-    server.stop();
+    server.Stop();
   });
-  std::fprintf(stderr, "gpuslice-exporter: serving /metrics on %s (state directory %s)\n", listen.c_str(),
-               state_dir.c_str());
-  const bool served = server.listen_after_bind();
-  if (stopper.joinable()) {
-    if (served) {
-      stopper.join();
-    } else {
-      stopper.detach();
-    }
+  std::fprintf(stderr, "gpuslice-exporter: serving /metrics on %s (state directory %s, pods file %s)\n", listen.c_str(),
+               state_dir.c_str(), pods_file.c_str());
+  if (const gpuslice::Status served = server.Serve(); !served.ok()) {
+    std::fprintf(stderr, "gpuslice-exporter: %s\n", served.message().c_str());
+    stopper.detach();  // still waiting for a signal that will not come
+    return kExitFailed;
   }
-  return served ? kExitOk : kExitFailed;
+  stopper.join();
+  return kExitOk;
 }

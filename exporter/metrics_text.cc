@@ -284,7 +284,8 @@ void Devices(Writer* w, const std::vector<DeviceFigures>& devices) {
     if (!d.utilization_pct) continue;
     if (!any)
       w->Family("gpuslice_device_utilization_ratio", "gauge",
-                "Fraction of the last sample period a kernel ran on the device (NVML), 0 to 1.");
+                "Fraction of NVML's last sample period (1/6 s to 1 s) a kernel ran on the device, 0 to 1: the "
+                "busy figure of gpuslicectl status and top.");
     any = true;
     w->Sample("gpuslice_device_utilization_ratio", "", labels(d), *d.utilization_pct / 100.0);
   }

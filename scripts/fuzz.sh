@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 seconds=${1:-30}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(quantity_fuzzer memory_limit_fuzzer options_fuzzer state_file_fuzzer)
+((${#targets[@]})) || targets=(quantity_fuzzer memory_limit_fuzzer options_fuzzer state_file_fuzzer pods_file_fuzzer
+  pod_resources_fuzzer)
 scripts/install-deps.sh
 build=build-fuzz
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUSLICE_FUZZ=ON \

@@ -1,10 +1,12 @@
-// Variables meant for gpuslice that it would never read: GPU_SLICE_MEMORY_LIMIT=4Gi or
-// gpuslice_memory_limit=4Gi would otherwise mean "no limit" without a word. They are warned
-// about rather than refused: a name outside the GPUSLICE_ prefix may belong to another program,
-// so the process runs on as it would without the shim's knowledge of them.
+// The one rule for names meant for gpuslice. A variable is gpuslice's when its name, upper-cased
+// and with GPU_SLICE_ read as GPUSLICE_, begins GPUSLICE_: GPUSLICE_MEMORY_LIMT, GPU_SLICE_MEMORY_LIMIT
+// and gpuslice_memory_limit alike. Such a variable must be spelt exactly as one of the declared
+// options (or, for the simulated driver, GPUSLICE_SIM_*); any other is refused with one line
+// naming it and the option it most likely meant. A misspelling must never mean "no limit", and
+// two spellings of one mistake must not get two answers (one was refused, the other warned about
+// and run unlimited).
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "common/quantity.h"
 #include "shim/options.h"
@@ -14,6 +16,7 @@ namespace {
 
 constexpr std::string_view kPrefix = "GPUSLICE_";
 constexpr std::string_view kSplitPrefix = "GPU_SLICE_";
+constexpr std::string_view kSimulatorPrefix = "GPUSLICE_SIM_";
 
 std::string Upper(std::string_view text) {
   std::string upper(text);
@@ -22,51 +25,29 @@ std::string Upper(std::string_view text) {
   return upper;
 }
 
-// The GPUSLICE_* spelling of a near-miss name, or "" when `name` is not one: GPUSLICE_ in another
-// case, or GPU_SLICE_ in any case. A name already spelt GPUSLICE_ is the parser's to judge.
-std::string Canonical(std::string_view name) {
-  if (name.starts_with(kPrefix)) return "";
+}  // namespace
+
+std::optional<std::string> GpusliceSpelling(std::string_view name) {
   const std::string upper = Upper(name);
   if (upper.starts_with(kPrefix)) return upper;
   if (upper.starts_with(kSplitPrefix)) return std::string(kPrefix) + upper.substr(kSplitPrefix.size());
-  return "";
+  return std::nullopt;
 }
 
-// The option `canonical` names (itself, per-ordinal ones included), else the nearest one.
-std::string Meant(const std::string& canonical) {
-  if (canonical.starts_with("GPUSLICE_SIM_")) return canonical;  // the simulated driver's
+bool IsSimulatorVariable(std::string_view name) { return name.starts_with(kSimulatorPrefix); }
+
+std::string LikelyOption(const std::string& spelling) {
+  if (spelling.starts_with(kSimulatorPrefix)) return spelling;  // the simulated driver's
   for (const auto& spec : OptionTable()) {
     const std::string_view declared(spec.name);
-    if (canonical == declared) return canonical;
+    if (spelling == declared) return spelling;
     if (declared.ends_with("<n>")) {
       const std::string_view prefix = declared.substr(0, declared.size() - 3);
-      if (canonical.starts_with(prefix) && ParseUnsigned(std::string_view(canonical).substr(prefix.size())))
-        return canonical;
+      if (spelling.starts_with(prefix) && ParseUnsigned(std::string_view(spelling).substr(prefix.size())))
+        return spelling;
     }
   }
-  return SuggestOption(canonical);
-}
-
-}  // namespace
-
-std::vector<std::string> NearMissWarnings(char** environment) {
-  std::vector<std::string> warnings;
-  for (char** entry = environment; entry && *entry; ++entry) {
-    const std::string_view item(*entry);
-    const size_t eq = item.find('=');
-    if (eq == std::string_view::npos) continue;
-    const std::string_view name = item.substr(0, eq);
-    const std::string_view value = item.substr(eq + 1);
-    const std::string canonical = Canonical(name);
-    if (canonical.empty()) continue;
-    const std::string meant = Meant(canonical);
-    std::string line = "gpuslice: warning: " + std::string(name) + "='" + std::string(value) +
-                       "' is not read: gpuslice reads only upper-case GPUSLICE_* variables";
-    line += meant.empty() ? " (gpuslicectl options lists them)"
-                          : "; did you mean " + meant + "='" + std::string(value) + "'?";
-    warnings.push_back(std::move(line));
-  }
-  return warnings;
+  return SuggestOption(spelling);
 }
 
 }  // namespace gpuslice::shim

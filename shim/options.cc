@@ -9,9 +9,6 @@
 namespace gpuslice::shim {
 namespace {
 
-constexpr std::string_view kPrefix = "GPUSLICE_";
-// Variables of the simulated driver share the prefix but are not the shim's.
-constexpr std::string_view kSimulatorPrefix = "GPUSLICE_SIM_";
 // A declaration's name ending in this is one variable per device ordinal.
 constexpr std::string_view kOrdinalSuffix = "<n>";
 constexpr uint64_t kMaxOrdinal = 63;
@@ -120,8 +117,8 @@ std::string SuggestOption(std::string_view name) {
 namespace {
 
 std::string UnknownVariable(std::string_view name, std::string_view value) {
-  // A misspelt limit must not silently mean "unlimited".
-  const std::string suggestion = SuggestOption(name);
+  // A misspelt limit must not silently mean "unlimited" (shim/near_miss_names.cc).
+  const std::string suggestion = LikelyOption(GpusliceSpelling(name).value_or(std::string(name)));
   std::string known;
   for (const auto& spec : OptionTable()) known += (known.empty() ? "" : ", ") + std::string(spec.name);
   return "gpuslice: unknown variable " + Assignment(name, value) + "; " +
@@ -154,15 +151,19 @@ Status ApplyVariable(std::string_view name, std::string_view value, ShimOptions*
   return Status::InvalidArgument(UnknownVariable(name, value));
 }
 
-// Applies every GPUSLICE_* variable of `environment` that is valid to *out; the first error.
+// Applies every variable meant for gpuslice (GpusliceSpelling) of `environment` that is valid to
+// *out; the first error. One spelt otherwise than exactly as an option is unknown, however near.
 Status ApplyEnvironment(char** environment, ShimOptions* out) {
   Status first_error;
   for (char** entry = environment; entry && *entry; ++entry) {
     const std::string_view item(*entry);
-    if (!item.starts_with(kPrefix) || item.starts_with(kSimulatorPrefix)) continue;
     const size_t eq = item.find('=');
     if (eq == std::string_view::npos) continue;
-    Status applied = ApplyVariable(item.substr(0, eq), item.substr(eq + 1), out);
+    const std::string_view name = item.substr(0, eq), value = item.substr(eq + 1);
+    const std::optional<std::string> spelling = GpusliceSpelling(name);
+    if (!spelling || IsSimulatorVariable(name)) continue;
+    Status applied = *spelling == name ? ApplyVariable(name, value, out)
+                                       : Status::InvalidArgument(UnknownVariable(name, value));
     if (!applied.ok() && first_error.ok()) first_error = std::move(applied);
   }
   return first_error;
@@ -174,7 +175,8 @@ const std::vector<OptionSpec>& OptionTable() {
   // Exact names are matched before per-ordinal prefixes: GPUSLICE_MEMORY_LIMIT comes first.
   static const std::vector<OptionSpec> kTable = {
       {"GPUSLICE_MEMORY_LIMIT", "quantity above 0 or percentage 1% to 100%", "unlimited",
-       "The tenant's GPU memory quota on each GPU it uses: 512Mi, 4Gi, 4G, plain bytes, or a percentage "
+       "The tenant's GPU memory quota on each GPU it uses: 512Mi, 4Gi (Ki, Mi, Gi, Ti: powers of 1024), 4G (k, "
+       "M, G, T: powers of 1000, so 4G is 4000000000 bytes, 3.73 GiB), plain bytes, or a percentage "
        "of the device such as 25%. Allocations beyond it fail with CUDA_ERROR_OUT_OF_MEMORY.",
        "4Gi", ApplyMemoryLimit},
       {"GPUSLICE_MEMORY_LIMIT_<n>", "quantity above 0 or percentage 1% to 100%", "GPUSLICE_MEMORY_LIMIT",

@@ -62,8 +62,9 @@ struct ShimOptions {
   std::optional<MemoryLimit> LimitFor(int ordinal) const;
 };
 
-// Parses the environment. On any bad or unknown GPUSLICE_* variable, an InvalidArgument error
-// with one line naming the (first such) variable, its value and a valid example.
+// Parses the environment. On any bad or unknown variable meant for gpuslice (GpusliceSpelling),
+// an InvalidArgument error with one line naming the (first such) variable, its value and a valid
+// example or the option it likely meant.
 Result<ShimOptions> ParseOptions(char** environment);
 
 // The options of the GPUSLICE_* variables that are valid, the others left out: what the driver's
@@ -71,10 +72,15 @@ Result<ShimOptions> ParseOptions(char** environment);
 // when valid, still names the driver that cuGetProcAddress answers from).
 ShimOptions ValidOptions(char** environment);
 
-// One "gpuslice: warning: ..." line for each variable that looks meant for gpuslice but that it
-// never reads (GPU_SLICE_*, or GPUSLICE_* in another case: gpuslice_memory_limit), naming the
-// variable and the one it most likely meant (shim/near_miss_names.cc). They are not errors.
-std::vector<std::string> NearMissWarnings(char** environment);
+// The rule for names meant for gpuslice (shim/near_miss_names.cc): the name upper-cased, with
+// GPU_SLICE_ read as GPUSLICE_, when that begins GPUSLICE_ (the variable is then gpuslice's and
+// must be spelt exactly as a declared option); nullopt for any other program's variable.
+std::optional<std::string> GpusliceSpelling(std::string_view name);
+// GPUSLICE_SIM_*, spelt so: the simulated driver's, not the shim's.
+bool IsSimulatorVariable(std::string_view name);
+// The option a variable of that spelling most likely meant: itself when it is one (per-device
+// ones included), else the nearest within 3 edits, else "".
+std::string LikelyOption(const std::string& spelling);
 
 // The declared option a misspelt GPUSLICE_* name most likely meant (at most 3 edits), or "".
 std::string SuggestOption(std::string_view name);

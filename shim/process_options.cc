@@ -31,12 +31,6 @@ const ShimOptions& ProcessOptions(bool* valid) {
       LogError("%s", options.message().c_str() + std::strlen("gpuslice: "));
       p->options = ValidOptions(environ);
     }
-    // Said whatever the verdict: a GPU_SLICE_MEMORY_LIMIT beside a typo is a second mistake. A
-    // warning that cannot be composed (no memory) is dropped, never thrown into the caller.
-    try {
-      for (const std::string& warning : NearMissWarnings(environ)) LogError("%s", warning.c_str());
-    } catch (...) {
-    }
     return p;
   }();
   *valid = parsed->valid;

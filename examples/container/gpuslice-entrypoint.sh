@@ -1,15 +1,19 @@
 #!/bin/sh
 # gpuslice-entrypoint: run a container's command under libgpuslice.so.
 #
-#   gpuslice-entrypoint [--check] [--library PATH] [--] COMMAND [ARG...]
+#   gpuslice-entrypoint [--check] [--library PATH] [--private-state] [--] COMMAND [ARG...]
 #
 # 1. Validates the GPUSLICE_* variables the container was given (by `docker run -e`, a pod's env,
 #    a device plugin) by the rules the shim itself applies, so that a typo or a bad value stops the
 #    container at once with one clear line, instead of at the program's first CUDA call. A name
-#    that looks meant for gpuslice but is not read by it (GPU_SLICE_MEMORY_LIMIT,
-#    gpuslice_memory_limit) gets a warning line naming the variable it likely meant.
-# 2. Checks the state directory (GPUSLICE_STATE_DIR, default /run/gpuslice): it must exist — a
-#    host directory mounted into every container of the node — and be writable.
+#    meant for gpuslice but not spelt exactly as one of its variables (GPUSLICE_MEMORY_LIMT,
+#    GPU_SLICE_MEMORY_LIMIT, gpuslice_memory_limit) is refused as the shim refuses it, with the
+#    variable it likely meant.
+# 2. Checks the state directory (GPUSLICE_STATE_DIR, default /run/gpuslice): it must exist — on a
+#    host, prepared once for the group every tenant shares; in a container, the host's directory
+#    mounted into every container of the node — and be writable. In a container, one on the
+#    container's own root file system is private to it and gets a warning line (--private-state:
+#    meant so, no warning).
 # 3. Checks that the library exists and that the dynamic loader can preload it (a trial load
 #    into env): a library it cannot preload would be ignored and COMMAND would run unlimited.
 #    Adds it to LD_PRELOAD, after whatever LD_PRELOAD already holds (never replacing it).
@@ -49,6 +53,7 @@ esac
 library_default=$library
 library_option=
 check=0
+private_state=0
 errors=0
 state_dir_default=/run/gpuslice
 
@@ -58,11 +63,12 @@ known_options="GPUSLICE_MEMORY_LIMIT GPUSLICE_MEMORY_LIMIT_<n> GPUSLICE_TENANT G
 
 usage() {
   cat <<EOF
-usage: $me [--check] [--library PATH] [--] COMMAND [ARG...]
+usage: $me [--check] [--library PATH] [--private-state] [--] COMMAND [ARG...]
 Validates the GPUSLICE_* environment, checks the state directory, appends libgpuslice.so to
 LD_PRELOAD and exec's COMMAND.
   --check          print what would be done; run nothing
   --library PATH   libgpuslice.so to preload (default $library_default)
+  --private-state  a state directory private to this container is meant (no warning)
   --version        print the version and exit
 EOF
 }
@@ -181,7 +187,7 @@ suggestion() {
 check_variable() {
   name=$1
   value=$2
-  limit_help="a quantity above 0 (512Mi, 4Gi, 4G, bytes) or a percentage 1% to 100%, e.g. 4Gi"
+  limit_help="a quantity above 0 (512Mi, 4Gi: powers of 1024; 4G: powers of 1000, 4000000000 bytes; bytes) or a percentage 1% to 100%, e.g. 4Gi"
   case $name in
     GPUSLICE_SIM_*) ;; # the simulated driver's, not the shim's
     GPUSLICE_MEMORY_LIMIT)
@@ -221,8 +227,9 @@ check_variable() {
   esac
 }
 
-# The names that look meant for gpuslice but that it never reads, sorted: GPU_SLICE_* in any
-# case, GPUSLICE_* in another case (gpuslice_memory_limit). The shim warns about them too.
+# The names meant for gpuslice but not spelt GPUSLICE_*, sorted: GPU_SLICE_* in any case,
+# GPUSLICE_* in another case (gpuslice_memory_limit). The shim's rule (shim/near_miss_names.cc):
+# they are refused as any misspelt GPUSLICE_* name is.
 near_miss_variables() {
   env | sed -n '/^GPUSLICE_/d; s/^\([Gg][Pp][Uu]_\{0,1\}[Ss][Ll][Ii][Cc][Ee]_[A-Za-z0-9_]*\)=.*/\1/p' | sort -u
 }
@@ -256,6 +263,12 @@ value_of() {
 
 is_set() {
   eval "[ -n \"\${$1+set}\" ]"
+}
+
+# Whether this runs in a container (Docker, Podman, containerd, Kubernetes), where a directory of
+# the container's own file system is private to it.
+in_container() {
+  [ -f /.dockerenv ] || [ -f /run/.containerenv ] || [ -n "${container-}" ] || [ -n "${KUBERNETES_SERVICE_HOST-}" ]
 }
 
 # The mount holding directory $1 ("mount-point fstype options"), from /proc/self/mountinfo
@@ -309,6 +322,7 @@ quote() {
 while [ "$#" -gt 0 ]; do
   case $1 in
     --check) check=1 ;;
+    --private-state) private_state=1 ;;
     --library)
       [ "$#" -ge 2 ] || {
         printf '%s: error: --library needs a path\n' "$me" >&2
@@ -357,15 +371,12 @@ for name in $(gpuslice_variables); do
   check_variable "$name" "$(value_of "$name")"
 done
 
-# Not errors (the name may be another program's), but never silent: GPU_SLICE_MEMORY_LIMIT=4Gi
-# would otherwise run without a limit.
+# GPU_SLICE_MEMORY_LIMIT=4Gi would otherwise run without a limit: refused, as GPUSLICE_MEMORY_LIMT is.
 for name in $(near_miss_variables); do
   is_set "$name" || continue
   meant=$(near_miss_meant "$name")
   value=$(value_of "$name")
-  hint=
-  [ -n "$meant" ] && hint="; did you mean $meant='$value'?"
-  warn "$name='$value' is not read: gpuslice reads only upper-case GPUSLICE_* variables$hint"
+  error "unknown variable $name='$value'; ${meant:+did you mean $meant? }gpuslice reads $(printf '%s' "$known_options" | sed 's/ /, /g'), e.g. GPUSLICE_MEMORY_LIMIT=4Gi"
 done
 
 request=${GPUSLICE_COMPUTE_REQUEST-}
@@ -386,8 +397,11 @@ state_dir=${GPUSLICE_STATE_DIR-$state_dir_default}
 state_note=
 if is_absolute "$state_dir"; then
   mount_help="mount the node's shared state directory there, the same host directory in every container of the node (docker run -v /run/gpuslice:$state_dir, or a hostPath volume of type DirectoryOrCreate in Kubernetes); without it the containers' tenants cannot see one another"
-  if [ ! -e "$state_dir" ]; then
+  host_help="prepare it once for the group every tenant shares: sudo groupadd -f gpuslice && sudo install -d -m 2770 -o root -g gpuslice $state_dir, and add the tenants' users to the group (examples/systemd/gpuslice-tmpfiles.conf does it at every boot)"
+  if [ ! -e "$state_dir" ] && in_container; then
     error "the state directory $state_dir (GPUSLICE_STATE_DIR) does not exist: $mount_help"
+  elif [ ! -e "$state_dir" ]; then
+    error "the state directory $state_dir (GPUSLICE_STATE_DIR) does not exist: $host_help"
   elif [ ! -d "$state_dir" ]; then
     # A file there (e.g. one the runtime mounts, such as /etc/hostname) cannot be mounted over
     # with a directory: the hint names the default place instead of this path.
@@ -409,8 +423,11 @@ if is_absolute "$state_dir"; then
           error "the state directory $state_dir is on $fstype ($point): the broker's locks need a local file system of this node's kernel (tmpfs, as /run is, or a local disk)"
           ;;
       esac
-      if [ "$point" = / ]; then
-        warn "the state directory $state_dir is on the root file system, not mounted from the host: if other containers on this node share the GPU, $mount_help"
+      if [ "$point" = / ] && in_container && [ "$private_state" -eq 0 ]; then
+        # On a host the root file system is every process's: nothing to say there.
+        warn "the state directory $state_dir is on this container's own file system: only its processes share it (mount the node's directory there, or --private-state if that is meant)"
+        state_note="$state_note, on the root file system ($fstype)"
+      elif [ "$point" = / ]; then
         state_note="$state_note, on the root file system ($fstype)"
       else
         state_note="$state_note, on $point ($fstype)"

@@ -6,10 +6,16 @@
 // no process has yet, as a loaded kernel driver would have them) but never registers a process
 // slot. Utilisation is derived, as the real driver does, from samples: every utilisation query
 // records each process's and device's busy time with a timestamp in this library instance, and
-// a later query reports the busy fraction between the sample a caller names and now.
+// a later query reports the busy fraction between the sample a caller names and now. A device's
+// utilisation is over the last sampling period whoever asks, as the driver's is: from nvmlInit
+// on, a thread samples every device's busy time (as the driver samples its counters), and a
+// process asking within its first period gets the time since its first sample, at least the
+// shortest period a driver uses (it waits for that much, once).
 #include <pthread.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +24,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/clock.h"
@@ -51,9 +58,13 @@ using gpuslice::sim::SlotState;
 
 constexpr char kDriverVersion[] = "580.00-sim";
 constexpr int kCudaDriverVersion = 13000;
-// nvmlDeviceGetUtilizationRates reports over at least this period, like the driver's 1/6 s to
-// 1 s sampling period (the longer one: fewer quantisation artefacts from whole kernels).
+// nvmlDeviceGetUtilizationRates reports over this period, like the driver's 1/6 s to 1 s sampling
+// period (the longer one: fewer quantisation artefacts from whole kernels), and over no less than
+// the shorter one for a process younger than the period.
 constexpr uint64_t kUtilizationPeriodUs = 1'000'000;
+constexpr uint64_t kShortestPeriodUs = 166'667;
+// How often the sampler records the devices' busy time.
+constexpr uint64_t kSampleEveryUs = 50'000;
 // Samples kept per process and device: enough for pollers that name a timestamp from a few
 // dozen queries back; older names get the oldest sample kept.
 constexpr size_t kMaxSamples = 64;
@@ -89,6 +100,7 @@ struct Library {
   int init_count = 0;  // nvmlInit calls not yet matched by nvmlShutdown
   std::unique_ptr<SimState> state;
   DeviceHistory history[kMaxUnits];
+  pid_t sampler_pid = 0;  // the process whose sampler thread runs (a fork's child has none)
 };
 
 // Never destroyed: a monitoring thread may still call in while the process exits.
@@ -141,6 +153,29 @@ void Record(std::vector<Sample>* samples, Sample sample) {
   if (!samples->empty() && samples->back().time_us >= sample.time_us) return;
   samples->push_back(sample);
   if (samples->size() > kMaxSamples) samples->erase(samples->begin());
+}
+
+// Every whole device's busy time now (MIG instances report no utilisation). Under the lock.
+void SampleDevices(Library& lib) {
+  if (lib.init_count == 0 || !lib.state) return;
+  const uint64_t now_us = RealtimeNanos() / 1000;
+  for (int unit = 0; unit < lib.state->device_count(); ++unit)
+    Record(&lib.history[unit].samples, Sample{now_us, lib.state->device(unit).busy_ns.load()});
+}
+
+// The driver's sampling, for this process: kMaxSamples samples kSampleEveryUs apart cover three
+// periods. Never stopped (a process exits with it; nothing it uses is ever destroyed).
+void StartSampler(Library& lib) {
+  if (lib.sampler_pid == getpid()) return;
+  lib.sampler_pid = getpid();
+  std::thread([] {
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::microseconds(kSampleEveryUs));
+      Library& lib = Lib();
+      std::lock_guard<std::mutex> lock(lib.mutex);
+      SampleDevices(lib);
+    }
+  }).detach();
 }
 
 // Holds the library lock for one API call; ok() is false before nvmlInit.
@@ -229,6 +264,8 @@ nvmlReturn_t Init() noexcept {
       for (DeviceHistory& h : lib.history) h = DeviceHistory{};
     }
     lib.init_count += 1;
+    SampleDevices(lib);  // a first sample at once: the start of this process's first period
+    StartSampler(lib);
     return NVML_SUCCESS;
   });
 }
@@ -552,19 +589,27 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUti
 
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization) {
   GPUSLICE_SIM_ENTRY();
+  // A process younger than the shortest period waits for it once, without the library's lock.
+  uint64_t wait_us = 0;
+  WithDevice(device, [&](Session& session, int ordinal) {
+    const std::vector<Sample>& samples = session.history(ordinal).samples;
+    const uint64_t now_us = RealtimeNanos() / 1000;
+    if (!samples.empty() && now_us < samples.front().time_us + kShortestPeriodUs)
+      wait_us = samples.front().time_us + kShortestPeriodUs - now_us;
+    return NVML_SUCCESS;
+  });
+  if (wait_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(wait_us));
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (utilization == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (session.InMigMode(ordinal)) return NVML_ERROR_NOT_SUPPORTED;  // as NVML under MIG
     const Clocks clocks = ReadClocks();
     const uint64_t busy = session.state().device(ordinal).busy_ns.load();
     std::vector<Sample>& samples = session.history(ordinal).samples;
-    // The device's busy time was zero when the state was created.
-    const Sample origin{clocks.ToEpochMicros(session.state().segment().created_ns), 0};
     const uint64_t period_start = clocks.now_us > kUtilizationPeriodUs ? clocks.now_us - kUtilizationPeriodUs : 0;
-    const Sample base = BaselineAt(samples, period_start, origin);
+    // The newest sample that starts a whole period; in a process younger than that, its first.
+    const Sample first = samples.empty() ? Sample{clocks.now_us, busy} : samples.front();
+    const Sample base = BaselineAt(samples, period_start, first);
     Record(&samples, Sample{clocks.now_us, busy});
-    // Keep the newest sample that can still start a period, and everything after it.
-    while (samples.size() > 1 && samples[1].time_us <= period_start) samples.erase(samples.begin());
     utilization->gpu = Percent(busy, clocks.now_us, base);
     utilization->memory = 0;  // memory traffic is not simulated
     return NVML_SUCCESS;

@@ -294,14 +294,14 @@ TEST_F(GpuslicectlPlanTest, ImpossibleOrBadRequestsGetOneLineAndNoPlan) {
        3,
        "needs 200 GiB of GPU memory; the largest GPU here (NVIDIA H200) has 140.4 GiB"},
       {"more instances than fit",
-       {"--model", "h200"},
+       {"--model", "h200", "--gpus", "1"},
        "tenants: [{name: a, memory: 1Gi, compute: 1}, {name: b, memory: 1Gi, compute: 1}, {name: c, memory: 1Gi, compute: 1},"
        " {name: d, memory: 1Gi, compute: 1}, {name: e, memory: 1Gi, compute: 1}, {name: f, memory: 1Gi, compute: 1},"
        " {name: g, memory: 1Gi, compute: 1}, {name: h, memory: 1Gi, compute: 1}]",
        3,
        "they need 2 GPUs"},
       {"two tiers, one GPU",
-       {"--model", "a100-80"},
+       {"--model", "a100-80", "--gpus", "1"},
        "tenants: [{name: a, memory: 1Gi, compute: 5, trusted: true, fault_tolerant: true, tier: free},"
        " {name: b, memory: 1Gi, compute: 5, trusted: true, fault_tolerant: true, tier: paid}]",
        3,
@@ -331,7 +331,12 @@ TEST_F(GpuslicectlPlanTest, ImpossibleOrBadRequestsGetOneLineAndNoPlan) {
        {"--model", "t4"},
        "tenants: [{name: a, memory: 1Gi, compute: 5}]",
        2,
-       "unknown --model 't4'; expected h200, h100-80, a100-80 or a100-40"},
+       "unknown --model 't4'; expected A100-40GB, A100-80GB, H100-80GB or H200 (GPUSLICE_SIM_MODEL's names"},
+      {"ambiguous model",
+       {"--model", "A100"},
+       "tenants: [{name: a, memory: 1Gi, compute: 5}]",
+       2,
+       "--model 'A100' is ambiguous: A100-40GB or A100-80GB"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);
@@ -410,11 +415,41 @@ TEST_F(GpuslicectlPlanTest, HelpAndDocsNameEveryTenantFieldAndExitStatus) {
     EXPECT_THAT(help.out, HasSubstr("\n  " + field + " ")) << field;
     EXPECT_THAT(docs, HasSubstr("| `" + field + "` |")) << field;
   }
-  for (const std::string text : {"--model", "--gpus", "--gpu", "--json", "h200, h100-80, a100-80 or a100-40",
+  for (const std::string text : {"--model", "--gpus", "--gpu", "--json", "H200, H100-80GB, A100-80GB or A100-40GB",
                                  "Exit status: 0", "3 when the request cannot be met", "docs/choosing.md"}) {
     EXPECT_THAT(help.out, HasSubstr(text));
   }
   EXPECT_THAT(gpuslice::testing::Run({Ctl(), "--help"}).out, HasSubstr("plan"));
+}
+
+// The README's form, without --gpus: the fewest GPUs of the model that hold the tenants (the
+// example's comment once carried the --gpus 3 it needed; without it the plan failed, "they need 3
+// GPUs"). The model as the simulator names it, in the short forms and by the driver's name alike.
+TEST_F(GpuslicectlPlanTest, WithoutGpusTheFewestThatHoldTheTenantsAndAnyNameOfTheModel) {
+  const std::string tenants = SourceDir() + "/examples/plan/tenants.yaml";
+  const ProcessResult text = Plan({"--model", "h200", tenants});
+  ASSERT_EQ(text.exit_code, 0) << Describe(text);
+  EXPECT_THAT(text.out, HasSubstr("Plan: 7 tenants on 3 GPUs: the fewest that hold them"));
+  for (const std::string name : {"H200", "h200", "NVIDIA H200", "nvidia-h200"}) {
+    const ProcessResult r = Plan({"--model", name, "--json", tenants});
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << Describe(r);
+    const Json plan = Json::parse(r.out);
+    EXPECT_EQ(plan["gpus"].size(), 3u) << name;
+    EXPECT_EQ(plan["fewest_gpus"], true);
+    EXPECT_EQ(plan["gpus"][0]["model"], "H200") << name;
+  }
+  for (const std::string name : {"H100-80GB", "h100-80", "H100", "h100"}) {
+    const ProcessResult r = Plan({"--model", name, "--json", tenants});
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << Describe(r);
+    EXPECT_EQ(Json::parse(r.out)["gpus"][0]["model"], "H100-80GB") << name;
+  }
+  // Given a count, that count (the spare one said unused); too few, refused with what they need.
+  const Json four = Json::parse(Plan({"--model", "h200", "--gpus", "4", "--json", tenants}).out);
+  EXPECT_EQ(four["fewest_gpus"], false);
+  EXPECT_EQ(four["unused_gpus"].size(), 1u);
+  const ProcessResult two = Plan({"--model", "h200", "--gpus", "2", tenants});
+  EXPECT_EQ(two.exit_code, 3) << Describe(two);
+  EXPECT_THAT(two.err, HasSubstr("they need 3 GPUs"));
 }
 
 // Each example's header shows the command that plans it: run from the source tree, as written,

@@ -12,6 +12,11 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "broker/broker.h"
@@ -153,17 +158,21 @@ TEST_F(GpuslicectlTopTest, SixtyFourTenantsInAnEightyByTwentyFourPaneKeepTheirHe
   ASSERT_TRUE(ScreenShows({"TENANT", "USED/QUOTA", "page 1/", "tenant-00"}, &screen)) << screen;
   auto check_page = [&](const std::string& screen) {
     const auto lines = Lines(screen);
-    int rows = 0;
+    int rows = 0, header_lines = 0;
     bool header = false, headings = false;
     for (const auto& line : lines) {
       EXPECT_LE(line.size(), 80u) << line;
       header = header || line.starts_with("GPU-");
       headings = headings || line.starts_with("  TENANT ");
+      // The GPU's header goes on over lines rather than being cut (80 columns hold less of it).
+      header_lines += header && !headings;
       rows += line.starts_with("  tenant-");
     }
     EXPECT_TRUE(header) << "the GPU's header is on screen:\n" << screen;
     EXPECT_TRUE(headings) << "the column headings are on screen:\n" << screen;
-    EXPECT_EQ(rows, 24 - 3 - 2) << "a full page: 24 lines less the title, the footer and the two headers\n" << screen;
+    EXPECT_EQ(rows, 24 - 3 - header_lines - 1)
+        << "a full page: 24 lines less the title, the footer, the GPU's header and the headings\n"
+        << screen;
     return lines;
   };
   check_page(screen);
@@ -180,6 +189,83 @@ TEST_F(GpuslicectlTopTest, SixtyFourTenantsInAnEightyByTwentyFourPaneKeepTheirHe
   ASSERT_TRUE(ScreenShows({"page 2/"}, &screen)) << screen;
   check_page(screen);
   EXPECT_EQ(screen.find("tenant-63 "), std::string::npos) << "page 2 holds the next tenants: " << screen;
+}
+
+// At 80 x 24 no name is cut: the holder's in the GPU's header (which goes on over lines), a long
+// tenant name on a line of its own above its figures. They were cut to "team-~" and
+// "team-a.inferenc~"; status named the process "gpuslice-worklo" (the kernel's 15 bytes of it).
+TEST_F(GpuslicectlTopTest, AtEightyByTwentyFourNoNameIsCut) {
+  if (tmux_.empty()) GTEST_SKIP() << "tmux is not installed (scripts/install-deps.sh installs it)";
+  const std::string holder = "team-a.inference-serving-production-europe-west4-canary";  // 55 bytes
+  const std::string longest = std::string("b") + std::string(62, 'x');                   // 63 bytes
+  auto compute = StartShimmed({BinDir() + "/gpuslice-workload", "compute", "--duration", "60", "--ready-line"},
+                              {"GPUSLICE_TENANT=" + holder, "GPUSLICE_COMPUTE_REQUEST=50"});
+  ASSERT_TRUE(compute->WaitForOutput("\"event\":\"ready\"")) << compute->StderrSoFar();
+  auto mem = StartHolder({BinDir() + "/gpuslice-workload", "memory", "--chunk", "48Mi", "--count", "1"},
+                         {"GPUSLICE_TENANT=" + longest, "GPUSLICE_MEMORY_LIMIT=100Mi"});
+  ASSERT_TRUE(StartInTmux("env GPUSLICE_STATE_DIR=" + state_dir() + " " + BinDir() +
+                              "/gpuslicectl top --interval 0.3; sleep 60",
+                          80, 24));
+  std::string screen;
+  EXPECT_TRUE(
+      ScreenShows({"holder " + holder, "\n  " + holder + "\n", "\n  " + longest + "\n", "48MiB/100MiB"}, &screen))
+      << screen;
+  for (const auto& line : Lines(screen)) {
+    EXPECT_LE(line.size(), 80u) << line;
+    EXPECT_EQ(line.find('~'), std::string::npos) << "a name cut: " << line;
+  }
+  const ProcessResult status = gpuslice::testing::Run({BinDir() + "/gpuslicectl", "status", "--state-dir", state_dir()},
+                                                      {"LD_LIBRARY_PATH=" + SimLibDir()});
+  EXPECT_NE(status.out.find(" gpuslice-workload ("), std::string::npos) << status.out;
+  compute->Kill(SIGTERM);
+  Stop(*mem);
+}
+
+// docs/observability.md's frame of `top --once` is what the command prints: the commands under it
+// run here as written (in a directory whose build/ is this build, with this test's state), and
+// the frame is compared with the documented one line by line, word by word, the figures that vary
+// from run to run (numbers, the holder) aside. The documented frame once showed values the
+// command did not print.
+TEST_F(GpuslicectlTopTest, TheDocumentedOnceFrameIsWhatTheCommandPrints) {
+  std::ifstream in(SourceDir() + "/docs/observability.md");
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t intro = doc.find("A frame of `gpuslicectl top --once`");
+  ASSERT_NE(intro, std::string::npos);
+  const size_t frame_at = doc.find("```\n", intro) + 4;
+  const std::string frame = doc.substr(frame_at, doc.find("```\n", frame_at) - frame_at);
+  const size_t commands_at = doc.find("```sh\n", frame_at) + 6;
+  std::string commands = doc.substr(commands_at, doc.find("```\n", commands_at) - commands_at);
+  for (const auto& [from, to] :
+       std::vector<std::pair<std::string, std::string>>{{"/dev/shm/top-demo", state_dir() + "/sim"},
+                                                        {"/tmp/top-demo", state_dir() + "/state"}}) {
+    for (size_t at = commands.find(from); at != std::string::npos; at = commands.find(from, at + to.size()))
+      commands.replace(at, from.size(), to);
+  }
+  const std::string root = state_dir() + "/root";
+  std::filesystem::create_directories(root);
+  std::filesystem::create_symlink(std::filesystem::path(BinDir()).parent_path(), root + "/build");
+  const ProcessResult r =
+      gpuslice::testing::Run({"/bin/sh", "-c", "cd \"$0\" && " + commands + "\nwait", root}, {}, 60000);
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  // The frame, without what the tenants print (their JSON lines) around it.
+  std::string printed;
+  for (const auto& line : Lines(r.out.substr(r.out.find("GPU-"))))
+    if (!line.starts_with("{")) printed += line + "\n";
+  auto words = [](const std::string& line) {
+    std::vector<std::string> out;
+    std::istringstream in(line);
+    bool after_holder = false;
+    for (std::string word; in >> word;) {
+      const bool varies = after_holder || std::any_of(word.begin(), word.end(), [](char c) { return std::isdigit(c); });
+      out.push_back(varies ? "#" : word);
+      after_holder = word == "holder";
+    }
+    return out;
+  };
+  const auto documented = Lines(frame), got = Lines(printed);
+  ASSERT_EQ(documented.size(), got.size()) << "documented:\n" << frame << "printed:\n" << printed;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_EQ(words(documented[i]), words(got[i])) << "documented:\n" << documented[i] << "\nprinted:\n" << got[i];
 }
 
 TEST_F(GpuslicectlTopTest, OnceWithoutStateSaysWhyAndFails) {

@@ -229,7 +229,7 @@ TEST_F(DevicePluginMigAdmissionTest, HundredsOfPodsOnADenseMigNodeBothWays) {
 }
 
 // The kubelet's pod-resources API names the pods; the plugin writes which tenant is which pod
-// to pods.json, and gpuslicectl status shows it beside the tenant.
+// to its pods file, and gpuslicectl status shows it beside the tenant.
 TEST_F(DevicePluginAdmissionTest, TenantsAreNamedAfterTheirPodsInStatus) {
   FakePodResources pod_resources(dir_ + "/pod-resources.sock");
   StartPlugin({"--pod-resources-socket", pod_resources.socket_path(), "--container-state-dir", dir_ + "/state",
@@ -239,7 +239,7 @@ TEST_F(DevicePluginAdmissionTest, TenantsAreNamedAfterTheirPodsInStatus) {
   ASSERT_TRUE(node.Admit("trainer", {40}).admitted);
   ASSERT_TRUE(node.Admit("web", {10, 5}).admitted);
   pod_resources.Set(node.PodResources("team-a"));
-  const std::string pods_file = dir_ + "/state/pods.json";
+  const std::string pods_file = dir_ + "/pods.json";
   nlohmann::json pods;
   for (int attempt = 0; attempt < 100; ++attempt) {  // the plugin lists every 2 s
     std::ifstream in(pods_file);
@@ -266,7 +266,8 @@ TEST_F(DevicePluginAdmissionTest, TenantsAreNamedAfterTheirPodsInStatus) {
   Subprocess workload({BinDir() + "/gpuslice-workload", "memory", "--chunk", "1Gi", "--count", "1", "--hold", "30"},
                       env, Inherit::kAllButGpuslice);
   ASSERT_TRUE(workload.WaitForOutput("\"holding\"", 60000)) << workload.StderrSoFar();
-  const auto json = testing::Run({BinDir() + "/gpuslicectl", "status", "--json", "--state-dir", dir_ + "/state"});
+  const auto json = testing::Run(
+      {BinDir() + "/gpuslicectl", "status", "--json", "--state-dir", dir_ + "/state", "--pods-file", pods_file});
   ASSERT_EQ(json.exit_code, 0) << json.err;
   const auto status = nlohmann::json::parse(json.out);
   bool found = false;
@@ -278,7 +279,8 @@ TEST_F(DevicePluginAdmissionTest, TenantsAreNamedAfterTheirPodsInStatus) {
     }
   }
   EXPECT_TRUE(found) << json.out;
-  const auto table = testing::Run({BinDir() + "/gpuslicectl", "status", "--state-dir", dir_ + "/state"});
+  const auto table =
+      testing::Run({BinDir() + "/gpuslicectl", "status", "--state-dir", dir_ + "/state", "--pods-file", pods_file});
   EXPECT_NE(table.out.find("pod team-a/trainer/c0"), std::string::npos) << table.out;
   EXPECT_NE(plugin_->StderrSoFar().find("is pod team-a/trainer container c0"), std::string::npos)
       << plugin_->StderrSoFar();
@@ -295,7 +297,7 @@ TEST_F(DevicePluginAdmissionTest, TenantsAreNamedAfterTheirPodsInStatus) {
   workload.Wait(30000);
 }
 
-// The control: without the pod-resources API (the default socket absent), no pods.json is
+// The control: without the pod-resources API (the default socket absent), no pods file is
 // written and status names no pod.
 TEST_F(DevicePluginAdmissionTest, ControlWithoutThePodResourcesApiNoPodIsNamed) {
   StartPlugin({"--pod-resources-socket", dir_ + "/absent.sock"});
@@ -303,8 +305,8 @@ TEST_F(DevicePluginAdmissionTest, ControlWithoutThePodResourcesApiNoPodIsNamed) 
   node.Refresh();
   ASSERT_TRUE(node.Admit("trainer", {40}).admitted);
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-  std::ifstream in(dir_ + "/state/pods.json");
-  EXPECT_FALSE(in.good()) << "no pods.json without the kubelet's answer";
+  std::ifstream in(dir_ + "/pods.json");
+  EXPECT_FALSE(in.good()) << "no pods file without the kubelet's answer";
   EXPECT_NE(plugin_->StderrSoFar().find("did not answer List"), std::string::npos) << plugin_->StderrSoFar();
 }
 

@@ -149,7 +149,9 @@ std::unique_ptr<Subprocess> StartPlugin(const std::string& dir, std::vector<std:
                                    "--nvml-library",
                                    SimLibDir() + "/libnvidia-ml.so.1",
                                    "--pod-resources-socket",
-                                   ""};  // a test that wants one names it
+                                   "",  // a test that wants one names it
+                                   "--pods-file",
+                                   dir + "/pods.json"};  // TestPodsFile(dir + "/state")
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   return std::make_unique<Subprocess>(argv);
 }

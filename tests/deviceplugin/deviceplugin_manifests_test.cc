@@ -91,6 +91,11 @@ TEST(DevicePluginManifestsTest, DaemonSetConfigIsOneThePluginAcceptsAndItsVolume
   EXPECT_EQ(host_paths["gpuslice-state"], config.at("stateDir"));
   const std::string state_dir = config.at("stateDir");
   EXPECT_EQ(mounted_from[state_dir], state_dir) << "the state directory is checked and written at its host path";
+  const std::string pods_file = config.at("podsFile");
+  const std::string pods_dir = pods_file.substr(0, pods_file.rfind('/'));
+  EXPECT_EQ(mounted_from[pods_dir], pods_dir) << "the pods file is written at its host path";
+  EXPECT_FALSE(pods_dir == state_dir || pods_dir.starts_with(state_dir + "/"))
+      << "the pods file is outside the state directory every slice mounts";
   const std::string socket = config.at("podResourcesSocket");
   const std::string socket_dir = socket.substr(0, socket.rfind('/'));
   EXPECT_EQ(mounted_from[socket_dir], socket_dir) << "the pod-resources socket at its host path";

@@ -201,8 +201,8 @@ INSTANTIATE_TEST_SUITE_P(
     BadValues, WrapperRefusesTest,
     ::testing::Values(
         BadValue{"MemoryLimitWithAWrongUnit", "GPUSLICE_MEMORY_LIMIT=4gb",
-                 "invalid GPUSLICE_MEMORY_LIMIT='4gb'; expected a quantity above 0 (512Mi, 4Gi, 4G, bytes) or a "
-                 "percentage 1% to 100%, e.g. 4Gi"},
+                 "invalid GPUSLICE_MEMORY_LIMIT='4gb'; expected a quantity above 0 (512Mi, 4Gi: powers of 1024; 4G: "
+                 "powers of 1000, 4000000000 bytes; bytes) or a percentage 1% to 100%, e.g. 4Gi"},
         BadValue{"MemoryLimitZero", "GPUSLICE_MEMORY_LIMIT=0", "invalid GPUSLICE_MEMORY_LIMIT='0'"},
         BadValue{"MemoryLimitOver100Percent", "GPUSLICE_MEMORY_LIMIT=150%", "invalid GPUSLICE_MEMORY_LIMIT='150%'"},
         BadValue{"MisspeltVariable", "GPUSLICE_MEMORY_LIMT=4Gi",
@@ -336,7 +336,9 @@ TEST_F(ExamplesTest, WrapperKnowsEveryVariableTheShimReads) {
 
 TEST_F(ExamplesTest, WrapperRefusesAMissingStateDirectoryWithAClearMessage) {
   const std::string missing = state_dir() + "/not-mounted";
-  const ProcessResult r = RunWrapper(TouchCommand(), {"GPUSLICE_TENANT=t", "GPUSLICE_STATE_DIR=" + missing});
+  // In a container (as Docker and Podman say it): the directory is the host's, to be mounted.
+  const ProcessResult r =
+      RunWrapper(TouchCommand(), {"GPUSLICE_TENANT=t", "GPUSLICE_STATE_DIR=" + missing, "container=docker"});
   EXPECT_EQ(r.exit_code, kWrapperConfigError) << Describe(r);
   EXPECT_THAT(r.err, HasSubstr("error: the state directory " + missing +
                                " (GPUSLICE_STATE_DIR) does not exist: mount "
@@ -418,17 +420,15 @@ std::ostream& operator<<(std::ostream& os, const WrapperNearMiss& n) { return os
 
 class WrapperNearMissTest : public ExamplesTest, public ::testing::WithParamInterface<WrapperNearMiss> {};
 
-// GPU_SLICE_MEMORY_LIMIT=4Gi would run without a limit: one warning line names it and what it
-// likely meant; not an error (the name may be another program's), so the command runs.
-TEST_P(WrapperNearMissTest, IsWarnedAboutInOneLineAndTheCommandRuns) {
+// GPU_SLICE_MEMORY_LIMIT=4Gi would run without a limit: refused as the shim refuses it (and as
+// GPUSLICE_MEMORY_LIMT is), with one line naming it and what it likely meant; nothing runs.
+TEST_P(WrapperNearMissTest, IsRefusedInOneLineNamingWhatItLikelyMeant) {
   const WrapperNearMiss& n = GetParam();
   const ProcessResult r = RunWrapper(TouchCommand(), {"GPUSLICE_TENANT=t", n.name + "=4Gi"});
-  EXPECT_EQ(r.exit_code, 0) << Describe(r);
-  EXPECT_THAT(r.err,
-              HasSubstr("gpuslice-entrypoint: warning: " + n.name +
-                        "='4Gi' is not read: gpuslice reads only upper-case GPUSLICE_* variables; did you mean " +
-                        n.meant + "='4Gi'?\n"));
-  EXPECT_TRUE(Exists(Marker()));
+  EXPECT_EQ(r.exit_code, kWrapperConfigError) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("gpuslice-entrypoint: error: unknown variable " + n.name + "='4Gi'; did you mean " +
+                               n.meant + "? "));
+  EXPECT_FALSE(Exists(Marker()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Names, WrapperNearMissTest,
@@ -436,7 +436,8 @@ INSTANTIATE_TEST_SUITE_P(Names, WrapperNearMissTest,
                                            WrapperNearMiss{"gpuslice_memory_limit", "GPUSLICE_MEMORY_LIMIT"},
                                            WrapperNearMiss{"Gpu_Slice_Memory_Limit_1", "GPUSLICE_MEMORY_LIMIT_1"},
                                            WrapperNearMiss{"gpuslice_tenant", "GPUSLICE_TENANT"},
-                                           WrapperNearMiss{"gpu_slice_memory_limt", "GPUSLICE_MEMORY_LIMIT"}),
+                                           WrapperNearMiss{"gpu_slice_memory_limt", "GPUSLICE_MEMORY_LIMIT"},
+                                           WrapperNearMiss{"GPUSLICE_MEMORY_LIMT", "GPUSLICE_MEMORY_LIMIT"}),
                          [](const auto& info) { return info.param.name; });
 
 TEST_F(ExamplesTest, WrapperSaysNothingOfNamesThatAreNotNearMisses) {
@@ -460,7 +461,9 @@ TEST_F(ExamplesTest, WrapperUsageErrors) {
 
   r = RunWrapper({"--help"});
   EXPECT_EQ(r.exit_code, 0) << Describe(r);
-  EXPECT_THAT(r.out, HasSubstr("usage: gpuslice-entrypoint [--check] [--library PATH] [--] COMMAND [ARG...]"));
+  EXPECT_THAT(r.out,
+              HasSubstr(
+                  "usage: gpuslice-entrypoint [--check] [--library PATH] [--private-state] [--] COMMAND [ARG...]"));
 }
 
 // The usage names the built-in default, not the path --library was given.
@@ -516,6 +519,66 @@ TEST_F(ExamplesTest, WrapperNamesAReadOnlyStateDirectoryMount) {
   EXPECT_THAT(r.err, Not(HasSubstr("mode 2770")));
 }
 
+// The wrapper as it runs on a host: /.dockerenv and /run/.containerenv hidden (a user and mount
+// namespace binds /dev/null over them), `container` unset.
+ProcessResult RunWrapperOnAHost(const std::string& state_dir, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {
+      "/usr/bin/unshare",
+      "-rm",
+      "sh",
+      "-c",
+      "for f in /.dockerenv /run/.containerenv; do [ -e $f ] && { mount --bind /dev/null $f || exit 99; }; done; "
+      "unset container KUBERNETES_SERVICE_HOST; exec \"$@\"",
+      "sh",
+      "/bin/sh",
+      Wrapper(),
+      "--library",
+      ShimPath()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return gpuslice::testing::Run(argv, {"GPUSLICE_STATE_DIR=" + state_dir, "GPUSLICE_TENANT=t",
+                                       "LD_LIBRARY_PATH=" + SimLibDir()});
+}
+
+// The README's first command on a host without the state directory: the line says how to prepare
+// it on the host (the group, mode 2770), not how to mount it into a container.
+TEST_F(ExamplesTest, WrapperOnAHostSaysHowToPrepareAMissingStateDirectory) {
+  if (gpuslice::testing::Run({"/usr/bin/unshare", "-rm", "true"}).exit_code != 0)
+    GTEST_SKIP() << "no user and mount namespaces here (unshare -rm)";
+  const std::string missing = state_dir() + "/run-gpuslice";
+  const ProcessResult r = RunWrapperOnAHost(missing, {"true"});
+  ASSERT_NE(r.exit_code, 99) << Describe(r);
+  EXPECT_EQ(r.exit_code, kWrapperConfigError) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("error: the state directory " + missing +
+                               " (GPUSLICE_STATE_DIR) does not exist: "
+                               "prepare it once for the group every tenant shares: sudo groupadd -f gpuslice && "
+                               "sudo install -d -m 2770 -o root -g gpuslice " +
+                               missing));
+  EXPECT_THAT(r.err, Not(HasSubstr("docker run")));
+}
+
+// On a host the root file system is every process's: no warning for a state directory there
+// (it came at every launch and could not be silenced). In a container one line, and
+// --private-state (meant so) silences it.
+TEST_F(ExamplesTest, WrapperWarnsOfAStateDirectoryOnTheRootFileSystemOnlyInAContainer) {
+  const auto mount = gpuslice::testing::Run({"/usr/bin/stat", "-f", "-c", "%T", state_dir()});
+  const auto root = gpuslice::testing::Run({"/usr/bin/stat", "-c", "%m", state_dir()});
+  if (root.out != "/\n") GTEST_SKIP() << state_dir() << " is not on the root file system here (" << mount.out << ")";
+  const std::string warning = "is on this container's own file system: only its processes share it";
+  ProcessResult r = RunWrapper({"true"}, {"GPUSLICE_TENANT=t", "container=docker"});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr(warning));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+  r = RunWrapper({"--private-state", "true"}, {"GPUSLICE_TENANT=t", "container=docker"});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(r.err, "") << "meant so: nothing to say";
+  if (gpuslice::testing::Run({"/usr/bin/unshare", "-rm", "true"}).exit_code != 0)
+    GTEST_SKIP() << "no user and mount namespaces here (unshare -rm)";
+  r = RunWrapperOnAHost(state_dir(), {"true"});
+  ASSERT_NE(r.exit_code, 99) << Describe(r);
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_THAT(r.err, Not(HasSubstr("file system"))) << "on a host, nothing to say";
+}
+
 TEST_F(ExamplesTest, WrapperIsPosixShell) {
   const std::string shellcheck = "/usr/bin/shellcheck";
   if (!Exists(shellcheck)) GTEST_SKIP() << shellcheck << " is not installed";
@@ -525,9 +588,9 @@ TEST_F(ExamplesTest, WrapperIsPosixShell) {
 
 // --- The sample program ----------------------------------------------------------------------
 
-// Followed in order, the README installs the library before any command preloads it, and starts
-// a tenant through the wrapper, which refuses a library the loader cannot preload (a preload of
-// a path that is not there runs the program unlimited).
+// Followed in order, the README installs the library before any command preloads it, prepares the
+// host's state directory, and starts a tenant through the wrapper, which refuses a library the
+// loader cannot preload (a preload of a path that is not there runs the program unlimited).
 TEST(ExamplesReadme, InstallsBeforeItPreloadsAndStartsTenantsThroughTheWrapper) {
   const std::string readme = ReadFile(SourceDir() + "/README.md");
   const size_t installing = readme.find("\n## Installing\n");
@@ -537,9 +600,16 @@ TEST(ExamplesReadme, InstallsBeforeItPreloadsAndStartsTenantsThroughTheWrapper) 
   EXPECT_LT(installing, using_it);
   const size_t first_preload = readme.find("LD_PRELOAD=");
   EXPECT_TRUE(first_preload == std::string::npos || first_preload > installing);
+  // Its first step prepares the host's state directory as examples/systemd does at boot (the
+  // first command failed on a host without it, and the advice was about containers); the tenant
+  // is started after it.
   const size_t first_block = readme.find("```sh\n", using_it);
   const size_t block_end = readme.find("```\n", first_block + 6);
-  EXPECT_THAT(readme.substr(first_block, block_end - first_block), HasSubstr("gpuslice-entrypoint python train.py"));
+  EXPECT_THAT(readme.substr(first_block, block_end - first_block),
+              HasSubstr("install -d -m 2770 -o root -g gpuslice /run/gpuslice"));
+  const size_t second_block = readme.find("```sh\n", block_end);
+  EXPECT_THAT(readme.substr(second_block, readme.find("```\n", second_block + 6) - second_block),
+              HasSubstr("gpuslice-entrypoint python train.py"));
 }
 
 // The systemd example prepares the state directory for the group the exporter reads through: the

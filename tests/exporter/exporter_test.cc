@@ -214,7 +214,7 @@ TEST(ExporterProcessTest, BadBytesInNamesNeverMakeThePageInvalid) {
   ASSERT_TRUE(IsOk(broker->Register(bad)));
   ASSERT_TRUE(IsOk(broker->OpenLedger(kTestUuid, kTestGpuTotal, 64 * kMiB)));
   // The plugin's map names the tenant (as the snapshot prints it) with a pod of odd characters.
-  std::ofstream(dir.state_dir() + "/pods.json")
+  std::ofstream(TestPodsFile(dir.state_dir()))
       << R"({"tenants": {"bad\\xff\\xfe\\x1bname": {"namespace": "ns", "pod": "p\u00ff\u001b", "container": "c"}}})";
   const std::string text = MetricsOrEmpty(exporter);
   ASSERT_THAT(text, HasSubstr("tenant=\"bad\\\\xff\\\\xfe\\\\x1bname\""));
@@ -255,8 +255,9 @@ TEST(ExporterProcessTest, AStateDirectoryItMayNotEnterIsLoggedWithItsOwnerModeAn
   EXPECT_THAT(*metrics, HasSubstr("\ngpuslice_segment_up 0\n"));
   EXPECT_THAT(exporter.StderrSoFar(),
               HasSubstr("cannot open state file " + dir.state_file() + ": permission denied: " + dir.state_dir() +
-                        " is owned by uid 0, group 0, mode 0770, and uid 65534 (groups 65534) may not enter it: run "
-                        "as a member of group 0 (systemd: SupplementaryGroups="));
+                        " is owned by uid 0, group root (gid 0), mode 0770, and uid 65534 (groups nogroup (gid "
+                        "65534)) may not enter it: run as a member of group root (gid 0) (systemd: "
+                        "SupplementaryGroups="));
 }
 
 TEST(ExporterProcessTest, BadFlagsAreRefusedWithOneClearLine) {

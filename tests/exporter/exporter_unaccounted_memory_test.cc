@@ -79,8 +79,8 @@ TEST_F(UnaccountedMemoryTest, TwoStateDirectoriesOnOneGpuEachReportTheOthersMemo
               HasSubstr("  accounted here: 2 GiB of the 5 GiB in use; unaccounted: 3 GiB -- UNACCOUNTED: held by "
                         "another state directory's tenants or by processes not under gpuslice"));
   // Every process on the device, named, whichever directory it is in: where to look next.
-  EXPECT_THAT(r.out, HasSubstr("  device processes: " + std::to_string(first->pid()) + " gpuslice-worklo (3 GiB), " +
-                               std::to_string(second->pid()) + " gpuslice-worklo (2 GiB)\n"));
+  EXPECT_THAT(r.out, HasSubstr("  device processes: " + std::to_string(first->pid()) + " gpuslice-workload (3 GiB), " +
+                               std::to_string(second->pid()) + " gpuslice-workload (2 GiB)\n"));
   r = Status(state_dir());
   EXPECT_THAT(r.out, HasSubstr("  accounted here: 3 GiB of the 5 GiB in use; unaccounted: 2 GiB -- UNACCOUNTED"));
   r = Status(other_dir_, /*json=*/true);
@@ -90,7 +90,7 @@ TEST_F(UnaccountedMemoryTest, TwoStateDirectoriesOnOneGpuEachReportTheOthersMemo
   EXPECT_EQ(gpu["unaccounted_held_elsewhere"], true);
   EXPECT_EQ(gpu["device"]["memory_used_bytes"], 5 * kGi);
   ASSERT_EQ(gpu["device"]["processes"].size(), 2u) << gpu.dump();
-  EXPECT_EQ(gpu["device"]["processes"][0]["name"], "gpuslice-worklo");
+  EXPECT_EQ(gpu["device"]["processes"][0]["name"], "gpuslice-workload");
 
   // The exporter on the second directory: the same figure, as a metric.
   EXPECT_THAT(Metrics(other_dir_), HasSubstr("gpuslice_gpu_memory_unaccounted_bytes{gpu=\"GPU-"));

@@ -1,7 +1,7 @@
-// Configurations that run, but never silently: a variable meant for gpuslice that it does not
-// read (GPU_SLICE_MEMORY_LIMIT, gpuslice_memory_limit) and a quota larger than the device each
-// give one "gpuslice: warning:" line naming the variable, and the program goes on as documented
-// (the near-miss is not read: no limit from it; the oversized quota is kept, the device binds).
+// A variable meant for gpuslice but not spelt exactly as one of its options (GPU_SLICE_MEMORY_LIMIT,
+// gpuslice_memory_limit) is refused as GPUSLICE_MEMORY_LIMT is: one line naming it and the option
+// it likely meant, and the shim fails closed (it once warned and ran unlimited). A quota larger
+// than the device runs, never silently: one "gpuslice: warning:" line, the quota kept.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -36,16 +36,17 @@ std::ostream& operator<<(std::ostream& os, const NearMiss& n) { return os << n.n
 
 class ShimNearMissTest : public ShimConfigWarningsTest, public ::testing::WithParamInterface<NearMiss> {};
 
-TEST_P(ShimNearMissTest, IsWarnedAboutInOneLineNamingItAndWhatItMeantAndTheRunGoesOnUnlimited) {
+TEST_P(ShimNearMissTest, IsRefusedInOneLineNamingItAndWhatItMeantAndTheShimFailsClosed) {
   const NearMiss& n = GetParam();
-  // 1Gi in the near-miss: were it read, the second allocation would be refused.
   const ProcessResult r = RunAlloc({"GPUSLICE_TENANT=team", n.name + "=1Gi"});
-  ASSERT_EQ(r.exit_code, 0) << Describe(r);
-  EXPECT_EQ(ResultOf(r).value("allocated", -1), 2) << "the variable is not read: " << r.out;
+  EXPECT_EQ(r.exit_code, 3) << "cuInit must fail: " << Describe(r);
+  const Json result = ResultOf(r);
+  EXPECT_EQ(result.value("init", ""), "CUDA_ERROR_NOT_PERMITTED") << r.out;
+  EXPECT_EQ(result.value("allocated", -1), 0) << "nothing runs unlimited: " << r.out;
   const std::vector<std::string> lines = GpusliceLines(r.err);
   ASSERT_EQ(lines.size(), 1u) << r.err;
-  EXPECT_THAT(lines[0], HasSubstr("gpuslice: warning: " + n.name + "='1Gi' is not read"));
-  EXPECT_THAT(lines[0], HasSubstr("did you mean " + n.meant + "='1Gi'?"));
+  EXPECT_THAT(lines[0], HasSubstr("gpuslice: unknown variable " + n.name + "='1Gi'"));
+  EXPECT_THAT(lines[0], HasSubstr("did you mean " + n.meant + "?"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Names, ShimNearMissTest,
@@ -54,7 +55,8 @@ INSTANTIATE_TEST_SUITE_P(Names, ShimNearMissTest,
                                            NearMiss{"Gpuslice_Memory_Limit", "GPUSLICE_MEMORY_LIMIT"},
                                            NearMiss{"gpu_slice_memory_limit", "GPUSLICE_MEMORY_LIMIT"},
                                            NearMiss{"GPU_SLICE_MEMORY_LIMIT_0", "GPUSLICE_MEMORY_LIMIT_0"},
-                                           NearMiss{"gpuslice_memory_limt", "GPUSLICE_MEMORY_LIMIT"}),
+                                           NearMiss{"gpuslice_memory_limt", "GPUSLICE_MEMORY_LIMIT"},
+                                           NearMiss{"GPUSLICE_MEMORY_LIMT", "GPUSLICE_MEMORY_LIMIT"}),
                          [](const auto& info) { return info.param.name; });
 
 // Control: the real name is read and binds (the second 1 GiB is refused), without a warning.

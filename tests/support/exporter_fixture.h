@@ -51,16 +51,22 @@ inline std::optional<std::string> HttpGet(int port, const std::string& path) {
   return response->body;
 }
 
-// gpuslice-exporter on a free loopback port, reading `state_dir`, with the simulated NVML.
+// Where the tests' device plugin writes its pods file, and their exporter reads it: beside the
+// state directory, not in it (tenants can write the state directory).
+inline std::string TestPodsFile(const std::string& state_dir) {
+  return std::filesystem::path(state_dir).parent_path().string() + "/pods.json";
+}
+
+// gpuslice-exporter on a free loopback port, reading `state_dir` (and TestPodsFile of it), with
+// the simulated NVML.
 class Exporter {
  public:
   Exporter(const std::string& state_dir, const std::string& sim_state) : port_(FreeLoopbackPort()) {
-    process_ = std::make_unique<Subprocess>(std::vector<std::string>{BinDir() + "/gpuslice-exporter", "--listen",
-                                                                     "127.0.0.1:" + std::to_string(port_),
-                                                                     "--state-dir", state_dir},
-                                            std::vector<std::string>{"LD_LIBRARY_PATH=" + SimLibDir(),
-                                                                     "GPUSLICE_SIM_STATE=" + sim_state},
-                                            Inherit::kAllButGpuslice);
+    process_ = std::make_unique<Subprocess>(
+        std::vector<std::string>{BinDir() + "/gpuslice-exporter", "--listen", "127.0.0.1:" + std::to_string(port_),
+                                 "--state-dir", state_dir, "--pods-file", TestPodsFile(state_dir)},
+        std::vector<std::string>{"LD_LIBRARY_PATH=" + SimLibDir(), "GPUSLICE_SIM_STATE=" + sim_state},
+        Inherit::kAllButGpuslice);
   }
   int port() const { return port_; }
   Subprocess& process() { return *process_; }
