@@ -78,7 +78,10 @@ class GrantPolicy {
 
   // Latency-class work done outside the grant: charged like a grant of `ns`, half of it while the
   // holder's work ran beside it (scheduler mutex).
-  void ChargePriorityWork(int tenant, uint64_t ns, uint64_t now);
+  // Charges `ns` of a latency tenant's work done outside the grant. Of it, up to `wait_allowance_ns`
+  // spent while the holder's work was in flight is the request waiting for the co-runners' queue
+  // and is not charged; returns how much of the allowance that used.
+  uint64_t ChargePriorityWork(int tenant, uint64_t ns, uint64_t now, uint64_t wait_allowance_ns = 0);
   // The tenant's last process leaves: the grant it holds moves on, charged to its last activity.
   void ReleaseIfHeldBy(int tenant, uint64_t now);
 

@@ -178,7 +178,9 @@ void ComputeGate::DropPriority() {
   if (mine_->priority_until_ns.exchange(0) != 0) Advance(MonotonicNanos());  // clears the GPU's flag if last
 }
 
-void ComputeGate::ChargePriorityWork(uint64_t ns, uint64_t now) { policy_.ChargePriorityWork(tenant_, ns, now); }
+uint64_t ComputeGate::ChargePriorityWork(uint64_t ns, uint64_t now, uint64_t wait_allowance_ns) {
+  return policy_.ChargePriorityWork(tenant_, ns, now, wait_allowance_ns);
+}
 
 void ComputeGate::Wake() { WakeAll(gpu_); }
 

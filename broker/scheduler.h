@@ -75,7 +75,8 @@ class ComputeGate {
   void RenewPriority(uint64_t now);
   void DropPriority();
   // Latency work done outside the grant is charged as if granted.
-  void ChargePriorityWork(uint64_t ns, uint64_t now);
+  // The wait allowance: see GrantPolicy::ChargePriorityWork.
+  uint64_t ChargePriorityWork(uint64_t ns, uint64_t now, uint64_t wait_allowance_ns);
 
   // The slow path: blocks until GrantOpen() or the GPU is no longer gated. Interruptible: the
   // thread sleeps in futex waits of at most half a millisecond; signals are delivered.

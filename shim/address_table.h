@@ -34,7 +34,13 @@ class AddressTable {
       zero_ = value;
       return {&*zero_, true};
     }
-    if ((count_ + 1) * 2 > slots_.size()) Grow();
+    if ((count_ + 1) * 2 > slots_.size()) {
+      try {
+        Grow();
+      } catch (...) {  // no memory to grow: fuller, but correct, while one slot stays empty
+        if (count_ + 2 > slots_.size()) throw;
+      }
+    }
     size_t i = Home(key);
     for (; slots_[i].key != 0; i = Next(i)) {
       if (slots_[i].key == key) return {&slots_[i].value, false};
@@ -104,10 +110,10 @@ class AddressTable {
     }
     slots_[i] = Slot{};
   }
+  // Allocates before it changes anything: a failure leaves the table as it was.
   void Grow() {
-    std::vector<Slot> old;
+    std::vector<Slot> old(slots_.empty() ? 64 : slots_.size() * 2, Slot{});
     old.swap(slots_);
-    slots_.assign(old.empty() ? 64 : old.size() * 2, Slot{});
     count_ = 0;
     for (const Slot& slot : old) {
       if (slot.key != 0) TryInsert(slot.key, slot.value);

@@ -29,13 +29,19 @@ void* MonitorLoop(void* arg) {
   }
   while (g_monitored.load() == state) {
     uint64_t sleep_ns = 5'000'000;
-    const auto trackers = state->Trackers();
-    for (LaunchTracker* tracker : trackers) {
-      if (!tracker->gate()->gated()) continue;
-      sleep_ns = std::min(sleep_ns, tracker->MonitorStep(MonotonicNanos()));
+    LaunchTracker* first = nullptr;
+    // A step that runs out of memory is tried again at the next: the monitor never ends the
+    // process (an exception leaving a thread's function would).
+    try {
+      state->ForEachTracker([&](LaunchTracker* tracker) {
+        if (!first) first = tracker;
+        if (tracker->gate()->gated()) sleep_ns = std::min(sleep_ns, tracker->MonitorStep(MonotonicNanos()));
+      });
+    } catch (...) {
+      sleep_ns = 1'000'000;
     }
     if (g_monitored.load() != state) break;
-    if (!trackers.empty()) trackers.front()->gate()->WaitForChange(sleep_ns);
+    if (first) first->gate()->WaitForChange(sleep_ns);
   }
   return nullptr;
 }

@@ -43,9 +43,16 @@ CUcontext ActivePrimaryContext(const RealDriver* real, CUdevice dev) {
 
 // Runs `destroy`, which destroys `context` when it returns CUDA_SUCCESS and `destroyed()` says
 // so, crediting what the context owned then.
+// Without memory to list the context's charges, nothing is destroyed and the call fails as the
+// driver's would: no exception leaves the hook.
 template <typename Destroy, typename Destroyed>
 CUresult TearDown(ShimState* state, CUcontext context, Destroy destroy, Destroyed destroyed) {
-  const ShimState::ContextCharges charges = state->TakeContextCharges(context);
+  ShimState::ContextCharges charges;
+  try {
+    charges = state->TakeContextCharges(context);
+  } catch (...) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   const CUresult rc = destroy();
   if (rc == CUDA_SUCCESS && destroyed()) {
     state->CreditContextCharges(charges);

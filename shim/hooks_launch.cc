@@ -16,9 +16,25 @@
 namespace gpuslice::shim {
 namespace {
 
-// `per_thread`: a _ptsz entry point (stream 0 is the calling thread's own stream).
 template <typename Call>
-CUresult Gated(CUstream stream, bool per_thread, Call call) {
+CUresult GatedOrThrow(CUstream stream, bool per_thread, Call call);
+
+// `per_thread`: a _ptsz entry point (stream 0 is the calling thread's own stream). Nothing leaves
+// it as an exception: a guest in the application's process answers a launch it could not gate
+// for want of memory (a thread's first launch creates its lane, a process's first on a GPU its
+// gate) with CUDA_ERROR_OUT_OF_MEMORY, before launching anything. After the launch nothing
+// allocates.
+template <typename Call>
+CUresult Gated(CUstream stream, bool per_thread, Call call) noexcept {
+  try {
+    return GatedOrThrow(stream, per_thread, call);
+  } catch (...) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+}
+
+template <typename Call>
+CUresult GatedOrThrow(CUstream stream, bool per_thread, Call call) {
   ShimState* state = ShimState::Get();
   if (!state) return kFailClosed;
   // Captured into a graph, the launch runs nothing now: the graph's launch is what is gated.

@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <new>
 
 #include "common/clock.h"
 #include "common/mutex_lock.h"
@@ -47,10 +48,12 @@ void LaunchTracker::FlagUntrackedWork() {
   gate_->NoteGrantedLaunch();
 }
 
+// A lane lives as long as the process: it is reached through lanes_, never freed. Without memory
+// for it the thread launches on the shared lane.
 LaunchLane* LaunchTracker::NewLane(uint32_t thread) {
   MutexLock lock(&mutex_);
-  owned_lanes_.push_back(std::make_unique<LaunchLane>());
-  LaunchLane* lane = owned_lanes_.back().get();
+  LaunchLane* lane = new (std::nothrow) LaunchLane();
+  if (!lane) return &shared_lane_;
   lanes_[thread].store(lane, std::memory_order_release);
   uint32_t used = lanes_used_.load(std::memory_order_relaxed);
   while (used < thread + 1 && !lanes_used_.compare_exchange_weak(used, thread + 1)) {
@@ -129,6 +132,7 @@ void LaunchTracker::NoteLaunch(uint32_t before, uint64_t now, bool waited, bool 
   if (now == 0) now = MonotonicNanos();
   published_->busy_since_ns.store(now);
   priority_charged_ns_.store(now, std::memory_order_relaxed);
+  priority_wait_allowance_ns_.store(kBesideLatencyBudgetNs, std::memory_order_relaxed);
   priority_busy_.store(priority, std::memory_order_relaxed);
   const uint64_t idle_since = published_->idle_since_ns.load(std::memory_order_relaxed);
   if (waited || idle_since == 0 || now <= idle_since || now - idle_since >= broker::kMaxGraceNs) return;
@@ -172,9 +176,14 @@ void LaunchTracker::CountDownLane(LaunchLane* lane) {
 // Priority work is charged as it runs (by the monitor), not only when its busy period ends: a
 // latency tenant that keeps its queue full never ends one, and its bucket, never drained, let
 // it pass the grant for ever (beside a standard tenant it took the whole device).
+// A busy period's first millisecond beside the holder's work is the request waiting for the
+// co-runners' queue, which beside a latency tenant is at most that (UpdateBudget): not charged.
 void LaunchTracker::ChargePriorityUpTo(uint64_t now) {
   const uint64_t from = priority_charged_ns_.exchange(now, std::memory_order_relaxed);
-  if (now > from) gate_->ChargePriorityWork(now - from, now);
+  if (now <= from) return;
+  const uint64_t allowance = priority_wait_allowance_ns_.load(std::memory_order_relaxed);
+  const uint64_t waited = gate_->ChargePriorityWork(now - from, now, allowance);
+  priority_wait_allowance_ns_.store(allowance - std::min(allowance, waited), std::memory_order_relaxed);
 }
 
 void LaunchTracker::ExitTracked(const Entry& entry, CUresult launched) {

@@ -239,13 +239,14 @@ class LaunchTracker {
   // counted with atomic additions. A single shared counter cost every launch a contended line.
   UntrackedSlots untracked_;
   std::atomic<uint32_t> budget_kernels_{2};
-  std::atomic<uint32_t> marker_every_{1};            // launches between two markers of a track
-  std::atomic<uint64_t> kernel_ns_{1'000'000};       // measured kernel length (EWMA)
-  std::atomic<uint32_t> queued_{0};                  // launches queued on every lane, as of the last poll
-  std::atomic<uint64_t> gap_ns_{0};                  // EWMA of completion-to-next-launch gaps
-  std::atomic<bool> priority_busy_{false};           // the current busy period began with a priority launch
-  std::atomic<uint64_t> priority_charged_ns_{0};     // its priority work is charged up to here
-  std::atomic<uint64_t> priority_charge_due_ns_{0};  // a finished busy period's, for the monitor to charge
+  std::atomic<uint32_t> marker_every_{1};                // launches between two markers of a track
+  std::atomic<uint64_t> kernel_ns_{1'000'000};           // measured kernel length (EWMA)
+  std::atomic<uint32_t> queued_{0};                      // launches queued on every lane, as of the last poll
+  std::atomic<uint64_t> gap_ns_{0};                      // EWMA of completion-to-next-launch gaps
+  std::atomic<bool> priority_busy_{false};               // the current busy period began with a priority launch
+  std::atomic<uint64_t> priority_charged_ns_{0};         // its priority work is charged up to here
+  std::atomic<uint64_t> priority_charge_due_ns_{0};      // a finished busy period's, for the monitor to charge
+  std::atomic<uint64_t> priority_wait_allowance_ns_{0};  // of its busy period's wait, not charged
   // The lanes: one per thread for the first kOwnLanes (created at its first tracked launch),
   // then one shared under shared_lane_mutex_. lanes_used_ bounds the indices ever filled.
   std::atomic<LaunchLane*> lanes_[kOwnLanes] = {};
@@ -253,7 +254,6 @@ class LaunchTracker {
   Mutex shared_lane_mutex_;
   LaunchLane shared_lane_;
   Mutex mutex_;  // lane creation
-  std::vector<std::unique_ptr<LaunchLane>> owned_lanes_ GUARDED_BY(mutex_);
 };
 
 }  // namespace gpuslice::shim

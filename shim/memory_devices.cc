@@ -42,7 +42,10 @@ void ShimState::NotePool(CUmemoryPool pool, CUdevice device) {
       return;
     }
   }
-  pools_.emplace_back(pool, device);
+  try {
+    pools_.emplace_back(pool, device);
+  } catch (...) {  // not remembered: its allocations are charged to the stream's device instead
+  }
 }
 
 void ShimState::ForgetPool(CUmemoryPool pool) {

@@ -94,7 +94,12 @@ ShimState* ShimState::GetSlow() {
   MutexLock lock(&g_create_mutex);
   if (ShimState* s = ShimState::instance_.load()) return s;
   if (g_failed.load()) return nullptr;
-  ShimState* s = Create();
+  ShimState* s = nullptr;
+  try {
+    s = Create();
+  } catch (...) {
+    return nullptr;  // out of memory: this call fails, and a later one tries again
+  }
   if (!s) {
     g_failed.store(true, std::memory_order_release);
     return nullptr;
@@ -161,9 +166,13 @@ CUresult ShimState::LedgerForDevice(CUdevice device, int* ledger) {
     WarnOfUnaccountedMemory(device, opened, gpu_uuid);
   } catch (...) {
   }
-  {
+  // Without memory for the entry the call fails as a driver's would; the ledger, already open, is
+  // found again by the next call.
+  try {
     MutexLock uuid_lock(&g_uuid_mutex);
     (*g_ledger_by_uuid)[broker::FormatUuid(bytes)] = opened;
+  } catch (...) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
   }
   ledger_by_ordinal_[device].store(opened + 1, std::memory_order_release);
   *ledger = opened;
@@ -208,9 +217,15 @@ CUresult ShimState::LedgerAndContext(int* ledger, CUcontext* context) {
   return LedgerForDevice(device, ledger);
 }
 
+// With no memory left to record it, the charge stays with the tenant until the process exits (the
+// broker returns a process's charges then): the quota errs on the safe side, and the allocation,
+// which the driver made, is not failed after the fact.
 void ShimState::Record(AllocationMap& map, uint64_t key, Charge charge) {
-  Charge stale;
-  if (map.Insert(key, charge, &stale)) broker_->Release(stale.ledger, stale.bytes);
+  try {
+    Charge stale;
+    if (map.Insert(key, charge, &stale)) broker_->Release(stale.ledger, stale.bytes);
+  } catch (...) {
+  }
 }
 
 ShimState::ContextCharges ShimState::TakeContextCharges(CUcontext context) {
@@ -232,7 +247,17 @@ void ShimState::RestoreContextCharges(const ContextCharges& charges) {
   for (size_t i = 0; i < charges.arrays.size(); ++i) Record(arrays_, charges.array_keys[i], charges.arrays[i]);
 }
 
+// Without memory for its bookkeeping, the GPU's ledger is not found (-1: the caller reports the
+// device as the driver does, as for any ledger error), and nothing throws across the NVML hook.
 int ShimState::LedgerForUuid(const uint8_t (&uuid)[16], uint64_t device_total) {
+  try {
+    return LedgerForUuidOrThrow(uuid, device_total);
+  } catch (...) {
+    return -1;
+  }
+}
+
+int ShimState::LedgerForUuidOrThrow(const uint8_t (&uuid)[16], uint64_t device_total) {
   const std::string key = broker::FormatUuid(uuid);
   {
     MutexLock lock(&g_uuid_mutex);

@@ -79,6 +79,7 @@ class ShimState final : public ContextSync {
   // cannot be known from NVML alone (per-ordinal limits and no CUDA process of the tenant on it).
   static constexpr int kNoLedger = -2;
   int LedgerForUuid(const uint8_t (&uuid)[16], uint64_t device_total);
+  int LedgerForUuidOrThrow(const uint8_t (&uuid)[16], uint64_t device_total);
 
   // The compute gate (and this process's launch tracking) for launches on `stream` (`per_thread`:
   // through a _ptsz entry point, where stream 0 is the thread's own) (docs/scheduling.md); nullptr
@@ -99,6 +100,13 @@ class ShimState final : public ContextSync {
   void ForgetContexts(CUcontext context, CUdevice device);
   // Every gate's tracker, for the monitor thread.
   std::vector<LaunchTracker*> Trackers();
+  // Calls `visit` on every gate's tracker (without allocating).
+  template <typename Visit>
+  void ForEachTracker(Visit visit) {
+    for (const auto& slot : tracker_by_ordinal_) {
+      if (LaunchTracker* t = slot.load(std::memory_order_acquire)) visit(t);
+    }
+  }
   // Calls `visit` on every gate's tracker that tracks launches (without allocating: the
   // application's synchronisations ask, shim/hooks_sync.cc).
   template <typename Visit>

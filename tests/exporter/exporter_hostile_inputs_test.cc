@@ -258,7 +258,7 @@ TEST_F(ExporterHostileInputsTest, AHugeHeaderIsRefusedWithoutBeingBuffered) {
 }
 
 TEST(ExporterDaemonSetExample, ListensOnThePodsOwnAddressOnly) {
-  std::ifstream in(SourceDir() + "/examples/kubernetes/exporter-daemonset.yaml");
+  std::ifstream in(SourceDir() + "/deploy/kubernetes/base/exporter.yaml");
   const std::string text((std::istreambuf_iterator<char>(in)), {});
   EXPECT_THAT(text, HasSubstr(R"("--listen", "$(POD_IP):9457")"));
   EXPECT_THAT(text, HasSubstr("fieldPath: status.podIP"));
