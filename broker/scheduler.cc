@@ -153,9 +153,9 @@ ComputeGate::Neighbours ComputeGate::Survey(uint64_t now) const {
 
 bool ComputeGate::OthersWaiting(uint64_t now) const { return policy_.CountWaitingTenants(tenant_, now) > 0; }
 
-bool ComputeGate::PriorityBucketHasTime(uint64_t now) const {
+int64_t ComputeGate::PriorityBucketNs(uint64_t now) const {
   const LedgerEntry& l = *ledger_;
-  return BucketNow(l.priority_tokens_ns.load(), l.priority_tokens_at_ns.load(), WeightOf(l), now) > 0;
+  return BucketNow(l.priority_tokens_ns.load(), l.priority_tokens_at_ns.load(), WeightOf(l), now);
 }
 
 bool ComputeGate::TakePriority(uint64_t now) {

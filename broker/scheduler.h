@@ -71,7 +71,9 @@ class ComputeGate {
   // and then the priority lease is taken. RenewPriority extends it while work is in flight.
   bool TakePriority(uint64_t now);
   // The priority bucket still holds time: the tenant is within its request.
-  bool PriorityBucketHasTime(uint64_t now) const;
+  bool PriorityBucketHasTime(uint64_t now) const { return PriorityBucketNs(now) > 0; }
+  // How much time it holds (negative: a debt).
+  int64_t PriorityBucketNs(uint64_t now) const;
   void RenewPriority(uint64_t now);
   void DropPriority();
   // Latency work done outside the grant is charged as if granted.

@@ -69,13 +69,22 @@ bool LaunchTracker::OverBudget(LaunchLane* lane) const {
   return queued_.load(std::memory_order_relaxed) >= budget || lane->Inflight() >= budget;
 }
 
+// The lane's queue, one more launch included, is work its priority bucket holds time for.
+bool LaunchTracker::WithinPriorityBucket(LaunchLane* lane, uint64_t now) const {
+  const int64_t bucket = gate_->PriorityBucketNs(now);
+  const uint64_t kernel = kernel_ns_.load(std::memory_order_relaxed);
+  return bucket > 0 && (lane->Inflight() + 1) * kernel <= static_cast<uint64_t>(bucket);
+}
+
 bool LaunchTracker::EnterTracked(Entry* entry, bool waited) {
   LaunchLane* lane = LaneOfThisThread();
   // The budget bounds what a holder keeps queued ahead of others; a latency launch within its
-  // request passes the grant and is owed the device for its whole request, so it is not held to
-  // it (EnterLane takes the priority). Over its request it is a standard launch, budget and all.
+  // request passes the grant and is owed the device for what its bucket holds, so it may queue
+  // that much (EnterLane takes the priority). Past it — over its request — it is a standard
+  // launch, budget and all: a compute-bound tenant declaring `latency` queues no more on a bucket
+  // refill than the refill pays for.
   const bool priority = gate_->compute_class() == broker::ComputeClass::kLatency &&
-                        gate_->PriorityBucketHasTime(MonotonicNanos());
+                        WithinPriorityBucket(lane, MonotonicNanos());
   if (!priority && bounded_.load(std::memory_order_relaxed) && OverBudget(lane))
     return false;  // enough queued while others share the GPU: wait for a completion
   // By address, not by the lane's flag: one dependent load fewer on every launch.
@@ -320,7 +329,7 @@ void LaunchTracker::Wait() {
   LaunchLane* lane = LaneOfThisThread();
   while (gate_->gated()) {
     const uint64_t now = MonotonicNanos();
-    const bool priority = gate_->compute_class() == broker::ComputeClass::kLatency && gate_->PriorityBucketHasTime(now);
+    const bool priority = gate_->compute_class() == broker::ComputeClass::kLatency && WithinPriorityBucket(lane, now);
     if (!priority && bounded_.load() && tracking_.load() && OverBudget(lane)) {
       Poll(Poller{false, lane, CurrentContext::Get(Real())}, now);
       if (!OverBudget(lane)) return;

@@ -164,6 +164,7 @@ class LaunchTracker {
   }
   LaunchLane* NewLane(uint32_t thread);
   bool OverBudget(LaunchLane* lane) const;
+  bool WithinPriorityBucket(LaunchLane* lane, uint64_t now) const;
   bool EnterTracked(Entry* entry, bool waited);
   // Inlined into EnterTracked: the fast path is one call deep.
   [[gnu::always_inline]] bool EnterLane(LaunchLane* lane, Entry* entry, bool waited);
