@@ -5,6 +5,7 @@
 
 #include "broker/ledger.h"
 #include "broker/lock_fault.h"
+#include "common/futex.h"
 #include "common/robust_mutex.h"
 
 namespace gpuslice::broker {
@@ -44,6 +45,15 @@ uint64_t LeaseOf(const GpuEntry& gpu) { return std::max(2 * QuantumOf(gpu), kMin
 uint64_t SchedLockTimeoutNs() { return std::min(kSchedLockBoundNs, LockTimeoutNs()); }
 
 std::string SchedLockName(int gpu) { return "the scheduler lock of GPU entry " + std::to_string(gpu); }
+
+std::string SchedLockFaultLine(const Segment* segment, int gpu, LockFailure failure, const std::string& refused) {
+  return LockFaultLine(segment, SchedLockName(gpu), failure, refused, SchedLockTimeoutNs());
+}
+
+void WakeGrantWaiters(GpuEntry* gpu) {
+  gpu->grant_seq.fetch_add(1);
+  FutexWakeAll(&gpu->grant_seq);
+}
 
 uint32_t WeightOf(const LedgerEntry& ledger) {
   const uint32_t request = ledger.request_pct.load(std::memory_order_relaxed);

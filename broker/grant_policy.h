@@ -22,6 +22,7 @@
 
 #include "broker/checked_index.h"
 #include "broker/segment_layout.h"
+#include "common/robust_mutex.h"
 
 namespace gpuslice::broker {
 
@@ -54,6 +55,10 @@ uint64_t LeaseOf(const GpuEntry& gpu);  // max(2 quanta, kMinLeaseNs)
 uint64_t SchedLockTimeoutNs();
 // "the scheduler lock of GPU entry N": how its fault lines name it.
 std::string SchedLockName(int gpu);
+// The one line saying that GPU `gpu`'s scheduler lock could not be taken, and what was `refused`.
+std::string SchedLockFaultLine(const Segment* segment, int gpu, LockFailure failure, const std::string& refused);
+// Wakes every thread waiting for a change of the GPU's grant (futex on grant_seq).
+void WakeGrantWaiters(GpuEntry* gpu);
 uint32_t WeightOf(const LedgerEntry& ledger);
 uint32_t LimitOf(const LedgerEntry& ledger);
 ComputeClass ClassOf(const LedgerEntry& ledger);

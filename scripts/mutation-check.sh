@@ -63,7 +63,7 @@ sabotage() {
 }
 tests_regex() { printf '(^|/)(%s)' "$(printf '%s\n' "$@" | tr '|' '\n' | sort -u | paste -sd'|')"; }
 
-# Scheduler (broker/grant_policy.cc, broker/scheduler.cc, shim/launch_tracker.cc,
+# Scheduler (broker/grant_policy.cc, broker/compute_gate.cc, shim/launch_tracker.cc,
 # shim/hooks_launch.cc): each rule of docs/scheduling.md broken on its own.
 sabotage gating-off shim/hooks_launch.cc \
   's/^(  LaunchTracker\* tracker = state->TrackerForLaunch\(stream, per_thread, &entry\.target\);)$/  return call();  \/\/ SABOTAGE\n$1/m' \
@@ -97,11 +97,11 @@ sabotage lane-busy-unpublished shim/launch_tracker.cc \
   's/return entry->lane_was_idle \? published_->inflight\.fetch_add\(1\) : 1;/return 1;  \/\/ SABOTAGE/; s/if \(lane->Remove\(1\) == 0\) published_->inflight\.fetch_sub\(1\);/lane->Remove(1);  \/\/ SABOTAGE/; s/if \(lane->Remove\(1\) == 0 && AdjustInflight\(static_cast<uint32_t>\(-1\)\)\) WentIdle\(MonotonicNanos\(\)\);/lane->Remove(1);  \/\/ SABOTAGE/; s/uint32_t LaunchTracker::LaneWentIdle\(\) \{ return static_cast<uint32_t>\(-1\); \}/uint32_t LaunchTracker::LaneWentIdle() { return 0; }  \/\/ SABOTAGE/' \
   '^(Sched|ShimComputeThreads)' \
   'launching threads are not counted in their process'"'"'s published in-flight word: hand-overs see only the extra launches its monitor publishes'
-sabotage latency-bucket-ignored broker/scheduler.cc \
+sabotage latency-bucket-ignored broker/compute_gate.cc \
   's/if \(!PriorityBucketHasTime\(now\)\) return false;/\/\/ SABOTAGE: the bucket is not looked at/' \
   '^(Sched|GrantPolicy)' \
   'a latency-class launch passes the grant whatever its bucket holds'
-sabotage latency-class-waits broker/scheduler.cc \
+sabotage latency-class-waits broker/compute_gate.cc \
   's/if \(class_ != ComputeClass::kLatency\) return false;/return false;  \/\/ SABOTAGE/' \
   '^(Sched|GrantPolicy)' \
   'a latency-class launch never passes the grant: it waits for its turn as a standard one does'

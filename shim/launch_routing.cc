@@ -1,5 +1,5 @@
 // ShimState's launch routing: which GPU's compute gate (and this process's launch tracker on it) a
-// launch goes through, and the contexts a gate's monitor synchronises (broker/scheduler.h holds the
+// launch goes through, and the contexts a gate's monitor synchronises (broker/compute_gate.h holds the
 // shared-state side of the gate, shim/launch_tracker.h the process-local side).
 #include "common/clock.h"
 #include "common/mutex_lock.h"

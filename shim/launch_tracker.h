@@ -25,7 +25,7 @@
 #include <memory>
 #include <vector>
 
-#include "broker/scheduler.h"
+#include "broker/compute_gate.h"
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
 #include "shim/context_sync.h"

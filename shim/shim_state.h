@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "broker/broker.h"
+#include "broker/compute_gate.h"
 #include "broker/scheduler.h"
 #include "common/mutex.h"
 #include "common/thread_annotations.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "broker/scheduler.h"
+#include "broker/compute_gate.h"
 #include "tests/support/fairness_harness.h"
 #include "tests/support/shim_fixture.h"
 
