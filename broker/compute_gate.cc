@@ -41,7 +41,6 @@ ComputeGate::ComputeGate(Broker* broker, LedgerId ledger)
       holder_value_(static_cast<uint32_t>(ledger.tenant().value() + 1)),
       policy_(segment_, ledger.gpu(), [broker](int slot) { return broker->IsProcessAlive(slot); }) {}
 
-
 Status ComputeGate::SetShare(uint32_t request_pct, uint32_t limit_pct, ComputeClass cls, uint64_t lock_timeout_ns) {
   RobustLock lock(&gpu_->sched_mutex.mutex, lock_timeout_ns);
   if (!lock.locked()) {

@@ -36,9 +36,10 @@ TEST(SchedLatencySweepTest, RandomPairsKeepTheServiceTailNearUnmanagedAndTheCoru
   std::printf("latency-sweep seed %u (rerun: gpuslice-bench latency-sweep --seed %u --pairs %d)\n", seed, seed, kPairs);
   char pattern[] = "/tmp/gpuslice-sweep-test-XXXXXX";
   const std::string report = mkdtemp(pattern);
-  const ProcessResult r = gpuslice::testing::Run({BinDir() + "/gpuslice-bench", "latency-sweep", "--seed", std::to_string(seed),
-                               "--pairs", std::to_string(kPairs), "--duration", "2", "--quiet", "--report", report},
-                              {}, 600000);
+  const ProcessResult r =
+      gpuslice::testing::Run({BinDir() + "/gpuslice-bench", "latency-sweep", "--seed", std::to_string(seed), "--pairs",
+                              std::to_string(kPairs), "--duration", "2", "--quiet", "--report", report},
+                             {}, 600000);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   std::printf("%s\n", r.out.c_str());
   std::ifstream in(report + "/latency-sweep/results-" + std::to_string(seed) + ".json");

@@ -24,9 +24,8 @@ class ShimHeapExhaustedTest : public ShimTest {
   // The app's result: the codes its threads' launches returned; null when it died.
   Json Launches(bool managed) {
     const std::vector<std::string> argv = {App("heap-exhausted-launch"), std::to_string(kThreads)};
-    const ProcessResult r =
-        managed ? RunShimmed(argv, {"GPUSLICE_TENANT=team"})
-                : gpuslice::testing::Run(argv, {"LD_LIBRARY_PATH=" + SimLibDir()});
+    const ProcessResult r = managed ? RunShimmed(argv, {"GPUSLICE_TENANT=team"})
+                                    : gpuslice::testing::Run(argv, {"LD_LIBRARY_PATH=" + SimLibDir()});
     EXPECT_EQ(r.signal, 0) << "the process died of signal " << r.signal << "\n" << Describe(r);
     EXPECT_EQ(r.exit_code, 0) << Describe(r);
     if (r.exit_code != 0) return Json();
@@ -43,9 +42,13 @@ class ShimHeapExhaustedTest : public ShimTest {
   }
 };
 
-TEST_F(ShimHeapExhaustedTest, WithoutTheShimEveryThreadsLaunchAnswers) { ExpectOnlySuccessOrOutOfMemory(Launches(false)); }
+TEST_F(ShimHeapExhaustedTest, WithoutTheShimEveryThreadsLaunchAnswers) {
+  ExpectOnlySuccessOrOutOfMemory(Launches(false));
+}
 
-TEST_F(ShimHeapExhaustedTest, AloneEveryThreadsLaunchAnswersWithACode) { ExpectOnlySuccessOrOutOfMemory(Launches(true)); }
+TEST_F(ShimHeapExhaustedTest, AloneEveryThreadsLaunchAnswersWithACode) {
+  ExpectOnlySuccessOrOutOfMemory(Launches(true));
+}
 
 // Another tenant has the GPU open: every launch is tracked, and a thread's first one creates its
 // lane. Before, one of the lane's allocations failing ended the process in std::terminate.
