@@ -37,3 +37,5 @@ pkg_check_modules(GPUSLICE_HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 # without them the header declares classes of another layout than the compiled library's.
 add_library(gpuslice_httplib INTERFACE)
 target_link_libraries(gpuslice_httplib INTERFACE PkgConfig::GPUSLICE_HTTPLIB)
+# OpenSSL's libcrypto (Debian's libssl-dev), for SHA-256: the DRA driver's tenant names.
+pkg_check_modules(GPUSLICE_CRYPTO REQUIRED IMPORTED_TARGET libcrypto)

@@ -8,6 +8,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -17,5 +18,12 @@ namespace gpuslice {
 // `path` is as it was, the temporary is removed, and the error's message is the reason alone
 // (strerror's text): the caller says what the file is.
 Status ReplaceFile(const std::string& path, std::string_view contents);
+
+// What a writer killed between its write and its rename leaves: "<file>.tmp.<pid>". Removes, in
+// `dir`, every such temporary whose file name starts with `prefix` and whose writer is gone (no
+// process of that pid runs here, or it is this process, which must call this before it writes
+// those files). A live writer's temporary is left alone. Returns the names removed; one that
+// cannot be removed is skipped (the next start tries again).
+std::vector<std::string> RemoveStaleTemporaries(const std::string& dir, std::string_view prefix);
 
 }  // namespace gpuslice

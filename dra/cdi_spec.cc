@@ -1,5 +1,6 @@
 #include "dra/cdi_spec.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +12,14 @@ namespace gpuslice::dra {
 // 0.5.0 is the first CDI version that allows a device name starting with a digit (a UID).
 constexpr char kCdiVersion[] = "0.6.0";
 
+bool ValidCdiNamePart(std::string_view text) {
+  const auto alphanumeric = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
+  if (text.empty() || text.size() > 64 || !alphanumeric(text.front()) || !alphanumeric(text.back())) return false;
+  return std::all_of(text.begin(), text.end(), [&](char c) { return alphanumeric(c) || c == '-'; });
+}
+
 std::string CdiDeviceName(const std::string& claim_uid, const std::string& device, const std::string& share_id) {
   return claim_uid + "-" + device + (share_id.empty() ? "" : "-" + share_id);
 }
@@ -20,7 +29,7 @@ std::string CdiDeviceId(const std::string& claim_uid, const std::string& device,
 }
 
 std::string CdiSpecPath(const DriverConfig& config, const std::string& claim_uid) {
-  return config.cdi_dir + "/gpuslice.io-claim_" + claim_uid + ".json";
+  return config.cdi_dir + "/" + kCdiSpecFilePrefix + claim_uid + ".json";
 }
 
 nlohmann::json CdiSpecJson(const DriverConfig& config, const std::string& claim_uid, const std::string& device,

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -14,11 +15,21 @@
 
 namespace gpuslice::dra {
 
+// A claim UID or share ID as the driver puts it into CDI device names and file names: 1 to 64
+// letters, digits and '-', starting and ending with a letter or digit (a Kubernetes UID is a
+// UUID: 36 of them). Anything else could make a CDI name the runtime refuses, or a path outside
+// the CDI directory.
+bool ValidCdiNamePart(std::string_view text);
+inline constexpr char kCdiNamePartRule[] =
+    "1 to 64 letters, digits and '-', starting and ending with a letter or digit (a UID)";
+
 // A prepared device's CDI name: "<claim uid>-<device>", and "-<share id>" after it for a share
 // of a device many claims share: every share has a CDI device, and an environment, of its own.
 std::string CdiDeviceName(const std::string& claim_uid, const std::string& device, const std::string& share_id);
 std::string CdiDeviceId(const std::string& claim_uid, const std::string& device,
                         const std::string& share_id);  // "<kind>=<name>"
+// "<cdi dir>/gpuslice.io-claim_<claim uid>.json".
+inline constexpr char kCdiSpecFilePrefix[] = "gpuslice.io-claim_";
 std::string CdiSpecPath(const DriverConfig& config, const std::string& claim_uid);
 
 nlohmann::json CdiSpecJson(const DriverConfig& config, const std::string& claim_uid, const std::string& device,

@@ -2,8 +2,10 @@
 // scheduler chose, the memory and compute it booked there (status.allocation.devices.results[]
 // .consumedCapacity) and the compute class and limit of the claim's or its class's opaque
 // configuration. Everything is checked against this node's devices before anything is written:
-// a device the node does not have, more than the device holds, or a configuration the driver
-// does not understand is refused with one line naming the claim, and nothing changes.
+// a device the node does not have, more than the device holds, a consumption that does not record
+// both memory and compute, or a configuration the driver does not understand is refused with one
+// line naming the claim, and nothing changes. It fails closed: what is not understood gets
+// nothing, never the whole device.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include "common/status.h"
 #include "dra/driver_config.h"
 #include "dra/node_devices.h"
+#include "dra/resource_claim.h"
 
 namespace gpuslice::dra {
 
@@ -36,8 +39,11 @@ struct ClaimDevice {
   int compute_limit = 0;      // 0: none
 };
 
-// The claim's device on this node, or an InvalidArgument error with one line. `claim` is the API
-// server's ResourceClaim object.
+// The claim's device on this node, or an error with one line (InvalidArgument; Unavailable for an
+// unhealthy device).
+Result<ClaimDevice> ReadClaimAllocation(const ResourceClaim& claim, const DriverConfig& config,
+                                        const std::vector<NodeDevice>& devices);
+// The same from the API server's ResourceClaim object as it came (ParseResourceClaim first).
 Result<ClaimDevice> ReadClaimAllocation(const nlohmann::json& claim, const DriverConfig& config,
                                         const std::vector<NodeDevice>& devices);
 

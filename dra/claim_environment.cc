@@ -19,14 +19,4 @@ Result<std::map<std::string, std::string>> ClaimEnvironment(const ClaimDevice& d
   return env;
 }
 
-std::string TenantName(const std::string& claim_namespace, const std::string& claim_name, const std::string& uid) {
-  std::string tenant = claim_namespace + "." + claim_name;
-  if (tenant.size() <= 63) return tenant;
-  std::string head;
-  for (char c : uid) {
-    if (c != '-' && head.size() < 12) head += c;
-  }
-  return tenant.substr(0, 50) + "-" + head;
-}
-
 }  // namespace gpuslice::dra

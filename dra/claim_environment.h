@@ -14,13 +14,8 @@ namespace gpuslice::dra {
 
 // The container's environment for a claim's device (GPUSLICE_*, LD_PRELOAD,
 // NVIDIA_VISIBLE_DEVICES), checked with the shim's own option parser: a value the shim would
-// refuse never reaches a container (the parser's error instead). `tenant` from TenantName.
+// refuse never reaches a container (the parser's error instead). `tenant` from TenantName (dra/tenant_name.h).
 Result<std::map<std::string, std::string>> ClaimEnvironment(const ClaimDevice& device, const DriverConfig& config,
                                                             const std::string& tenant);
-
-// The gpuslice tenant of a claim: "<namespace>.<name>" (every container of every pod that
-// shares the claim shares its booking), shortened with the claim UID's head when over the
-// shim's 63 characters.
-std::string TenantName(const std::string& claim_namespace, const std::string& claim_name, const std::string& uid);
 
 }  // namespace gpuslice::dra

@@ -1,16 +1,50 @@
 #include "dra/claim_preparer.h"
 
+#include <cstdio>
+
 #include "common/mutex_lock.h"
+#include "common/printable.h"
+#include "common/replace_file.h"
 #include "dra/cdi_spec.h"
 #include "dra/claim_allocation.h"
 #include "dra/claim_environment.h"
+#include "dra/resource_claim.h"
+#include "dra/tenant_name.h"
 
 namespace gpuslice::dra {
+namespace {
+
+std::string Described(const ClaimRef& ref) { return Printable(ref.claim_namespace) + "/" + Printable(ref.name); }
+
+// The kubelet's claim UID becomes a CDI device name and a file name: anything but a UID is refused.
+Status CheckClaimRef(const ClaimRef& ref) {
+  if (ValidCdiNamePart(ref.uid)) return Status::Ok();
+  return Status::InvalidArgument("gpuslice-dra-driver: claim " + Described(ref) + " has UID \"" + Printable(ref.uid) +
+                                 "\"; expected " + kCdiNamePartRule);
+}
+
+// A UID names one claim: the same UID under another namespace or name is not the claim prepared.
+Status SameClaim(const ClaimRef& ref, const PreparedClaim& prepared) {
+  if (ref.claim_namespace == prepared.claim_namespace && ref.name == prepared.name) return Status::Ok();
+  return Status::InvalidArgument("gpuslice-dra-driver: claim " + Described(ref) + " has UID " + ref.uid +
+                                 ", which this node prepared for claim " + Printable(prepared.claim_namespace) + "/" +
+                                 Printable(prepared.name) + "; a UID names one claim");
+}
+
+}  // namespace
 
 ClaimPreparer::ClaimPreparer(DriverConfig config, ApiClient* api) : config_(std::move(config)), api_(api) {}
 
 Status ClaimPreparer::Load() {
   MutexLock lock(&mutex_);
+  // A driver killed while writing the checkpoint or a spec left its temporary: no longer anyone's.
+  for (const auto& [dir, prefix] :
+       {std::pair{config_.plugin_dir, kCheckpointFile}, std::pair{config_.cdi_dir, kCdiSpecFilePrefix}}) {
+    for (const std::string& name : RemoveStaleTemporaries(dir, prefix)) {
+      std::fprintf(stderr, "gpuslice-dra-driver: removed %s/%s, left by a driver killed while writing it\n",
+                   dir.c_str(), Printable(name).c_str());
+    }
+  }
   Result<PreparedClaims> loaded = LoadCheckpoint(checkpoint_path());
   if (!loaded.ok()) {
     claims_.clear();
@@ -31,29 +65,30 @@ size_t ClaimPreparer::prepared() const {
 }
 
 Result<std::vector<PreparedDevice>> ClaimPreparer::Prepare(const ClaimRef& ref) {
+  if (Status valid = CheckClaimRef(ref); !valid.ok()) return valid;
   MutexLock lock(&mutex_);
-  if (auto it = claims_.find(ref.uid); it != claims_.end()) return it->second.devices;
+  if (auto it = claims_.find(ref.uid); it != claims_.end()) {
+    if (Status same = SameClaim(ref, it->second); !same.ok()) return same;
+    return it->second.devices;
+  }
   const Result<nlohmann::json> read = api_->GetResourceClaim(ref.claim_namespace, ref.name);
   if (!read.ok()) return read.status();
-  const nlohmann::json& claim = *read;
-  const std::string uid = claim.value("metadata", nlohmann::json::object()).value("uid", "");
-  if (uid != ref.uid) {
-    return Status::Error("gpuslice-dra-driver: claim " + ref.claim_namespace + "/" + ref.name + " has UID " + uid +
+  const Result<ResourceClaim> claim = ParseResourceClaim(*read);
+  if (!claim.ok()) {
+    return Status::InvalidArgument("gpuslice-dra-driver: claim " + Described(ref) +
+                                   " at the API server is malformed: " + claim.message());
+  }
+  if (claim->uid != ref.uid) {
+    return Status::Error("gpuslice-dra-driver: claim " + Described(ref) + " has UID " + Printable(claim->uid) +
                          " at the API server, not " + ref.uid + " (deleted and created again?)");
   }
-  ClaimDevice device;
-  try {  // a field of an unexpected JSON type: an answer for this claim, never a failed call
-    Result<ClaimDevice> allocated = ReadClaimAllocation(claim, config_, devices_);
-    if (!allocated.ok()) {
-      return Status::Error(allocated.status().code(), "gpuslice-dra-driver: " + allocated.message());
-    }
-    device = std::move(allocated).value();
-  } catch (const nlohmann::json::exception& e) {
-    return Status::InvalidArgument("gpuslice-dra-driver: claim " + ref.claim_namespace + "/" + ref.name +
-                                   " is malformed: " + e.what());
+  Result<ClaimDevice> allocated = ReadClaimAllocation(*claim, config_, devices_);
+  if (!allocated.ok()) {
+    return Status::Error(allocated.status().code(), "gpuslice-dra-driver: " + allocated.message());
   }
+  const ClaimDevice& device = *allocated;
   const Result<std::map<std::string, std::string>> env =
-      ClaimEnvironment(device, config_, TenantName(ref.claim_namespace, ref.name, ref.uid));
+      ClaimEnvironment(device, config_, TenantName(ref.claim_namespace, ref.name));
   if (!env.ok()) return env.status();
   if (Status written =
           WriteCdiSpec(config_, ref.uid, CdiSpecJson(config_, ref.uid, device.device, device.share_id, *env));
@@ -77,9 +112,14 @@ Result<std::vector<PreparedDevice>> ClaimPreparer::Prepare(const ClaimRef& ref) 
 }
 
 Status ClaimPreparer::Unprepare(const ClaimRef& ref) {
+  if (Status valid = CheckClaimRef(ref); !valid.ok()) return valid;
   MutexLock lock(&mutex_);
+  const auto it = claims_.find(ref.uid);
+  if (it != claims_.end()) {
+    if (Status same = SameClaim(ref, it->second); !same.ok()) return same;
+  }
   if (Status removed = RemoveCdiSpec(config_, ref.uid); !removed.ok()) return removed;
-  if (!claims_.count(ref.uid)) return Status::Ok();
+  if (it == claims_.end()) return Status::Ok();
   PreparedClaims next = claims_;
   next.erase(ref.uid);
   if (Status saved = SaveCheckpoint(checkpoint_path(), next); !saved.ok()) return saved;

@@ -2,8 +2,10 @@
 // reads the claim from the API server, checks its allocation against this node's devices,
 // writes the CDI spec, then records the claim in the checkpoint; a claim already in the
 // checkpoint is answered from it (the kubelet repeats calls; a restarted driver must not
-// prepare twice). Unprepare removes the spec and the record; an unknown claim is already
-// unprepared. A failure changes nothing: no spec, no record.
+// prepare twice), only under the namespace and name it was prepared for: a UID names one claim.
+// Unprepare removes the spec and the record; an unknown claim is already unprepared. A UID that
+// is not a UID (it names files and CDI devices) is refused by both. A failure changes nothing: no
+// spec, no record.
 #pragma once
 
 #include <memory>
@@ -29,8 +31,9 @@ class ClaimPreparer {
  public:
   ClaimPreparer(DriverConfig config, ApiClient* api);
 
-  std::string checkpoint_path() const { return config_.plugin_dir + "/checkpoint.json"; }
-  // Reads the checkpoint of an earlier run.
+  static constexpr char kCheckpointFile[] = "checkpoint.json";
+  std::string checkpoint_path() const { return config_.plugin_dir + "/" + kCheckpointFile; }
+  // Reads the checkpoint of an earlier run, having removed the temporaries of a killed one.
   Status Load();
   // The devices claims may name (the last discovery's).
   void SetDevices(std::vector<NodeDevice> devices);

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "common/printable.h"
 #include "dra_v1.grpc.pb.h"
 #include "pluginregistration_v1.grpc.pb.h"
 
@@ -19,7 +20,9 @@ class PluginServer::DraService final : public drapb::DRAPlugin::Service {
                                     drapb::NodePrepareResourcesResponse* response) override {
     for (const auto& c : request->claims()) {
       drapb::NodePrepareResourceResponse& answer = (*response->mutable_claims())[c.uid()];
-      const Result<std::vector<PreparedDevice>> devices = preparer_->Prepare({c.namespace_(), c.name(), c.uid()});
+      const Result<std::vector<PreparedDevice>> devices = Guarded(c, [&] {
+        return preparer_->Prepare({c.namespace_(), c.name(), c.uid()});
+      });
       if (!devices.ok()) {
         std::fprintf(stderr, "%s\n", devices.message().c_str());
         answer.set_error(devices.message());
@@ -41,7 +44,8 @@ class PluginServer::DraService final : public drapb::DRAPlugin::Service {
                                       drapb::NodeUnprepareResourcesResponse* response) override {
     for (const auto& c : request->claims()) {
       drapb::NodeUnprepareResourceResponse& answer = (*response->mutable_claims())[c.uid()];
-      if (const Status unprepared = preparer_->Unprepare({c.namespace_(), c.name(), c.uid()}); !unprepared.ok()) {
+      const Status unprepared = Guarded(c, [&] { return preparer_->Unprepare({c.namespace_(), c.name(), c.uid()}); });
+      if (!unprepared.ok()) {
         std::fprintf(stderr, "%s\n", unprepared.message().c_str());
         answer.set_error(unprepared.message());
       }
@@ -50,6 +54,18 @@ class PluginServer::DraService final : public drapb::DRAPlugin::Service {
   }
 
  private:
+  // One claim's call: whatever it throws (memory exhausted, a bug) is that claim's answer, and
+  // the other claims of the call are still answered.
+  template <typename Call>
+  static auto Guarded(const drapb::Claim& c, Call call) -> decltype(call()) {
+    try {
+      return call();
+    } catch (const std::exception& e) {
+      return Status::Error("gpuslice-dra-driver: claim " + Printable(c.namespace_()) + "/" + Printable(c.name()) +
+                           " failed: " + Printable(e.what()));
+    }
+  }
+
   ClaimPreparer* const preparer_;
 };
 

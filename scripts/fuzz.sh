@@ -10,7 +10,7 @@ seconds=${1:-30}
 shift || true
 targets=("$@")
 ((${#targets[@]})) || targets=(quantity_fuzzer memory_limit_fuzzer options_fuzzer state_file_fuzzer pods_file_fuzzer
-  pod_resources_fuzzer)
+  pod_resources_fuzzer dra_claim_fuzzer)
 scripts/install-deps.sh
 build=build-fuzz
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUSLICE_FUZZ=ON \

@@ -24,6 +24,8 @@ packages=(
   # The Kubernetes device plugin (deviceplugin/): gRPC and protobuf for the kubelet's API,
   # yaml-cpp for its config file (found with pkg-config, above) and gpuslicectl plan's tenants files.
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libyaml-cpp-dev
+  # The DRA driver names tenants with SHA-256 (OpenSSL's libcrypto, found with pkg-config).
+  libssl-dev
   # The DRA driver's tests (tests/dra/*_test.cc) validate ResourceSlices and CDI specs against
   # the official schemas (tests/dra/dra_validate.py), and reach a stand-in API server over HTTPS
   # with a certificate made by openssl.

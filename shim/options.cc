@@ -175,9 +175,10 @@ const std::vector<OptionSpec>& OptionTable() {
   // Exact names are matched before per-ordinal prefixes: GPUSLICE_MEMORY_LIMIT comes first.
   static const std::vector<OptionSpec> kTable = {
       {"GPUSLICE_MEMORY_LIMIT", "quantity above 0 or percentage 1% to 100%", "unlimited",
-       "The tenant's GPU memory quota on each GPU it uses: 512Mi, 4Gi (Ki, Mi, Gi, Ti: powers of 1024), 4G (k, "
-       "M, G, T: powers of 1000, so 4G is 4000000000 bytes, 3.73 GiB), plain bytes, or a percentage "
-       "of the device such as 25%. Allocations beyond it fail with CUDA_ERROR_OUT_OF_MEMORY.",
+       "The tenant's GPU memory quota on each GPU it uses: 512Mi, 4Gi (Ki, Mi, Gi, Ti, Pi, Ei: powers of 1024), "
+       "4G (k, M, G, T, P, E: powers of 1000, so 4G is 4000000000 bytes, 3.73 GiB), 1.5Gi, 4e9, plain bytes "
+       "(any Kubernetes quantity of whole bytes), or a percentage of the device such as 25%. Allocations "
+       "beyond it fail with CUDA_ERROR_OUT_OF_MEMORY.",
        "4Gi", ApplyMemoryLimit},
       {"GPUSLICE_MEMORY_LIMIT_<n>", "quantity above 0 or percentage 1% to 100%", "GPUSLICE_MEMORY_LIMIT",
        "Overrides GPUSLICE_MEMORY_LIMIT for the process's device ordinal n (0 to 63, as this process "

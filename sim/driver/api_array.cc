@@ -118,7 +118,7 @@ void DestroyArraysOfContext(Driver* driver, const CUctx_st* ctx) {
 
 using namespace gpuslice::sim;
 
-CUresult CUDAAPI cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* pAllocateArray) {
+CUresult CUDAAPI cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* pAllocateArray) try {
   GPUSLICE_SIM_ENTRY();
   if (!pAllocateArray) {
     Driver* d = nullptr;
@@ -134,9 +134,11 @@ CUresult CUDAAPI cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR*
   desc.NumChannels = pAllocateArray->NumChannels;
   desc.Flags = 0;
   return CreateArray(pHandle, desc, false);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* pAllocateArray) {
+CUresult CUDAAPI cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* pAllocateArray) try {
   GPUSLICE_SIM_ENTRY();
   if (!pAllocateArray) {
     Driver* d = nullptr;
@@ -145,9 +147,11 @@ CUresult CUDAAPI cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIP
     return CUDA_ERROR_INVALID_VALUE;
   }
   return CreateArray(pHandle, *pAllocateArray, true);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuArrayDestroy(CUarray hArray) {
+CUresult CUDAAPI cuArrayDestroy(CUarray hArray) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -156,9 +160,11 @@ CUresult CUDAAPI cuArrayDestroy(CUarray hArray) {
   if (hArray->owner) return CUDA_ERROR_INVALID_HANDLE;
   DestroyArrayNow(d, hArray);
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR* pArrayDescriptor, CUarray hArray) {
+CUresult CUDAAPI cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR* pArrayDescriptor, CUarray hArray) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -171,9 +177,11 @@ CUresult CUDAAPI cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR* pArrayDescriptor
   pArrayDescriptor->Format = hArray->desc.Format;
   pArrayDescriptor->NumChannels = hArray->desc.NumChannels;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR* pArrayDescriptor, CUarray hArray) {
+CUresult CUDAAPI cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR* pArrayDescriptor, CUarray hArray) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -181,10 +189,12 @@ CUresult CUDAAPI cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR* pArrayDescri
   if (!hArray || !d->IsRegistered(hArray)) return CUDA_ERROR_INVALID_HANDLE;
   *pArrayDescriptor = hArray->desc;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
 CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* pMipmappedArrayDesc,
-                                        unsigned int numMipmapLevels) {
+                                        unsigned int numMipmapLevels) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
@@ -205,9 +215,12 @@ CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_AR
   Track(g_live_mipmaps, mipmap);
   *pHandle = mipmap;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuMipmappedArrayGetLevel(CUarray* pLevelArray, CUmipmappedArray hMipmappedArray, unsigned int level) {
+CUresult CUDAAPI cuMipmappedArrayGetLevel(CUarray* pLevelArray, CUmipmappedArray hMipmappedArray,
+                                          unsigned int level) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -227,13 +240,17 @@ CUresult CUDAAPI cuMipmappedArrayGetLevel(CUarray* pLevelArray, CUmipmappedArray
   }
   *pLevelArray = array;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
+CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!hMipmappedArray || !d->IsRegistered(hMipmappedArray)) return CUDA_ERROR_INVALID_HANDLE;
   DestroyMipmappedArrayNow(d, hMipmappedArray);
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }

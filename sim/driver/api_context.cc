@@ -95,60 +95,75 @@ CUresult CreateUserContext(CUcontext* pctx, unsigned int flags, CUdevice dev) {
 
 using namespace gpuslice::sim;
 
-CUresult CUDAAPI cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+CUresult CUDAAPI cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) try {
   GPUSLICE_SIM_ENTRY();
   return CreateUserContext(pctx, flags, dev);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
 CUresult CUDAAPI cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* paramsArray, int numParams, unsigned int flags,
-                                CUdevice dev) {
+                                CUdevice dev) try {
   GPUSLICE_SIM_ENTRY();
   if (numParams < 0 || (numParams > 0 && !paramsArray)) return CUDA_ERROR_INVALID_VALUE;
   return CreateUserContext(pctx, flags, dev);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* ctxCreateParams, unsigned int flags, CUdevice dev) {
+CUresult CUDAAPI cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* ctxCreateParams, unsigned int flags,
+                                CUdevice dev) try {
   GPUSLICE_SIM_ENTRY();
   return CreateUserContext(pctx, flags, dev);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
+CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!ctx || !d->IsRegistered(ctx) || ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
   SynchronizeContext(ctx);
   return d->DestroyContext(ctx);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
+CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
   *pctx = CurrentContextOrNull();
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (ctx && !d->IsRegistered(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
   SetCurrentContext(ctx);
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx) {
+CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!ctx || !d->IsRegistered(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
   PushContext(ctx);
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx) {
+CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -156,9 +171,11 @@ CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx) {
   if (!top) return CUDA_ERROR_INVALID_CONTEXT;
   if (pctx) *pctx = top;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
+CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
@@ -166,9 +183,11 @@ CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
   if (!device) return CUDA_ERROR_INVALID_VALUE;
   *device = ctx->device;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuCtxGetFlags(unsigned int* flags) {
+CUresult CUDAAPI cuCtxGetFlags(unsigned int* flags) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
@@ -176,9 +195,11 @@ CUresult CUDAAPI cuCtxGetFlags(unsigned int* flags) {
   if (!flags) return CUDA_ERROR_INVALID_VALUE;
   *flags = ctx->flags;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuCtxGetApiVersion(CUcontext ctx, unsigned int* version) {
+CUresult CUDAAPI cuCtxGetApiVersion(CUcontext ctx, unsigned int* version) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -187,26 +208,32 @@ CUresult CUDAAPI cuCtxGetApiVersion(CUcontext ctx, unsigned int* version) {
   if (!ctx || !d->IsRegistered(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
   *version = 3020;  // the context API version every current driver reports
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuCtxSynchronize() {
+CUresult CUDAAPI cuCtxSynchronize() try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
   return SynchronizeContext(ctx);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
+CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!ctx) return cuCtxSynchronize();
   if (!d->IsRegistered(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
   return SynchronizeContext(ctx);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuCtxGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
+CUresult CUDAAPI cuCtxGetStreamPriorityRange(int* leastPriority, int* greatestPriority) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
@@ -214,37 +241,51 @@ CUresult CUDAAPI cuCtxGetStreamPriorityRange(int* leastPriority, int* greatestPr
   if (leastPriority) *leastPriority = 0;
   if (greatestPriority) *greatestPriority = -5;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value) {
+CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
   if (limit < 0 || limit >= CU_LIMIT_MAX) return CUDA_ERROR_INVALID_VALUE;
   return CUDA_SUCCESS;  // limits change no simulated behaviour
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) try {
   GPUSLICE_SIM_ENTRY();
   return DevicePrimaryCtxRetain(pctx, dev);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
-CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) try {
   GPUSLICE_SIM_ENTRY();
   return DevicePrimaryCtxRelease(dev);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
-CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) try {
   GPUSLICE_SIM_ENTRY();
   return DevicePrimaryCtxReset(dev);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
-CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
+CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) try {
   GPUSLICE_SIM_ENTRY();
   return DevicePrimaryCtxGetState(dev, flags, active);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
-CUresult CUDAAPI cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) {
+CUresult CUDAAPI cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireDevice(&d, dev); rc != CUDA_SUCCESS) return rc;
   if (CUctx_st* ctx = d->PrimaryContext(dev)) ctx->flags = flags;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }

@@ -27,18 +27,22 @@ const ErrorText* Find(CUresult code) {
 }  // namespace
 
 // Both work before cuInit and return CUDA_ERROR_INVALID_VALUE for an unknown code.
-CUresult CUDAAPI cuGetErrorName(CUresult error, const char** pStr) {
+CUresult CUDAAPI cuGetErrorName(CUresult error, const char** pStr) try {
   GPUSLICE_SIM_ENTRY();
   if (!pStr) return CUDA_ERROR_INVALID_VALUE;
   const ErrorText* e = Find(error);
   *pStr = e ? e->name : nullptr;
   return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuGetErrorString(CUresult error, const char** pStr) {
+CUresult CUDAAPI cuGetErrorString(CUresult error, const char** pStr) try {
   GPUSLICE_SIM_ENTRY();
   if (!pStr) return CUDA_ERROR_INVALID_VALUE;
   const ErrorText* e = Find(error);
   *pStr = e ? e->description : nullptr;
   return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }

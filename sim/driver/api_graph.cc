@@ -83,7 +83,7 @@ bool CaptureLaunch(CUstream_st* s, StreamOp&& op) {
 
 using namespace gpuslice::sim;
 
-CUresult CUDAAPI cuGraphCreate(CUgraph* phGraph, unsigned int flags) {
+CUresult CUDAAPI cuGraphCreate(CUgraph* phGraph, unsigned int flags) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
@@ -94,9 +94,11 @@ CUresult CUDAAPI cuGraphCreate(CUgraph* phGraph, unsigned int flags) {
   d->Register(graph);
   *phGraph = graph;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph) {
+CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -104,10 +106,12 @@ CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph) {
   d->Unregister(hGraph);
   delete hGraph;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
 CUresult CUDAAPI cuGraphAddKernelNode_v2(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,
-                                         size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS* nodeParams) {
+                                         size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS* nodeParams) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -125,9 +129,11 @@ CUresult CUDAAPI cuGraphAddKernelNode_v2(CUgraphNode* phGraphNode, CUgraph hGrap
   d->Register(node);
   *phGraphNode = node;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph, unsigned long long flags) {
+CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph, unsigned long long flags) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -142,9 +148,11 @@ CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph h
   d->Register(exec);
   *phGraphExec = exec;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec) {
+CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -152,44 +160,62 @@ CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec) {
   d->Unregister(hGraphExec);
   delete hGraphExec;  // its operations were copied into the streams it was launched on
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) try {
   GPUSLICE_SIM_ENTRY();
   return GraphLaunch(hGraphExec, hStream, false);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) try {
   GPUSLICE_SIM_ENTRY();
   return GraphLaunch(hGraphExec, hStream, true);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
+CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) try {
   GPUSLICE_SIM_ENTRY();
   return BeginCapture(hStream, false);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) {
+CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) try {
   GPUSLICE_SIM_ENTRY();
   return BeginCapture(hStream, true);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {
+CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) try {
   GPUSLICE_SIM_ENTRY();
   return EndCapture(hStream, phGraph, false);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phGraph) {
+CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phGraph) try {
   GPUSLICE_SIM_ENTRY();
   return EndCapture(hStream, phGraph, true);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus* captureStatus) {
+CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus* captureStatus) try {
   GPUSLICE_SIM_ENTRY();
   return IsCapturing(hStream, captureStatus, false);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus* captureStatus) {
+CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus* captureStatus) try {
   GPUSLICE_SIM_ENTRY();
   return IsCapturing(hStream, captureStatus, true);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }

@@ -13,30 +13,36 @@ using gpuslice::sim::RequireInit;
 
 // A bad GPUSLICE_SIM_CALL_COSTS fails every run at its start: no figure is measured with costs
 // other than those asked for.
-CUresult CUDAAPI cuInit(unsigned int Flags) {
+CUresult CUDAAPI cuInit(unsigned int Flags) try {
   GPUSLICE_SIM_ENTRY();
   if (!gpuslice::sim::call_model::SettingsValid()) return CUDA_ERROR_INVALID_VALUE;
   return Driver::Initialize(Flags);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuDriverGetVersion(int* driverVersion) {
+CUresult CUDAAPI cuDriverGetVersion(int* driverVersion) try {
   GPUSLICE_SIM_ENTRY();
   // Allowed before cuInit, as with the real driver.
   if (!driverVersion) return CUDA_ERROR_INVALID_VALUE;
   *driverVersion = CUDA_VERSION;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuDeviceGetCount(int* count) {
+CUresult CUDAAPI cuDeviceGetCount(int* count) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
   if (!count) return CUDA_ERROR_INVALID_VALUE;
   *count = d->device_count();
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) {
+CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -44,41 +50,51 @@ CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) {
   if (ordinal < 0 || ordinal >= d->device_count()) return CUDA_ERROR_INVALID_DEVICE;
   *device = ordinal;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev) {
+CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireDevice(&d, dev); rc != CUDA_SUCCESS) return rc;
   if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
   std::snprintf(name, static_cast<size_t>(len), "%s", d->device_config(dev).name);
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
+CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireDevice(&d, dev); rc != CUDA_SUCCESS) return rc;
   if (!uuid) return CUDA_ERROR_INVALID_VALUE;
   std::memcpy(uuid->bytes, d->device_config(dev).uuid, sizeof uuid->bytes);
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
+CUresult CUDAAPI cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) try {
   GPUSLICE_SIM_ENTRY();
   return cuDeviceGetUuid_v2(uuid, dev);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireDevice(&d, dev); rc != CUDA_SUCCESS) return rc;
   if (!bytes) return CUDA_ERROR_INVALID_VALUE;
   *bytes = d->device_config(dev).total_memory;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuDeviceComputeCapability(int* major, int* minor, CUdevice dev) {
+CUresult CUDAAPI cuDeviceComputeCapability(int* major, int* minor, CUdevice dev) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireDevice(&d, dev); rc != CUDA_SUCCESS) return rc;
@@ -86,9 +102,11 @@ CUresult CUDAAPI cuDeviceComputeCapability(int* major, int* minor, CUdevice dev)
   *major = d->device_config(dev).cc_major;
   *minor = d->device_config(dev).cc_minor;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
+CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireDevice(&d, dev); rc != CUDA_SUCCESS) return rc;
@@ -128,13 +146,17 @@ CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevi
     default: *pi = 0; break;  // a valid attribute the simulator does not model
   }
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
+CUresult CUDAAPI cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireDevice(&d, dev); rc != CUDA_SUCCESS) return rc;
   if (!pciBusId || len <= 0) return CUDA_ERROR_INVALID_VALUE;
   std::snprintf(pciBusId, static_cast<size_t>(len), "00000000:%02X:00.0", d->device_config(dev).pci_bus_id);
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }

@@ -74,13 +74,15 @@ CUresult Allocate(CUdeviceptr* dptr, size_t bytes, AllocationKind kind) {
 
 using namespace gpuslice::sim;
 
-CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) try {
   GPUSLICE_SIM_ENTRY();
   return Allocate(dptr, bytesize, AllocationKind::kDevice);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
 CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
-                                    unsigned int ElementSizeBytes) {
+                                    unsigned int ElementSizeBytes) try {
   GPUSLICE_SIM_ENTRY();
   if (!pPitch || WidthInBytes == 0 || Height == 0 ||
       (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
@@ -91,15 +93,19 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t Wi
   CUresult rc = Allocate(dptr, pitch * Height, AllocationKind::kDevice);
   if (rc == CUDA_SUCCESS) *pPitch = pitch;
   return rc;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
+CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) try {
   GPUSLICE_SIM_ENTRY();
   if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
   return Allocate(dptr, bytesize, AllocationKind::kManaged);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
+CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
@@ -113,9 +119,11 @@ CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
   // cuMemFree synchronises with the device first, as the real driver does.
   SynchronizeContext(ctx);
   return d->FreeDeviceMemory(dptr);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
+CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
@@ -126,9 +134,11 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
   *total = capacity;
   *free = used >= capacity ? 0 : capacity - used;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
+CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
@@ -138,9 +148,11 @@ CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUde
   if (pbase) *pbase = a.base;
   if (psize) *psize = a.size;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
+CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
@@ -157,14 +169,18 @@ CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) 
   d->AddRange(a);  // pinned host memory is device-accessible
   *pp = p;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuMemAllocHost_v2(void** pp, size_t bytesize) {
+CUresult CUDAAPI cuMemAllocHost_v2(void** pp, size_t bytesize) try {
   GPUSLICE_SIM_ENTRY();
   return cuMemHostAlloc(pp, bytesize, 0);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuMemFreeHost(void* p) {
+CUresult CUDAAPI cuMemFreeHost(void* p) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
@@ -176,9 +192,11 @@ CUresult CUDAAPI cuMemFreeHost(void* p) {
   d->RemoveRange(a.base, nullptr);
   std::free(p);
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsigned int Flags) {
+CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsigned int Flags) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
@@ -187,16 +205,34 @@ CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsig
     return CUDA_ERROR_INVALID_VALUE;
   *pdptr = reinterpret_cast<CUdeviceptr>(p);
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
 // --- copies: legacy-stream and per-thread (_ptds/_ptsz) flavours ---
-#define GPUSLICE_COPY_PAIR(NAME, PARAMS, DST, DST_SIDE, SRC, SRC_SIDE, BYTES)                              \
-  CUresult CUDAAPI NAME PARAMS { return Copy(DST, DST_SIDE, SRC, SRC_SIDE, BYTES, nullptr, false, true); } \
-  CUresult CUDAAPI NAME##_ptds PARAMS { return Copy(DST, DST_SIDE, SRC, SRC_SIDE, BYTES, nullptr, true, true); }
+#define GPUSLICE_COPY_PAIR(NAME, PARAMS, DST, DST_SIDE, SRC, SRC_SIDE, BYTES) \
+  CUresult CUDAAPI NAME PARAMS try {                                          \
+    return Copy(DST, DST_SIDE, SRC, SRC_SIDE, BYTES, nullptr, false, true);   \
+  } catch (...) {                                                             \
+    return EntryFailed<CUresult>(#NAME);                                      \
+  }                                                                           \
+  CUresult CUDAAPI NAME##_ptds PARAMS try {                                   \
+    return Copy(DST, DST_SIDE, SRC, SRC_SIDE, BYTES, nullptr, true, true);    \
+  } catch (...) {                                                             \
+    return EntryFailed<CUresult>(#NAME "_ptds");                              \
+  }
 
-#define GPUSLICE_ASYNC_COPY_PAIR(NAME, PARAMS, DST, DST_SIDE, SRC, SRC_SIDE, BYTES)                         \
-  CUresult CUDAAPI NAME PARAMS { return Copy(DST, DST_SIDE, SRC, SRC_SIDE, BYTES, hStream, false, false); } \
-  CUresult CUDAAPI NAME##_ptsz PARAMS { return Copy(DST, DST_SIDE, SRC, SRC_SIDE, BYTES, hStream, true, false); }
+#define GPUSLICE_ASYNC_COPY_PAIR(NAME, PARAMS, DST, DST_SIDE, SRC, SRC_SIDE, BYTES) \
+  CUresult CUDAAPI NAME PARAMS try {                                                \
+    return Copy(DST, DST_SIDE, SRC, SRC_SIDE, BYTES, hStream, false, false);        \
+  } catch (...) {                                                                   \
+    return EntryFailed<CUresult>(#NAME);                                            \
+  }                                                                                 \
+  CUresult CUDAAPI NAME##_ptsz PARAMS try {                                         \
+    return Copy(DST, DST_SIDE, SRC, SRC_SIDE, BYTES, hStream, true, false);         \
+  } catch (...) {                                                                   \
+    return EntryFailed<CUresult>(#NAME "_ptsz");                                    \
+  }
 
 #define HOST_PTR(p) reinterpret_cast<CUdeviceptr>(p)
 
@@ -221,20 +257,28 @@ GPUSLICE_ASYNC_COPY_PAIR(cuMemcpyDtoDAsync_v2,
                          Side::kDevice, srcDevice, Side::kDevice, ByteCount)
 
 // --- memsets ---
-#define GPUSLICE_MEMSET_PAIR(NAME, T)                                      \
-  CUresult CUDAAPI NAME(CUdeviceptr dstDevice, T value, size_t N) {        \
-    return Fill(dstDevice, value, N, nullptr, false, true);                \
-  }                                                                        \
-  CUresult CUDAAPI NAME##_ptds(CUdeviceptr dstDevice, T value, size_t N) { \
-    return Fill(dstDevice, value, N, nullptr, true, true);                 \
+#define GPUSLICE_MEMSET_PAIR(NAME, T)                                          \
+  CUresult CUDAAPI NAME(CUdeviceptr dstDevice, T value, size_t N) try {        \
+    return Fill(dstDevice, value, N, nullptr, false, true);                    \
+  } catch (...) {                                                              \
+    return EntryFailed<CUresult>(#NAME);                                       \
+  }                                                                            \
+  CUresult CUDAAPI NAME##_ptds(CUdeviceptr dstDevice, T value, size_t N) try { \
+    return Fill(dstDevice, value, N, nullptr, true, true);                     \
+  } catch (...) {                                                              \
+    return EntryFailed<CUresult>(#NAME "_ptds");                               \
   }
 
-#define GPUSLICE_ASYNC_MEMSET_PAIR(NAME, T)                                                  \
-  CUresult CUDAAPI NAME(CUdeviceptr dstDevice, T value, size_t N, CUstream hStream) {        \
-    return Fill(dstDevice, value, N, hStream, false, false);                                 \
-  }                                                                                          \
-  CUresult CUDAAPI NAME##_ptsz(CUdeviceptr dstDevice, T value, size_t N, CUstream hStream) { \
-    return Fill(dstDevice, value, N, hStream, true, false);                                  \
+#define GPUSLICE_ASYNC_MEMSET_PAIR(NAME, T)                                                      \
+  CUresult CUDAAPI NAME(CUdeviceptr dstDevice, T value, size_t N, CUstream hStream) try {        \
+    return Fill(dstDevice, value, N, hStream, false, false);                                     \
+  } catch (...) {                                                                                \
+    return EntryFailed<CUresult>(#NAME);                                                         \
+  }                                                                                              \
+  CUresult CUDAAPI NAME##_ptsz(CUdeviceptr dstDevice, T value, size_t N, CUstream hStream) try { \
+    return Fill(dstDevice, value, N, hStream, true, false);                                      \
+  } catch (...) {                                                                                \
+    return EntryFailed<CUresult>(#NAME "_ptsz");                                                 \
   }
 
 GPUSLICE_MEMSET_PAIR(cuMemsetD8_v2, unsigned char)

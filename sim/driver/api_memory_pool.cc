@@ -379,7 +379,7 @@ using namespace gpuslice::sim;
 
 // ---- Pools of a device ----
 
-CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice dev) {
+CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice dev) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireDevice(&d, dev); rc != CUDA_SUCCESS) return rc;
@@ -387,9 +387,11 @@ CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice dev)
   std::lock_guard<std::mutex> lock(g_registry_mutex);
   *pool_out = DefaultPoolLocked(d, dev);
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
+CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireDevice(&d, dev); rc != CUDA_SUCCESS) return rc;
@@ -397,9 +399,11 @@ CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
   std::lock_guard<std::mutex> lock(g_registry_mutex);
   *pool = CurrentPoolLocked(d, dev);
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
+CUresult CUDAAPI cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireDevice(&d, dev); rc != CUDA_SUCCESS) return rc;
@@ -408,11 +412,13 @@ CUresult CUDAAPI cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
   std::lock_guard<std::mutex> lock(g_registry_mutex);
   RegistryFor(d).current_pool[dev] = pool->is_default ? nullptr : pool;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
 // ---- Pool lifetime ----
 
-CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps) {
+CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -424,9 +430,11 @@ CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolP
   RegistryFor(d).pools.push_back(p);
   *pool = p;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
+CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -448,11 +456,13 @@ CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
   lock.unlock();
   delete pool;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
 // ---- Attributes ----
 
-CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
+CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -483,9 +493,11 @@ CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute at
       return CUDA_SUCCESS;
     default: return CUDA_ERROR_INVALID_VALUE;  // the *_CURRENT values are read-only
   }
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
+CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -510,9 +522,11 @@ CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute at
     case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *static_cast<cuuint64_t*>(value) = pool->used_high; return CUDA_SUCCESS;
     default: return CUDA_ERROR_INVALID_VALUE;
   }
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -520,10 +534,12 @@ CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
   std::lock_guard<std::mutex> lock(pool->mutex);
   ReleaseUnusedChunks(pool, minBytesToKeep);
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
 // Pool memory is accessible from the pool's own device (the only one simulated per pool).
-CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags* flags, CUmemoryPool memPool, CUmemLocation* location) {
+CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags* flags, CUmemoryPool memPool, CUmemLocation* location) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -532,10 +548,12 @@ CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags* flags, CUmemoryPool memPo
   if (location->id < 0 || location->id >= d->device_count()) return CUDA_ERROR_INVALID_DEVICE;
   *flags = location->id == memPool->device ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
 // Peer access to a pool: validated and accepted (one address space serves every device).
-CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count) {
+CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -548,36 +566,51 @@ CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* ma
       return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
 // ---- Stream-ordered allocation ----
 
-CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
+CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) try {
   GPUSLICE_SIM_ENTRY();
   return AllocAsync(dptr, bytesize, nullptr, false, hStream, false);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
+CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) try {
   GPUSLICE_SIM_ENTRY();
   return AllocAsync(dptr, bytesize, nullptr, false, hStream, true);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
+CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) try {
   GPUSLICE_SIM_ENTRY();
   return AllocAsync(dptr, bytesize, pool, true, hStream, false);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
+CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                                              CUstream hStream) try {
   GPUSLICE_SIM_ENTRY();
   return AllocAsync(dptr, bytesize, pool, true, hStream, true);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) try {
   GPUSLICE_SIM_ENTRY();
   return FreeAsync(dptr, hStream, false);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
+CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) try {
   GPUSLICE_SIM_ENTRY();
   return FreeAsync(dptr, hStream, true);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }

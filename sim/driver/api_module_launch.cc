@@ -116,18 +116,22 @@ CUresult LaunchEx(const CUlaunchConfig* config, CUfunction f, void** kernelParam
 
 using namespace gpuslice::sim;
 
-CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
+CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) try {
   GPUSLICE_SIM_ENTRY();
   return LoadPtx(module, image);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
 CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int numOptions, CUjit_option* options,
-                                    void** optionValues) {
+                                    void** optionValues) try {
   GPUSLICE_SIM_ENTRY();
   return LoadPtx(module, image);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuModuleLoad(CUmodule* module, const char* fname) {
+CUresult CUDAAPI cuModuleLoad(CUmodule* module, const char* fname) try {
   GPUSLICE_SIM_ENTRY();
   if (!fname) return CUDA_ERROR_INVALID_VALUE;
   std::ifstream in(fname);
@@ -135,9 +139,11 @@ CUresult CUDAAPI cuModuleLoad(CUmodule* module, const char* fname) {
   std::stringstream text;
   text << in.rdbuf();
   return LoadPtx(module, text.str().c_str());
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuModuleUnload(CUmodule hmod) {
+CUresult CUDAAPI cuModuleUnload(CUmodule hmod) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -146,9 +152,11 @@ CUresult CUDAAPI cuModuleUnload(CUmodule hmod) {
   for (CUfunc_st* f : hmod->functions) d->Unregister(f);
   d->Unregister(hmod);
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name) {
+CUresult CUDAAPI cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -166,9 +174,11 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const cha
   d->Register(f);
   *hfunc = f;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction hfunc) {
+CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction hfunc) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -176,9 +186,11 @@ CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction hfunc) {
   if (!hfunc || !d->IsRegistered(hfunc)) return CUDA_ERROR_INVALID_HANDLE;
   *name = hfunc->name.c_str();
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfunc) {
+CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfunc) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -186,45 +198,61 @@ CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunc
   if (!hfunc || !d->IsRegistered(hfunc)) return CUDA_ERROR_INVALID_HANDLE;
   *pi = attrib == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK ? 1024 : 0;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                 unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
-                                unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {
+                                unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) try {
   GPUSLICE_SIM_ENTRY();
   return Launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, extra, false);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
 CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                      unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
-                                     unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {
+                                     unsigned int sharedMemBytes, CUstream hStream, void** kernelParams,
+                                     void** extra) try {
   GPUSLICE_SIM_ENTRY();
   return Launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, extra, true);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra) {
+CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra) try {
   GPUSLICE_SIM_ENTRY();
   return LaunchEx(config, f, kernelParams, extra, false);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra) {
+CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** kernelParams,
+                                       void** extra) try {
   GPUSLICE_SIM_ENTRY();
   return LaunchEx(config, f, kernelParams, extra, true);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
 CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                            unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                                            unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
-                                           void** kernelParams) {
+                                           void** kernelParams) try {
   GPUSLICE_SIM_ENTRY();
   return Launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, nullptr,
                 false);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
 CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                                 unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                                                 unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
-                                                void** kernelParams) {
+                                                void** kernelParams) try {
   GPUSLICE_SIM_ENTRY();
   return Launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, nullptr, true);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }

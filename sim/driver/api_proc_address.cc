@@ -133,20 +133,26 @@ CUresult Lookup(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flag
 }  // namespace
 
 CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
-                                     CUdriverProcAddressQueryResult* symbolStatus) {
+                                     CUdriverProcAddressQueryResult* symbolStatus) try {
   GPUSLICE_SIM_ENTRY();
   return Lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) {
+CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) try {
   GPUSLICE_SIM_ENTRY();
   return Lookup(symbol, pfn, cudaVersion, flags, nullptr);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuGetExportTable(const void** ppExportTable, const CUuuid* pExportTableId) {
+CUresult CUDAAPI cuGetExportTable(const void** ppExportTable, const CUuuid* pExportTableId) try {
   GPUSLICE_SIM_ENTRY();
   // The runtime's private tables have no meaning for a simulated driver (which is also why no
   // simulated driver can host libcudart).
   if (ppExportTable != nullptr) *ppExportTable = nullptr;
   return CUDA_ERROR_NOT_SUPPORTED;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }

@@ -1,6 +1,8 @@
 // Streams and events: asynchronous, in-order execution with completion tracking.
 #include "driver_api.h"
 
+#include <memory>
+
 #include "common/clock.h"
 #include "driver_state.h"
 #include "memory_pool.h"
@@ -39,7 +41,18 @@ CUresult EventRecord(CUevent hEvent, CUstream hStream, bool per_thread) {
     std::lock_guard<std::mutex> lock(hEvent->mutex);
     op.event_record = ++hEvent->recorded;
   }
-  s->executor->Enqueue(std::move(op));
+  const uint64_t record = op.event_record;
+  try {
+    s->executor->Enqueue(std::move(op));
+  } catch (...) {  // not queued: nobody may wait for this recording
+    bool undone = false;
+    {
+      std::lock_guard<std::mutex> lock(hEvent->mutex);
+      if (hEvent->recorded == record) --hEvent->recorded, undone = true;
+    }
+    if (!undone) CompleteEvent(hEvent, record);  // recorded again meanwhile: this one counts as done
+    throw;
+  }
   return CUDA_SUCCESS;
 }
 
@@ -83,7 +96,7 @@ CUresult StreamGetCtx(CUstream hStream, CUcontext* pctx, bool per_thread) {
 
 using namespace gpuslice::sim;
 
-CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags) {
+CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
@@ -91,16 +104,20 @@ CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags) {
   if (!phStream || (Flags & ~static_cast<unsigned>(CU_STREAM_NON_BLOCKING)) != 0) return CUDA_ERROR_INVALID_VALUE;
   *phStream = d->CreateStream(ctx, Flags, 0);
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags, int priority) {
+CUresult CUDAAPI cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags, int priority) try {
   GPUSLICE_SIM_ENTRY();
   CUresult rc = cuStreamCreate(phStream, flags);
   if (rc == CUDA_SUCCESS) (*phStream)->priority = priority;
   return rc;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
+CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   if (CUresult rc = RequireInit(&d); rc != CUDA_SUCCESS) return rc;
@@ -109,108 +126,146 @@ CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
     return CUDA_ERROR_INVALID_HANDLE;
   d->DestroyStream(hStream);
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
+CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) try {
   GPUSLICE_SIM_ENTRY();
   return StreamSynchronize(hStream, false);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
-CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream) {
+CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream) try {
   GPUSLICE_SIM_ENTRY();
   return StreamSynchronize(hStream, true);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
-CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
+CUresult CUDAAPI cuStreamQuery(CUstream hStream) try {
   GPUSLICE_SIM_ENTRY();
   return StreamQuery(hStream, false);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
-CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream) {
+CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream) try {
   GPUSLICE_SIM_ENTRY();
   return StreamQuery(hStream, true);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
-CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) try {
   GPUSLICE_SIM_ENTRY();
   return StreamWaitEvent(hStream, hEvent, Flags, false);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
-CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags) try {
   GPUSLICE_SIM_ENTRY();
   return StreamWaitEvent(hStream, hEvent, Flags, true);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
-CUresult CUDAAPI cuStreamGetCtx(CUstream hStream, CUcontext* pctx) {
+CUresult CUDAAPI cuStreamGetCtx(CUstream hStream, CUcontext* pctx) try {
   GPUSLICE_SIM_ENTRY();
   return StreamGetCtx(hStream, pctx, false);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
-CUresult CUDAAPI cuStreamGetCtx_ptsz(CUstream hStream, CUcontext* pctx) {
+CUresult CUDAAPI cuStreamGetCtx_ptsz(CUstream hStream, CUcontext* pctx) try {
   GPUSLICE_SIM_ENTRY();
   return StreamGetCtx(hStream, pctx, true);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuStreamGetFlags(CUstream hStream, unsigned int* flags) {
+CUresult CUDAAPI cuStreamGetFlags(CUstream hStream, unsigned int* flags) try {
   GPUSLICE_SIM_ENTRY();
   CUstream_st* s = nullptr;
   if (CUresult rc = ResolveStream(hStream, false, &s); rc != CUDA_SUCCESS) return rc;
   if (!flags) return CUDA_ERROR_INVALID_VALUE;
   *flags = s->flags;
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void* userData) {
+CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void* userData) try {
   GPUSLICE_SIM_ENTRY();
   return LaunchHostFunc(hStream, fn, userData, false);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
-CUresult CUDAAPI cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void* userData) {
+CUresult CUDAAPI cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void* userData) try {
   GPUSLICE_SIM_ENTRY();
   return LaunchHostFunc(hStream, fn, userData, true);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
+CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) try {
   GPUSLICE_SIM_ENTRY();
   Driver* d = nullptr;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = RequireContext(&d, &ctx); rc != CUDA_SUCCESS) return rc;
   constexpr unsigned kKnown = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
   if (!phEvent || (Flags & ~kKnown) != 0) return CUDA_ERROR_INVALID_VALUE;
-  auto* e = new CUevent_st();
+  auto e = std::make_unique<CUevent_st>();
   e->context = ctx;
   e->flags = Flags;
-  d->Register(e);
-  *phEvent = e;
+  d->Register(e.get());
+  *phEvent = e.release();
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent) {
+CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent) try {
   GPUSLICE_SIM_ENTRY();
   if (CUresult rc = ValidEvent(hEvent); rc != CUDA_SUCCESS) return rc;
   Driver::Get()->Unregister(hEvent);
   // Work already queued may still complete the event: its memory is kept (a few bytes)
   // rather than risk a worker writing to freed memory.
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
+CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) try {
   GPUSLICE_SIM_ENTRY();
   return EventRecord(hEvent, hStream, false);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
-CUresult CUDAAPI cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) {
+CUresult CUDAAPI cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) try {
   GPUSLICE_SIM_ENTRY();
   return EventRecord(hEvent, hStream, true);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
-CUresult CUDAAPI cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags) {
+CUresult CUDAAPI cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags) try {
   GPUSLICE_SIM_ENTRY();
   return EventRecord(hEvent, hStream, false);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
-CUresult CUDAAPI cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags) {
+CUresult CUDAAPI cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags) try {
   GPUSLICE_SIM_ENTRY();
   return EventRecord(hEvent, hStream, true);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
+CUresult CUDAAPI cuEventQuery(CUevent hEvent) try {
   GPUSLICE_SIM_ENTRY();
   if (CUresult rc = ValidEvent(hEvent); rc != CUDA_SUCCESS) return rc;
   std::lock_guard<std::mutex> lock(hEvent->mutex);
   return hEvent->completed >= hEvent->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
+CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) try {
   GPUSLICE_SIM_ENTRY();
   if (CUresult rc = ValidEvent(hEvent); rc != CUDA_SUCCESS) return rc;
   {
@@ -220,9 +275,11 @@ CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
   }
   TrimPoolsAtSynchronize(hEvent->context->device);
   return Driver::Get()->ContextError(hEvent->context);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuEventElapsedTime_v2(float* pMilliseconds, CUevent hStart, CUevent hEnd) {
+CUresult CUDAAPI cuEventElapsedTime_v2(float* pMilliseconds, CUevent hStart, CUevent hEnd) try {
   GPUSLICE_SIM_ENTRY();
   if (CUresult rc = ValidEvent(hStart); rc != CUDA_SUCCESS) return rc;
   if (CUresult rc = ValidEvent(hEnd); rc != CUDA_SUCCESS) return rc;
@@ -241,9 +298,13 @@ CUresult CUDAAPI cuEventElapsedTime_v2(float* pMilliseconds, CUevent hStart, CUe
   *pMilliseconds =
       static_cast<float>(static_cast<double>(static_cast<int64_t>(hEnd->completed_ns - hStart->completed_ns)) / 1e6);
   return CUDA_SUCCESS;
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }
 
-CUresult CUDAAPI cuEventElapsedTime(float* pMilliseconds, CUevent hStart, CUevent hEnd) {
+CUresult CUDAAPI cuEventElapsedTime(float* pMilliseconds, CUevent hStart, CUevent hEnd) try {
   GPUSLICE_SIM_ENTRY();
   return cuEventElapsedTime_v2(pMilliseconds, hStart, hEnd);
+} catch (...) {
+  return EntryFailed<CUresult>(__func__);
 }

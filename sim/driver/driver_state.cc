@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <new>
 #include <vector>
 
 namespace gpuslice::sim {
@@ -17,8 +19,34 @@ namespace {
 std::mutex g_init_mutex;
 std::atomic<Driver*> g_driver{nullptr};
 CUresult g_init_error = CUDA_SUCCESS;  // a failed cuInit keeps failing the same way
-thread_local std::vector<CUctx_st*> t_context_stack;
-thread_local std::map<CUctx_st*, CUstream_st*> t_per_thread_streams;
+
+// The calling thread's context stack (top = current) and its per-thread default streams. On the
+// heap behind a pthread key, not in thread_local containers: glibc registers a thread_local's
+// destructor with an allocation of its own and aborts the process when that fails, where this
+// one throws std::bad_alloc, which the entry point answers with CUDA_ERROR_OUT_OF_MEMORY.
+struct ThreadContexts {
+  std::vector<CUctx_st*> stack;
+  std::map<CUctx_st*, CUstream_st*> per_thread_streams;
+};
+pthread_key_t g_thread_contexts_key;                // its destructor frees a thread's at its exit
+thread_local ThreadContexts* t_contexts = nullptr;  // trivially destructible: nothing registered
+
+// At the thread's exit (on that thread): a call made later in its exit finds none, or makes one
+// that glibc then frees too (it runs key destructors again while values are set).
+void FreeThreadContexts(void* contexts) {
+  t_contexts = nullptr;
+  delete static_cast<ThreadContexts*>(contexts);
+}
+
+// The calling thread's, made at its first need.
+ThreadContexts& Contexts() {
+  if (!t_contexts) {
+    auto made = std::make_unique<ThreadContexts>();
+    if (pthread_setspecific(g_thread_contexts_key, made.get()) != 0) throw std::bad_alloc();
+    t_contexts = made.release();
+  }
+  return *t_contexts;
+}
 
 // A fork() while another thread is in cuInit must not leave g_init_mutex locked for ever in the
 // child (where that thread does not exist): fork() waits for the cuInit to finish, and the
@@ -31,8 +59,7 @@ void ForgetDriverInChild() {
   // The child must re-run cuInit; it must not keep the parent's liveness lock open.
   if (driver) driver->state().CloseInheritedDescriptor();
   g_init_error = CUDA_SUCCESS;
-  t_context_stack.clear();
-  t_per_thread_streams.clear();
+  if (t_contexts) *t_contexts = ThreadContexts{};
   g_init_mutex.unlock();
 }
 
@@ -41,6 +68,7 @@ void ForgetDriverInChild() {
 // and the cuInit would then hold g_init_mutex over that fork.
 __attribute__((constructor)) void RegisterForkHandlers() {
   pthread_atfork(LockInitBeforeFork, UnlockInitInParent, ForgetDriverInChild);
+  pthread_key_create(&g_thread_contexts_key, FreeThreadContexts);
 }
 
 __attribute__((destructor)) void ShutdownAtExit() {
@@ -147,7 +175,13 @@ CUresult Driver::AllocateDeviceMemory(int device, size_t size, AllocationKind ki
   a.kind = kind;
   a.pool = pool;
   a.context = owner;
-  AddRange(a);
+  try {
+    AddRange(a);
+  } catch (...) {  // nothing kept: the error code says the memory was not allocated
+    munmap(backing, size);
+    if (charged) CreditDevice(device, charged);
+    throw;
+  }
   *out = a.base;
   return CUDA_SUCCESS;
 }
@@ -163,14 +197,14 @@ CUresult Driver::FreeDeviceMemory(CUdeviceptr base, Allocation* freed) {
 
 CUresult Driver::MpsFaultSeen(CUctx_st* ctx) {
   if (mps_faults_[ctx->device]->load(std::memory_order_relaxed) == ctx->mps_faults_seen) return CUDA_SUCCESS;
-  ctx->sticky_error.store(CUDA_ERROR_ILLEGAL_ADDRESS);
+  ctx->sticky_error->store(CUDA_ERROR_ILLEGAL_ADDRESS);
   return CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
 // Volta and later MPS contain a fatal fault to the clients of the GPU it happened on, and report
 // it to every one of them (without saying which client caused it).
 void Driver::Fault(CUctx_st* ctx) {
-  ctx->sticky_error.store(CUDA_ERROR_ILLEGAL_ADDRESS);
+  ctx->sticky_error->store(CUDA_ERROR_ILLEGAL_ADDRESS);
   if (mps_faults_[ctx->device]) mps_faults_[ctx->device]->fetch_add(1);
 }
 
@@ -202,25 +236,36 @@ bool Driver::FindRange(CUdeviceptr ptr, size_t bytes, Allocation* found) {
 CUresult Driver::CreateContext(int device, unsigned int flags, bool primary, CUctx_st** out) {
   const uint64_t overhead = device_config(device).context_memory;
   if (overhead && ChargeDevice(device, overhead) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
-  auto* ctx = new CUctx_st();
-  if (mps_faults_[device]) ctx->mps_faults_seen = mps_faults_[device]->load();
-  ctx->device = device;
-  ctx->flags = flags;
-  ctx->primary = primary;
-  Register(ctx);
-  ctx->legacy_stream = CreateStream(ctx, 0, 0);
+  std::unique_ptr<CUctx_st> ctx;
+  try {  // nothing kept on failure: no charge, no handle
+    ctx = std::make_unique<CUctx_st>();
+    if (mps_faults_[device]) ctx->mps_faults_seen = mps_faults_[device]->load();
+    ctx->device = device;
+    ctx->flags = flags;
+    ctx->primary = primary;
+    Register(ctx.get());
+    try {
+      ctx->legacy_stream = CreateStream(ctx.get(), 0, 0);
+    } catch (...) {
+      Unregister(ctx.get());
+      throw;
+    }
+  } catch (...) {
+    if (overhead) CreditDevice(device, overhead);
+    throw;
+  }
   state_->device(units_[device]).processes[slot_].contexts.fetch_add(1);
-  *out = ctx;
+  *out = ctx.release();
   return CUDA_SUCCESS;
 }
 
 CUresult Driver::DestroyContext(CUctx_st* ctx) {
+  // Both lists first: past them nothing allocates, so a failure (memory) leaves the context whole.
   std::vector<CUstream_st*> streams;
   {
     std::lock_guard<std::mutex> lock(ctx->mutex);
     streams = ctx->streams;
   }
-  for (CUstream_st* s : streams) DestroyStream(s);
   // What the context owns goes with it (gpuslice credits it then: docs/accounting.md).
   std::vector<Allocation> owned;
   {
@@ -228,6 +273,7 @@ CUresult Driver::DestroyContext(CUctx_st* ctx) {
     for (const auto& [base, a] : ranges_)
       if (a.context == ctx) owned.push_back(a);
   }
+  for (CUstream_st* s : streams) DestroyStream(s);
   for (const Allocation& a : owned) {
     if (a.kind == AllocationKind::kHost) {
       RemoveRange(a.base, nullptr);
@@ -257,17 +303,24 @@ CUctx_st* Driver::PrimaryContext(int device) {
 }
 
 CUstream_st* Driver::CreateStream(CUctx_st* ctx, unsigned int flags, int priority) {
-  auto* stream = new CUstream_st();
+  auto stream = std::make_unique<CUstream_st>();
   stream->context = ctx;
   stream->flags = flags;
   stream->priority = priority;
-  stream->executor = std::make_shared<StreamExecutor>(&runner(ctx->device));
+  stream->executor = std::make_shared<StreamExecutor>(&runner(ctx->device), ctx->sticky_error);
   {
     std::lock_guard<std::mutex> lock(ctx->mutex);
-    ctx->streams.push_back(stream);
+    ctx->streams.push_back(stream.get());
   }
-  Register(stream);
-  return stream;
+  try {
+    Register(stream.get());
+  } catch (...) {  // not kept: the context must not destroy a stream nobody was given
+    std::lock_guard<std::mutex> lock(ctx->mutex);
+    auto& v = ctx->streams;
+    v.erase(std::remove(v.begin(), v.end(), stream.get()), v.end());
+    throw;
+  }
+  return stream.release();
 }
 
 void Driver::DestroyStream(CUstream_st* stream) {
@@ -284,10 +337,11 @@ void Driver::DestroyStream(CUstream_st* stream) {
 }
 
 CUstream_st* Driver::PerThreadStream(CUctx_st* ctx) {
-  auto it = t_per_thread_streams.find(ctx);
-  if (it != t_per_thread_streams.end() && IsRegistered(it->second)) return it->second;
+  auto& streams = Contexts().per_thread_streams;
+  auto it = streams.find(ctx);
+  if (it != streams.end() && IsRegistered(it->second)) return it->second;
   CUstream_st* stream = CreateStream(ctx, CU_STREAM_NON_BLOCKING, 0);
-  t_per_thread_streams[ctx] = stream;
+  streams[ctx] = stream;
   return stream;
 }
 
@@ -326,31 +380,36 @@ CUresult ResolveStream(CUstream stream, bool per_thread, CUstream_st** out) {
   return CUDA_SUCCESS;
 }
 
-CUctx_st* CurrentContextOrNull() { return t_context_stack.empty() ? nullptr : t_context_stack.back(); }
+CUctx_st* CurrentContextOrNull() {
+  return t_contexts && !t_contexts->stack.empty() ? t_contexts->stack.back() : nullptr;
+}
 
 void SetCurrentContext(CUctx_st* ctx) {
-  if (t_context_stack.empty()) {
-    if (ctx) t_context_stack.push_back(ctx);
+  std::vector<CUctx_st*>& stack = Contexts().stack;
+  if (stack.empty()) {
+    if (ctx) stack.push_back(ctx);
   } else if (ctx) {
-    t_context_stack.back() = ctx;
+    stack.back() = ctx;
   } else {
-    t_context_stack.pop_back();
+    stack.pop_back();
   }
 }
 
-void PushContext(CUctx_st* ctx) { t_context_stack.push_back(ctx); }
+void PushContext(CUctx_st* ctx) { Contexts().stack.push_back(ctx); }
 
 CUctx_st* PopContext() {
-  if (t_context_stack.empty()) return nullptr;
-  CUctx_st* top = t_context_stack.back();
-  t_context_stack.pop_back();
+  if (!t_contexts || t_contexts->stack.empty()) return nullptr;
+  CUctx_st* top = t_contexts->stack.back();
+  t_contexts->stack.pop_back();
   return top;
 }
 
 void ForgetContextEverywhere(CUctx_st* ctx) {
   // Other threads' stacks may still name it; RequireContext rejects unregistered contexts.
-  t_context_stack.erase(std::remove(t_context_stack.begin(), t_context_stack.end(), ctx), t_context_stack.end());
-  t_per_thread_streams.erase(ctx);
+  if (!t_contexts) return;
+  std::vector<CUctx_st*>& stack = t_contexts->stack;
+  stack.erase(std::remove(stack.begin(), stack.end(), ctx), stack.end());
+  t_contexts->per_thread_streams.erase(ctx);
 }
 
 }  // namespace gpuslice::sim

@@ -85,7 +85,7 @@ class Driver {
   // The fatal error that broke `ctx`, or CUDA_SUCCESS. Sticky, as with the real driver: the
   // context's own kernel faulted, or (MPS) any client of its device faulted since it was made.
   CUresult ContextError(CUctx_st* ctx) {
-    if (const int error = ctx->sticky_error.load(std::memory_order_relaxed)) return static_cast<CUresult>(error);
+    if (const int error = ctx->sticky_error->load(std::memory_order_relaxed)) return static_cast<CUresult>(error);
     if (!mps_faults_[ctx->device]) return CUDA_SUCCESS;
     return MpsFaultSeen(ctx);
   }

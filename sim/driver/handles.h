@@ -29,8 +29,9 @@ struct CUctx_st {
   CUstream_st* legacy_stream = nullptr;
   std::mutex mutex;
   std::vector<CUstream_st*> streams;  // every stream of the context, the default ones included
-  // A fatal fault breaks the context for good (Driver::ContextError): 0 or the CUresult.
-  std::atomic<int> sticky_error{0};
+  // A fatal fault breaks the context for good (Driver::ContextError): 0 or the CUresult. Shared
+  // with its streams' workers, which set it when work fails and may outlive the context.
+  std::shared_ptr<std::atomic<int>> sticky_error = std::make_shared<std::atomic<int>>(0);
   uint32_t mps_faults_seen = 0;  // the MPS server's fault count when the context was made
 };
 

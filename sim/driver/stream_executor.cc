@@ -1,13 +1,18 @@
 #include "stream_executor.h"
 
+#include <cxxabi.h>
 #include <sys/prctl.h>
+
+#include <cstdio>
+#include <exception>
 
 #include "common/clock.h"
 #include "device_runner.h"
 
 namespace gpuslice::sim {
 
-StreamExecutor::StreamExecutor(DeviceRunner* runner) : runner_(runner) {}
+StreamExecutor::StreamExecutor(DeviceRunner* runner, std::shared_ptr<std::atomic<int>> sticky_error)
+    : runner_(runner), sticky_error_(std::move(sticky_error)) {}
 
 StreamExecutor::~StreamExecutor() {
   {
@@ -19,12 +24,15 @@ StreamExecutor::~StreamExecutor() {
 }
 
 void StreamExecutor::Enqueue(StreamOp op) {
-  if (op.kind == StreamOp::Kind::kKernel) runner_->KernelQueued();
+  const bool kernel = op.kind == StreamOp::Kind::kKernel;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(std::move(op));
-    ++submitted_;
+    // Both may throw; nothing is queued or counted until both have succeeded.
     if (!worker_.joinable()) worker_ = std::thread([this] { WorkerLoop(); });
+    queue_.push_back(std::move(op));
+    // Before the worker can take it (it needs the lock): the kernel is counted before it runs.
+    if (kernel) runner_->KernelQueued();
+    ++submitted_;
   }
   work_cv_.notify_one();
 }
@@ -50,10 +58,26 @@ void StreamExecutor::WorkerLoop() {
     StreamOp op = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    Execute(op);
+    try {
+      Execute(op);
+    } catch (abi::__forced_unwind&) {
+      throw;  // the thread is cancelled: it must unwind
+    } catch (const std::exception& e) {
+      Failed(e.what());
+    } catch (...) {
+      Failed("an exception of unknown type");
+    }
     lock.lock();
     ++completed_;
     drained_cv_.notify_all();
+  }
+}
+
+void StreamExecutor::Failed(const char* why) {
+  int none = 0;
+  if (sticky_error_->compare_exchange_strong(none, CUDA_ERROR_LAUNCH_FAILED)) {
+    std::fprintf(stderr,
+                 "gpuslice-sim: work on a stream failed (%s); its context fails with CUDA_ERROR_LAUNCH_FAILED\n", why);
   }
 }
 

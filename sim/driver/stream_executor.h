@@ -1,11 +1,15 @@
 // Executes one stream's work in order on a worker thread, so that launches and async copies
-// return at once and complete later, as on a GPU.
+// return at once and complete later, as on a GPU. Work that fails there (a host function that
+// throws, memory exhausted in a copy) breaks the stream's context, as a fault on a GPU does: its
+// sticky error becomes CUDA_ERROR_LAUNCH_FAILED, and the worker goes on.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -28,11 +32,14 @@ struct StreamOp {
 
 class StreamExecutor {
  public:
-  explicit StreamExecutor(DeviceRunner* runner);
+  // `sticky_error`: the context's (CUctx_st::sticky_error), shared: the worker may outlive it.
+  StreamExecutor(DeviceRunner* runner, std::shared_ptr<std::atomic<int>> sticky_error);
   ~StreamExecutor();  // finishes queued work, then stops the worker
   StreamExecutor(const StreamExecutor&) = delete;
   StreamExecutor& operator=(const StreamExecutor&) = delete;
 
+  // Throws, having queued nothing, when the op cannot be queued (memory, a worker thread the
+  // system refuses): the entry point's handler turns that into its error code.
   void Enqueue(StreamOp op);
   // Blocks until everything enqueued so far has completed.
   void Synchronize();
@@ -42,8 +49,11 @@ class StreamExecutor {
  private:
   void WorkerLoop();
   void Execute(StreamOp& op);
+  // `op` threw: the context's sticky error, set once, with one line saying why.
+  void Failed(const char* why);
 
   DeviceRunner* runner_;
+  const std::shared_ptr<std::atomic<int>> sticky_error_;
   std::mutex mutex_;
   std::condition_variable work_cv_;
   std::condition_variable drained_cv_;

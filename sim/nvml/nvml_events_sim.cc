@@ -17,6 +17,7 @@
 #pragma GCC visibility pop
 
 #include "sim/call_model.h"
+#include "sim/nvml/nvml_entry.h"
 #include "sim/nvml/nvml_sim_devices.h"
 #include "sim/sim_state_layout.h"
 
@@ -51,21 +52,25 @@ int GpuOf(nvmlDevice_t device) {
 
 extern "C" {
 
-nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long* eventTypes) {
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long* eventTypes) try {
   GPUSLICE_SIM_ENTRY();
   if (eventTypes == nullptr || GpuOf(device) < 0) return NVML_ERROR_INVALID_ARGUMENT;
   *eventTypes = kSupported;
   return NVML_SUCCESS;
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) try {
   GPUSLICE_SIM_ENTRY();
   if (set == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   *set = new (std::nothrow) nvmlEventSet_st;
   return *set ? NVML_SUCCESS : NVML_ERROR_MEMORY;
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set) {
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set) try {
   GPUSLICE_SIM_ENTRY();
   const int gpu = GpuOf(device);
   uint32_t word = 0;
@@ -77,9 +82,11 @@ nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long ev
     if (w.gpu == gpu) return NVML_SUCCESS;
   set->watches.push_back({gpu, word});
   return NVML_SUCCESS;
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data, unsigned int timeoutms) {
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data, unsigned int timeoutms) try {
   GPUSLICE_SIM_ENTRY();
   if (set == nullptr || data == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   timespec start{};
@@ -105,12 +112,16 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data, unsi
     const timespec pause{0, 5 * 1000 * 1000};
     nanosleep(&pause, nullptr);
   }
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) try {
   GPUSLICE_SIM_ENTRY();
   delete set;
   return NVML_SUCCESS;
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
 }  // extern "C"

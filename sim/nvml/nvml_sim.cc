@@ -40,6 +40,8 @@
 #include "common/nvml_api.h"
 #pragma GCC visibility pop
 
+#include "sim/nvml/nvml_entry.h"  // after nvml_api.h, whose types it names
+
 // A device handle is the address of one of these; it stays valid across nvmlShutdown/nvmlInit.
 struct nvmlDevice_st {
   int ordinal;
@@ -167,15 +169,18 @@ void SampleDevices(Library& lib) {
 // periods. Never stopped (a process exits with it; nothing it uses is ever destroyed).
 void StartSampler(Library& lib) {
   if (lib.sampler_pid == getpid()) return;
-  lib.sampler_pid = getpid();
   std::thread([] {
     for (;;) {
       std::this_thread::sleep_for(std::chrono::microseconds(kSampleEveryUs));
-      Library& lib = Lib();
-      std::lock_guard<std::mutex> lock(lib.mutex);
-      SampleDevices(lib);
+      try {
+        Library& lib = Lib();
+        std::lock_guard<std::mutex> lock(lib.mutex);
+        SampleDevices(lib);
+      } catch (const std::exception&) {  // memory exhausted: this sample is missed, the next taken
+      }
     }
   }).detach();
+  lib.sampler_pid = getpid();  // once it runs: a thread the system refused is tried again
 }
 
 // Holds the library lock for one API call; ok() is false before nvmlInit.
@@ -264,8 +269,13 @@ nvmlReturn_t Init() noexcept {
       for (DeviceHistory& h : lib.history) h = DeviceHistory{};
     }
     lib.init_count += 1;
-    SampleDevices(lib);  // a first sample at once: the start of this process's first period
-    StartSampler(lib);
+    try {
+      SampleDevices(lib);  // a first sample at once: the start of this process's first period
+      StartSampler(lib);
+    } catch (...) {  // not initialised: the error code says so
+      lib.init_count -= 1;
+      throw;
+    }
     return NVML_SUCCESS;
   });
 }
@@ -311,21 +321,27 @@ nvmlReturn_t nvmlDeviceGetCpuAffinityWithinScope(nvmlDevice_t device, unsigned i
 
 extern "C" {
 
-nvmlReturn_t nvmlInit_v2(void) {
+nvmlReturn_t nvmlInit_v2(void) try {
   GPUSLICE_SIM_ENTRY();
   return Init();
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
-nvmlReturn_t nvmlInit(void) {
+nvmlReturn_t nvmlInit(void) try {
   GPUSLICE_SIM_ENTRY();
   return Init();
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 // Both flags (no GPUs needed, no attach) only relax what a real driver checks at init.
-nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags) try {
   GPUSLICE_SIM_ENTRY();
   return Init();
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlShutdown(void) {
+nvmlReturn_t nvmlShutdown(void) try {
   GPUSLICE_SIM_ENTRY();
   return Guarded([]() -> nvmlReturn_t {
     Library& lib = Lib();
@@ -337,9 +353,11 @@ nvmlReturn_t nvmlShutdown(void) {
     }
     return NVML_SUCCESS;
   });
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-const char* nvmlErrorString(nvmlReturn_t result) {
+const char* nvmlErrorString(nvmlReturn_t result) try {
   GPUSLICE_SIM_ENTRY();
   switch (result) {
     case NVML_SUCCESS: return "Success";
@@ -374,18 +392,22 @@ const char* nvmlErrorString(nvmlReturn_t result) {
     case NVML_ERROR_INVALID_STATE: return "Invalid state";
     default: return "Unknown Error";
   }
+} catch (...) {
+  return EntryFailed<const char*>(__func__);
 }
 
-nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) try {
   GPUSLICE_SIM_ENTRY();
   return Guarded([&]() -> nvmlReturn_t {
     Session session;
     if (!session.ok()) return NVML_ERROR_UNINITIALIZED;
     return CopyString(kDriverVersion, version, length);
   });
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlSystemGetCudaDriverVersion(int* cudaDriverVersion) {
+nvmlReturn_t nvmlSystemGetCudaDriverVersion(int* cudaDriverVersion) try {
   GPUSLICE_SIM_ENTRY();
   return Guarded([&]() -> nvmlReturn_t {
     Session session;
@@ -394,32 +416,44 @@ nvmlReturn_t nvmlSystemGetCudaDriverVersion(int* cudaDriverVersion) {
     *cudaDriverVersion = kCudaDriverVersion;
     return NVML_SUCCESS;
   });
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* cudaDriverVersion) {
+nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* cudaDriverVersion) try {
   GPUSLICE_SIM_ENTRY();
   return nvmlSystemGetCudaDriverVersion(cudaDriverVersion);
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* deviceCount) {
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* deviceCount) try {
   GPUSLICE_SIM_ENTRY();
   return DeviceCount(deviceCount);
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
-nvmlReturn_t nvmlDeviceGetCount(unsigned int* deviceCount) {
+nvmlReturn_t nvmlDeviceGetCount(unsigned int* deviceCount) try {
   GPUSLICE_SIM_ENTRY();
   return DeviceCount(deviceCount);
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) try {
   GPUSLICE_SIM_ENTRY();
   return HandleByIndex(index, device);
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
-nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device) {
+nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device) try {
   GPUSLICE_SIM_ENTRY();
   return HandleByIndex(index, device);
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) try {
   GPUSLICE_SIM_ENTRY();
   return Guarded([&]() -> nvmlReturn_t {
     Session session;
@@ -433,23 +467,29 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
     }
     return NVML_ERROR_NOT_FOUND;
   });
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) try {
   GPUSLICE_SIM_ENTRY();
   return WithDevice(device,
                     [&](Session& session, int ordinal) { return CopyString(session.Uuid(ordinal), uuid, length); });
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) try {
   GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     const auto& config = session.state().device(ordinal).config;
     return CopyString(std::string(config.name, strnlen(config.name, sizeof config.name)), name, length);
   });
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) try {
   GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (index == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
@@ -458,9 +498,11 @@ nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
         session.IsMig(ordinal) ? session.state().segment().mig.instances[ordinal - kMaxDevices].gpu : ordinal);
     return NVML_SUCCESS;
   });
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major, int* minor) {
+nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major, int* minor) try {
   GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (major == nullptr || minor == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
@@ -468,9 +510,11 @@ nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major,
     *minor = session.state().device(ordinal).config.cc_minor;
     return NVML_SUCCESS;
   });
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) try {
   GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
@@ -481,9 +525,11 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) 
     memory->free = total - used;
     return NVML_SUCCESS;
   });
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) try {
   GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
@@ -496,10 +542,12 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* me
     memory->free = total - used;
     return NVML_SUCCESS;
   });
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
-                                                     nvmlProcessInfo_t* infos) {
+                                                     nvmlProcessInfo_t* infos) try {
   GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (infoCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
@@ -537,10 +585,13 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
     *infoCount = needed;
     return NVML_SUCCESS;
   });
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t* utilization,
-                                             unsigned int* processSamplesCount, unsigned long long lastSeenTimeStamp) {
+                                             unsigned int* processSamplesCount,
+                                             unsigned long long lastSeenTimeStamp) try {
   GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (processSamplesCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
@@ -585,9 +636,11 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUti
     *processSamplesCount = needed;
     return NVML_SUCCESS;
   });
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization) {
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization) try {
   GPUSLICE_SIM_ENTRY();
   // A process younger than the shortest period waits for it once, without the library's lock.
   uint64_t wait_us = 0;
@@ -614,6 +667,8 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
     utilization->memory = 0;  // memory traffic is not simulated
     return NVML_SUCCESS;
   });
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
 // --- Topology ---
@@ -622,7 +677,7 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
 // index order (one GPU: node 0). Scope node (0) or socket (1) both answer that node; a MIG
 // handle, as on NVIDIA's driver, does not answer topology queries (ask its GPU).
 nvmlReturn_t nvmlDeviceGetCpuAffinityWithinScope(nvmlDevice_t device, unsigned int nodeSetSize, unsigned long* nodeSet,
-                                                 unsigned int scope) {
+                                                 unsigned int scope) try {
   GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (nodeSet == nullptr || nodeSetSize == 0 || scope > 1) return NVML_ERROR_INVALID_ARGUMENT;
@@ -633,11 +688,13 @@ nvmlReturn_t nvmlDeviceGetCpuAffinityWithinScope(nvmlDevice_t device, unsigned i
     nodeSet[0] = 1UL << node;
     return NVML_SUCCESS;
   });
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
 // --- MIG (NVML's Multi Instance GPU management, the queries) ---
 
-nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* currentMode, unsigned int* pendingMode) {
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* currentMode, unsigned int* pendingMode) try {
   GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (currentMode == nullptr || pendingMode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
@@ -645,18 +702,22 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* currentMode
     *currentMode = *pendingMode = session.state().mig_enabled(ordinal) ? 1u : 0u;  // NVML_DEVICE_MIG_ENABLE
     return NVML_SUCCESS;
   });
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int* isMigDevice) {
+nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int* isMigDevice) try {
   GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (isMigDevice == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     *isMigDevice = session.IsMig(ordinal) ? 1u : 0u;
     return NVML_SUCCESS;
   });
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* count) {
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* count) try {
   GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
@@ -665,9 +726,11 @@ nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* c
                                                   : 0u;
     return NVML_SUCCESS;
   });
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index, nvmlDevice_t* migDevice) {
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index, nvmlDevice_t* migDevice) try {
   GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (migDevice == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
@@ -682,18 +745,22 @@ nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned i
     }
     return NVML_ERROR_NOT_FOUND;
   });
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t* device) {
+nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t* device) try {
   GPUSLICE_SIM_ENTRY();
   return WithDevice(migDevice, [&](Session& session, int ordinal) {
     if (device == nullptr || !session.IsMig(ordinal)) return NVML_ERROR_INVALID_ARGUMENT;
     *device = &Handles()[session.state().segment().mig.instances[ordinal - kMaxDevices].gpu];
     return NVML_SUCCESS;
   });
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id) {
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id) try {
   GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
@@ -701,9 +768,11 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id) {
     *id = static_cast<unsigned int>(session.state().segment().mig.instances[ordinal - kMaxDevices].gpu_instance_id);
     return NVML_SUCCESS;
   });
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
-nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id) {
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id) try {
   GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
@@ -711,6 +780,8 @@ nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* i
     *id = 0;  // one compute instance spanning each GPU instance
     return NVML_SUCCESS;
   });
+} catch (...) {
+  return EntryFailed<nvmlReturn_t>(__func__);
 }
 
 }  // extern "C"

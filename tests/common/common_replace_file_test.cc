@@ -4,8 +4,10 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -82,6 +84,32 @@ TEST_F(ReplaceFileTest, AFailureSaysWhyAndLeavesNothingBehind) {
   EXPECT_EQ(taken.message(), "Is a directory");
   EXPECT_EQ(Entries(), std::vector<std::string>{"taken"});
   rmdir(path.c_str());
+}
+
+// A writer killed between write and rename leaves "<file>.tmp.<pid>": removed when its writer is
+// gone (or is the caller, which has not written yet), kept while another live process may be
+// writing it, and nothing else of the directory is touched.
+TEST_F(ReplaceFileTest, StaleTemporariesOfGoneWritersAreRemovedAndNothingElse) {
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  ASSERT_GT(gone, 0);
+  ASSERT_EQ(waitpid(gone, nullptr, 0), gone);
+  const std::string dead = std::to_string(gone);
+  for (const std::string& name :
+       std::vector<std::string>{"state.json.tmp." + dead, "state.json.tmp." + std::to_string(getpid()),
+                                "state.json.tmp.1", "state.json", "state.json.tmp.x", "other.json.tmp." + dead}) {
+    std::ofstream(dir_ + "/" + name) << "half";
+  }
+  std::vector<std::string> removed = RemoveStaleTemporaries(dir_, "state.json");
+  std::vector<std::string> expected = {"state.json.tmp." + dead, "state.json.tmp." + std::to_string(getpid())};
+  std::sort(removed.begin(), removed.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(removed, expected);
+  std::vector<std::string> left = Entries();
+  std::sort(left.begin(), left.end());
+  // pid 1 runs: its temporary may be being written.
+  EXPECT_EQ(left,
+            (std::vector<std::string>{"other.json.tmp." + dead, "state.json", "state.json.tmp.1", "state.json.tmp.x"}));
 }
 
 }  // namespace

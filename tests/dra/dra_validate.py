@@ -3,7 +3,7 @@
 
   dra_validate.py resourceslice FILE   resource.k8s.io/v1 ResourceSlice, OpenAPI v3 (strict)
   dra_validate.py deviceclass FILE     resource.k8s.io/v1 DeviceClass, likewise
-  dra_validate.py cdi FILE             a CDI spec, the CDI project's JSON schema
+  dra_validate.py cdi FILE             a CDI spec, the CDI project's JSON schema and device names
 
 Exit 0 when valid; 1 with one line per error on stdout. Strict as the API server is with
 fieldValidation=Strict: an object schema that lists properties accepts no others. Beyond the
@@ -27,6 +27,8 @@ DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+# A CDI device name, as the CDI project's parser (pkg/parser ValidateDeviceName) checks it.
+CDI_DEVICE_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.:]*[A-Za-z0-9])?$")
 TAINT_EFFECTS = ("None", "NoSchedule", "NoExecute")
 
 
@@ -134,7 +136,15 @@ def cdi_errors(obj):
     resolver = jsonschema.RefResolver(base_uri="file://" + os.path.join(DATA, "cdi") + "/", referrer=schema,
                                       store={"defs.json": defs, "file://" + os.path.join(DATA, "cdi", "defs.json"): defs})
     validator = jsonschema.Draft7Validator(schema, resolver=resolver)
-    return ["%s: %s" % ("/".join(map(str, e.absolute_path)) or "(root)", e.message) for e in validator.iter_errors(obj)]
+    errors = ["%s: %s" % ("/".join(map(str, e.absolute_path)) or "(root)", e.message)
+              for e in validator.iter_errors(obj)]
+    if errors:
+        return errors
+    for d in obj["devices"]:
+        if not CDI_DEVICE_NAME.match(d["name"]):
+            errors.append("device %r: not a CDI device name (letters, digits, _ - . :, starting and ending with a "
+                          "letter or digit)" % d["name"])
+    return errors
 
 
 def main():

@@ -38,7 +38,7 @@ TEST(ShimOptionsTest, AcceptsQuantitiesPercentagesAndPerDeviceOverrides) {
   EXPECT_EQ(options.LimitFor(1)->QuotaFor(80ULL << 30), 2ULL << 30);
   EXPECT_EQ(options.tenant, "team-a.svc_1");
   EXPECT_EQ(options.state_dir, "/var/lib/gpuslice");
-  for (const char* form : {"512Mi", "4Gi", "4G", "1048576", "100%", "1%"}) {
+  for (const char* form : {"512Mi", "4Gi", "4G", "1048576", "1.5Gi", "4e9", "100%", "1%"}) {
     EXPECT_TRUE(ParseMemoryLimit(form).has_value()) << form;
   }
 }
@@ -68,7 +68,7 @@ INSTANTIATE_TEST_SUITE_P(EveryVariable, ShimOptionsBadTest,
                                            Bad{"GPUSLICE_MEMORY_LIMIT=0", "GPUSLICE_MEMORY_LIMIT"},
                                            Bad{"GPUSLICE_MEMORY_LIMIT=0%", "GPUSLICE_MEMORY_LIMIT"},
                                            Bad{"GPUSLICE_MEMORY_LIMIT=101%", "GPUSLICE_MEMORY_LIMIT"},
-                                           Bad{"GPUSLICE_MEMORY_LIMIT=1.5Gi", "GPUSLICE_MEMORY_LIMIT"},
+                                           Bad{"GPUSLICE_MEMORY_LIMIT=100m", "GPUSLICE_MEMORY_LIMIT"},  // 0.1 byte
                                            Bad{"GPUSLICE_MEMORY_LIMIT=", "GPUSLICE_MEMORY_LIMIT"},
                                            Bad{"GPUSLICE_MEMORY_LIMIT_0=-1", "GPUSLICE_MEMORY_LIMIT_0"},
                                            Bad{"GPUSLICE_MEMORY_LIMIT_99=1Gi", "GPUSLICE_MEMORY_LIMIT_99"},
