@@ -116,23 +116,115 @@ number_le() {
   return 0
 }
 
-# A byte quantity above 0: digits with an optional suffix Ki Mi Gi Ti (powers of 1024) or
-# k K M G T (powers of 1000), at most 2^64-1 bytes.
-is_quantity() {
-  q=$1
-  largest=18446744073709551615
-  for suffix_max in Ki:18014398509481983 Mi:17592186044415 Gi:17179869183 Ti:16777215 \
-    k:18446744073709551 K:18446744073709551 M:18446744073709 G:18446744073 T:18446744; do
-    suffix=${suffix_max%%:*}
-    case $q in
-      ?*"$suffix")
-        q=${q%"$suffix"}
-        largest=${suffix_max#*:}
-        break
-        ;;
+# $digits times two, in place (decimal digits of any length).
+double_digits() {
+  rest=$digits
+  doubled=
+  carry=0
+  while [ -n "$rest" ]; do
+    last=${rest#"${rest%?}"}
+    rest=${rest%?}
+    sum=$((last * 2 + carry))
+    doubled=$((sum % 10))$doubled
+    carry=$((sum / 10))
+  done
+  [ "$carry" -gt 0 ] && doubled=$carry$doubled
+  digits=$doubled
+}
+
+# $digits without its trailing zeros, each one added to $ten.
+strip_trailing_zeros() {
+  while :; do
+    case $digits in
+      *0) digits=${digits%0} ten=$((ten + 1)) ;;
+      *) return 0 ;;
     esac
   done
-  is_digits "$q" && number_le "$q" "$largest" && ! number_le "$q" 0
+}
+
+# A byte quantity above 0 in the Kubernetes grammar, as common/quantity.cc reads it: an optional
+# sign, digits with an optional fraction (4, 1.5, .5), then no suffix, Ki Mi Gi Ti Pi Ei (powers
+# of 1024), m k K M G T P E (powers of 1000) or an exponent (4e9, 2E+9). The value must be a whole
+# number of bytes (1.5Gi is; 100m and 1.5 are not), at least 1 and at most 2^64-1, computed
+# exactly on the digits.
+is_quantity() {
+  q=$1
+  negative=0
+  case $q in
+    +*) q=${q#+} ;;
+    -*) q=${q#-} negative=1 ;;
+  esac
+  whole=${q%%[!0-9]*}
+  q=${q#"$whole"}
+  fraction=
+  case $q in
+    .*)
+      q=${q#.}
+      fraction=${q%%[!0-9]*}
+      q=${q#"$fraction"}
+      ;;
+  esac
+  [ -n "$whole$fraction" ] || return 1
+  ten=0
+  two=0
+  case $q in
+    '') ;;
+    Ki) two=10 ;;
+    Mi) two=20 ;;
+    Gi) two=30 ;;
+    Ti) two=40 ;;
+    Pi) two=50 ;;
+    Ei) two=60 ;;
+    m) ten=-3 ;;
+    k | K) ten=3 ;;
+    M) ten=6 ;;
+    G) ten=9 ;;
+    T) ten=12 ;;
+    P) ten=15 ;;
+    E) ten=18 ;;
+    [eE]*)
+      exponent=${q#?}
+      exponent_sign=
+      case $exponent in
+        [+-]*)
+          exponent_sign=${exponent%"${exponent#?}"}
+          exponent=${exponent#?}
+          ;;
+      esac
+      case $exponent in
+        '' | *[!0-9]*) return 1 ;;
+      esac
+      # Far past any exponent a byte count can have, and within the shell's arithmetic.
+      exponent=$(strip_zeros "$exponent")
+      [ "${#exponent}" -gt 7 ] && exponent=1000000
+      [ "$exponent" -gt 1000000 ] && exponent=1000000
+      ten=$exponent
+      [ "$exponent_sign" = - ] && ten=$((-exponent))
+      ;;
+    *) return 1 ;;
+  esac
+  digits=$(strip_zeros "$whole$fraction")
+  ten=$((ten - ${#fraction}))
+  [ "$digits" = 0 ] && return 1 # zero, whatever its sign and suffix: not above 0
+  [ "$negative" = 1 ] && return 1
+  strip_trailing_zeros
+  # Whole and at most 2^64-1, as the shim's parser decides before its arithmetic.
+  max_digits=20
+  [ "$ten" -lt 0 ] && max_digits=$((20 - ten))
+  [ "$ten" -lt -60 ] && return 1
+  [ "${#digits}" -gt "$max_digits" ] && return 1
+  while [ "$two" -gt 0 ]; do
+    double_digits
+    two=$((two - 1))
+  done
+  strip_trailing_zeros
+  [ "$ten" -lt 0 ] && return 1 # a part of a byte
+  [ $((${#digits} + ten)) -gt 20 ] && return 1
+  while [ "$ten" -gt 0 ]; do
+    digits=${digits}0
+    ten=$((ten - 1))
+  done
+  number_le "$digits" 18446744073709551615
 }
 
 # A percentage 1 to 100, digits only.
@@ -187,7 +279,7 @@ suggestion() {
 check_variable() {
   name=$1
   value=$2
-  limit_help="a quantity above 0 (512Mi, 4Gi: powers of 1024; 4G: powers of 1000, 4000000000 bytes; bytes) or a percentage 1% to 100%, e.g. 4Gi"
+  limit_help="a quantity above 0 (512Mi, 4Gi: powers of 1024; 4G: powers of 1000, 4000000000 bytes; 1.5Gi, 4e9: any Kubernetes quantity of whole bytes) or a percentage 1% to 100%, e.g. 4Gi"
   case $name in
     GPUSLICE_SIM_*) ;; # the simulated driver's, not the shim's
     GPUSLICE_MEMORY_LIMIT)
