@@ -128,7 +128,9 @@ class GrantPolicy {
   // The busy time of the tenant's registered processes on this GPU so far, open periods included.
   uint64_t TenantBusyNs(TenantIndex tenant, uint64_t now) const;
   // Whether a process of the tenant has work on this GPU now (its heartbeat fresh).
-  bool HasWorkInFlight(TenantIndex tenant, uint64_t now) const;
+  // Processes of other tenants with work on the device: the hardware turns between their
+  // contexts and the tenant's.
+  uint32_t ProcessesWithWorkBeside(TenantIndex tenant, uint64_t now) const;
   // `ns` to the tenant's virtual time and service, `limit_ns` to its limit's bucket.
   void ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t now, uint64_t limit_ns);
   void RollShareWindowLocked(uint64_t now);
