@@ -144,7 +144,8 @@ def _latency_sweep(source_dir, build_dir, argv):
     p.add_argument("--seed", type=int, metavar="N", help="draw the pairs of this seed (default: a fresh one, printed)")
     p.add_argument("--pairs", type=int, default=latency_sweep.PAIRS, metavar="N",
                    help=f"how many pairs (default {latency_sweep.PAIRS})")
-    p.add_argument("--only", type=int, nargs="*", metavar="I", help="only these pairs of the draw (by index)")
+    p.add_argument("--only", type=int, nargs="*", metavar="I",
+                   help="only these pairs of the draw (their numbers in the table's # column, from 0)")
     args = p.parse_args(argv)
     if args.duration <= 0 or args.pairs <= 0:
         print("gpuslice-bench latency-sweep: --duration and --pairs must be above 0", file=sys.stderr)

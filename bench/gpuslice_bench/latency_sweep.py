@@ -151,12 +151,14 @@ def text(figures, result):
 
 def main(paths, args, report_dir):
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2**31)
+    if not args.quiet:  # first, so that a run cut short can be rerun
+        print(f"latency-sweep: seed {seed} (rerun: --seed {seed})", flush=True)
     figures = []
     for pair in draw_pairs(seed, args.pairs):
         if args.only and pair.index not in args.only:
             continue
         if not args.quiet:
-            print(f"latency-sweep: pair {pair.index + 1}/{args.pairs}: {pair.describe()}", flush=True)
+            print(f"latency-sweep: pair #{pair.index} ({pair.index + 1} of {args.pairs}): {pair.describe()}", flush=True)
         figures.append(measure(paths, pair, args.duration))
     result = summary(figures, seed)
     report = text(figures, result)
