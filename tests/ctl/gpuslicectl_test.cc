@@ -261,12 +261,14 @@ TEST_F(GpuslicectlTest, StatusTableShowsEachTenantItsUsageAgainstQuotaAndItsProc
   EXPECT_THAT(r.out, StartsWith("gpuslice state " + state_dir_.state_file() + " (layout " +
                                 std::to_string(broker::kLayoutVersion) + ")\n"));
   EXPECT_THAT(r.out, HasSubstr("\nGPU " + broker::FormatUuid(kUuid) + "  4 GiB total\n"));
-  EXPECT_THAT(r.out, ContainsRegex("\n  TENANT / PID +USED +QUOTA +% QUOTA +REQUEST +LIMIT +CLASS +HELD\n"));
+  EXPECT_THAT(r.out, ContainsRegex(
+                         "\n  TENANT / PID +USED +MEM REQ +QUOTA +% QUOTA +BORROWED +REQUEST +LIMIT +CLASS +HELD\n"));
   // Processes in pid order.
   const pid_t first = std::min(a1->pid(), a2->pid());
   const pid_t second = std::max(a1->pid(), a2->pid());
   // No kernel launched yet: no compute request, limit or share.
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +512 MiB +1 GiB +50.0% +- +- +- +-\n"
+  // Without a memory request every byte it holds is borrowed.
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +512 MiB +- +1 GiB +50.0% +512 MiB +- +- +- +-\n"
                                    "    pid " +
                                    std::to_string(first) +
                                    " +256 MiB\n"
