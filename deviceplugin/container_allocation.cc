@@ -89,7 +89,10 @@ Result<ContainerEdits> EditsForSlices(const DeviceCatalog& catalog, const Plugin
   for (size_t p : used) {
     const uint64_t device_memory = catalog.gpus()[p].total_memory;
     const uint64_t request = slices_on[p] == whole ? device_memory : slices_on[p] * catalog.SliceBytes(p);
-    const uint64_t ceiling = device_memory / 100 * static_cast<uint64_t>(config.memory_limit_percent);
+    // As the shim reads a percentage (shim/options.cc): exact, so that the announced limit and
+    // the container's own agree (a ledger refuses a second, different share).
+    const uint64_t ceiling = static_cast<uint64_t>(static_cast<unsigned __int128>(device_memory) *
+                                                   static_cast<uint64_t>(config.memory_limit_percent) / 100);
     answer.memory.push_back({catalog.gpus()[p].uuid, device_memory, {request, std::max(request, ceiling)}});
   }
   if (used.size() == 1) {
