@@ -189,6 +189,10 @@ sabotage request-held-over-borrowers broker/memory_requests.cc \
   's/if \(refuse_if_borrowed\) return Status::ResourceExhausted\(std::move\(line\)\);/(void)refuse_if_borrowed;  \/\/ SABOTAGE/' \
   '^(ShimMemoryRequestTest)' \
   'a newcomer is admitted while borrowers hold its request'
+sabotage request-count-never-raised broker/memory_requests.cc \
+  's/if \(before == 0 && request != 0\) count\.fetch_add\(1\);/\/\/ SABOTAGE: count never raised/' \
+  '^(ShimMemoryRequestTest|BrokerMemoryRequestTest)' \
+  'a GPU with requests is taken for one without: borrowing goes unchecked'
 sabotage driver-cgroup-limits-off sim/sim_state.cc \
   's/if \(bytes > room\.left\) return false;/(void)room;  \/\/ SABOTAGE/' \
   '^(SimMemoryPartitioningTest|DriverLimitsHookTest)' \
