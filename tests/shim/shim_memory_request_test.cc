@@ -79,6 +79,21 @@ TEST_F(ShimMemoryRequestTest, ABurstStopsAtTheLimitAndShowsAsBorrowed) {
   EXPECT_EQ(view->request, kGi);
   EXPECT_EQ(view->quota, 3 * kGi);
   EXPECT_EQ(view->borrowed(), 2 * kGi);
+  // What the operator reads: gpuslicectl status (table and JSON) and top.
+  const ProcessResult status =
+      gpuslice::testing::Run({BinDir() + "/gpuslicectl", "status", "--json", "--state-dir", state_dir()},
+                             {"LD_LIBRARY_PATH=" + SimLibDir()});
+  const Json tenant = Json::parse(status.out, nullptr, false)["gpus"][0]["tenants"][0];
+  EXPECT_EQ(tenant.value("memory_request_bytes", uint64_t{0}), kGi) << status.out;
+  EXPECT_EQ(tenant.value("quota_bytes", uint64_t{0}), 3 * kGi) << status.out;
+  EXPECT_EQ(tenant.value("borrowed_bytes", uint64_t{0}), 2 * kGi) << status.out;
+  const ProcessResult table = gpuslice::testing::Run({BinDir() + "/gpuslicectl", "status", "--state-dir", state_dir()},
+                                                     {"LD_LIBRARY_PATH=" + SimLibDir()});
+  EXPECT_THAT(table.out, ::testing::ContainsRegex("\n  a +3 GiB +1 GiB +3 GiB +100.0% +2 GiB ")) << table.out;
+  const ProcessResult top =
+      gpuslice::testing::Run({BinDir() + "/gpuslicectl", "top", "--once", "--state-dir", state_dir()},
+                             {"LD_LIBRARY_PATH=" + SimLibDir(), "COLUMNS=160", "LINES=40"});
+  EXPECT_THAT(top.out, ::testing::ContainsRegex("\n *a [^\n]* 2 GiB ")) << top.out;
   // Now B asks for its request: the 1 GiB A did not borrow is enough, and B gets all of it.
   const ProcessResult b = Ask("b", 4, {"GPUSLICE_MEMORY_REQUEST=1Gi"});
   EXPECT_EQ(ResultOf(b).value("allocated", -1), 4) << b.out;
