@@ -12,8 +12,8 @@
 #pragma GCC visibility pop
 
 #include "sim/call_model.h"
-#include "sim/nvml/nvml_entry.h"  // after nvml_api.h, whose types it names
 #include "sim/memory_partitioning.h"
+#include "sim/nvml/nvml_entry.h"  // after nvml_api.h, whose types it names
 #include "sim/nvml/nvml_sim_devices.h"
 
 using gpuslice::sim::SimState;
