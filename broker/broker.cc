@@ -16,6 +16,7 @@
 #include "broker/checked_index.h"
 #include "broker/ledger.h"
 #include "broker/lock_fault.h"
+#include "broker/memory_requests.h"
 #include "broker/segment_file.h"
 #include "broker/tables.h"
 #include "common/printable.h"
@@ -31,6 +32,19 @@ const char kNoMemory[] = "gpuslice: out of memory in the broker";
 std::string Bytes(uint64_t bytes) {
   if (bytes == kUnlimited) return "unlimited";
   return fmt::format("{} bytes ({:.1f} MiB)", bytes, static_cast<double>(bytes) / (1 << 20));
+}
+
+MemoryShare ShareOf(const LedgerEntry& entry) { return {entry.request.load(), entry.quota.load()}; }
+
+void SetShare(Segment* segment, LedgerId ledger, MemoryShare share) {
+  At(*segment, ledger).quota.store(share.limit);
+  SetRequest(segment, ledger, share.request);
+}
+
+// "a quota of 4 GiB" (no request), "a request of 2 GiB and a limit of 4 GiB".
+std::string ShareText(MemoryShare share) {
+  if (share.request == 0) return "a quota of " + Bytes(share.limit);
+  return "a request of " + Bytes(share.request) + " and a limit of " + Bytes(share.limit);
 }
 
 std::string TenantName(const Segment& segment, int tenant) {
@@ -152,10 +166,14 @@ void Broker::Unregister() {
   tenant_ = -1;
 }
 
-Result<int> Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, uint64_t quota) {
+Result<int> Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, MemoryShare share) {
   try {
     if (slot_ >= 0 && file_->owner_pid != getpid()) ForgetAfterFork();
     if (slot_ < 0) return Status::Error("gpuslice: this process must register with the broker before opening a ledger");
+    if (share.request > share.limit) {
+      return Status::InvalidArgument(fmt::format("gpuslice: a memory request of {} above its limit of {}",
+                                                 Bytes(share.request), Bytes(share.limit)));
+    }
     Segment* segment = file_->segment;
     const int fd = file_->fd.get();
     TableLock table(segment, TableLock::Failure::kReturn);
@@ -182,43 +200,56 @@ Result<int> Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_
     LedgerEntry& entry = At(*segment, ledger);
     ProcessEntry& self = At(*segment, own);
     // Published before the ledger's mutex is taken: whoever reaps this process then visits the
-    // ledger, and so repairs it should this process die holding that mutex.
+    // ledger, and so repairs it should this process die holding that mutex. It also holds the
+    // tenant's request for every decision from now on (broker/memory_requests.h).
     const bool already_open = MarkGpuOpen(self, *gpu);
-    // Dead processes must not pin an old quota (see below).
-    if (entry.state.load() == kInUse && entry.quota.load() != quota) ReapDeadLocked(segment, fd, own);
-    uint64_t current = quota;
-    {
-      LedgerLock lock(segment, ledger, /*report=*/false, health_->WaitFor(ledger));
-      if (!lock.locked()) {  // the caller reports the error (the shim: once); fail closed
-        const LockFailure failure = lock.failure();
-        health_->MarkFailed(ledger);
-        if (!already_open) MarkGpuClosed(self, *gpu);
-        return Status::Unavailable(LockFaultLine(segment,
-                                                 fmt::format("the memory ledger lock of tenant '{}' on {}",
-                                                             TenantName(*segment, tenant_), FormatUuid(uuid)),
-                                                 failure, "this tenant's allocations on this GPU are refused"));
-      }
-      SettleLocked(ledger);
-      if (entry.state.load() != kInUse) {
-        entry.quota.store(quota);  // the tenant's first process on this GPU sets the quota
-        entry.state.store(kInUse);
-      } else if ((current = entry.quota.load()) != quota && !already_open && entry.used.load() == 0 &&
-                 !OtherProcessHasLedgerOpen(*segment, tenant, *gpu, own)) {
-        entry.quota.store(quota);  // nobody holds the ledger any more: a new first process
-        current = quota;
-      }
-    }
-    if (current != quota) {
+    // Dead processes must not pin an old share (see below).
+    if (entry.state.load() == kInUse && ShareOf(entry) != share) ReapDeadLocked(segment, fd, own);
+    Status opened = OpenLocked(ledger, share, already_open);
+    if (!opened.ok()) {
       if (!already_open) MarkGpuClosed(self, *gpu);
-      return Status::InvalidArgument(
-          fmt::format("gpuslice: tenant '{}' has a quota of {} on {}, set by its first process; this process asks for "
-                      "{} (every process of a tenant must have the same limit on a GPU)",
-                      TenantName(*segment, tenant_), Bytes(current), FormatUuid(uuid), Bytes(quota)));
+      return opened;
     }
     return ledger.value();
   } catch (...) {
     return Status::Error(kNoMemory);
   }
+}
+
+Status Broker::OpenLocked(LedgerId ledger, MemoryShare share, bool already_open) {
+  Segment* segment = file_->segment;
+  LedgerEntry& entry = At(*segment, ledger);
+  LedgerLock lock(segment, ledger, /*report=*/false, health_->WaitFor(ledger));
+  if (!lock.locked()) {  // the caller reports the error (the shim: once); fail closed
+    const LockFailure failure = lock.failure();
+    health_->MarkFailed(ledger);
+    return Status::Unavailable(
+        LockFaultLine(segment,
+                      fmt::format("the memory ledger lock of tenant '{}' on {}", TenantName(*segment, tenant_),
+                                  GpuUuidOf(*segment, ledger.gpu())),
+                      failure, "this tenant's allocations on this GPU are refused"));
+  }
+  SettleLocked(ledger);
+  const std::optional<ProcessSlot> own = ProcessSlot::From(slot_);
+  MemoryShare current = share;
+  if (entry.state.load() != kInUse) {
+    SetShare(segment, ledger, share);  // the tenant's first process on this GPU sets its share
+    entry.state.store(kInUse);
+  } else if ((current = ShareOf(entry)) != share && !already_open && entry.used.load() == 0 &&
+             !RequestHeldElsewhere(*segment, ledger, own)) {
+    SetShare(segment, ledger, share);  // nobody holds the ledger any more: a new first process
+    current = share;
+  }
+  if (current != share) {
+    return Status::InvalidArgument(fmt::format(
+        "gpuslice: tenant '{}' has {} on {}, set by its first process{}; this process asks for {} (every process of "
+        "a tenant must have the same GPUSLICE_MEMORY_REQUEST and GPUSLICE_MEMORY_LIMIT on a GPU)",
+        TenantName(*segment, tenant_), ShareText(current), GpuUuidOf(*segment, ledger.gpu()),
+        entry.announced.load() != 0 ? " or announced by the node" : "", ShareText(share)));
+  }
+  if (share.request == 0 || already_open || RequestHeldElsewhere(*segment, ledger, own)) return Status::Ok();
+  return HoldRequest(segment, ledger, health_->WaitFor(ledger), /*refuse_if_borrowed=*/true, MemoryAnnouncer::kNone,
+                     nullptr);
 }
 
 bool Broker::OwnsLedger(int ledger) const {
@@ -252,6 +283,25 @@ bool Broker::TryCharge(LedgerId ledger, uint64_t bytes) {
   const uint64_t held = mine.load(std::memory_order_relaxed);
   // The last test keeps a forged charge of this process from wrapping (unlimited quotas).
   if (bytes > quota || used > quota - bytes || held > UINT64_MAX - bytes) return false;
+  // Beyond its request the tenant borrows: decided with the GPU's other tenants, one decision at
+  // a time per GPU, the lock held until the charge is stored (broker/memory_requests.h).
+  const uint64_t request = entry.request.load(std::memory_order_relaxed);
+  std::optional<GpuMemoryLock> borrowing;
+  if (used + bytes > request) {
+    // No tenant of the GPU has a request (as before requests existed): nothing to check. The
+    // charge is published first and the count read after (both sequentially consistent), so a
+    // request being held meanwhile either is seen here or sees this charge (HoldRequest).
+    entry.used.store(used + bytes);
+    if (At(*segment, ledger.gpu()).request_ledgers.load() == 0) {
+      mine.store(held + bytes, std::memory_order_release);
+      return true;
+    }
+    entry.used.store(used);  // decided under the GPU's lock instead
+    borrowing.emplace(segment, ledger.gpu(), health_->WaitFor(ledger));
+    if (!borrowing->locked()) return false;
+    const uint64_t total = At(*segment, ledger.gpu()).total_memory.load();
+    if (!FitsBeside(total, OthersOnGpu(*segment, ledger.gpu(), ledger.tenant()), request, used + bytes)) return false;
+  }
   // A SIGKILL may fall between these stores: the next locker recomputes `used` from the charges.
   entry.used.store(used + bytes, std::memory_order_release);
   mine.store(held + bytes, std::memory_order_release);
@@ -340,6 +390,29 @@ uint64_t Broker::Used(int ledger) const {
 uint64_t Broker::Quota(int ledger) const {
   const auto id = LedgerId::From(ledger);
   return id ? At(*file_->segment, *id).quota.load(std::memory_order_acquire) : 0;
+}
+
+uint64_t Broker::Request(int ledger) const {
+  const auto id = LedgerId::From(ledger);
+  return id ? At(*file_->segment, *id).request.load(std::memory_order_acquire) : 0;
+}
+
+uint64_t Broker::Available(int ledger) const {
+  const auto id = LedgerId::From(ledger);
+  if (!id) return 0;
+  const Segment& segment = *file_->segment;
+  const LedgerEntry& entry = At(segment, *id);
+  const uint64_t used = entry.used.load(std::memory_order_acquire);
+  const uint64_t limit = entry.quota.load(std::memory_order_acquire);
+  const uint64_t request = entry.request.load(std::memory_order_acquire);
+  const uint64_t room = limit > used ? limit - used : 0;
+  if (At(segment, id->gpu()).request_ledgers.load() == 0) return room;  // no request on the GPU
+  const OtherTenants others = OthersOnGpu(segment, id->gpu(), id->tenant());
+  if (others.held_requests == 0 && request == 0) return room;  // no request on the GPU: no rule
+  const uint64_t total = At(segment, id->gpu()).total_memory.load();
+  const uint64_t guaranteed = request > used ? request - used : 0;
+  const uint64_t unreserved = total > others.committed ? total - others.committed : 0;
+  return std::min(room, std::max(guaranteed, unreserved > used ? unreserved - used : 0));
 }
 
 uint64_t Broker::GpuUsed(int ledger) const {

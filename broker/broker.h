@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "broker/checked_index.h"
+#include "broker/memory_share.h"
 #include "common/status.h"
 
 namespace gpuslice::broker {
@@ -25,7 +26,12 @@ struct SegmentFile;  // the mapped segment (segment_layout.h)
 struct Segment;
 class LedgerHealth;  // ledger.h
 
-inline constexpr uint64_t kUnlimited = UINT64_MAX;
+// A request the node announced (AnnounceRequest), as Announced lists it.
+struct AnnouncedRequest {
+  std::string tenant;
+  std::string gpu_uuid;  // "GPU-..." or "MIG-..."
+  MemoryShare share;
+};
 
 class Broker {
  public:
@@ -46,15 +52,23 @@ class Broker {
   void Unregister();
 
   // The ledger of this process's tenant on the GPU with `uuid` (created on first use, with the
-  // given quota; kUnlimited = no quota). A tenant's quota on a GPU is set by its first process;
-  // a later process asking for a different quota is refused (the error names both values).
+  // given request and limit; a limit of kUnlimited = no quota). A tenant's share of a GPU is set
+  // by its first process (or by the node's announcement); a later process asking for another is
+  // refused (the error names both). Opening holds the tenant's request (broker/memory_requests.h):
+  // refused with one line when the GPU's requests would exceed its memory, or when borrowers hold
+  // memory the request needs (naming them; a later open succeeds once they freed it).
   // Returns the ledger index for Reserve/Release.
-  Result<int> OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, uint64_t quota);
+  Result<int> OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, MemoryShare share);
+  // A quota alone: a limit without a request.
+  Result<int> OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, uint64_t quota) {
+    return OpenLedger(uuid, device_total_bytes, MemoryShare{0, quota});
+  }
 
   // Reserve-then-allocate: atomically charges `bytes` to the tenant and this process if the
-  // tenant stays within its quota; false otherwise (dead processes are reaped and the check
-  // retried once before refusing). Concurrent reservations of every process of the tenant can
-  // never exceed the quota, not even momentarily.
+  // tenant stays within its limit and, above its request, within the memory no other tenant's
+  // request reserves (broker/memory_requests.h); false otherwise (dead processes are reaped and
+  // the check retried once before refusing). Concurrent reservations of every process of every
+  // tenant can never break either rule, not even momentarily.
   bool Reserve(int ledger, uint64_t bytes);
   // Returns bytes reserved by this process (a rolled-back reservation or a free).
   void Release(int ledger, uint64_t bytes);
@@ -64,7 +78,11 @@ class Broker {
   int FindLedger(const uint8_t (&uuid)[16]) const;
 
   uint64_t Used(int ledger) const;
-  uint64_t Quota(int ledger) const;
+  uint64_t Quota(int ledger) const;  // the limit
+  uint64_t Request(int ledger) const;
+  // What the tenant could still reserve on the GPU of `ledger` now: what is left of its request,
+  // or, when more, what it may borrow, within its limit (lock-free reads: a figure at rest).
+  uint64_t Available(int ledger) const;
   // What every tenant of this state directory holds on the GPU of `ledger`, summed (lock-free
   // reads: a figure at rest, for the unaccounted-memory warning of broker/unaccounted.h).
   uint64_t GpuUsed(int ledger) const;
@@ -73,6 +91,23 @@ class Broker {
 
   // Returns the charges of every process that died (any PID namespace) to its tenant.
   void ReapDeadProcesses();
+
+  // --- the node's side (broker/memory_announcements.cc): gpuslice-device-plugin and
+  // gpuslice-dra-driver, without registering a process ---
+  //
+  // Holds `tenant`'s request on the GPU before any of its processes runs, so that borrowers
+  // cannot take memory an admitted pod was promised, and keeps it held (the tenant's entry kept)
+  // until withdrawn. Idempotent. Refused with one line when the requests held on the GPU would
+  // exceed its memory, or when running processes of the tenant hold another share there. When
+  // borrowers hold memory the request needs, it is held all the same — borrowers can then only
+  // give back, and what they free is the tenant's — and *warning says who they are.
+  Status AnnounceRequest(const std::string& tenant, const uint8_t (&uuid)[16], uint64_t device_total_bytes,
+                         MemoryShare share, MemoryAnnouncer by, std::string* warning);
+  // Ends `by`'s announcement (the tenant's running processes, if any, hold the request until
+  // they end). Nothing announced: Ok.
+  Status WithdrawRequest(const std::string& tenant, const uint8_t (&uuid)[16], MemoryAnnouncer by);
+  // What `by` has announced and not withdrawn.
+  std::vector<AnnouncedRequest> Announced(MemoryAnnouncer by) const;
 
   // After fork(): the child is not the parent's process and must not keep its liveness lock.
   void ForgetAfterFork();
@@ -97,6 +132,8 @@ class Broker {
   // its liveness lock. Checked under the ledger mutex before every charge.
   bool StillRegistered() const;
   bool TryCharge(LedgerId ledger, uint64_t bytes);
+  // OpenLedger's part under the ledger's lock: sets or checks the tenant's share, holds its request.
+  Status OpenLocked(LedgerId ledger, MemoryShare share, bool already_open);
   // With the ledger's lock held: clears a suspect mark this process had (saying so) and credits
   // the frees it could not credit while the lock was not to be had (ledger.h, LedgerHealth).
   void SettleLocked(LedgerId ledger);
@@ -120,8 +157,11 @@ struct ProcessView {
 
 struct TenantView {
   std::string name;
-  uint64_t quota = kUnlimited;
+  uint64_t quota = kUnlimited;  // the memory limit
   uint64_t used = 0;
+  uint64_t request = 0;                                // memory guaranteed; 0: none (used beyond it is borrowed)
+  MemoryAnnouncer announced = MemoryAnnouncer::kNone;  // who holds the request for it, beside its processes
+  uint64_t borrowed() const { return used > request ? used - request : 0; }
   std::vector<ProcessView> processes;  // live processes with a charge or registered on the GPU
   // Compute share (broker/scheduler.h). 0 = not set yet: the tenant's first process sets both at
   // its first kernel launch on the GPU (GPUSLICE_COMPUTE_REQUEST / GPUSLICE_COMPUTE_LIMIT).

@@ -152,7 +152,10 @@ void InitialiseSegment(Segment* segment) {
   // 32,768 of them here would touch 8 MiB of the file, most of which a node never uses.
   // A zeroed pthread mutex is process-private: waiters in one process would never be woken by an
   // unlock in another (gated launches hung until a signal), and a dead holder would never be noticed.
-  for (GpuEntry& gpu : segment->gpus) InitRobustMutex(&gpu.sched_mutex.mutex);
+  for (GpuEntry& gpu : segment->gpus) {
+    InitRobustMutex(&gpu.sched_mutex.mutex);
+    InitRobustMutex(&gpu.memory_mutex.mutex);
+  }
   // The magic goes last: whoever reads it reads a fully initialised segment.
   std::atomic_ref<uint64_t>(header.magic).store(kMagic, std::memory_order_release);
 }

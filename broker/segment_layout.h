@@ -24,7 +24,7 @@
 namespace gpuslice::broker {
 
 inline constexpr uint64_t kMagic = 0x31524B4253435047ULL;  // "GPCSBKR1" little-endian
-inline constexpr uint32_t kLayoutVersion = 8;              // 2: compute time-slicing; 3: in-flight tracking, leases,
+inline constexpr uint32_t kLayoutVersion = 9;              // 2: compute time-slicing; 3: in-flight tracking, leases,
                                                            // classes, per-process waiting, counters; 4: 128 GPUs
                                                            // (open_gpus a 128-bit mask), ledger mutexes set up lazily,
                                                            // a grant's overlap with others' charged time, grants
@@ -33,7 +33,9 @@ inline constexpr uint32_t kLayoutVersion = 8;              // 2: compute time-sl
                                                            // went at hand-overs (GpuEntry's idle counters); 7:
                                                            // ProcessGpuState::inflight counts launching threads
                                                            // and, apart, launches queued beyond them; 8:
-                                                           // LedgerEntry::back_from_idle
+                                                           // LedgerEntry::back_from_idle; 9: memory requests
+                                                           // (LedgerEntry::request and ::announced,
+                                                           // GpuEntry::memory_mutex, ::request_ledgers)
 inline constexpr char kStateFileName[] = "gpuslice.state";
 
 // Distinct GPU UUIDs, MIG instances counting apiece: a 16-GPU node with seven instances on every
@@ -138,6 +140,14 @@ struct alignas(64) GpuEntry {
   std::atomic<uint64_t> drain_ns;             // gate closed to hand-over (the holder's queue still runs)
   std::atomic<uint64_t> unheld_waiting_ns;    // nobody held the GPU while a tenant waited (over its limit)
   MutexSlot sched_mutex;                      // guards grant decisions and every virtual time
+  // Taken (after the tenant's ledger mutex) by whatever makes a tenant hold more of the GPU than
+  // its request, or makes a request held (broker/memory_requests.h): those are decided one at a
+  // time per GPU. Guards no field: the figures it decides on are read from the ledgers.
+  MutexSlot memory_mutex;
+  // How many ledgers on this GPU have a memory request: raised before a request is stored, lowered
+  // after one is cleared, so that it may read high (a holder killed in between) but never low.
+  // While it is 0 an allocation is checked against no one (broker/memory_requests.h).
+  std::atomic<uint32_t> request_ledgers;
 };
 
 struct TenantEntry {
@@ -180,6 +190,14 @@ struct alignas(64) LedgerEntry {
   std::atomic<uint64_t> waits;
   std::atomic<uint64_t> wait_ns;
   std::atomic<uint64_t> wait_buckets[18];
+  // Memory guaranteed to the tenant on this GPU (GPUSLICE_MEMORY_REQUEST; 0: none), beside the
+  // ceiling `quota`. Set with the quota, under the mutex. What it reserves: broker/memory_requests.h.
+  std::atomic<uint64_t> request;
+  // Who told the node of the request before any process of the tenant ran (MemoryAnnouncer; 0:
+  // nobody): while set, the request is held whether or not a process has the ledger open, and
+  // the tenant's entry is not recycled. One store sets or clears it, under the mutex.
+  std::atomic<uint32_t> announced;
+  uint32_t reserved;
 };
 
 // Upper bounds of the wait histogram's buckets, 50 µs to 10 s in steps of 1, 2.5, 5 (a wait is

@@ -38,6 +38,8 @@ TenantView ViewTenant(const Segment& segment, TenantIndex tenant, GpuIndex gpu, 
   view.name = Name(entry);
   view.quota = ledger.quota.load();
   view.used = ledger.used.load();
+  view.request = ledger.request.load();
+  view.announced = static_cast<MemoryAnnouncer>(ledger.announced.load());
   view.request_pct = ledger.request_pct.load();
   view.limit_pct = ledger.limit_pct.load();
   view.waiting = 0;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "broker/ledger.h"
+#include "broker/memory_requests.h"
 #include "common/clock.h"
 #include "common/process_lock.h"
 #include "common/robust_mutex.h"
@@ -60,6 +61,8 @@ void ResetLedger(Segment* segment, LedgerId ledger) {
   entry.state.store(kFree);
   entry.quota.store(0);
   entry.used.store(0);
+  SetRequest(segment, ledger, 0);
+  entry.announced.store(0);
   // The compute share of a recycled tenant starts afresh (broker/scheduler.cc).
   entry.request_pct.store(0);
   entry.limit_pct.store(0);
@@ -97,6 +100,12 @@ void ClearSchedState(ProcessEntry& process) {
 
 bool IsRegistered(const ProcessEntry& process) { return process.state.load() == kRegistered; }
 
+// A ledger whose request the node announced keeps its tenant's and its GPU's entries: recycling
+// either would drop a request an admitted container was promised.
+bool Announced(const Segment& segment, TenantIndex tenant, GpuIndex gpu) {
+  return At(segment, LedgerId::Of(tenant, gpu)).announced.load() != 0;
+}
+
 }  // namespace
 
 std::optional<TenantIndex> FindOrClaimTenant(Segment* segment, std::string_view name, bool recycle) {
@@ -117,6 +126,9 @@ std::optional<TenantIndex> FindOrClaimTenant(Segment* segment, std::string_view 
       if (!IsRegistered(process)) continue;
       if (const auto tenant = TenantOf(process)) busy.set(static_cast<size_t>(tenant->value()));
     }
+    for (TenantIndex t : UsedTenants(*segment))
+      for (GpuIndex g : UsedGpus(*segment))
+        if (Announced(*segment, t, g)) busy.set(static_cast<size_t>(t.value()));
     for (TenantIndex t : AllIndices<TenantIndex>()) {
       if (!busy.test(static_cast<size_t>(t.value()))) {
         chosen = t;
@@ -156,6 +168,9 @@ std::optional<GpuIndex> FindOrClaimGpu(Segment* segment, const uint8_t (&uuid)[1
       if (!IsRegistered(process)) continue;
       for (int w = 0; w < kGpuMaskWords; ++w) open[w] |= process.open_gpus[w].load();
     }
+    for (TenantIndex t : UsedTenants(*segment))
+      for (GpuIndex g : UsedGpus(*segment))
+        if (Announced(*segment, t, g)) open[g.value() / 64] |= OpenGpusBit(g);
     for (GpuIndex g : AllIndices<GpuIndex>()) {
       if (!(open[g.value() / 64] & OpenGpusBit(g))) {
         chosen = g;
@@ -183,6 +198,7 @@ std::optional<GpuIndex> FindOrClaimGpu(Segment* segment, const uint8_t (&uuid)[1
   entry.window_start_ns.store(0);
   entry.budget_ns.store(0);
   entry.priority.store(0);
+  entry.request_ledgers.store(0);  // its ledgers were reset above: none has a request
   entry.state.store(kInUse);
   return chosen;
 }

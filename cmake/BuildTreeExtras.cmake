@@ -7,7 +7,8 @@ set(help_stamp ${CMAKE_BINARY_DIR}/help/gpuslicectl.txt)
 add_custom_command(OUTPUT ${help_stamp}
   COMMAND ${CMAKE_COMMAND} -DBIN=${CMAKE_BINARY_DIR}/bin -DOUT=${CMAKE_BINARY_DIR}/help -DSIMLIB=${GPUSLICE_SIM_LIB_DIR}
           -P ${PROJECT_SOURCE_DIR}/cmake/HelpTexts.cmake
-  DEPENDS gpuslicectl gpuslice-exporter gpuslice-sim gpuslice-workload vector_add_driver gpuslice_sim_cuda ${CMAKE_BINARY_DIR}/bin/gpuslice-entrypoint
+  DEPENDS gpuslicectl gpuslice-exporter gpuslice-sim gpuslice-workload vector_add_driver gpuslice_sim_cuda gpuslice-driver-limits
+          ${CMAKE_BINARY_DIR}/bin/gpuslice-entrypoint
           ${PROJECT_SOURCE_DIR}/cmake/HelpTexts.cmake
   COMMENT "Writing every tool's --help to help/")
 add_custom_target(gpuslice-help-texts ALL DEPENDS ${help_stamp})

@@ -52,7 +52,8 @@ endfunction()
 function(gpuslice_check_layering)
   set(product gpuslice gpuslice_shim_core gpuslice_broker gpuslice_common gpuslice_pod_names gpuslice_mig_profiles
               gpuslicectl gpuslice-exporter gpuslice_exporter_core gpuslice-device-plugin gpuslice_deviceplugin_core
-              gpuslice-dra-driver gpuslice_dra_core gpuslice-place gpuslice_place gpuslice-entrypoint)
+              gpuslice-dra-driver gpuslice_dra_core gpuslice-place gpuslice_place gpuslice-entrypoint
+              gpuslice_driverlimits gpuslice-driver-limits)
   set(problems "")
   foreach(target IN LISTS product)
     if(NOT TARGET ${target})

@@ -2,6 +2,7 @@
 # and each subcommand's, to OUT/<tool>[-<subcommand>].txt (installed in share/doc/gpuslice/help/).
 set(pages
   "gpuslicectl" "gpuslicectl status" "gpuslicectl set" "gpuslicectl options" "gpuslicectl top" "gpuslicectl plan" "gpuslice-exporter"
+  "gpuslice-driver-limits" "gpuslice-driver-limits set" "gpuslice-driver-limits clear"
   "gpuslice-sim" "gpuslice-workload" "gpuslice-workload compute" "gpuslice-workload latency"
   "gpuslice-workload memory" "gpuslice-entrypoint" "vector_add_driver")
 file(MAKE_DIRECTORY ${OUT})

@@ -10,8 +10,8 @@
 #                                        try gpuslice without a GPU; only found with
 #                                        LD_LIBRARY_PATH=P/lib/gpuslice/sim, never by default
 #   P/bin/                               gpuslicectl, gpuslice-entrypoint, gpuslice-exporter,
-#                                        gpuslice-place, gpuslice-sim, gpuslice-workload,
-#                                        vector_add_driver; the Kubernetes daemons
+#                                        gpuslice-driver-limits, gpuslice-place, gpuslice-sim,
+#                                        gpuslice-workload, vector_add_driver; the Kubernetes daemons
 #                                        gpuslice-device-plugin and gpuslice-dra-driver
 #   P/share/doc/gpuslice/                README, LICENSE, docs/, every tool's --help (help/<tool>.txt)
 #   P/share/gpuslice/examples/           the container, Kubernetes and sample examples
@@ -35,7 +35,7 @@ set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
 install(TARGETS gpuslice LIBRARY DESTINATION lib/gpuslice COMPONENT node)
 install(TARGETS gpuslice_sim_cuda gpuslice_sim_nvml LIBRARY DESTINATION lib/gpuslice/sim NAMELINK_SKIP COMPONENT node)
 install(TARGETS gpuslicectl gpuslice-sim gpuslice-workload vector_add_driver gpuslice-place gpuslice-exporter
-        RUNTIME DESTINATION bin COMPONENT node)
+        gpuslice-driver-limits RUNTIME DESTINATION bin COMPONENT node)
 install(PROGRAMS ${CMAKE_BINARY_DIR}/bin/gpuslice-entrypoint DESTINATION bin COMPONENT node)
 install(FILES README.md LICENSE DESTINATION share/doc/gpuslice COMPONENT node)
 install(DIRECTORY docs/ DESTINATION share/doc/gpuslice/docs COMPONENT node)

@@ -103,6 +103,26 @@ typedef struct nvmlUtilization_st {
   unsigned int memory;  // percent of the sample period during which memory was read or written
 } nvmlUtilization_t;
 
+// MPS v3 memory partitioning (driver r615 / CUDA 13.4 and later): device-memory limits of a
+// cgroup, for the processes in it and its descendants. The hard limit fails allocations past it
+// with out-of-memory; the soft limit is what is guaranteed before allocations may fail under
+// memory pressure (over it, a process is an eviction candidate). MIG handles are not supported.
+typedef struct {
+  const char* nameSpace;         // [in] the cgroup's full sysfs path ("/sys/fs/cgroup/...")
+  unsigned long long softLimit;  // [in] bytes
+  unsigned long long hardLimit;  // [in] bytes
+} nvmlSetMemoryLimits_v1_t;
+
+typedef struct {
+  const char* nameSpace;           // [in] the cgroup's full sysfs path
+  unsigned long long softLimit;    // [out] bytes
+  unsigned long long hardLimit;    // [out] bytes
+  unsigned long long currentUsed;  // [out] bytes the cgroup's processes hold now
+} nvmlGetMemoryLimits_v1_t;
+
+// A soft limit of 0 with this hard limit is "no limit": setting them clears the cgroup's limits.
+#define NVML_DEVICE_MEMORY_LIMIT_MAX 0xFFFFFFFFFFFFFFFFULL
+
 nvmlReturn_t nvmlInit_v2(void);
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags);
 nvmlReturn_t nvmlShutdown(void);
@@ -127,6 +147,10 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t* utilization,
                                              unsigned int* processSamplesCount, unsigned long long lastSeenTimeStamp);
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization);
+
+// Requires root. NVML_ERROR_NOT_SUPPORTED where the driver or the device (MIG) has no partitioning.
+nvmlReturn_t nvmlDeviceSetMemoryLimits_v1(nvmlDevice_t device, nvmlSetMemoryLimits_v1_t* limits);
+nvmlReturn_t nvmlDeviceGetMemoryLimits_v1(nvmlDevice_t device, nvmlGetMemoryLimits_v1_t* limits);
 
 // As in nvml.h: unversioned names resolve to the current versions at compile time, and the
 // legacy entry points (still exported by every libnvidia-ml) are declared only on request.

@@ -32,8 +32,10 @@ then a row per tenant, with these columns:
                 its container's PID namespace)
   USED          GPU memory the tenant has allocated through gpuslice on this GPU; for a
                 process, the part it holds itself
+  MEM REQ       the memory guaranteed to it on this GPU (GPUSLICE_MEMORY_REQUEST), "-" when none
   QUOTA         the tenant's limit on this GPU (GPUSLICE_MEMORY_LIMIT), or "unlimited"
   % QUOTA       USED as a share of QUOTA ("-" when unlimited)
+  BORROWED      what it holds beyond its request: memory no other tenant's request reserves
   REQUEST       the share of the GPU's time the tenant is entitled to when it wants it, and
                 its weight among those waiting (GPUSLICE_COMPUTE_REQUEST), set when its
                 first process uses the GPU; "-" when it has not (a process of an older
@@ -58,15 +60,23 @@ the 512 MiB per process, at least 1 GiB, taken for driver-internal memory) means
 directory's tenants or processes not under gpuslice hold it; their quotas are not counted here
 (docs/accounting.md, "Unaccounted memory").
 Each GPU ends with the quota committed: the sum of the tenants' quotas against the device's
-memory. Idle tenants (no live process, nothing used: "no process" beneath them) are listed but
+memory, and, where tenants have memory requests, the requests held and what is borrowed. Idle tenants (no live process, nothing used: "no process" beneath them) are listed but
 not counted: they promise nothing, and the broker reuses their entries when its table fills.
-OVERSUBSCRIBED means the quotas cannot all be honoured at once (they add up to more than the
-device, or a tenant without a quota shares it), so a tenant may run out of memory below its
-quota while others are busy.
+OVERSUBSCRIBED means the promises cannot all be honoured at once (the requests, and the quotas
+of tenants without a request, add up to more than the device, or a tenant without a quota
+shares it), so a tenant may run out of memory below its quota while others are busy. A limit
+above a request is no promise: beyond its request a tenant borrows only unreserved memory.
 Then the compute requested: the sum of the active tenants' requests. Requests may add up to
 more than 100%: the line then says "oversubscribed: requests are shared in proportion", and
 tenants that all want the GPU get it in proportion to their requests (60% and 90% get 40% and
 60%) rather than what each asked for; each still stays within its limit.
+Beneath a tenant, "request held by gpuslice-dra-driver" (or -device-plugin) says the node holds
+its request before and between its processes, and "driver-enforced: hard ..., soft ..." that the
+driver's own per-cgroup limits hold its containers (as the driver reports them now). A GPU's
+"memory:" line says how its memory is enforced: by the preload only (a driver without per-cgroup
+memory limits, before r615: a process without the preload is not limited), by the preload and
+the driver's hard limits, or, on a MIG instance, by the preload within the instance
+(docs/accounting.md, "Three levels of enforcement").
 A Kubernetes tenant's pod ("pod NAMESPACE/POD/CONTAINER" beneath it) comes from the device
 plugin's pods file (--pods-file); one that is not as the plugin writes it (a link, a FIFO,
 another owner, writable by others, over 1 MiB) names no pod and is said in one line on stderr.
@@ -129,14 +139,16 @@ constexpr char kTopHelp[] = R"help(The status as a view that redraws itself; --o
 and exits, for scripts. Per GPU its UUID, memory, sharing mode, how busy it was in NVML's last
 sample period (1/6 s to 1 s: the same figure as status and the exporter), the tenant holding it,
 the processes waiting and the grants made, then a row per tenant (idle tenants are counted, not
-listed). It fits the terminal: under 110 columns the rows are compact (80 columns, no bar,
-REFUSED as REF and PROCS as PRC); nothing is cut to fit: a GPU's header goes on over lines, and
+listed). It fits the terminal: under 120 columns the rows are compact (80 columns, no bar, no
+BORROWED, REFUSED as REF and PROCS as PRC); nothing is cut to fit: a GPU's header goes on over lines, and
 a tenant name longer than its column has a line of its own above its figures. When the tenants
 do not fit its height they are paged, each page under its GPU's header and the column headings. Keys: s cycles the sort (name, memory,
 held time, waits), n or space the next page, p the previous, q quits (as Ctrl-C does).
   TENANT      the tenant (GPUSLICE_TENANT), whole
   CLASS       its compute class; "-" until its first process uses the GPU
   MEMORY      a bar of USED against QUOTA (against the device's memory when unlimited)
+  BORROWED    what it holds beyond its memory request (GPUSLICE_MEMORY_REQUEST): memory no
+              other tenant's request reserves; "-" when nothing
   REQ         its compute request (GPUSLICE_COMPUTE_REQUEST)
   HELD        the share of the GPU's time it held since the last frame; with --once, that of
               the last complete window as in gpuslicectl status ("-" before one completes)
@@ -158,7 +170,10 @@ GPUSLICE_* variables and the Kubernetes resources to request. Examples:
   gpuslicectl plan --gpu 0 tenants.yaml      # the model and memory of GPU 0, read through NVML
 The file (YAML or JSON) holds `tenants:`, a list of:
   name            its GPUSLICE_TENANT (1 to 63 of A-Z a-z 0-9 . _ -), required
-  memory          GPU memory it needs: 20Gi, 512Mi (binary), 20G (decimal: 20 x 10^9), bytes; required
+  memory          GPU memory it needs: 20Gi, 512Mi (binary), 20G (decimal: 20 x 10^9), bytes; required.
+                  The plan packs it and guarantees it (GPUSLICE_MEMORY_REQUEST)
+  memory_limit    what it may borrow up to beyond that, of memory nobody's request reserves
+                  (GPUSLICE_MEMORY_LIMIT); at least memory; default: memory
   compute         the share of one whole GPU's compute (its SMs) it needs, 1 to 100; required
   latency_ms      the p99 latency its GPU work must meet; optional
   trusted         true: it keeps the preload and behaves (default false: may be hostile)

@@ -17,7 +17,7 @@
 namespace gpuslice::ctl {
 namespace {
 
-constexpr char kFields[] = "name, memory, compute, latency_ms, trusted, fault_tolerant, tier";
+constexpr char kFields[] = "name, memory, memory_limit, compute, latency_ms, trusted, fault_tolerant, tier";
 constexpr char kExample[] =
     "e.g. {name: search, memory: 20Gi, compute: 30, latency_ms: 50, trusted: true, fault_tolerant: true, tier: paid}";
 
@@ -44,8 +44,8 @@ Status ParseTenant(const YAML::Node& node, size_t index, PlanTenant* tenant) {
   if (!node.IsMap()) return Status::InvalidArgument(where + " is not a mapping; " + kExample);
   for (const auto& field : node) {
     const std::string key = Scalar(field.first);
-    static const std::set<std::string> known = {"name",    "memory",         "compute", "latency_ms",
-                                                "trusted", "fault_tolerant", "tier"};
+    static const std::set<std::string> known = {"name",       "memory",  "memory_limit",   "compute",
+                                                "latency_ms", "trusted", "fault_tolerant", "tier"};
     if (!known.count(key)) {
       return Status::InvalidArgument(where + ": unknown field '" + key + "'; a tenant has " + kFields);
     }
@@ -68,6 +68,12 @@ Status ParseTenant(const YAML::Node& node, size_t index, PlanTenant* tenant) {
   const auto memory = ParseByteQuantity(Scalar(node["memory"]));
   if (!memory || *memory == 0) return bad("memory", "a quantity above 0 such as 512Mi, 20Gi or 21474836480");
   tenant->memory_bytes = *memory;
+  if (node["memory_limit"]) {
+    const auto limit = ParseByteQuantity(Scalar(node["memory_limit"]));
+    if (!limit || *limit < *memory)
+      return bad("memory_limit", "a quantity at least its memory (" + Scalar(node["memory"]) + "), such as 40Gi");
+    tenant->memory_limit_bytes = *limit;
+  }
   if (!node["compute"]) return missing("compute", "a percentage of one GPU, 1 to 100");
   std::string compute = Scalar(node["compute"]);
   if (!compute.empty() && compute.back() == '%') compute.pop_back();

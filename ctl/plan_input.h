@@ -14,7 +14,8 @@ namespace gpuslice::ctl {
 
 struct PlanTenant {
   std::string name;                  // becomes GPUSLICE_TENANT: 1-63 of A-Z a-z 0-9 . _ -
-  uint64_t memory_bytes = 0;         // GPU memory it needs
+  uint64_t memory_bytes = 0;         // GPU memory it needs: its request, what the plan packs
+  uint64_t memory_limit_bytes = 0;   // what it may borrow up to beyond it; 0: its request
   uint32_t compute_percent = 0;      // share of one whole GPU's compute (its SMs), 1-100
   std::optional<double> latency_ms;  // p99 latency target of its GPU work, if it has one
   bool trusted = false;              // false (the default): it may be hostile, or badly behaved

@@ -99,8 +99,11 @@ void FillTenantSettings(Plan* plan) {
             "the limit, no gpuslice variables";
         break;
       case Placement::kSoftSlice:
+        // What it needs is guaranteed (the request the plan packs); beyond it, up to its
+        // memory_limit, it borrows only what nobody's request reserves.
         pt.env = {{"GPUSLICE_TENANT", t.name},
-                  {"GPUSLICE_MEMORY_LIMIT", MemoryLimitValue(t.memory_bytes)},
+                  {"GPUSLICE_MEMORY_REQUEST", MemoryLimitValue(t.memory_bytes)},
+                  {"GPUSLICE_MEMORY_LIMIT", MemoryLimitValue(std::max(t.memory_bytes, t.memory_limit_bytes))},
                   {"GPUSLICE_COMPUTE_REQUEST", request}};
         if (t.latency_ms) pt.env.push_back({"GPUSLICE_COMPUTE_CLASS", "latency"});
         if (unit.profile) {
@@ -119,7 +122,8 @@ void FillTenantSettings(Plan* plan) {
         break;
       case Placement::kMpsClient:
         pt.env = {{"GPUSLICE_TENANT", t.name},
-                  {"GPUSLICE_MEMORY_LIMIT", MemoryLimitValue(t.memory_bytes)},
+                  {"GPUSLICE_MEMORY_REQUEST", MemoryLimitValue(t.memory_bytes)},
+                  {"GPUSLICE_MEMORY_LIMIT", MemoryLimitValue(std::max(t.memory_bytes, t.memory_limit_bytes))},
                   {"GPUSLICE_COMPUTE_REQUEST", request},
                   {"GPUSLICE_COMPUTE_LIMIT", request}};
         pt.kubernetes = {{"gpuslice.io/gpu", slices}};

@@ -17,6 +17,7 @@
 #include "ctl/exit_codes.h"
 #include "ctl/mig_topology.h"
 #include "ctl/status_device.h"
+#include "ctl/status_enforcement.h"
 #include "ctl/status_json.h"
 #include "ctl/status_report.h"
 #include "ctl/status_table.h"
@@ -84,11 +85,13 @@ int RunStatus(const StatusOptions& options) {
   const PodNamesRead pods_read = ReadPodNames(options.pods_file.empty() ? kDefaultPodsFile : options.pods_file);
   if (!pods_read.problem.empty()) std::fprintf(stderr, "gpuslicectl: %s\n", pods_read.problem.c_str());
   const PodNames& pods = pods_read.names;
+  // How each GPU's memory is enforced: the preload alone, or the driver's limits beneath it.
+  const EnforcementByGpu enforcement = ReadMemoryEnforcement(snapshot, dir, mig);
   const std::string text = options.json
-                               ? StatusJson(snapshot, mig, devices, pods)
+                               ? StatusJson(snapshot, mig, devices, pods, enforcement)
                                          .dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
                                      "\n"
-                               : RenderStatusTable(snapshot, mig, devices, pods);
+                               : RenderStatusTable(snapshot, mig, devices, pods, enforcement);
   // A closed or full stdout must not look like success to a script.
   if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
     return Fail(fmt::format("writing the status: {}", std::strerror(errno)));

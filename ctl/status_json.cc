@@ -11,7 +11,8 @@ using Json = nlohmann::ordered_json;
 
 Json PercentOrNull(uint32_t pct) { return pct == 0 ? Json(nullptr) : Json(pct); }
 
-Json TenantJson(const broker::GpuView& gpu, const broker::TenantView& tenant, const PodNames& pods) {
+Json TenantJson(const broker::GpuView& gpu, const broker::TenantView& tenant, const PodNames& pods,
+                const MemoryEnforcement* enforcement) {
   Json processes = Json::array();
   for (const auto& process : tenant.processes) {
     processes.push_back({{"pid", process.pid}, {"charged_bytes", process.charged}});
@@ -20,6 +21,13 @@ Json TenantJson(const broker::GpuView& gpu, const broker::TenantView& tenant, co
   const bool limited = tenant.quota != broker::kUnlimited && tenant.quota != 0;
   const auto share = LastSharePercent(gpu, tenant);
   const auto pod = pods.find(tenant.name);
+  Json driver = nullptr;
+  if (enforcement) {
+    if (const auto held = enforcement->driver_enforced.find(tenant.name); held != enforcement->driver_enforced.end())
+      driver = {{"hard_bytes", held->second.hard},
+                {"soft_bytes", held->second.soft},
+                {"containers", held->second.containers}};
+  }
   return {{"name", tenant.name},
           {"pod", pod == pods.end() ? Json(nullptr)
                                     : Json{{"namespace", pod->second.namespace_name},
@@ -28,6 +36,11 @@ Json TenantJson(const broker::GpuView& gpu, const broker::TenantView& tenant, co
           {"used_bytes", tenant.used},
           {"quota_bytes", tenant.quota == broker::kUnlimited ? Json(nullptr) : Json(tenant.quota)},
           {"used_percent_of_quota", limited ? Json(Percent(tenant.used, tenant.quota)) : Json(nullptr)},
+          {"memory_request_bytes", tenant.request},
+          {"borrowed_bytes", tenant.borrowed()},
+          {"request_announced_by",
+           tenant.announced == broker::MemoryAnnouncer::kNone ? Json(nullptr) : Json(AnnouncerName(tenant.announced))},
+          {"driver_enforced", std::move(driver)},
           {"idle", IsIdle(tenant)},
           {"compute_request_percent", PercentOrNull(tenant.request_pct)},
           {"compute_limit_percent", PercentOrNull(tenant.limit_pct)},
@@ -73,7 +86,7 @@ void AddDevice(const broker::GpuView& gpu, const exporter::DeviceFigures* device
 }  // namespace
 
 Json StatusJson(const broker::Snapshot& snapshot, const MigTopology& mig, const DeviceFiguresByUuid& devices,
-                const PodNames& pods) {
+                const PodNames& pods, const EnforcementByGpu& enforcement) {
   Json gpus = Json::array();
   for (const auto& gpu : snapshot.gpus) {
     Json instance = nullptr;
@@ -82,14 +95,20 @@ Json StatusJson(const broker::Snapshot& snapshot, const MigTopology& mig, const 
                   {"profile", it->second.profile},
                   {"gpu_index", it->second.gpu_index},
                   {"gpu_uuid", it->second.gpu_uuid}};
+    const auto enforced = enforcement.find(gpu.uuid);
+    const MemoryEnforcement* memory = enforced == enforcement.end() ? nullptr : &enforced->second;
     Json tenants = Json::array();
-    for (const auto& tenant : gpu.tenants) tenants.push_back(TenantJson(gpu, tenant, pods));
+    for (const auto& tenant : gpu.tenants) tenants.push_back(TenantJson(gpu, tenant, pods, memory));
     const Commitment commitment = CommitmentOf(gpu);
     const ComputeDemand demand = ComputeDemandOf(gpu);
     const auto window_age = ShareWindowAgeSeconds(snapshot, gpu);
     Json entry = {{"uuid", gpu.uuid}, {"total_memory_bytes", gpu.total_memory}, {"mig", instance}};
     AddDevice(gpu, instance.is_null() ? DeviceOf(devices, gpu) : nullptr, &entry);
-    entry.update(Json{{"quota_committed_bytes", commitment.quota_bytes},
+    const std::string level = memory ? LevelName(memory->level) : "";
+    entry.update(Json{{"memory_enforcement", level.empty() ? Json(nullptr) : Json(level)},
+                      {"quota_committed_bytes", commitment.quota_bytes},
+                      {"memory_requests_bytes", commitment.request_bytes},
+                      {"memory_borrowed_bytes", commitment.borrowed_bytes},
                       {"unlimited_tenants", commitment.unlimited_tenants},
                       {"idle_tenants", commitment.idle_tenants},
                       {"oversubscribed", commitment.oversubscribed},

@@ -13,7 +13,11 @@
 //            "accounted_bytes": int,         // what the tenants of this state directory hold on it
 //            "unaccounted_bytes": int | null, // in use on the device beyond that; null without "device"
 //            "unaccounted_held_elsewhere": bool | null,  // beyond driver-internal memory (broker/unaccounted.h)
+//            "memory_enforcement": "preload" | "preload+driver" | "preload (MIG)" | null,
+//                                            // ctl/status_enforcement.h; null: NVML cannot say
 //            "quota_committed_bytes": int,   // sum of the active tenants' finite quotas
+//            "memory_requests_bytes": int,   // sum of their memory requests
+//            "memory_borrowed_bytes": int,   // what they hold beyond their requests
 //            "unlimited_tenants": int,       // active tenants without a quota
 //            "idle_tenants": int,            // tenants not counted (status_report.h)
 //            "oversubscribed": bool,
@@ -33,7 +37,11 @@
 //            "tenants": [{"name": str,
 //                         "pod": {"namespace": str, "name": str, "container": str} | null,  // Kubernetes
 //                         "used_bytes": int,
-//                         "quota_bytes": int | null,          // null: no quota
+//                         "quota_bytes": int | null,          // the limit; null: no quota
+//                         "memory_request_bytes": int,        // 0: no request
+//                         "borrowed_bytes": int,              // used beyond the request
+//                         "request_announced_by": str | null, // "gpuslice-dra-driver", ...
+//                         "driver_enforced": {"hard_bytes": int, "soft_bytes": int, "containers": int} | null,
 //                         "used_percent_of_quota": float | null,
 //                         "idle": bool,
 //                         "compute_request_percent": int | null,  // null: not launched yet
@@ -50,11 +58,13 @@
 #include "common/pod_names.h"
 #include "ctl/mig_topology.h"
 #include "ctl/status_device.h"
+#include "ctl/status_enforcement.h"
 
 namespace gpuslice::ctl {
 
 // Expects SortForDisplay to have run.
 nlohmann::ordered_json StatusJson(const broker::Snapshot& snapshot, const MigTopology& mig = {},
-                                  const DeviceFiguresByUuid& devices = {}, const PodNames& pods = {});
+                                  const DeviceFiguresByUuid& devices = {}, const PodNames& pods = {},
+                                  const EnforcementByGpu& enforcement = {});
 
 }  // namespace gpuslice::ctl

@@ -9,25 +9,43 @@
 
 namespace gpuslice::ctl {
 
-bool IsIdle(const broker::TenantView& tenant) { return tenant.processes.empty() && tenant.used == 0; }
+bool IsIdle(const broker::TenantView& tenant) {
+  return tenant.processes.empty() && tenant.used == 0 && tenant.announced == broker::MemoryAnnouncer::kNone;
+}
+
+std::string AnnouncerName(broker::MemoryAnnouncer announcer) {
+  switch (announcer) {
+    case broker::MemoryAnnouncer::kNone: return "nobody";
+    case broker::MemoryAnnouncer::kDevicePlugin: return "gpuslice-device-plugin";
+    case broker::MemoryAnnouncer::kDraDriver: return "gpuslice-dra-driver";
+  }
+  return fmt::format("unknown ({})", static_cast<uint32_t>(announcer));
+}
 
 Commitment CommitmentOf(const broker::GpuView& gpu) {
   Commitment commitment;
   // unsigned __int128: 256 tenants' quotas of up to 2^64-2 bytes each cannot wrap the sum.
-  unsigned __int128 finite = 0;
+  unsigned __int128 finite = 0, requests = 0, borrowed = 0, promised = 0;
   for (const auto& tenant : gpu.tenants) {
     if (IsIdle(tenant)) {
       ++commitment.idle_tenants;
-    } else if (tenant.quota == broker::kUnlimited) {
+      continue;
+    }
+    // A tenant with a request is promised its request (beyond it, it borrows what nobody's
+    // request reserves); one without, its quota; one without a quota, the whole device.
+    requests += tenant.request;
+    borrowed += tenant.borrowed();
+    if (tenant.quota == broker::kUnlimited) {
       ++commitment.unlimited_tenants;
     } else {
       finite += tenant.quota;
     }
+    promised += tenant.request ? tenant.request : tenant.quota == broker::kUnlimited ? gpu.total_memory : tenant.quota;
   }
-  commitment.quota_bytes = finite > UINT64_MAX - 1 ? UINT64_MAX - 1 : static_cast<uint64_t>(finite);
-  // A tenant without a quota counts as promised the whole device.
-  const unsigned __int128 promised = finite +
-                                     static_cast<unsigned __int128>(commitment.unlimited_tenants) * gpu.total_memory;
+  auto clamp = [](unsigned __int128 sum) { return sum > UINT64_MAX - 1 ? UINT64_MAX - 1 : static_cast<uint64_t>(sum); };
+  commitment.quota_bytes = clamp(finite);
+  commitment.request_bytes = clamp(requests);
+  commitment.borrowed_bytes = clamp(borrowed);
   commitment.oversubscribed = promised > gpu.total_memory;
   return commitment;
 }

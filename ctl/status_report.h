@@ -15,13 +15,19 @@ namespace gpuslice::ctl {
 // every process without GPUSLICE_TENANT leaves one such "proc-..." tenant behind.
 bool IsIdle(const broker::TenantView& tenant);
 
+// "gpuslice-dra-driver": who announced a tenant's memory request.
+std::string AnnouncerName(broker::MemoryAnnouncer announcer);
+
 // How much of one GPU the active (not idle) tenants' quotas promise away.
 struct Commitment {
-  uint64_t quota_bytes = 0;   // sum of the finite quotas
-  int unlimited_tenants = 0;  // tenants without a quota
-  int idle_tenants = 0;       // listed, but not counted above
-  // The quotas cannot all be honoured at once: the finite ones add up to more than the device,
-  // or a tenant without a quota (which may take the whole device) shares it with anyone else.
+  uint64_t quota_bytes = 0;     // sum of the finite quotas
+  uint64_t request_bytes = 0;   // sum of the memory requests (GPUSLICE_MEMORY_REQUEST)
+  uint64_t borrowed_bytes = 0;  // what tenants hold beyond their requests
+  int unlimited_tenants = 0;    // tenants without a quota
+  int idle_tenants = 0;         // listed, but not counted above
+  // The promises cannot all be honoured at once: the requests, and the quotas of tenants without
+  // one, add up to more than the device, or a tenant without either (which may take the whole
+  // device) shares it with anyone else. A limit above a request is not a promise (it borrows).
   // Allocations then fail with out-of-memory below a tenant's quota when the others are busy.
   bool oversubscribed = false;
 };

@@ -15,12 +15,15 @@ namespace {
 struct Row {
   std::string name;  // tenant name, or "  pid N" beneath its tenant
   std::string used;
+  std::string memory_request;
   std::string quota;
   std::string percent;
+  std::string borrowed;
   std::string request;
   std::string limit;
   std::string compute_class;
   std::string share;
+  bool note = false;  // a line of text beneath its tenant, outside the columns
 };
 
 std::string PercentCell(uint32_t pct) { return pct == 0 ? "-" : fmt::format("{}%", pct); }
@@ -79,6 +82,10 @@ std::string CommitmentLine(const broker::GpuView& gpu) {
   const Commitment c = CommitmentOf(gpu);
   std::string line = fmt::format("quota committed: {} of {} ({})", FormatBytes(c.quota_bytes),
                                  FormatBytes(gpu.total_memory), FormatPercent(c.quota_bytes, gpu.total_memory));
+  if (c.request_bytes > 0) {
+    line += fmt::format(", requests held: {} ({}), borrowed: {}", FormatBytes(c.request_bytes),
+                        FormatPercent(c.request_bytes, gpu.total_memory), FormatBytes(c.borrowed_bytes));
+  }
   if (c.unlimited_tenants > 0) {
     line += fmt::format(", plus {} tenant{} without a quota", c.unlimited_tenants, c.unlimited_tenants == 1 ? "" : "s");
   }
@@ -93,7 +100,8 @@ std::string CommitmentLine(const broker::GpuView& gpu) {
 }
 
 void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, const MigInstanceInfo* instance,
-               const exporter::DeviceFigures* device, const PodNames& pods, std::string* out) {
+               const exporter::DeviceFigures* device, const PodNames& pods, const MemoryEnforcement* enforcement,
+               std::string* out) {
   if (instance)
     *out += fmt::format("MIG {} {}  {} total\n", instance->profile, instance->uuid, FormatBytes(gpu.total_memory));
   else *out += fmt::format("GPU {}  {} total\n", gpu.uuid, FormatBytes(gpu.total_memory));
@@ -103,35 +111,57 @@ void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, con
     *out += "  " + AccountingLine(gpu, *device) + "\n";
   }
   *out += "  " + ComputeLine(gpu) + "\n";
+  if (enforcement && !EnforcementLine(*enforcement).empty()) *out += "  " + EnforcementLine(*enforcement) + "\n";
   if (gpu.tenants.empty()) {
     *out += "  no tenants\n";
   } else {
     std::vector<Row> rows;
-    rows.push_back({"TENANT / PID", "USED", "QUOTA", "% QUOTA", "REQUEST", "LIMIT", "CLASS", "HELD"});
+    rows.push_back(
+        {"TENANT / PID", "USED", "MEM REQ", "QUOTA", "% QUOTA", "BORROWED", "REQUEST", "LIMIT", "CLASS", "HELD"});
+    auto note = [&](const std::string& text) {
+      Row row{"  " + text};
+      row.note = true;
+      rows.push_back(row);
+    };
     for (const auto& tenant : gpu.tenants) {
       const auto share = LastSharePercent(gpu, tenant);
-      rows.push_back({tenant.name, FormatBytes(tenant.used), QuotaText(tenant.quota),
+      rows.push_back({tenant.name, FormatBytes(tenant.used), tenant.request ? FormatBytes(tenant.request) : "-",
+                      QuotaText(tenant.quota),
                       tenant.quota == broker::kUnlimited ? "-" : FormatPercent(tenant.used, tenant.quota),
-                      PercentCell(tenant.request_pct), PercentCell(tenant.limit_pct),
-                      tenant.request_pct == 0 ? "-" : ClassName(tenant.compute_class),
+                      tenant.borrowed() ? FormatBytes(tenant.borrowed()) : "-", PercentCell(tenant.request_pct),
+                      PercentCell(tenant.limit_pct), tenant.request_pct == 0 ? "-" : ClassName(tenant.compute_class),
                       share ? fmt::format("{:.1f}%", *share) : "-"});
       // A Kubernetes tenant's pod (namespace/pod/container), from the device plugin's pods.json.
       if (const auto pod = pods.find(tenant.name); pod != pods.end())
-        rows.push_back({"  pod " + pod->second.Text(), "", "", "", "", "", "", ""});
+        rows.push_back(Row{"  pod " + pod->second.Text()});
+      if (tenant.announced != broker::MemoryAnnouncer::kNone)
+        note("request held by " + AnnouncerName(tenant.announced));
+      if (enforcement) {
+        if (const auto held = enforcement->driver_enforced.find(tenant.name);
+            held != enforcement->driver_enforced.end())
+          note(DriverEnforcedText(held->second));
+      }
       for (const auto& process : tenant.processes) {
-        rows.push_back({fmt::format("  pid {}", process.pid), FormatBytes(process.charged), "", "", "", "", "", ""});
+        Row row{fmt::format("  pid {}", process.pid)};
+        row.used = FormatBytes(process.charged);
+        rows.push_back(row);
       }
       // Said, not left to the reader to infer from a missing pid row: its entry lingers from an
       // earlier run and promises nothing (status_report.h).
-      if (IsIdle(tenant)) rows.push_back({"  no process", "", "", "", "", "", "", ""});
+      if (IsIdle(tenant)) rows.push_back(Row{"  no process"});
     }
     // Tenant names run to 63 bytes: size the first column to the longest one present.
     size_t name_width = 0;
-    for (const auto& row : rows) name_width = std::max(name_width, row.name.size());
+    for (const auto& row : rows)
+      if (!row.note) name_width = std::max(name_width, row.name.size());
     for (const auto& row : rows) {
-      std::string line = fmt::format("  {:<{}}  {:>10}  {:>10}  {:>8}  {:>7}  {:>5}  {:>10}  {:>6}", row.name,
-                                     name_width, row.used, row.quota, row.percent, row.request, row.limit,
-                                     row.compute_class, row.share);
+      if (row.note) {
+        *out += "  " + row.name + "\n";
+        continue;
+      }
+      std::string line = fmt::format("  {:<{}}  {:>10}  {:>10}  {:>10}  {:>8}  {:>10}  {:>7}  {:>5}  {:>10}  {:>6}",
+                                     row.name, name_width, row.used, row.memory_request, row.quota, row.percent,
+                                     row.borrowed, row.request, row.limit, row.compute_class, row.share);
       line.erase(line.find_last_not_of(' ') + 1);  // process rows leave the last columns empty
       *out += line + "\n";
     }
@@ -144,7 +174,12 @@ void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, con
 }  // namespace
 
 std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopology& mig,
-                              const DeviceFiguresByUuid& devices, const PodNames& pods) {
+                              const DeviceFiguresByUuid& devices, const PodNames& pods,
+                              const EnforcementByGpu& enforcement) {
+  auto enforcement_of = [&](const broker::GpuView& gpu) -> const MemoryEnforcement* {
+    const auto it = enforcement.find(gpu.uuid);
+    return it == enforcement.end() ? nullptr : &it->second;
+  };
   std::string out = fmt::format("gpuslice state {} (layout {})\n", snapshot.path, snapshot.layout_version);
   if (snapshot.gpus.empty()) {
     out += "\nno GPU has been used through gpuslice since the state was created\n";
@@ -165,7 +200,7 @@ std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopolog
   for (const auto& [gpu, instance] : order) {
     out += "\n";
     if (!instance) {
-      AppendGpu(snapshot, *gpu, nullptr, DeviceOf(devices, *gpu), pods, &out);
+      AppendGpu(snapshot, *gpu, nullptr, DeviceOf(devices, *gpu), pods, enforcement_of(*gpu), &out);
       parent.clear();
       continue;
     }
@@ -175,7 +210,7 @@ std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopolog
       parent = instance->gpu_uuid;
     }
     std::string block;
-    AppendGpu(snapshot, *gpu, instance, nullptr, pods, &block);
+    AppendGpu(snapshot, *gpu, instance, nullptr, pods, enforcement_of(*gpu), &block);
     for (size_t at = 0; at < block.size();) {
       const size_t end = block.find('\n', at);
       out += "  " + block.substr(at, end - at + 1);

@@ -8,6 +8,7 @@
 #include "common/pod_names.h"
 #include "ctl/mig_topology.h"
 #include "ctl/status_device.h"
+#include "ctl/status_enforcement.h"
 
 namespace gpuslice::ctl {
 
@@ -16,8 +17,10 @@ namespace gpuslice::ctl {
 // instances.
 // `devices` (NVML's, ctl/status_device.h) adds to each whole GPU a line of the device's own
 // figures and one of the memory accounted here against them; `pods` (the device plugin's
-// pods.json) a line under each Kubernetes tenant naming its pod.
+// pods.json) a line under each Kubernetes tenant naming its pod; `enforcement` a line saying how
+// each GPU's memory is enforced and, under each tenant the driver's limits hold, what they are.
 std::string RenderStatusTable(const broker::Snapshot& snapshot, const MigTopology& mig = {},
-                              const DeviceFiguresByUuid& devices = {}, const PodNames& pods = {});
+                              const DeviceFiguresByUuid& devices = {}, const PodNames& pods = {},
+                              const EnforcementByGpu& enforcement = {});
 
 }  // namespace gpuslice::ctl

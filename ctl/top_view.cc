@@ -86,7 +86,7 @@ TopSort NextTopSort(TopSort sort) {
 namespace {
 
 // Wide rows (the terminal has room): a bar of memory against quota. Compact rows fit 80 columns.
-constexpr int kWideFrom = 110;
+constexpr int kWideFrom = 120;
 
 struct Row {
   const broker::TenantView* tenant;
@@ -170,9 +170,10 @@ Row RowOf(const broker::Snapshot& now, const broker::Snapshot* previous, const b
                                (limited ? FormatBytes(tenant.quota) : std::string("unlimited"));
     const std::string name = tenant.name.size() <= 16 ? tenant.name : "";
     if (name.empty()) row.lines.push_back("  " + tenant.name);
-    row.lines.push_back(fmt::format("  {:<16} {:<10} {:<22} {:>21}  {:>4} {:>5}  {:>10} {:>7} {:>5}", name, cls,
-                                    Bar(tenant.used, limited ? tenant.quota : gpu.total_memory), memory, req, share,
-                                    WaitP99(tenant), tenant.refused_allocations, tenant.processes.size()));
+    const std::string borrowed = tenant.borrowed() ? FormatBytes(tenant.borrowed()) : "-";
+    row.lines.push_back(fmt::format("  {:<16} {:<10} {:<22} {:>21} {:>9}  {:>4} {:>5}  {:>10} {:>7} {:>5}", name, cls,
+                                    Bar(tenant.used, limited ? tenant.quota : gpu.total_memory), memory, borrowed, req,
+                                    share, WaitP99(tenant), tenant.refused_allocations, tenant.processes.size()));
   } else {
     const std::string memory = Compact(tenant.used) + "/" + (limited ? Compact(tenant.quota) : std::string("-"));
     const std::string name = tenant.name.size() <= 15 ? tenant.name : "";
@@ -188,11 +189,11 @@ Section SectionOf(const broker::Snapshot& now, const broker::Snapshot* previous,
   Section section;
   section.header = HeaderOf(gpu, device, wide ? 0 : static_cast<size_t>(layout.width) - 1, false);
   section.continued = HeaderOf(gpu, device, wide ? 0 : static_cast<size_t>(layout.width) - 1, true);
-  section.headings = wide
-                         ? fmt::format("  {:<16} {:<10} {:<22} {:>21}  {:>4} {:>5}  {:>10} {:>7} {:>5}", "TENANT",
-                                       "CLASS", "MEMORY", "USED / QUOTA", "REQ", "HELD", "WAIT P99", "REFUSED", "PROCS")
-                         : fmt::format("  {:<15} {:<8} {:>19} {:>4} {:>5} {:>9} {:>4} {:>3}", "TENANT", "CLASS",
-                                       "USED/QUOTA", "REQ", "HELD", "WAIT P99", "REF", "PRC");
+  section.headings = wide ? fmt::format("  {:<16} {:<10} {:<22} {:>21} {:>9}  {:>4} {:>5}  {:>10} {:>7} {:>5}",
+                                        "TENANT", "CLASS", "MEMORY", "USED / QUOTA", "BORROWED", "REQ", "HELD",
+                                        "WAIT P99", "REFUSED", "PROCS")
+                          : fmt::format("  {:<15} {:<8} {:>19} {:>4} {:>5} {:>9} {:>4} {:>3}", "TENANT", "CLASS",
+                                        "USED/QUOTA", "REQ", "HELD", "WAIT P99", "REF", "PRC");
   int idle = 0;
   for (const auto& tenant : gpu.tenants) {
     if (IsIdle(tenant) && tenant.refused_allocations == 0 && tenant.service_ns == 0) {

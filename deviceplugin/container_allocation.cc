@@ -86,16 +86,29 @@ Result<ContainerEdits> EditsForSlices(const DeviceCatalog& catalog, const Plugin
     if (!config.cdi_kind.empty()) answer.cdi_devices.push_back(config.cdi_kind + "=" + catalog.gpus()[p].uuid);
   }
   answer.envs["NVIDIA_VISIBLE_DEVICES"] = visible;
+  for (size_t p : used) {
+    const uint64_t device_memory = catalog.gpus()[p].total_memory;
+    const uint64_t request = slices_on[p] == whole ? device_memory : slices_on[p] * catalog.SliceBytes(p);
+    // As the shim reads a percentage (shim/options.cc): exact, so that the announced limit and
+    // the container's own agree (a ledger refuses a second, different share).
+    const uint64_t ceiling = static_cast<uint64_t>(static_cast<unsigned __int128>(device_memory) *
+                                                   static_cast<uint64_t>(config.memory_limit_percent) / 100);
+    answer.memory.push_back({catalog.gpus()[p].uuid, device_memory, {request, std::max(request, ceiling)}});
+  }
   if (used.size() == 1) {
     const size_t p = used[0];
-    answer.envs["GPUSLICE_MEMORY_LIMIT"] =
-        slices_on[p] == whole ? "100%" : shim::QuotaText(slices_on[p] * catalog.SliceBytes(p));
+    // The slices' memory is guaranteed (the request); memoryLimit, when larger, is what the
+    // tenant may borrow up to (docs/accounting.md, "Requests and limits").
+    const broker::MemoryShare& share = answer.memory[0].share;
+    answer.envs["GPUSLICE_MEMORY_REQUEST"] = slices_on[p] == whole ? "100%" : shim::QuotaText(share.request);
+    answer.envs["GPUSLICE_MEMORY_LIMIT"] = slices_on[p] == whole ? "100%" : shim::QuotaText(share.limit);
     answer.envs["GPUSLICE_COMPUTE_REQUEST"] =
         std::to_string(slices_on[p] * static_cast<size_t>(catalog.PercentPerSlice()));
   } else {
     // Whole devices: all of each one's memory and time. The container numbers the devices it
     // sees from 0 in PCI bus order (CUDA_DEVICE_ORDER), the order of NVIDIA_VISIBLE_DEVICES.
     answer.envs["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+    answer.envs["GPUSLICE_MEMORY_REQUEST"] = "100%";
     answer.envs["GPUSLICE_MEMORY_LIMIT"] = "100%";
     answer.envs["GPUSLICE_COMPUTE_REQUEST"] = "100";
   }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "broker/memory_share.h"
 #include "deviceplugin/device_catalog.h"
 #include "deviceplugin/plugin_config.h"
 
@@ -25,7 +26,15 @@ struct ContainerMount {
   bool read_only = true;
 };
 
+// What the container's tenant is guaranteed and may borrow up to on one device.
+struct SliceMemory {
+  std::string uuid;
+  uint64_t device_memory = 0;
+  broker::MemoryShare share;
+};
+
 struct ContainerEdits {
+  std::vector<SliceMemory> memory;  // per device: what Allocate holds as the tenant's request
   std::map<std::string, std::string> envs;
   std::vector<ContainerMount> mounts;
   std::vector<std::string> cdi_devices;

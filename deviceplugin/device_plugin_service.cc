@@ -106,10 +106,19 @@ grpc::Status DevicePluginService::Allocate(grpc::ServerContext*, const v1beta1::
     Result<ContainerEdits> answer = EditsForSlices(catalog_, config_, ids);
     if (!answer.ok()) return Refusal(c, answer.status());
     ContainerEdits& edits = *answer;
+    if (requests_) {  // held from now on, before the container starts
+      std::string borrowed;
+      if (Status held = requests_->Hold(edits.envs["GPUSLICE_TENANT"], edits.memory, &borrowed); !held.ok())
+        return Unplaceable(static_cast<size_t>(c), held.message());
+      if (!borrowed.empty())
+        std::fprintf(stderr, "gpuslice-device-plugin: container request %d: %s\n", c, borrowed.c_str());
+    }
     std::fprintf(stderr,
-                 "gpuslice-device-plugin: container request %d: tenant %s, %zu slices on %s, memory %s, compute %s%%\n",
+                 "gpuslice-device-plugin: container request %d: tenant %s, %zu slices on %s, memory %s (limit %s), "
+                 "compute %s%%\n",
                  c, edits.envs["GPUSLICE_TENANT"].c_str(), ids.size(), edits.envs["NVIDIA_VISIBLE_DEVICES"].c_str(),
-                 edits.envs["GPUSLICE_MEMORY_LIMIT"].c_str(), edits.envs["GPUSLICE_COMPUTE_REQUEST"].c_str());
+                 edits.envs["GPUSLICE_MEMORY_REQUEST"].c_str(), edits.envs["GPUSLICE_MEMORY_LIMIT"].c_str(),
+                 edits.envs["GPUSLICE_COMPUTE_REQUEST"].c_str());
     auto* out = response->add_container_responses();
     for (const auto& [name, value] : edits.envs) (*out->mutable_envs())[name] = value;
     for (const auto& [name, value] : edits.annotations) (*out->mutable_annotations())[name] = value;

@@ -8,6 +8,7 @@
 #include "api.grpc.pb.h"
 #include "deviceplugin/device_catalog.h"
 #include "deviceplugin/plugin_config.h"
+#include "deviceplugin/slice_requests.h"
 
 namespace gpuslice::deviceplugin {
 
@@ -16,7 +17,9 @@ size_t ListBytes(const DeviceCatalog& catalog);
 
 class DevicePluginService final : public v1beta1::DevicePlugin::Service {
  public:
-  DevicePluginService(const DeviceCatalog& catalog, const PluginConfig& config) : catalog_(catalog), config_(config) {}
+  // `requests` (may be null): where Allocate holds each container's memory request.
+  DevicePluginService(const DeviceCatalog& catalog, const PluginConfig& config, SliceRequests* requests = nullptr)
+      : catalog_(catalog), config_(config), requests_(requests) {}
 
   // Ends the ListAndWatch streams of this service (before its server shuts down).
   void EndStreams() { ending_ = true; }
@@ -37,6 +40,7 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service {
  private:
   const DeviceCatalog& catalog_;
   const PluginConfig& config_;
+  SliceRequests* const requests_;
   std::atomic<bool> ending_{false};
 };
 

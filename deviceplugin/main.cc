@@ -239,8 +239,12 @@ int Main(int argc, char** argv) {
   int status = 0;
   {
     HealthMonitor health(*inventory, catalog, config.health_interval_ms);
-    PodResourcesWatch pods(config);
-    PluginEndpoint endpoint(catalog, config);
+    // Allocate holds each container's memory request; only the pod-resources watch can tell when
+    // the pod is gone and release it (deviceplugin/slice_requests.h).
+    std::unique_ptr<SliceRequests> requests =
+        config.pod_resources_socket.empty() ? nullptr : std::make_unique<SliceRequests>(config.host_state_dir);
+    PodResourcesWatch pods(config, 2000, requests.get());
+    PluginEndpoint endpoint(catalog, config, requests.get());
     KubeletWatch watch(config.plugin_dir, {&endpoint});
     if (Status ran = watch.Run(stop_fd); !ran.ok()) status = Fail(kExitFailure, ran.message());
     catalog.Stop();  // ends the ListAndWatch streams, then the servers stop

@@ -103,6 +103,14 @@ const std::vector<KeySpec>& KeyTable() {
          c->nvlink_island = static_cast<int>(*n);
          return true;
        }},
+      {"memoryLimit", "request (no borrowing) or a percentage of the device from 1% to 100%, e.g. 100%",
+       [](const std::string& v, PluginConfig* c) {
+         if (v == "request") return (c->memory_limit_percent = 0, true);
+         const auto n = v.ends_with("%") ? ParseUnsigned(v.substr(0, v.size() - 1)) : std::nullopt;
+         if (!n || *n < 1 || *n > 100) return false;
+         c->memory_limit_percent = static_cast<int>(*n);
+         return true;
+       }},
       {"podResourcesSocket", "the absolute path of the kubelet's pod-resources socket, or empty for none",
        [](const std::string& v, PluginConfig* c) {
          return (v.empty() || AbsolutePath(v)) && (c->pod_resources_socket = v, true);

@@ -31,6 +31,9 @@ struct PluginConfig {
   int health_interval_ms = 200;                                       // healthIntervalMs
   PreloadMode preload = PreloadMode::kEnvironment;                    // preload: env | ld.so.preload
   std::string cdi_kind;                                               // cdiKind, e.g. nvidia.com/gpu ("" = none)
+  // memoryLimit: a slice's memory is its tenant's request (guaranteed); the limit it may borrow up
+  // to is that (0, "request") or this percentage of its device, when larger.
+  int memory_limit_percent = 0;
   int nvlink_island = 0;  // nvlinkIsland: GPUs per NVLink island by NVML index (0 = none)
   // podResourcesSocket: the kubelet's pod-resources API, read to name each tenant's pod ("" = off)
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";

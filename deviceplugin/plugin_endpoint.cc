@@ -21,8 +21,8 @@ ino_t InodeOf(const std::string& path) {
 
 }  // namespace
 
-PluginEndpoint::PluginEndpoint(const DeviceCatalog& catalog, const PluginConfig& config)
-    : catalog_(catalog), config_(config) {
+PluginEndpoint::PluginEndpoint(const DeviceCatalog& catalog, const PluginConfig& config, SliceRequests* requests)
+    : catalog_(catalog), config_(config), requests_(requests) {
   resource_ = config.resource;
   // "gpuslice.io/gpu" -> "gpuslice.io-gpu.sock".
   socket_name_ = resource_;
@@ -36,7 +36,7 @@ PluginEndpoint::~PluginEndpoint() { Stop(); }
 Status PluginEndpoint::Serve() {
   Stop();
   unlink(socket_path_.c_str());  // a stale socket of an earlier run refuses the bind
-  service_ = std::make_unique<DevicePluginService>(catalog_, config_);
+  service_ = std::make_unique<DevicePluginService>(catalog_, config_, requests_);
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix://" + socket_path_, grpc::InsecureServerCredentials());
   builder.RegisterService(service_.get());

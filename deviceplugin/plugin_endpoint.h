@@ -15,7 +15,8 @@ namespace gpuslice::deviceplugin {
 
 class PluginEndpoint {
  public:
-  PluginEndpoint(const DeviceCatalog& catalog, const PluginConfig& config);
+  // `requests` (may be null): where Allocate holds each container's memory request.
+  PluginEndpoint(const DeviceCatalog& catalog, const PluginConfig& config, SliceRequests* requests = nullptr);
   ~PluginEndpoint();
 
   const std::string& resource() const { return resource_; }
@@ -34,6 +35,7 @@ class PluginEndpoint {
  private:
   const DeviceCatalog& catalog_;
   const PluginConfig& config_;
+  SliceRequests* const requests_;
   std::string resource_;
   std::string socket_name_;
   std::string socket_path_;

@@ -1,5 +1,7 @@
 #include "deviceplugin/pod_resources_watch.h"
 
+#include <set>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,7 +47,8 @@ Status WritePodsFile(const std::string& path, const std::map<std::string, PodOfT
   return Status::Ok();
 }
 
-PodResourcesWatch::PodResourcesWatch(const PluginConfig& config, int interval_ms) {
+PodResourcesWatch::PodResourcesWatch(const PluginConfig& config, int interval_ms, SliceRequests* requests)
+    : requests_(requests) {
   if (config.pod_resources_socket.empty()) return;
   thread_ = std::thread([this, config, interval_ms] {
     for (int wait_ms = 0; !StopAsked(wait_ms); wait_ms = interval_ms) Poll(config);
@@ -82,6 +85,13 @@ void PodResourcesWatch::Poll(const PluginConfig& config) {
   std::map<std::string, PodOfTenant> pods = std::move(listed).value();
   if (failing_) std::fprintf(stderr, "gpuslice-device-plugin: the pod-resources API answers again\n");
   failing_ = false;
+  if (requests_ && dropped == 0) {  // a List that left containers out cannot tell who is gone
+    std::set<std::string> live;
+    for (const auto& entry : pods) live.insert(entry.first);
+    for (const std::string& tenant : requests_->Reconcile(live))
+      std::fprintf(stderr, "gpuslice-device-plugin: tenant %s's pod is gone: its memory request is released\n",
+                   tenant.c_str());
+  }
   auto same = [](const PodOfTenant& a, const PodOfTenant& b) {
     return a.namespace_name == b.namespace_name && a.pod == b.pod && a.container == b.container &&
            a.devices == b.devices && a.slices == b.slices;

@@ -15,6 +15,7 @@
 #include "common/thread_annotations.h"
 #include "deviceplugin/plugin_config.h"
 #include "deviceplugin/pod_resources_names.h"
+#include "deviceplugin/slice_requests.h"
 
 namespace gpuslice::deviceplugin {
 
@@ -32,7 +33,8 @@ class PodResourcesWatch {
  public:
   // Polls every `interval_ms` until destroyed; does nothing when config.pod_resources_socket is
   // empty. A kubelet that does not answer is logged once (and once more when it answers again).
-  explicit PodResourcesWatch(const PluginConfig& config, int interval_ms = 2000);
+  // After each complete List, `requests` (may be null) withdraws the requests of pods gone.
+  explicit PodResourcesWatch(const PluginConfig& config, int interval_ms = 2000, SliceRequests* requests = nullptr);
   ~PodResourcesWatch();
   PodResourcesWatch(const PodResourcesWatch&) = delete;
   PodResourcesWatch& operator=(const PodResourcesWatch&) = delete;
@@ -49,6 +51,7 @@ class PodResourcesWatch {
   bool failing_ = false;
   std::map<std::string, PodOfTenant> written_;
   bool written_once_ = false;
+  SliceRequests* requests_ = nullptr;
   size_t dropped_said_ = 0;  // how many entries left out the log last said
   std::thread thread_;
 };

@@ -65,9 +65,16 @@ Status ApplyConfig(const json& parameters, ClaimDevice* out) {
                                        "; expected a percentage from 1 to 100");
       }
       out->compute_limit = value.get<int>();
+    } else if (key == "memoryLimit") {
+      const auto bytes = QuantityValue(value);
+      if (!bytes || *bytes == 0) {
+        return Status::InvalidArgument("its gpuslice configuration has memoryLimit " + ShownInError(value) +
+                                       "; expected a whole number of bytes above 0 (a quantity such as 16Gi)");
+      }
+      out->memory_limit = *bytes;
     } else {
       return Status::InvalidArgument("its gpuslice configuration has an unknown field '" + Printable(key) +
-                                     "'; known: apiVersion, kind, computeClass, computeLimit");
+                                     "'; known: apiVersion, kind, computeClass, computeLimit, memoryLimit");
     }
   }
   if (!parameters.contains("apiVersion") || !parameters.contains("kind")) {
@@ -165,6 +172,7 @@ Result<ClaimDevice> ReadDevice(const ResourceClaim& claim, const DriverConfig& c
                                device->problem + "); it is prepared once the device recovers");
   }
   out.uuid = device->gpu.uuid;
+  out.device_memory = device->gpu.total_memory;
   if (Status consumed = ReadConsumed(result, config, *device, &out); !consumed.ok()) {
     return Status::InvalidArgument(what + consumed.message());
   }
@@ -185,6 +193,12 @@ Result<ClaimDevice> ReadClaimAllocation(const ResourceClaim& claim, const Driver
         return Status::InvalidArgument(Describe(claim) + ": " + applied.message());
       }
     }
+  }
+  if (out->memory_limit && (out->memory_limit < out->memory || out->memory_limit > out->device_memory)) {
+    return Status::InvalidArgument(Describe(claim) + " books memory " + std::to_string(out->memory) + " of " +
+                                   out->device + " (" + std::to_string(out->device_memory) +
+                                   " bytes) with a memoryLimit of " + std::to_string(out->memory_limit) +
+                                   "; the limit must be at least what is booked and at most the device");
   }
   if (out->compute_limit && out->compute_limit < out->compute) {
     return Status::InvalidArgument(Describe(claim) + " books compute " + std::to_string(out->compute) +

@@ -23,7 +23,9 @@ namespace gpuslice::dra {
 
 // The opaque configuration's parameters (DeviceClass or ResourceClaim spec.devices.config[]
 // .opaque with driver = this driver): {"apiVersion": "gpu.gpuslice.io/v1alpha1", "kind":
-// "GpuSliceConfig", "computeClass": "latency|standard|background", "computeLimit": 1-100}.
+// "GpuSliceConfig", "computeClass": "latency|standard|background", "computeLimit": 1-100,
+// "memoryLimit": a quantity ("16Gi") at least the booked memory and at most the device's: what
+// the tenant may borrow up to beyond the memory it booked, which is its request}.
 inline constexpr char kConfigApiVersion[] = "gpu.gpuslice.io/v1alpha1";
 inline constexpr char kConfigKind[] = "GpuSliceConfig";
 
@@ -31,12 +33,14 @@ struct ClaimDevice {
   std::string request;  // the claim's request name the device was allocated for
   std::string pool;
   std::string device;
-  std::string share_id;       // the result's shareID (a share of a device that allows many); empty: whole
-  std::string uuid;           // what NVIDIA_VISIBLE_DEVICES names
-  uint64_t memory = 0;        // bytes booked
-  int compute = 0;            // percent of the device's time booked
-  std::string compute_class;  // empty: the shim's default
-  int compute_limit = 0;      // 0: none
+  std::string share_id;        // the result's shareID (a share of a device that allows many); empty: whole
+  std::string uuid;            // what NVIDIA_VISIBLE_DEVICES names
+  uint64_t device_memory = 0;  // the device's whole memory
+  uint64_t memory = 0;         // bytes booked: the tenant's memory request
+  uint64_t memory_limit = 0;   // the configuration's memoryLimit; 0: the booked memory
+  int compute = 0;             // percent of the device's time booked
+  std::string compute_class;   // empty: the shim's default
+  int compute_limit = 0;       // 0: none
 };
 
 // The claim's device on this node, or an error with one line (InvalidArgument; Unavailable for an

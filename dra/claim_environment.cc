@@ -11,7 +11,10 @@ Result<std::map<std::string, std::string>> ClaimEnvironment(const ClaimDevice& d
   env["LD_PRELOAD"] = config.container_library;
   env["GPUSLICE_STATE_DIR"] = config.container_state_dir;
   env["GPUSLICE_TENANT"] = tenant;
-  env["GPUSLICE_MEMORY_LIMIT"] = shim::QuotaText(device.memory);
+  // The booked memory is guaranteed (the request); the configuration's memoryLimit, when given,
+  // is what the tenant may borrow up to (docs/accounting.md, "Requests and limits").
+  env["GPUSLICE_MEMORY_REQUEST"] = shim::QuotaText(device.memory);
+  env["GPUSLICE_MEMORY_LIMIT"] = shim::QuotaText(device.memory_limit ? device.memory_limit : device.memory);
   env["GPUSLICE_COMPUTE_REQUEST"] = std::to_string(device.compute);
   if (!device.compute_class.empty()) env["GPUSLICE_COMPUTE_CLASS"] = device.compute_class;
   if (device.compute_limit) env["GPUSLICE_COMPUTE_LIMIT"] = std::to_string(device.compute_limit);

@@ -33,7 +33,8 @@ Status SameClaim(const ClaimRef& ref, const PreparedClaim& prepared) {
 
 }  // namespace
 
-ClaimPreparer::ClaimPreparer(DriverConfig config, ApiClient* api) : config_(std::move(config)), api_(api) {}
+ClaimPreparer::ClaimPreparer(DriverConfig config, ApiClient* api)
+    : config_(std::move(config)), api_(api), memory_(config_.host_state_dir) {}
 
 Status ClaimPreparer::Load() {
   MutexLock lock(&mutex_);
@@ -87,12 +88,20 @@ Result<std::vector<PreparedDevice>> ClaimPreparer::Prepare(const ClaimRef& ref) 
     return Status::Error(allocated.status().code(), "gpuslice-dra-driver: " + allocated.message());
   }
   const ClaimDevice& device = *allocated;
-  const Result<std::map<std::string, std::string>> env =
-      ClaimEnvironment(device, config_, TenantName(ref.claim_namespace, ref.name));
+  const std::string tenant = TenantName(ref.claim_namespace, ref.name);
+  const Result<std::map<std::string, std::string>> env = ClaimEnvironment(device, config_, tenant);
   if (!env.ok()) return env.status();
-  if (Status written =
-          WriteCdiSpec(config_, ref.uid, CdiSpecJson(config_, ref.uid, device.device, device.share_id, *env));
-      !written.ok()) {
+  const broker::MemoryShare share{device.memory, device.memory_limit ? device.memory_limit : device.memory};
+  const std::string what = "gpuslice-dra-driver: claim " + Described(ref) + ": ";
+  std::string borrowed;
+  if (Status held = memory_.Hold(tenant, device.uuid, device.device_memory, share, &borrowed); !held.ok())
+    return Status::Error(held.code(), what + held.message());
+  if (!borrowed.empty()) std::fprintf(stderr, "%s%s\n", what.c_str(), borrowed.c_str());
+  nlohmann::json spec = CdiSpecJson(config_, ref.uid, device.device, device.share_id, *env);
+  if (nlohmann::json hooks = DriverLimitsHooks(config_, tenant, device.uuid, share); !hooks.empty())
+    spec["devices"][0]["containerEdits"]["hooks"] = std::move(hooks);
+  if (Status written = WriteCdiSpec(config_, ref.uid, spec); !written.ok()) {
+    (void)memory_.Release(tenant);  // nothing changes on failure
     return written;
   }
   PreparedClaims next = claims_;
@@ -105,6 +114,7 @@ Result<std::vector<PreparedDevice>> ClaimPreparer::Prepare(const ClaimRef& ref) 
                      device.share_id}}};
   if (Status saved = SaveCheckpoint(checkpoint_path(), next); !saved.ok()) {
     (void)RemoveCdiSpec(config_, ref.uid);  // nothing changes on failure
+    (void)memory_.Release(tenant);
     return saved;
   }
   claims_ = std::move(next);
@@ -119,6 +129,9 @@ Status ClaimPreparer::Unprepare(const ClaimRef& ref) {
     if (Status same = SameClaim(ref, it->second); !same.ok()) return same;
   }
   if (Status removed = RemoveCdiSpec(config_, ref.uid); !removed.ok()) return removed;
+  if (Status released = memory_.Release(TenantName(ref.claim_namespace, ref.name)); !released.ok())
+    return Status::Error(released.code(), "gpuslice-dra-driver: claim " + Described(ref) +
+                                              ": its memory request stays held: " + released.message());
   if (it == claims_.end()) return Status::Ok();
   PreparedClaims next = claims_;
   next.erase(ref.uid);

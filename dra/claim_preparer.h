@@ -3,9 +3,10 @@
 // writes the CDI spec, then records the claim in the checkpoint; a claim already in the
 // checkpoint is answered from it (the kubelet repeats calls; a restarted driver must not
 // prepare twice), only under the namespace and name it was prepared for: a UID names one claim.
-// Unprepare removes the spec and the record; an unknown claim is already unprepared. A UID that
-// is not a UID (it names files and CDI devices) is refused by both. A failure changes nothing: no
-// spec, no record.
+// Prepare also holds the claim's booked memory as its tenant's request (dra/memory_reservation.h);
+// Unprepare removes the spec, releases the request and removes the record; an unknown claim is
+// already unprepared. A UID that is not a UID (it names files and CDI devices) is refused by
+// both. A failure changes nothing: no spec, no record, no request held.
 #pragma once
 
 #include <memory>
@@ -17,6 +18,7 @@
 #include "dra/api_client.h"
 #include "dra/checkpoint.h"
 #include "dra/driver_config.h"
+#include "dra/memory_reservation.h"
 #include "dra/node_devices.h"
 
 namespace gpuslice::dra {
@@ -48,6 +50,7 @@ class ClaimPreparer {
   mutable Mutex mutex_;  // one claim at a time: the checkpoint is one file
   std::vector<NodeDevice> devices_ GUARDED_BY(mutex_);
   PreparedClaims claims_ GUARDED_BY(mutex_);
+  MemoryReservation memory_ GUARDED_BY(mutex_);
 };
 
 }  // namespace gpuslice::dra

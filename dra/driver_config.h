@@ -21,6 +21,10 @@ struct DriverConfig {
   std::string container_library = kInstalledLibrary;
   std::string host_state_dir;
   std::string container_state_dir = "/var/run/gpuslice";
+  // The host path of gpuslice-driver-limits, run by the container runtime as each prepared
+  // container's createRuntime and poststop hooks (CDI) to set the driver's memory limits on its
+  // cgroup (dra/memory_reservation.h); empty: no hooks, the preload alone enforces memory.
+  std::string driver_limits_hook;
   // The effect of the taint on a device with a hard failure (a lost GPU, one that needs a reset,
   // a critical XID; dra/device_health.h): NoSchedule keeps new claims off it, NoExecute also
   // evicts the pods of the claims on it. Other failures are always NoSchedule.

@@ -58,6 +58,9 @@ void AddFlags(CLI::App& app, Flags* f) {
       ->capture_default_str();
   app.add_option("--state-dir", config.host_state_dir, "the host path of the broker's state directory")->required();
   app.add_option("--container-state-dir", config.container_state_dir, "where containers see it")->capture_default_str();
+  app.add_option("--driver-limits-hook", config.driver_limits_hook,
+                 "the host path of gpuslice-driver-limits: each prepared container's runtime runs it to set the "
+                 "driver's memory limits (r615 or later) on the container's cgroup; empty: none");
   app.add_option("--hard-failure-taint", config.hard_failure_taint,
                  "the taint effect on a lost GPU, one that needs a reset or a critical XID: NoSchedule keeps new "
                  "claims off it, NoExecute also evicts the pods of its claims")

@@ -205,6 +205,13 @@ void Tenants(Writer* w, const Scrape& s) {
                [](const TenantView& t) {
                  return t.quota != broker::kUnlimited ? std::optional<uint64_t>(t.quota) : std::nullopt;
                });
+  PerTenantInt(w, s, "gpuslice_tenant_memory_request_bytes", "gauge",
+               "The memory guaranteed to the tenant on the GPU (GPUSLICE_MEMORY_REQUEST); absent when it has none.",
+               [](const TenantView& t) { return t.request != 0 ? std::optional<uint64_t>(t.request) : std::nullopt; });
+  PerTenantInt(w, s, "gpuslice_tenant_memory_borrowed_bytes", "gauge",
+               "What the tenant holds on the GPU beyond its memory request: memory no other tenant's request "
+               "reserves, which it must give back before it may borrow again once a request needs it.",
+               [](const TenantView& t) { return std::optional<uint64_t>(t.borrowed()); });
   PerTenant(w, s, "gpuslice_tenant_compute_request_ratio", "gauge",
             "The tenant's compute request on the GPU (GPUSLICE_COMPUTE_REQUEST), 0 to 1; absent until its first "
             "launch sets it.",

@@ -178,9 +178,25 @@ sabotage reclaim-on-new-gpu-off broker/broker.cc \
   '^(BrokerCrashTest|BrokerReclaimPaths)' \
   'a full GPU table is not cleared of dead processes'"'"' GPUs when a new GPU is opened'
 sabotage reclaim-on-new-quota-off broker/broker.cc \
-  's/entry\.quota\.load\(\) != quota\) ReapDeadLocked\(segment, fd, own\);/entry.quota.load() != quota) {}  \/\/ SABOTAGE/' \
+  's/ShareOf\(entry\) != share\) ReapDeadLocked\(segment, fd, own\);/ShareOf(entry) != share) {}  \/\/ SABOTAGE/' \
   '^(BrokerCrashTest|BrokerLedgerTest|BrokerReclaimPaths|ShimTenantTest)' \
   'a dead process pins its tenant'"'"'s old quota'
+sabotage borrowing-unchecked broker/memory_requests.cc \
+  's/if \(used_after <= request\) return true;/return true;  \/\/ SABOTAGE/' \
+  '^(ShimMemoryRequestTest|BrokerMemoryRequestTest)' \
+  'a tenant borrows memory other tenants'"'"' requests reserve'
+sabotage request-held-over-borrowers broker/memory_requests.cc \
+  's/if \(refuse_if_borrowed\) return Status::ResourceExhausted\(std::move\(line\)\);/(void)refuse_if_borrowed;  \/\/ SABOTAGE/' \
+  '^(ShimMemoryRequestTest)' \
+  'a newcomer is admitted while borrowers hold its request'
+sabotage request-count-never-raised broker/memory_requests.cc \
+  's/if \(before == 0 && request != 0\) count\.fetch_add\(1\);/\/\/ SABOTAGE: count never raised/' \
+  '^(ShimMemoryRequestTest|BrokerMemoryRequestTest)' \
+  'a GPU with requests is taken for one without: borrowing goes unchecked'
+sabotage driver-cgroup-limits-off sim/sim_state.cc \
+  's/if \(bytes > room\.left\) return false;/(void)room;  \/\/ SABOTAGE/' \
+  '^(SimMemoryPartitioningTest|DriverLimitsHookTest)' \
+  'the simulated r615 driver does not enforce per-cgroup hard limits'
 sabotage reclaim-by-gpuslicectl-off broker/snapshot.cc \
   's/if \(table\.locked\(\)\) ReapDeadLocked\(segment, file->fd\.get\(\), std::nullopt\);/\/\/ SABOTAGE: no reap/' \
   '^(GpuslicectlTest|BrokerReclaimPaths)' \

@@ -1,5 +1,6 @@
-// What the application reads about memory matches its slice: total = its quota, free = what it
-// could still allocate (never more than the device really has free).
+// What the application reads about memory matches its slice: total = its limit, free = what it
+// could still allocate — the rest of its request, or what it may borrow — never more than the
+// device really has free.
 #include <algorithm>
 #include <atomic>
 
@@ -24,12 +25,10 @@ void ReapNowAndThen(ShimState* state) {
 template <typename Bytes>
 void Narrow(ShimState* state, int ledger, Bytes* free, Bytes* total) {
   const uint64_t quota = state->broker().Quota(ledger);
-  if (quota == broker::kUnlimited) return;
-  const uint64_t used = state->broker().Used(ledger);
-  const uint64_t slice = std::min<uint64_t>(quota, *total);
-  const uint64_t left = slice > used ? slice - used : 0;
-  if (free) *free = static_cast<Bytes>(std::min<uint64_t>(*free, left));
-  *total = static_cast<Bytes>(slice);
+  const uint64_t available = state->broker().Available(ledger);
+  if (quota == broker::kUnlimited && (!free || available >= *free)) return;
+  if (free) *free = static_cast<Bytes>(std::min<uint64_t>(*free, available));
+  *total = static_cast<Bytes>(std::min<uint64_t>(quota, *total));
 }
 
 }  // namespace
@@ -65,7 +64,7 @@ CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
 // nvidia-smi and pynvml inside the container: the same slice, by the GPU's UUID.
 namespace {
 
-// total = the quota (at most the device), used = what the tenant holds, free = what it could
+// total = the limit (at most the device), used = what the tenant holds, free = what it could
 // still allocate (never more than the device has free). The slice has no driver-reserved part.
 template <typename Memory>
 nvmlReturn_t NarrowNvml(nvmlDevice_t device, Memory* memory) {
@@ -86,12 +85,11 @@ nvmlReturn_t NarrowNvml(nvmlDevice_t device, Memory* memory) {
   }
   ReapNowAndThen(state);
   const uint64_t quota = state->broker().Quota(ledger);
-  if (quota == gpuslice::broker::kUnlimited) return NVML_SUCCESS;
-  const uint64_t used = state->broker().Used(ledger);
-  const uint64_t total = std::min<uint64_t>(quota, memory->total);
-  memory->total = total;
-  memory->used = used;
-  memory->free = std::min<uint64_t>(memory->free, total > used ? total - used : 0);
+  const uint64_t available = state->broker().Available(ledger);
+  if (quota == gpuslice::broker::kUnlimited && available >= memory->free) return NVML_SUCCESS;
+  memory->total = std::min<uint64_t>(quota, memory->total);
+  memory->used = state->broker().Used(ledger);
+  memory->free = std::min<uint64_t>(memory->free, available);
   if constexpr (requires { memory->reserved; }) memory->reserved = 0;
   return NVML_SUCCESS;
 }

@@ -26,7 +26,7 @@ bool AnyGpuInMpsMode(const broker::Segment& segment) {
 std::string PinnedMemoryLimits(const ShimOptions& options, int ordinals) {
   std::string value;
   for (int n = 0; n < ordinals; ++n) {
-    const auto limit = options.LimitFor(n);
+    const auto limit = options.CeilingFor(n);
     if (!limit || limit->percent != 0) continue;
     value += (value.empty() ? "" : ",") + std::to_string(n) + "=" +
              std::to_string(std::max<uint64_t>(1, limit->bytes >> 20)) + "M";

@@ -45,6 +45,18 @@ bool ApplyMemoryLimitForOrdinal(int ordinal, std::string_view value, ShimOptions
   return true;
 }
 
+bool ApplyMemoryRequest(int, std::string_view value, ShimOptions* out) {
+  out->memory_request = ParseMemoryLimit(value);
+  return out->memory_request.has_value();
+}
+
+bool ApplyMemoryRequestForOrdinal(int ordinal, std::string_view value, ShimOptions* out) {
+  const auto request = ParseMemoryLimit(value);
+  if (!request) return false;
+  out->memory_request_per_ordinal[ordinal] = *request;
+  return true;
+}
+
 bool ApplyTenant(int, std::string_view value, ShimOptions* out) {
   if (!ValidTenant(value)) return false;
   out->tenant = value;
@@ -174,16 +186,24 @@ Status ApplyEnvironment(char** environment, ShimOptions* out) {
 const std::vector<OptionSpec>& OptionTable() {
   // Exact names are matched before per-ordinal prefixes: GPUSLICE_MEMORY_LIMIT comes first.
   static const std::vector<OptionSpec> kTable = {
-      {"GPUSLICE_MEMORY_LIMIT", "quantity above 0 or percentage 1% to 100%", "unlimited",
-       "The tenant's GPU memory quota on each GPU it uses: 512Mi, 4Gi (Ki, Mi, Gi, Ti, Pi, Ei: powers of 1024), "
-       "4G (k, M, G, T, P, E: powers of 1000, so 4G is 4000000000 bytes, 3.73 GiB), 1.5Gi, 4e9, plain bytes "
-       "(any Kubernetes quantity of whole bytes), or a percentage of the device such as 25%. Allocations "
+      {"GPUSLICE_MEMORY_LIMIT", "quantity above 0 or percentage 1% to 100%", "GPUSLICE_MEMORY_REQUEST, else unlimited",
+       "The tenant's GPU memory ceiling (its quota) on each GPU it uses: 512Mi, 4Gi (Ki, Mi, Gi, Ti, Pi, Ei: powers "
+       "of 1024), 4G (k, M, G, T, P, E: powers of 1000, so 4G is 4000000000 bytes, 3.73 GiB), 1.5Gi, 4e9, plain "
+       "bytes (any Kubernetes quantity of whole bytes), or a percentage of the device such as 25%. Allocations "
        "beyond it fail with CUDA_ERROR_OUT_OF_MEMORY.",
        "4Gi", ApplyMemoryLimit},
       {"GPUSLICE_MEMORY_LIMIT_<n>", "quantity above 0 or percentage 1% to 100%", "GPUSLICE_MEMORY_LIMIT",
        "Overrides GPUSLICE_MEMORY_LIMIT for the process's device ordinal n (0 to 63, as this process "
        "numbers its devices).",
        "2Gi", ApplyMemoryLimitForOrdinal},
+      {"GPUSLICE_MEMORY_REQUEST", "quantity above 0 or percentage 1% to 100%", "none",
+       "The GPU memory guaranteed to the tenant on each GPU it uses, whatever other tenants do (same forms as "
+       "GPUSLICE_MEMORY_LIMIT, at most the limit). Above it, up to the limit, the tenant borrows only memory no "
+       "other tenant's request reserves. The requests on a GPU together may not exceed its memory.",
+       "2Gi", ApplyMemoryRequest},
+      {"GPUSLICE_MEMORY_REQUEST_<n>", "quantity above 0 or percentage 1% to 100%", "GPUSLICE_MEMORY_REQUEST",
+       "Overrides GPUSLICE_MEMORY_REQUEST for the process's device ordinal n (0 to 63).", "1Gi",
+       ApplyMemoryRequestForOrdinal},
       {"GPUSLICE_TENANT", "name of 1 to 63 of A-Z a-z 0-9 . _ -", "the process alone",
        "The tenant: every process with the same name shares one quota per physical GPU.", "team-a.inference",
        ApplyTenant},
@@ -235,10 +255,66 @@ std::optional<MemoryLimit> ShimOptions::LimitFor(int ordinal) const {
   return memory_limit;
 }
 
+std::optional<MemoryLimit> ShimOptions::RequestFor(int ordinal) const {
+  if (auto it = memory_request_per_ordinal.find(ordinal); it != memory_request_per_ordinal.end()) return it->second;
+  return memory_request;
+}
+
+std::optional<MemoryLimit> ShimOptions::CeilingFor(int ordinal) const {
+  if (auto limit = LimitFor(ordinal)) return limit;
+  return RequestFor(ordinal);
+}
+
+namespace {
+
+// "GPUSLICE_MEMORY_LIMIT_1" when ordinal n has its own value, else the variable without one.
+std::string VariableFor(const char* name, const std::map<int, MemoryLimit>& per_ordinal, int ordinal) {
+  return per_ordinal.count(ordinal) ? std::string(name) + "_" + std::to_string(ordinal) : std::string(name);
+}
+
+std::string BytesText(uint64_t bytes) {
+  if (bytes % (1ULL << 30) == 0) return std::to_string(bytes >> 30) + "Gi";
+  if (bytes % (1ULL << 20) == 0) return std::to_string(bytes >> 20) + "Mi";
+  return std::to_string(bytes);
+}
+
+std::string LimitText(const MemoryLimit& value) {
+  return value.percent ? std::to_string(value.percent) + "%" : BytesText(value.bytes);
+}
+
+}  // namespace
+
+Result<broker::MemoryShare> ShimOptions::ShareFor(int ordinal, uint64_t device_total) const {
+  const auto request = ordinal >= 0 ? RequestFor(ordinal) : memory_request;
+  const auto limit = ordinal >= 0 ? LimitFor(ordinal) : memory_limit;
+  broker::MemoryShare share;
+  if (request) share.request = request->QuotaFor(device_total);
+  share.limit = limit ? limit->QuotaFor(device_total) : request ? share.request : broker::kUnlimited;
+  if (share.request > share.limit) {
+    const std::string request_name = VariableFor("GPUSLICE_MEMORY_REQUEST", memory_request_per_ordinal, ordinal);
+    const std::string limit_name = VariableFor("GPUSLICE_MEMORY_LIMIT", memory_limit_per_ordinal, ordinal);
+    return Status::InvalidArgument(
+        "gpuslice: invalid " + request_name + "='" + LimitText(*request) + "' above " + limit_name + "='" +
+        LimitText(*limit) + "'" +
+        ((request->percent != 0) != (limit->percent != 0) ? " on a device of " + BytesText(device_total)
+                                                          : std::string()) +
+        "; the request must not exceed the limit, e.g. " + request_name + "=2Gi " + limit_name + "=4Gi");
+  }
+  return share;
+}
+
 Result<ShimOptions> ParseOptions(char** environment) {
   ShimOptions options;
   if (Status applied = ApplyEnvironment(environment, &options); !applied.ok()) return applied;
-  // The only rule between two options.
+  // The rules between two options. A memory request and limit of different kinds (bytes and a
+  // percentage) are compared on each device (ShareFor).
+  for (int ordinal = -1; ordinal <= static_cast<int>(kMaxOrdinal); ++ordinal) {
+    const auto request = ordinal < 0 ? options.memory_request : options.RequestFor(ordinal);
+    const auto limit = ordinal < 0 ? options.memory_limit : options.LimitFor(ordinal);
+    if (!request || !limit || (request->percent != 0) != (limit->percent != 0)) continue;
+    // Of one kind, they compare on any device: a device of 100 bytes compares percentages.
+    if (Result<broker::MemoryShare> share = options.ShareFor(ordinal, 100); !share.ok()) return share.status();
+  }
   if (options.compute_request_pct > options.compute_limit_pct) {
     return Status::InvalidArgument(
         "gpuslice: invalid GPUSLICE_COMPUTE_REQUEST='" + std::to_string(options.compute_request_pct) +

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "broker/compute_class.h"
+#include "broker/memory_share.h"
 #include "common/status.h"
 
 namespace gpuslice::shim {
@@ -49,17 +50,28 @@ using broker::ComputeClass;
 using broker::ComputeClassName;
 
 struct ShimOptions {
-  std::optional<MemoryLimit> memory_limit;               // GPUSLICE_MEMORY_LIMIT
-  std::map<int, MemoryLimit> memory_limit_per_ordinal;   // GPUSLICE_MEMORY_LIMIT_<n>
-  std::string tenant;                                    // GPUSLICE_TENANT ("" = the process alone)
-  std::string state_dir = "/run/gpuslice";               // GPUSLICE_STATE_DIR
-  std::string driver_library;                            // GPUSLICE_DRIVER_LIBRARY ("" = loader search)
-  uint32_t compute_request_pct = 0;                      // GPUSLICE_COMPUTE_REQUEST (0 = default weight)
-  uint32_t compute_limit_pct = 100;                      // GPUSLICE_COMPUTE_LIMIT
-  ComputeClass compute_class = ComputeClass::kStandard;  // GPUSLICE_COMPUTE_CLASS
+  std::optional<MemoryLimit> memory_limit;                // GPUSLICE_MEMORY_LIMIT
+  std::map<int, MemoryLimit> memory_limit_per_ordinal;    // GPUSLICE_MEMORY_LIMIT_<n>
+  std::optional<MemoryLimit> memory_request;              // GPUSLICE_MEMORY_REQUEST
+  std::map<int, MemoryLimit> memory_request_per_ordinal;  // GPUSLICE_MEMORY_REQUEST_<n>
+  std::string tenant;                                     // GPUSLICE_TENANT ("" = the process alone)
+  std::string state_dir = "/run/gpuslice";                // GPUSLICE_STATE_DIR
+  std::string driver_library;                             // GPUSLICE_DRIVER_LIBRARY ("" = loader search)
+  uint32_t compute_request_pct = 0;                       // GPUSLICE_COMPUTE_REQUEST (0 = default weight)
+  uint32_t compute_limit_pct = 100;                       // GPUSLICE_COMPUTE_LIMIT
+  ComputeClass compute_class = ComputeClass::kStandard;   // GPUSLICE_COMPUTE_CLASS
 
-  // The limit for device ordinal n, if any.
+  // The limit given for device ordinal n (GPUSLICE_MEMORY_LIMIT_<n>, else GPUSLICE_MEMORY_LIMIT), if any.
   std::optional<MemoryLimit> LimitFor(int ordinal) const;
+  // The request for device ordinal n (GPUSLICE_MEMORY_REQUEST_<n>, else GPUSLICE_MEMORY_REQUEST), if any.
+  std::optional<MemoryLimit> RequestFor(int ordinal) const;
+  // The ceiling on device ordinal n: its limit, else its request (a request alone is also the
+  // limit), else none.
+  std::optional<MemoryLimit> CeilingFor(int ordinal) const;
+  // The tenant's share of device ordinal n (-1: a GPU seen through NVML alone, where only the
+  // variables without an ordinal apply) of `device_total` bytes; an InvalidArgument error with
+  // one line naming the variables when the request exceeds the limit there.
+  Result<broker::MemoryShare> ShareFor(int ordinal, uint64_t device_total) const;
 };
 
 // Parses the environment. On any bad or unknown variable meant for gpuslice (GpusliceSpelling),

@@ -146,11 +146,14 @@ CUresult ShimState::LedgerForDevice(CUdevice device, int* ledger) {
   size_t total = 0;
   if (CUresult rc = real->cuDeviceGetUuid_v2(&uuid, device); rc != CUDA_SUCCESS) return rc;
   if (CUresult rc = real->cuDeviceTotalMem_v2(&total, device); rc != CUDA_SUCCESS) return rc;
-  const auto limit = options_.LimitFor(device);
-  const uint64_t quota = limit ? limit->QuotaFor(total) : broker::kUnlimited;
+  const Result<broker::MemoryShare> share = options_.ShareFor(device, total);
+  if (!share.ok()) {
+    ReportLedgerErrorOnce(share.message());
+    return kFailClosed;
+  }
   uint8_t bytes[16];
   std::memcpy(bytes, uuid.bytes, sizeof bytes);
-  const Result<int> ledger_opened = broker_->OpenLedger(bytes, total, quota);
+  const Result<int> ledger_opened = broker_->OpenLedger(bytes, total, *share);
   if (!ledger_opened.ok()) {
     ReportLedgerErrorOnce(ledger_opened.message());
     return kFailClosed;
@@ -268,9 +271,13 @@ int ShimState::LedgerForUuidOrThrow(const uint8_t (&uuid)[16], uint64_t device_t
   // Seen only through NVML (nvidia-smi never creates a context), a GPU cannot be matched to a
   // CUDA ordinal: with per-ordinal limits its quota is unknown here, so report the device as the
   // driver does rather than set a quota that CUDA would then contradict.
-  if (!options_.memory_limit_per_ordinal.empty()) return kNoLedger;
-  const uint64_t quota = options_.memory_limit ? options_.memory_limit->QuotaFor(device_total) : broker::kUnlimited;
-  const Result<int> ledger_opened = broker_->OpenLedger(uuid, device_total, quota);
+  if (!options_.memory_limit_per_ordinal.empty() || !options_.memory_request_per_ordinal.empty()) return kNoLedger;
+  const Result<broker::MemoryShare> share = options_.ShareFor(-1, device_total);
+  if (!share.ok()) {
+    ReportLedgerErrorOnce(share.message());
+    return -1;
+  }
+  const Result<int> ledger_opened = broker_->OpenLedger(uuid, device_total, *share);
   if (!ledger_opened.ok()) {
     ReportLedgerErrorOnce(ledger_opened.message());
     return -1;

@@ -138,6 +138,18 @@ bool LoadSimConfigFromEnv(SimConfig* config, std::string* error) {
       return Fail(error, "GPUSLICE_SIM_MPS", v, "1 (an MPS server on every device) or 0");
     mps = v[0] == '1';
   }
+  uint32_t driver_branch = 580;
+  if (const char* v = Env("GPUSLICE_SIM_DRIVER_VERSION")) {
+    // "615" or "615.12": the branch is what decides which features the driver has.
+    const std::string_view text(v);
+    const auto dot = text.find('.');
+    const auto branch = ParseUnsigned(text.substr(0, dot));
+    const bool minor_ok = dot == text.npos || ParseUnsigned(text.substr(dot + 1)).has_value();
+    if (!branch || !minor_ok || *branch < 400 || *branch > 999)
+      return Fail(error, "GPUSLICE_SIM_DRIVER_VERSION", v,
+                  "a driver version from 400 to 999, e.g. 615 (memory partitioning) or 580.65");
+    driver_branch = static_cast<uint32_t>(*branch);
+  }
   std::vector<MigPlacement> mig;
   if (const char* v = Env("GPUSLICE_SIM_MIG")) {
     if (mps) {
@@ -171,6 +183,7 @@ bool LoadSimConfigFromEnv(SimConfig* config, std::string* error) {
 
   config->device_count = devices;
   config->default_kernel_ns = kernel_ns;
+  config->driver_branch = driver_branch;
   for (int i = 0; i < kMaxDevices; ++i) {
     SimDeviceConfig& d = config->devices[i];
     d = SimDeviceConfig{};

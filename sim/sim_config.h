@@ -20,6 +20,9 @@ struct SimConfig {
   SimDeviceConfig mig_units[kMaxMigInstances] = {};
   // MPS (GPUSLICE_SIM_MPS=1): an MPS server on every device.
   uint32_t mps_enabled_gpus = 0;
+  // The driver's branch (GPUSLICE_SIM_DRIVER_VERSION): from kPartitioningDriverBranch on, NVML
+  // sets per-cgroup memory limits and the driver enforces them (sim/memory_partitioning.h).
+  uint32_t driver_branch = 580;
 };
 
 // Reads the GPUSLICE_SIM_* variables. On a bad value returns false and sets *error to one line

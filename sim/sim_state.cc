@@ -14,6 +14,7 @@
 #include "common/futex.h"
 #include "common/process_lock.h"
 #include "common/robust_mutex.h"
+#include "sim/memory_partitioning.h"
 #include "sim/sim_config.h"
 
 namespace gpuslice::sim {
@@ -64,6 +65,7 @@ void Initialise(SimSegment* s, const SimConfig& config) {
     s->mig.units[i].config = config.mig_units[i];
   }
   s->mps.enabled_gpus = config.mps_enabled_gpus;
+  s->partitioning.driver_branch = config.driver_branch;
   for (int i = 0; i < kMaxDevices; ++i) s->mps.devices[i].sms_free = config.devices[i].sm_count;
   // The magic goes last: a reader that sees it sees a fully initialised segment.
   std::atomic_thread_fence(std::memory_order_release);
@@ -198,6 +200,8 @@ int SimState::RegisterProcess() {
   slot.ended_ns = 0;
   slot.generation += 1;
   std::memset(slot.command, 0, sizeof slot.command);
+  // Its cgroup, for the driver's per-cgroup memory limits (sim/memory_partitioning.h).
+  std::snprintf(segment_->partitioning.process_cgroup[chosen], kCgroupPathBytes, "%s", OwnCgroupPath().c_str());
   if (FILE* f = std::fopen("/proc/self/comm", "re")) {
     if (std::fgets(slot.command, sizeof slot.command, f)) slot.command[std::strcspn(slot.command, "\n")] = 0;
     std::fclose(f);
@@ -277,6 +281,9 @@ bool SimState::ChargeMemory(int ordinal, int slot, uint64_t bytes, uint64_t own_
   const uint64_t used = SumMemoryLocked(ordinal);
   const uint64_t total = device(ordinal).config.total_memory;
   if (bytes > total || used > total - bytes) return false;
+  // The driver's hard limits of the process's cgroup and its ancestors (driver r615 and later).
+  const CgroupRoom room = CgroupRoomLocked(*this, ordinal, segment_->partitioning.process_cgroup[slot]);
+  if (bytes > room.left) return false;
   device(ordinal).processes[slot].memory_used.fetch_add(bytes);
   return true;
 }

@@ -18,7 +18,8 @@
 namespace gpuslice::sim {
 
 inline constexpr uint64_t kSimMagic = 0x31534D4953435047ULL;  // "GPCSIMS1" little-endian
-inline constexpr uint32_t kSimLayoutVersion = 2;              // 2: MIG, MPS (SimSegment.mig, .mps), SimDevice.lost
+inline constexpr uint32_t kSimLayoutVersion = 3;              // 2: MIG, MPS (SimSegment.mig, .mps), SimDevice.lost;
+                                                              // 3: memory partitioning (SimSegment.partitioning)
 inline constexpr int kMaxDevices = 8;
 inline constexpr int kMaxProcesses = 256;
 // Process liveness: a live process holds an OFD lock on byte kLivenessLockBase + slot.
@@ -131,6 +132,29 @@ struct SimMps {
   SimMpsDevice devices[kMaxDevices];
 };
 
+// -- MPS v3 memory partitioning (driver r615): per-cgroup hard and soft limits, set through NVML
+// (sim/memory_partitioning.h). Everything below is read and written under table_mutex. --
+
+inline constexpr uint32_t kPartitioningDriverBranch = 615;  // the first driver branch that has it
+inline constexpr int kMaxCgroupLimits = 64;
+inline constexpr int kCgroupPathBytes = 512;  // "/sys/fs/cgroup/kubepods.slice/..." with its NUL
+
+struct SimCgroupLimit {
+  uint32_t in_use;              // 1: the entry holds a limit
+  int32_t unit;                 // the whole device it is set on
+  uint64_t soft;                // bytes: the guarantee; over it a process is an eviction candidate
+  uint64_t hard;                // bytes: allocations past it fail with CUDA_ERROR_OUT_OF_MEMORY
+  char path[kCgroupPathBytes];  // the cgroup, as NVML's nameSpace names it
+};
+
+struct SimPartitioning {
+  uint32_t driver_branch;  // the simulated driver's branch (GPUSLICE_SIM_DRIVER_VERSION): 580, 615, ...
+  uint32_t reserved;
+  SimCgroupLimit limits[kMaxCgroupLimits];
+  // The cgroup each process slot's process is in, read from /proc/self/cgroup when it registered.
+  char process_cgroup[kMaxProcesses][kCgroupPathBytes];
+};
+
 struct SimSegment {
   uint64_t magic;
   uint32_t layout_version;
@@ -142,6 +166,7 @@ struct SimSegment {
   SimDevice devices[kMaxDevices];
   SimMig mig;  // issue 10: MIG instances (block above)
   SimMps mps;  // issue 10: MPS servers (block above)
+  SimPartitioning partitioning;
 };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);

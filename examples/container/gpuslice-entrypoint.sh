@@ -59,7 +59,7 @@ state_dir_default=/run/gpuslice
 
 # The variables the shim reads (`gpuslicectl options`); tests/examples/examples_test.cc keeps this
 # list in step with the shim's table.
-known_options="GPUSLICE_MEMORY_LIMIT GPUSLICE_MEMORY_LIMIT_<n> GPUSLICE_TENANT GPUSLICE_STATE_DIR GPUSLICE_COMPUTE_REQUEST GPUSLICE_COMPUTE_LIMIT GPUSLICE_COMPUTE_CLASS GPUSLICE_DRIVER_LIBRARY"
+known_options="GPUSLICE_MEMORY_LIMIT GPUSLICE_MEMORY_LIMIT_<n> GPUSLICE_MEMORY_REQUEST GPUSLICE_MEMORY_REQUEST_<n> GPUSLICE_TENANT GPUSLICE_STATE_DIR GPUSLICE_COMPUTE_REQUEST GPUSLICE_COMPUTE_LIMIT GPUSLICE_COMPUTE_CLASS GPUSLICE_DRIVER_LIBRARY"
 
 usage() {
   cat <<EOF
@@ -293,6 +293,17 @@ check_variable() {
         error "invalid $name='$value'; expected $limit_help"
       fi
       ;;
+    GPUSLICE_MEMORY_REQUEST)
+      is_memory_limit "$value" || error "invalid $name='$value'; expected $limit_help"
+      ;;
+    GPUSLICE_MEMORY_REQUEST_*)
+      ordinal=${name#GPUSLICE_MEMORY_REQUEST_}
+      if ! is_digits "$ordinal" || ! number_le "$ordinal" 63; then
+        error "unknown variable $name='$value'; per-device requests are GPUSLICE_MEMORY_REQUEST_<n> with n a device ordinal 0 to 63, e.g. GPUSLICE_MEMORY_REQUEST_1=1Gi"
+      elif ! is_memory_limit "$value"; then
+        error "invalid $name='$value'; expected $limit_help"
+      fi
+      ;;
     GPUSLICE_TENANT)
       is_tenant "$value" || error "invalid $name='$value'; expected a name of 1 to 63 of A-Z a-z 0-9 . _ -, e.g. team-a.inference"
       ;;
@@ -338,6 +349,7 @@ near_miss_meant() {
   case $upper in
     GPUSLICE_SIM_*) printf '%s' "$upper" ;;
     GPUSLICE_MEMORY_LIMIT_*) is_digits "${upper#GPUSLICE_MEMORY_LIMIT_}" && printf '%s' "$upper" ;;
+    GPUSLICE_MEMORY_REQUEST_*) is_digits "${upper#GPUSLICE_MEMORY_REQUEST_}" && printf '%s' "$upper" ;;
     *) suggestion "$upper" ;;
   esac
 }
@@ -583,9 +595,17 @@ fi
 if [ "$check" -eq 1 ]; then
   printf '%s: the configuration is valid; --check runs nothing\n' "$me"
   printf 'tenant:          %s\n' "${GPUSLICE_TENANT:-(unset: each process alone)}"
-  printf 'memory limit:    %s\n' "${GPUSLICE_MEMORY_LIMIT:-(unset: unlimited)}"
+  printf 'memory request:  %s\n' "${GPUSLICE_MEMORY_REQUEST:-(unset: none guaranteed)}"
+  if [ -n "${GPUSLICE_MEMORY_LIMIT-}" ]; then
+    printf 'memory limit:    %s\n' "$GPUSLICE_MEMORY_LIMIT"
+  elif [ -n "${GPUSLICE_MEMORY_REQUEST-}" ]; then
+    printf 'memory limit:    (unset: the request)\n'
+  else
+    printf 'memory limit:    (unset: unlimited)\n'
+  fi
   for name in $(gpuslice_variables); do
     case $name in
+      GPUSLICE_MEMORY_REQUEST_*) printf 'memory request:  %s on device ordinal %s\n' "$(value_of "$name")" "${name#GPUSLICE_MEMORY_REQUEST_}" ;;
       GPUSLICE_MEMORY_LIMIT_*) printf 'memory limit:    %s on device ordinal %s\n' "$(value_of "$name")" "${name#GPUSLICE_MEMORY_LIMIT_}" ;;
     esac
   done

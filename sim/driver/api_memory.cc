@@ -4,11 +4,13 @@
 // run in stream order on the default stream and wait; async ones are queued on their stream.
 #include "driver_api.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 
 #include "driver_state.h"
 #include "memory_pool.h"
+#include "sim/memory_partitioning.h"
 
 namespace gpuslice::sim {
 namespace {
@@ -131,8 +133,11 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) try {
   if (!free || !total) return CUDA_ERROR_INVALID_VALUE;
   const uint64_t capacity = d->device_config(ctx->device).total_memory;
   const uint64_t used = d->state().MemoryUsed(d->unit(ctx->device));
-  *total = capacity;
-  *free = used >= capacity ? 0 : capacity - used;
+  // Under a hard limit of its cgroup (driver r615 and later), the limit is the device's size.
+  const CgroupRoom room =
+      CgroupRoomOf(d->state(), d->unit(ctx->device), d->state().segment().partitioning.process_cgroup[d->slot()]);
+  *total = std::min(capacity, room.limit);
+  *free = std::min(used >= capacity ? 0 : capacity - used, room.left);
   return CUDA_SUCCESS;
 } catch (...) {
   return EntryFailed<CUresult>(__func__);

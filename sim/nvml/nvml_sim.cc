@@ -29,6 +29,7 @@
 
 #include "common/clock.h"
 #include "sim/call_model.h"
+#include "sim/memory_partitioning.h"
 #include "sim/nvml/nvml_sim_devices.h"
 #include "sim/sim_config.h"
 #include "sim/sim_state.h"
@@ -58,7 +59,8 @@ using gpuslice::sim::kMaxUnits;
 using gpuslice::sim::SimState;
 using gpuslice::sim::SlotState;
 
-constexpr char kDriverVersion[] = "580.00-sim";
+// The driver's version is its branch (GPUSLICE_SIM_DRIVER_VERSION, 580 by default) and this.
+constexpr char kDriverVersionSuffix[] = ".00-sim";
 constexpr int kCudaDriverVersion = 13000;
 // nvmlDeviceGetUtilizationRates reports over this period, like the driver's 1/6 s to 1 s sampling
 // period (the longer one: fewer quantisation artefacts from whole kernels), and over no less than
@@ -401,7 +403,8 @@ nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) try 
   return Guarded([&]() -> nvmlReturn_t {
     Session session;
     if (!session.ok()) return NVML_ERROR_UNINITIALIZED;
-    return CopyString(kDriverVersion, version, length);
+    return CopyString(std::to_string(session.state().segment().partitioning.driver_branch) + kDriverVersionSuffix,
+                      version, length);
   });
 } catch (...) {
   return EntryFailed<nvmlReturn_t>(__func__);
@@ -514,15 +517,34 @@ nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major,
   return EntryFailed<nvmlReturn_t>(__func__);
 }
 
+namespace {
+
+struct MemoryFigures {
+  uint64_t total, used, free;
+};
+
+// The device's memory; under a hard limit of the caller's cgroup (driver r615 and later), the
+// cgroup's: the limit as the total, what the cgroup may still take as free.
+MemoryFigures Figures(Session& session, int ordinal) {
+  const uint64_t total = session.state().device(ordinal).config.total_memory;
+  const uint64_t used = std::min(session.MemoryUsed(ordinal), total);
+  const gpuslice::sim::CgroupRoom room =
+      gpuslice::sim::CgroupRoomOf(session.state(), ordinal, gpuslice::sim::OwnCgroupPath());
+  if (room.limit >= total) return {total, used, total - used};
+  const uint64_t free = std::min(total - used, room.left);
+  return {room.limit, room.limit - std::min(room.limit, free), std::min(free, room.limit)};
+}
+
+}  // namespace
+
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) try {
   GPUSLICE_SIM_ENTRY();
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    const uint64_t total = session.state().device(ordinal).config.total_memory;
-    const uint64_t used = std::min(session.MemoryUsed(ordinal), total);
-    memory->total = total;
-    memory->used = used;
-    memory->free = total - used;
+    const MemoryFigures figures = Figures(session, ordinal);
+    memory->total = figures.total;
+    memory->used = figures.used;
+    memory->free = figures.free;
     return NVML_SUCCESS;
   });
 } catch (...) {
@@ -534,12 +556,11 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* me
   return WithDevice(device, [&](Session& session, int ordinal) {
     if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    const uint64_t total = session.state().device(ordinal).config.total_memory;
-    const uint64_t used = std::min(session.MemoryUsed(ordinal), total);
-    memory->total = total;
+    const MemoryFigures figures = Figures(session, ordinal);
+    memory->total = figures.total;
     memory->reserved = 0;  // the simulated driver keeps nothing back
-    memory->used = used;
-    memory->free = total - used;
+    memory->used = figures.used;
+    memory->free = figures.free;
     return NVML_SUCCESS;
   });
 } catch (...) {
@@ -798,6 +819,12 @@ int UnitOf(nvmlDevice_st* device) {
 }
 
 nvmlDevice_st* HandleOf(int unit) { return &Handles()[unit]; }
+
+int WithUnit(nvmlDevice_st* device, const std::function<int(SimState& state, int unit)>& body) {
+  return WithDevice(device, [&](Session& session, int ordinal) {
+    return static_cast<nvmlReturn_t>(body(session.state(), ordinal));
+  });
+}
 
 bool XidWord(int unit, uint32_t* word) {
   try {

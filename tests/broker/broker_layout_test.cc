@@ -10,8 +10,8 @@
 namespace gpuslice::broker {
 namespace {
 
-TEST(BrokerLayoutTest, VersionSevenLayoutIsUnchanged) {
-  ASSERT_EQ(kLayoutVersion, 8u) << "update the golden figures below for the new version";
+TEST(BrokerLayoutTest, VersionNineLayoutIsUnchanged) {
+  ASSERT_EQ(kLayoutVersion, 9u) << "update the golden figures below for the new version";
   EXPECT_EQ(kMagic, 0x31524B4253435047ULL);
   EXPECT_EQ(kMaxGpus, 128);
   EXPECT_EQ(kMaxTenants, 256);
@@ -23,12 +23,12 @@ TEST(BrokerLayoutTest, VersionSevenLayoutIsUnchanged) {
 
   EXPECT_EQ(sizeof(MutexSlot), 48u);
   EXPECT_EQ(sizeof(SegmentHeader), 128u);
-  EXPECT_EQ(sizeof(GpuEntry), 256u);
+  EXPECT_EQ(sizeof(GpuEntry), 320u);
   EXPECT_EQ(sizeof(TenantEntry), 72u);
   EXPECT_EQ(sizeof(LedgerEntry), 384u);
   EXPECT_EQ(sizeof(ProcessGpuState), 56u);
   EXPECT_EQ(sizeof(ProcessEntry), 8256u);
-  EXPECT_EQ(sizeof(Segment), 21088384u);
+  EXPECT_EQ(sizeof(Segment), 21096576u);
   EXPECT_EQ(alignof(Segment), 64u);
 
   EXPECT_EQ(offsetof(SegmentHeader, magic), 0u);
@@ -67,6 +67,8 @@ TEST(BrokerLayoutTest, VersionSevenLayoutIsUnchanged) {
   EXPECT_EQ(offsetof(GpuEntry, drain_ns), 176u);
   EXPECT_EQ(offsetof(GpuEntry, unheld_waiting_ns), 184u);
   EXPECT_EQ(offsetof(GpuEntry, sched_mutex), 192u);
+  EXPECT_EQ(offsetof(GpuEntry, memory_mutex), 240u);
+  EXPECT_EQ(offsetof(GpuEntry, request_ledgers), 288u);
 
   EXPECT_EQ(offsetof(TenantEntry, state), 0u);
   EXPECT_EQ(offsetof(TenantEntry, name_length), 4u);
@@ -83,6 +85,8 @@ TEST(BrokerLayoutTest, VersionSevenLayoutIsUnchanged) {
   EXPECT_EQ(offsetof(LedgerEntry, priority_tokens_ns), 136u);
   EXPECT_EQ(offsetof(LedgerEntry, refused_allocations), 152u);
   EXPECT_EQ(offsetof(LedgerEntry, wait_buckets), 192u);
+  EXPECT_EQ(offsetof(LedgerEntry, request), 336u);
+  EXPECT_EQ(offsetof(LedgerEntry, announced), 344u);
 
   EXPECT_EQ(offsetof(ProcessEntry, state), 0u);
   EXPECT_EQ(offsetof(ProcessEntry, pid), 4u);
@@ -96,9 +100,9 @@ TEST(BrokerLayoutTest, VersionSevenLayoutIsUnchanged) {
 
   EXPECT_EQ(offsetof(Segment, header), 0u);
   EXPECT_EQ(offsetof(Segment, gpus), 128u);
-  EXPECT_EQ(offsetof(Segment, tenants), 32896u);
-  EXPECT_EQ(offsetof(Segment, processes), 51328u);
-  EXPECT_EQ(offsetof(Segment, ledgers), 8505472u);
+  EXPECT_EQ(offsetof(Segment, tenants), 41088u);
+  EXPECT_EQ(offsetof(Segment, processes), 59520u);
+  EXPECT_EQ(offsetof(Segment, ledgers), 8513664u);
 }
 
 // The ledger's hot fields and its mutex share one cache line; processes never share one.

@@ -179,6 +179,7 @@ TEST_F(GpuslicectlPlanTest, PlacesEachTenantAsItsTrustFaultToleranceAndLatencyRe
   EXPECT_EQ(by_name["search"]["env"]["GPUSLICE_COMPUTE_CLASS"], "latency");
   EXPECT_EQ(by_name["ads"]["placement"], "mps-client");  // 5 ms, trusted: concurrency
   EXPECT_EQ(by_name["ads"]["env"]["GPUSLICE_COMPUTE_LIMIT"], "30");
+  EXPECT_EQ(by_name["batch"]["env"]["GPUSLICE_MEMORY_REQUEST"], "40Gi") << "what it needs is its request";
   EXPECT_EQ(by_name["batch"]["env"]["GPUSLICE_MEMORY_LIMIT"], "40Gi");
   EXPECT_EQ(by_name["bank"]["kubernetes"]["resources"].begin().key().rfind("nvidia.com/mig-", 0), 0u);
   // One resource, slices of one device: enough for the quota and the request.
@@ -191,10 +192,26 @@ TEST_F(GpuslicectlPlanTest, PlacesEachTenantAsItsTrustFaultToleranceAndLatencyRe
   // The text shows the same, with the reasons and what is left unused.
   const ProcessResult text = Plan({"--model", "h200", "--gpus", "4", WriteTenants(kMixedTenants)});
   ASSERT_EQ(text.exit_code, 0) << Describe(text);
-  EXPECT_THAT(text.out, HasSubstr("GPUSLICE_TENANT=search GPUSLICE_MEMORY_LIMIT=12Gi"));
+  EXPECT_THAT(text.out, HasSubstr("GPUSLICE_TENANT=search GPUSLICE_MEMORY_REQUEST=12Gi GPUSLICE_MEMORY_LIMIT=12Gi"));
   EXPECT_THAT(text.out, HasSubstr("why: untrusted"));
   EXPECT_THAT(text.out, HasSubstr("unused:"));
   EXPECT_THAT(text.out, HasSubstr("outside the instances:"));
+}
+
+// Tenants are packed by what they need (their requests), however far they may borrow: two
+// tenants of 60 GiB that may each borrow up to 140 GiB share one H200 (packed by their limits
+// they would need two), each guaranteed its 60 GiB and allowed up to 140 GiB.
+TEST_F(GpuslicectlPlanTest, PacksTenantsByTheirRequestsAndPassesTheirLimitsAsCeilings) {
+  const Json plan = PlanJson(
+      "tenants:\n"
+      "  - {name: a, memory: 60Gi, memory_limit: 140Gi, compute: 30, trusted: true, fault_tolerant: true}\n"
+      "  - {name: b, memory: 60Gi, memory_limit: 140Gi, compute: 30, trusted: true, fault_tolerant: true}\n",
+      {"--model", "h200"});
+  EXPECT_EQ(plan["gpus"].size(), 1u) << plan.dump(2);
+  for (const Json& t : plan["tenants"]) {
+    EXPECT_EQ(t["env"]["GPUSLICE_MEMORY_REQUEST"], "60Gi") << t.dump();
+    EXPECT_EQ(t["env"]["GPUSLICE_MEMORY_LIMIT"], "140Gi") << t.dump();
+  }
 }
 
 // The property: over random tenant lists, every plan keeps tiers apart, places every tenant once,
@@ -317,6 +334,11 @@ TEST_F(GpuslicectlPlanTest, ImpossibleOrBadRequestsGetOneLineAndNoPlan) {
        2,
        "unknown field 'trused'"},
       {"bad memory", {"--model", "h200"}, "tenants: [{name: a, memory: lots, compute: 5}]", 2, "invalid memory 'lots'"},
+      {"a limit below the memory",
+       {"--model", "h200"},
+       "tenants: [{name: a, memory: 8Gi, memory_limit: 4Gi, compute: 5}]",
+       2,
+       "invalid memory_limit '4Gi'; expected a quantity at least its memory (8Gi)"},
       {"twice the same name",
        {"--model", "h200"},
        "tenants: [{name: a, memory: 1Gi, compute: 5}, {name: a, memory: 1Gi, compute: 5}]",
@@ -411,7 +433,8 @@ TEST_F(GpuslicectlPlanTest, HelpAndDocsNameEveryTenantFieldAndExitStatus) {
   ASSERT_EQ(help.exit_code, 0) << Describe(help);
   std::ifstream in(SourceDir() + "/docs/choosing.md");
   const std::string docs((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (const std::string field : {"name", "memory", "compute", "latency_ms", "trusted", "fault_tolerant", "tier"}) {
+  for (const std::string field :
+       {"name", "memory", "memory_limit", "compute", "latency_ms", "trusted", "fault_tolerant", "tier"}) {
     EXPECT_THAT(help.out, HasSubstr("\n  " + field + " ")) << field;
     EXPECT_THAT(docs, HasSubstr("| `" + field + "` |")) << field;
   }

@@ -261,12 +261,14 @@ TEST_F(GpuslicectlTest, StatusTableShowsEachTenantItsUsageAgainstQuotaAndItsProc
   EXPECT_THAT(r.out, StartsWith("gpuslice state " + state_dir_.state_file() + " (layout " +
                                 std::to_string(broker::kLayoutVersion) + ")\n"));
   EXPECT_THAT(r.out, HasSubstr("\nGPU " + broker::FormatUuid(kUuid) + "  4 GiB total\n"));
-  EXPECT_THAT(r.out, ContainsRegex("\n  TENANT / PID +USED +QUOTA +% QUOTA +REQUEST +LIMIT +CLASS +HELD\n"));
+  EXPECT_THAT(r.out, ContainsRegex(
+                         "\n  TENANT / PID +USED +MEM REQ +QUOTA +% QUOTA +BORROWED +REQUEST +LIMIT +CLASS +HELD\n"));
   // Processes in pid order.
   const pid_t first = std::min(a1->pid(), a2->pid());
   const pid_t second = std::max(a1->pid(), a2->pid());
   // No kernel launched yet: no compute request, limit or share.
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +512 MiB +1 GiB +50.0% +- +- +- +-\n"
+  // Without a memory request every byte it holds is borrowed.
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +512 MiB +- +1 GiB +50.0% +512 MiB +- +- +- +-\n"
                                    "    pid " +
                                    std::to_string(first) +
                                    " +256 MiB\n"
@@ -318,7 +320,7 @@ TEST_F(GpuslicectlTest, StatusAfterTheHolderIsKilledShowsItsMemoryReturned) {
 
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +0 B +1 GiB +0.0% +- +- +- +-\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +0 B +- +1 GiB +0.0% +- +- +- +- +-\n"));
   EXPECT_THAT(r.out, Not(HasSubstr("pid ")));
   EXPECT_THAT(r.out, HasSubstr("quota committed: 0 B of 4 GiB (0.0%); 1 idle tenant not counted\n"));
 }
@@ -330,10 +332,10 @@ TEST_F(GpuslicectlTest, StatusFlagsQuotasThatAddUpToMoreThanTheDevice) {
 
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out,
-              ContainsRegex("\n  team-a +256 MiB +768 MiB +33.3% +- +- +- +-\n    pid " + std::to_string(a->pid()) +
-                            " +256 MiB\n  team-b +256 MiB +768 MiB +33.3% +- +- +- +-\n    pid " +
-                            std::to_string(b->pid()) + " +256 MiB\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +256 MiB +- +768 MiB +33.3% +256 MiB +- +- +- +-\n    pid " +
+                                   std::to_string(a->pid()) +
+                                   " +256 MiB\n  team-b +256 MiB +- +768 MiB +33.3% +256 MiB +- +- +- +-\n    pid " +
+                                   std::to_string(b->pid()) + " +256 MiB\n"));
   EXPECT_THAT(r.out, HasSubstr("quota committed: 1.5 GiB of 1 GiB (150.0%) -- OVERSUBSCRIBED"));
 
   const Json gpu = StatusJson()["gpus"][0];
@@ -348,7 +350,7 @@ TEST_F(GpuslicectlTest, StatusShowsATenantWithoutAQuotaAsUnlimited) {
 
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-b +256 MiB +unlimited +- +- +- +- +-\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-b +256 MiB +- +unlimited +- +256 MiB +- +- +- +-\n"));
   EXPECT_THAT(r.out, HasSubstr("quota committed: 1 GiB of 4 GiB (25.0%), plus 1 tenant without a quota -- "
                                "OVERSUBSCRIBED"));
 
@@ -368,8 +370,8 @@ TEST_F(GpuslicectlTest, StatusDoesNotCountTheQuotaOfIdleTenants) {
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // Shown as idle: a row beneath it says it has no process.
-  EXPECT_THAT(r.out,
-              ContainsRegex("\n  proc-0123456789abcdef +0 B +unlimited +- +- +- +- +-\n    no process\n  team-a "));
+  EXPECT_THAT(r.out, ContainsRegex(
+                         "\n  proc-0123456789abcdef +0 B +- +unlimited +- +- +- +- +- +-\n    no process\n  team-a "));
   EXPECT_THAT(r.out, HasSubstr("\n  quota committed: 1 GiB of 4 GiB (25.0%); 1 idle tenant not counted\n"));
 
   const Json gpu = StatusJson()["gpus"][0];
@@ -385,8 +387,8 @@ TEST_F(GpuslicectlTest, StatusShowsAWorkloadUnderTheShimAndForgetsItWhenKilled) 
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, ContainsRegex("\nGPU GPU-[0-9a-f-]+  4 GiB total\n"));
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +512 MiB +1 GiB +50.0%[^\n]*\n    pid " + std::to_string(holder->pid()) +
-                                   " +512 MiB\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +512 MiB +- +1 GiB +50.0% +512 MiB[^\n]*\n    pid " +
+                                   std::to_string(holder->pid()) + " +512 MiB\n"));
   const Json tenant = StatusJson()["gpus"][0]["tenants"][0];
   EXPECT_EQ(tenant["used_bytes"], 512 * kMi);
   EXPECT_EQ(tenant["quota_bytes"], kGi);
@@ -653,9 +655,9 @@ TEST_F(GpuslicectlTest, StatusShowsEachTenantsComputeRequestAndLimit) {
 
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +256 MiB +1 GiB +25.0% +30% +80% +standard +-\n"));
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-b +0 B +1 GiB +0.0% +50% +100% +standard +-\n"));
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-c +0 B +1 GiB +0.0% +- +- +- +-\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +256 MiB +- +1 GiB +25.0% +256 MiB +30% +80% +standard +-\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-b +0 B +- +1 GiB +0.0% +- +50% +100% +standard +-\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-c +0 B +- +1 GiB +0.0% +- +- +- +- +-\n"));
   EXPECT_THAT(r.out, HasSubstr("\n  compute requested: 80% by 2 tenants (1 more not launched yet)\n"));
   EXPECT_THAT(r.out, HasSubstr("\n  HELD: - until a first window of taking turns (10 s or more) completes\n"));
   EXPECT_THAT(r.out, Not(HasSubstr("oversubscribed")));
@@ -685,7 +687,7 @@ TEST_F(GpuslicectlTest, StatusShowsARequestBeforeTheFirstLaunch) {
   ASSERT_TRUE(holder.WaitForOutput("\"event\":\"holding\"")) << holder.StdoutSoFar() << holder.StderrSoFar();
   const ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +256 MiB +1 GiB +25.0% +30% +50% +latency +-\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +256 MiB +- +1 GiB +25.0% +256 MiB +30% +50% +latency +-\n"));
   EXPECT_THAT(r.out, HasSubstr("\n  compute requested: 30% by 1 tenant\n"));
   holder.Kill(SIGTERM);
   holder.Wait(30000);
@@ -717,8 +719,8 @@ TEST_F(GpuslicectlTest, StatusShowsTheShareOfTheLastCompleteWindow) {
 
   ProcessResult r = Status();
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +0 B +1 GiB +0.0% +60% +100% +standard +55.2%\n"));
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-b +0 B +1 GiB +0.0% +40% +100% +standard +0.0%\n"))
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +0 B +- +1 GiB +0.0% +- +60% +100% +standard +55.2%\n"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-b +0 B +- +1 GiB +0.0% +- +40% +100% +standard +0.0%\n"))
       << "a tenant that got nothing in a measured window has a share of 0, not '-'";
   EXPECT_THAT(r.out,
               ContainsRegex("\n  HELD: time each tenant held the GPU \\(its turns, drain included\\) in the last "
@@ -733,7 +735,7 @@ TEST_F(GpuslicectlTest, StatusShowsTheShareOfTheLastCompleteWindow) {
   ASSERT_EQ(Set({"--gpu", "all", "--mode", "mps"}).exit_code, 0);
   gpu = StatusJson()["gpus"][0];
   EXPECT_TRUE(gpu["tenants"][0]["last_window_share_percent"].is_null());
-  EXPECT_THAT(Status().out, ContainsRegex("\n  team-a +0 B +1 GiB +0.0% +60% +100% +standard +-\n"));
+  EXPECT_THAT(Status().out, ContainsRegex("\n  team-a +0 B +- +1 GiB +0.0% +- +60% +100% +standard +-\n"));
 }
 
 TEST_F(GpuslicectlTest, EveryGpuslicectlCommandTheReadmeShowsExists) {
@@ -776,7 +778,8 @@ TEST_F(GpuslicectlTest, OptionsListsEveryVariableWithItsDefault) {
   EXPECT_THAT(
       r.out,
       StartsWith(
-          "GPUSLICE_MEMORY_LIMIT\n    type: quantity above 0 or percentage 1% to 100%\n    default: unlimited\n"));
+          "GPUSLICE_MEMORY_LIMIT\n    type: quantity above 0 or percentage 1% to 100%\n    default: GPUSLICE_MEMORY_REQUEST, else "
+          "unlimited\n"));
   EXPECT_THAT(r.out, HasSubstr("GPUSLICE_STATE_DIR\n"));
   EXPECT_THAT(r.out, HasSubstr("    default: /run/gpuslice\n"));
 }
@@ -851,7 +854,7 @@ TEST_F(GpuslicectlTest, StatusOnAReadOnlyMountShowsTheFiguresAsTheyStand) {
        dir, Ctl()});
   EXPECT_NE(r.exit_code, 99) << "the bind mount did not become read-only";
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +256 MiB +1 GiB +25.0%"));
+  EXPECT_THAT(r.out, ContainsRegex("\n  team-a +256 MiB +- +1 GiB +25.0% +256 MiB"));
 }
 
 TEST_F(GpuslicectlTest, AMisspeltSubcommandIsNamedWithTheNearestOne) {

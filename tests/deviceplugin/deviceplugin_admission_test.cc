@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "broker/broker.h"
 #include "gpuslice/sim_query.h"
 #include "tests/deviceplugin/deviceplugin_fake_kubelet.h"
 #include "tests/deviceplugin/deviceplugin_stateful_kubelet.h"
@@ -308,6 +309,48 @@ TEST_F(DevicePluginAdmissionTest, ControlWithoutThePodResourcesApiNoPodIsNamed) 
   std::ifstream in(dir_ + "/pods.json");
   EXPECT_FALSE(in.good()) << "no pods file without the kubelet's answer";
   EXPECT_NE(plugin_->StderrSoFar().find("did not answer List"), std::string::npos) << plugin_->StderrSoFar();
+}
+
+// A container's slices are its tenant's memory request from Allocate on, before the container
+// starts (memoryLimit 100%: it may borrow up to the whole GPU), and the request is released once
+// the pod-resources API stops listing the pod (two Lists in a row, 2 s apart).
+TEST_F(DevicePluginAdmissionTest, ASlicesMemoryIsHeldFromAllocateUntilItsPodIsGone) {
+  FakePodResources pod_resources(dir_ + "/pod-resources.sock");
+  StartPlugin({"--pod-resources-socket", pod_resources.socket_path(), "--memory-limit", "100%"});
+  StatefulKubelet node(*stub_, kResource, true, 3);
+  node.Refresh();
+  const Admission trainer = node.Admit("trainer", {40});
+  ASSERT_TRUE(trainer.admitted);
+  const auto& envs = trainer.containers[0].answer.envs();
+  const std::string tenant = envs.at("GPUSLICE_TENANT");
+  EXPECT_EQ(envs.at("GPUSLICE_MEMORY_LIMIT"), "80Gi") << "100% of the simulated 80 GiB GPU";
+  auto held = [&]() -> const broker::TenantView* {
+    static broker::Snapshot snapshot;
+    Result<broker::Snapshot> taken = broker::TakeSnapshot(dir_ + "/state");
+    if (!taken.ok()) return nullptr;
+    snapshot = std::move(taken).value();
+    for (const auto& gpu : snapshot.gpus)
+      for (const auto& t : gpu.tenants)
+        if (t.name == tenant && t.announced == broker::MemoryAnnouncer::kDevicePlugin) return &t;
+    return nullptr;
+  };
+  const broker::TenantView* view = held();
+  ASSERT_NE(view, nullptr) << "held at Allocate, before any process of the container: " << plugin_->StderrSoFar();
+  EXPECT_EQ(view->request, MemoryLimitBytes(envs.at("GPUSLICE_MEMORY_REQUEST"), 0));
+  EXPECT_EQ(view->quota, 80ULL << 30);
+  pod_resources.Set(node.PodResources("team-a"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // a List or two that show the pod
+  EXPECT_NE(held(), nullptr) << "listed: still held";
+  pod_resources.Set(v1::ListPodResourcesResponse());  // the pod is gone
+  bool released = false;
+  for (int attempt = 0; attempt < 100 && !released; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    released = held() == nullptr;
+  }
+  EXPECT_TRUE(released) << plugin_->StderrSoFar();
+  EXPECT_NE(plugin_->StderrSoFar().find("tenant " + tenant + "'s pod is gone: its memory request is released"),
+            std::string::npos)
+      << plugin_->StderrSoFar();
 }
 
 }  // namespace

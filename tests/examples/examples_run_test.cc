@@ -395,8 +395,8 @@ TEST_F(ExamplesRunTest, TheWalkthroughRunsAsDocumentedAndKeepsItsPromises) {
   }
   // gpuslicectl status shows both tenants against their quotas.
   const std::string status = StepOutput(out, "step 3");
-  EXPECT_THAT(status, ContainsRegex("\n  inference +192 MiB +4 GiB +4.7% +60% +100%"));
-  EXPECT_THAT(status, ContainsRegex("\n  training +384 MiB +8 GiB +4.7% +40% +100%"));
+  EXPECT_THAT(status, ContainsRegex("\n  inference +192 MiB +- +4 GiB +4.7% +192 MiB +60% +100%"));
+  EXPECT_THAT(status, ContainsRegex("\n  training +384 MiB +- +8 GiB +4.7% +384 MiB +40% +100%"));
   EXPECT_THAT(status, HasSubstr("quota committed: 12 GiB of 16 GiB (75.0%)"));
   // The tenant's quota across its processes: three 1 GiB chunks fit beside 192 MiB, two do not.
   const std::string memory = StepOutput(out, "step 4");

@@ -56,6 +56,7 @@ broker::Snapshot FullSnapshot() {
       tenant.name = t == 2 ? "quote\"back\\slash" : "tenant-" + std::to_string(t);
       tenant.quota = t == 0 ? broker::kUnlimited : 4ULL << 30;
       tenant.used = 1ULL << 30;
+      tenant.request = t == 1 ? 256ULL << 20 : 0;  // a memory request: 768 MiB of its 1 GiB borrowed
       tenant.request_pct = 30;
       tenant.limit_pct = 90;
       tenant.compute_class = static_cast<uint32_t>(t);
@@ -99,6 +100,20 @@ TEST(ExporterTest, EveryFamilyPassesPromtool) {
   const ProcessResult lint = gpuslice::testing::Run({"/bin/sh", "-c", promtool + " check metrics < " + file});
   EXPECT_EQ(lint.exit_code, 0) << lint.out << lint.err;
   EXPECT_EQ(lint.out + lint.err, "");
+}
+
+// A tenant's memory request and what it borrows beyond it; no request: no request series, and all
+// it holds is borrowed (docs/accounting.md, "Requests and limits").
+TEST(ExporterTest, MemoryRequestsAndBorrowedBytesArePerTenant) {
+  const std::string text = FullExposition();
+  auto labels = [](const std::string& tenant) {
+    return "{gpu=\"GPU-00000000-0000-0000-0000-000000000000\",tenant=\"" + tenant +
+           "\",namespace=\"\",pod=\"\",container=\"\"}";
+  };
+  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_memory_request_bytes" + labels("tenant-1") + " 268435456\n"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("gpuslice_tenant_memory_request_bytes" + labels("tenant-0"))));
+  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_memory_borrowed_bytes" + labels("tenant-1") + " 805306368\n"));
+  EXPECT_THAT(text, HasSubstr("gpuslice_tenant_memory_borrowed_bytes" + labels("tenant-0") + " 1073741824\n"));
 }
 
 TEST(ExporterTest, HistogramIsCumulativeAndLabelValuesAreEscaped) {

@@ -9,8 +9,8 @@
 namespace gpuslice::sim {
 namespace {
 
-TEST(SimStateLayoutTest, VersionTwoLayoutIsUnchanged) {
-  ASSERT_EQ(kSimLayoutVersion, 2u) << "update the golden figures below for the new version";
+TEST(SimStateLayoutTest, VersionThreeLayoutIsUnchanged) {
+  ASSERT_EQ(kSimLayoutVersion, 3u) << "update the golden figures below for the new version";
   EXPECT_EQ(kMaxDevices, 8);
   EXPECT_EQ(kMaxProcesses, 256);
   EXPECT_EQ(sizeof(SimDeviceConfig), 152u);
@@ -19,7 +19,7 @@ TEST(SimStateLayoutTest, VersionTwoLayoutIsUnchanged) {
   EXPECT_EQ(sizeof(SimDevice), 8648u);
   EXPECT_EQ(offsetof(SimDevice, lost), 8640u);
   EXPECT_EQ(sizeof(SimProcessSlot), 64u);
-  EXPECT_EQ(sizeof(SimSegment), 580504u);
+  EXPECT_EQ(sizeof(SimSegment), 745888u);
   EXPECT_EQ(offsetof(SimSegment, table_mutex), 32u);
   EXPECT_EQ(offsetof(SimSegment, slots), 72u);
   EXPECT_EQ(offsetof(SimSegment, devices), 16456u);
@@ -46,6 +46,15 @@ TEST(SimStateLayoutTest, VersionTwoLayoutIsUnchanged) {
   EXPECT_EQ(sizeof(SimMps), 8328u);
   EXPECT_EQ(offsetof(SimMps, devices), 8u);
   EXPECT_EQ(offsetof(SimSegment, mps), 572176u);
+  // Memory partitioning (driver r615): per-cgroup limits and each process's cgroup.
+  EXPECT_EQ(kMaxCgroupLimits, 64);
+  EXPECT_EQ(kCgroupPathBytes, 512);
+  EXPECT_EQ(sizeof(SimCgroupLimit), 536u);
+  EXPECT_EQ(offsetof(SimCgroupLimit, path), 24u);
+  EXPECT_EQ(sizeof(SimPartitioning), 165384u);
+  EXPECT_EQ(offsetof(SimPartitioning, limits), 8u);
+  EXPECT_EQ(offsetof(SimPartitioning, process_cgroup), 34312u);
+  EXPECT_EQ(offsetof(SimSegment, partitioning), 580504u);
 }
 
 }  // namespace

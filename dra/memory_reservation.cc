@@ -1,0 +1,56 @@
+#include "dra/memory_reservation.h"
+
+namespace gpuslice::dra {
+
+Result<broker::Broker*> MemoryReservation::Attached() {
+  if (!broker_) {
+    Result<std::unique_ptr<broker::Broker>> attached = broker::Broker::Attach(state_dir_);
+    if (!attached.ok()) return attached.status();
+    broker_ = std::move(attached).value();
+  }
+  return broker_.get();
+}
+
+Status MemoryReservation::Hold(const std::string& tenant, const std::string& gpu_uuid, uint64_t gpu_memory,
+                               broker::MemoryShare share, std::string* warning) {
+  uint8_t uuid[16];
+  if (!broker::ParseUuid(gpu_uuid, uuid)) return Status::InvalidArgument("device UUID '" + gpu_uuid + "' is not one");
+  Result<broker::Broker*> broker = Attached();
+  if (!broker.ok()) return broker.status();
+  return (*broker)->AnnounceRequest(tenant, uuid, gpu_memory, share, broker::MemoryAnnouncer::kDraDriver, warning);
+}
+
+Status MemoryReservation::Release(const std::string& tenant) {
+  Result<broker::Broker*> broker = Attached();
+  if (!broker.ok()) return broker.status();
+  for (const broker::AnnouncedRequest& held : (*broker)->Announced(broker::MemoryAnnouncer::kDraDriver)) {
+    uint8_t uuid[16];
+    if (held.tenant != tenant || !broker::ParseUuid(held.gpu_uuid, uuid)) continue;
+    if (Status withdrawn = (*broker)->WithdrawRequest(tenant, uuid, broker::MemoryAnnouncer::kDraDriver);
+        !withdrawn.ok())
+      return withdrawn;
+  }
+  return Status::Ok();
+}
+
+nlohmann::json DriverLimitsHooks(const DriverConfig& config, const std::string& tenant, const std::string& gpu_uuid,
+                                 broker::MemoryShare share) {
+  nlohmann::json hooks = nlohmann::json::array();
+  if (config.driver_limits_hook.empty() || gpu_uuid.rfind("MIG-", 0) == 0) return hooks;
+  const std::string& path = config.driver_limits_hook;
+  const uint64_t hard = share.limit;  // kUnlimited is NVML's "no hard limit" too (UINT64_MAX)
+  hooks.push_back({{"hookName", "createRuntime"},
+                   {"path", path},
+                   {"args",
+                    {"gpuslice-driver-limits", "set", "--state-dir", config.host_state_dir, "--nvml-library",
+                     config.nvml_library, "--tenant", tenant, "--gpu", gpu_uuid, "--request",
+                     std::to_string(share.request), "--limit", std::to_string(hard)}}});
+  hooks.push_back({{"hookName", "poststop"},
+                   {"path", path},
+                   {"args",
+                    {"gpuslice-driver-limits", "clear", "--state-dir", config.host_state_dir, "--nvml-library",
+                     config.nvml_library}}});
+  return hooks;
+}
+
+}  // namespace gpuslice::dra
