@@ -13,16 +13,16 @@ namespace gpuslice::ctl {
 namespace {
 
 struct Row {
-  std::string name;  // tenant name, or "  pid N" beneath its tenant
-  std::string used;
-  std::string memory_request;
-  std::string quota;
-  std::string percent;
-  std::string borrowed;
-  std::string request;
-  std::string limit;
-  std::string compute_class;
-  std::string share;
+  std::string name{};  // tenant name, or "  pid N" beneath its tenant
+  std::string used{};
+  std::string memory_request{};
+  std::string quota{};
+  std::string percent{};
+  std::string borrowed{};
+  std::string request{};
+  std::string limit{};
+  std::string compute_class{};
+  std::string share{};
   bool note = false;  // a line of text beneath its tenant, outside the columns
 };
 
