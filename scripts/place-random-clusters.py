@@ -6,12 +6,13 @@
 DATA_DIR holds the FGD artifact's openb_pod_list_*.csv (its data/csv, read in place, never copied
 into the repository) and, if present, openb_node_list_all_node.csv. Cluster i (0..CLUSTERS-1) is
 `gpuslice-place --random-cluster seed=CLUSTER_SEED+i,family=F` with the families taken in turn;
-every pod list runs on every cluster with --policies BASE,OURS and --seeds SEEDS (42, 43, ...).
-A cell is one cluster, list and level of arrived GPU demand; its figure is the mean over seeds
-of the unallocated GPU %, OURS minus BASE (positive: OURS leaves more GPUs idle). The report
-(Markdown, on stdout and in OUT/report.md) counts the cells where OURS is worse by more than
---worse and by more than --limit, per cluster family and in all, names the worst cells, and
-tabulates the all-node list. A progress line goes to stderr. --resume reuses the runs in OUT
+every pod list runs on every cluster with --policies BASE,OURS and --seeds SEEDS (42, 43, ...);
+OURS may name several policies. A cell is one cluster, list and level of arrived GPU demand; its
+figure is the mean over seeds of the unallocated GPU %, a policy's minus BASE's (positive: it
+leaves more GPUs idle). The report (Markdown, on stdout and in OUT/report.md) counts, for each
+policy of OURS, the cells where it is worse by more than --worse and by more than --limit, per
+cluster family and in all, and names its worst cells; it lists every cell where the last policy
+of OURS is worse, and tabulates the all-node list. A progress line goes to stderr. --resume reuses the runs in OUT
 whose command is unchanged.
 """
 import argparse
@@ -36,7 +37,7 @@ def parse_args():
     p.add_argument("--seeds", type=int, default=5, help="runs per policy and cell (seeds 42, 43, ...)")
     p.add_argument("--levels", default="70,80,90,100,110", help="arrived GPU demand, %% of the cluster's GPUs")
     p.add_argument("--lists", default="", help="comma-separated pod lists (default: every openb_pod_list_*.csv)")
-    p.add_argument("--ours", default="FGD-BF-M")
+    p.add_argument("--ours", default="FGD-BF-G", help="comma-separated policies to judge against BASE")
     p.add_argument("--base", default="FGD")
     p.add_argument("--worse", type=float, default=0.1, help="a cell counts as worse above this (points)")
     p.add_argument("--limit", type=float, default=0.5, help="no cell may be worse by more than this")
@@ -108,14 +109,14 @@ class Progress:
         sys.stderr.flush()
 
 
-def cells_of(args, means_by_list, cluster):
+def cells_of(args, means_by_list, cluster, ours):
     """(cluster, list, level, base, ours) for every level both policies measured."""
     cells = []
     for pod_list, means in means_by_list.items():
         for level in [int(x) for x in args.levels.split(",")]:
-            base, ours = means.get((args.base, level)), means.get((args.ours, level))
-            if base is not None and ours is not None:
-                cells.append((cluster, pod_list, level, base, ours))
+            base, value = means.get((args.base, level)), means.get((ours, level))
+            if base is not None and value is not None:
+                cells.append((cluster, pod_list, level, base, value))
     return cells
 
 
@@ -130,75 +131,99 @@ def cell_text(c):
     return f"{c[0]}, {c[1]}, {c[2]}%: {c[3]:.2f} / {c[4]:.2f} ({c[4] - c[3]:+.2f})"
 
 
-def report(args, lists, clusters, all_cells, all_node, elapsed):
-    out = []
-    w = out.append
-    levels = args.levels.replace(",", ", ")
-    shape = "," + args.shape if args.shape else ""
-    w(f"{len(clusters)} random clusters (`--cluster-seed {args.cluster_seed}`: cluster i is "
-      f"`--random-cluster seed={args.cluster_seed}+i,family=F{shape}`, families in turn: {args.families}) x "
-      f"{len(lists)} pod lists x levels {levels}% arrived; {args.seeds} seeds a cell (42..{41 + args.seeds}); "
-      f"unallocated GPU %, {args.base} / {args.ours}; a cell is worse where {args.ours} is above {args.base} by more "
-      f"than {args.worse} points.")
-    w("")
-    w(f"| Family | Clusters | Cells | Worse by > {args.worse} | Worse by > {args.limit} | Mean difference | "
-      f"Worst cell (cluster, list, level: {args.base} / {args.ours}) |")
-    w("|---|---:|---:|---:|---:|---:|---|")
-    families = args.families.split(",")
-    for family in families + ["all"]:
-        chosen = [c for c in all_cells if family == "all" or clusters[c[0]][0] == family]
+def family_rows(args, clusters, cells, ours):
+    rows = []
+    for family in args.families.split(",") + ["all"]:
+        chosen = [c for c in cells if family == "all" or clusters[c[0]][0] == family]
         if not chosen:
             continue
         worse, over, worst = describe(chosen, args)
         n = len({c[0] for c in chosen})
         mean = sum(c[4] - c[3] for c in chosen) / len(chosen)
         name = "**all**" if family == "all" else family
-        w(f"| {name} | {n} | {len(chosen)} | {len(worse)} ({100.0 * len(worse) / len(chosen):.1f}%) | {len(over)} | "
-          f"{mean:+.3f} | {cell_text(worst)} |")
-    worse, over, worst = describe(all_cells, args)
-    if all_cells:
-        share = 100.0 * (len(all_cells) - len(worse)) / len(all_cells)
-        w("")
-        w(f"Cells no worse than {args.base} by more than {args.worse}: {len(all_cells) - len(worse)} of "
-          f"{len(all_cells)} ({share:.1f}%); worse by more than {args.limit}: {len(over)}; the worst: "
-          f"{cell_text(worst)}.")
+        rows.append(f"| {ours} | {name} | {n} | {len(chosen)} | {len(worse)} ({100.0 * len(worse) / len(chosen):.1f}%) | "
+                    f"{len(over)} | {mean:+.3f} | {cell_text(worst)} |")
+    return rows
+
+
+def all_node_table(args, all_node, ours_list):
+    out = []
+    levels = [int(x) for x in args.levels.split(",")]
+    names = " / ".join([args.base] + ours_list)
+    out.append(f"The artifact's all-node list (`openb_node_list_all_node.csv`: its GPU nodes and its nodes without "
+               f"GPUs), {args.seeds} seeds; {names}, **bold** where one of ours is above {args.base}:")
+    out.append("")
+    out.append("| List | " + " | ".join(f"{lv}%" for lv in levels) + " |")
+    out.append("|---|" + "---:|" * len(levels))
+    above = {o: 0 for o in ours_list}
+    for pod_list, means in all_node.items():
+        row = []
+        for lv in levels:
+            values = [means.get((p, lv)) for p in [args.base] + ours_list]
+            if None in values:
+                row.append("–")
+                continue
+            text = " / ".join(f"{v:.2f}" for v in values)
+            bold = False
+            for o, v in zip(ours_list, values[1:]):
+                if v > values[0] + 1e-9:
+                    above[o] += 1
+                    bold = True
+            row.append(f"**{text}**" if bold else text)
+        out.append(f"| {pod_list} | " + " | ".join(row) + " |")
+    out.append("")
+    out.append("Levels where each is above " + args.base + " on the all-node list: " +
+               ", ".join(f"{o} {n}" for o, n in above.items()) + ".")
+    return out
+
+
+def report(args, lists, clusters, cells_by_ours, all_node, elapsed):
+    out = []
+    w = out.append
+    ours_list = args.ours.split(",")
+    levels = args.levels.replace(",", ", ")
+    shape = "," + args.shape if args.shape else ""
+    w(f"{len(clusters)} random clusters (`--cluster-seed {args.cluster_seed}`: cluster i is "
+      f"`--random-cluster seed={args.cluster_seed}+i,family=F{shape}`, families in turn: {args.families}) x "
+      f"{len(lists)} pod lists x levels {levels}% arrived; {args.seeds} seeds a cell (42..{41 + args.seeds}); "
+      f"unallocated GPU %, each policy against {args.base}; a cell is worse where the policy is above {args.base} "
+      f"by more than {args.worse} points.")
     w("")
-    w("| Cluster | Family | Shape | Cells worse | Worst cell |")
-    w("|---|---|---|---:|---|")
-    for name, (family, shape) in clusters.items():
-        chosen = [c for c in all_cells if c[0] == name]
-        cw, _, cworst = describe(chosen, args)
-        w(f"| {name} | {family} | {shape} | {len(cw)} of {len(chosen)} | {cell_text(cworst) if cworst else '–'} |")
+    w(f"| Policy | Family | Clusters | Cells | Worse by > {args.worse} | Worse by > {args.limit} | Mean difference | "
+      f"Worst cell (cluster, list, level: {args.base} / policy) |")
+    w("|---|---|---:|---:|---:|---:|---:|---|")
+    for ours in ours_list:
+        out.extend(family_rows(args, clusters, cells_by_ours[ours], ours))
+    w("")
+    for ours in ours_list:
+        cells = cells_by_ours[ours]
+        worse, over, worst = describe(cells, args)
+        if cells:
+            share = 100.0 * (len(cells) - len(worse)) / len(cells)
+            w(f"- {ours}: cells no worse than {args.base} by more than {args.worse}: {len(cells) - len(worse)} of "
+              f"{len(cells)} ({share:.1f}%); worse by more than {args.limit}: {len(over)}; the worst: "
+              f"{cell_text(worst)}.")
+    w("")
+    w("| Cluster | Family | Shape | " + " | ".join(f"{o}: cells worse | worst" for o in ours_list) + " |")
+    w("|---|---|---|" + "---:|---|" * len(ours_list))
+    for name, (family, shape_text) in clusters.items():
+        row = f"| {name} | {family} | {shape_text} |"
+        for ours in ours_list:
+            chosen = [c for c in cells_by_ours[ours] if c[0] == name]
+            cw, _, cworst = describe(chosen, args)
+            row += f" {len(cw)} of {len(chosen)} | {cell_text(cworst)[len(name) + 2:] if cworst else '–'} |"
+        w(row)
+    last = ours_list[-1]
+    worse, _, _ = describe(cells_by_ours[last], args)
     if worse:
         w("")
-        w(f"Every cell worse by more than {args.worse} (cluster, list, level: {args.base} / {args.ours}):")
+        w(f"Every cell where {last} is worse by more than {args.worse} (cluster, list, level: {args.base} / {last}):")
         w("")
         for c in sorted(worse, key=lambda c: c[3] - c[4]):
             w(f"- {cell_text(c)}")
     if all_node:
         w("")
-        w(f"The artifact's all-node list (`openb_node_list_all_node.csv`: its GPU nodes and its nodes without "
-          f"GPUs), {args.seeds} seeds; {args.base} / {args.ours}, **bold** where {args.ours} is above:")
-        w("")
-        header_levels = [int(x) for x in args.levels.split(",")]
-        w("| List | " + " | ".join(f"{lv}%" for lv in header_levels) + " |")
-        w("|---|" + "---:|" * len(header_levels))
-        above = 0
-        for pod_list, means in all_node.items():
-            row = []
-            for lv in header_levels:
-                base, ours = means.get((args.base, lv)), means.get((args.ours, lv))
-                if base is None or ours is None:
-                    row.append("–")
-                    continue
-                text = f"{base:.2f} / {ours:.2f}"
-                if ours > base + 1e-9:
-                    above += 1
-                    text = f"**{text}**"
-                row.append(text)
-            w(f"| {pod_list} | " + " | ".join(row) + " |")
-        w("")
-        w(f"Levels where {args.ours} is above {args.base} on the all-node list: {above}.")
+        out.extend(all_node_table(args, all_node, ours_list))
     w("")
     w(f"Wall time: {elapsed:.0f} s ({os.cpu_count()} CPUs, --jobs {args.jobs}, load average "
       f"{os.getloadavg()[0]:.1f} at the end).")
@@ -220,7 +245,7 @@ def main():
           file=sys.stderr)
     progress = Progress(len(lists) * (args.clusters + (1 if with_all_node else 0)))
     start = time.time()
-    clusters, all_cells = {}, []
+    clusters, cells_by_ours = {}, {o: [] for o in args.ours.split(",")}
     for i in range(args.clusters):
         family = families[i % len(families)]
         spec = f"seed={args.cluster_seed + i},family={family}" + (f",{args.shape}" if args.shape else "")
@@ -232,7 +257,8 @@ def main():
             means_by_list[pod_list], shape = run(args, ["--random-cluster", spec], pod_list, out_dir)
             clusters[name] = (family, shape)
             progress.step(f"{name} {pod_list}")
-        all_cells += cells_of(args, means_by_list, name)
+        for ours in cells_by_ours:
+            cells_by_ours[ours] += cells_of(args, means_by_list, name, ours)
     all_node = {}
     if with_all_node:
         for pod_list in lists:
@@ -241,7 +267,7 @@ def main():
             all_node[pod_list], _ = run(args, ["--nodes", all_node_path], pod_list, out_dir)
             progress.step(f"all-node {pod_list}")
     sys.stderr.write(f"\r{os.path.basename(sys.argv[0])}: done in {time.time() - start:.0f} s{' ' * 50}\n")
-    text = report(args, lists, clusters, all_cells, all_node, time.time() - start)
+    text = report(args, lists, clusters, cells_by_ours, all_node, time.time() - start)
     with open(os.path.join(args.out, "report.md"), "w") as f:
         f.write(text)
     sys.stdout.write(text)

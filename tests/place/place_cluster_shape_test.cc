@@ -42,9 +42,15 @@ TEST(PlaceClusterShape, EachFamilyStaysWithinItsBounds) {
         models.insert(node.model);
         types.emplace(node.gpus, node.cpu_milli);
         EXPECT_GE(node.cpu_milli, 2000);
-        if (family == "big-nodes") EXPECT_GE(node.gpus, 8) << shape.description;
-        if (family == "small-nodes") EXPECT_LE(node.gpus, 4) << shape.description;
-        if (family == "mixed" || family == "cpu-nodes") EXPECT_LE(node.gpus, 8) << shape.description;
+        if (family == "big-nodes") {
+          EXPECT_GE(node.gpus, 8) << shape.description;
+        }
+        if (family == "small-nodes") {
+          EXPECT_LE(node.gpus, 4) << shape.description;
+        }
+        if (family == "mixed" || family == "cpu-nodes") {
+          EXPECT_LE(node.gpus, 8) << shape.description;
+        }
       }
       EXPECT_GE(gpus, 1400) << shape.description;  // 1,500-6,500 drawn, each type rounded to whole nodes
       EXPECT_LE(gpus, 6700) << shape.description;
@@ -151,7 +157,7 @@ TEST(PlaceRandomClusters, TheScriptCountsCellsWorseThanTheBasePerFamily) {
   EXPECT_THAT(output, HasSubstr("| cpu-nodes | 1 | 5 |"));
   EXPECT_THAT(output, HasSubstr("| **all** | 2 | 10 |"));
   EXPECT_THAT(output, HasSubstr("| c01 | cpu-nodes | cpu-nodes (seed 12): "));
-  EXPECT_THAT(output, HasSubstr("Cells no worse than FGD by more than 0.1: "));
+  EXPECT_THAT(output, HasSubstr("- FGD-BF-G: cells no worse than FGD by more than 0.1: "));
   EXPECT_THAT(output, HasSubstr("| tiny | "));  // the all-node table
   EXPECT_TRUE(std::filesystem::exists(out + "/report.md"));
 }

@@ -340,7 +340,8 @@ TEST(PlaceCli, RunsTheExperimentAndWritesItsFiles) {
   EXPECT_THAT(output, HasSubstr("| FGD-BF-C | 2 |"));
   EXPECT_THAT(output, HasSubstr("| FGD-BF-H | 2 |"));
   EXPECT_THAT(output, HasSubstr("| FGD-BF-M | 2 |"));
-  EXPECT_THAT(output, HasSubstr("26/26 runs done"));  // the progress line: 13 policies x 2 seeds
+  EXPECT_THAT(output, HasSubstr("| FGD-BF-G | 2 |"));
+  EXPECT_THAT(output, HasSubstr("28/28 runs done"));  // the progress line: 14 policies x 2 seeds
   for (const char* file :
        {"metrics.csv", "summary.md", "unallocated.dat", "unallocated.gp", "stranded.dat", "stranded.gp"}) {
     EXPECT_TRUE(std::filesystem::exists(out + "/" + file)) << file;
