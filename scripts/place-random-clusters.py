@@ -71,15 +71,16 @@ def run(args, cluster_option, pod_list, out_dir):
                "--inflation", f"{inflation:.2f}", "--quiet", "--no-chart", "--out", out_dir]
     stamp = os.path.join(out_dir, "command.txt")
     metrics = os.path.join(out_dir, "metrics.csv")
+    what = " ".join(command[:-2])  # the run, wherever its files go
     if not (args.resume and os.path.exists(metrics) and os.path.exists(stamp)
-            and open(stamp).read() == " ".join(command)):
+            and open(stamp).read().split(" --out ")[0] == what):
         done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if done.returncode != 0:
             sys.exit(f"\n{sys.argv[0]}: {' '.join(command)} failed ({done.returncode}): {done.stderr.strip()}")
         with open(os.path.join(out_dir, "stderr.txt"), "w") as f:
             f.write(done.stderr)
         with open(stamp, "w") as f:
-            f.write(" ".join(command))
+            f.write(what)
     sums = {}
     with open(metrics, newline="") as f:
         for row in csv.DictReader(f):
