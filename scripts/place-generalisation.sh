@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every openb pod list of the FGD artifact at 50, 70, 90, 100, 110 and 130% arrived GPU demand,
 # FGD against ours, 10 seeds each, then FGD against ours in the FIFO replay; prints a Markdown
-# report (docs/results/2026-12-02-placement-generalisation.md was made with it).
+# report (docs/results/2026-12-02-placement-generalisation.md and -12-06- were made with it).
 #
 #   scripts/place-generalisation.sh DATA_DIR [OUT_DIR]
 #
