@@ -13,7 +13,12 @@ CLI::Option* AddRanged(CLI::App& app, const std::string& name, T& value, const s
 }
 
 void AddExperimentOptions(CLI::App& app, PlaceCommand* c) {
-  app.add_option("--nodes", c->nodes_path, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
+  app.add_option("--nodes", c->nodes_path, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)");
+  app.add_option("--random-cluster", c->random_cluster_text,
+                 "Instead of --nodes: a cluster drawn at random, 'seed=N[,family=F][,nodes=N][,gpus=8|16]"
+                 "[,models=G2|T4][,cpu-nodes=SHARE][,cores-per-gpu=C][,memory-per-gpu=GIB]' (families: mixed, "
+                 "homogeneous, cpu-nodes, big-nodes, small-nodes; what is not given is drawn from the seed)");
+  app.add_option("--write-nodes", c->write_nodes_path, "Write the node list the run uses to this CSV file");
   app.add_option("--pods", c->pods_path,
                  "Pod list CSV: name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,qos,pod_phase,creation_time,"
                  "deletion_time,scheduled_time]")

@@ -17,6 +17,7 @@ namespace gpuslice::place {
 
 struct PlaceCommand {
   std::string nodes_path, pods_path, policies_text, out_dir, title;
+  std::string random_cluster_text, write_nodes_path;  // --random-cluster SPEC instead of --nodes
   int seeds = 10;
   int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   uint64_t first_seed = 42;

@@ -16,9 +16,21 @@ std::string Cores(int64_t milli) {
   return whole + "." + fraction;
 }
 
+// "T4|P100": the models a pod's gpu_spec names, as the list writes them.
+std::string Models(const std::vector<std::string>& models) {
+  std::string text;
+  for (const std::string& m : models) text += (text.empty() ? "" : "|") + m;
+  return text;
+}
+
 // Which of the pod's asks no node meets, naming the best a node offers. Checked in the order
-// GPUs (with the model), CPU, memory, so the first unmet one is the reason given.
+// GPU model, GPUs, CPU, memory, so the first unmet one is the reason given.
 std::string Why(const Cluster& cluster, const Pod& pod) {
+  if (pod.num_gpu > 0 && pod.model_mask == 0) {
+    std::string present;
+    for (const std::string& m : cluster.models) present += (present.empty() ? "" : ", ") + m;
+    return "no node has a GPU of its models (the cluster has " + present + ")";
+  }
   int most_gpus = 0;
   int64_t most_cpu = 0, most_memory = 0;
   for (const NodeState& node : cluster.nodes) {
@@ -44,7 +56,7 @@ std::string Why(const Cluster& cluster, const Pod& pod) {
 std::vector<ImpossibleClass> FindImpossiblePods(const Cluster& cluster, const std::vector<PodSpec>& specs,
                                                 const std::vector<Pod>& pods, std::vector<bool>* impossible) {
   impossible->assign(pods.size(), false);
-  using Key = std::tuple<int64_t, int64_t, int, int, uint64_t>;
+  using Key = std::tuple<int64_t, int64_t, int, int, uint64_t, std::string>;
   std::map<Key, size_t> index;
   std::vector<ImpossibleClass> classes;
   for (size_t i = 0; i < pods.size(); ++i) {
@@ -53,14 +65,17 @@ std::vector<ImpossibleClass> FindImpossiblePods(const Cluster& cluster, const st
         std::any_of(cluster.nodes.begin(), cluster.nodes.end(), [&](const NodeState& node) { return Fits(node, pod); });
     if (fits) continue;
     (*impossible)[i] = true;
-    const Key key{pod.cpu_milli, pod.memory_mib, pod.num_gpu, pod.gpu_milli, pod.model_mask};
+    // Pods pinned to models the cluster lacks all have an empty mask: told apart by their gpu_spec.
+    const Key key{pod.cpu_milli, pod.memory_mib, pod.num_gpu,
+                  pod.gpu_milli, pod.model_mask, pod.model_mask == 0 ? Models(specs[i].gpu_models) : ""};
     auto [it, added] = index.emplace(key, classes.size());
     if (added) {
       ImpossibleClass c;
       c.first_pod = specs[i].name;
       c.first_line = specs[i].line;
       c.shape = (pod.num_gpu > 0 ? std::to_string(pod.num_gpu) + " GPU" + (pod.num_gpu > 1 ? "s" : "") + " x " +
-                                       std::to_string(pod.gpu_milli) + " milli-GPU, "
+                                       std::to_string(pod.gpu_milli) + " milli-GPU" +
+                                       (specs[i].gpu_models.empty() ? "" : " of " + Models(specs[i].gpu_models)) + ", "
                                  : std::string("no GPU, ")) +
                 Cores(pod.cpu_milli) + " cores, " + std::to_string(pod.memory_mib) + " MiB";
       c.why = Why(cluster, pod);

@@ -15,7 +15,16 @@ std::vector<int> InflatedArrivals(const std::vector<Pod>& pods_by_name, int64_t 
   int64_t requested = 0;
   for (const Pod& pod : pods_by_name) requested += pod.TotalGpuMilli();
   const double goal = ratio * static_cast<double>(capacity_gpu_milli);
-  if (pods_by_name.empty() || static_cast<double>(requested) >= goal) return order;
+  if (pods_by_name.empty()) return order;
+  if (static_cast<double>(requested) >= goal) {
+    const double cut = goal + 0.01 * static_cast<double>(capacity_gpu_milli);
+    int64_t sum = 0;
+    size_t keep = 0;
+    while (keep < order.size() && static_cast<double>(sum) <= cut)
+      sum += pods_by_name[static_cast<size_t>(order[keep++])].TotalGpuMilli();
+    order.resize(keep);
+    return order;
+  }
   for (;;) {
     const int pick = static_cast<int>(rng.Below(pods_by_name.size()));
     // The artifact stops at the first draw whose per-GPU share would cross the goal (it compares

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "common/version.h"
+#include "place/cluster_shape.h"
 #include "place/command_line.h"
 #include "place/experiment.h"
 #include "place/mig.h"
@@ -71,6 +72,7 @@ struct Inputs {
   std::vector<NodeSpec> nodes;
   std::vector<PodSpec> pods;
   std::vector<uint64_t> seeds;
+  std::string cluster_description;  // a drawn cluster's shape (--random-cluster)
 };
 
 // The policies, the node and pod lists and the seeds; 0, or the exit status after one line.
@@ -81,14 +83,25 @@ int LoadInputs(PlaceCommand& c, Inputs* in) {
     if (std::find(PolicyNames().begin(), PolicyNames().end(), p) == PolicyNames().end())
       return Usage("--policies: unknown policy '" + p + "'; valid: " + AllPolicies());
   }
-  auto nodes_or = ReadNodeList(c.nodes_path);
-  if (!nodes_or.ok()) return Usage(nodes_or.message());
+  if (c.nodes_path.empty() == c.random_cluster_text.empty())
+    return Usage("give the cluster as one of --nodes FILE or --random-cluster SPEC");
+  if (c.random_cluster_text.empty()) {
+    auto nodes_or = ReadNodeList(c.nodes_path);
+    if (!nodes_or.ok()) return Usage(nodes_or.message());
+    in->nodes = std::move(nodes_or).value();
+  } else {
+    auto spec_or = ParseShapeSpec(c.random_cluster_text);
+    if (!spec_or.ok()) return Usage(spec_or.message());
+    ClusterShape shape = MakeClusterShape(*spec_or);
+    in->nodes = std::move(shape.nodes);
+    in->cluster_description = "random, " + shape.description;
+    c.nodes_path = "--random-cluster " + c.random_cluster_text;
+  }
+  if (!c.write_nodes_path.empty() && !WriteFile(c.write_nodes_path, NodeListCsv(in->nodes))) return kExitFailed;
   auto pods_or = ReadPodList(c.pods_path);
   if (!pods_or.ok()) return Usage(pods_or.message());
-  in->nodes = std::move(nodes_or).value();
   in->pods = std::move(pods_or).value();
   if (std::string bad = CheckHasGpus(c.nodes_path, in->nodes); !bad.empty()) return Usage(bad);
-  if (std::string bad = CheckGpuModels(c.pods_path, in->pods, in->nodes); !bad.empty()) return Usage(bad);
   if (c.title.empty()) c.title = std::filesystem::path(c.pods_path).stem().string();
   for (int i = 0; i < c.seeds; ++i) in->seeds.push_back(c.first_seed + static_cast<uint64_t>(i));
   return 0;
@@ -126,9 +139,11 @@ int BuildRunOptions(PlaceCommand& c, const CLI::App& app, const Inputs& in, cons
   }
   options->mig = c.mig;
   if (c.nvlink_prefer && c.nvlink_island == 0)
-    return Usage("--nvlink-prefer needs --nvlink-island N (GPUs per island, 1 to 8)");
+    return Usage("--nvlink-prefer needs --nvlink-island N (GPUs per island, 1 to " + std::to_string(kMaxGpusPerNode) +
+                 ")");
   if ((app.count("--nvlink-gbps") > 0 || app.count("--pcie-gbps") > 0) && c.nvlink_island == 0)
-    return Usage("--nvlink-gbps and --pcie-gbps need --nvlink-island N (GPUs per island, 1 to 8)");
+    return Usage("--nvlink-gbps and --pcie-gbps need --nvlink-island N (GPUs per island, 1 to " +
+                 std::to_string(kMaxGpusPerNode) + ")");
   return 0;
 }
 
@@ -240,7 +255,9 @@ int RunPlacement(const PlaceCommand& c, const Inputs& in, const Experiment& expe
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::ostringstream summary;
   WriteSummaryMarkdown(summary, Summarise(runs), c.title,
-                       c.title.find("default") != std::string::npos && !c.gangs && !c.mig.Enabled());
+                       c.title.find("default") != std::string::npos && !c.gangs && !c.mig.Enabled() &&
+                           in.cluster_description.empty());
+  if (!in.cluster_description.empty()) summary << "Cluster shape: " << in.cluster_description << ".\n\n";
   summary << "Cluster: " << in.nodes.size() << " nodes, " << experiment.cluster.total_gpus << " GPUs; "
           << in.pods.size() << " pods in the list, " << experiment.target.classes.size() << " target classes; "
           << c.seeds << " seeds from " << c.first_seed << ", inflation " << c.inflation << "; " << c.jobs

@@ -50,6 +50,12 @@ inline constexpr double kRareShareFraction = 0.05;
 inline constexpr double kModelScarcityWeight = 1.0;
 inline constexpr double kScarcityCap = 4.0;
 inline constexpr double kOpenNodeCost = 300.0;
+// FGD-BF-G (for any cluster): FGD-BF-M with the best-fit residual as a share of the cluster's
+// largest node (the artifact's 128 cores and 8 GPUs are the trace's largest), and, instead of the
+// cost for an empty node, kHomeWeight x the milli-GPU of the pods of kHomeMinGpus GPUs or more
+// expected to find no home (home_pressure.h).
+inline constexpr double kHomeWeight = 1.0;
+inline constexpr int kHomeMinGpus = 2;
 // The smallest share size (milli-GPU) at which the target's shares of that size or less reach
 // `rare` of its shares; holes below it are dead. 0 without shares.
 int DeadHoleThreshold(const TargetWorkload& target, double rare);

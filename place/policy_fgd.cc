@@ -78,7 +78,7 @@ class FgdPolicy final : public Policy {
 const std::vector<std::string>& PolicyNames() {
   static const std::vector<std::string> kNames = {"Random",   "DotProd",  "GpuClustering", "GpuPacking", "BestFit",
                                                   "FirstFit", "Spread",   "FGD",           "FGD-BF",     "FGD-BF-S",
-                                                  "FGD-BF-C", "FGD-BF-H", "FGD-BF-M"};
+                                                  "FGD-BF-C", "FGD-BF-H", "FGD-BF-M",      "FGD-BF-G"};
   return kNames;
 }
 

@@ -1,66 +1,53 @@
-// Our policy, FGD-BF: FGD's fragmentation gradient, measured exactly and with memory, plus a
-// best-fit pull towards nodes that the pod leaves with little room.
+// Our policies: FGD's fragmentation gradient, measured exactly and with memory, plus terms for
+// what that gradient does not see. Every term is in milli-GPU, FGD's unit; the lowest key wins,
+// ties to the first node of the run's order (docs/placement.md describes each; the measurements
+// that chose them are in docs/results/).
 //
-//   key(node) = delta_frag(node) + best_fit_weight * residual(node),   lowest key wins,
-//   residual  = ((cpu left after) / 128 cores + (GPU left after) / 8 GPUs) / 2, in [0, 1].
+//   key(node) = delta_frag                        FGD's measure, exact (the artifact rounds it)
+//             + w x residual                      best fit: the room the node keeps, as a share
+//                                                 of the cluster's largest node (FGD-BF-G) or of
+//                                                 128 cores and 8 GPUs (the artifact's constants)
+//             + cpu_weight x delta starved        GPU pods: GPU the node's CPU can no longer feed
+//                                                 at the workload's CPU per GPU (FGD-BF-C on)
+//             + hole_weight x delta dead holes    share holes only rare shares fill (FGD-BF-H on)
+//             + scarcity x pod milli-GPU          a model the pinned pods need (FGD-BF-M, -G)
+//             + open_cost                         an empty node (FGD-BF-M only)
+//             + home_weight x homes lost          room multi-GPU pods to come will need (FGD-BF-G)
 //
-// Why (docs/placement.md, measured): FGD's artifact scores int(sigmoid(-delta/1000) * 100), so
-// placements within ~40 milli-GPU of fragmentation change tie, and ties go to the node that sorts
-// first in a per-seed random order. That accidental first-fit packing is worth more than the
-// exact gradient: choosing by the exact delta alone leaves 5.7% of GPUs unallocated against
-// FGD's 4.7%. Packing on purpose (best fit, weighted so that a whole node's residual equals 100
-// milli-GPU of fragmentation) keeps the gradient exact and packs where FGD packs by chance.
-// Memory joins the fit test of the target classes (FGD's measure ignores it, and GPUs strand
-// on nodes whose memory is gone). Ties still go to the first node in the run's order.
-//
-// FGD-BF-C adds to FGD-BF-S what the free CPU cannot feed:
-//
-//   + kCpuStarvedWeight * (starved(after) - starved(before)),
-//   starved = max(0, GPU left - CPU left / (CPU per GPU of the target's GPU classes)), milli-GPU.
-//
-// Measured (docs/placement.md): of FGD-BF-S's 281 unallocated GPUs at 100% arrived (default
-// list, seed 42), 154 sat on nodes with fewer than 4 cores left — partly 190-milli holes beside
-// 810 shares that nothing fits anyway, but 46 in larger holes and whole GPUs. FGD's measure
-// sees CPU only through its classes' fit, one placement at a time; the term steers CPU-heavy pods
-// (and CPU-only ones, which share these nodes) away from nodes whose GPUs would lose their CPU.
-//
-// FGD-BF-H adds to FGD-BF-C, on the GPU a share takes, what it leaves dead:
-//
-//   + kDeadHoleWeight * (dead(after) - dead(before)),   dead(g) = g if 0 < g < T, else 0,
-//   T = DeadHoleThreshold(target, kRareShareFraction) (230 milli-GPU on the trace's lists).
-//
-// Measured (docs/placement.md): at 100% arrived FGD-BF-C's idle GPU is all in holes beside
-// shares, and pods fail for want of whole GPUs. FGD's measure weighs a 120-milli hole about as a
-// 350 one (neither fits the popular classes), so a 230 share fills a 350 hole and leaves 120 that
-// only rare shares fill. Counting those holes: 3.91% unallocated on the default list, against
-// FGD-BF-C's 4.15 and FGD's 4.73 — as much as an offline best-fit-decreasing packing of the same
-// shares leaves.
-//
-// FGD-BF-M adds to FGD-BF-H, on every node,
-//
-//   + kModelScarcityWeight * pod milli-GPU * ScarcityNow(model)   (model_pressure.h)
-//   + kOpenNodeCost if the node holds nothing yet,
-//
-// and leaves CPU-only pods out of the CPU term. Measured on the FGD artifact's 23 pod lists
-// (docs/results/2026-12-02-placement-generalisation.md): FGD-BF-H packed unpinned pods onto the
-// small T4 and P100 nodes that gpu_spec pods pin to; in a FIFO replay its CPU term sent pods to
-// fresh nodes and spread CPU-only pods over every node's spare cores, so no whole node stayed
-// free for the big pod at the queue's head, and everyone behind it waited.
-//
-// FGD-BF-S weighs the best-fit term for shares at kShareBestFitFactor (0.4) of that for whole
-// GPUs. Measured (docs/placement.md): on the gpushare40 list, where 40% of GPU pods are shares,
-// FGD-BF's pull packs shares onto full nodes past the gradient's choice and trails FGD (6.10
-// against 6.03); with the lighter pull for shares it leads on all three lists.
+// Why exact and best fit: FGD's integer score ties placements within ~40 milli-GPU, and ties go
+// to the first node of a random order, an accidental first fit that packs; packing on purpose
+// keeps the gradient exact. Why the further terms: FGD's measure sees CPU only through whether
+// each class still fits (so nodes run out of cores beside idle GPUs); it weighs a 120-milli hole
+// as a 350 one; and it weighs classes by how many pods they have, so the few pods that only some
+// nodes can hold (pinned by gpu_spec, or multi-GPU pods that need most of a node) lose those
+// nodes to pods that could go anywhere. FGD-BF-M's fixed cost for an empty node kept whole nodes
+// for big pods, but also kept pods off empty nodes without GPUs and, on clusters short of cores,
+// crowded pods onto nodes whose cores they then stranded; FGD-BF-G counts instead the homes the
+// big pods to come will lack (home_pressure.h), which is nothing while they have plenty, and
+// scales the residual with the cluster's own nodes (up to 16 GPUs), so that each term holds on
+// any node.
 #include <algorithm>
-#include <bit>
 #include <limits>
 
+#include "place/home_pressure.h"
 #include "place/model_pressure.h"
 #include "place/policy.h"
 #include "place/score_cache.h"
 
 namespace gpuslice::place {
 namespace {
+
+// Which terms a policy has, and their weights (see the key above).
+struct Terms {
+  double share_factor = 1.0;  // best-fit weight for shares, relative to the weight for other pods
+  double cpu_weight = 0;
+  bool cpu_term_for_cpu_only_pods = true;
+  double hole_weight = 0;
+  double scarcity_weight = 0;
+  double open_cost = 0;
+  double home_weight = 0;
+  bool residual_of_largest_node = false;
+};
 
 struct Choice {
   double delta = 0;
@@ -106,9 +93,10 @@ Choice EvaluateExact(const NodeState& node, const Pod& pod, const TargetWorkload
   return best;
 }
 
-double Residual(const NodeState& node, const Pod& pod) {
-  return (static_cast<double>(node.cpu_left - pod.cpu_milli) / kMaxSpecCpu +
-          static_cast<double>(node.GpuLeftTotal() - pod.TotalGpuMilli()) / kMaxSpecGpu) /
+// The room `node` keeps after `pod`, CPU and GPU alike, as shares of `cpu_scale` and `gpu_scale`.
+double Residual(const NodeState& node, const Pod& pod, double cpu_scale, double gpu_scale) {
+  return (static_cast<double>(node.cpu_left - pod.cpu_milli) / cpu_scale +
+          static_cast<double>(node.GpuLeftTotal() - pod.TotalGpuMilli()) / gpu_scale) /
          2.0;
 }
 
@@ -159,46 +147,32 @@ TargetWorkload WithMemory(TargetWorkload target, bool memory_aware) {
 class FgdBestFitPolicy final : public Policy {
  public:
   FgdBestFitPolicy(const TargetWorkload& target, const Cluster& cluster, int score_classes,
-                   const OurPolicyTuning& tuning, double share_factor, double cpu_starved_weight, double hole_weight,
-                   bool model_aware = false)
-      : target_(WithMemory(target, tuning.memory_aware)),
+                   const OurPolicyTuning& tuning, const Terms& terms)
+      : terms_(terms),
+        target_(WithMemory(target, tuning.memory_aware)),
         best_fit_weight_(tuning.best_fit_weight),
-        share_weight_(tuning.best_fit_weight * share_factor),
-        cpu_starved_weight_(cpu_starved_weight),
         cpu_per_gpu_(CpuPerGpu(target)),
-        hole_weight_(hole_weight),
-        dead_below_(hole_weight > 0 ? DeadHoleThreshold(target, kRareShareFraction) : 0),
-        model_aware_(model_aware),
-        pinned_(model_aware ? PinnedShare(target, cluster) : std::vector<double>()),
+        dead_below_(terms.hole_weight > 0 ? DeadHoleThreshold(target, kRareShareFraction) : 0),
+        pinned_(terms.scarcity_weight > 0 ? PinnedShare(target, cluster) : std::vector<double>()),
         any_pinned_(std::any_of(pinned_.begin(), pinned_.end(), [](double p) { return p > 0; })),
-        cache_(target_, cluster.nodes.size(), score_classes) {}
+        cache_(target_, cluster.nodes.size(), score_classes),
+        homes_(target_, cluster, kHomeMinGpus) {
+    for (const NodeState& node : cluster.nodes) {
+      largest_cpu_ = std::max(largest_cpu_, static_cast<double>(node.cpu_capacity));
+      largest_gpu_ = std::max(largest_gpu_, static_cast<double>(node.gpus) * kMilliPerGpu);
+    }
+  }
 
   Placement Choose(const Cluster& cluster, const Pod& pod, const std::vector<int>& feasible, Rng&) override {
+    if (any_pinned_ && pod.num_gpu > 0) scarcity_ = ScarcityNow(pinned_, cluster, kScarcityCap);
+    if (terms_.home_weight > 0) homes_.Update(cluster);
     Placement best;
     double best_key = std::numeric_limits<double>::infinity();
-    if (any_pinned_ && pod.num_gpu > 0) scarcity_ = ScarcityNow(pinned_, cluster, kScarcityCap);
     for (int n : feasible) {
       const Choice& choice = cache_.Get(cluster, n, pod, [&](const NodeState& node, double before) {
-        return EvaluateExact(node, pod, target_, before, hole_weight_, dead_below_);
+        return EvaluateExact(node, pod, target_, before, terms_.hole_weight, dead_below_);
       });
-      const double weight = pod.IsFractional() ? share_weight_ : best_fit_weight_;
-      const NodeState& node = cluster.nodes[static_cast<size_t>(n)];
-      double key = choice.delta + weight * Residual(node, pod);
-      // FGD-BF-M leaves CPU-only pods out of the CPU term: the term spreads them over every
-      // node's spare cores, and then no node keeps the cores a big pod needs.
-      if (cpu_starved_weight_ > 0 && (!model_aware_ || pod.num_gpu > 0)) {
-        const int64_t gpu_left = node.GpuLeftTotal();
-        key += cpu_starved_weight_ *
-               (CpuStarvedGpu(node.cpu_left - pod.cpu_milli, gpu_left - pod.TotalGpuMilli(), cpu_per_gpu_) -
-                CpuStarvedGpu(node.cpu_left, gpu_left, cpu_per_gpu_));
-      }
-      if (model_aware_) {
-        if (node.cpu_left == node.cpu_capacity && node.FullyFreeGpus() == node.gpus) key += kOpenNodeCost;
-        if (pod.num_gpu > 0 && node.model >= 0 && static_cast<size_t>(node.model) < scarcity_.size()) {
-          key += kModelScarcityWeight * static_cast<double>(pod.TotalGpuMilli()) *
-                 scarcity_[static_cast<size_t>(node.model)];
-        }
-      }
+      const double key = choice.delta + OtherTerms(cluster.nodes[static_cast<size_t>(n)], pod, choice.gpus);
       if (key < best_key - 1e-9) {
         best_key = key;
         best = Placement{n, choice.gpus};
@@ -208,42 +182,70 @@ class FgdBestFitPolicy final : public Policy {
   }
 
  private:
-  const TargetWorkload target_;  // declared before cache_, which refers to it
+  // Every term of the key but the fragmentation change, for `pod` on `node` taking `gpus`.
+  double OtherTerms(const NodeState& node, const Pod& pod, GpuMask gpus) const {
+    const double weight = best_fit_weight_ * (pod.IsFractional() ? terms_.share_factor : 1.0);
+    double key = weight * (terms_.residual_of_largest_node ? Residual(node, pod, largest_cpu_, largest_gpu_)
+                                                           : Residual(node, pod, kMaxSpecCpu, kMaxSpecGpu));
+    if (terms_.cpu_weight > 0 && (terms_.cpu_term_for_cpu_only_pods || pod.num_gpu > 0)) {
+      const int64_t gpu_left = node.GpuLeftTotal();
+      key += terms_.cpu_weight *
+             (CpuStarvedGpu(node.cpu_left - pod.cpu_milli, gpu_left - pod.TotalGpuMilli(), cpu_per_gpu_) -
+              CpuStarvedGpu(node.cpu_left, gpu_left, cpu_per_gpu_));
+    }
+    if (terms_.open_cost > 0 && node.cpu_left == node.cpu_capacity && node.FullyFreeGpus() == node.gpus)
+      key += terms_.open_cost;
+    if (pod.num_gpu > 0 && node.model >= 0 && static_cast<size_t>(node.model) < scarcity_.size()) {
+      key += terms_.scarcity_weight * static_cast<double>(pod.TotalGpuMilli()) *
+             scarcity_[static_cast<size_t>(node.model)];
+    }
+    if (terms_.home_weight > 0 && homes_.AnyValued()) {
+      NodeState after = node;
+      Place(after, pod, gpus);
+      key += terms_.home_weight * homes_.Cost(node, after);
+    }
+    return key;
+  }
+
+  const Terms terms_;
+  const TargetWorkload target_;  // declared before cache_ and homes_, which refer to it
   const double best_fit_weight_;
-  const double share_weight_;  // for shares
-  const double cpu_starved_weight_;
-  const double cpu_per_gpu_;  // milli-CPU per milli-GPU
-  const double hole_weight_;
+  const double cpu_per_gpu_;          // milli-CPU per milli-GPU
   const int dead_below_;              // milli-GPU: smaller holes are dead (DeadHoleThreshold)
-  const bool model_aware_;            // FGD-BF-M's terms
   const std::vector<double> pinned_;  // per model (PinnedShare)
   const bool any_pinned_;             // else scarcity_ stays empty: no model is scarcer than another
   std::vector<double> scarcity_;      // per model, for the GPU pod being placed (ScarcityNow)
   NodeScoreCache<Choice> cache_;
+  HomePressure homes_;
+  double largest_cpu_ = 1, largest_gpu_ = 1;  // the cluster's largest node, milli-CPU and milli-GPU
 };
 
 }  // namespace
 
 std::unique_ptr<Policy> MakeOurPolicy(std::string_view name, const TargetWorkload& target, const Cluster& cluster,
                                       int score_classes, const OurPolicyTuning& tuning) {
-  if (name == "FGD-BF")
-    return std::make_unique<FgdBestFitPolicy>(target, cluster, score_classes, tuning, 1.0, 0.0, 0.0);
-  if (name == "FGD-BF-S") {
-    return std::make_unique<FgdBestFitPolicy>(target, cluster, score_classes, tuning, kShareBestFitFactor, 0.0, 0.0);
+  Terms terms;
+  if (name == "FGD-BF") {
+  } else if (name == "FGD-BF-S") {
+    terms.share_factor = kShareBestFitFactor;
+  } else if (name == "FGD-BF-C" || name == "FGD-BF-H") {
+    terms.share_factor = kShareBestFitFactor;
+    terms.cpu_weight = kCpuStarvedWeight;
+    terms.hole_weight = name == "FGD-BF-H" ? kDeadHoleWeight : 0.0;
+  } else if (name == "FGD-BF-M" || name == "FGD-BF-G") {
+    terms.share_factor = kShareBestFitFactor;
+    terms.cpu_weight = kCpuStarvedWeight;
+    terms.cpu_term_for_cpu_only_pods = false;
+    terms.hole_weight = kDeadHoleWeight;
+    terms.scarcity_weight = kModelScarcityWeight;
+    const bool general = name == "FGD-BF-G";
+    terms.open_cost = general ? 0.0 : kOpenNodeCost;
+    terms.home_weight = general ? kHomeWeight : 0.0;
+    terms.residual_of_largest_node = general;
+  } else {
+    return nullptr;
   }
-  if (name == "FGD-BF-C") {
-    return std::make_unique<FgdBestFitPolicy>(target, cluster, score_classes, tuning, kShareBestFitFactor,
-                                              kCpuStarvedWeight, 0.0);
-  }
-  if (name == "FGD-BF-H") {
-    return std::make_unique<FgdBestFitPolicy>(target, cluster, score_classes, tuning, kShareBestFitFactor,
-                                              kCpuStarvedWeight, kDeadHoleWeight);
-  }
-  if (name == "FGD-BF-M") {
-    return std::make_unique<FgdBestFitPolicy>(target, cluster, score_classes, tuning, kShareBestFitFactor,
-                                              kCpuStarvedWeight, kDeadHoleWeight, /*model_aware=*/true);
-  }
-  return nullptr;
+  return std::make_unique<FgdBestFitPolicy>(target, cluster, score_classes, tuning, terms);
 }
 
 }  // namespace gpuslice::place

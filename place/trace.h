@@ -12,7 +12,8 @@
 namespace gpuslice::place {
 
 inline constexpr int kMilliPerGpu = 1000;
-inline constexpr int kMaxGpusPerNode = 8;
+// Nodes of up to 16 GPUs (10- and 16-GPU servers exist); a pod asks for at most a node's worth.
+inline constexpr int kMaxGpusPerNode = 16;
 // The artifact's normalising constants (open-gpu-share utils: MaxSpecCpu, MaxSpecGpu).
 inline constexpr double kMaxSpecCpu = 128000.0;
 inline constexpr double kMaxSpecGpu = 8000.0;
@@ -50,8 +51,5 @@ Result<std::vector<NodeSpec>> ReadNodeList(const std::string& path);
 Result<std::vector<PodSpec>> ReadPodList(const std::string& path);
 // A node list must have a GPU (the experiment measures GPUs); says so, naming the file, if not.
 std::string CheckHasGpus(const std::string& node_path, const std::vector<NodeSpec>& nodes);
-// Every model a pod's gpu_spec names must exist on some node; says which pod and model if not.
-std::string CheckGpuModels(const std::string& pod_path, const std::vector<PodSpec>& pods,
-                           const std::vector<NodeSpec>& nodes);
 
 }  // namespace gpuslice::place

@@ -206,23 +206,4 @@ std::string CheckHasGpus(const std::string& node_path, const std::vector<NodeSpe
          "openb_node_list_gpu_node.csv)";
 }
 
-std::string CheckGpuModels(const std::string& pod_path, const std::vector<PodSpec>& pods,
-                           const std::vector<NodeSpec>& nodes) {
-  std::set<std::string> known;
-  for (const NodeSpec& node : nodes) {
-    if (!node.model.empty()) known.insert(node.model);
-  }
-  for (const PodSpec& pod : pods) {
-    for (const std::string& model : pod.gpu_models) {
-      if (!known.count(model)) {
-        std::string all;
-        for (const std::string& k : known) all += (all.empty() ? "" : ", ") + k;
-        return pod_path + ":" + std::to_string(pod.line) + ":" + std::to_string(pod.gpu_spec_column) +
-               ": gpu_spec names GPU model '" + model + "' that no node has (the node list has: " + all + ")";
-      }
-    }
-  }
-  return {};
-}
-
 }  // namespace gpuslice::place

@@ -292,6 +292,10 @@ sabotage place-cpu-term-off place/policy.h \
   's/kCpuStarvedWeight = 1\.0;/kCpuStarvedWeight = 0.0;  \/\/ SABOTAGE/' \
   '^(PlacePolicy|PlaceExperiment)' \
   'FGD-BF-C lets a node'"'"'s CPU run down while its GPUs are free'
+sabotage place-homes-ignored place/policy.h \
+  's/kHomeWeight = 1\.0;/kHomeWeight = 0.0;  \/\/ SABOTAGE/' \
+  '^(PlaceHomes)' \
+  'FGD-BF-G takes the last home of a big pod to come'
 
 # Locks (common/thread_annotations.h): Clang's analysis, not a run, notices a lock left out.
 sabotage pool-lock-removed shim/memory_devices.cc \

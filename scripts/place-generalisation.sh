@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # Every openb pod list of the FGD artifact at 50, 70, 90, 100, 110 and 130% arrived GPU demand,
 # FGD against ours, 10 seeds each, then FGD against ours in the FIFO replay; prints a Markdown
-# report (docs/results/2026-12-02-placement-generalisation.md was made with it).
+# report (docs/results/2026-12-02-placement-generalisation.md and -12-06- were made with it).
 #
 #   scripts/place-generalisation.sh DATA_DIR [OUT_DIR]
 #
 # DATA_DIR holds openb_node_list_gpu_node.csv and openb_pod_list_*.csv (the artifact's data/csv;
 # read in place, never copied into the repository). Environment: PLACE (the binary, default
-# build/bin/gpuslice-place), OURS (default FGD-BF-M), BASE (default FGD), SEEDS (10), JOBS (2),
+# build/bin/gpuslice-place), OURS (default FGD-BF-G), BASE (default FGD), SEEDS (10), JOBS (2),
 # LEVELS (50,70,90,100,110,130), REPLAY_SEEDS (10). The replay runs on every list with the
 # trace's times (the 11-column ones; not multigpu*). Progress goes to stderr, the report to stdout and OUT_DIR/report.md.
 set -euo pipefail
 data=${1:?usage: $0 DATA_DIR [OUT_DIR]}
 out=${2:-/tmp/place-generalisation}
 place=${PLACE:-build/bin/gpuslice-place}
-ours=${OURS:-FGD-BF-M}
+ours=${OURS:-FGD-BF-G}
 base=${BASE:-FGD}
 seeds=${SEEDS:-10}
 jobs=${JOBS:-2}

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -143,6 +144,17 @@ TEST(PlaceInflation, ShufflesThenSamplesUntilTheDemandReachesTheRatio) {
   EXPECT_GT(requested + 1000, 26000);  // the next draw would have crossed the goal
   EXPECT_EQ(InflatedArrivals(pods, 20000, 1.3, 7), arrivals);
   EXPECT_NE(InflatedArrivals(pods, 20000, 1.3, 8), arrivals);
+}
+
+TEST(PlaceInflation, AListLargerThanTheGoalStopsOnePercentPastIt) {
+  std::vector<PodSpec> specs;
+  for (int i = 0; i < 200; ++i) specs.push_back(Spec("p" + std::to_string(i), 1000, 1, 500));
+  const std::vector<Pod> pods = PodsOf(specs);  // 100 GPUs asked for
+  // 50 GPUs at 1.3: goal 65 GPUs, cut once 65.5 are passed: 132 pods of half a GPU (66 GPUs).
+  const std::vector<int> arrivals = InflatedArrivals(pods, 50000, 1.3, 7);
+  EXPECT_EQ(arrivals.size(), 132u);
+  std::set<int> distinct(arrivals.begin(), arrivals.end());
+  EXPECT_EQ(distinct.size(), arrivals.size());  // a prefix of the shuffled list: no pod twice
 }
 
 Experiment OneNodeExperiment(int gpus, std::vector<PodSpec> specs) {
@@ -303,19 +315,8 @@ TEST(PlaceNvlink, PreferringAnIslandKeepsMultiGpuPodsOnOne) {
   EXPECT_EQ(run.island_pods_local, 1);
 }
 
-// A shell command's stdout and stderr together, and its exit status.
-std::string RunCommand(const std::string& command, int* status) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  std::string output;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
-  *status = WEXITSTATUS(pclose(pipe));
-  return output;
-}
-
-std::string RunCli(const std::string& arguments, int* status) {
-  return RunCommand(std::string(GPUSLICE_PLACE_CLI) + " " + arguments, status);
-}
+using testing_files::RunCli;
+using testing_files::RunCommand;
 
 TEST(PlaceCli, RunsTheExperimentAndWritesItsFiles) {
   std::string nodes = testing_files::kNodeHeader, pods = testing_files::kPodHeader5;
@@ -339,7 +340,8 @@ TEST(PlaceCli, RunsTheExperimentAndWritesItsFiles) {
   EXPECT_THAT(output, HasSubstr("| FGD-BF-C | 2 |"));
   EXPECT_THAT(output, HasSubstr("| FGD-BF-H | 2 |"));
   EXPECT_THAT(output, HasSubstr("| FGD-BF-M | 2 |"));
-  EXPECT_THAT(output, HasSubstr("26/26 runs done"));  // the progress line: 13 policies x 2 seeds
+  EXPECT_THAT(output, HasSubstr("| FGD-BF-G | 2 |"));
+  EXPECT_THAT(output, HasSubstr("28/28 runs done"));  // the progress line: 14 policies x 2 seeds
   for (const char* file :
        {"metrics.csv", "summary.md", "unallocated.dat", "unallocated.gp", "stranded.dat", "stranded.gp"}) {
     EXPECT_TRUE(std::filesystem::exists(out + "/" + file)) << file;
