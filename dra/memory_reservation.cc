@@ -13,8 +13,11 @@ Result<broker::Broker*> MemoryReservation::Attached() {
 
 Status MemoryReservation::Hold(const std::string& tenant, const std::string& gpu_uuid, uint64_t gpu_memory,
                                broker::MemoryShare share, std::string* warning) {
+  // A MIG instance is a GPU of its own to the broker, keyed by the 16 bytes of its "MIG-" UUID
+  // (what cuDeviceGetUuid answers on the instance), which the broker writes as "GPU-".
+  const std::string key = gpu_uuid.rfind("MIG-", 0) == 0 ? "GPU-" + gpu_uuid.substr(4) : gpu_uuid;
   uint8_t uuid[16];
-  if (!broker::ParseUuid(gpu_uuid, uuid)) return Status::InvalidArgument("device UUID '" + gpu_uuid + "' is not one");
+  if (!broker::ParseUuid(key, uuid)) return Status::InvalidArgument("device UUID '" + gpu_uuid + "' is not one");
   Result<broker::Broker*> broker = Attached();
   if (!broker.ok()) return broker.status();
   return (*broker)->AnnounceRequest(tenant, uuid, gpu_memory, share, broker::MemoryAnnouncer::kDraDriver, warning);

@@ -94,8 +94,11 @@ TEST(DeployKustomizeTest, EveryContainerRunsTheOneImageAndAnInstalledProgramWith
       EXPECT_EQ(c.value("image", ""), kImage) << name << " " << where;
       const std::vector<std::string> command = c.value("command", std::vector<std::string>{});
       ASSERT_FALSE(command.empty()) << where;
-      if (command[0] == "sh") {  // the init containers copy the installed library to the host
-        EXPECT_NE(command.back().find(kInstalledLibrary), std::string::npos) << where << ": " << command.back();
+      if (command[0] ==
+          "sh") {  // the init containers copy the installed library, or the driver-limits hook, to the host
+        const bool copies_installed = command.back().find(kInstalledLibrary) != std::string::npos ||
+                                      command.back().find("cp /usr/local/bin/gpuslice-driver-limits ") == 0;
+        EXPECT_TRUE(copies_installed) << where << ": " << command.back();
         continue;
       }
       ASSERT_TRUE(command[0].starts_with("/usr/local/bin/")) << where << ": " << command[0];

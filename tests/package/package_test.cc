@@ -154,7 +154,7 @@ TEST_F(PackageTest, EveryInstalledProgramAnswersVersionWithNoOtherArgument) {
     EXPECT_EQ(r.out, tool + " " + GPUSLICE_VERSION + "\n") << tool;
     ++programs;
   }
-  EXPECT_EQ(programs, 9);
+  EXPECT_EQ(programs, 10);
   // The build tree's own tool, not installed, says the same.
   const ProcessResult bench = gpuslice::testing::Run({BinDir() + "/gpuslice-bench", "--version"});
   EXPECT_EQ(bench.out, std::string("gpuslice-bench ") + GPUSLICE_VERSION + "\n") << bench.err;
