@@ -6,7 +6,7 @@
 
 namespace gpuslice::deviceplugin {
 
-DeviceCatalog::DeviceCatalog(std::vector<GpuInfo> gpus, int slices_per_gpu)
+DeviceCatalog::DeviceCatalog(std::vector<gpu::GpuInfo> gpus, int slices_per_gpu)
     : gpus_(std::move(gpus)), slices_per_gpu_(slices_per_gpu), healthy_(gpus_.size(), true) {
   for (size_t p = 0; p < gpus_.size(); ++p) {
     ids_.emplace_back();
@@ -29,7 +29,7 @@ int DeviceCatalog::PositionOfSlice(const std::string& id) const {
 }
 
 std::string DeviceCatalog::Describe(size_t position) const {
-  const GpuInfo& g = gpus_[position];
+  const gpu::GpuInfo& g = gpus_[position];
   if (g.mig_index < 0) return "GPU " + std::to_string(g.index) + " " + g.uuid;
   return "MIG device " + std::to_string(g.mig_index) + " of GPU " + std::to_string(g.index) + " " + g.uuid;
 }

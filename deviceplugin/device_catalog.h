@@ -12,7 +12,7 @@
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
 #include "deviceplugin/device_ids.h"
-#include "deviceplugin/gpu_inventory.h"
+#include "gpu/gpu_inventory.h"
 
 namespace gpuslice::deviceplugin {
 
@@ -20,9 +20,9 @@ class DeviceCatalog {
  public:
   // Every device is cut into `slices_per_gpu` slices (a divisor of 100, so that a slice's
   // share of the time is a whole percentage).
-  DeviceCatalog(std::vector<GpuInfo> gpus, int slices_per_gpu);
+  DeviceCatalog(std::vector<gpu::GpuInfo> gpus, int slices_per_gpu);
 
-  const std::vector<GpuInfo>& gpus() const { return gpus_; }
+  const std::vector<gpu::GpuInfo>& gpus() const { return gpus_; }
   int slices_per_gpu() const { return slices_per_gpu_; }
   // Percent of a device's time per slice.
   int PercentPerSlice() const { return 100 / slices_per_gpu_; }
@@ -50,7 +50,7 @@ class DeviceCatalog {
   void Stop();
 
  private:
-  std::vector<GpuInfo> gpus_;
+  std::vector<gpu::GpuInfo> gpus_;
   int slices_per_gpu_;
   std::vector<std::vector<std::string>> ids_;  // per position
 

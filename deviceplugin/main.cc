@@ -26,15 +26,19 @@
 #include "deviceplugin/container_allocation.h"
 #include "deviceplugin/device_catalog.h"
 #include "deviceplugin/device_plugin_service.h"
-#include "deviceplugin/gpu_inventory.h"
 #include "deviceplugin/kubelet_watch.h"
 #include "deviceplugin/plugin_config.h"
 #include "deviceplugin/plugin_endpoint.h"
 #include "deviceplugin/pod_resources_watch.h"
+#include "gpu/gpu_inventory.h"
 
 namespace gpuslice::deviceplugin {
 namespace {
 
+using gpu::Discovery;
+using gpu::GpuInfo;
+using gpu::GpuInventory;
+using gpu::LeftOutGpu;
 using node_daemon::Fail;
 using node_daemon::kExitFailure;
 using node_daemon::kExitUsage;
@@ -132,10 +136,10 @@ struct Prepared {
 Result<Prepared> Prepare(const PluginConfig& config) {
   if (Status valid = ValidateConfig(config); !valid.ok()) return Status::InvalidArgument(valid.message());
   Result<std::unique_ptr<GpuInventory>> opened = GpuInventory::Open(config.nvml_library);
-  if (!opened.ok()) return Status::Error(opened.message());
+  if (!opened.ok()) return Status::Error("gpuslice-device-plugin: nvmlLibrary: " + opened.message());
   Prepared prepared{std::move(opened).value(), {}};
   Result<Discovery> discovered = prepared.inventory->Discover();
-  if (!discovered.ok()) return Status::Error(discovered.message());
+  if (!discovered.ok()) return Status::Error("gpuslice-device-plugin: " + discovered.message());
   const std::vector<LeftOutGpu>& left_out = discovered->left_out;
   for (const LeftOutGpu& gpu : left_out)
     std::fprintf(

@@ -25,7 +25,7 @@
 #include "exporter/http_server.h"
 #include "exporter/listen_address.h"
 #include "exporter/metrics_text.h"
-#include "exporter/nvml_devices.h"
+#include "gpu/nvml_devices.h"
 
 namespace {
 
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 128 << 20);
 
-  NvmlDevices nvml;
+  gpuslice::gpu::NvmlDevices nvml;
   ChangeLog segment_log("state file"), nvml_log("NVML"), pods_log("pods file");
   gpuslice::Mutex first_sight_mutex;  // guards first_sight: scrapes run on several workers
   FirstSight first_sight;

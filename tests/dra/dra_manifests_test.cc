@@ -50,7 +50,7 @@ TEST(DraManifestsTest, ClaimTemplatesNameTheClassAndCarryConfigurationsTheDriver
     configs.push_back({{"source", "FromClass"}, {"opaque", c["opaque"]}});
   dra::DriverConfig config;
   config.node_name = "node-a";
-  deviceplugin::GpuInfo gpu;
+  gpu::GpuInfo gpu;
   gpu.uuid = "GPU-1";
   gpu.total_memory = 143771ULL << 20;  // an H200
   const std::vector<dra::NodeDevice> devices = {{"gpu-0", gpu, ""}};
