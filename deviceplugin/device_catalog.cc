@@ -19,13 +19,14 @@ uint64_t DeviceCatalog::SliceBytes(size_t position) const {
   return gpus_[position].total_memory / static_cast<uint64_t>(slices_per_gpu_) / kMiB * kMiB;
 }
 
-int DeviceCatalog::PositionOfSlice(const std::string& id) const {
+Result<size_t> DeviceCatalog::PositionOfSlice(const std::string& id) const {
   const auto slice = ParseSliceId(id);
-  if (!slice || slice->index >= slices_per_gpu_) return -1;
-  for (size_t p = 0; p < gpus_.size(); ++p) {
-    if (gpus_[p].uuid == slice->device_uuid) return static_cast<int>(p);
+  if (slice && slice->index < slices_per_gpu_) {
+    for (size_t p = 0; p < gpus_.size(); ++p) {
+      if (gpus_[p].uuid == slice->device_uuid) return p;
+    }
   }
-  return -1;
+  return Status::NotFound("unknown device ID '" + id + "'");
 }
 
 std::string DeviceCatalog::Describe(size_t position) const {

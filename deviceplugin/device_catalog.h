@@ -10,6 +10,7 @@
 
 #include "common/cond_var.h"
 #include "common/mutex.h"
+#include "common/status.h"
 #include "common/thread_annotations.h"
 #include "deviceplugin/device_ids.h"
 #include "gpu/gpu_inventory.h"
@@ -31,8 +32,9 @@ class DeviceCatalog {
   uint64_t SliceBytes(size_t position) const;
   // The IDs of gpus()[position], in slice order.
   const std::vector<std::string>& SliceIds(size_t position) const { return ids_[position]; }
-  // The position in gpus() of the device an ID names, or -1 when it is not an ID of this catalog.
-  int PositionOfSlice(const std::string& id) const;
+  // The position in gpus() of the device an ID names; NotFound ("unknown device ID '<id>'") when
+  // it is not an ID of this catalog.
+  Result<size_t> PositionOfSlice(const std::string& id) const;
   // "GPU 3 GPU-8f6c…" or "MIG 1 of GPU 3 MIG-…", for messages.
   std::string Describe(size_t position) const;
 

@@ -40,8 +40,6 @@ using gpu::GpuInfo;
 using gpu::GpuInventory;
 using gpu::LeftOutGpu;
 using node_daemon::Fail;
-using node_daemon::kExitFailure;
-using node_daemon::kExitUsage;
 
 // "unitSize" -> "unit-size".
 std::string FlagName(const std::string& key) {
@@ -196,7 +194,7 @@ int Main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : kExitUsage;
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
   }
 
   PluginConfig config;

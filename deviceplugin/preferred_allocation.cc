@@ -61,19 +61,17 @@ Result<std::vector<std::string>> PreferSlices(const DeviceCatalog& catalog, cons
   // Free slices per device position, in slice order.
   FreeUnits free(catalog.gpus().size());
   for (const std::string& id : offered) {
-    const int p = catalog.PositionOfSlice(id);
-    if (p < 0) {
-      return Status::InvalidArgument("unknown device ID '" + id + "'");
-    }
-    if (!required.contains(id)) free[static_cast<size_t>(p)].push_back(id);
+    const Result<size_t> p = catalog.PositionOfSlice(id);
+    if (!p.ok()) return Status::InvalidArgument(p.message());
+    if (!required.contains(id)) free[*p].push_back(id);
   }
   std::vector<int> required_on(catalog.gpus().size(), 0);
   for (const std::string& id : required) {
-    const int p = catalog.PositionOfSlice(id);
-    if (p < 0 || !offered.contains(id)) {
+    const Result<size_t> p = catalog.PositionOfSlice(id);
+    if (!p.ok() || !offered.contains(id)) {
       return Status::InvalidArgument("must_include ID '" + id + "' is not one of the available IDs");
     }
-    required_on[static_cast<size_t>(p)] += 1;
+    required_on[*p] += 1;
     chosen.push_back(id);
   }
   for (auto& ids : free) {

@@ -32,8 +32,6 @@ namespace gpuslice::dra {
 namespace {
 
 using node_daemon::Fail;
-using node_daemon::kExitFailure;
-using node_daemon::kExitUsage;
 
 struct Flags {
   DriverConfig config;
@@ -190,7 +188,7 @@ int Run(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;  // --help and --version exit 0
   }
   Result<ApiServer> server = ResolveApiServer(f);
   if (!server.ok()) return Fail(kExitUsage, server.message());

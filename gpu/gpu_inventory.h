@@ -26,8 +26,8 @@ struct GpuInfo {
   uint64_t total_memory = 0;  // bytes
   int mig_index = -1;         // the instance's NVML MIG device index on its GPU; -1: a whole GPU
   std::string parent_uuid;    // an instance's GPU; empty for a whole GPU
-  int numa_node = -1;         // the NUMA node NVML reports the GPU closest to; -1: unknown
   std::string parent_name;    // an instance's GPU's name; empty for a whole GPU
+  int numa_node = -1;         // the NUMA node NVML reports the GPU closest to; -1: unknown
 };
 
 // A GPU NVML lists but that could not be described at discovery (lost, in need of a reset):
