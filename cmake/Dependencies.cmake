@@ -39,3 +39,32 @@ add_library(gpuslice_httplib INTERFACE)
 target_link_libraries(gpuslice_httplib INTERFACE PkgConfig::GPUSLICE_HTTPLIB)
 # OpenSSL's libcrypto (Debian's libssl-dev), for SHA-256: the DRA driver's tenant names.
 pkg_check_modules(GPUSLICE_CRYPTO REQUIRED IMPORTED_TARGET libcrypto)
+
+# yaml-cpp: gpuslicectl's tenants file, the device plugin's configuration, the DRA driver's kubeconfig.
+pkg_check_modules(GPUSLICE_YAML REQUIRED IMPORTED_TARGET GLOBAL yaml-cpp)
+# The Kubernetes daemons (the device plugin, the DRA driver): gRPC and protobuf, found once for
+# both (GLOBAL: pkg-config's imported targets are otherwise seen only in the directory that
+# found them). Without them neither daemon is built; scripts/install-deps.sh installs them.
+pkg_check_modules(GPUSLICE_GRPC IMPORTED_TARGET GLOBAL grpc++ protobuf)
+find_program(GPUSLICE_PROTOC protoc)
+find_program(GPUSLICE_GRPC_CPP_PLUGIN grpc_cpp_plugin)
+if(GPUSLICE_GRPC_FOUND AND GPUSLICE_PROTOC AND GPUSLICE_GRPC_CPP_PLUGIN)
+  set(GPUSLICE_KUBERNETES_DAEMONS ON)
+else()
+  set(GPUSLICE_KUBERNETES_DAEMONS OFF)
+  message(STATUS "gpuslice: no gRPC or protobuf (scripts/install-deps.sh): the device plugin and the DRA driver are not built")
+endif()
+
+# A .proto of the kubelet's APIs compiled into <out_dir>/<api>.pb.cc/.grpc.pb.cc (and headers);
+# the two sources are appended to the list named by sources_var.
+function(gpuslice_kubelet_api proto_dir api out_dir sources_var)
+  set(proto ${proto_dir}/${api}.proto)
+  add_custom_command(
+    OUTPUT ${out_dir}/${api}.pb.cc ${out_dir}/${api}.pb.h ${out_dir}/${api}.grpc.pb.cc ${out_dir}/${api}.grpc.pb.h
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${out_dir}
+    COMMAND ${GPUSLICE_PROTOC} --cpp_out=${out_dir} --grpc_out=${out_dir}
+            --plugin=protoc-gen-grpc=${GPUSLICE_GRPC_CPP_PLUGIN} -I${proto_dir} ${proto}
+    DEPENDS ${proto}
+    COMMENT "Generating the kubelet's ${api} API")
+  set(${sources_var} ${${sources_var}} ${out_dir}/${api}.pb.cc ${out_dir}/${api}.grpc.pb.cc PARENT_SCOPE)
+endfunction()

@@ -1,5 +1,5 @@
 // What the two node daemons, gpuslice-device-plugin and gpuslice-dra-driver, share at their
-// entry: their exit codes, the way they fail, and how they take their stop signals.
+// entry: the way they fail (exit codes of common/exit_codes.h), and how they take their stop signals.
 #pragma once
 
 #include <signal.h>
@@ -7,11 +7,9 @@
 #include <cstdio>
 #include <string>
 
-namespace gpuslice::node_daemon {
+#include "common/exit_codes.h"
 
-// 0: stopped by SIGTERM/SIGINT.
-inline constexpr int kExitFailure = 1;  // a runtime failure (NVML, sockets, checkpoint)
-inline constexpr int kExitUsage = 2;    // bad usage or configuration
+namespace gpuslice::node_daemon {
 
 // Says `line` on stderr; answers `code`, for `return Fail(...)` from main.
 inline int Fail(int code, const std::string& line) {

@@ -1,5 +1,5 @@
 // NVML's event API, the part that reports XID errors: nvml.h's types and signatures, for the
-// tools that load NVML (deviceplugin/gpu_inventory.cc) and for the simulated NVML that exports
+// tools that load NVML (gpu/gpu_inventory.cc) and for the simulated NVML that exports
 // them. Not in common/nvml_api.h, the subset the shim intercepts.
 #pragma once
 

@@ -1,11 +1,11 @@
 // gpuslicectl: the operators' view of gpuslice on a node. It reads the broker's shared segment
 // (it never changes a quota or a charge, beyond returning a dead process's charges as any tenant
 // would), sets each GPU's compute policy (sharing mode and quantum), and prints the shim's
-// configuration reference. Errors: one line on stderr; exit codes in exit_codes.h.
+// configuration reference. Errors: one line on stderr; exit codes in common/exit_codes.h.
 #include <CLI/CLI.hpp>
 
+#include "common/exit_codes.h"
 #include "common/version.h"
-#include "ctl/exit_codes.h"
 #include "ctl/options_command.h"
 #include "ctl/plan_command.h"
 #include "ctl/set_command.h"
@@ -201,6 +201,8 @@ on stderr saying why, never a plan that does not hold.)help";
 
 int main(int argc, char** argv) {
   using namespace gpuslice::ctl;
+  using gpuslice::kExitOk;
+  using gpuslice::kExitUsage;
   CLI::App app(
       "Operators' view of gpuslice on this node: tenants' GPU memory, quotas, compute shares and\n"
       "processes (status, top), each GPU's compute policy (set), the shim's variables (options), and\n"

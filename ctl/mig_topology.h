@@ -21,7 +21,7 @@ struct MigInstanceInfo {
 // the form the broker's "GPU-..." and NVML's "MIG-..." share.
 using MigTopology = std::map<std::string, MigInstanceInfo>;
 
-// Every MIG instance of every GPU NVML lists (libnvidia-ml.so.1, dlopen()ed); empty when NVML
+// Every MIG instance of every GPU NVML lists (gpu/gpu_inventory.h); empty when NVML
 // cannot be loaded or no GPU is in MIG mode.
 MigTopology ReadMigTopology();
 

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "ctl/exit_codes.h"
+#include "common/exit_codes.h"
 #include "shim/options.h"
 
 namespace gpuslice::ctl {
@@ -65,7 +65,7 @@ std::string RenderOptionsMarkdown() {
 
 int RunOptions(bool markdown) {
   const std::string text = markdown ? RenderOptionsMarkdown() : RenderOptionsText();
-  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) return kExitFailed;
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) return kExitFailure;
   return kExitOk;
 }
 

@@ -2,8 +2,8 @@
 
 #include <cstdio>
 
+#include "common/exit_codes.h"
 #include "common/quantity.h"
-#include "ctl/exit_codes.h"
 #include "ctl/plan_gpu.h"
 #include "ctl/plan_input.h"
 #include "ctl/plan_layout.h"
@@ -64,7 +64,7 @@ int RunPlan(const PlanOptions& options) {
     if (!ParseIndices(options.gpu, &indices))
       return Fail(kExitUsage, "invalid --gpu '" + options.gpu + "'; expected NVML indices such as 0 or 0,1");
     Result<std::vector<PlanGpu>> read = ReadNvmlGpus(indices);
-    if (!read.ok()) return Fail(kExitFailed, read.message());
+    if (!read.ok()) return Fail(kExitFailure, read.message());
     gpus = std::move(read).value();
   }
   Result<std::vector<PlanTenant>> read_tenants = ReadPlanTenants(options.tenants_file);
@@ -74,7 +74,7 @@ int RunPlan(const PlanOptions& options) {
   if (!plan_result.ok()) return Fail(kExitImpossible, plan_result.message());
   const Plan& plan = *plan_result;
   const std::string text = options.json ? RenderPlanJson(plan) : RenderPlanText(plan);
-  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) return kExitFailed;
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) return kExitFailure;
   return kExitOk;
 }
 

@@ -17,7 +17,7 @@ struct PlanOptions {
   bool json = false;
 };
 
-// Exit codes: 0 with a plan; kExitUsage for bad options or a bad tenants file; kExitFailed when
+// Exit codes: 0 with a plan; kExitUsage for bad options or a bad tenants file; kExitFailure when
 // NVML cannot be read; kExitImpossible when the request cannot be met (one line on stderr).
 int RunPlan(const PlanOptions& options);
 

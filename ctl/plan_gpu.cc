@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "exporter/nvml_devices.h"
+#include "gpu/nvml_devices.h"
 
 namespace gpuslice::ctl {
 namespace {
@@ -85,13 +85,13 @@ const gpu::MigGpuModel* ModelOfDeviceName(const std::string& name) {
 }
 
 Result<std::vector<PlanGpu>> ReadNvmlGpus(const std::vector<int>& indices) {
-  exporter::NvmlDevices nvml;
+  gpu::NvmlDevices nvml;
   const auto devices = nvml.Read();
   if (!devices.ok()) return devices.status();
   std::vector<PlanGpu> found;
   for (int index : indices) {
-    const auto it = std::find_if(devices->begin(), devices->end(),
-                                 [&](const exporter::DeviceFigures& d) { return d.index == index; });
+    const auto it =
+        std::find_if(devices->begin(), devices->end(), [&](const gpu::DeviceFigures& d) { return d.index == index; });
     if (it == devices->end()) {
       return Status::NotFound("NVML has no GPU " + std::to_string(index) + " (it lists " +
                               std::to_string(devices->size()) + (devices->size() == 1 ? " GPU)" : " GPUs)"));

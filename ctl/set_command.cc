@@ -13,7 +13,7 @@
 #include "broker/scheduler.h"
 #include "broker/segment_file.h"
 #include "broker/segment_layout.h"
-#include "ctl/exit_codes.h"
+#include "common/exit_codes.h"
 #include "ctl/status_command.h"
 #include "ctl/status_report.h"
 #include "ctl/units.h"
@@ -114,7 +114,7 @@ int RunSet(const SetOptions& options) {
 
   // 2. The state: missing, incompatible or read-only exits 1.
   const std::string dir = options.state_dir.empty() ? DefaultStateDir() : options.state_dir;
-  if (const auto why = ExplainAbsence(dir)) return Say(kExitFailed, *why);
+  if (const auto why = ExplainAbsence(dir)) return Say(kExitFailure, *why);
   std::string error;
   std::unique_ptr<broker::SegmentFile> file;
   try {
@@ -125,11 +125,11 @@ int RunSet(const SetOptions& options) {
   } catch (...) {
     error = "out of memory mapping the broker state";
   }
-  if (!file) return Say(kExitFailed, WithoutBrokerPrefix(error));
+  if (!file) return Say(kExitFailure, WithoutBrokerPrefix(error));
   if (!file->writable)
-    return Say(kExitFailed, fmt::format("cannot change the policy: no write permission on {} (run gpuslicectl set "
-                                        "as a member of the file's group, or as root)",
-                                        file->path));
+    return Say(kExitFailure, fmt::format("cannot change the policy: no write permission on {} (run gpuslicectl set "
+                                         "as a member of the file's group, or as root)",
+                                         file->path));
   broker::Segment* segment = file->segment;
 
   std::vector<Target> targets;
@@ -142,7 +142,7 @@ int RunSet(const SetOptions& options) {
     if (all || std::memcmp(target.uuid, wanted, sizeof wanted) == 0) targets.push_back(target);
   }
   if (targets.empty()) {
-    return Say(kExitFailed,
+    return Say(kExitFailure,
                all ? fmt::format("no GPU in {} yet: a GPU appears there once a tenant has used it", file->path)
                    : fmt::format("no GPU {} in {}: a GPU appears there once a tenant has used it "
                                  "(gpuslicectl status lists them)",
@@ -161,14 +161,14 @@ int RunSet(const SetOptions& options) {
     const uint64_t new_budget = budget.value_or(old_budget);
     Status changed = broker::SetGpuPolicy(segment, target.uuid, new_mode, new_quantum);
     if (changed.ok()) changed = broker::SetGpuBudget(segment, target.uuid, new_budget);
-    if (!changed.ok()) return Say(kExitFailed, WithoutBrokerPrefix(changed.message()));
+    if (!changed.ok()) return Say(kExitFailure, WithoutBrokerPrefix(changed.message()));
     report += fmt::format("GPU {}: mode {}, quantum {}, budget {}\n", broker::FormatUuid(target.uuid),
                           Change(ModeName(old_mode), ModeName(static_cast<uint32_t>(new_mode))),
                           Change(QuantumText(old_quantum), QuantumText(new_quantum)),
                           Change(BudgetText(old_budget), BudgetText(new_budget)));
   }
   if (std::fwrite(report.data(), 1, report.size(), stdout) != report.size() || std::fflush(stdout) != 0)
-    return Say(kExitFailed, fmt::format("writing the report: {}", std::strerror(errno)));
+    return Say(kExitFailure, fmt::format("writing the report: {}", std::strerror(errno)));
   return kExitOk;
 }
 

@@ -14,7 +14,7 @@
 #include "broker/access_advice.h"
 #include "broker/broker.h"
 #include "broker/segment_layout.h"
-#include "ctl/exit_codes.h"
+#include "common/exit_codes.h"
 #include "ctl/mig_topology.h"
 #include "ctl/status_device.h"
 #include "ctl/status_enforcement.h"
@@ -27,7 +27,7 @@ namespace {
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "gpuslicectl: %s\n", message.c_str());
-  return kExitFailed;
+  return kExitFailure;
 }
 
 }  // namespace

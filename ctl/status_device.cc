@@ -8,20 +8,20 @@
 #include "common/printable.h"
 #include "ctl/mig_topology.h"
 #include "ctl/units.h"
-#include "exporter/nvml_devices.h"
+#include "gpu/nvml_devices.h"
 
 namespace gpuslice::ctl {
 
 DeviceFiguresByUuid ReadDeviceFigures() {
   DeviceFiguresByUuid devices;
-  exporter::NvmlDevices nvml;
+  gpu::NvmlDevices nvml;
   // No NVML: status shows what the broker holds.
   if (const auto read = nvml.Read(); read.ok())
     for (const auto& device : *read) devices[UuidKey(device.uuid)] = device;
   return devices;
 }
 
-const exporter::DeviceFigures* DeviceOf(const DeviceFiguresByUuid& devices, const broker::GpuView& gpu) {
+const gpu::DeviceFigures* DeviceOf(const DeviceFiguresByUuid& devices, const broker::GpuView& gpu) {
   const auto it = devices.find(UuidKey(gpu.uuid));
   return it == devices.end() ? nullptr : &it->second;
 }
@@ -32,14 +32,14 @@ uint64_t AccountedBytes(const broker::GpuView& gpu) {
   return sum;
 }
 
-uint64_t ProcessesOn(const broker::GpuView& gpu, const exporter::DeviceFigures& device) {
+uint64_t ProcessesOn(const broker::GpuView& gpu, const gpu::DeviceFigures& device) {
   if (device.processes) return *device.processes;
   uint64_t count = 0;
   for (const auto& tenant : gpu.tenants) count += tenant.processes.size();
   return count;
 }
 
-std::string DeviceLine(const exporter::DeviceFigures& device) {
+std::string DeviceLine(const gpu::DeviceFigures& device) {
   const uint64_t free = device.memory_total > device.memory_used ? device.memory_total - device.memory_used : 0;
   std::string line = fmt::format("device: GPU {}, {}; {} in use, {} free", device.index, device.name,
                                  FormatBytes(device.memory_used), FormatBytes(free));
@@ -66,7 +66,7 @@ std::string ProcessName(unsigned int pid) {
   return Printable(name);
 }
 
-std::string DeviceProcessesLine(const exporter::DeviceFigures& device) {
+std::string DeviceProcessesLine(const gpu::DeviceFigures& device) {
   constexpr size_t kShown = 8;  // a line, not a page: the rest are counted
   if (device.process_list.empty()) return "";
   std::string line = "device processes:";
@@ -80,7 +80,7 @@ std::string DeviceProcessesLine(const exporter::DeviceFigures& device) {
   return line;
 }
 
-std::string AccountingLine(const broker::GpuView& gpu, const exporter::DeviceFigures& device) {
+std::string AccountingLine(const broker::GpuView& gpu, const gpu::DeviceFigures& device) {
   const uint64_t accounted = AccountedBytes(gpu);
   const uint64_t unaccounted = broker::UnaccountedBytes(device.memory_used, accounted);
   std::string line = fmt::format("accounted here: {} of the {} in use; unaccounted: ", FormatBytes(accounted),

@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
-#include "common/nvml_loader.h"
 #include "ctl/units.h"
 #include "driverlimits/driver_memory_limits.h"
 #include "driverlimits/limit_records.h"
+#include "gpu/nvml_library.h"
 
 namespace gpuslice::ctl {
 
@@ -19,7 +19,7 @@ EnforcementByGpu ReadMemoryEnforcement(const broker::Snapshot& snapshot, const s
   for (const auto& gpu : snapshot.gpus)
     if (is_instance(gpu)) out[gpu.uuid].level = Level::kMig;
   Result<std::unique_ptr<driverlimits::DriverMemoryLimits>> driver =
-      driverlimits::DriverMemoryLimits::Open(nvml::kLibrary);
+      driverlimits::DriverMemoryLimits::Open(gpu::kNvmlLibrary);
   if (!driver.ok()) return out;  // unknown: said nowhere, as the device's figures are
   for (const auto& gpu : snapshot.gpus) {
     if (is_instance(gpu)) continue;

@@ -56,7 +56,7 @@ Json TenantJson(const broker::GpuView& gpu, const broker::TenantView& tenant, co
 }
 
 // NVML's figures for the GPU, and this state directory's memory against them.
-void AddDevice(const broker::GpuView& gpu, const exporter::DeviceFigures* device, Json* out) {
+void AddDevice(const broker::GpuView& gpu, const gpu::DeviceFigures* device, Json* out) {
   const uint64_t accounted = AccountedBytes(gpu);
   if (!device) {
     (*out)["device"] = nullptr;

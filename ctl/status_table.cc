@@ -100,7 +100,7 @@ std::string CommitmentLine(const broker::GpuView& gpu) {
 }
 
 void AppendGpu(const broker::Snapshot& snapshot, const broker::GpuView& gpu, const MigInstanceInfo* instance,
-               const exporter::DeviceFigures* device, const PodNames& pods, const MemoryEnforcement* enforcement,
+               const gpu::DeviceFigures* device, const PodNames& pods, const MemoryEnforcement* enforcement,
                std::string* out) {
   if (instance)
     *out += fmt::format("MIG {} {}  {} total\n", instance->profile, instance->uuid, FormatBytes(gpu.total_memory));

@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "broker/broker.h"
-#include "ctl/exit_codes.h"
+#include "common/exit_codes.h"
 #include "ctl/status_command.h"
 #include "ctl/status_device.h"
 #include "ctl/status_report.h"
@@ -29,7 +29,7 @@ void OnStop(int) { g_stop = 1; }
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "gpuslicectl: %s\n", message.c_str());
-  return kExitFailed;
+  return kExitFailure;
 }
 
 bool Write(const std::string& text) {

@@ -143,7 +143,7 @@ struct Section {
   std::string idle;
 };
 
-std::vector<std::string> HeaderOf(const broker::GpuView& gpu, const exporter::DeviceFigures* device, size_t width,
+std::vector<std::string> HeaderOf(const broker::GpuView& gpu, const gpu::DeviceFigures* device, size_t width,
                                   bool continued) {
   const std::string holder = ActiveHolder(gpu);
   std::vector<std::string> fields = {gpu.uuid, FormatBytes(gpu.total_memory), "mode " + ModeName(gpu.mode)};
@@ -185,7 +185,7 @@ Row RowOf(const broker::Snapshot& now, const broker::Snapshot* previous, const b
 }
 
 Section SectionOf(const broker::Snapshot& now, const broker::Snapshot* previous, const broker::GpuView& gpu,
-                  const exporter::DeviceFigures* device, const TopLayout& layout, bool wide) {
+                  const gpu::DeviceFigures* device, const TopLayout& layout, bool wide) {
   Section section;
   section.header = HeaderOf(gpu, device, wide ? 0 : static_cast<size_t>(layout.width) - 1, false);
   section.continued = HeaderOf(gpu, device, wide ? 0 : static_cast<size_t>(layout.width) - 1, true);

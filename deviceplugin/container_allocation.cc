@@ -51,15 +51,15 @@ Result<ContainerEdits> EditsForSlices(const DeviceCatalog& catalog, const Plugin
   std::set<std::string> seen;
   std::vector<size_t> slices_on(catalog.gpus().size(), 0);  // per device position
   for (const std::string& id : ids) {
-    const int p = catalog.PositionOfSlice(id);
-    if (p < 0) return Status::InvalidArgument("unknown device ID '" + id + "' for " + config.resource);
+    const Result<size_t> p = catalog.PositionOfSlice(id);
+    if (!p.ok()) return Status::InvalidArgument(p.message() + " for " + config.resource);
     if (!seen.insert(id).second) return Status::InvalidArgument("device ID '" + id + "' appears twice");
-    if (!health.healthy[static_cast<size_t>(p)]) {
+    if (!health.healthy[*p]) {
       return Status::Unavailable(
-          "device ID '" + id + "' is a slice of " + catalog.Describe(static_cast<size_t>(p)) +
+          "device ID '" + id + "' is a slice of " + catalog.Describe(*p) +
           ", which is Unhealthy (NVML does not answer for it); the kubelet must not allocate it");
     }
-    slices_on[static_cast<size_t>(p)] += 1;
+    slices_on[*p] += 1;
   }
   std::vector<size_t> used;  // NVML index order = PCI bus order
   for (size_t p = 0; p < slices_on.size(); ++p) {

@@ -6,7 +6,7 @@
 
 namespace gpuslice::deviceplugin {
 
-DeviceCatalog::DeviceCatalog(std::vector<GpuInfo> gpus, int slices_per_gpu)
+DeviceCatalog::DeviceCatalog(std::vector<gpu::GpuInfo> gpus, int slices_per_gpu)
     : gpus_(std::move(gpus)), slices_per_gpu_(slices_per_gpu), healthy_(gpus_.size(), true) {
   for (size_t p = 0; p < gpus_.size(); ++p) {
     ids_.emplace_back();
@@ -19,17 +19,18 @@ uint64_t DeviceCatalog::SliceBytes(size_t position) const {
   return gpus_[position].total_memory / static_cast<uint64_t>(slices_per_gpu_) / kMiB * kMiB;
 }
 
-int DeviceCatalog::PositionOfSlice(const std::string& id) const {
+Result<size_t> DeviceCatalog::PositionOfSlice(const std::string& id) const {
   const auto slice = ParseSliceId(id);
-  if (!slice || slice->index >= slices_per_gpu_) return -1;
-  for (size_t p = 0; p < gpus_.size(); ++p) {
-    if (gpus_[p].uuid == slice->device_uuid) return static_cast<int>(p);
+  if (slice && slice->index < slices_per_gpu_) {
+    for (size_t p = 0; p < gpus_.size(); ++p) {
+      if (gpus_[p].uuid == slice->device_uuid) return p;
+    }
   }
-  return -1;
+  return Status::NotFound("unknown device ID '" + id + "'");
 }
 
 std::string DeviceCatalog::Describe(size_t position) const {
-  const GpuInfo& g = gpus_[position];
+  const gpu::GpuInfo& g = gpus_[position];
   if (g.mig_index < 0) return "GPU " + std::to_string(g.index) + " " + g.uuid;
   return "MIG device " + std::to_string(g.mig_index) + " of GPU " + std::to_string(g.index) + " " + g.uuid;
 }

@@ -10,9 +10,10 @@
 
 #include "common/cond_var.h"
 #include "common/mutex.h"
+#include "common/status.h"
 #include "common/thread_annotations.h"
 #include "deviceplugin/device_ids.h"
-#include "deviceplugin/gpu_inventory.h"
+#include "gpu/gpu_inventory.h"
 
 namespace gpuslice::deviceplugin {
 
@@ -20,9 +21,9 @@ class DeviceCatalog {
  public:
   // Every device is cut into `slices_per_gpu` slices (a divisor of 100, so that a slice's
   // share of the time is a whole percentage).
-  DeviceCatalog(std::vector<GpuInfo> gpus, int slices_per_gpu);
+  DeviceCatalog(std::vector<gpu::GpuInfo> gpus, int slices_per_gpu);
 
-  const std::vector<GpuInfo>& gpus() const { return gpus_; }
+  const std::vector<gpu::GpuInfo>& gpus() const { return gpus_; }
   int slices_per_gpu() const { return slices_per_gpu_; }
   // Percent of a device's time per slice.
   int PercentPerSlice() const { return 100 / slices_per_gpu_; }
@@ -31,8 +32,9 @@ class DeviceCatalog {
   uint64_t SliceBytes(size_t position) const;
   // The IDs of gpus()[position], in slice order.
   const std::vector<std::string>& SliceIds(size_t position) const { return ids_[position]; }
-  // The position in gpus() of the device an ID names, or -1 when it is not an ID of this catalog.
-  int PositionOfSlice(const std::string& id) const;
+  // The position in gpus() of the device an ID names; NotFound ("unknown device ID '<id>'") when
+  // it is not an ID of this catalog.
+  Result<size_t> PositionOfSlice(const std::string& id) const;
   // "GPU 3 GPU-8f6c…" or "MIG 1 of GPU 3 MIG-…", for messages.
   std::string Describe(size_t position) const;
 
@@ -50,7 +52,7 @@ class DeviceCatalog {
   void Stop();
 
  private:
-  std::vector<GpuInfo> gpus_;
+  std::vector<gpu::GpuInfo> gpus_;
   int slices_per_gpu_;
   std::vector<std::vector<std::string>> ids_;  // per position
 

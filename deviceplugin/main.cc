@@ -26,18 +26,20 @@
 #include "deviceplugin/container_allocation.h"
 #include "deviceplugin/device_catalog.h"
 #include "deviceplugin/device_plugin_service.h"
-#include "deviceplugin/gpu_inventory.h"
 #include "deviceplugin/kubelet_watch.h"
 #include "deviceplugin/plugin_config.h"
 #include "deviceplugin/plugin_endpoint.h"
 #include "deviceplugin/pod_resources_watch.h"
+#include "gpu/gpu_inventory.h"
 
 namespace gpuslice::deviceplugin {
 namespace {
 
+using gpu::Discovery;
+using gpu::GpuInfo;
+using gpu::GpuInventory;
+using gpu::LeftOutGpu;
 using node_daemon::Fail;
-using node_daemon::kExitFailure;
-using node_daemon::kExitUsage;
 
 // "unitSize" -> "unit-size".
 std::string FlagName(const std::string& key) {
@@ -132,10 +134,10 @@ struct Prepared {
 Result<Prepared> Prepare(const PluginConfig& config) {
   if (Status valid = ValidateConfig(config); !valid.ok()) return Status::InvalidArgument(valid.message());
   Result<std::unique_ptr<GpuInventory>> opened = GpuInventory::Open(config.nvml_library);
-  if (!opened.ok()) return Status::Error(opened.message());
+  if (!opened.ok()) return Status::Error("gpuslice-device-plugin: nvmlLibrary: " + opened.message());
   Prepared prepared{std::move(opened).value(), {}};
   Result<Discovery> discovered = prepared.inventory->Discover();
-  if (!discovered.ok()) return Status::Error(discovered.message());
+  if (!discovered.ok()) return Status::Error("gpuslice-device-plugin: " + discovered.message());
   const std::vector<LeftOutGpu>& left_out = discovered->left_out;
   for (const LeftOutGpu& gpu : left_out)
     std::fprintf(
@@ -192,7 +194,7 @@ int Main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : kExitUsage;
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
   }
 
   PluginConfig config;

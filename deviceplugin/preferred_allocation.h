@@ -1,10 +1,9 @@
-// GetPreferredAllocation's policy, decided by the placement library (place/, docs/placement.md)
-// over the node's state as it models it: each device's free slices as milli-GPU. A container of
-// at most slicesPerGpu slices goes to the device that fits it most tightly (place's best fit),
-// so that large requests still find a device with room later; a container of k × slicesPerGpu
-// slices takes k free devices of one NVLink island (place's IslandFreeGpus). Anything else has
-// no answer: a slice is on one device, and the error (the kubelet fails the pod's admission with
-// it) says why. Only a hint: a kubelet that ignores it gets the same refusal from Allocate when
+// GetPreferredAllocation's policy, decided by the node's GPU choice (gpu/gpu_choice.h) over each
+// device's free slices. A container of at most slicesPerGpu slices goes to the device that fits
+// it most tightly (best fit), so that large requests still find a device with room later; a
+// container of k × slicesPerGpu slices takes k free devices of one NVLink island. Anything else
+// has no answer: a slice is on one device, and the error (the kubelet fails the pod's admission
+// with it) says why. Only a hint: a kubelet that ignores it gets the same refusal from Allocate when
 // its choice spans devices (docs/kubernetes.md).
 #pragma once
 

@@ -5,9 +5,9 @@
 
 namespace gpuslice::dra {
 
-Result<DeviceSurvey> SurveyDevices(deviceplugin::GpuInventory& inventory, const std::vector<NodeDevice>& published) {
-  const Result<deviceplugin::Discovery> discovered = inventory.Discover();
-  if (!discovered.ok()) return discovered.status();
+Result<DeviceSurvey> SurveyDevices(gpu::GpuInventory& inventory, const std::vector<NodeDevice>& published) {
+  const Result<gpu::Discovery> discovered = inventory.Discover();
+  if (!discovered.ok()) return Status::Error("gpuslice-dra-driver: " + discovered.message());
   DeviceSurvey survey;
   survey.devices = NameDevices(discovered->gpus);
   std::set<std::string> names;

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "common/status.h"
-#include "deviceplugin/gpu_inventory.h"
 #include "dra/device_health.h"
 #include "dra/node_devices.h"
+#include "gpu/gpu_inventory.h"
 
 namespace gpuslice::dra {
 
@@ -23,7 +23,7 @@ struct DeviceSurvey {
   std::string left_out_lines;                     // GPUs not published, one line each
 };
 
-Result<DeviceSurvey> SurveyDevices(deviceplugin::GpuInventory& inventory, const std::vector<NodeDevice>& published);
+Result<DeviceSurvey> SurveyDevices(gpu::GpuInventory& inventory, const std::vector<NodeDevice>& published);
 
 // The devices of `survey`, each unhealthy one with its condition's message as its problem: a
 // claim on it is refused until it recovers (dra/claim_allocation.h).

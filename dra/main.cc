@@ -18,23 +18,20 @@
 
 #include "common/node_daemon.h"
 #include "common/version.h"
-#include "deviceplugin/gpu_inventory.h"
 #include "dra/api_client.h"
 #include "dra/claim_preparer.h"
 #include "dra/device_health.h"
 #include "dra/device_survey.h"
 #include "dra/driver_directories.h"
-#include "dra/driver_version.h"
 #include "dra/health_service.h"
 #include "dra/plugin_server.h"
 #include "dra/resource_slice.h"
+#include "gpu/gpu_inventory.h"
 
 namespace gpuslice::dra {
 namespace {
 
 using node_daemon::Fail;
-using node_daemon::kExitFailure;
-using node_daemon::kExitUsage;
 
 struct Flags {
   DriverConfig config;
@@ -120,9 +117,9 @@ std::string Signature(const std::vector<NodeDevice>& devices, const std::map<std
 // Publish, then watch: a device failing or recovering, a slice the API server did not take, or
 // a new registration by the kubelet publishes again (the next generation when the slice
 // changed). XIDs reach the health (and so the stream) at once, the slice at the next poll.
-int Serve(const Flags& f, const sigset_t& stop_signals, deviceplugin::GpuInventory& inventory, DeviceSurvey survey,
+int Serve(const Flags& f, const sigset_t& stop_signals, gpu::GpuInventory& inventory, DeviceSurvey survey,
           DeviceHealth& health, ClaimPreparer& preparer, PluginServer& plugin, ApiClient& api) {
-  const std::string driver_version = NvmlDriverVersion(f.config.nvml_library);
+  const std::string driver_version = inventory.DriverVersion();
   std::atomic<bool> stopping{false};
   std::thread xids([&] {
     while (!stopping) {
@@ -191,7 +188,7 @@ int Run(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;  // --help and --version exit 0
   }
   Result<ApiServer> server = ResolveApiServer(f);
   if (!server.ok()) return Fail(kExitUsage, server.message());
@@ -199,13 +196,14 @@ int Run(int argc, char** argv) {
   // Signals are waited for with sigtimedwait: blocked before any thread starts.
   const sigset_t stop_signals = node_daemon::BlockStopSignals();
 
-  Result<std::unique_ptr<deviceplugin::GpuInventory>> opened = deviceplugin::GpuInventory::Open(f.config.nvml_library);
-  if (!opened.ok()) return Fail(kExitFailure, opened.message());
-  std::unique_ptr<deviceplugin::GpuInventory> inventory = std::move(opened).value();
+  Result<std::unique_ptr<gpu::GpuInventory>> opened = gpu::GpuInventory::Open(f.config.nvml_library);
+  if (!opened.ok()) return Fail(kExitFailure, "gpuslice-dra-driver: --nvml-library: " + opened.message());
+  std::unique_ptr<gpu::GpuInventory> inventory = std::move(opened).value();
   Result<DeviceSurvey> first = SurveyDevices(*inventory, {});
   if (!first.ok()) return Fail(kExitFailure, first.message());
   std::fputs(first->left_out_lines.c_str(), stderr);
-  if (Status watched = inventory->WatchXids(); !watched.ok()) std::fprintf(stderr, "%s\n", watched.message().c_str());
+  if (Status watched = inventory->WatchXids(); !watched.ok())
+    std::fprintf(stderr, "gpuslice-dra-driver: %s\n", watched.message().c_str());
   DeviceHealth health;
   health.Observe(first->devices, first->problems, UnixSeconds());
 

@@ -2,7 +2,7 @@
 
 namespace gpuslice::dra {
 
-std::vector<NodeDevice> NameDevices(const std::vector<deviceplugin::GpuInfo>& gpus) {
+std::vector<NodeDevice> NameDevices(const std::vector<gpu::GpuInfo>& gpus) {
   std::vector<NodeDevice> devices;
   for (const auto& gpu : gpus) {
     std::string name = "gpu-" + std::to_string(gpu.index);

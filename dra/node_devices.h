@@ -6,17 +6,17 @@
 #include <string>
 #include <vector>
 
-#include "deviceplugin/gpu_inventory.h"
+#include "gpu/gpu_inventory.h"
 
 namespace gpuslice::dra {
 
 struct NodeDevice {
   std::string name;  // "gpu-3", or "gpu-3-mig-1" for instance 1 of GPU 3
-  deviceplugin::GpuInfo gpu;
+  gpu::GpuInfo gpu;
   std::string problem;  // why it is unhealthy (dra/device_health.h); empty when it is healthy
 };
 
-std::vector<NodeDevice> NameDevices(const std::vector<deviceplugin::GpuInfo>& gpus);
+std::vector<NodeDevice> NameDevices(const std::vector<gpu::GpuInfo>& gpus);
 
 // "3g.71gb" from an instance's NVML name ("NVIDIA H200 MIG 3g.71gb"); empty for a whole GPU.
 std::string MigProfile(const NodeDevice& device);

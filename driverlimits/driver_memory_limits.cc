@@ -1,15 +1,17 @@
 #include "driverlimits/driver_memory_limits.h"
 
-#include "common/nvml_loader.h"
+#include "gpu/nvml_library.h"
 
 namespace gpuslice::driverlimits {
 
+// NVML's entry points as gpu/nvml_library.h binds them; set and get are null on a driver before r615.
 struct DriverMemoryLimits::Api {
+  std::unique_ptr<const gpu::NvmlLibrary> nvml;
   decltype(&nvmlInit_v2) init = nullptr;
   decltype(&nvmlShutdown) shutdown = nullptr;
   decltype(&nvmlErrorString) error_string = nullptr;
   decltype(&nvmlDeviceGetHandleByUUID) handle_by_uuid = nullptr;
-  decltype(&nvmlDeviceSetMemoryLimits_v1) set = nullptr;  // null: a driver before r615
+  decltype(&nvmlDeviceSetMemoryLimits_v1) set = nullptr;
   decltype(&nvmlDeviceGetMemoryLimits_v1) get = nullptr;
   std::string Reason(nvmlReturn_t rc) const {
     const char* text = error_string ? error_string(rc) : nullptr;
@@ -24,17 +26,17 @@ DriverMemoryLimits::~DriverMemoryLimits() {
 }
 
 Result<std::unique_ptr<DriverMemoryLimits>> DriverMemoryLimits::Open(const std::string& library) {
-  Result<void*> opened = nvml::Open(library);
-  if (!opened.ok()) return Status::Unavailable("cannot load " + library + ": " + opened.message());
+  Result<std::unique_ptr<const gpu::NvmlLibrary>> opened = gpu::NvmlLibrary::Open(library);
+  if (!opened.ok()) return Status::Unavailable(opened.message());
   auto api = std::make_unique<Api>();
-  api->init = nvml::Symbol<decltype(api->init)>(*opened, "nvmlInit_v2");
-  api->shutdown = nvml::Symbol<decltype(api->shutdown)>(*opened, "nvmlShutdown");
-  api->error_string = nvml::Symbol<decltype(api->error_string)>(*opened, "nvmlErrorString");
-  api->handle_by_uuid = nvml::Symbol<decltype(api->handle_by_uuid)>(*opened, "nvmlDeviceGetHandleByUUID");
-  api->set = nvml::Symbol<decltype(api->set)>(*opened, "nvmlDeviceSetMemoryLimits_v1");
-  api->get = nvml::Symbol<decltype(api->get)>(*opened, "nvmlDeviceGetMemoryLimits_v1");
-  if (!api->init || !api->shutdown || !api->handle_by_uuid)
-    return Status::Unavailable(library + " lacks nvmlInit_v2, nvmlShutdown or nvmlDeviceGetHandleByUUID");
+  api->nvml = std::move(opened).value();
+  api->init = api->nvml->init;
+  api->shutdown = api->nvml->shutdown;
+  api->error_string = api->nvml->error_string;
+  api->handle_by_uuid = api->nvml->handle_by_uuid;
+  api->set = api->nvml->set_memory_limits;
+  api->get = api->nvml->get_memory_limits;
+  if (!api->handle_by_uuid) return Status::Unavailable(library + " lacks nvmlDeviceGetHandleByUUID");
   if (const nvmlReturn_t rc = api->init(); rc != NVML_SUCCESS) {
     const std::string reason = api->Reason(rc);
     api->shutdown = nullptr;  // not initialised: nothing to shut down

@@ -22,11 +22,11 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "common/nvml_loader.h"
 #include "common/version.h"
 #include "driverlimits/cgroup_path.h"
 #include "driverlimits/driver_memory_limits.h"
 #include "driverlimits/limit_records.h"
+#include "gpu/nvml_library.h"
 
 namespace gpuslice::driverlimits {
 namespace {
@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
       "soft: its request), as an OCI hook of the container runtime; the container's state is read from stdin."};
   app.set_version_flag("--version", std::string(kName) + " " + GPUSLICE_VERSION);
   app.require_subcommand(1);
-  std::string state_dir, library = gpuslice::nvml::kLibrary;
+  std::string state_dir, library = gpuslice::gpu::kNvmlLibrary;
   LimitRecord record;
   CLI::App* set = app.add_subcommand("set", "createRuntime hook: set the container's cgroup limits on --gpu");
   CLI::App* clear = app.add_subcommand("clear", "poststop hook: clear what `set` set for the container");

@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 
 #include "broker/broker.h"
+#include "common/exit_codes.h"
 #include "common/mutex.h"
 #include "common/mutex_lock.h"
 #include "common/pod_names.h"
@@ -25,13 +26,13 @@
 #include "exporter/http_server.h"
 #include "exporter/listen_address.h"
 #include "exporter/metrics_text.h"
-#include "exporter/nvml_devices.h"
+#include "gpu/nvml_devices.h"
 
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;  // cannot listen
-constexpr int kExitUsage = 2;
+using gpuslice::kExitFailure;  // cannot listen, or the state directory is refused
+using gpuslice::kExitOk;
+using gpuslice::kExitUsage;
 
 constexpr char kFooter[] = R"help(Endpoints:
   /metrics  Prometheus text format: per GPU (label gpu, its UUID) and tenant (labels tenant,
@@ -122,7 +123,7 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 128 << 20);
 
-  NvmlDevices nvml;
+  gpuslice::gpu::NvmlDevices nvml;
   ChangeLog segment_log("state file"), nvml_log("NVML"), pods_log("pods file");
   gpuslice::Mutex first_sight_mutex;  // guards first_sight: scrapes run on several workers
   FirstSight first_sight;
@@ -173,7 +174,7 @@ int main(int argc, char** argv) {
     const std::string why = WhyCannotListen(*address);
     std::fprintf(stderr, "gpuslice-exporter: cannot listen on %s: %s\n", listen.c_str(),
                  why.empty() ? bound.message().c_str() : why.c_str());
-    return kExitFailed;
+    return kExitFailure;
   }
   std::thread stopper([&] {
     int signal = 0;
@@ -185,7 +186,7 @@ int main(int argc, char** argv) {
   if (const gpuslice::Status served = server.Serve(); !served.ok()) {
     std::fprintf(stderr, "gpuslice-exporter: %s\n", served.message().c_str());
     stopper.detach();  // still waiting for a signal that will not come
-    return kExitFailed;
+    return kExitFailure;
   }
   stopper.join();
   return kExitOk;

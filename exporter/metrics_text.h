@@ -10,25 +10,12 @@
 
 #include "broker/broker.h"
 #include "common/pod_names.h"
+#include "gpu/nvml_devices.h"
 
 namespace gpuslice::exporter {
 
-// One device as NVML reports it (nvml_devices.h).
-struct DeviceFigures {
-  std::string uuid;  // "GPU-..." (the broker's gpu label)
-  std::string name;
-  int index = 0;
-  unsigned long long memory_total = 0;
-  unsigned long long memory_used = 0;
-  std::optional<unsigned int> utilization_pct;  // absent when NVML does not support it
-  std::optional<unsigned int> processes;        // compute processes running on it
-  // Those processes: pid (the node's PID namespace, as NVML reports it) and device memory.
-  struct Process {
-    unsigned int pid = 0;
-    unsigned long long memory_used = 0;
-  };
-  std::vector<Process> process_list;
-};
+// One device as NVML reports it (gpu/nvml_devices.h).
+using gpu::DeviceFigures;
 
 struct ScrapeInput {
   const broker::Snapshot* snapshot = nullptr;           // nullptr: the segment could not be read

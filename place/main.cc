@@ -14,6 +14,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "common/exit_codes.h"
 #include "common/version.h"
 #include "place/cluster_shape.h"
 #include "place/command_line.h"
@@ -30,8 +31,8 @@ using namespace gpuslice::place;
 
 namespace {
 
-constexpr int kExitUsage = 2;
-constexpr int kExitFailed = 1;
+using gpuslice::kExitFailure;
+using gpuslice::kExitUsage;
 
 using Progress = std::function<void(int done, int total)>;
 
@@ -97,7 +98,7 @@ int LoadInputs(PlaceCommand& c, Inputs* in) {
     in->cluster_description = "random, " + shape.description;
     c.nodes_path = "--random-cluster " + c.random_cluster_text;
   }
-  if (!c.write_nodes_path.empty() && !WriteFile(c.write_nodes_path, NodeListCsv(in->nodes))) return kExitFailed;
+  if (!c.write_nodes_path.empty() && !WriteFile(c.write_nodes_path, NodeListCsv(in->nodes))) return kExitFailure;
   auto pods_or = ReadPodList(c.pods_path);
   if (!pods_or.ok()) return Usage(pods_or.message());
   in->pods = std::move(pods_or).value();
@@ -213,8 +214,8 @@ int RunPoolSweep(const PlaceCommand& c, const Inputs& in, const Experiment& expe
       !WriteFile(dir / "pool-sweep.gp",
                  PoolSweepGnuplot((dir / "pool-sweep.dat").string(), (dir / "pool-sweep.svg").string(), in.policies,
                                   c.replay_options.pool.min_gpus, "Reserved pool sweep, " + c.title)))
-    return kExitFailed;
-  return c.no_chart || Chart(dir / "pool-sweep.gp") ? 0 : kExitFailed;
+    return kExitFailure;
+  return c.no_chart || Chart(dir / "pool-sweep.gp") ? 0 : kExitFailure;
 }
 
 // --replay: every policy and seed replayed in time.
@@ -243,8 +244,8 @@ int RunReplay(const PlaceCommand& c, const Inputs& in, const Experiment& experim
       !WriteFile(dir / "replay.gp", ReplayGnuplot((dir / "replay.dat").string(), (dir / "replay.svg").string(), charted,
                                                   c.title + mode + " (mean of " + std::to_string(c.seeds) + " seeds)",
                                                   c.replay_chart_hours)))
-    return kExitFailed;
-  return c.no_chart || Chart(dir / "replay.gp") ? 0 : kExitFailed;
+    return kExitFailure;
+  return c.no_chart || Chart(dir / "replay.gp") ? 0 : kExitFailure;
 }
 
 // The placement experiment: every policy and seed until --inflation, its summary and charts.
@@ -281,10 +282,10 @@ int RunPlacement(const PlaceCommand& c, const Inputs& in, const Experiment& expe
                  GnuplotScript((dir / "stranded.dat").string(), (dir / "stranded.svg").string(), in.policies,
                                "Stranded GPUs (idle, no unplaced pod can use them), " + c.title + chart_title,
                                "Stranded GPUs (% of cluster GPUs)")))
-    return kExitFailed;
+    return kExitFailure;
   if (c.no_chart) return 0;
   for (const char* script : {"unallocated.gp", "stranded.gp"}) {
-    if (!Chart(dir / script, dir.string())) return kExitFailed;
+    if (!Chart(dir / script, dir.string())) return kExitFailure;
   }
   return 0;
 }
@@ -300,7 +301,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "gpuslice-place " GPUSLICE_VERSION, "Print the version and exit");
   PlaceCommand c;
   AddOptions(app, &c);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? gpuslice::kExitOk : kExitUsage;  // --help and --version exit 0
+  }
 
   Inputs in;
   if (const int code = LoadInputs(c, &in)) return code;

@@ -1,7 +1,7 @@
 // The shim's variables as the tools that hand them to a tenant write them (the device plugin,
 // the DRA driver, gpuslicectl plan): the exact text form of a quota, and the shim's own verdict
-// on a set of GPUSLICE_* values before they reach a container. An object of its own in the shim's
-// core, so that libgpuslice.so does not carry it.
+// on a set of GPUSLICE_* values before they reach a container. In the option library
+// (gpuslice_options), which the tools link; libgpuslice.so does not carry it.
 #pragma once
 
 #include <cstdint>

@@ -15,8 +15,9 @@ constexpr uint64_t kGi = 1ULL << 30;
 
 // Whole GPUs with these NVML indices, `memory` each.
 DeviceCatalog Catalog(const std::vector<int>& indices, uint64_t memory = 16 * kGi) {
-  std::vector<GpuInfo> gpus;
-  for (int index : indices) gpus.push_back(GpuInfo{index, "GPU-test-" + std::to_string(index), "sim", memory, -1, ""});
+  std::vector<gpu::GpuInfo> gpus;
+  for (int index : indices)
+    gpus.push_back(gpu::GpuInfo{index, "GPU-test-" + std::to_string(index), "sim", memory, -1, "", ""});
   return DeviceCatalog(gpus, 100);
 }
 
@@ -29,7 +30,7 @@ std::vector<std::string> Free(const DeviceCatalog& catalog, size_t p, int n) {
 // Slices chosen per catalog position.
 std::map<int, int> PerGpu(const DeviceCatalog& catalog, const std::vector<std::string>& chosen) {
   std::map<int, int> per_gpu;
-  for (const std::string& id : chosen) ++per_gpu[catalog.PositionOfSlice(id)];
+  for (const std::string& id : chosen) ++per_gpu[static_cast<int>(catalog.PositionOfSlice(id).value())];
   return per_gpu;
 }
 
@@ -112,9 +113,10 @@ TEST(PreferredAllocation, MoreThanOneDeviceButNotWholeDevicesIsRefused) {
 
 // More positions than place's 8 GPUs per node (MIG instances): the tightest fit over all of them.
 TEST(PreferredAllocation, BestFitOverMoreThanEightInstances) {
-  std::vector<GpuInfo> instances;
+  std::vector<gpu::GpuInfo> instances;
   for (int i = 0; i < 10; ++i)
-    instances.push_back(GpuInfo{i / 7, "MIG-test-" + std::to_string(i), "sim", 10 * kGi, i % 7, "GPU-test"});
+    instances.push_back(
+        gpu::GpuInfo{i / 7, "MIG-test-" + std::to_string(i), "sim", 10 * kGi, i % 7, "GPU-test", "sim"});
   const DeviceCatalog catalog(instances, 10);
   Offer offer;
   for (size_t p = 0; p < 10; ++p) offer.Add(catalog, p, p == 2 ? 5 : p == 9 ? 3 : 10);

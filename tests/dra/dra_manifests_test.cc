@@ -50,7 +50,7 @@ TEST(DraManifestsTest, ClaimTemplatesNameTheClassAndCarryConfigurationsTheDriver
     configs.push_back({{"source", "FromClass"}, {"opaque", c["opaque"]}});
   dra::DriverConfig config;
   config.node_name = "node-a";
-  deviceplugin::GpuInfo gpu;
+  gpu::GpuInfo gpu;
   gpu.uuid = "GPU-1";
   gpu.total_memory = 143771ULL << 20;  // an H200
   const std::vector<dra::NodeDevice> devices = {{"gpu-0", gpu, ""}};
@@ -95,6 +95,8 @@ TEST(DraManifestsTest, TheDaemonSetsFlagsAreTheDriversAndItsRbacCoversItsCalls) 
   const json& container = daemonset["spec"]["template"]["spec"]["containers"][0];
   const auto help = gpuslice::testing::Run({BinDir() + "/gpuslice-dra-driver", "--help"});
   ASSERT_EQ(help.exit_code, 0) << help.err;
+  // A flag it does not have is a usage error, exit status 2 as every tool's (common/exit_codes.h).
+  EXPECT_EQ(gpuslice::testing::Run({BinDir() + "/gpuslice-dra-driver", "--no-such-flag"}).exit_code, 2);
   for (const std::string arg : container["command"]) {
     if (!arg.starts_with("--")) continue;
     EXPECT_NE(help.out.find(arg.substr(0, arg.find('='))), std::string::npos) << arg << " is not a flag of the driver";

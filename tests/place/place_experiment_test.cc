@@ -374,6 +374,7 @@ TEST(PlaceCli, BadInputExitsWithTheFileLineAndColumn) {
       {"--mig-nodes n9", "--mig-nodes: no node is named 'n9' in "},
       {"--mig-nodes n0 --mig-layout 4g.40gb,4g.40gb", "--mig-layout: "},
       {"--pcie-gbps 64", "--nvlink-gbps and --pcie-gbps need --nvlink-island N"},
+      {"--no-such-option", "--no-such-option"},  // the command line's own errors: 2, as every tool's
   };
   for (const auto& [options, message] : refusals) {
     output = RunCli("--nodes " + nodes_path + " --pods " + five_columns + " " + options + " --quiet", &status);

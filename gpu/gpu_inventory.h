@@ -1,6 +1,8 @@
-// The node's GPUs as NVML reports them, through libnvidia-ml.so.1 loaded with dlopen: the real
-// library on a node, the simulated one (sim/nvml) in the tests. Nothing links NVML, so the plugin
-// starts, and says why it cannot work, on a node without a driver.
+// The node's GPUs as NVML reports them (gpu/nvml_library.h: libnvidia-ml.so.1 loaded with dlopen,
+// the real library on a node, the simulated one, sim/nvml, in the tests): what the device plugin
+// and the DRA driver serve, the MIG instances gpuslicectl names, each device's health and the
+// driver's XID errors. Nothing links NVML, so a tool starts, and says why it cannot work, on a
+// node without a driver.
 #pragma once
 
 #include <cstdint>
@@ -8,12 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/nvml_api.h"
 #include "common/status.h"
+#include "gpu/nvml_library.h"
 
-namespace gpuslice::deviceplugin {
+namespace gpuslice::gpu {
 
-// What the plugin slices: a whole GPU, or a MIG instance of a GPU in MIG mode (a MIG-mode GPU
+// A device work runs on: a whole GPU, or a MIG instance of a GPU in MIG mode (a MIG-mode GPU
 // runs work only inside its instances, so then its instances are listed and not the GPU).
 struct GpuInfo {
   int index = 0;     // NVML index of the GPU (PCI bus order); a MIG instance's parent's
@@ -22,11 +26,12 @@ struct GpuInfo {
   uint64_t total_memory = 0;  // bytes
   int mig_index = -1;         // the instance's NVML MIG device index on its GPU; -1: a whole GPU
   std::string parent_uuid;    // an instance's GPU; empty for a whole GPU
+  std::string parent_name;    // an instance's GPU's name; empty for a whole GPU
   int numa_node = -1;         // the NUMA node NVML reports the GPU closest to; -1: unknown
 };
 
 // A GPU NVML lists but that could not be described at discovery (lost, in need of a reset):
-// left out of what the plugin serves, with the reason for the log.
+// left out of what a tool serves, with the reason for the log.
 struct LeftOutGpu {
   int index = 0;
   std::string reason;
@@ -47,7 +52,8 @@ struct Discovery {
 class GpuInventory {
  public:
   // Loads `library` (a file name the loader searches for, or a path) and initialises NVML. An
-  // error with one line when the library, a symbol or nvmlInit is missing.
+  // error with one line when the library, a symbol or nvmlInit is missing. The error lines of
+  // this class name no program: the caller prefixes its own.
   static Result<std::unique_ptr<GpuInventory>> Open(const std::string& library);
   ~GpuInventory();
   GpuInventory(const GpuInventory&) = delete;
@@ -73,13 +79,16 @@ class GpuInventory {
   // The XIDs reported since the last call, waiting up to `timeout_ms` for the first one.
   std::vector<XidEvent> WaitForXids(int timeout_ms);
 
+  // The driver's version (nvmlSystemGetDriverVersion, "550.54.15"); empty when NVML cannot say.
+  std::string DriverVersion();
+
  private:
   struct Events;
-  struct Api;
-  explicit GpuInventory(std::unique_ptr<Api> api);
+  explicit GpuInventory(std::unique_ptr<const NvmlLibrary> nvml);
   nvmlReturn_t Describe(nvmlDevice_t device, GpuInfo* info, const char** call);
-  std::unique_ptr<Api> api_;
+  std::unique_ptr<const NvmlLibrary> nvml_;
+  Mutex mutex_;  // NVML is thread-safe; this only orders discovery and health polls (guards no member)
   std::unique_ptr<Events> events_;
 };
 
-}  // namespace gpuslice::deviceplugin
+}  // namespace gpuslice::gpu
