@@ -215,6 +215,7 @@ class LaunchTracker {
   void EndBusyPeriod(uint64_t end);
   void ChargePriorityUpTo(uint64_t now);
   void NoteLaunch(uint32_t before, uint64_t now, bool waited, bool priority);
+  void NotePriorityGap(uint64_t gap);
   void ConfirmUntrackedWorkDone(uint64_t now);
   void UpdateBudget(const broker::ComputeGate::Neighbours& neighbours);
   void UpdatePriority(uint64_t now);
@@ -240,10 +241,14 @@ class LaunchTracker {
   // counted with atomic additions. A single shared counter cost every launch a contended line.
   UntrackedSlots untracked_;
   std::atomic<uint32_t> budget_kernels_{2};
-  std::atomic<uint32_t> marker_every_{1};                // launches between two markers of a track
-  std::atomic<uint64_t> kernel_ns_{1'000'000};           // measured kernel length (EWMA)
-  std::atomic<uint32_t> queued_{0};                      // launches queued on every lane, as of the last poll
-  std::atomic<uint64_t> gap_ns_{0};                      // EWMA of completion-to-next-launch gaps
+  std::atomic<uint32_t> marker_every_{1};       // launches between two markers of a track
+  std::atomic<uint64_t> kernel_ns_{1'000'000};  // measured kernel length (EWMA)
+  std::atomic<uint32_t> queued_{0};             // launches queued on every lane, as of the last poll
+  std::atomic<uint64_t> gap_ns_{0};             // EWMA of completion-to-next-launch gaps
+  // A latency tenant's gaps within a request (a launch while its priority still held), their
+  // EWMA, and the grace its priority lasts after its work (UpdatePriority).
+  std::atomic<uint64_t> priority_gap_ns_{0};
+  std::atomic<uint64_t> priority_grace_ns_{broker::kMinGraceNs};
   std::atomic<bool> priority_busy_{false};               // the current busy period began with a priority launch
   std::atomic<uint64_t> priority_charged_ns_{0};         // its priority work is charged up to here
   std::atomic<uint64_t> priority_charge_due_ns_{0};      // a finished busy period's, for the monitor to charge
