@@ -74,7 +74,8 @@ TEST_F(ShimMemoryRequestTest, WithoutRequestsOnlyTheLimitAndTheDeviceBindAsBefor
 TEST_F(ShimMemoryRequestTest, ABurstStopsAtTheLimitAndShowsAsBorrowed) {
   auto a = Hold("a", 16, {"GPUSLICE_MEMORY_REQUEST=1Gi", "GPUSLICE_MEMORY_LIMIT=3Gi"});
   EXPECT_EQ(EventOf(a->StdoutSoFar(), "holding").value("allocated", -1), 12) << a->StdoutSoFar();
-  const broker::TenantView* view = Find(BrokerSnapshot(), "a");
+  const broker::Snapshot snapshot = BrokerSnapshot();  // kept: the view points into it
+  const broker::TenantView* view = Find(snapshot, "a");
   ASSERT_NE(view, nullptr);
   EXPECT_EQ(view->request, kGi);
   EXPECT_EQ(view->quota, 3 * kGi);
