@@ -13,18 +13,15 @@
 #include <set>
 
 #include "gpuslice/sim_query.h"
+#include "tests/dra/dra_driver_fixture.h"
 #include "tests/dra/dra_stand_ins.h"
 #include "tests/support/test_env.h"
 
 namespace gpuslice::testing {
 namespace {
 
-nlohmann::json ReadJson(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in, nullptr, false);
-}
-
-std::map<std::string, std::string> SpecEnv(const nlohmann::json& spec) {
+// The environment of a CDI spec's first device.
+std::map<std::string, std::string> EnvOf(const nlohmann::json& spec) {
   std::map<std::string, std::string> env;
   for (const std::string entry : spec["devices"][0]["containerEdits"]["env"]) {
     env[entry.substr(0, entry.find('='))] = entry.substr(entry.find('=') + 1);
@@ -32,59 +29,16 @@ std::map<std::string, std::string> SpecEnv(const nlohmann::json& spec) {
   return env;
 }
 
-class DraPrepareTest : public SimTest {
+class DraPrepareTest : public DraDriverTest {
  protected:
-  void SetUp() override {
-    SimTest::SetUp();
-    SetEnv("GPUSLICE_SIM_DEVICES", "2");
-    SetEnv("GPUSLICE_SIM_MEMORY", "16Gi");
-    dir_ = MakeDriverDir();
-    ASSERT_FALSE(dir_.empty());
-    api_ = std::make_unique<StandInApiServer>();
-    StartAndRegister();
-  }
-  void TearDown() override {
-    driver_.reset();
-    api_.reset();
-    RemoveDriverDir(dir_);
-    SimTest::TearDown();
-  }
-
-  void StartAndRegister() {
-    driver_ = StartDriver(dir_, api_->url());
-    ASSERT_TRUE(driver_->WaitForOutput("serving", 20000)) << driver_->StderrSoFar();
-    kubelet_ = std::make_unique<StandInKubelet>(RegistrationSocket(dir_));
-    std::string error;
-    ASSERT_TRUE(kubelet_->Register(&error)) << error;
-  }
-
   std::string Uuid(int gpu) {
     simquery::Snapshot snap;
     std::string error;
     EXPECT_TRUE(simquery::TakeSnapshot(state_path(), &snap, &error)) << error;
     return snap.devices.at(gpu).uuid;
   }
-
-  drapb::NodePrepareResourceResponse PrepareOne(const ClaimSpec& spec) {
-    drapb::NodePrepareResourcesResponse response;
-    const auto status = kubelet_->Prepare({ClaimOf(spec)}, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message() << driver_->StderrSoFar();
-    EXPECT_EQ(response.claims().count(spec.uid), 1u) << "every claim gets an answer";
-    return response.claims().at(spec.uid);
-  }
-
-  std::string SpecPath(const std::string& uid) { return dir_ + "/cdi/gpuslice.io-claim_" + uid + ".json"; }
-  size_t SpecFiles() { return std::distance(std::filesystem::directory_iterator(dir_ + "/cdi"), {}); }
+  size_t SpecFiles() { return Files("cdi"); }
   nlohmann::json Checkpoint() { return ReadJson(dir_ + "/plugin/checkpoint.json"); }
-  size_t CheckpointClaims() {
-    const auto c = Checkpoint();
-    return c.is_discarded() ? 0 : c["claims"].size();
-  }
-
-  std::string dir_;
-  std::unique_ptr<StandInApiServer> api_;
-  std::unique_ptr<Subprocess> driver_;
-  std::unique_ptr<StandInKubelet> kubelet_;
 };
 
 const nlohmann::json kLatency50 = {{"apiVersion", "gpu.gpuslice.io/v1alpha1"},
@@ -128,7 +82,7 @@ TEST_F(DraPrepareTest, APreparedClaimGetsACdiSpecOfItsBookedMemoryAndCompute) {
   EXPECT_EQ(SchemaErrors("cdi", cdi), "");
   EXPECT_EQ(cdi["kind"], "gpuslice.io/claim");
   EXPECT_EQ(cdi["devices"][0]["name"], spec.uid + "-gpu-1-" + ShareIdOf(spec));
-  const auto env = SpecEnv(cdi);
+  const auto env = EnvOf(cdi);
   EXPECT_EQ(env.at("GPUSLICE_MEMORY_LIMIT"), "4Gi");
   EXPECT_EQ(env.at("GPUSLICE_COMPUTE_REQUEST"), "30");
   EXPECT_EQ(env.at("GPUSLICE_COMPUTE_CLASS"), "latency");
@@ -163,7 +117,7 @@ TEST_F(DraPrepareTest, TheClaimsConfigurationOverridesTheClasssAndNoConsumedCapa
   api_->SetClaim(MakeClaim(spec));
   const auto answer = PrepareOne(spec);
   ASSERT_EQ(answer.error(), "");
-  const auto env = SpecEnv(ReadJson(SpecPath(spec.uid)));
+  const auto env = EnvOf(ReadJson(SpecPath(spec.uid)));
   EXPECT_EQ(env.at("GPUSLICE_COMPUTE_CLASS"), "latency") << "the claim's over the class's";
   EXPECT_EQ(env.at("GPUSLICE_COMPUTE_LIMIT"), "100") << "the class's, which the claim leaves";
   EXPECT_EQ(env.at("GPUSLICE_MEMORY_LIMIT"), "16Gi");
@@ -198,7 +152,7 @@ TEST_F(DraPrepareTest, TwoClaimsSharingOneDeviceGetTheirShareIdsAndCdiDevicesAnd
     const auto cdi = ReadJson(SpecPath(spec.uid));
     EXPECT_EQ(SchemaErrors("cdi", cdi), "");
     EXPECT_EQ("gpuslice.io/claim=" + cdi["devices"][0]["name"].get<std::string>(), answer.devices(0).cdi_device_ids(0));
-    const auto env = SpecEnv(cdi);
+    const auto env = EnvOf(cdi);
     tenants.insert(env.at("GPUSLICE_TENANT"));
     EXPECT_EQ(env.at("GPUSLICE_MEMORY_LIMIT"), spec.memory);
     EXPECT_EQ(env.at("GPUSLICE_COMPUTE_REQUEST"), spec.compute);
