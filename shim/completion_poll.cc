@@ -24,6 +24,8 @@ constexpr uint64_t kAwaitTrustNs = 50'000'000;
 // A track only its own thread can ask about that has not moved for this long, while another
 // tenant shares the GPU, is confirmed by synchronising its context.
 constexpr uint64_t kQuietOwnerTrackNs = 2'000'000;
+// The monitor skips a question it knows cannot be answered "complete" yet for at most this long.
+constexpr uint64_t kMaxQuietNs = 1'000'000;
 // A synchronisation that took longer than this waited for the work: it completed as it returned.
 constexpr uint64_t kWaitedNs = 20'000;
 
@@ -59,12 +61,13 @@ bool AnswerEndsTheWork(CUresult rc) {
 uint64_t LaunchTracker::QueryTrack(StreamTrack& track, const Poller& poller, uint64_t now, uint64_t* completed_ns) {
   const uint64_t submitted = track.Submitted();
   if (submitted == track.Done()) return 0;
+  track.DropStaleMarkers();
   if (poller.monitor) {
     const uint64_t awaited = track.awaited_since_ns().load(std::memory_order_relaxed);
     if (awaited != 0 && now - awaited < kAwaitTrustNs) return 0;
     if (now - track.queried_ns() < kMinQueryGapNs) return 0;
+    if (now < EarliestAnswer(track)) return 0;
   }
-  track.DropStaleMarkers();
   const RealDriver* real = Real();
   const uint64_t estimate = CompletionEstimate(track, now, now);
   if (track.HasMarker()) {
@@ -85,6 +88,21 @@ uint64_t LaunchTracker::QueryTrack(StreamTrack& track, const Poller& poller, uin
   // Idle — or gone (the application destroyed the stream): nothing more will be learnt of it.
   *completed_ns = estimate;
   return submitted;
+}
+
+// When the monitor's question about a track can first be answered "complete": what it would ask
+// about (the oldest marker, or the whole track) is that many launches behind the last completion
+// learnt, each at least half the measured kernel length. Asked earlier, the driver can only say
+// "not ready" — a call wasted on the host. Bounded, so that a kernel length measured long ago
+// delays what the monitor learns by at most kMaxQuietNs.
+uint64_t LaunchTracker::EarliestAnswer(StreamTrack& track) const {
+  const uint64_t from = std::max(track.progress_ns(), track.busy_since_ns().load(std::memory_order_relaxed));
+  const uint64_t asked_about = track.HasMarker() ? track.OldestMarker().covers : track.Submitted();
+  if (from == 0 || asked_about <= track.Done()) return 0;
+  const uint64_t half_kernel = kernel_ns_.load(std::memory_order_relaxed) / 2;
+  const uint64_t ahead = asked_about - track.Done();
+  const uint64_t quiet = ahead > kMaxQuietNs / std::max<uint64_t>(half_kernel, 1) ? kMaxQuietNs : ahead * half_kernel;
+  return from + std::min(quiet, kMaxQuietNs);
 }
 
 uint64_t LaunchTracker::CompletionEstimate(StreamTrack& track, uint64_t called_ns, uint64_t returned_ns) {

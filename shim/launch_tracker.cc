@@ -226,9 +226,9 @@ void LaunchTracker::ExitTracked(const Entry& entry, CUresult launched) {
 }
 
 // The producer's side of the lane (its thread, or the shared lane's mutex held). No driver call
-// but the occasional marker: one when a track has half the budget's launches unmarked while
-// others share the GPU and the launch queues behind another (so at most two per budget of queued
-// work), none for a launcher that stays under that between its synchronisations.
+// but the occasional marker: one when a track has three quarters of the budget's launches unmarked
+// while others share the GPU and the launch queues behind another (so at most one and a third per
+// budget of queued work), none for a launcher that stays under that between its synchronisations.
 inline void LaunchTracker::CountSubmitted(LaunchLane* lane, const LaunchTarget& target, bool lane_was_idle) {
   StreamTrack* track = lane->TrackFor(target.handle, target.context);
   if (!track) [[unlikely]] {
@@ -274,9 +274,9 @@ void LaunchTracker::RecordMarker(StreamTrack* track) {
 }
 
 // Sleeps in the driver until the lane's oldest marker completes — the event is created with
-// blocking sync, so the driver wakes the thread at completion rather than it spinning — or, with
-// none, a short while. The track is awaited meanwhile: the monitor leaves it to this thread.
-void LaunchTracker::WaitForOldest(LaunchLane* lane) {
+// blocking sync, so the driver wakes the thread at completion rather than it spinning. The track
+// is awaited meanwhile: the monitor leaves it to this thread. False: no marker to wait for.
+bool LaunchTracker::WaitForOldest(LaunchLane* lane) {
   StreamTrack* waited = nullptr;
   StreamTrack::Marker marker;
   {
@@ -289,16 +289,12 @@ void LaunchTracker::WaitForOldest(LaunchLane* lane) {
       }
     });
   }
-  const RealDriver* real = Real();
-  if (!waited) {
-    SleepNanos(std::clamp<uint64_t>(kernel_ns_.load(std::memory_order_relaxed) / 16, kMinPollNs, kMaxPollNs));
-    return;
-  }
+  if (!waited) return false;
   const uint64_t called = MonotonicNanos();
   waited->awaited_since_ns().store(called);
-  const CUresult rc = real->cuEventSynchronize(marker.event);
+  const CUresult rc = Real()->cuEventSynchronize(marker.event);
   waited->awaited_since_ns().store(0);
-  if (rc != CUDA_SUCCESS) return;  // its context is gone: ForgetContext completes its launches
+  if (rc != CUDA_SUCCESS) return true;  // its context is gone: ForgetContext completes its launches
   const uint64_t returned = MonotonicNanos();
   uint32_t delta = 0;
   uint64_t completed = returned;
@@ -310,6 +306,7 @@ void LaunchTracker::WaitForOldest(LaunchLane* lane) {
   }
   RefreshQueued();
   if (AdjustInflight(delta)) WentIdle(completed);
+  return true;
 }
 
 void LaunchTracker::MarkOwnTails(LaunchLane* lane) {
@@ -339,7 +336,10 @@ void LaunchTracker::UpdateBudget(const broker::ComputeGate::Neighbours& neighbou
   const uint64_t least = gate_->limited() || (beside_latency && processes > 1) ? 1 : kMinBudgetKernels;
   const auto budget = static_cast<uint32_t>(std::clamp<uint64_t>(kernels, least, kMaxBudgetKernels));
   budget_kernels_.store(budget, std::memory_order_relaxed);
-  marker_every_.store(std::max<uint32_t>(1, budget / 2), std::memory_order_relaxed);
+  // A launcher over the budget waits for its oldest marker, and launches again with what lies
+  // beyond that marker still queued: a quarter of the budget (at least a kernel), plenty to keep
+  // the device busy while it wakes, and each marker costs two driver calls (record, wait).
+  marker_every_.store(std::max<uint32_t>(1, budget * 3 / 4), std::memory_order_relaxed);
 }
 
 void LaunchTracker::Wait() {
@@ -348,9 +348,12 @@ void LaunchTracker::Wait() {
     const uint64_t now = MonotonicNanos();
     const bool priority = gate_->compute_class() == broker::ComputeClass::kLatency && WithinPriorityBucket(lane, now);
     if (!priority && bounded_.load() && tracking_.load() && OverBudget(lane)) {
+      // The oldest marker answers in one call whether or not it has completed (a synchronisation
+      // of a completed event returns at once): no query first. Without one, ask the streams.
+      if (WaitForOldest(lane)) continue;
       Poll(Poller{false, lane, CurrentContext::Get(Real())}, now);
       if (!OverBudget(lane)) return;
-      WaitForOldest(lane);
+      SleepNanos(std::clamp<uint64_t>(kernel_ns_.load(std::memory_order_relaxed) / 16, kMinPollNs, kMaxPollNs));
       continue;
     }
     if (gate_->GrantOpen()) return;

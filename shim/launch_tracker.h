@@ -9,7 +9,7 @@
 // the application's own synchronisations (free: shim/hooks_sync.cc), queries of a stream or a
 // marker by the monitor and by blocked launchers (at most one per track per poll, none for a
 // track whose thread waits in a synchronisation of it), and markers — events a launching thread
-// records behind a launch only once a track has half the budget's launches unmarked, so that a
+// records behind a launch only once a track has 3/4 of the budget's launches unmarked, so that a
 // launcher over the budget has an older launch to wait for. While others share the GPU the
 // process keeps at most a budget of work queued (the GPU's budget over the measured kernel
 // length, at least one kernel), so a hand-over waits for what is running, not for a backlog.
@@ -191,6 +191,7 @@ class LaunchTracker {
   // waited (they finished then); else some time since the track was last looked at, before the
   // call — the middle of that interval.
   static uint64_t CompletionEstimate(StreamTrack& track, uint64_t called_ns, uint64_t returned_ns);
+  uint64_t EarliestAnswer(StreamTrack& track) const;
   // A lane's last launch in flight completed: the change to the published word (the lane comes
   // off its count of busy lanes). EnterLane's count_in puts it on.
   static uint32_t LaneWentIdle();
@@ -201,8 +202,8 @@ class LaunchTracker {
   // The process has nothing in flight any more; its last launch completed at about
   // `completed_ns`.
   void WentIdle(uint64_t completed_ns);
-  // A launcher over the budget: waits for its lane's oldest marker, or a short while.
-  void WaitForOldest(LaunchLane* lane);
+  // A launcher over the budget: waits for its lane's oldest marker; false when it has none.
+  bool WaitForOldest(LaunchLane* lane);
   // A launcher about to block for the grant: markers behind its launches that only it can
   // follow (its per-thread default stream), so that the monitor can see them complete.
   void MarkOwnTails(LaunchLane* lane);
