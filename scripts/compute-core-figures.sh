@@ -46,7 +46,7 @@ step "machine"
 
 for costs in default double; do
   step "launch-bound, call costs $costs"
-  "$bench" launch-bound --costs "$costs" --quiet --report "$out/$costs" | tee "$out/launch-bound-$costs.txt"
+  "$bench" launch-bound --costs "$costs" --repeats 3 --quiet --report "$out/$costs" | tee "$out/launch-bound-$costs.txt"
 done
 
 for seed in $seeds; do

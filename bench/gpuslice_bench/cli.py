@@ -118,9 +118,14 @@ def _launch_bound(source_dir, build_dir, argv):
                    help="use the installed NVIDIA driver and GPU (no call costs to set, no calls counted)")
     p.add_argument("--shapes", nargs="*", metavar="SHAPE",
                    help="only these: " + ", ".join(s.name for s in launch_bound.shapes(1)))
+    p.add_argument("--repeats", type=int, default=1, metavar="N",
+                   help="run each comparison N times back to back; ratios are the medians (default 1)")
     args = p.parse_args(argv)
     if args.duration <= 0:
         print("gpuslice-bench launch-bound: --duration must be above 0", file=sys.stderr)
+        return EXIT_USAGE
+    if args.repeats < 1:
+        print(f"gpuslice-bench launch-bound: --repeats must be 1 or more, not {args.repeats}", file=sys.stderr)
         return EXIT_USAGE
     paths = Paths(source_dir=source_dir, build_dir=os.path.abspath(args.build or build_dir))
     missing = paths.missing(not args.real_gpu, True)

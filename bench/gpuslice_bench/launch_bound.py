@@ -102,34 +102,73 @@ def _added_per_launch(managed, managed_shorts, bare, bare_shorts):
     return (calls - own_per_launch * launches) / launches
 
 
-def measure(paths, shape, costs, real_gpu=False):
-    """Alone (each tenant, without and with gpuslice), unmanaged and gpuslice together."""
-    figures = {"shape": shape.name, "description": shape.description, "tenants": {}}
+def _median(values):
+    ordered = sorted(values)
+    n = len(ordered)
+    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+
+
+def measure(paths, shape, costs, real_gpu=False, repeats=1):
+    """Alone (each tenant, without and with gpuslice), unmanaged and gpuslice together; each pair
+    of runs `repeats` times, back to back, so that a drift of the host's speed falls on both runs of
+    a pair. Rates are the medians; each ratio is the median of the repeats' ratios (kept in
+    `*_ratios`)."""
+    figures = {"shape": shape.name, "description": shape.description, "tenants": {}, "repeats": repeats}
     shorts = {t.name: _short_runs(paths, t, costs, real_gpu) for t in shape.tenants}
     for t in shape.tenants:
-        bare = tenant_runs.run(paths, [t], managed=False, costs=costs, real_gpu=real_gpu)
-        shimmed = tenant_runs.run(paths, [t], managed=True, costs=costs, real_gpu=real_gpu)
+        bare_rates, shimmed_rates, calls_added = [], [], []
         short_bare, short_managed = shorts[t.name]
+        for _ in range(repeats):
+            bare = tenant_runs.run(paths, [t], managed=False, costs=costs, real_gpu=real_gpu)
+            shimmed = tenant_runs.run(paths, [t], managed=True, costs=costs, real_gpu=real_gpu)
+            bare_rates.append(_rate(bare, t.name, shape.rate_key))
+            shimmed_rates.append(_rate(shimmed, t.name, shape.rate_key))
+            calls_added.append(_added_per_launch(shimmed, [short_managed], bare, [short_bare]))
         figures["tenants"][t.name] = {
-            "alone": _rate(bare, t.name, shape.rate_key),
-            "alone_gpuslice": _rate(shimmed, t.name, shape.rate_key),
-            "alone_calls_added": _added_per_launch(shimmed, [short_managed], bare, [short_bare]),
+            "alone": _median(bare_rates),
+            "alone_gpuslice": _median(shimmed_rates),
+            "alone_ratios": [_ratio(s, b) for s, b in zip(shimmed_rates, bare_rates)],
+            "alone_calls_added": max(calls_added),
             "startup_calls": _non_launch_calls(short_managed.calls) - _non_launch_calls(short_bare.calls),
         }
-    unmanaged = tenant_runs.run(paths, shape.tenants, managed=False, costs=costs, real_gpu=real_gpu)
-    managed = tenant_runs.run(paths, shape.tenants, managed=True, costs=costs, real_gpu=real_gpu)
+    rates = {t.name: {"unmanaged": [], "gpuslice": []} for t in shape.tenants}
+    together, shared_calls = [], []
+    for _ in range(repeats):
+        unmanaged = tenant_runs.run(paths, shape.tenants, managed=False, costs=costs, real_gpu=real_gpu)
+        managed = tenant_runs.run(paths, shape.tenants, managed=True, costs=costs, real_gpu=real_gpu)
+        for t in shape.tenants:
+            rates[t.name]["unmanaged"].append(_rate(unmanaged, t.name, shape.rate_key))
+            rates[t.name]["gpuslice"].append(_rate(managed, t.name, shape.rate_key))
+        together.append(_ratio(sum(r["gpuslice"][-1] for r in rates.values()),
+                               sum(r["unmanaged"][-1] for r in rates.values())))
+        shared_calls.append(_added_per_launch(managed, [s[1] for s in shorts.values()], unmanaged,
+                                              [s[0] for s in shorts.values()]))
     for t in shape.tenants:
-        figures["tenants"][t.name]["unmanaged"] = _rate(unmanaged, t.name, shape.rate_key)
-        figures["tenants"][t.name]["gpuslice"] = _rate(managed, t.name, shape.rate_key)
+        figures["tenants"][t.name]["unmanaged"] = _median(rates[t.name]["unmanaged"])
+        figures["tenants"][t.name]["gpuslice"] = _median(rates[t.name]["gpuslice"])
         for run, mode in ((unmanaged, "unmanaged"), (managed, "gpuslice")):
             if "p99_us" in run.results[t.name][0]:
                 figures["tenants"][t.name][mode + "_p99_ms"] = run.results[t.name][0]["p99_us"] / 1000
-    figures["shared_calls_added"] = _added_per_launch(managed, [s[1] for s in shorts.values()], unmanaged,
-                                                      [s[0] for s in shorts.values()])
+    figures["together_ratios"] = together
+    figures["shared_calls_added"] = _median(shared_calls)
     figures["calls_gpuslice"] = {k: v for k, v in sorted(managed.calls.items()) if v}
     figures["calls_unmanaged"] = {k: v for k, v in sorted(unmanaged.calls.items()) if v}
     figures["rate_key"] = shape.rate_key
     return figures
+
+
+def _alone_ratio(t):
+    return _median(t["alone_ratios"]) if t.get("alone_ratios") else _ratio(t["alone_gpuslice"], t["alone"])
+
+
+def _together_ratio(f):
+    if f.get("together_ratios"):
+        return _median(f["together_ratios"])
+    return _ratio(sum(t["gpuslice"] for t in f["tenants"].values()), sum(t["unmanaged"] for t in f["tenants"].values()))
+
+
+def _spread(ratios):
+    return f"{min(ratios):.3f}-{max(ratios):.3f}"
 
 
 def _ratio(a, b):
@@ -145,11 +184,14 @@ def text(all_figures, costs, real_gpu=False):
     for f in all_figures:
         for name, t in f["tenants"].items():
             out.append(f"{f['shape']:<22} {name:<8} {t['alone']:>9.0f} {t['alone_gpuslice']:>10.0f} "
-                       f"{_ratio(t['alone_gpuslice'], t['alone']):>6.3f} {t['unmanaged']:>10.0f} {t['gpuslice']:>9.0f} "
+                       f"{_alone_ratio(t):>6.3f} {t['unmanaged']:>10.0f} {t['gpuslice']:>9.0f} "
                        f"{_ratio(t['gpuslice'], t['unmanaged']):>6.3f}")
-        together = _ratio(sum(t["gpuslice"] for t in f["tenants"].values()),
-                          sum(t["unmanaged"] for t in f["tenants"].values()))
+        together = _together_ratio(f)
         out.append(f"{'':<22} {'together':<8} {'':>9} {'':>10} {'':>6} {'':>10} {'':>9} {together:>6.3f}")
+        if f.get("repeats", 1) > 1:
+            out.append(f"{'':<22} ratios over {f['repeats']} repeats (median shown): "
+                       + ", ".join(f"{n} alone {_spread(t['alone_ratios'])}" for n, t in f["tenants"].items())
+                       + f", together {_spread(f['together_ratios'])}")
         extra = [f"{name} p99 {t['unmanaged_p99_ms']:.2f} ms unmanaged, {t['gpuslice_p99_ms']:.2f} under gpuslice"
                  for name, t in f["tenants"].items() if "gpuslice_p99_ms" in t]
         out.append(f"{'':<22} driver calls added per launch: {f['shared_calls_added']:.4f} shared, "
@@ -157,9 +199,8 @@ def text(all_figures, costs, real_gpu=False):
                    + ("; " + "; ".join(extra) if extra else ""))
     out += ["", "targets:"]
     for f in all_figures:
-        together = _ratio(sum(t["gpuslice"] for t in f["tenants"].values()),
-                          sum(t["unmanaged"] for t in f["tenants"].values()))
-        worst_alone = min(_ratio(t["alone_gpuslice"], t["alone"]) for t in f["tenants"].values())
+        together = _together_ratio(f)
+        worst_alone = min(_alone_ratio(t) for t in f["tenants"].values())
         alone_calls = max(t["alone_calls_added"] for t in f["tenants"].values())
         checks = [(f"calls added per launch shared <= {SHARED_CALLS_AT_MOST}", f["shared_calls_added"],
                    f["shared_calls_added"] <= SHARED_CALLS_AT_MOST),
@@ -180,14 +221,14 @@ def main(paths, args, report_dir):
             continue
         if not args.quiet:
             print(f"launch-bound: {shape.name} ...", flush=True)
-        all_figures.append(measure(paths, shape, costs, args.real_gpu))
+        all_figures.append(measure(paths, shape, costs, args.real_gpu, args.repeats))
     report = text(all_figures, costs, args.real_gpu)
     print(report)
     folder = os.path.join(report_dir, "launch-bound")
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "results.json"), "w") as f:
         json.dump({"costs": None if args.real_gpu else costs, "real_gpu": args.real_gpu, "duration_s": args.duration,
-                   "shapes": all_figures}, f, indent=1)
+                   "repeats": args.repeats, "shapes": all_figures}, f, indent=1)
     with open(os.path.join(folder, "summary.txt"), "w") as f:
         f.write(report + "\n")
     print(f"\nreport: {folder}/summary.txt")
