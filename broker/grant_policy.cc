@@ -269,9 +269,14 @@ int GrantPolicy::PickNext(uint64_t now, uint64_t* retry_after_ns) {
 }
 
 void GrantPolicy::ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t now, uint64_t limit_ns) {
+  ChargeLocked(tenant, ns, now, limit_ns, ns);
+}
+
+void GrantPolicy::ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t now, uint64_t limit_ns,
+                               uint64_t unreported_ns) {
   LedgerEntry& l = Ledger(tenant);
   l.vtime.fetch_add(ns * kVtimeScale / WeightOf(l));
-  l.service_ns.fetch_add(ns);
+  l.service_ns.fetch_add(unreported_ns);
   const uint32_t limit = LimitOf(l);
   if (limit < 100) {
     l.tokens_ns.store(BucketNow(l.tokens_ns.load(), l.tokens_at_ns.load(), limit, now) -
@@ -409,25 +414,45 @@ void GrantPolicy::CountGrantTimeLocked(uint64_t start, uint64_t used, uint64_t n
   if (closed != 0) gpu_->drain_ns.fetch_add(Elapsed(closed, now));
 }
 
+// Charged the time its processes had work on the GPU during the grant — not the gaps of a
+// launcher that leaves the device idle between kernels, not time it held the GPU idle or after it
+// died (up to its last activity) — less time already charged to others beside it (latency work,
+// the previous holder's tail).
+uint64_t GrantPolicy::HolderUsedLocked(TenantIndex holder, uint64_t now, uint64_t* busy_ns) const {
+  const uint64_t start = gpu_->grant_start_ns.load();
+  const uint64_t active = std::clamp(gpu_->holder_active_ns.load(), start, now);
+  const uint64_t busy_now = TenantBusyNs(holder, now);
+  const uint64_t at_grant = gpu_->holder_busy_at_grant_ns.load();
+  const uint64_t busy = busy_now > at_grant ? busy_now - at_grant : 0;
+  if (busy_ns) *busy_ns = busy;
+  const uint64_t used = std::min(active - start, busy);
+  return used - std::min(used, gpu_->overlap_ns.load());
+}
+
+void GrantPolicy::ReportHolderServiceLocked(TenantIndex holder, uint64_t now) {
+  if (now - last_report_ns_ < kServiceReportNs) return;
+  last_report_ns_ = now;
+  const uint64_t used = HolderUsedLocked(holder, now);
+  const uint64_t reported = gpu_->holder_reported_ns.load();
+  if (used <= reported) return;
+  Ledger(holder).service_ns.fetch_add(used - reported);
+  gpu_->holder_reported_ns.store(used);
+}
+
 void GrantPolicy::HandOverLocked(uint64_t now) {
   SettleTailLocked(now, /*force=*/true);
   const uint64_t start = gpu_->grant_start_ns.load();
   if (const auto holder = TenantOfGrantField(gpu_->holder.load())) {
-    // Charged the time its processes had work on the GPU during the grant — not the gaps of a
-    // launcher that leaves the device idle between kernels, not time it held the GPU idle or after
-    // it died (up to its last activity) — less time already charged to others beside it (latency
-    // work, the previous holder's tail).
-    const uint64_t active = std::clamp(gpu_->holder_active_ns.load(), start, now);
-    const uint64_t busy_now = TenantBusyNs(*holder, now);
-    const uint64_t at_grant = gpu_->holder_busy_at_grant_ns.load();
-    const uint64_t used = std::min(active - start, busy_now > at_grant ? busy_now - at_grant : 0);
-    const uint64_t charged = used - std::min(used, gpu_->overlap_ns.load());
-    ChargeLocked(*holder, charged, now, charged);
-    CountGrantTimeLocked(start, std::min(busy_now > at_grant ? busy_now - at_grant : 0, Elapsed(start, now)), now);
+    uint64_t busy = 0;
+    const uint64_t charged = HolderUsedLocked(*holder, now, &busy);
+    const uint64_t reported = gpu_->holder_reported_ns.load();
+    ChargeLocked(*holder, charged, now, charged, charged - std::min(charged, reported));
+    CountGrantTimeLocked(start, std::min(busy, Elapsed(start, now)), now);
   }
   gpu_->first_work_ns.store(0);
   gpu_->closed_at_ns.store(0);
   gpu_->overlap_ns.store(0);
+  gpu_->holder_reported_ns.store(0);
   RollShareWindowLocked(now);
   uint64_t retry_after = 0;
   const auto next = Tenant(PickNext(now, &retry_after));
@@ -562,6 +587,7 @@ bool GrantPolicy::AdvanceLocked(uint64_t now) {
   const bool working = activity == Activity::kDraining || activity == Activity::kWaiting;
   const uint64_t active = working ? now : std::min(went_idle, now);
   if (active > gpu_->holder_active_ns.load()) gpu_->holder_active_ns.store(active);
+  ReportHolderServiceLocked(h, now);
   const CloseReason reason = ShouldCloseLocked(h, now);
   const bool close = reason != CloseReason::kNone;
   const bool settled = Elapsed(gpu_->grant_start_ns.load(), now) >= kMinGraceNs;  // a new holder's first launch

@@ -45,6 +45,10 @@ inline constexpr int64_t kMinLimitedBurstNs = 5'000'000;
 inline constexpr uint64_t kSchedLockBoundNs = 1'000'000'000;
 // Shares shown by gpuslicectl are measured over windows of this length.
 inline constexpr uint64_t kShareWindowNs = 10'000'000'000ULL;
+// A grant's device time reaches its holder's service counter at least this often while it lasts
+// (a grant lasts as long as nobody waits: a trainer beside a latency service can hold it for
+// seconds, and counted only at its hand-over, a scrape saw the tenants' shares sum past the device).
+inline constexpr uint64_t kServiceReportNs = 100'000'000;
 // Virtual time advances by service × kVtimeScale / request.
 inline constexpr uint64_t kVtimeScale = 100;
 
@@ -133,6 +137,13 @@ class GrantPolicy {
   uint32_t ProcessesWithWorkBeside(TenantIndex tenant, uint64_t now) const;
   // `ns` to the tenant's virtual time and service, `limit_ns` to its limit's bucket.
   void ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t now, uint64_t limit_ns);
+  // The same, of which only `unreported_ns` is added to the tenant's service (the rest already was).
+  void ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t now, uint64_t limit_ns, uint64_t unreported_ns);
+  // The holder's device time in its grant so far, less what was charged to others beside it.
+  uint64_t HolderUsedLocked(TenantIndex holder, uint64_t now, uint64_t* busy_ns = nullptr) const;
+  // Adds to the holder's service what its grant has used since the last report (status, the
+  // exporter and share windows read service_ns; its virtual time and bucket move at hand-over).
+  void ReportHolderServiceLocked(TenantIndex holder, uint64_t now);
   void RollShareWindowLocked(uint64_t now);
   // Why the holder's grant must end now: a yield (a waiter owed the GPU, or a background holder
   // beside a standard or latency waiter) — before its limit, so that an owed waiter does not wait
@@ -159,6 +170,7 @@ class GrantPolicy {
   mutable int8_t live_cache_[kMaxProcesses] = {};
   std::atomic<std::thread::id> decider_{};
   std::atomic<bool> stuck_{false};
+  uint64_t last_report_ns_ = 0;  // this process's last ReportHolderServiceLocked (under the mutex)
 };
 
 }  // namespace gpuslice::broker

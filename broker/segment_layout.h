@@ -24,7 +24,7 @@
 namespace gpuslice::broker {
 
 inline constexpr uint64_t kMagic = 0x31524B4253435047ULL;  // "GPCSBKR1" little-endian
-inline constexpr uint32_t kLayoutVersion = 9;              // 2: compute time-slicing; 3: in-flight tracking, leases,
+inline constexpr uint32_t kLayoutVersion = 10;             // 2: compute time-slicing; 3: in-flight tracking, leases,
                                                            // classes, per-process waiting, counters; 4: 128 GPUs
                                                            // (open_gpus a 128-bit mask), ledger mutexes set up lazily,
                                                            // a grant's overlap with others' charged time, grants
@@ -35,7 +35,8 @@ inline constexpr uint32_t kLayoutVersion = 9;              // 2: compute time-sl
                                                            // and, apart, launches queued beyond them; 8:
                                                            // LedgerEntry::back_from_idle; 9: memory requests
                                                            // (LedgerEntry::request and ::announced,
-                                                           // GpuEntry::memory_mutex, ::request_ledgers)
+                                                           // GpuEntry::memory_mutex, ::request_ledgers); 10:
+                                                           // GpuEntry::holder_reported_ns
 inline constexpr char kStateFileName[] = "gpuslice.state";
 
 // Distinct GPU UUIDs, MIG instances counting apiece: a 16-GPU node with seven instances on every
@@ -148,6 +149,9 @@ struct alignas(64) GpuEntry {
   // after one is cleared, so that it may read high (a holder killed in between) but never low.
   // While it is 0 an allocation is checked against no one (broker/memory_requests.h).
   std::atomic<uint32_t> request_ledgers;
+  // How much of the current grant's charge is already in the holder's service_ns: a long grant is
+  // counted as it runs, not in one lump at its hand-over. Under sched_mutex; 0 at each hand-over.
+  std::atomic<uint64_t> holder_reported_ns;
 };
 
 struct TenantEntry {

@@ -633,6 +633,32 @@ TEST_F(GrantPolicyTest, AnIdleHolderIsNotChargedForTheTimeItHeldTheGpuIdle) {
   EXPECT_EQ(node.ledger(a).service_ns.load(), 4 * kMs - 10 * kUs);
 }
 
+// A grant lasts as long as nobody waits. Its device time reaches the holder's service counter as
+// it runs — what status, the exporter and share windows read — not in one lump at its hand-over
+// (a trainer holding the GPU for seconds beside a latency service made a scrape's shares sum to
+// 1.23 of the device). The virtual time, which decides the next grant, moves at the hand-over,
+// and the grant is counted once. Counter-case: a decision within the report period adds nothing.
+TEST_F(GrantPolicyTest, AGrantThatLastsIsCountedInItsHoldersServiceWhileItRuns) {
+  const int a = node.Tenant(50), b = node.Tenant(50);
+  const int pa = node.Process(a), pb = node.Process(b);
+  GrantAtStart(pa);
+  node.Launch(pa, kT0 + 10 * kUs);
+  node.state(pa).heartbeat_ns.store(kT0 + 1000 * kMs);  // its monitor's, as it runs
+  policy.Advance(kT0 + 1000 * kMs);                     // nobody waits: a keeps the GPU
+  ASSERT_EQ(node.Holder(), a);
+  EXPECT_EQ(node.ledger(a).service_ns.load(), 1000 * kMs - 10 * kUs);
+  EXPECT_EQ(node.ledger(a).vtime.load(), 0u);
+  node.state(pa).heartbeat_ns.store(kT0 + 1050 * kMs);
+  policy.Advance(kT0 + 1050 * kMs);  // within kServiceReportNs of the last report
+  EXPECT_EQ(node.ledger(a).service_ns.load(), 1000 * kMs - 10 * kUs);
+  node.CompleteAll(pa, kT0 + 2000 * kMs);
+  node.Wait(pb, kT0 + 2000 * kMs);
+  policy.Advance(kT0 + 2000 * kMs);
+  ASSERT_EQ(node.Holder(), b);
+  EXPECT_EQ(node.ledger(a).service_ns.load(), 2000 * kMs - 10 * kUs);
+  EXPECT_GT(node.ledger(a).vtime.load(), 0u);
+}
+
 // Latency work beside the holder's work was time-sliced with it by the hardware: the latency
 // tenant is charged half of its busy period, and the holder's grant leaves that half out, so the
 // two are not both charged for it (charged shares added up to 106% with a latency tenant).
