@@ -117,6 +117,7 @@ Status Broker::Register(const std::string& tenant) {
     if (!table.locked()) return table.status();
     std::optional<TenantIndex> tenant_index = FindOrClaimTenant(segment, tenant, /*recycle=*/false);
     if (!tenant_index) {
+      // sabotage-point: reclaim-on-register-tenants-off
       ReapDeadLocked(segment, fd, std::nullopt);
       tenant_index = FindOrClaimTenant(segment, tenant, /*recycle=*/true);
     }
@@ -128,6 +129,7 @@ Status Broker::Register(const std::string& tenant) {
     const pid_t pid = getpid();
     std::optional<ProcessSlot> slot = ClaimProcessSlot(segment, fd, *tenant_index, pid);
     if (!slot) {
+      // sabotage-point: reclaim-on-register-processes-off
       ReapDeadLocked(segment, fd, std::nullopt);
       slot = ClaimProcessSlot(segment, fd, *tenant_index, pid);
     }
@@ -188,6 +190,7 @@ Result<int> Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_
     const TenantIndex tenant = *TenantIndex::From(tenant_);
     std::optional<GpuIndex> gpu = FindOrClaimGpu(segment, uuid, device_total_bytes, /*recycle=*/false);
     if (!gpu) {
+      // sabotage-point: reclaim-on-new-gpu-off
       ReapDeadLocked(segment, fd, own);
       gpu = FindOrClaimGpu(segment, uuid, device_total_bytes, /*recycle=*/true);
     }
@@ -204,6 +207,7 @@ Result<int> Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_
     // tenant's request for every decision from now on (broker/memory_requests.h).
     const bool already_open = MarkGpuOpen(self, *gpu);
     // Dead processes must not pin an old share (see below).
+    // sabotage-point: reclaim-on-new-quota-off
     if (entry.state.load() == kInUse && ShareOf(entry) != share) ReapDeadLocked(segment, fd, own);
     Status opened = OpenLocked(ledger, share, already_open);
     if (!opened.ok()) {
@@ -282,6 +286,7 @@ bool Broker::TryCharge(LedgerId ledger, uint64_t bytes) {
   const uint64_t quota = entry.quota.load(std::memory_order_relaxed);
   const uint64_t held = mine.load(std::memory_order_relaxed);
   // The last test keeps a forged charge of this process from wrapping (unlimited quotas).
+  // sabotage-point: quota-ignored
   if (bytes > quota || used > quota - bytes || held > UINT64_MAX - bytes) return false;
   // Beyond its request the tenant borrows: decided with the GPU's other tenants, one decision at
   // a time per GPU, the lock held until the charge is stored (broker/memory_requests.h).
@@ -312,6 +317,7 @@ bool Broker::Reserve(int ledger, uint64_t bytes) {
   if (!OwnsLedger(ledger)) return false;
   const LedgerId id = *LedgerId::From(ledger);
   if (TryCharge(id, bytes)) return true;
+  // sabotage-point: reclaim-on-allocation-off
   ReapDeadProcesses();  // what is missing may be held by processes that died
   if (OwnsLedger(ledger) && TryCharge(id, bytes)) return true;
   // Counted once per refused call, before the refusal is returned, by atomic adds that a SIGKILL

@@ -140,6 +140,7 @@ inline std::atomic<uint64_t>& OpenGpusWord(ProcessEntry& process, GpuIndex gpu) 
 }
 inline uint64_t OpenGpusBit(GpuIndex gpu) { return uint64_t{1} << (gpu.value() % 64); }
 inline bool IsGpuOpen(const ProcessEntry& process, GpuIndex gpu, std::memory_order order = std::memory_order_seq_cst) {
+  // sabotage-point: open-gpus-first-word-only
   return process.open_gpus[gpu.value() / 64].load(order) & OpenGpusBit(gpu);
 }
 // Set before the ledger's mutex is taken (so a reaper visits it); returns whether it was set already.

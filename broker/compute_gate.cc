@@ -115,8 +115,10 @@ int64_t ComputeGate::PriorityBucketNs(uint64_t now) const {
 }
 
 bool ComputeGate::TakePriority(uint64_t now) {
+  // sabotage-point: latency-class-waits
   if (class_ != ComputeClass::kLatency) return false;
   // Within its request (the priority bucket is not empty): the launch passes the grant.
+  // sabotage-point: latency-bucket-ignored
   if (!PriorityBucketHasTime(now)) return false;
   mine_->priority_until_ns.store(now + LeaseOf(*gpu_));
   if (gpu_->priority.load() == 0) {

@@ -42,6 +42,7 @@ uint64_t BudgetOf(const GpuEntry& gpu) {
 
 uint64_t LeaseOf(const GpuEntry& gpu) { return std::max(2 * QuantumOf(gpu), kMinLeaseNs); }
 
+// sabotage-point: sched-lock-unbounded
 uint64_t SchedLockTimeoutNs() { return std::min(kSchedLockBoundNs, LockTimeoutNs()); }
 
 std::string SchedLockName(int gpu) { return "the scheduler lock of GPU entry " + std::to_string(gpu); }
@@ -57,16 +58,19 @@ void WakeGrantWaiters(GpuEntry* gpu) {
 
 uint32_t WeightOf(const LedgerEntry& ledger) {
   const uint32_t request = ledger.request_pct.load(std::memory_order_relaxed);
+  // sabotage-point: weights-ignored
   return request ? std::min<uint32_t>(request, 100) : kDefaultRequestPct;
 }
 
 uint32_t LimitOf(const LedgerEntry& ledger) {
   const uint32_t limit = ledger.limit_pct.load(std::memory_order_relaxed);
+  // sabotage-point: limits-ignored
   return limit ? std::min<uint32_t>(limit, 100) : 100;
 }
 
 ComputeClass ClassOf(const LedgerEntry& ledger) {
   const uint32_t value = ledger.compute_class.load(std::memory_order_relaxed);
+  // sabotage-point: classes-ignored
   return value <= static_cast<uint32_t>(ComputeClass::kBackground) ? static_cast<ComputeClass>(value)
                                                                    : ComputeClass::kStandard;
 }
@@ -130,6 +134,7 @@ GrantPolicy::Activity GrantPolicy::HolderActivity(TenantIndex tenant, uint64_t n
     if (inflight == 0 && waiting_ns == 0 && st.idle_since_ns.load() == 0) continue;  // never used the GPU
     if (!Live(slot)) continue;
     live = true;
+    // sabotage-point: lease-ignored
     if (inflight != 0 && Fresh(p, st.heartbeat_ns.load(), now)) {
       draining = true;
       // Work of unknown extent counts as more than one kernel.
@@ -137,6 +142,7 @@ GrantPolicy::Activity GrantPolicy::HolderActivity(TenantIndex tenant, uint64_t n
     }
     if (Fresh(p, waiting_ns, now)) waiting = true;
     const uint64_t grace = std::clamp<uint64_t>(st.grace_ns.load(), kMinGraceNs, kMaxGraceNs);
+    // sabotage-point: idle-between-launches
     if (inflight == 0 && Elapsed(st.idle_since_ns.load(), now) < grace) between = true;
     if (inflight == 0) went_idle = std::max(went_idle, st.idle_since_ns.load());
   }
@@ -204,6 +210,7 @@ void GrantPolicy::RefreshWaitingLocked(uint64_t now) {
     const ProcessEntry& p = At(*segment_, slot);
     const auto t = Tenant(p.tenant.load());
     if (p.state.load() != kRegistered || !t) continue;
+    // sabotage-point: dead-waiters-count
     if (Fresh(p, At(p.sched, gpu_index_).waiting_ns.load(), now) && Live(slot)) ++counts[t->value()];
   }
   uint32_t total = 0;
@@ -212,6 +219,7 @@ void GrantPolicy::RefreshWaitingLocked(uint64_t now) {
     LedgerEntry& l = Ledger(t);
     const uint32_t before = l.waiting.exchange(count);
     const bool holds = TenantOfGrantField(gpu_->holder.load()) == t;
+    // sabotage-point: over-limit-lag-kept
     if (count != 0 && !holds && (before == 0 || RefillNs(l, now) != 0)) {
       // It starts waiting: credit for the time it did not want the GPU is bounded, so a tenant
       // that slept for an hour re-enters at most two quanta behind the system's virtual time
@@ -223,6 +231,7 @@ void GrantPolicy::RefreshWaitingLocked(uint64_t now) {
       // waiter was ever owed the GPU against it: a service arriving during its grant waited for
       // the whole burst and the drain (p99 6-8 ms beside it, against 5.2 ms unmanaged).
       const uint64_t credit = before == 0 ? 2 * QuantumOf(*gpu_) * kVtimeScale / WeightOf(l) : 0;
+      // sabotage-point: reentry-against-holder-clock
       const uint64_t system = ReentryVtime(t, counts, now);
       const bool clamped = system > credit && l.vtime.load() < system - credit;
       if (clamped) l.vtime.store(system - credit);
@@ -323,6 +332,7 @@ uint64_t GrantPolicy::ChargePriorityWork(int raw_tenant, uint64_t ns, uint64_t n
   ChargeLocked(*tenant, charged, now, charged);
   // The charged part within the current grant is not the holder's (nor, for a latency holder,
   // its grant's a second time): the holder's charge leaves it out.
+  // sabotage-point: latency-work-charged-twice
   if (holder) gpu_->overlap_ns.fetch_add(std::min(charged, Elapsed(gpu_->grant_start_ns.load(), now)));
   LedgerEntry& l = Ledger(*tenant);
   l.priority_tokens_ns.store(BucketNow(l.priority_tokens_ns.load(), l.priority_tokens_at_ns.load(), WeightOf(l), now) -
@@ -425,6 +435,7 @@ uint64_t GrantPolicy::HolderUsedLocked(TenantIndex holder, uint64_t now, uint64_
   const uint64_t at_grant = gpu_->holder_busy_at_grant_ns.load();
   const uint64_t busy = busy_now > at_grant ? busy_now - at_grant : 0;
   if (busy_ns) *busy_ns = busy;
+  // sabotage-point: idle-charged
   const uint64_t used = std::min(active - start, busy);
   return used - std::min(used, gpu_->overlap_ns.load());
 }
@@ -486,6 +497,8 @@ bool GrantPolicy::Owed(TenantIndex waiter, TenantIndex holder, uint64_t held) co
   // a busy 75% tenant waiting level with a 25% holder then cut its grants to a third of a
   // quantum, and the queued kernels of each ran on beside the next grant, charged only roughly
   // (shares off by 2.5 points in 10 s windows, against 0.4-0.9).
+  // sabotage-point: owed-at-holder-weight
+  // sabotage-point: owed-at-larger-weight-always
   const uint32_t weight = w.back_from_idle.load() ? std::max(WeightOf(h), WeightOf(w)) : WeightOf(h);
   const uint64_t quantum_vtime = QuantumOf(*gpu_) * kVtimeScale / weight;
   return w.vtime.load() + quantum_vtime < holder_vtime;
@@ -513,6 +526,8 @@ GrantPolicy::CloseReason GrantPolicy::ShouldCloseLocked(TenantIndex holder, uint
     // A waiter over its limit cannot take the grant: closing for it handed the GPU to nobody,
     // while the holder's queued kernels ran on uncharged (a trainer limited to 70% took 93%
     // beside a 5% tenant that waited with its bucket empty).
+    // sabotage-point: owed-over-limit
+    // sabotage-point: over-limit-yield-uncharged.yield
     if (w.waiting.load() == 0 || RefillNs(w, now) != 0) continue;
     const bool waiter_background = ClassOf(w) == ComputeClass::kBackground;
     if (background && !waiter_background) return CloseReason::kYield;  // background yields at once
@@ -542,6 +557,8 @@ GrantPolicy::CloseReason GrantPolicy::ShouldCloseLocked(TenantIndex holder, uint
 bool GrantPolicy::DrainedFor(CloseReason reason, Activity activity, uint32_t queued, bool limited) {
   if (activity != Activity::kDraining) return true;
   switch (reason) {
+    // sabotage-point: yield-drains
+    // sabotage-point: limited-yield-drains
     case CloseReason::kYield: return true;
     case CloseReason::kQuantum: return !limited && queued <= 1;
     case CloseReason::kLimit:
@@ -596,6 +613,7 @@ bool GrantPolicy::AdvanceLocked(uint64_t now) {
     // closed for left, died or exited while its thread waited) opens again. Left closed, the
     // holder's own launches would wait for its own grant for ever: its waiting thread keeps it
     // from looking idle, and no hand-over comes without a waiter.
+    // sabotage-point: closing-kept-for-gone-waiter
     if (gpu_->closing.exchange(0) != 0) changed = true;
     gpu_->closed_at_ns.store(0);
     return changed;
@@ -613,6 +631,7 @@ bool GrantPolicy::AdvanceLocked(uint64_t now) {
     HandOverLocked(now);
     const uint32_t next = gpu_->holder.load();
     // Its kernels run on beside the next grant, or with nobody holding the GPU: a tail, charged to it.
+    // sabotage-point: over-limit-yield-uncharged.tail
     if (activity == Activity::kDraining && next != field) {
       gpu_->tail_holder.store(field);
       gpu_->tail_since_ns.store(now);

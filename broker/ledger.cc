@@ -14,6 +14,7 @@ LedgerLock::LedgerLock(Segment* segment, LedgerId ledger, bool report, uint64_t 
   }
   if (lock_.previous_owner_died()) {
     segment->header.ledger_repairs.fetch_add(1, std::memory_order_relaxed);
+    // sabotage-point: torn-ledger-not-repaired
     At(*segment, ledger)
         .used.store(SumRegisteredCharges(*segment, ledger.tenant(), ledger.gpu()), std::memory_order_release);
   }

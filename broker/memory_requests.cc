@@ -110,6 +110,7 @@ OtherTenants OthersOnGpu(const Segment& segment, GpuIndex gpu, TenantIndex excep
 }
 
 bool FitsBeside(uint64_t total, const OtherTenants& others, uint64_t request, uint64_t used_after) {
+  // sabotage-point: borrowing-unchecked
   if (used_after <= request) return true;                      // within its guarantee
   if (others.held_requests == 0 && request == 0) return true;  // no request on the GPU: no rule
   return others.committed <= total && used_after <= total - others.committed;
@@ -119,6 +120,7 @@ void SetRequest(Segment* segment, LedgerId ledger, uint64_t request) {
   std::atomic<uint64_t>& stored = At(*segment, ledger).request;
   std::atomic<uint32_t>& count = At(*segment, ledger.gpu()).request_ledgers;
   const uint64_t before = stored.load();
+  // sabotage-point: request-count-never-raised
   if (before == 0 && request != 0) count.fetch_add(1);
   stored.store(request);
   if (before != 0 && request == 0) {
@@ -147,6 +149,7 @@ Status HoldRequest(Segment* segment, LedgerId ledger, uint64_t timeout_ns, bool 
   const uint64_t committed = std::max(request, used);
   if (others.committed > total || committed > total - others.committed) {
     std::string line = BorrowedAwayLine(*segment, ledger.gpu(), ledger.tenant(), request);
+    // sabotage-point: request-held-over-borrowers
     if (refuse_if_borrowed) return Status::ResourceExhausted(std::move(line));
     if (borrowed_line) *borrowed_line = std::move(line);
   }

@@ -145,6 +145,7 @@ Result<Snapshot> Take(const std::string& state_dir, OpenMode mode) {
       // A table lock in a bad state has been reported (one line): the view is then read as a
       // reader without write permission reads it, unreaped and unlocked.
       TableLock table(segment, TableLock::Failure::kReport);
+      // sabotage-point: reclaim-by-gpuslicectl-off
       if (table.locked()) ReapDeadLocked(segment, file->fd.get(), std::nullopt);
       Fill(*segment, table.locked() ? -1 : file->fd.get(), out);
     } else {

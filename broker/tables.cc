@@ -43,6 +43,7 @@ std::optional<Index> FreeEntry(Entry (&entries)[Index::kCount], std::atomic<uint
 // before: a process opens a ledger only on a claimed GPU, as a claimed tenant. A forged index
 // past a mark finds a zeroed mutex, which RobustLock refuses as corrupt.
 void InitLedgersOfNewTenant(Segment* segment, TenantIndex tenant) {
+  // sabotage-point: ledger-init-on-new-tenant-off
   for (GpuIndex gpu : UsedGpus(*segment)) InitRobustMutex(&At(*segment, LedgerId::Of(tenant, gpu)).mutex.mutex);
 }
 void InitLedgersOfNewGpu(Segment* segment, GpuIndex gpu) {

@@ -35,11 +35,13 @@ struct OurPolicyTuning {
 inline constexpr double kShareBestFitFactor = 0.4;
 // FGD-BF-C: FGD-BF-S plus, per milli-GPU of the node's free GPU that its free CPU can no longer
 // feed (at the target workload's CPU per GPU), this many milli-GPU of fragmentation.
+// sabotage-point: place-cpu-term-off
 inline constexpr double kCpuStarvedWeight = 1.0;
 // FGD-BF-H: FGD-BF-C plus, per milli-GPU of dead hole a share leaves on its GPU (or minus, per
 // milli-GPU of one it fills), this many milli-GPU of fragmentation. A hole is dead when the
 // shares of the target workload small enough to fill it are fewer than kRareShareFraction of its
 // shares (by weight).
+// sabotage-point: place-dead-holes-ignored
 inline constexpr double kDeadHoleWeight = 3.0;
 inline constexpr double kRareShareFraction = 0.05;
 // FGD-BF-M (model-aware, and for clusters whose pods come and go): FGD-BF-H with, on every
@@ -54,6 +56,7 @@ inline constexpr double kOpenNodeCost = 300.0;
 // largest node (the artifact's 128 cores and 8 GPUs are the trace's largest), and, instead of the
 // cost for an empty node, kHomeWeight x the milli-GPU of the pods of kHomeMinGpus GPUs or more
 // expected to find no home (home_pressure.h).
+// sabotage-point: place-homes-ignored
 inline constexpr double kHomeWeight = 1.0;
 inline constexpr int kHomeMinGpus = 2;
 // The smallest share size (milli-GPU) at which the target's shares of that size or less reach

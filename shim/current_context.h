@@ -24,6 +24,7 @@ class CurrentContext {
   // mirror is unknown.
   static CUcontext Get(const RealDriver* real) {
     const Mirror& m = mirror_;
+    // sabotage-point: context-asked-per-launch
     if (m.epoch == epoch_.load(std::memory_order_acquire) && m.epoch != 0) return m.context;
     return Ask(real);
   }

@@ -27,6 +27,7 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVer
   const auto* real = Real();
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   const CUresult rc = real->cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus);
+  // sabotage-point: proc-address-substitution-off.v2
   if (rc == CUDA_SUCCESS && pfn) *pfn = SubstituteHook(symbol, cudaVersion, flags, *pfn);
   return rc;
 }
@@ -36,6 +37,7 @@ CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cudaVersio
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   if (!real->cuGetProcAddress) return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, nullptr);
   const CUresult rc = real->cuGetProcAddress(symbol, pfn, cudaVersion, flags);
+  // sabotage-point: proc-address-substitution-off.v1
   if (rc == CUDA_SUCCESS && pfn) *pfn = SubstituteHook(symbol, cudaVersion, flags, *pfn);
   return rc;
 }

@@ -40,6 +40,7 @@ CUresult GatedOrThrow(CUstream stream, bool per_thread, Call call) {
   // Captured into a graph, the launch runs nothing now: the graph's launch is what is gated.
   if (StreamCapture::Capturing(stream, per_thread)) return call();
   LaunchTracker::Entry entry;
+  // sabotage-point: gating-off
   LaunchTracker* tracker = state->TrackerForLaunch(stream, per_thread, &entry.target);
   if (!tracker || !tracker->gate()->gated()) return call();
   if (!tracker->TryEnter(&entry)) {

@@ -40,6 +40,7 @@ CUresult FreeAndCredit(MapOf map_of, uint64_t key, Call call) {
   const CUresult rc = call();
   if (!charged) return rc;
   if (rc == CUDA_SUCCESS) {
+    // sabotage-point: accounting-credit-skipped
     state->broker().Release(charge.ledger, charge.bytes);
   } else {
     state->Record((state->*map_of)(), key, charge);
@@ -137,6 +138,7 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t Wi
     state->broker().Release(ledger, estimate);
     return rc;
   }
+  // sabotage-point: pitch-charged-by-width
   const uint64_t actual = ChargeFor(SaturatingProduct(*pPitch, Height));
   if (actual > estimate && !state->broker().Reserve(ledger, actual - estimate)) {
     real->cuMemFree_v2(*dptr);

@@ -18,6 +18,7 @@ void ReapNowAndThen(ShimState* state) {
   const uint64_t now = MonotonicNanos();
   uint64_t last = last_reap_ns.load(std::memory_order_relaxed);
   if (now - last < 100'000'000ULL) return;
+  // sabotage-point: reclaim-on-memory-query-off
   if (last_reap_ns.compare_exchange_strong(last, now)) state->broker().ReapDeadProcesses();
 }
 
@@ -45,6 +46,7 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
   int ledger = -1;
   if (CUresult ledger_rc = state->LedgerForCurrentContext(&ledger); ledger_rc != CUDA_SUCCESS) return ledger_rc;
   ReapNowAndThen(state);
+  // sabotage-point: memory-info-not-narrowed
   Narrow(state, ledger, free, total);
   return CUDA_SUCCESS;
 }

@@ -86,6 +86,7 @@ LaunchTracker* ShimState::TrackerForLaunch(CUstream stream, bool per_thread, Lau
   const uint64_t epoch = contexts_epoch_.load(std::memory_order_acquire);
   if (cache.state == this && cache.epoch == epoch) {
     for (const Seen& s : cache.seen) {
+      // sabotage-point: first-gpu-gates-all
       if (s.tracker && s.current == current && s.handle == handle) {
         *target = LaunchTarget{handle, s.context};
         return s.tracker;

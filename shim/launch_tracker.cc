@@ -103,6 +103,7 @@ inline bool LaunchTracker::EnterLane(LaunchLane* lane, Entry* entry, bool waited
   entry->lane = lane;
   const auto count_in = [&] {
     entry->lane_was_idle = lane->Add() == 0;
+    // sabotage-point: lane-busy-unpublished.count-in
     return entry->lane_was_idle ? published_->inflight.fetch_add(1) : 1;
   };
   if (gate_->compute_class() == broker::ComputeClass::kLatency) {
@@ -123,6 +124,7 @@ inline bool LaunchTracker::EnterLane(LaunchLane* lane, Entry* entry, bool waited
   const uint32_t before = count_in();
   if (!gate_->GrantOpen()) {
     // Turned away: the count is taken back without touching the idle figures (it never ran).
+    // sabotage-point: lane-busy-unpublished.turned-away
     if (lane->Remove(1) == 0) published_->inflight.fetch_sub(1);
     return false;
   }
@@ -178,6 +180,7 @@ void LaunchTracker::EndBusyPeriod(uint64_t end) {
   published_->idle_since_ns.store(std::max(end, since));
 }
 
+// sabotage-point: lane-busy-unpublished.went-idle
 uint32_t LaunchTracker::LaneWentIdle() { return static_cast<uint32_t>(-1); }
 
 bool LaunchTracker::AdjustInflight(uint32_t delta) {
@@ -196,6 +199,7 @@ void LaunchTracker::WentIdle(uint64_t completed_ns) {
 }
 
 void LaunchTracker::CountDownLane(LaunchLane* lane) {
+  // sabotage-point: lane-busy-unpublished.count-down
   if (lane->Remove(1) == 0 && AdjustInflight(static_cast<uint32_t>(-1))) WentIdle(MonotonicNanos());
 }
 
@@ -339,6 +343,7 @@ void LaunchTracker::UpdateBudget(const broker::ComputeGate::Neighbours& neighbou
   // A launcher over the budget waits for its oldest marker, and launches again with what lies
   // beyond that marker still queued: a quarter of the budget (at least a kernel), plenty to keep
   // the device busy while it wakes, and each marker costs two driver calls (record, wait).
+  // sabotage-point: marker-every-launch
   marker_every_.store(std::max<uint32_t>(1, budget * 3 / 4), std::memory_order_relaxed);
 }
 
@@ -403,6 +408,7 @@ uint64_t LaunchTracker::MonitorStep(uint64_t now) {
   const bool others = neighbours.others;
   const bool want_tracking = others || gate_->always_tracked();
   if (want_tracking && !tracking_.load()) tracking_.store(true);
+  // sabotage-point: no-budget
   bounded_.store(others);
   const uint32_t left = Poll(Poller{true, nullptr, nullptr}, now);
   UpdateBudget(neighbours);

@@ -35,6 +35,7 @@ CUresult ShimState::LedgerForStream(CUstream stream, int* ledger) {
 }
 
 void ShimState::NotePool(CUmemoryPool pool, CUdevice device) {
+  // sabotage-point: pool-lock-removed
   MutexLock lock(&pools_mutex_);
   for (auto& [p, d] : pools_) {
     if (p == pool) {

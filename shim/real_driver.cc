@@ -215,6 +215,7 @@ void* SubstituteHook(const char* symbol, int version, cuuint64_t flags, void* fo
   GPUSLICE_DRIVER_HOOKS(GPUSLICE_BY_ADDRESS)
 #undef GPUSLICE_BY_ADDRESS
   // By the version rule: a driver may hand out internal entry points rather than its exports.
+  // sabotage-point: proc-address-version-rule-off
   if (const char* name = ExportNameByRule(symbol, version, flags)) {
     if (void* hook = HookByName(name)) return hook;
   }

@@ -43,12 +43,14 @@ std::string OwnTenantName() {
 // thread attaching never loads the driver, and none waits for another while holding
 // g_uuid_mutex), so the fork cannot deadlock with such a thread.
 void BeforeFork() NO_THREAD_SAFETY_ANALYSIS {
+  // sabotage-point: fork-locks-not-held.take
   LockLoadersForFork();
   g_create_mutex.Lock();
   g_uuid_mutex.Lock();
 }
 
 void ReleaseForkLocks() NO_THREAD_SAFETY_ANALYSIS {
+  // sabotage-point: fork-locks-not-held.release
   g_uuid_mutex.Unlock();
   g_create_mutex.Unlock();
   UnlockLoadersAfterFork();
@@ -58,6 +60,7 @@ void ParentAfterFork() { ReleaseForkLocks(); }
 
 void ChildAfterFork() NO_THREAD_SAFETY_ANALYSIS {
   ShimState* parent = ShimState::instance_.exchange(nullptr);
+  // sabotage-point: fork-child-keeps-parent-registration
   if (parent) parent->ForgetAfterFork();  // the parent's object is left behind, not freed
   g_failed.store(false);
   g_ledger_by_uuid->clear();
@@ -70,6 +73,7 @@ void ChildAfterFork() NO_THREAD_SAFETY_ANALYSIS {
 // none, and the thread then took the attach's lock before the process was copied; under TSan,
 // whose pthread_once does not survive a fork, the child even waited on the registration itself.
 // In a process that never uses CUDA the handlers take four locks nobody else ever takes.
+// sabotage-point: fork-handlers-registered-at-first-call.at-load
 __attribute__((constructor)) void RegisterForkHandlers() {
   pthread_atfork(BeforeFork, ParentAfterFork, ChildAfterFork);
 }
@@ -90,6 +94,7 @@ __attribute__((destructor)) void ShutdownAtExit() {
 std::atomic<ShimState*> ShimState::instance_{nullptr};
 
 ShimState* ShimState::GetSlow() {
+  // sabotage-point: fork-handlers-registered-at-first-call.first-call
   if (g_failed.load(std::memory_order_acquire)) return nullptr;
   MutexLock lock(&g_create_mutex);
   if (ShimState* s = ShimState::instance_.load()) return s;
@@ -115,6 +120,7 @@ ShimState* ShimState::Create() {
   auto state = std::unique_ptr<ShimState>(new ShimState());
   bool valid = false;
   state->options_ = ProcessOptions(&valid);
+  // sabotage-point: fail-open-config
   if (!valid) return nullptr;  // already reported
   Result<std::unique_ptr<broker::Broker>> attached = broker::Broker::Attach(state->options_.state_dir);
   if (!attached.ok()) {

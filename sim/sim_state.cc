@@ -283,6 +283,7 @@ bool SimState::ChargeMemory(int ordinal, int slot, uint64_t bytes, uint64_t own_
   if (bytes > total || used > total - bytes) return false;
   // The driver's hard limits of the process's cgroup and its ancestors (driver r615 and later).
   const CgroupRoom room = CgroupRoomLocked(*this, ordinal, segment_->partitioning.process_cgroup[slot]);
+  // sabotage-point: driver-cgroup-limits-off
   if (bytes > room.left) return false;
   device(ordinal).processes[slot].memory_used.fetch_add(bytes);
   return true;

@@ -115,6 +115,7 @@ CUresult Lookup(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flag
                               entry->per_thread_export_name[0] != '\0';
       const char* name = per_thread ? entry->per_thread_export_name : entry->export_name;
       function = ExportedFunction(name);
+      // sabotage-point: sim-internal-entry-points-off
       if (function != nullptr && mode == gpuslice::sim::ProcAddressMode::kInternal) {
         // Only a name cuda.h does not declare has no trampoline (and cannot be defined here).
         if (void* internal = gpuslice::sim::InternalEntryPoint(name, function)) function = internal;
