@@ -6,10 +6,10 @@
 #
 # The sabotages are listed in scripts/sabotages.txt: for each, what it breaks, the tests that
 # should catch it and its edit, a perl substitution applied to one line of code, the line below
-# the comment `// sabotage-point: NAME`, wherever in the source folders that line now is. Every
-# run first checks the markers against the list, and stops, naming each, on a marker missing, a
-# marker with no entry in the list, two markers of one name, or an edit that leaves its line as
-# it was.
+# the comment `// sabotage-point: NAME`, wherever in the C and C++ sources (but tests/) that line
+# now is. Every run first checks the markers against the list, and stops, naming each, on a
+# marker missing, a marker with no entry in the list, two markers of one name, or an edit that
+# leaves its line as it was.
 #
 # Not part of CI: it rebuilds once per sabotage and runs timing-sensitive tests; expect an hour
 # for the whole list on 2 cores (the recorded runs in docs/results/ say what was run).
@@ -107,9 +107,9 @@ read_list() {
   done
 }
 
-# Every line of the source folders (all but docs/, scripts/ and tests/, as git sees them,
-# untracked files included) that names a sabotage point must be a marker of its own line, of a
-# point the list names, and the only one of that point; every point must have one.
+# Every line of the C and C++ sources (*.cc, *.h, *.c, *.cpp, *.inc) of every folder but tests/, as
+# git sees them (untracked files included), that names a sabotage point must be a marker on a line
+# of its own, of a point the list names, and the only one of that point; every point must have one.
 find_markers() {
   local hit file rest line text point j
   local marker_re='^[[:space:]]*// sabotage-point: ([a-z0-9][a-z0-9.-]*)$'
@@ -132,7 +132,8 @@ find_markers() {
     else
       point_files[j]=$file point_lines[j]=$line
     fi
-  done < <(git -C "$root" grep -n -I --untracked -e 'sabotage-point' -- . ':!docs' ':!scripts' ':!tests' || true)
+  done < <(git -C "$root" grep -n -I --untracked -e 'sabotage-point' -- \
+    '*.cc' '*.h' '*.c' '*.cpp' '*.inc' ':!tests' || true)
   for j in "${!point_names[@]}"; do
     [[ -n ${point_files[$j]} ]] ||
       problems+=("${point_at[$j]}: no marker \`// sabotage-point: ${point_names[$j]}\` in the source folders: put it back above the line its edit changes")

@@ -98,7 +98,12 @@ fixture
 sed -i 's/^  tests  QuotaTest$/  test   QuotaTest/' "$work/scripts/sabotages.txt"
 expect "list line not understood" 1 "scripts/sabotages.txt:4: neither a sabotage's name nor its why, tests or edit"
 
-# Code moved to another file takes its marker along; markers in docs/ are not markers.
+fixture
+mkdir -p "$work/tests"
+printf '// sabotage-point: quota-ignored\nint x;\n' >"$work/tests/quota_test.cc"
+expect "markers in tests/ and Markdown are not counted" 0 'quota-ignored                          applies to src/quota.cc:'
+
+# Code moved to another file takes its marker along.
 fixture
 sed -n '7,12p' "$work/src/quota.cc" >"$work/src/release.cc"
 sed -i '6,12d' "$work/src/quota.cc"
