@@ -136,7 +136,7 @@ find_markers() {
     '*.cc' '*.h' '*.c' '*.cpp' '*.inc' ':!tests' || true)
   for j in "${!point_names[@]}"; do
     [[ -n ${point_files[$j]} ]] ||
-      problems+=("${point_at[$j]}: no marker \`// sabotage-point: ${point_names[$j]}\` in the source folders: put it back above the line its edit changes")
+      problems+=("${point_at[$j]}: no marker \`// sabotage-point: ${point_names[$j]}\` in the C and C++ sources: put it back above the line its edit changes")
   done
 }
 

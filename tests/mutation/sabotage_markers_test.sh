@@ -67,7 +67,7 @@ expect "a line commented out" 0 '    +//   if (used + bytes > quota) return fals
 
 fixture
 sed -i '/sabotage-point: quota-ignored/d' "$work/src/quota.cc"
-expect "marker removed" 1 'scripts/sabotages.txt:5: no marker `// sabotage-point: quota-ignored` in the source folders'
+expect "marker removed" 1 'scripts/sabotages.txt:5: no marker `// sabotage-point: quota-ignored` in the C and C++ sources'
 
 fixture
 sed -i '/sabotage-point: credit-skipped.release/d' "$work/src/quota.cc"
