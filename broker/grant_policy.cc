@@ -604,6 +604,7 @@ bool GrantPolicy::AdvanceLocked(uint64_t now) {
   const bool working = activity == Activity::kDraining || activity == Activity::kWaiting;
   const uint64_t active = working ? now : std::min(went_idle, now);
   if (active > gpu_->holder_active_ns.load()) gpu_->holder_active_ns.store(active);
+  // sabotage-point: holder-service-unreported
   ReportHolderServiceLocked(h, now);
   const CloseReason reason = ShouldCloseLocked(h, now);
   const bool close = reason != CloseReason::kNone;
