@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <set>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "common/replace_file.h"
 #include "shim/option_values.h"
 
@@ -23,13 +26,14 @@ void AddShim(const PluginConfig& config, const std::string& tenant, ContainerEdi
 
 }  // namespace
 
-std::string LdSoPreloadHostPath(const PluginConfig& config) { return config.host_library + ".preload"; }
+std::string LdSoPreloadHostPath(const PluginConfig& config) { return fmt::format("{}.preload", config.host_library); }
 
 Status WriteLdSoPreloadFile(const PluginConfig& config) {
   const std::string path = LdSoPreloadHostPath(config);
-  if (Status written = ReplaceFile(path, config.container_library + "\n"); !written.ok()) {
-    return Status::Error("gpuslice-device-plugin: cannot write " + path + ": " + written.message() +
-                         " (preload: ld.so.preload needs the library's directory writable)");
+  if (Status written = ReplaceFile(path, fmt::format("{}\n", config.container_library)); !written.ok()) {
+    return Status::Error(fmt::format(
+        "gpuslice-device-plugin: cannot write {}: {} (preload: ld.so.preload needs the library's directory writable)",
+        path, written.message()));
   }
   return Status::Ok();
 }
@@ -38,8 +42,8 @@ namespace {
 
 // "40 gpuslice.io/gpu slices (40% of one GPU's memory and time)".
 std::string RequestText(const DeviceCatalog& catalog, const PluginConfig& config, size_t slices) {
-  return std::to_string(slices) + " " + config.resource + " slices (" +
-         std::to_string(slices * static_cast<size_t>(catalog.PercentPerSlice())) + "% of one GPU's memory and time)";
+  return fmt::format("{} {} slices ({}% of one GPU's memory and time)", slices, config.resource,
+                     slices * static_cast<size_t>(catalog.PercentPerSlice()));
 }
 
 }  // namespace
@@ -52,12 +56,12 @@ Result<ContainerEdits> EditsForSlices(const DeviceCatalog& catalog, const Plugin
   std::vector<size_t> slices_on(catalog.gpus().size(), 0);  // per device position
   for (const std::string& id : ids) {
     const Result<size_t> p = catalog.PositionOfSlice(id);
-    if (!p.ok()) return Status::InvalidArgument(p.message() + " for " + config.resource);
-    if (!seen.insert(id).second) return Status::InvalidArgument("device ID '" + id + "' appears twice");
+    if (!p.ok()) return Status::InvalidArgument(fmt::format("{} for {}", p.message(), config.resource));
+    if (!seen.insert(id).second) return Status::InvalidArgument(fmt::format("device ID '{}' appears twice", id));
     if (!health.healthy[*p]) {
-      return Status::Unavailable(
-          "device ID '" + id + "' is a slice of " + catalog.Describe(*p) +
-          ", which is Unhealthy (NVML does not answer for it); the kubelet must not allocate it");
+      return Status::Unavailable(fmt::format(
+          "device ID '{}' is a slice of {}, which is Unhealthy (NVML does not answer for it); the kubelet must not allocate it",
+          id, catalog.Describe(*p)));
     }
     slices_on[*p] += 1;
   }
@@ -68,24 +72,20 @@ Result<ContainerEdits> EditsForSlices(const DeviceCatalog& catalog, const Plugin
   const size_t whole = static_cast<size_t>(catalog.slices_per_gpu());
   const bool all_whole = std::all_of(used.begin(), used.end(), [&](size_t p) { return slices_on[p] == whole; });
   if (used.size() > 1 && !all_whole) {
-    std::string where;
-    for (size_t p : used)
-      where += (where.empty() ? "" : ", ") + catalog.Describe(p) + ": " + std::to_string(slices_on[p]);
-    return Status::ResourceExhausted(
-        RequestText(catalog, config, ids.size()) + " were given on " + std::to_string(used.size()) + " devices (" +
-        where +
-        "); a slice's memory and time must be on one device (or every slice of each device, for whole "
-        "devices): no single device had that many free, or the kubelet did not take the plugin's preferred "
-        "allocation. Ask for at most " +
-        std::to_string(whole) + " slices, or a multiple of it for whole devices");
+    std::vector<std::string> where;
+    for (size_t p : used) where.push_back(fmt::format("{}: {}", catalog.Describe(p), slices_on[p]));
+    return Status::ResourceExhausted(fmt::format(
+        "{} were given on {} devices ({}); a slice's memory and time must be on one device (or every slice of each device, for whole devices): no single device had that many free, or the kubelet did not take the plugin's preferred allocation. Ask for at most {} slices, or a multiple of it for whole devices",
+        RequestText(catalog, config, ids.size()), used.size(), fmt::join(where, ", "), whole));
   }
   ContainerEdits answer;
-  std::string visible;
+  std::vector<std::string> visible;
   for (size_t p : used) {
-    visible += (visible.empty() ? "" : ",") + catalog.gpus()[p].uuid;
-    if (!config.cdi_kind.empty()) answer.cdi_devices.push_back(config.cdi_kind + "=" + catalog.gpus()[p].uuid);
+    visible.push_back(catalog.gpus()[p].uuid);
+    if (!config.cdi_kind.empty())
+      answer.cdi_devices.push_back(fmt::format("{}={}", config.cdi_kind, catalog.gpus()[p].uuid));
   }
-  answer.envs["NVIDIA_VISIBLE_DEVICES"] = visible;
+  answer.envs["NVIDIA_VISIBLE_DEVICES"] = fmt::format("{}", fmt::join(visible, ","));
   for (size_t p : used) {
     const uint64_t device_memory = catalog.gpus()[p].total_memory;
     const uint64_t request = slices_on[p] == whole ? device_memory : slices_on[p] * catalog.SliceBytes(p);
@@ -103,7 +103,7 @@ Result<ContainerEdits> EditsForSlices(const DeviceCatalog& catalog, const Plugin
     answer.envs["GPUSLICE_MEMORY_REQUEST"] = slices_on[p] == whole ? "100%" : shim::QuotaText(share.request);
     answer.envs["GPUSLICE_MEMORY_LIMIT"] = slices_on[p] == whole ? "100%" : shim::QuotaText(share.limit);
     answer.envs["GPUSLICE_COMPUTE_REQUEST"] =
-        std::to_string(slices_on[p] * static_cast<size_t>(catalog.PercentPerSlice()));
+        fmt::to_string(slices_on[p] * static_cast<size_t>(catalog.PercentPerSlice()));
   } else {
     // Whole devices: all of each one's memory and time. The container numbers the devices it
     // sees from 0 in PCI bus order (CUDA_DEVICE_ORDER), the order of NVIDIA_VISIBLE_DEVICES.
@@ -114,7 +114,8 @@ Result<ContainerEdits> EditsForSlices(const DeviceCatalog& catalog, const Plugin
   }
   AddShim(config, TenantNameForIds(ids), &answer);
   if (const Status accepted = shim::ShimAccepts(answer.envs); !accepted.ok()) {
-    return Status::InvalidArgument("internal error, the shim would refuse the answer: " + accepted.message());
+    return Status::InvalidArgument(
+        fmt::format("internal error, the shim would refuse the answer: {}", accepted.message()));
   }
   return answer;
 }

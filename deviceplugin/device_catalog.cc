@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include <fmt/format.h>
+
 #include "common/mutex_lock.h"
 
 namespace gpuslice::deviceplugin {
@@ -26,13 +28,13 @@ Result<size_t> DeviceCatalog::PositionOfSlice(const std::string& id) const {
       if (gpus_[p].uuid == slice->device_uuid) return p;
     }
   }
-  return Status::NotFound("unknown device ID '" + id + "'");
+  return Status::NotFound(fmt::format("unknown device ID '{}'", id));
 }
 
 std::string DeviceCatalog::Describe(size_t position) const {
   const gpu::GpuInfo& g = gpus_[position];
-  if (g.mig_index < 0) return "GPU " + std::to_string(g.index) + " " + g.uuid;
-  return "MIG device " + std::to_string(g.mig_index) + " of GPU " + std::to_string(g.index) + " " + g.uuid;
+  if (g.mig_index < 0) return fmt::format("GPU {} {}", g.index, g.uuid);
+  return fmt::format("MIG device {} of GPU {} {}", g.mig_index, g.index, g.uuid);
 }
 
 DeviceCatalog::HealthView DeviceCatalog::Health() const {

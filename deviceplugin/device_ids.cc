@@ -1,7 +1,8 @@
 #include "deviceplugin/device_ids.h"
 
 #include <algorithm>
-#include <cstdio>
+
+#include <fmt/format.h>
 
 #include "common/quantity.h"
 
@@ -14,7 +15,7 @@ constexpr size_t kMaxIdLength = 63;
 }  // namespace
 
 std::string FormatSliceId(const std::string& device_uuid, int index) {
-  return device_uuid + std::string(kSeparator) + std::to_string(index);
+  return fmt::format("{}{}{}", device_uuid, kSeparator, index);
 }
 
 std::optional<SliceId> ParseSliceId(std::string_view id) {
@@ -23,7 +24,7 @@ std::optional<SliceId> ParseSliceId(std::string_view id) {
   if (separator == std::string_view::npos || separator == 0) return std::nullopt;
   const std::string_view number = id.substr(separator + kSeparator.size());
   const auto index = ParseUnsigned(number);
-  if (!index || *index > 100000 || std::to_string(*index) != number) return std::nullopt;
+  if (!index || *index > 100000 || fmt::to_string(*index) != number) return std::nullopt;
   return SliceId{std::string(id.substr(0, separator)), static_cast<int>(*index)};
 }
 
@@ -31,14 +32,12 @@ std::string TenantNameForIds(std::vector<std::string> ids) {
   std::sort(ids.begin(), ids.end());
   uint64_t hash = 14695981039346656037ULL;  // FNV-1a, 64 bits: stable across builds and hosts
   for (const std::string& id : ids) {
-    for (const char c : id + ",") {
+    for (const char c : fmt::format("{},", id)) {
       hash ^= static_cast<unsigned char>(c);
       hash *= 1099511628211ULL;
     }
   }
-  char text[32];
-  std::snprintf(text, sizeof text, "k8s-%016llx", static_cast<unsigned long long>(hash));
-  return text;
+  return fmt::format("k8s-{:016x}", hash);
 }
 
 }  // namespace gpuslice::deviceplugin

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "deviceplugin/container_allocation.h"
 #include "deviceplugin/preferred_allocation.h"
 
@@ -13,15 +15,15 @@ constexpr int kWatchPollMs = 100;
 
 grpc::Status Invalid(size_t container, const std::string& what) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                      "gpuslice-device-plugin: container request " + std::to_string(container) + ": " + what);
+                      fmt::format("gpuslice-device-plugin: container request {}: {}", container, what));
 }
 
 // The request is well formed but this node cannot hold it as one device's slice; the kubelet
 // fails the pod's admission with this message (it names the request and why).
 grpc::Status Unplaceable(size_t container, const std::string& what) {
-  std::fprintf(stderr, "gpuslice-device-plugin: refused container request %zu: %s\n", container, what.c_str());
+  fmt::print(stderr, "gpuslice-device-plugin: refused container request {}: {}\n", container, what);
   return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                      "gpuslice-device-plugin: container request " + std::to_string(container) + ": " + what);
+                      fmt::format("gpuslice-device-plugin: container request {}: {}", container, what));
 }
 
 // A refusal of PreferSlices or EditsForSlices as the kubelet gets it: InvalidArgument is a list
@@ -110,15 +112,14 @@ grpc::Status DevicePluginService::Allocate(grpc::ServerContext*, const v1beta1::
       std::string borrowed;
       if (Status held = requests_->Hold(edits.envs["GPUSLICE_TENANT"], edits.memory, &borrowed); !held.ok())
         return Unplaceable(static_cast<size_t>(c), held.message());
-      if (!borrowed.empty())
-        std::fprintf(stderr, "gpuslice-device-plugin: container request %d: %s\n", c, borrowed.c_str());
+      if (!borrowed.empty()) fmt::print(stderr, "gpuslice-device-plugin: container request {}: {}\n", c, borrowed);
     }
-    std::fprintf(stderr,
-                 "gpuslice-device-plugin: container request %d: tenant %s, %zu slices on %s, memory %s (limit %s), "
-                 "compute %s%%\n",
-                 c, edits.envs["GPUSLICE_TENANT"].c_str(), ids.size(), edits.envs["NVIDIA_VISIBLE_DEVICES"].c_str(),
-                 edits.envs["GPUSLICE_MEMORY_REQUEST"].c_str(), edits.envs["GPUSLICE_MEMORY_LIMIT"].c_str(),
-                 edits.envs["GPUSLICE_COMPUTE_REQUEST"].c_str());
+    fmt::print(
+        stderr,
+        "gpuslice-device-plugin: container request {}: tenant {}, {} slices on {}, memory {} (limit {}), compute {}%\n",
+        c, edits.envs["GPUSLICE_TENANT"], ids.size(), edits.envs["NVIDIA_VISIBLE_DEVICES"],
+        edits.envs["GPUSLICE_MEMORY_REQUEST"], edits.envs["GPUSLICE_MEMORY_LIMIT"],
+        edits.envs["GPUSLICE_COMPUTE_REQUEST"]);
     auto* out = response->add_container_responses();
     for (const auto& [name, value] : edits.envs) (*out->mutable_envs())[name] = value;
     for (const auto& [name, value] : edits.annotations) (*out->mutable_annotations())[name] = value;

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include <fmt/format.h>
+
 namespace gpuslice::deviceplugin {
 namespace {
 
@@ -19,23 +21,20 @@ ino_t InodeOf(const std::string& path) {
   return stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
 }
 
-void Log(const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); }
+void Log(const std::string& line) { fmt::print(stderr, "{}\n", line); }
 
 // When the process started (near enough: static initialisation), for the registration log line.
 const auto kProcessStart = std::chrono::steady_clock::now();
 
-std::string MillisecondsSinceStart() {
-  const auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - kProcessStart);
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f", ms.count());
-  return text;
+double MillisecondsSinceStart() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - kProcessStart).count();
 }
 
 }  // namespace
 
 KubeletWatch::KubeletWatch(const std::string& plugin_dir, std::vector<PluginEndpoint*> endpoints)
     : plugin_dir_(plugin_dir),
-      kubelet_socket_(plugin_dir + "/kubelet.sock"),
+      kubelet_socket_(fmt::format("{}/kubelet.sock", plugin_dir)),
       endpoints_(std::move(endpoints)),
       registered_with_(endpoints_.size(), 0),
       last_error_(endpoints_.size()) {}
@@ -49,20 +48,20 @@ Status KubeletWatch::Reconcile() {
     PluginEndpoint& endpoint = *endpoints_[i];
     if (!endpoint.SocketIntact()) {
       if (registered_with_[i] != 0)
-        Log("gpuslice-device-plugin: " + endpoint.socket_path() + " was removed; serving again");
+        Log(fmt::format("gpuslice-device-plugin: {} was removed; serving again", endpoint.socket_path()));
       registered_with_[i] = 0;
       if (Status served = endpoint.Serve(); !served.ok()) return served;
     }
     if (registered_with_[i] == kubelet && kubelet != 0) continue;
     registered_with_[i] = 0;
-    std::string failure = "gpuslice-device-plugin: waiting for the kubelet's " + kubelet_socket_;
+    std::string failure = fmt::format("gpuslice-device-plugin: waiting for the kubelet's {}", kubelet_socket_);
     if (kubelet != 0) {
       const Status registered = endpoint.Register();
       if (registered.ok()) {
         registered_with_[i] = kubelet;
         last_error_[i].clear();
-        Log("gpuslice-device-plugin: registered " + endpoint.resource() + " at " + endpoint.socket_path() + ", " +
-            MillisecondsSinceStart() + " ms after start");
+        Log(fmt::format("gpuslice-device-plugin: registered {} at {}, {:.1f} ms after start", endpoint.resource(),
+                        endpoint.socket_path(), MillisecondsSinceStart()));
         continue;
       }
       failure = registered.message();
@@ -78,7 +77,7 @@ Status KubeletWatch::Run(int stop_fd) {
   inotify_fd_.reset(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
   if (!inotify_fd_.valid() || inotify_add_watch(inotify_fd_.get(), plugin_dir_.c_str(),
                                                 IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM) < 0) {
-    return Status::Error("gpuslice-device-plugin: cannot watch " + plugin_dir_ + " with inotify");
+    return Status::Error(fmt::format("gpuslice-device-plugin: cannot watch {} with inotify", plugin_dir_));
   }
   while (true) {
     const Status reconciled = Reconcile();

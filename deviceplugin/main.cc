@@ -16,6 +16,8 @@
 #include <thread>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/cond_var.h"
 #include "common/mutex.h"
@@ -64,13 +66,14 @@ Status SelectGpus(const std::vector<std::string>& devices, std::vector<GpuInfo>*
     bool found = false;
     for (size_t p = 0; p < gpus->size(); ++p) {
       const GpuInfo& g = (*gpus)[p];
-      if (g.uuid == wanted || g.parent_uuid == wanted || std::to_string(g.index) == wanted) keep[p] = found = true;
+      if (g.uuid == wanted || g.parent_uuid == wanted || fmt::to_string(g.index) == wanted) keep[p] = found = true;
     }
     if (!found) {
-      std::string known;
-      for (const GpuInfo& g : *gpus) known += (known.empty() ? "" : ", ") + std::to_string(g.index) + " " + g.uuid;
-      return Status::InvalidArgument("gpuslice-device-plugin: devices names '" + wanted +
-                                     "', which NVML does not list; the GPUs are " + known);
+      std::vector<std::string> known;
+      for (const GpuInfo& g : *gpus) known.push_back(fmt::format("{} {}", g.index, g.uuid));
+      return Status::InvalidArgument(
+          fmt::format("gpuslice-device-plugin: devices names '{}', which NVML does not list; the GPUs are {}", wanted,
+                      fmt::join(known, ", ")));
     }
   }
   std::vector<GpuInfo> kept;
@@ -91,8 +94,8 @@ class HealthMonitor {
             for (size_t p = 0; p < catalog.gpus().size(); ++p) {
               const bool healthy = inventory.Healthy(catalog.gpus()[p]);
               if (healthy != catalog.Health().healthy[p]) {
-                std::fprintf(stderr, "gpuslice-device-plugin: GPU %d %s is %s\n", catalog.gpus()[p].index,
-                             catalog.gpus()[p].uuid.c_str(), healthy ? "healthy again" : "unhealthy");
+                fmt::print(stderr, "gpuslice-device-plugin: GPU {} {} is {}\n", catalog.gpus()[p].index,
+                           catalog.gpus()[p].uuid, healthy ? "healthy again" : "unhealthy");
               }
               catalog.SetHealthy(p, healthy);
             }
@@ -134,16 +137,16 @@ struct Prepared {
 Result<Prepared> Prepare(const PluginConfig& config) {
   if (Status valid = ValidateConfig(config); !valid.ok()) return Status::InvalidArgument(valid.message());
   Result<std::unique_ptr<GpuInventory>> opened = GpuInventory::Open(config.nvml_library);
-  if (!opened.ok()) return Status::Error("gpuslice-device-plugin: nvmlLibrary: " + opened.message());
+  if (!opened.ok()) return Status::Error(fmt::format("gpuslice-device-plugin: nvmlLibrary: {}", opened.message()));
   Prepared prepared{std::move(opened).value(), {}};
   Result<Discovery> discovered = prepared.inventory->Discover();
-  if (!discovered.ok()) return Status::Error("gpuslice-device-plugin: " + discovered.message());
+  if (!discovered.ok()) return Status::Error(fmt::format("gpuslice-device-plugin: {}", discovered.message()));
   const std::vector<LeftOutGpu>& left_out = discovered->left_out;
   for (const LeftOutGpu& gpu : left_out)
-    std::fprintf(
+    fmt::print(
         stderr,
-        "gpuslice-device-plugin: GPU %d left out: %s; the others are served (restart the plugin once it is back)\n",
-        gpu.index, gpu.reason.c_str());
+        "gpuslice-device-plugin: GPU {} left out: {}; the others are served (restart the plugin once it is back)\n",
+        gpu.index, gpu.reason);
   std::vector<GpuInfo>& gpus = prepared.gpus;
   gpus = std::move(discovered->gpus);
   if (Status selected = SelectGpus(config.devices, &gpus); !selected.ok()) return selected;
@@ -151,23 +154,20 @@ Result<Prepared> Prepare(const PluginConfig& config) {
     return Status::Error(
         left_out.empty()
             ? "gpuslice-device-plugin: NVML lists no GPU on this node (or only GPUs in MIG mode with no instance)"
-            : "gpuslice-device-plugin: no GPU answers NVML (" + std::to_string(left_out.size()) + " left out)");
+            : fmt::format("gpuslice-device-plugin: no GPU answers NVML ({} left out)", left_out.size()));
   }
   const DeviceCatalog catalog(gpus, config.slices_per_gpu);
   for (size_t p = 0; p < gpus.size(); ++p) {
     if (catalog.SliceBytes(p) == 0) {
-      return Status::InvalidArgument("gpuslice-device-plugin: slicesPerGpu " + std::to_string(config.slices_per_gpu) +
-                                     " leaves " + catalog.Describe(p) + " (" +
-                                     std::to_string(gpus[p].total_memory >> 20) +
-                                     " MiB) less than 1 MiB per slice; use fewer slices");
+      return Status::InvalidArgument(fmt::format(
+          "gpuslice-device-plugin: slicesPerGpu {} leaves {} ({} MiB) less than 1 MiB per slice; use fewer slices",
+          config.slices_per_gpu, catalog.Describe(p), gpus[p].total_memory >> 20));
     }
   }
   if (const size_t bytes = ListBytes(catalog); bytes > kMaxListBytes) {
-    return Status::InvalidArgument(
-        "gpuslice-device-plugin: " + std::to_string(gpus.size()) + " devices of " +
-        std::to_string(config.slices_per_gpu) + " slices make a ListAndWatch answer of " + std::to_string(bytes) +
-        " bytes, over the " + std::to_string(kMaxListBytes) +
-        " this plugin sends (the kubelet reads at most 4 MiB); use fewer slicesPerGpu or name fewer devices");
+    return Status::InvalidArgument(fmt::format(
+        "gpuslice-device-plugin: {} devices of {} slices make a ListAndWatch answer of {} bytes, over the {} this plugin sends (the kubelet reads at most 4 MiB); use fewer slicesPerGpu or name fewer devices",
+        gpus.size(), config.slices_per_gpu, bytes, kMaxListBytes));
   }
   return prepared;
 }
@@ -189,7 +189,7 @@ int Main(int argc, char** argv) {
   std::map<std::string, std::string> flag_values;
   std::map<std::string, CLI::Option*> flags;
   for (const std::string& key : ConfigKeys())
-    flags[key] = app.add_option("--" + FlagName(key), flag_values[key], "config key " + key)
+    flags[key] = app.add_option(fmt::format("--{}", FlagName(key)), flag_values[key], fmt::format("config key {}", key))
                      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   try {
     app.parse(argc, argv);
@@ -203,7 +203,7 @@ int Main(int argc, char** argv) {
   }
   for (const std::string& key : ConfigKeys()) {
     if (flags[key]->count() == 0) continue;
-    if (Status set = SetConfigValue(key, flag_values[key], "--" + FlagName(key), &config); !set.ok())
+    if (Status set = SetConfigValue(key, flag_values[key], fmt::format("--{}", FlagName(key)), &config); !set.ok())
       return Fail(kExitUsage, set.message());
   }
   // Signals are taken through a signalfd: blocked here, before any thread starts (NVML's
@@ -221,8 +221,8 @@ int Main(int argc, char** argv) {
   std::unique_ptr<GpuInventory> inventory = std::move(prepared->inventory);
   const std::vector<GpuInfo> gpus = std::move(prepared->gpus);
   if (check_config) {
-    std::printf(
-        "gpuslice-device-plugin: configuration valid: %zu devices of %d slices, a ListAndWatch answer of %zu bytes\n",
+    fmt::print(
+        "gpuslice-device-plugin: configuration valid: {} devices of {} slices, a ListAndWatch answer of {} bytes\n",
         gpus.size(), config.slices_per_gpu, ListBytes(DeviceCatalog(gpus, config.slices_per_gpu)));
     return 0;
   }
@@ -232,11 +232,11 @@ int Main(int argc, char** argv) {
 
   DeviceCatalog catalog(gpus, config.slices_per_gpu);
   for (size_t p = 0; p < gpus.size(); ++p) {
-    const std::string where = gpus[p].mig_index < 0 ? "" : " (MIG instance of " + gpus[p].parent_uuid + ")";
-    const std::string numa = gpus[p].numa_node < 0 ? "" : ", NUMA node " + std::to_string(gpus[p].numa_node);
-    std::fprintf(stderr, "gpuslice-device-plugin: GPU %d %s %s%s: %d slices of %llu MiB and %d%% of its time%s\n",
-                 gpus[p].index, gpus[p].uuid.c_str(), gpus[p].name.c_str(), where.c_str(), config.slices_per_gpu,
-                 static_cast<unsigned long long>(catalog.SliceBytes(p) >> 20), catalog.PercentPerSlice(), numa.c_str());
+    const std::string where = gpus[p].mig_index < 0 ? "" : fmt::format(" (MIG instance of {})", gpus[p].parent_uuid);
+    const std::string numa = gpus[p].numa_node < 0 ? "" : fmt::format(", NUMA node {}", gpus[p].numa_node);
+    fmt::print(stderr, "gpuslice-device-plugin: GPU {} {} {}{}: {} slices of {} MiB and {}% of its time{}\n",
+               gpus[p].index, gpus[p].uuid, gpus[p].name, where, config.slices_per_gpu, catalog.SliceBytes(p) >> 20,
+               catalog.PercentPerSlice(), numa);
   }
   int status = 0;
   {
@@ -251,7 +251,7 @@ int Main(int argc, char** argv) {
     if (Status ran = watch.Run(stop_fd); !ran.ok()) status = Fail(kExitFailure, ran.message());
     catalog.Stop();  // ends the ListAndWatch streams, then the servers stop
   }
-  if (status == 0) std::fprintf(stderr, "gpuslice-device-plugin: stopped\n");
+  if (status == 0) fmt::print(stderr, "gpuslice-device-plugin: stopped\n");
   return status;
 }
 

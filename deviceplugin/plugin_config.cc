@@ -5,6 +5,8 @@
 #include <functional>
 #include <map>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include "common/quantity.h"
@@ -157,17 +159,17 @@ const std::vector<std::string>& ConfigKeys() {
 Status SetConfigValue(const std::string& key, const std::string& value, const std::string& source,
                       PluginConfig* config) {
   if (const char* instead = RemovedKey(key)) {
-    return Status::Error("gpuslice-device-plugin: " + source + " is no longer a key: " + instead +
-                         " (docs/kubernetes.md)");
+    return Status::Error(
+        fmt::format("gpuslice-device-plugin: {} is no longer a key: {} (docs/kubernetes.md)", source, instead));
   }
   for (const KeySpec& spec : KeyTable()) {
     if (key != spec.key) continue;
     if (spec.set(value, config)) return Status::Ok();
-    return Status::Error("gpuslice-device-plugin: invalid " + source + " '" + value + "'; expected " + spec.expected);
+    return Status::Error(
+        fmt::format("gpuslice-device-plugin: invalid {} '{}'; expected {}", source, value, spec.expected));
   }
-  std::string known;
-  for (const std::string& k : ConfigKeys()) known += (known.empty() ? "" : ", ") + k;
-  return Status::Error("gpuslice-device-plugin: unknown " + source + "; the keys are " + known);
+  return Status::Error(
+      fmt::format("gpuslice-device-plugin: unknown {}; the keys are {}", source, fmt::join(ConfigKeys(), ", ")));
 }
 
 Status LoadConfigFile(const std::string& path, PluginConfig* config) {
@@ -175,29 +177,32 @@ Status LoadConfigFile(const std::string& path, PluginConfig* config) {
   try {
     root = YAML::LoadFile(path);
   } catch (const YAML::BadFile&) {
-    return Status::Error("gpuslice-device-plugin: cannot read the config file " + path);
+    return Status::Error(fmt::format("gpuslice-device-plugin: cannot read the config file {}", path));
   } catch (const YAML::Exception& e) {
-    return Status::Error("gpuslice-device-plugin: " + path + " is not valid YAML: " + e.what());
+    return Status::Error(fmt::format("gpuslice-device-plugin: {} is not valid YAML: {}", path, e.what()));
   }
   if (root.IsNull()) return Status::Ok();  // an empty file: every default
   if (!root.IsMap()) {
-    return Status::Error("gpuslice-device-plugin: " + path + " must be a YAML mapping of keys such as unitSize: 1Gi");
+    return Status::Error(
+        fmt::format("gpuslice-device-plugin: {} must be a YAML mapping of keys such as unitSize: 1Gi", path));
   }
   std::map<std::string, int> seen;
   for (const auto& entry : root) {
     const std::string key = entry.first.as<std::string>();
-    const std::string source = key + " in " + path;
+    const std::string source = fmt::format("{} in {}", key, path);
     // YAML forbids a key twice in one mapping; yaml-cpp keeps both and a lookup finds one of
     // them, so an operator's edit further down could be silently ignored (or silently win).
     if (seen[key]++ > 0) {
-      return Status::Error("gpuslice-device-plugin: " + source + " appears twice; keep one");
+      return Status::Error(fmt::format("gpuslice-device-plugin: {} appears twice; keep one", source));
     }
     std::string value;
     if (entry.second.IsSequence()) {
+      std::vector<std::string> items;
       for (const auto& item : entry.second) {
         if (!item.IsScalar()) return SetConfigValue(key, "", source, config);
-        value += (value.empty() ? "" : ",") + item.as<std::string>();
+        items.push_back(item.as<std::string>());
       }
+      value = fmt::format("{}", fmt::join(items, ","));
       if (value.empty()) value = ",";  // an empty list names no device: refused below
     } else if (entry.second.IsScalar()) {
       value = entry.second.as<std::string>();
@@ -211,28 +216,28 @@ Status LoadConfigFile(const std::string& path, PluginConfig* config) {
 
 Status ValidateConfig(const PluginConfig& config) {
   if (!FileExists(config.host_library)) {
-    return Status::Error(
-        "gpuslice-device-plugin: library '" + config.host_library +
-        "' does not exist; copy libgpuslice.so to the host there (the DaemonSet's init container does) "
-        "or set library to where it is");
+    return Status::Error(fmt::format(
+        "gpuslice-device-plugin: library '{}' does not exist; copy libgpuslice.so to the host there (the DaemonSet's init container does) or set library to where it is",
+        config.host_library));
   }
   if (!IsDirectory(config.plugin_dir)) {
-    return Status::Error("gpuslice-device-plugin: pluginDir '" + config.plugin_dir +
-                         "' is not a directory; mount the kubelet's /var/lib/kubelet/device-plugins there");
+    return Status::Error(fmt::format(
+        "gpuslice-device-plugin: pluginDir '{}' is not a directory; mount the kubelet's /var/lib/kubelet/device-plugins there",
+        config.plugin_dir));
   }
   // Every slice mounts it; a missing one would make each container's start fail far from here.
   if (!IsDirectory(config.host_state_dir)) {
-    return Status::Error(
-        "gpuslice-device-plugin: stateDir '" + config.host_state_dir +
-        "' is not a directory; create it on the host (mkdir -m 0770) and mount it into the plugin's container");
+    return Status::Error(fmt::format(
+        "gpuslice-device-plugin: stateDir '{}' is not a directory; create it on the host (mkdir -m 0770) and mount it into the plugin's container",
+        config.host_state_dir));
   }
   // Tenants write the state directory: a pods file there could be rewritten by any of them.
   const std::string state_dir = config.host_state_dir.back() == '/' ? config.host_state_dir
-                                                                    : config.host_state_dir + "/";
+                                                                    : fmt::format("{}/", config.host_state_dir);
   if (config.pods_file.starts_with(state_dir)) {
-    return Status::Error(
-        "gpuslice-device-plugin: podsFile '" + config.pods_file + "' is inside stateDir '" + config.host_state_dir +
-        "', which every tenant can write; name a file of a directory only the plugin writes, e.g. " + kDefaultPodsFile);
+    return Status::Error(fmt::format(
+        "gpuslice-device-plugin: podsFile '{}' is inside stateDir '{}', which every tenant can write; name a file of a directory only the plugin writes, e.g. {}",
+        config.pods_file, config.host_state_dir, kDefaultPodsFile));
   }
   return Status::Ok();
 }

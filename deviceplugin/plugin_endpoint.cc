@@ -5,6 +5,8 @@
 
 #include <chrono>
 
+#include <fmt/format.h>
+
 namespace gpuslice::deviceplugin {
 namespace {
 
@@ -25,10 +27,10 @@ PluginEndpoint::PluginEndpoint(const DeviceCatalog& catalog, const PluginConfig&
     : catalog_(catalog), config_(config), requests_(requests) {
   resource_ = config.resource;
   // "gpuslice.io/gpu" -> "gpuslice.io-gpu.sock".
-  socket_name_ = resource_;
-  for (char& c : socket_name_) c = c == '/' ? '-' : c;
-  socket_name_ += ".sock";
-  socket_path_ = config.plugin_dir + "/" + socket_name_;
+  std::string name = resource_;
+  for (char& c : name) c = c == '/' ? '-' : c;
+  socket_name_ = fmt::format("{}.sock", name);
+  socket_path_ = fmt::format("{}/{}", config.plugin_dir, socket_name_);
 }
 
 PluginEndpoint::~PluginEndpoint() { Stop(); }
@@ -38,20 +40,20 @@ Status PluginEndpoint::Serve() {
   unlink(socket_path_.c_str());  // a stale socket of an earlier run refuses the bind
   service_ = std::make_unique<DevicePluginService>(catalog_, config_, requests_);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix://" + socket_path_, grpc::InsecureServerCredentials());
+  builder.AddListeningPort(fmt::format("unix://{}", socket_path_), grpc::InsecureServerCredentials());
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (!server_) {
     service_.reset();
-    return Status::Error("gpuslice-device-plugin: cannot serve on " + socket_path_);
+    return Status::Error(fmt::format("gpuslice-device-plugin: cannot serve on {}", socket_path_));
   }
   socket_inode_ = InodeOf(socket_path_);
   return Status::Ok();
 }
 
 Status PluginEndpoint::Register() {
-  auto channel =
-      grpc::CreateChannel("unix://" + config_.plugin_dir + "/" + kKubeletSocket, grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel(fmt::format("unix://{}/{}", config_.plugin_dir, kKubeletSocket),
+                                     grpc::InsecureChannelCredentials());
   auto stub = v1beta1::Registration::NewStub(channel);
   v1beta1::RegisterRequest request;
   request.set_version(kApiVersion);
@@ -63,8 +65,8 @@ Status PluginEndpoint::Register() {
   context.set_deadline(std::chrono::system_clock::now() + kRegisterTimeout);
   const grpc::Status status = stub->Register(&context, request, &reply);
   if (status.ok()) return Status::Ok();
-  return Status::Unavailable("gpuslice-device-plugin: Register of " + resource_ +
-                             " with the kubelet failed: " + status.error_message());
+  return Status::Unavailable(fmt::format("gpuslice-device-plugin: Register of {} with the kubelet failed: {}",
+                                         resource_, status.error_message()));
 }
 
 void PluginEndpoint::Stop() {

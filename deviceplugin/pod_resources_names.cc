@@ -4,6 +4,9 @@
 #include <cstdint>
 #include <vector>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <nlohmann/json.hpp>
 
 #include "common/pod_names.h"
@@ -58,7 +61,7 @@ std::map<std::string, PodOfTenant> TenantPodsOf(const v1::ListPodResourcesRespon
               std::find(uuids.begin(), uuids.end(), slice->device_uuid) == uuids.end())
             uuids.push_back(slice->device_uuid);
         }
-        for (const std::string& uuid : uuids) entry.devices += (entry.devices.empty() ? "" : ",") + uuid;
+        entry.devices = fmt::format("{}", fmt::join(uuids, ","));
         pods[TenantNameForIds(ids)] = entry;
       }
     }
@@ -80,9 +83,9 @@ std::string PodsFileText(const std::map<std::string, PodOfTenant>& pods, size_t*
                         {"container", pod.container},
                         {"devices", pod.devices},
                         {"slices", pod.slices}};
-    const std::string entry = (written ? ",\n  " : "\n  ") +
-                              Json(tenant).dump(-1, ' ', false, Json::error_handler_t::replace) + ": " +
-                              value.dump(-1, ' ', false, Json::error_handler_t::replace);
+    const std::string entry = fmt::format("{}\n  {}: {}", written ? "," : "",
+                                          Json(tenant).dump(-1, ' ', false, Json::error_handler_t::replace),
+                                          value.dump(-1, ' ', false, Json::error_handler_t::replace));
     if (written >= kMaxPodsFileTenants || text.size() + entry.size() + tail.size() + 1 > kMaxPodsFileBytes) {
       ++*dropped;
       continue;
@@ -90,7 +93,7 @@ std::string PodsFileText(const std::map<std::string, PodOfTenant>& pods, size_t*
     text += entry;
     ++written;
   }
-  return text + (written ? "\n" : "") + tail;
+  return fmt::format("{}{}{}", text, written ? "\n" : "", tail);
 }
 
 }  // namespace gpuslice::deviceplugin

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
 
 #include "common/mutex_lock.h"
@@ -21,15 +22,15 @@ namespace gpuslice::deviceplugin {
 
 Result<std::map<std::string, PodOfTenant>> ListTenantPods(const std::string& socket, const std::string& resource,
                                                           int timeout_ms, size_t* dropped) {
-  auto stub =
-      v1::PodResourcesLister::NewStub(grpc::CreateChannel("unix://" + socket, grpc::InsecureChannelCredentials()));
+  auto stub = v1::PodResourcesLister::NewStub(
+      grpc::CreateChannel(fmt::format("unix://{}", socket), grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
   v1::ListPodResourcesResponse response;
   const grpc::Status status = stub->List(&context, v1::ListPodResourcesRequest(), &response);
   if (!status.ok()) {
-    return Status::Unavailable("the kubelet's pod-resources API at " + socket +
-                               " did not answer List: " + status.error_message());
+    return Status::Unavailable(
+        fmt::format("the kubelet's pod-resources API at {} did not answer List: {}", socket, status.error_message()));
   }
   return TenantPodsOf(response, resource, dropped);
 }
@@ -40,9 +41,9 @@ Status WritePodsFile(const std::string& path, const std::map<std::string, PodOfT
   // may write).
   const std::string dir = path.substr(0, path.rfind('/'));
   if (!dir.empty() && mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-    return Status::Error("cannot create " + dir + " for " + path + ": " + std::strerror(errno));
+    return Status::Error(fmt::format("cannot create {} for {}: {}", dir, path, std::strerror(errno)));
   if (Status written = ReplaceFile(path, text); !written.ok()) {
-    return Status::Error("cannot write " + path + ": " + written.message());
+    return Status::Error(fmt::format("cannot write {}: {}", path, written.message()));
   }
   return Status::Ok();
 }
@@ -77,20 +78,19 @@ void PodResourcesWatch::Poll(const PluginConfig& config) {
       ListTenantPods(config.pod_resources_socket, config.resource, 1000, &dropped);
   if (!listed.ok()) {
     if (!failing_)
-      std::fprintf(stderr, "gpuslice-device-plugin: %s; tenants are not named after their pods until it does\n",
-                   listed.message().c_str());
+      fmt::print(stderr, "gpuslice-device-plugin: {}; tenants are not named after their pods until it does\n",
+                 listed.message());
     failing_ = true;
     return;
   }
   std::map<std::string, PodOfTenant> pods = std::move(listed).value();
-  if (failing_) std::fprintf(stderr, "gpuslice-device-plugin: the pod-resources API answers again\n");
+  if (failing_) fmt::print(stderr, "gpuslice-device-plugin: the pod-resources API answers again\n");
   failing_ = false;
   if (requests_ && dropped == 0) {  // a List that left containers out cannot tell who is gone
     std::set<std::string> live;
     for (const auto& entry : pods) live.insert(entry.first);
     for (const std::string& tenant : requests_->Reconcile(live))
-      std::fprintf(stderr, "gpuslice-device-plugin: tenant %s's pod is gone: its memory request is released\n",
-                   tenant.c_str());
+      fmt::print(stderr, "gpuslice-device-plugin: tenant {}'s pod is gone: its memory request is released\n", tenant);
   }
   auto same = [](const PodOfTenant& a, const PodOfTenant& b) {
     return a.namespace_name == b.namespace_name && a.pod == b.pod && a.container == b.container &&
@@ -102,21 +102,20 @@ void PodResourcesWatch::Poll(const PluginConfig& config) {
     return;
   const std::string& path = config.pods_file;
   if (Status written = WritePodsFile(path, pods, &dropped); !written.ok()) {
-    std::fprintf(stderr, "gpuslice-device-plugin: %s\n", written.message().c_str());
+    fmt::print(stderr, "gpuslice-device-plugin: {}\n", written.message());
     return;
   }
   if (dropped != dropped_said_) {
-    std::fprintf(stderr,
-                 "gpuslice-device-plugin: %zu of the kubelet's containers are not named in %s (names longer than "
-                 "Kubernetes allows or not UTF-8, or past the file's %zu tenants or %zu bytes)\n",
-                 dropped, path.c_str(), kMaxPodsFileTenants, static_cast<size_t>(kMaxPodsFileBytes));
+    fmt::print(
+        stderr,
+        "gpuslice-device-plugin: {} of the kubelet's containers are not named in {} (names longer than Kubernetes allows or not UTF-8, or past the file's {} tenants or {} bytes)\n",
+        dropped, path, kMaxPodsFileTenants, static_cast<size_t>(kMaxPodsFileBytes));
     dropped_said_ = dropped;
   }
   for (const auto& [tenant, pod] : pods) {
     if (!written_.contains(tenant))
-      std::fprintf(stderr, "gpuslice-device-plugin: tenant %s is pod %s/%s container %s (%d slices on %s)\n",
-                   tenant.c_str(), pod.namespace_name.c_str(), pod.pod.c_str(), pod.container.c_str(), pod.slices,
-                   pod.devices.c_str());
+      fmt::print(stderr, "gpuslice-device-plugin: tenant {} is pod {}/{} container {} ({} slices on {})\n", tenant,
+                 pod.namespace_name, pod.pod, pod.container, pod.slices, pod.devices);
   }
   written_ = std::move(pods);
   written_once_ = true;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "gpu/gpu_choice.h"
 
 namespace gpuslice::deviceplugin {
@@ -54,9 +56,9 @@ Result<std::vector<std::string>> PreferSlices(const DeviceCatalog& catalog, cons
   const std::set<std::string> required(must_include.begin(), must_include.end());
   std::set<std::string> offered(available.begin(), available.end());
   if (size <= 0 || static_cast<size_t>(size) > offered.size() || required.size() > static_cast<size_t>(size)) {
-    return Status::InvalidArgument("allocation_size " + std::to_string(size) + " cannot be met from " +
-                                   std::to_string(offered.size()) + " available IDs with " +
-                                   std::to_string(required.size()) + " required");
+    return Status::InvalidArgument(
+        fmt::format("allocation_size {} cannot be met from {} available IDs with {} required", size, offered.size(),
+                    required.size()));
   }
   // Free slices per device position, in slice order.
   FreeUnits free(catalog.gpus().size());
@@ -69,7 +71,7 @@ Result<std::vector<std::string>> PreferSlices(const DeviceCatalog& catalog, cons
   for (const std::string& id : required) {
     const Result<size_t> p = catalog.PositionOfSlice(id);
     if (!p.ok() || !offered.contains(id)) {
-      return Status::InvalidArgument("must_include ID '" + id + "' is not one of the available IDs");
+      return Status::InvalidArgument(fmt::format("must_include ID '{}' is not one of the available IDs", id));
     }
     required_on[*p] += 1;
     chosen.push_back(id);
@@ -107,15 +109,15 @@ Result<std::vector<std::string>> PreferSlices(const DeviceCatalog& catalog, cons
     const size_t here = allowed[p] ? free[p].size() + static_cast<size_t>(required_on[p]) : 0;
     if (here > most) most = here, at = p;
   }
+  const std::string why =
+      size > per_device && size % per_device != 0
+          ? fmt::format("more than one device's {0} slices and not whole devices (a multiple of {0})", per_device)
+      : size > per_device ? fmt::format("there are not {} wholly free devices", size / per_device)
+      : most > 0          ? fmt::format("the most free on one device is {} ({})", most, catalog.Describe(at))
+                          : "the most free on one device is 0";
   return Status::ResourceExhausted(
-      std::to_string(size) + " slices fit on no single device here: " +
-      (size > per_device && size % per_device != 0
-           ? "more than one device's " + std::to_string(per_device) + " slices and not whole devices (a multiple of " +
-                 std::to_string(per_device) + ")"
-       : size > per_device ? "there are not " + std::to_string(size / per_device) + " wholly free devices"
-                           : "the most free on one device is " + std::to_string(most) +
-                                 (most > 0 ? " (" + catalog.Describe(at) + ")" : "")) +
-      "; a slice's memory and time are on one device");
+      fmt::format("{} slices fit on no single device here: {}; a slice's memory and time are on one device", size,
+                  why));
 }
 
 }  // namespace gpuslice::deviceplugin

@@ -1,5 +1,7 @@
 #include "deviceplugin/slice_requests.h"
 
+#include <fmt/format.h>
+
 #include "common/mutex_lock.h"
 
 namespace gpuslice::deviceplugin {
@@ -19,7 +21,8 @@ Status SliceRequests::Hold(const std::string& tenant, const std::vector<SliceMem
   if (!broker.ok()) return broker.status();
   for (size_t i = 0; i < memory.size(); ++i) {
     uint8_t uuid[16];
-    if (!broker::ParseUuid(memory[i].uuid, uuid)) return Status::InvalidArgument("'" + memory[i].uuid + "' is no UUID");
+    if (!broker::ParseUuid(memory[i].uuid, uuid))
+      return Status::InvalidArgument(fmt::format("'{}' is no UUID", memory[i].uuid));
     std::string borrowed;
     Status held = (*broker)->AnnounceRequest(tenant, uuid, memory[i].device_memory, memory[i].share,
                                              broker::MemoryAnnouncer::kDevicePlugin, &borrowed);
@@ -30,7 +33,7 @@ Status SliceRequests::Hold(const std::string& tenant, const std::vector<SliceMem
       }
       return held;
     }
-    if (!borrowed.empty()) *warning += (warning->empty() ? "" : "; ") + borrowed;
+    if (!borrowed.empty()) *warning += fmt::format("{}{}", warning->empty() ? "" : "; ", borrowed);
   }
   missing_once_.erase(tenant);
   return Status::Ok();
