@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include <fmt/format.h>
 #include <httplib.h>
 
 namespace gpuslice::dra {
@@ -20,8 +21,8 @@ std::string Cause(httplib::Error error, const ApiServer& server) {
   switch (error) {
     case httplib::Error::Connection: return "cannot connect (Connection)";
     case httplib::Error::SSLServerVerification:
-      return "its certificate is not vouched for by " +
-             (server.ca_file.empty() ? std::string("the system's CAs") : server.ca_file) + " (SSLServerVerification)";
+      return fmt::format("its certificate is not vouched for by {} (SSLServerVerification)",
+                         server.ca_file.empty() ? std::string("the system's CAs") : server.ca_file);
     case httplib::Error::SSLConnection: return "the TLS handshake failed (SSLConnection)";
     case httplib::Error::Read: return "the connection broke while reading (Read)";
     default: return httplib::to_string(error);
@@ -56,7 +57,7 @@ Result<ApiClient::Reply> ApiClient::Call(const std::string& method, const std::s
     if (result) {
       Reply reply{result->status, nlohmann::json::parse(result->body, nullptr, false)};
       if (result->status != 429 && result->status < 500) return reply;
-      last = "HTTP " + std::to_string(result->status) + " " + Message(reply.body, result->body);
+      last = fmt::format("HTTP {} {}", result->status, Message(reply.body, result->body));
     } else {
       last = Cause(result.error(), server_);
     }
@@ -65,17 +66,19 @@ Result<ApiClient::Reply> ApiClient::Call(const std::string& method, const std::s
       delay *= 2;
     }
   }
-  return Status::Unavailable("gpuslice-dra-driver: the API server at " + server_.url + " did not answer " + method +
-                             " " + path + " after " + std::to_string(backoff_.tries) + " tries: " + last);
+  return Status::Unavailable(
+      fmt::format("gpuslice-dra-driver: the API server at {} did not answer {} {} after {} tries: {}", server_.url,
+                  method, path, backoff_.tries, last));
 }
 
 Result<nlohmann::json> ApiClient::GetResourceClaim(const std::string& claim_namespace, const std::string& name) {
-  const std::string path = "/apis/resource.k8s.io/v1/namespaces/" + claim_namespace + "/resourceclaims/" + name;
+  const std::string path =
+      fmt::format("/apis/resource.k8s.io/v1/namespaces/{}/resourceclaims/{}", claim_namespace, name);
   Result<Reply> reply = Call("GET", path, nullptr);
   if (!reply.ok()) return std::move(reply).status();
   if (reply->status != 200) {
-    return Status::Error("gpuslice-dra-driver: cannot read claim " + claim_namespace + "/" + name + ": HTTP " +
-                         std::to_string(reply->status) + " " + Message(reply->body, ""));
+    return Status::Error(fmt::format("gpuslice-dra-driver: cannot read claim {}/{}: HTTP {} {}", claim_namespace, name,
+                                     reply->status, Message(reply->body, "")));
   }
   return std::move(reply->body);
 }
@@ -86,7 +89,7 @@ Status ApiClient::ApplyResourceSlice(const nlohmann::json& slice) {
   if (!reply.ok()) return std::move(reply).status();
   if (reply->status == 201 || reply->status == 200) return Status::Ok();
   if (reply->status == 409) {  // exists: replace it, naming the version replaced
-    const std::string path = std::string(kSlices) + "/" + name;
+    const std::string path = fmt::format("{}/{}", kSlices, name);
     reply = Call("GET", path, nullptr);
     if (!reply.ok()) return std::move(reply).status();
     if (reply->status == 200) {
@@ -97,8 +100,8 @@ Status ApiClient::ApplyResourceSlice(const nlohmann::json& slice) {
       if (reply->status == 200) return Status::Ok();
     }
   }
-  return Status::Error("gpuslice-dra-driver: the API server refused ResourceSlice " + name + ": HTTP " +
-                       std::to_string(reply->status) + " " + Message(reply->body, ""));
+  return Status::Error(fmt::format("gpuslice-dra-driver: the API server refused ResourceSlice {}: HTTP {} {}", name,
+                                   reply->status, Message(reply->body, "")));
 }
 
 }  // namespace gpuslice::dra

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 namespace gpuslice::dra {
@@ -36,13 +37,13 @@ Result<ApiServer> InClusterApiServer(const std::string& service_account_dir) {
     return Status::InvalidArgument(
         "gpuslice-dra-driver: not in a pod (no KUBERNETES_SERVICE_HOST/PORT) and no --kubeconfig or --api-server given");
   }
-  const std::string h = host;
-  server.url = "https://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + port;
-  if (!ReadFile(service_account_dir + "/token", &server.token)) {
-    return Status::InvalidArgument("gpuslice-dra-driver: cannot read the service account token " + service_account_dir +
-                                   "/token");
+  const std::string h = host;  // an IPv6 address goes in brackets
+  server.url = fmt::format("https://{}:{}", h.find(':') != std::string::npos ? fmt::format("[{}]", h) : h, port);
+  if (!ReadFile(fmt::format("{}/token", service_account_dir), &server.token)) {
+    return Status::InvalidArgument(
+        fmt::format("gpuslice-dra-driver: cannot read the service account token {}/token", service_account_dir));
   }
-  server.ca_file = service_account_dir + "/ca.crt";
+  server.ca_file = fmt::format("{}/ca.crt", service_account_dir);
   return server;
 }
 
@@ -53,39 +54,41 @@ Result<ApiServer> KubeconfigApiServer(const std::string& path) {
     const std::string context_name = config["current-context"] ? config["current-context"].as<std::string>() : "";
     const YAML::Node context = Named(config["contexts"], context_name, "context");
     if (!context) {
-      return Status::InvalidArgument("gpuslice-dra-driver: kubeconfig " + path + ": no context named '" + context_name +
-                                     "' (current-context)");
+      return Status::InvalidArgument(
+          fmt::format("gpuslice-dra-driver: kubeconfig {}: no context named '{}' (current-context)", path,
+                      context_name));
     }
     const YAML::Node cluster = Named(config["clusters"], context["cluster"].as<std::string>(""), "cluster");
     if (!cluster || !cluster["server"]) {
-      return Status::InvalidArgument("gpuslice-dra-driver: kubeconfig " + path +
-                                     ": the current context's cluster has no server");
+      return Status::InvalidArgument(
+          fmt::format("gpuslice-dra-driver: kubeconfig {}: the current context's cluster has no server", path));
     }
     server.url = cluster["server"].as<std::string>();
     while (!server.url.empty() && server.url.back() == '/') server.url.pop_back();
     server.ca_file = cluster["certificate-authority"].as<std::string>("");
     server.insecure = cluster["insecure-skip-tls-verify"].as<bool>(false);
     if (cluster["certificate-authority-data"]) {
-      return Status::InvalidArgument(
-          "gpuslice-dra-driver: kubeconfig " + path +
-          ": certificate-authority-data is not supported; name a file with certificate-authority");
+      return Status::InvalidArgument(fmt::format(
+          "gpuslice-dra-driver: kubeconfig {}: certificate-authority-data is not supported; name a file with certificate-authority",
+          path));
     }
     const YAML::Node user = Named(config["users"], context["user"].as<std::string>(""), "user");
     if (user) {
       for (const char* unsupported : {"client-certificate", "client-certificate-data", "exec", "auth-provider"}) {
         if (user[unsupported]) {
-          return Status::InvalidArgument("gpuslice-dra-driver: kubeconfig " + path + ": user credential '" +
-                                         unsupported + "' is not supported; use token or tokenFile");
+          return Status::InvalidArgument(fmt::format(
+              "gpuslice-dra-driver: kubeconfig {}: user credential '{}' is not supported; use token or tokenFile", path,
+              unsupported));
         }
       }
       server.token = user["token"].as<std::string>("");
       if (user["tokenFile"] && !ReadFile(user["tokenFile"].as<std::string>(), &server.token)) {
-        return Status::InvalidArgument("gpuslice-dra-driver: kubeconfig " + path + ": cannot read tokenFile " +
-                                       user["tokenFile"].as<std::string>());
+        return Status::InvalidArgument(fmt::format("gpuslice-dra-driver: kubeconfig {}: cannot read tokenFile {}", path,
+                                                   user["tokenFile"].as<std::string>()));
       }
     }
   } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument("gpuslice-dra-driver: cannot read kubeconfig " + path + ": " + e.what());
+    return Status::InvalidArgument(fmt::format("gpuslice-dra-driver: cannot read kubeconfig {}: {}", path, e.what()));
   }
   return server;
 }

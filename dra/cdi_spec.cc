@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "common/replace_file.h"
 
 namespace gpuslice::dra {
@@ -21,21 +23,22 @@ bool ValidCdiNamePart(std::string_view text) {
 }
 
 std::string CdiDeviceName(const std::string& claim_uid, const std::string& device, const std::string& share_id) {
-  return claim_uid + "-" + device + (share_id.empty() ? "" : "-" + share_id);
+  if (share_id.empty()) return fmt::format("{}-{}", claim_uid, device);
+  return fmt::format("{}-{}-{}", claim_uid, device, share_id);
 }
 
 std::string CdiDeviceId(const std::string& claim_uid, const std::string& device, const std::string& share_id) {
-  return std::string(kCdiKind) + "=" + CdiDeviceName(claim_uid, device, share_id);
+  return fmt::format("{}={}", kCdiKind, CdiDeviceName(claim_uid, device, share_id));
 }
 
 std::string CdiSpecPath(const DriverConfig& config, const std::string& claim_uid) {
-  return config.cdi_dir + "/" + kCdiSpecFilePrefix + claim_uid + ".json";
+  return fmt::format("{}/{}{}.json", config.cdi_dir, kCdiSpecFilePrefix, claim_uid);
 }
 
 nlohmann::json CdiSpecJson(const DriverConfig& config, const std::string& claim_uid, const std::string& device,
                            const std::string& share_id, const std::map<std::string, std::string>& env) {
   nlohmann::json variables = nlohmann::json::array();
-  for (const auto& [name, value] : env) variables.push_back(name + "=" + value);
+  for (const auto& [name, value] : env) variables.push_back(fmt::format("{}={}", name, value));
   nlohmann::json mounts = {
       {{"hostPath", config.host_library},
        {"containerPath", config.container_library},
@@ -53,8 +56,8 @@ nlohmann::json CdiSpecJson(const DriverConfig& config, const std::string& claim_
 
 Status WriteCdiSpec(const DriverConfig& config, const std::string& claim_uid, const nlohmann::json& spec) {
   const std::string path = CdiSpecPath(config, claim_uid);
-  if (Status written = ReplaceFile(path, spec.dump(2) + "\n"); !written.ok()) {
-    return Status::Error("gpuslice-dra-driver: cannot write the CDI spec " + path + ": " + written.message());
+  if (Status written = ReplaceFile(path, fmt::format("{}\n", spec.dump(2))); !written.ok()) {
+    return Status::Error(fmt::format("gpuslice-dra-driver: cannot write the CDI spec {}: {}", path, written.message()));
   }
   return Status::Ok();
 }
@@ -62,7 +65,8 @@ Status WriteCdiSpec(const DriverConfig& config, const std::string& claim_uid, co
 Status RemoveCdiSpec(const DriverConfig& config, const std::string& claim_uid) {
   const std::string path = CdiSpecPath(config, claim_uid);
   if (std::remove(path.c_str()) != 0 && errno != ENOENT) {
-    return Status::Error("gpuslice-dra-driver: cannot remove the CDI spec " + path + ": " + std::strerror(errno));
+    return Status::Error(
+        fmt::format("gpuslice-dra-driver: cannot remove the CDI spec {}: {}", path, std::strerror(errno)));
   }
   return Status::Ok();
 }

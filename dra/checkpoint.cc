@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/replace_file.h"
@@ -20,16 +21,17 @@ Result<PreparedClaims> LoadCheckpoint(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
     if (errno == ENOENT) return claims;
-    return Status::Error("gpuslice-dra-driver: cannot read the checkpoint " + path + ": " + std::strerror(errno));
+    return Status::Error(
+        fmt::format("gpuslice-dra-driver: cannot read the checkpoint {}: {}", path, std::strerror(errno)));
   }
   std::stringstream text;
   text << in.rdbuf();
   try {
     const auto doc = nlohmann::json::parse(text.str());
     if (doc.value("version", 0) != kVersion) {
-      return Status::InvalidArgument("gpuslice-dra-driver: the checkpoint " + path + " has version " +
-                                     doc.value("version", nlohmann::json(0)).dump() + ", this driver reads version " +
-                                     std::to_string(kVersion) + "; unprepare its claims with the driver that wrote it");
+      return Status::InvalidArgument(fmt::format(
+          "gpuslice-dra-driver: the checkpoint {} has version {}, this driver reads version {}; unprepare its claims with the driver that wrote it",
+          path, doc.value("version", nlohmann::json(0)).dump(), kVersion));
     }
     for (const auto& [uid, c] : doc.at("claims").items()) {
       PreparedClaim claim{c.at("namespace"), c.at("name"), {}};
@@ -40,7 +42,8 @@ Result<PreparedClaims> LoadCheckpoint(const std::string& path) {
       claims[uid] = claim;
     }
   } catch (const nlohmann::json::exception& e) {
-    return Status::InvalidArgument("gpuslice-dra-driver: the checkpoint " + path + " is damaged: " + e.what());
+    return Status::InvalidArgument(
+        fmt::format("gpuslice-dra-driver: the checkpoint {} is damaged: {}", path, e.what()));
   }
   return claims;
 }
@@ -59,8 +62,9 @@ Status SaveCheckpoint(const std::string& path, const PreparedClaims& claims) {
     }
     doc["claims"][uid] = {{"namespace", claim.claim_namespace}, {"name", claim.name}, {"devices", devices}};
   }
-  if (Status written = ReplaceFile(path, doc.dump(2) + "\n"); !written.ok()) {
-    return Status::Error("gpuslice-dra-driver: cannot write the checkpoint " + path + ": " + written.message());
+  if (Status written = ReplaceFile(path, fmt::format("{}\n", doc.dump(2))); !written.ok()) {
+    return Status::Error(
+        fmt::format("gpuslice-dra-driver: cannot write the checkpoint {}: {}", path, written.message()));
   }
   return Status::Ok();
 }

@@ -1,5 +1,7 @@
 #include "dra/claim_environment.h"
 
+#include <fmt/format.h>
+
 #include "shim/option_values.h"
 
 namespace gpuslice::dra {
@@ -15,9 +17,9 @@ Result<std::map<std::string, std::string>> ClaimEnvironment(const ClaimDevice& d
   // is what the tenant may borrow up to (docs/accounting.md, "Requests and limits").
   env["GPUSLICE_MEMORY_REQUEST"] = shim::QuotaText(device.memory);
   env["GPUSLICE_MEMORY_LIMIT"] = shim::QuotaText(device.memory_limit ? device.memory_limit : device.memory);
-  env["GPUSLICE_COMPUTE_REQUEST"] = std::to_string(device.compute);
+  env["GPUSLICE_COMPUTE_REQUEST"] = fmt::to_string(device.compute);
   if (!device.compute_class.empty()) env["GPUSLICE_COMPUTE_CLASS"] = device.compute_class;
-  if (device.compute_limit) env["GPUSLICE_COMPUTE_LIMIT"] = std::to_string(device.compute_limit);
+  if (device.compute_limit) env["GPUSLICE_COMPUTE_LIMIT"] = fmt::to_string(device.compute_limit);
   if (Status accepted = shim::ShimAccepts(env); !accepted.ok()) return accepted;
   return env;
 }

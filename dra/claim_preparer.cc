@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "common/mutex_lock.h"
 #include "common/printable.h"
 #include "common/replace_file.h"
@@ -14,21 +16,23 @@
 namespace gpuslice::dra {
 namespace {
 
-std::string Described(const ClaimRef& ref) { return Printable(ref.claim_namespace) + "/" + Printable(ref.name); }
+std::string Described(const ClaimRef& ref) {
+  return fmt::format("{}/{}", Printable(ref.claim_namespace), Printable(ref.name));
+}
 
 // The kubelet's claim UID becomes a CDI device name and a file name: anything but a UID is refused.
 Status CheckClaimRef(const ClaimRef& ref) {
   if (ValidCdiNamePart(ref.uid)) return Status::Ok();
-  return Status::InvalidArgument("gpuslice-dra-driver: claim " + Described(ref) + " has UID \"" + Printable(ref.uid) +
-                                 "\"; expected " + kCdiNamePartRule);
+  return Status::InvalidArgument(fmt::format("gpuslice-dra-driver: claim {} has UID \"{}\"; expected {}",
+                                             Described(ref), Printable(ref.uid), kCdiNamePartRule));
 }
 
 // A UID names one claim: the same UID under another namespace or name is not the claim prepared.
 Status SameClaim(const ClaimRef& ref, const PreparedClaim& prepared) {
   if (ref.claim_namespace == prepared.claim_namespace && ref.name == prepared.name) return Status::Ok();
-  return Status::InvalidArgument("gpuslice-dra-driver: claim " + Described(ref) + " has UID " + ref.uid +
-                                 ", which this node prepared for claim " + Printable(prepared.claim_namespace) + "/" +
-                                 Printable(prepared.name) + "; a UID names one claim");
+  return Status::InvalidArgument(fmt::format(
+      "gpuslice-dra-driver: claim {} has UID {}, which this node prepared for claim {}/{}; a UID names one claim",
+      Described(ref), ref.uid, Printable(prepared.claim_namespace), Printable(prepared.name)));
 }
 
 }  // namespace
@@ -36,14 +40,16 @@ Status SameClaim(const ClaimRef& ref, const PreparedClaim& prepared) {
 ClaimPreparer::ClaimPreparer(DriverConfig config, ApiClient* api)
     : config_(std::move(config)), api_(api), memory_(config_.host_state_dir) {}
 
+std::string ClaimPreparer::checkpoint_path() const { return fmt::format("{}/{}", config_.plugin_dir, kCheckpointFile); }
+
 Status ClaimPreparer::Load() {
   MutexLock lock(&mutex_);
   // A driver killed while writing the checkpoint or a spec left its temporary: no longer anyone's.
   for (const auto& [dir, prefix] :
        {std::pair{config_.plugin_dir, kCheckpointFile}, std::pair{config_.cdi_dir, kCdiSpecFilePrefix}}) {
     for (const std::string& name : RemoveStaleTemporaries(dir, prefix)) {
-      std::fprintf(stderr, "gpuslice-dra-driver: removed %s/%s, left by a driver killed while writing it\n",
-                   dir.c_str(), Printable(name).c_str());
+      fmt::print(stderr, "gpuslice-dra-driver: removed {}/{}, left by a driver killed while writing it\n", dir,
+                 Printable(name));
     }
   }
   Result<PreparedClaims> loaded = LoadCheckpoint(checkpoint_path());
@@ -76,27 +82,28 @@ Result<std::vector<PreparedDevice>> ClaimPreparer::Prepare(const ClaimRef& ref) 
   if (!read.ok()) return read.status();
   const Result<ResourceClaim> claim = ParseResourceClaim(*read);
   if (!claim.ok()) {
-    return Status::InvalidArgument("gpuslice-dra-driver: claim " + Described(ref) +
-                                   " at the API server is malformed: " + claim.message());
+    return Status::InvalidArgument(fmt::format("gpuslice-dra-driver: claim {} at the API server is malformed: {}",
+                                               Described(ref), claim.message()));
   }
   if (claim->uid != ref.uid) {
-    return Status::Error("gpuslice-dra-driver: claim " + Described(ref) + " has UID " + Printable(claim->uid) +
-                         " at the API server, not " + ref.uid + " (deleted and created again?)");
+    return Status::Error(
+        fmt::format("gpuslice-dra-driver: claim {} has UID {} at the API server, not {} (deleted and created again?)",
+                    Described(ref), Printable(claim->uid), ref.uid));
   }
   Result<ClaimDevice> allocated = ReadClaimAllocation(*claim, config_, devices_);
   if (!allocated.ok()) {
-    return Status::Error(allocated.status().code(), "gpuslice-dra-driver: " + allocated.message());
+    return Status::Error(allocated.status().code(), fmt::format("gpuslice-dra-driver: {}", allocated.message()));
   }
   const ClaimDevice& device = *allocated;
   const std::string tenant = TenantName(ref.claim_namespace, ref.name);
   const Result<std::map<std::string, std::string>> env = ClaimEnvironment(device, config_, tenant);
   if (!env.ok()) return env.status();
   const broker::MemoryShare share{device.memory, device.memory_limit ? device.memory_limit : device.memory};
-  const std::string what = "gpuslice-dra-driver: claim " + Described(ref) + ": ";
+  const std::string what = fmt::format("gpuslice-dra-driver: claim {}", Described(ref));
   std::string borrowed;
   if (Status held = memory_.Hold(tenant, device.uuid, device.device_memory, share, &borrowed); !held.ok())
-    return Status::Error(held.code(), what + held.message());
-  if (!borrowed.empty()) std::fprintf(stderr, "%s%s\n", what.c_str(), borrowed.c_str());
+    return Status::Error(held.code(), fmt::format("{}: {}", what, held.message()));
+  if (!borrowed.empty()) fmt::print(stderr, "{}: {}\n", what, borrowed);
   nlohmann::json spec = CdiSpecJson(config_, ref.uid, device.device, device.share_id, *env);
   if (nlohmann::json hooks = DriverLimitsHooks(config_, tenant, device.uuid, share); !hooks.empty())
     spec["devices"][0]["containerEdits"]["hooks"] = std::move(hooks);
@@ -130,8 +137,9 @@ Status ClaimPreparer::Unprepare(const ClaimRef& ref) {
   }
   if (Status removed = RemoveCdiSpec(config_, ref.uid); !removed.ok()) return removed;
   if (Status released = memory_.Release(TenantName(ref.claim_namespace, ref.name)); !released.ok())
-    return Status::Error(released.code(), "gpuslice-dra-driver: claim " + Described(ref) +
-                                              ": its memory request stays held: " + released.message());
+    return Status::Error(released.code(),
+                         fmt::format("gpuslice-dra-driver: claim {}: its memory request stays held: {}", Described(ref),
+                                     released.message()));
   if (it == claims_.end()) return Status::Ok();
   PreparedClaims next = claims_;
   next.erase(ref.uid);

@@ -34,7 +34,7 @@ class ClaimPreparer {
   ClaimPreparer(DriverConfig config, ApiClient* api);
 
   static constexpr char kCheckpointFile[] = "checkpoint.json";
-  std::string checkpoint_path() const { return config_.plugin_dir + "/" + kCheckpointFile; }
+  std::string checkpoint_path() const;
   // Reads the checkpoint of an earlier run, having removed the temporaries of a killed one.
   Status Load();
   // The devices claims may name (the last discovery's).

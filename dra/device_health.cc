@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include <fmt/format.h>
+
 #include "common/mutex_lock.h"
 
 namespace gpuslice::dra {
@@ -73,9 +75,9 @@ void DeviceHealth::Recompute(int64_t now) {
     } else if (auto x = xids_.find(d.gpu.index); x != xids_.end()) {
       c.healthy = false;
       c.hard = true;
-      c.reason = LabelValue("xid-" + std::to_string(x->second));
-      c.message = "XID " + std::to_string(x->second) + " on GPU " + std::to_string(d.gpu.index) +
-                  ": unhealthy until the GPU is reset or the driver restarts";
+      c.reason = LabelValue(fmt::format("xid-{}", x->second));
+      c.message = fmt::format("XID {} on GPU {}: unhealthy until the GPU is reset or the driver restarts", x->second,
+                              d.gpu.index);
     }
     next[d.name] = c;
   }

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <set>
 
+#include <fmt/format.h>
+
 namespace gpuslice::dra {
 
 Result<DeviceSurvey> SurveyDevices(gpu::GpuInventory& inventory, const std::vector<NodeDevice>& published) {
   const Result<gpu::Discovery> discovered = inventory.Discover();
-  if (!discovered.ok()) return Status::Error("gpuslice-dra-driver: " + discovered.message());
+  if (!discovered.ok()) return Status::Error(fmt::format("gpuslice-dra-driver: {}", discovered.message()));
   DeviceSurvey survey;
   survey.devices = NameDevices(discovered->gpus);
   std::set<std::string> names;
@@ -31,7 +33,7 @@ Result<DeviceSurvey> SurveyDevices(gpu::GpuInventory& inventory, const std::vect
   }
   for (const auto& l : discovered->left_out) {
     if (!kept.count(l.index))
-      survey.left_out_lines += "gpuslice-dra-driver: GPU " + std::to_string(l.index) + " left out: " + l.reason + "\n";
+      survey.left_out_lines += fmt::format("gpuslice-dra-driver: GPU {} left out: {}\n", l.index, l.reason);
   }
   std::sort(survey.devices.begin(), survey.devices.end(), [](const NodeDevice& a, const NodeDevice& b) {
     return std::make_pair(a.gpu.index, a.gpu.mig_index) < std::make_pair(b.gpu.index, b.gpu.mig_index);

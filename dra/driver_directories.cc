@@ -6,6 +6,8 @@
 #include <cstring>
 #include <string>
 
+#include <fmt/format.h>
+
 namespace gpuslice::dra {
 namespace {
 
@@ -31,8 +33,8 @@ int MakeDirectories(const std::string& path, mode_t mode) {
 
 Status PrepareDirectories(const DriverConfig& config) {
   if (const int error = MakeDirectories(config.plugin_dir, kPluginDirMode); error != 0) {
-    return Status::Error("gpuslice-dra-driver: cannot create the plugin directory " + config.plugin_dir +
-                         " (--plugin-dir): " + std::strerror(error));
+    return Status::Error(fmt::format("gpuslice-dra-driver: cannot create the plugin directory {} (--plugin-dir): {}",
+                                     config.plugin_dir, std::strerror(error)));
   }
   struct Needed {
     const std::string& path;
@@ -42,9 +44,9 @@ Status PrepareDirectories(const DriverConfig& config) {
   for (const Needed& n : {Needed{config.registry_dir, "--registry-dir", "the kubelet's plugin registration directory"},
                           Needed{config.cdi_dir, "--cdi-dir", "the container runtime's CDI spec directory"}}) {
     if (!IsDirectory(n.path)) {
-      return Status::Error("gpuslice-dra-driver: " + std::string(n.flag) + " " + n.path +
-                           " is not a directory; it must be " + n.whose +
-                           " (the kubelet's root directory or the runtime's cdi_spec_dirs elsewhere?)");
+      return Status::Error(fmt::format(
+          "gpuslice-dra-driver: {} {} is not a directory; it must be {} (the kubelet's root directory or the runtime's cdi_spec_dirs elsewhere?)",
+          n.flag, n.path, n.whose));
     }
   }
   return Status::Ok();

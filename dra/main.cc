@@ -12,9 +12,11 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "common/node_daemon.h"
 #include "common/version.h"
@@ -96,7 +98,7 @@ Result<ApiServer> ResolveApiServer(const Flags& f) {
   if (!f.token_file.empty()) {
     std::ifstream in(f.token_file);
     if (!std::getline(in, server.token))
-      return Status::InvalidArgument("gpuslice-dra-driver: cannot read --token-file " + f.token_file);
+      return Status::InvalidArgument(fmt::format("gpuslice-dra-driver: cannot read --token-file {}", f.token_file));
   }
   return server;
 }
@@ -107,9 +109,10 @@ int64_t UnixSeconds() { return static_cast<int64_t>(std::time(nullptr)); }
 std::string Signature(const std::vector<NodeDevice>& devices, const std::map<std::string, DeviceCondition>& health) {
   std::string s;
   for (const auto& d : devices) {
-    s += d.name + "=" + d.gpu.uuid;
-    if (auto c = health.find(d.name); c != health.end() && !c->second.healthy) s += ":" + c->second.reason;
-    s += ";";
+    const auto c = health.find(d.name);
+    const bool tainted = c != health.end() && !c->second.healthy;
+    fmt::format_to(std::back_inserter(s), "{}={}{}{};", d.name, d.gpu.uuid, tainted ? ":" : "",
+                   tainted ? c->second.reason : "");
   }
   return s;
 }
@@ -124,8 +127,8 @@ int Serve(const Flags& f, const sigset_t& stop_signals, gpu::GpuInventory& inven
   std::thread xids([&] {
     while (!stopping) {
       for (const auto& e : inventory.WaitForXids(200)) {
-        std::fprintf(stderr, "gpuslice-dra-driver: XID %llu on GPU %d%s\n", e.xid, e.index,
-                     CriticalXid(e.xid) ? "" : " (an application error: the GPU stays healthy)");
+        fmt::print(stderr, "gpuslice-dra-driver: XID {} on GPU {}{}\n", e.xid, e.index,
+                   CriticalXid(e.xid) ? "" : " (an application error: the GPU stays healthy)");
         health.RecordXid(e.index, e.xid, UnixSeconds());
       }
     }
@@ -144,27 +147,25 @@ int Serve(const Flags& f, const sigset_t& stop_signals, gpu::GpuInventory& inven
           ResourceSliceJson(f.config, survey.devices, health.Conditions(), driver_version, generation));
       published = applied.ok();
       if (published) {
-        std::printf("published generation %lld: %zu devices\n", static_cast<long long>(generation),
-                    survey.devices.size());
+        fmt::print("published generation {}: {} devices\n", generation, survey.devices.size());
         std::fflush(stdout);
       } else {
-        std::fprintf(stderr, "%s\n", applied.message().c_str());
+        fmt::print(stderr, "{}\n", applied.message());
       }
     }
     const timespec wait = {f.poll_ms / 1000, (f.poll_ms % 1000) * 1000000L};
     if (sigtimedwait(&stop_signals, nullptr, &wait) > 0) break;
     Result<DeviceSurvey> now = SurveyDevices(inventory, survey.devices);
     if (!now.ok()) {
-      std::fprintf(stderr, "%s\n", now.message().c_str());
+      fmt::print(stderr, "{}\n", now.message());
       continue;
     }
     health.Observe(now->devices, now->problems, UnixSeconds());
     const auto conditions = health.Conditions();
     if (Signature(now->devices, conditions) != signature) {  // said once per change, not once per poll
-      std::fputs(now->left_out_lines.c_str(), stderr);
+      fmt::print(stderr, "{}", now->left_out_lines);
       for (const auto& [name, c] : conditions)
-        if (!c.healthy)
-          std::fprintf(stderr, "gpuslice-dra-driver: %s is unhealthy: %s\n", name.c_str(), c.message.c_str());
+        if (!c.healthy) fmt::print(stderr, "gpuslice-dra-driver: {} is unhealthy: {}\n", name, c.message);
       survey = std::move(now).value();
       signature = Signature(survey.devices, conditions);
       preparer.SetDevices(DevicesForClaims(survey, conditions));
@@ -197,13 +198,13 @@ int Run(int argc, char** argv) {
   const sigset_t stop_signals = node_daemon::BlockStopSignals();
 
   Result<std::unique_ptr<gpu::GpuInventory>> opened = gpu::GpuInventory::Open(f.config.nvml_library);
-  if (!opened.ok()) return Fail(kExitFailure, "gpuslice-dra-driver: --nvml-library: " + opened.message());
+  if (!opened.ok()) return Fail(kExitFailure, fmt::format("gpuslice-dra-driver: --nvml-library: {}", opened.message()));
   std::unique_ptr<gpu::GpuInventory> inventory = std::move(opened).value();
   Result<DeviceSurvey> first = SurveyDevices(*inventory, {});
   if (!first.ok()) return Fail(kExitFailure, first.message());
-  std::fputs(first->left_out_lines.c_str(), stderr);
+  fmt::print(stderr, "{}", first->left_out_lines);
   if (Status watched = inventory->WatchXids(); !watched.ok())
-    std::fprintf(stderr, "gpuslice-dra-driver: %s\n", watched.message().c_str());
+    fmt::print(stderr, "gpuslice-dra-driver: {}\n", watched.message());
   DeviceHealth health;
   health.Observe(first->devices, first->problems, UnixSeconds());
 
@@ -212,12 +213,12 @@ int Run(int argc, char** argv) {
   ClaimPreparer preparer(f.config, &api);
   if (Status loaded = preparer.Load(); !loaded.ok()) return Fail(kExitFailure, loaded.message());
   preparer.SetDevices(DevicesForClaims(*first, health.Conditions()));
-  std::fprintf(stderr, "gpuslice-dra-driver: %zu devices; %zu claims prepared before this start\n",
-               first->devices.size(), preparer.prepared());
+  fmt::print(stderr, "gpuslice-dra-driver: {} devices; {} claims prepared before this start\n", first->devices.size(),
+             preparer.prepared());
   HealthService health_service(f.config.node_name, &health, std::chrono::milliseconds(f.poll_ms));
   PluginServer plugin(f.config, &preparer, &health_service);
   if (Status started = plugin.Start(); !started.ok()) return Fail(kExitFailure, started.message());
-  std::printf("serving %s\n", plugin.registration_socket().c_str());
+  fmt::print("serving {}\n", plugin.registration_socket());
   std::fflush(stdout);
   return Serve(f, stop_signals, *inventory, std::move(first).value(), health, preparer, plugin, api);
 }

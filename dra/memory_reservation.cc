@@ -1,5 +1,7 @@
 #include "dra/memory_reservation.h"
 
+#include <fmt/format.h>
+
 namespace gpuslice::dra {
 
 Result<broker::Broker*> MemoryReservation::Attached() {
@@ -15,9 +17,10 @@ Status MemoryReservation::Hold(const std::string& tenant, const std::string& gpu
                                broker::MemoryShare share, std::string* warning) {
   // A MIG instance is a GPU of its own to the broker, keyed by the 16 bytes of its "MIG-" UUID
   // (what cuDeviceGetUuid answers on the instance), which the broker writes as "GPU-".
-  const std::string key = gpu_uuid.rfind("MIG-", 0) == 0 ? "GPU-" + gpu_uuid.substr(4) : gpu_uuid;
+  const std::string key = gpu_uuid.rfind("MIG-", 0) == 0 ? fmt::format("GPU-{}", gpu_uuid.substr(4)) : gpu_uuid;
   uint8_t uuid[16];
-  if (!broker::ParseUuid(key, uuid)) return Status::InvalidArgument("device UUID '" + gpu_uuid + "' is not one");
+  if (!broker::ParseUuid(key, uuid))
+    return Status::InvalidArgument(fmt::format("device UUID '{}' is not one", gpu_uuid));
   Result<broker::Broker*> broker = Attached();
   if (!broker.ok()) return broker.status();
   return (*broker)->AnnounceRequest(tenant, uuid, gpu_memory, share, broker::MemoryAnnouncer::kDraDriver, warning);
@@ -47,7 +50,7 @@ nlohmann::json DriverLimitsHooks(const DriverConfig& config, const std::string& 
                    {"args",
                     {"gpuslice-driver-limits", "set", "--state-dir", config.host_state_dir, "--nvml-library",
                      config.nvml_library, "--tenant", tenant, "--gpu", gpu_uuid, "--request",
-                     std::to_string(share.request), "--limit", std::to_string(hard)}}});
+                     fmt::to_string(share.request), "--limit", fmt::to_string(hard)}}});
   hooks.push_back({{"hookName", "poststop"},
                    {"path", path},
                    {"args",

@@ -1,12 +1,14 @@
 #include "dra/node_devices.h"
 
+#include <fmt/format.h>
+
 namespace gpuslice::dra {
 
 std::vector<NodeDevice> NameDevices(const std::vector<gpu::GpuInfo>& gpus) {
   std::vector<NodeDevice> devices;
   for (const auto& gpu : gpus) {
-    std::string name = "gpu-" + std::to_string(gpu.index);
-    if (gpu.mig_index >= 0) name += "-mig-" + std::to_string(gpu.mig_index);
+    const std::string name = gpu.mig_index >= 0 ? fmt::format("gpu-{}-mig-{}", gpu.index, gpu.mig_index)
+                                                : fmt::format("gpu-{}", gpu.index);
     devices.push_back({name, gpu, ""});
   }
   return devices;

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "common/printable.h"
 #include "dra_v1.grpc.pb.h"
 #include "pluginregistration_v1.grpc.pb.h"
@@ -24,7 +26,7 @@ class PluginServer::DraService final : public drapb::DRAPlugin::Service {
         return preparer_->Prepare({c.namespace_(), c.name(), c.uid()});
       });
       if (!devices.ok()) {
-        std::fprintf(stderr, "%s\n", devices.message().c_str());
+        fmt::print(stderr, "{}\n", devices.message());
         answer.set_error(devices.message());
         continue;
       }
@@ -46,7 +48,7 @@ class PluginServer::DraService final : public drapb::DRAPlugin::Service {
       drapb::NodeUnprepareResourceResponse& answer = (*response->mutable_claims())[c.uid()];
       const Status unprepared = Guarded(c, [&] { return preparer_->Unprepare({c.namespace_(), c.name(), c.uid()}); });
       if (!unprepared.ok()) {
-        std::fprintf(stderr, "%s\n", unprepared.message().c_str());
+        fmt::print(stderr, "{}\n", unprepared.message());
         answer.set_error(unprepared.message());
       }
     }
@@ -61,8 +63,8 @@ class PluginServer::DraService final : public drapb::DRAPlugin::Service {
     try {
       return call();
     } catch (const std::exception& e) {
-      return Status::Error("gpuslice-dra-driver: claim " + Printable(c.namespace_()) + "/" + Printable(c.name()) +
-                           " failed: " + Printable(e.what()));
+      return Status::Error(fmt::format("gpuslice-dra-driver: claim {}/{} failed: {}", Printable(c.namespace_()),
+                                       Printable(c.name()), Printable(e.what())));
     }
   }
 
@@ -90,9 +92,9 @@ class PluginServer::RegistrationService final : public pluginregistration::Regis
     *registered_ = status->plugin_registered();
     if (status->plugin_registered()) {
       ++*registrations_;
-      std::fprintf(stderr, "gpuslice-dra-driver: registered with the kubelet\n");
+      fmt::print(stderr, "gpuslice-dra-driver: registered with the kubelet\n");
     } else {
-      std::fprintf(stderr, "gpuslice-dra-driver: the kubelet refused the registration: %s\n", status->error().c_str());
+      fmt::print(stderr, "gpuslice-dra-driver: the kubelet refused the registration: {}\n", status->error());
     }
     return grpc::Status::OK;
   }
@@ -108,6 +110,12 @@ PluginServer::PluginServer(const DriverConfig& config, ClaimPreparer* preparer, 
     : config_(config), preparer_(preparer), health_(health) {}
 PluginServer::~PluginServer() { Stop(); }
 
+std::string PluginServer::plugin_socket() const { return fmt::format("{}/dra.sock", config_.plugin_dir); }
+
+std::string PluginServer::registration_socket() const {
+  return fmt::format("{}/{}-reg.sock", config_.registry_dir, config_.driver_name);
+}
+
 Status PluginServer::Start() {
   struct Endpoint {
     std::string socket;
@@ -122,13 +130,13 @@ Status PluginServer::Start() {
                             Endpoint{registration_socket(), registration_service_.get(), &registration_server_}}) {
     unlink(e.socket.c_str());  // a stale socket of an earlier run refuses the bind
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("unix://" + e.socket, grpc::InsecureServerCredentials());
+    builder.AddListeningPort(fmt::format("unix://{}", e.socket), grpc::InsecureServerCredentials());
     builder.RegisterService(e.service);
     if (e.also) builder.RegisterService(e.also);
     *e.server = builder.BuildAndStart();
     if (!*e.server) {
       Stop();
-      return Status::Error("gpuslice-dra-driver: cannot serve on " + e.socket);
+      return Status::Error(fmt::format("gpuslice-dra-driver: cannot serve on {}", e.socket));
     }
   }
   return Status::Ok();

@@ -27,8 +27,8 @@ class PluginServer {
   // An error with one line when a socket cannot be served.
   Status Start();
   void Stop();
-  std::string plugin_socket() const { return config_.plugin_dir + "/dra.sock"; }
-  std::string registration_socket() const { return config_.registry_dir + "/" + config_.driver_name + "-reg.sock"; }
+  std::string plugin_socket() const;
+  std::string registration_socket() const;
   // Whether the kubelet reported the registration accepted (NotifyRegistrationStatus), and how
   // often it did: a kubelet that restarts registers the driver again, having deleted the node's
   // ResourceSlices, so each new registration is the cue to publish again.

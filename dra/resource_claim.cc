@@ -1,15 +1,19 @@
 #include "dra/resource_claim.h"
 
+#include <fmt/format.h>
+
 namespace gpuslice::dra {
 namespace {
 
 using nlohmann::json;
 
 // "status.allocation" and "devices": "status.allocation.devices".
-std::string Join(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
+std::string Join(const std::string& path, const std::string& key) {
+  return path.empty() ? key : fmt::format("{}.{}", path, key);
+}
 
 Status WrongType(const std::string& path, const json& value, const char* expected) {
-  return Status::InvalidArgument(path + " is " + ShownInError(value) + "; expected " + expected);
+  return Status::InvalidArgument(fmt::format("{} is {}; expected {}", path, ShownInError(value), expected));
 }
 
 // The member `key` of `object` (an object), or nullptr when it is absent or null: the API server
@@ -70,7 +74,7 @@ Result<AllocatedConfig> ReadConfig(const json& entry, const std::string& path) {
     for (size_t i = 0; i < (*requests)->size(); ++i) {
       const json& request = (**requests)[i];
       if (!request.is_string()) {
-        return WrongType(path + ".requests[" + std::to_string(i) + "]", request, "a request's name");
+        return WrongType(fmt::format("{}.requests[{}]", path, i), request, "a request's name");
       }
       out.requests.push_back(request.get<std::string>());
     }
@@ -99,14 +103,14 @@ Status ReadAllocation(const json& answer, ResourceClaim* claim) {
   const Result<const json*> results = ReadArray(*at, "results", path);
   if (!results.ok()) return results.status();
   for (size_t i = 0; *results && i < (*results)->size(); ++i) {
-    Result<AllocatedDevice> result = ReadResult((**results)[i], path + ".results[" + std::to_string(i) + "]");
+    Result<AllocatedDevice> result = ReadResult((**results)[i], fmt::format("{}.results[{}]", path, i));
     if (!result.ok()) return result.status();
     claim->results.push_back(std::move(result).value());
   }
   const Result<const json*> configs = ReadArray(*at, "config", path);
   if (!configs.ok()) return configs.status();
   for (size_t i = 0; *configs && i < (*configs)->size(); ++i) {
-    Result<AllocatedConfig> config = ReadConfig((**configs)[i], path + ".config[" + std::to_string(i) + "]");
+    Result<AllocatedConfig> config = ReadConfig((**configs)[i], fmt::format("{}.config[{}]", path, i));
     if (!config.ok()) return config.status();
     claim->configs.push_back(std::move(config).value());
   }
@@ -117,7 +121,7 @@ Status ReadAllocation(const json& answer, ResourceClaim* claim) {
 
 std::string ShownInError(const json& value) {
   std::string text = value.dump(-1, ' ', true, json::error_handler_t::replace);
-  if (text.size() > 80) text = text.substr(0, 77) + "...";
+  if (text.size() > 80) text = fmt::format("{}...", text.substr(0, 77));
   return text;
 }
 

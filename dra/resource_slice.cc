@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 namespace gpuslice::dra {
 namespace {
 
@@ -28,12 +30,12 @@ nlohmann::json DeviceJson(const NodeDevice& device, const std::string& driver_ve
   if (!driver_version.empty()) attributes["driverVersion"] = Text(driver_version);
   nlohmann::json capacity = {
       {"memory",
-       {{"value", std::to_string(gpu.total_memory)},
+       {{"value", fmt::to_string(gpu.total_memory)},
         {"requestPolicy", {{"default", DefaultMemory(gpu.total_memory)}, {"validRange", {{"min", kMinimumMemory}}}}}}},
       {"compute",
        {{"value", "100"},
         {"requestPolicy",
-         {{"default", std::to_string(kDefaultComputePercent)},
+         {{"default", fmt::to_string(kDefaultComputePercent)},
           {"validRange", {{"min", "1"}, {"max", "100"}, {"step", "1"}}}}}}},
   };
   return {{"name", device.name},
@@ -45,12 +47,14 @@ nlohmann::json DeviceJson(const NodeDevice& device, const std::string& driver_ve
 }  // namespace
 
 std::string DefaultMemory(uint64_t device_memory) {
-  return std::to_string(std::max<uint64_t>(1, (device_memory >> 20) / 100)) + "Mi";
+  return fmt::format("{}Mi", std::max<uint64_t>(1, (device_memory >> 20) / 100));
 }
 
-std::string TaintKey(const DriverConfig& config) { return config.driver_name + "/unhealthy"; }
+std::string TaintKey(const DriverConfig& config) { return fmt::format("{}/unhealthy", config.driver_name); }
 
-std::string ResourceSliceName(const DriverConfig& config) { return config.node_name + "-" + config.driver_name; }
+std::string ResourceSliceName(const DriverConfig& config) {
+  return fmt::format("{}-{}", config.node_name, config.driver_name);
+}
 
 nlohmann::json ResourceSliceJson(const DriverConfig& config, const std::vector<NodeDevice>& devices,
                                  const std::map<std::string, DeviceCondition>& conditions,

@@ -3,7 +3,10 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <iterator>
 #include <string_view>
+
+#include <fmt/format.h>
 
 namespace gpuslice::dra {
 namespace {
@@ -29,16 +32,13 @@ bool TenantCharacter(char c) {
 
 // The SHA-256 of the two names, length-prefixed so that no other pair gives the same input.
 std::string HashDigits(const std::string& claim_namespace, const std::string& claim_name) {
-  const std::string input = std::to_string(claim_namespace.size()) + ":" + claim_namespace + "/" + claim_name;
+  const std::string input = fmt::format("{}:{}/{}", claim_namespace.size(), claim_namespace, claim_name);
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   if (EVP_Digest(input.data(), input.size(), digest, &length, EVP_sha256(), nullptr) != 1) length = 0;
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string hex;
-  for (unsigned int i = 0; i < length && hex.size() < kHashDigits; ++i) {
-    hex += kHex[digest[i] >> 4];
-    hex += kHex[digest[i] & 0xf];
-  }
+  for (unsigned int i = 0; i < length && hex.size() < kHashDigits; ++i)
+    fmt::format_to(std::back_inserter(hex), "{:02x}", digest[i]);
   // EVP_Digest does not fail for SHA-256 over memory. Were it to, the '!' makes a name the shim's
   // parser refuses: the claim fails rather than sharing a shorter, collision-prone name.
   if (hex.size() != kHashDigits) hex = "!sha256-failed";
@@ -48,7 +48,7 @@ std::string HashDigits(const std::string& claim_namespace, const std::string& cl
 }  // namespace
 
 std::string TenantName(const std::string& claim_namespace, const std::string& claim_name) {
-  std::string tenant = claim_namespace + "." + claim_name;
+  std::string tenant = fmt::format("{}.{}", claim_namespace, claim_name);
   if (tenant.size() <= kMaxTenant && KubernetesName(claim_namespace, false) && KubernetesName(claim_name, true)) {
     return tenant;
   }
@@ -56,7 +56,7 @@ std::string TenantName(const std::string& claim_namespace, const std::string& cl
   for (char& c : tenant) {
     if (!TenantCharacter(c)) c = '-';
   }
-  return tenant + "_" + HashDigits(claim_namespace, claim_name);
+  return fmt::format("{}_{}", tenant, HashDigits(claim_namespace, claim_name));
 }
 
 }  // namespace gpuslice::dra
