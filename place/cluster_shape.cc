@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <iterator>
 #include <numeric>
 #include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "place/rng.h"
 
@@ -50,7 +54,7 @@ std::vector<std::string> Split(const std::string& text, char separator) {
 }
 
 std::string Invalid(const std::string& field, const std::string& valid) {
-  return "--random-cluster: '" + field + "' is not valid; " + valid;
+  return fmt::format("--random-cluster: '{}' is not valid; {}", field, valid);
 }
 
 bool ParseNumber(const std::string& text, double lo, double hi, double* out) {
@@ -73,9 +77,7 @@ std::string ParseField(const std::string& field, ShapeSpec* spec) {
   } else if (key == "family") {
     const auto& f = ShapeFamilies();
     if (std::find(f.begin(), f.end(), value) == f.end()) {
-      std::string all;
-      for (const std::string& name : f) all += (all.empty() ? "" : ", ") + name;
-      return Invalid(field, "family= takes one of " + all);
+      return Invalid(field, fmt::format("family= takes one of {}", fmt::join(f, ", ")));
     }
     spec->family = value;
   } else if (key == "nodes") {
@@ -85,7 +87,7 @@ std::string ParseField(const std::string& field, ShapeSpec* spec) {
   } else if (key == "gpus") {
     for (const std::string& item : Split(value, '|')) {
       if (!ParseNumber(item, 1, kMaxGpusPerNode, &number) || number != std::floor(number))
-        return Invalid(field, "gpus= takes GPU counts from 1 to " + std::to_string(kMaxGpusPerNode) + ", e.g. 8|16");
+        return Invalid(field, fmt::format("gpus= takes GPU counts from 1 to {}, e.g. 8|16", kMaxGpusPerNode));
       spec->gpus_per_node.push_back(static_cast<int>(number));
     }
   } else if (key == "models") {
@@ -203,39 +205,37 @@ ClusterShape MakeClusterShape(const ShapeSpec& spec) {
   DrawCounts(spec, rng, &types);
   ClusterShape shape;
   shape.family = family->name;
-  std::ostringstream description;
-  description << shape.family << " (seed " << spec.seed << "):";
+  std::vector<std::string> kinds;
   int gpu_nodes = 0, index = 0;
   for (const NodeType& type : types) {
     for (int i = 0; i < type.count; ++i) {
       shape.nodes.push_back(
-          NodeSpec{"node-" + std::to_string(index++), type.cpu_milli, type.memory_mib, type.gpus, type.model});
+          NodeSpec{fmt::format("node-{}", index++), type.cpu_milli, type.memory_mib, type.gpus, type.model});
     }
     gpu_nodes += type.count;
-    description << (&type == &types.front() ? " " : ", ") << type.count << " x " << type.gpus << " " << type.model
-                << " (" << type.cpu_milli / 1000 << " cores, " << type.memory_mib / 1024 << " GiB)";
+    kinds.push_back(fmt::format("{} x {} {} ({} cores, {} GiB)", type.count, type.gpus, type.model,
+                                type.cpu_milli / 1000, type.memory_mib / 1024));
   }
   const double cpu_share = spec.cpu_node_share >= 0 ? spec.cpu_node_share
                                                     : Uniform(rng, family->min_cpu_nodes, family->max_cpu_nodes);
   const int cpu_nodes = static_cast<int>(std::lround(gpu_nodes * cpu_share / (1.0 - cpu_share)));
   for (int i = 0; i < cpu_nodes; ++i) {
     const int64_t cores = Pick(rng, std::vector<int64_t>{32, 48, 64, 96, 128});
-    shape.nodes.push_back(NodeSpec{"node-" + std::to_string(index++), cores * 1000,
+    shape.nodes.push_back(NodeSpec{fmt::format("node-{}", index++), cores * 1000,
                                    cores * Pick(rng, std::vector<int64_t>{4, 8}) * 1024, 0, ""});
   }
-  if (cpu_nodes > 0) description << ", " << cpu_nodes << " without GPUs";
-  shape.description = description.str();
+  if (cpu_nodes > 0) kinds.push_back(fmt::format("{} without GPUs", cpu_nodes));
+  shape.description = fmt::format("{} (seed {}): {}", shape.family, spec.seed, fmt::join(kinds, ", "));
   return shape;
 }
 
 std::string NodeListCsv(const std::vector<NodeSpec>& nodes) {
-  std::ostringstream out;
-  out << "sn,cpu_milli,memory_mib,gpu,model\n";
+  std::string out = "sn,cpu_milli,memory_mib,gpu,model\n";
   for (const NodeSpec& node : nodes) {
-    out << node.name << ',' << node.cpu_milli << ',' << node.memory_mib << ',' << node.gpus << ',' << node.model
-        << '\n';
+    fmt::format_to(std::back_inserter(out), "{},{},{},{},{}\n", node.name, node.cpu_milli, node.memory_mib, node.gpus,
+                   node.model);
   }
-  return out.str();
+  return out;
 }
 
 }  // namespace gpuslice::place

@@ -1,5 +1,8 @@
 #include "place/command_line.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "place/pool.h"
 #include "place/trace.h"
 
@@ -126,11 +129,7 @@ void AddTierMigPoolOptions(CLI::App& app, PlaceCommand* c) {
 
 }  // namespace
 
-std::string AllPolicies() {
-  std::string all;
-  for (const std::string& p : PolicyNames()) all += (all.empty() ? "" : ",") + p;
-  return all;
-}
+std::string AllPolicies() { return fmt::format("{}", fmt::join(PolicyNames(), ",")); }
 
 void AddOptions(CLI::App& app, PlaceCommand* c) {
   c->policies_text = AllPolicies();

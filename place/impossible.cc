@@ -4,32 +4,28 @@
 #include <map>
 #include <tuple>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 namespace gpuslice::place {
 namespace {
 
 // "120", "120.2", "0.05": cores without trailing zeros.
 std::string Cores(int64_t milli) {
-  const std::string whole = std::to_string(milli / 1000);
-  if (milli % 1000 == 0) return whole;
-  std::string fraction = std::to_string(milli % 1000 + 1000).substr(1);
-  while (fraction.back() == '0') fraction.pop_back();
-  return whole + "." + fraction;
+  if (milli % 1000 == 0) return fmt::to_string(milli / 1000);
+  std::string text = fmt::format("{}.{:03}", milli / 1000, milli % 1000);
+  while (text.back() == '0') text.pop_back();
+  return text;
 }
 
 // "T4|P100": the models a pod's gpu_spec names, as the list writes them.
-std::string Models(const std::vector<std::string>& models) {
-  std::string text;
-  for (const std::string& m : models) text += (text.empty() ? "" : "|") + m;
-  return text;
-}
+std::string Models(const std::vector<std::string>& models) { return fmt::format("{}", fmt::join(models, "|")); }
 
 // Which of the pod's asks no node meets, naming the best a node offers. Checked in the order
 // GPU model, GPUs, CPU, memory, so the first unmet one is the reason given.
 std::string Why(const Cluster& cluster, const Pod& pod) {
   if (pod.num_gpu > 0 && pod.model_mask == 0) {
-    std::string present;
-    for (const std::string& m : cluster.models) present += (present.empty() ? "" : ", ") + m;
-    return "no node has a GPU of its models (the cluster has " + present + ")";
+    return fmt::format("no node has a GPU of its models (the cluster has {})", fmt::join(cluster.models, ", "));
   }
   int most_gpus = 0;
   int64_t most_cpu = 0, most_memory = 0;
@@ -42,11 +38,11 @@ std::string Why(const Cluster& cluster, const Pod& pod) {
     if (node.cpu_left < pod.cpu_milli) continue;
     most_memory = std::max(most_memory, node.memory_left);
   }
-  const std::string with = pod.num_gpu > 0 ? " with " + std::to_string(pod.num_gpu) + " GPUs of its models" : "";
-  if (most_gpus < pod.num_gpu) return "the most GPUs a node of its models has is " + std::to_string(most_gpus);
-  if (most_cpu < pod.cpu_milli) return "the most cores a node" + with + " has is " + Cores(most_cpu);
+  const std::string with = pod.num_gpu > 0 ? fmt::format(" with {} GPUs of its models", pod.num_gpu) : "";
+  if (most_gpus < pod.num_gpu) return fmt::format("the most GPUs a node of its models has is {}", most_gpus);
+  if (most_cpu < pod.cpu_milli) return fmt::format("the most cores a node{} has is {}", with, Cores(most_cpu));
   if (most_memory < pod.memory_mib) {
-    return "the most memory a node" + with + " and its cores has is " + std::to_string(most_memory) + " MiB";
+    return fmt::format("the most memory a node{} and its cores has is {} MiB", with, most_memory);
   }
   return "no node has its GPUs, cores and memory together";
 }
@@ -73,11 +69,12 @@ std::vector<ImpossibleClass> FindImpossiblePods(const Cluster& cluster, const st
       ImpossibleClass c;
       c.first_pod = specs[i].name;
       c.first_line = specs[i].line;
-      c.shape = (pod.num_gpu > 0 ? std::to_string(pod.num_gpu) + " GPU" + (pod.num_gpu > 1 ? "s" : "") + " x " +
-                                       std::to_string(pod.gpu_milli) + " milli-GPU" +
-                                       (specs[i].gpu_models.empty() ? "" : " of " + Models(specs[i].gpu_models)) + ", "
-                                 : std::string("no GPU, ")) +
-                Cores(pod.cpu_milli) + " cores, " + std::to_string(pod.memory_mib) + " MiB";
+      const std::string gpus =
+          pod.num_gpu == 0
+              ? "no GPU"
+              : fmt::format("{} GPU{} x {} milli-GPU{}", pod.num_gpu, pod.num_gpu > 1 ? "s" : "", pod.gpu_milli,
+                            specs[i].gpu_models.empty() ? "" : fmt::format(" of {}", Models(specs[i].gpu_models)));
+      c.shape = fmt::format("{}, {} cores, {} MiB", gpus, Cores(pod.cpu_milli), pod.memory_mib);
       c.why = Why(cluster, pod);
       classes.push_back(c);
     }
@@ -87,10 +84,10 @@ std::vector<ImpossibleClass> FindImpossiblePods(const Cluster& cluster, const st
 }
 
 std::string ImpossibleWarning(const std::string& pod_path, const ImpossibleClass& c) {
-  return "gpuslice-place: warning: " + pod_path + ":" + std::to_string(c.first_line) + ": " + std::to_string(c.count) +
-         (c.count == 1 ? " pod (" : " pods (the first ") + c.first_pod + ") ask" + (c.count == 1 ? "s" : "") + " for " +
-         c.shape + ", which no node can hold: " + c.why +
-         "; counted as failed when they arrive, kept out of the target workload";
+  return fmt::format(
+      "gpuslice-place: warning: {}:{}: {} {}{}) ask{} for {}, which no node can hold: {}; counted as failed when they arrive, kept out of the target workload",
+      pod_path, c.first_line, c.count, c.count == 1 ? "pod (" : "pods (the first ", c.first_pod,
+      c.count == 1 ? "s" : "", c.shape, c.why);
 }
 
 }  // namespace gpuslice::place

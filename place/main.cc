@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iomanip>
-#include <iostream>
 #include <sstream>
+
+#include <fmt/format.h>
 
 #include "common/exit_codes.h"
 #include "common/version.h"
@@ -49,22 +49,22 @@ bool WriteFile(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
   if (!out) {
-    std::cerr << "gpuslice-place: cannot write " << path.string() << "\n";
+    fmt::print(stderr, "gpuslice-place: cannot write {}\n", path.string());
     return false;
   }
   return true;
 }
 
 int Usage(const std::string& line) {
-  std::cerr << "gpuslice-place: " << line << "\n";
+  fmt::print(stderr, "gpuslice-place: {}\n", line);
   return kExitUsage;
 }
 
 // Runs gnuplot on `script`; false with a line when it fails or is missing.
 bool Chart(const std::filesystem::path& script, const std::string& data_dir = "") {
-  if (std::system(("gnuplot '" + script.string() + "'").c_str()) == 0) return true;
-  std::cerr << "gpuslice-place: gnuplot failed or is missing (scripts/install-deps.sh installs gnuplot-nox)"
-            << (data_dir.empty() ? "" : "; the data is in " + data_dir) << "\n";
+  if (std::system(fmt::format("gnuplot '{}'", script.string()).c_str()) == 0) return true;
+  fmt::print(stderr, "gpuslice-place: gnuplot failed or is missing (scripts/install-deps.sh installs gnuplot-nox){}\n",
+             data_dir.empty() ? "" : fmt::format("; the data is in {}", data_dir));
   return false;
 }
 
@@ -79,10 +79,10 @@ struct Inputs {
 // The policies, the node and pod lists and the seeds; 0, or the exit status after one line.
 int LoadInputs(PlaceCommand& c, Inputs* in) {
   in->policies = SplitList(c.policies_text);
-  if (in->policies.empty()) return Usage("--policies is empty; valid: " + AllPolicies());
+  if (in->policies.empty()) return Usage(fmt::format("--policies is empty; valid: {}", AllPolicies()));
   for (const std::string& p : in->policies) {
     if (std::find(PolicyNames().begin(), PolicyNames().end(), p) == PolicyNames().end())
-      return Usage("--policies: unknown policy '" + p + "'; valid: " + AllPolicies());
+      return Usage(fmt::format("--policies: unknown policy '{}'; valid: {}", p, AllPolicies()));
   }
   if (c.nodes_path.empty() == c.random_cluster_text.empty())
     return Usage("give the cluster as one of --nodes FILE or --random-cluster SPEC");
@@ -95,8 +95,8 @@ int LoadInputs(PlaceCommand& c, Inputs* in) {
     if (!spec_or.ok()) return Usage(spec_or.message());
     ClusterShape shape = MakeClusterShape(*spec_or);
     in->nodes = std::move(shape.nodes);
-    in->cluster_description = "random, " + shape.description;
-    c.nodes_path = "--random-cluster " + c.random_cluster_text;
+    in->cluster_description = fmt::format("random, {}", shape.description);
+    c.nodes_path = fmt::format("--random-cluster {}", c.random_cluster_text);
   }
   if (!c.write_nodes_path.empty() && !WriteFile(c.write_nodes_path, NodeListCsv(in->nodes))) return kExitFailure;
   auto pods_or = ReadPodList(c.pods_path);
@@ -136,15 +136,14 @@ int BuildRunOptions(PlaceCommand& c, const CLI::App& app, const Inputs& in, cons
     if (std::string bad = ParseMigLayout(c.mig, &options->mig_layout); !bad.empty()) return Usage(bad);
     Cluster check = experiment.cluster;
     if (std::string bad = MarkMigNodes(check, experiment.node_names, c.mig, options->mig_layout); !bad.empty())
-      return Usage(bad + " in " + c.nodes_path);
+      return Usage(fmt::format("{} in {}", bad, c.nodes_path));
   }
   options->mig = c.mig;
   if (c.nvlink_prefer && c.nvlink_island == 0)
-    return Usage("--nvlink-prefer needs --nvlink-island N (GPUs per island, 1 to " + std::to_string(kMaxGpusPerNode) +
-                 ")");
+    return Usage(fmt::format("--nvlink-prefer needs --nvlink-island N (GPUs per island, 1 to {})", kMaxGpusPerNode));
   if ((app.count("--nvlink-gbps") > 0 || app.count("--pcie-gbps") > 0) && c.nvlink_island == 0)
-    return Usage("--nvlink-gbps and --pcie-gbps need --nvlink-island N (GPUs per island, 1 to " +
-                 std::to_string(kMaxGpusPerNode) + ")");
+    return Usage(fmt::format("--nvlink-gbps and --pcie-gbps need --nvlink-island N (GPUs per island, 1 to {})",
+                             kMaxGpusPerNode));
   return 0;
 }
 
@@ -153,10 +152,9 @@ int BuildRunOptions(PlaceCommand& c, const CLI::App& app, const Inputs& in, cons
 int PrepareReplay(PlaceCommand& c, const Inputs& in, const Experiment& experiment, const RunOptions& options) {
   for (const PodSpec& pod : in.pods) {
     if (pod.creation_time < 0 || pod.deletion_time < 0) {
-      return Usage("--replay needs creation_time and deletion_time for every pod; " + c.pods_path + ":" +
-                   std::to_string(pod.line) + " has " +
-                   (pod.creation_time < 0 ? "none for creation_time" : "none for deletion_time") +
-                   " (the 11-column pod lists have them)");
+      return Usage(fmt::format(
+          "--replay needs creation_time and deletion_time for every pod; {}:{} has none for {} (the 11-column pod lists have them)",
+          c.pods_path, pod.line, pod.creation_time < 0 ? "creation_time" : "deletion_time"));
     }
   }
   ReplayOptions& r = c.replay_options;
@@ -166,7 +164,7 @@ int PrepareReplay(PlaceCommand& c, const Inputs& in, const Experiment& experimen
   r.pool.nodes = SplitList(c.pool_nodes_text);
   Cluster check = experiment.cluster;
   if (std::string bad = MarkPool(check, experiment.node_names, r.pool); !bad.empty())
-    return Usage(bad + " in " + c.nodes_path);
+    return Usage(fmt::format("{} in {}", bad, c.nodes_path));
   if (c.pool_sweep_text.empty()) {  // the sweep replays without tiers, as it always has
     r.tiers_apart = options.tiers_apart;
     r.random_paid_fraction = options.random_paid_fraction;
@@ -182,7 +180,7 @@ int RunPoolSweep(const PlaceCommand& c, const Inputs& in, const Experiment& expe
     char* end = nullptr;
     const double fraction = std::strtod(item.c_str(), &end);
     if (end == item.c_str() || *end != '\0' || fraction < 0 || fraction > 1)
-      return Usage("--pool-sweep: '" + item + "' is not a fraction between 0 and 1");
+      return Usage(fmt::format("--pool-sweep: '{}' is not a fraction between 0 and 1", item));
     sweep.push_back(PoolSweepPoint{fraction, {}});
   }
   const size_t per_point = in.policies.size() * in.seeds.size();
@@ -202,18 +200,16 @@ int RunPoolSweep(const PlaceCommand& c, const Inputs& in, const Experiment& expe
         }
       },
       progress);
-  if (!c.quiet) std::fprintf(stderr, "\n");
-  std::ostringstream summary, table;
-  WritePoolSweepSummary(summary, sweep, c.replay_options.pool.min_gpus, c.title);
-  std::cout << summary.str();
+  if (!c.quiet) fmt::print(stderr, "\n");
+  const std::string summary = PoolSweepSummary(sweep, c.replay_options.pool.min_gpus, c.title);
+  fmt::print("{}", summary);
   if (c.out_dir.empty()) return 0;
   std::filesystem::create_directories(c.out_dir);
   const std::filesystem::path dir(c.out_dir);
-  WritePoolSweepTable(table, sweep);
-  if (!WriteFile(dir / "pool-sweep.md", summary.str()) || !WriteFile(dir / "pool-sweep.dat", table.str()) ||
+  if (!WriteFile(dir / "pool-sweep.md", summary) || !WriteFile(dir / "pool-sweep.dat", PoolSweepTable(sweep)) ||
       !WriteFile(dir / "pool-sweep.gp",
                  PoolSweepGnuplot((dir / "pool-sweep.dat").string(), (dir / "pool-sweep.svg").string(), in.policies,
-                                  c.replay_options.pool.min_gpus, "Reserved pool sweep, " + c.title)))
+                                  c.replay_options.pool.min_gpus, fmt::format("Reserved pool sweep, {}", c.title))))
     return kExitFailure;
   return c.no_chart || Chart(dir / "pool-sweep.gp") ? 0 : kExitFailure;
 }
@@ -228,22 +224,19 @@ int RunReplay(const PlaceCommand& c, const Inputs& in, const Experiment& experim
         results[static_cast<size_t>(task)] = Replay(experiment, in.policies[p], in.seeds[s], c.replay_options);
       },
       progress);
-  if (!c.quiet) std::fprintf(stderr, "\n");
-  const std::string mode = c.replay_options.backfill ? ", replay with backfill" : ", replay (FIFO)";
-  std::ostringstream summary, csv;
-  WriteReplaySummary(summary, results, c.title + mode);
-  std::cout << summary.str();
+  if (!c.quiet) fmt::print(stderr, "\n");
+  const std::string title =
+      fmt::format("{}{}", c.title, c.replay_options.backfill ? ", replay with backfill" : ", replay (FIFO)");
+  const std::string summary = ReplaySummary(results, title);
+  fmt::print("{}", summary);
   if (c.out_dir.empty()) return 0;
   std::filesystem::create_directories(c.out_dir);
-  WriteReplayCsv(csv, results);
   const std::filesystem::path dir(c.out_dir);
-  std::ostringstream replay_table;
-  const std::vector<std::string> charted = WriteReplayTable(replay_table, results);
-  if (!WriteFile(dir / "replay.csv", csv.str()) || !WriteFile(dir / "replay-summary.md", summary.str()) ||
-      !WriteFile(dir / "replay.dat", replay_table.str()) ||
-      !WriteFile(dir / "replay.gp", ReplayGnuplot((dir / "replay.dat").string(), (dir / "replay.svg").string(), charted,
-                                                  c.title + mode + " (mean of " + std::to_string(c.seeds) + " seeds)",
-                                                  c.replay_chart_hours)))
+  if (!WriteFile(dir / "replay.csv", ReplayCsv(results)) || !WriteFile(dir / "replay-summary.md", summary) ||
+      !WriteFile(dir / "replay.dat", ReplayTable(results)) ||
+      !WriteFile(dir / "replay.gp",
+                 ReplayGnuplot((dir / "replay.dat").string(), (dir / "replay.svg").string(), ReplayPolicies(results),
+                               fmt::format("{} (mean of {} seeds)", title, c.seeds), c.replay_chart_hours)))
     return kExitFailure;
   return c.no_chart || Chart(dir / "replay.gp") ? 0 : kExitFailure;
 }
@@ -252,35 +245,31 @@ int RunReplay(const PlaceCommand& c, const Inputs& in, const Experiment& experim
 int RunPlacement(const PlaceCommand& c, const Inputs& in, const Experiment& experiment, const RunOptions& options,
                  const Progress& progress, std::chrono::steady_clock::time_point start) {
   const std::vector<RunSeries> runs = RunAll(experiment, in.policies, in.seeds, options, c.jobs, progress);
-  if (!c.quiet) std::fprintf(stderr, "\n");
+  if (!c.quiet) fmt::print(stderr, "\n");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::ostringstream summary;
-  WriteSummaryMarkdown(summary, Summarise(runs), c.title,
-                       c.title.find("default") != std::string::npos && !c.gangs && !c.mig.Enabled() &&
-                           in.cluster_description.empty());
-  if (!in.cluster_description.empty()) summary << "Cluster shape: " << in.cluster_description << ".\n\n";
-  summary << "Cluster: " << in.nodes.size() << " nodes, " << experiment.cluster.total_gpus << " GPUs; "
-          << in.pods.size() << " pods in the list, " << experiment.target.classes.size() << " target classes; "
-          << c.seeds << " seeds from " << c.first_seed << ", inflation " << c.inflation << "; " << c.jobs
-          << " threads, " << std::fixed << std::setprecision(1) << seconds << " s in all.\n";
-  std::cout << summary.str();
+  std::string summary = SummaryMarkdown(Summarise(runs), c.title,
+                                        c.title.find("default") != std::string::npos && !c.gangs && !c.mig.Enabled() &&
+                                            in.cluster_description.empty());
+  if (!in.cluster_description.empty()) summary += fmt::format("Cluster shape: {}.\n\n", in.cluster_description);
+  summary += fmt::format(
+      "Cluster: {} nodes, {} GPUs; {} pods in the list, {} target classes; {} seeds from {}, inflation {}; {} threads, {:.1f} s in all.\n",
+      in.nodes.size(), experiment.cluster.total_gpus, in.pods.size(), experiment.target.classes.size(), c.seeds,
+      c.first_seed, c.inflation, c.jobs, seconds);
+  fmt::print("{}", summary);
   if (c.out_dir.empty()) return 0;
   const std::filesystem::path dir(c.out_dir);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  std::ostringstream csv, table, stranded_table;
-  WriteMetricsCsv(csv, runs);
-  WriteUnallocatedTable(table, runs);
-  WriteStrandedTable(stranded_table, runs);
-  const std::string chart_title = " (mean of " + std::to_string(c.seeds) + " seeds)";
-  if (!WriteFile(dir / "metrics.csv", csv.str()) || !WriteFile(dir / "summary.md", summary.str()) ||
-      !WriteFile(dir / "unallocated.dat", table.str()) || !WriteFile(dir / "stranded.dat", stranded_table.str()) ||
+  const std::string chart_title = fmt::format("{} (mean of {} seeds)", c.title, c.seeds);
+  if (!WriteFile(dir / "metrics.csv", MetricsCsv(runs)) || !WriteFile(dir / "summary.md", summary) ||
+      !WriteFile(dir / "unallocated.dat", UnallocatedTable(runs)) ||
+      !WriteFile(dir / "stranded.dat", StrandedTable(runs)) ||
       !WriteFile(dir / "unallocated.gp",
                  GnuplotScript((dir / "unallocated.dat").string(), (dir / "unallocated.svg").string(), in.policies,
-                               "Unallocated GPUs, " + c.title + chart_title)) ||
+                               fmt::format("Unallocated GPUs, {}", chart_title))) ||
       !WriteFile(dir / "stranded.gp",
                  GnuplotScript((dir / "stranded.dat").string(), (dir / "stranded.svg").string(), in.policies,
-                               "Stranded GPUs (idle, no unplaced pod can use them), " + c.title + chart_title,
+                               fmt::format("Stranded GPUs (idle, no unplaced pod can use them), {}", chart_title),
                                "Stranded GPUs (% of cluster GPUs)")))
     return kExitFailure;
   if (c.no_chart) return 0;
@@ -311,7 +300,7 @@ int main(int argc, char** argv) {
   if (const int code = LoadInputs(c, &in)) return code;
   const Experiment experiment = PrepareExperiment(in.nodes, in.pods);
   for (const ImpossibleClass& impossible : experiment.impossible)
-    std::cerr << ImpossibleWarning(c.pods_path, impossible) << "\n";
+    fmt::print(stderr, "{}\n", ImpossibleWarning(c.pods_path, impossible));
   std::atomic<int64_t> pods_done{0};
   RunOptions options;
   options.pods_done = &pods_done;
@@ -321,8 +310,8 @@ int main(int argc, char** argv) {
   const Progress progress = [&](int done, int total) {
     if (c.quiet) return;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, "\rgpuslice-place: %d/%d runs done, %lld pods placed, %.0f s", done, total,
-                 static_cast<long long>(pods_done.load()), seconds);
+    fmt::print(stderr, "\rgpuslice-place: {}/{} runs done, {} pods placed, {:.0f} s", done, total, pods_done.load(),
+               seconds);
     std::fflush(stderr);
   };
   if (c.replay) {

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <bit>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "gpu/mig_profiles.h"
 #include "place/node_selection.h"
 
@@ -11,12 +14,12 @@ namespace gpuslice::place {
 std::string ParseMigLayout(const MigOptions& options, MigLayout* layout) {
   const gpu::MigGpuModel* model = gpu::FindMigGpuModel(options.model);
   if (model == nullptr) {
-    std::string valid;
-    for (const gpu::MigGpuModel& m : gpu::MigGpuModels()) valid += (valid.empty() ? "" : ", ") + std::string(m.key);
-    return "--mig-model: '" + options.model + "' is not a MIG model; valid: " + valid;
+    std::vector<std::string> valid;
+    for (const gpu::MigGpuModel& m : gpu::MigGpuModels()) valid.emplace_back(m.key);
+    return fmt::format("--mig-model: '{}' is not a MIG model; valid: {}", options.model, fmt::join(valid, ", "));
   }
   const Result<std::vector<gpu::MigPlacement>> placed = gpu::ValidateMigLayout(*model, options.layout);
-  if (!placed.ok()) return "--mig-layout: " + placed.message();
+  if (!placed.ok()) return fmt::format("--mig-layout: {}", placed.message());
   *layout = MigLayout{};
   for (const gpu::MigPlacement& p : *placed) {
     layout->profiles.push_back(p.profile->name);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include <fmt/format.h>
+
 #include "place/rng.h"
 
 namespace gpuslice::place {
@@ -13,7 +15,7 @@ std::string SelectNodes(const Cluster& cluster, const std::vector<std::string>& 
   if (!selection.names.empty()) {
     for (const std::string& wanted : selection.names) {
       const auto it = std::find(names.begin(), names.end(), wanted);
-      if (it == names.end()) return selection.option + ": no node is named '" + wanted + "'";
+      if (it == names.end()) return fmt::format("{}: no node is named '{}'", selection.option, wanted);
       (*chosen)[static_cast<size_t>(it - names.begin())] = true;
     }
     return {};

@@ -2,17 +2,24 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iomanip>
-#include <sstream>
+#include <iterator>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "place/policy.h"
 
 namespace gpuslice::place {
 namespace {
 
-std::vector<std::string> PoliciesInOrder(const std::vector<RunSeries>& runs) {
+// Where fmt::format_to appends to a text being built.
+std::back_insert_iterator<std::string> To(std::string& text) { return std::back_inserter(text); }
+
+// The policies of `results` (RunSeries or ReplayResult), in order of first appearance.
+template <typename Run>
+std::vector<std::string> PoliciesInOrder(const std::vector<Run>& results) {
   std::vector<std::string> order;
-  for (const RunSeries& run : runs) {
+  for (const Run& run : results) {
     if (std::find(order.begin(), order.end(), run.policy) == order.end()) order.push_back(run.policy);
   }
   return order;
@@ -20,9 +27,7 @@ std::vector<std::string> PoliciesInOrder(const std::vector<RunSeries>& runs) {
 
 std::string Number(double value, int decimals) {
   if (std::isnan(value)) return "";
-  std::ostringstream text;
-  text << std::fixed << std::setprecision(decimals) << value;
-  return text.str();
+  return fmt::format("{:.{}f}", value, decimals);
 }
 
 double MeanAt(const std::vector<RunSeries>& runs, const std::string& policy, size_t percent,
@@ -39,20 +44,21 @@ double MeanAt(const std::vector<RunSeries>& runs, const std::string& policy, siz
 
 }  // namespace
 
-void WriteMetricsCsv(std::ostream& out, const std::vector<RunSeries>& runs) {
-  out << "policy,seed,arrived_gpu_pct,allocated_gpu_pct,unallocated_gpu_pct,frag_gpu_pct,frag_ratio_pct,stranded_gpu_pct";
-  for (int k = 0; k < kPodKinds; ++k) out << ",failed_" << PodKindName(static_cast<PodKind>(k));
-  out << "\n";
+std::string MetricsCsv(const std::vector<RunSeries>& runs) {
+  std::string out =
+      "policy,seed,arrived_gpu_pct,allocated_gpu_pct,unallocated_gpu_pct,frag_gpu_pct,frag_ratio_pct,stranded_gpu_pct";
+  for (int k = 0; k < kPodKinds; ++k) fmt::format_to(To(out), ",failed_{}", PodKindName(static_cast<PodKind>(k)));
+  out += '\n';
   for (const RunSeries& run : runs) {
     for (size_t p = 0; p < run.allocated_gpu_pct.size(); ++p) {
       if (std::isnan(run.allocated_gpu_pct[p])) continue;
-      out << run.policy << ',' << run.seed << ',' << p << ',' << Number(run.allocated_gpu_pct[p], 3) << ','
-          << Number(100.0 - run.allocated_gpu_pct[p], 3) << ',' << Number(run.frag_gpu_pct[p], 3) << ','
-          << Number(run.frag_ratio_pct[p], 3) << ',' << Number(run.stranded_gpu_pct[p], 3);
-      for (int count : run.failed_pods[p]) out << ',' << count;
-      out << '\n';
+      fmt::format_to(To(out), "{},{},{},{},{},{},{},{},{}\n", run.policy, run.seed, p,
+                     Number(run.allocated_gpu_pct[p], 3), Number(100.0 - run.allocated_gpu_pct[p], 3),
+                     Number(run.frag_gpu_pct[p], 3), Number(run.frag_ratio_pct[p], 3),
+                     Number(run.stranded_gpu_pct[p], 3), fmt::join(run.failed_pods[p], ","));
     }
   }
+  return out;
 }
 
 std::vector<PolicySummary> Summarise(const std::vector<RunSeries>& runs) {
@@ -131,8 +137,8 @@ const std::map<std::string, double>& PublishedUnallocatedAt100() {
   return kPublished;
 }
 
-void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& summary, const std::string& title,
-                          bool compare_published) {
+std::string SummaryMarkdown(const std::vector<PolicySummary>& summary, const std::string& title,
+                            bool compare_published) {
   bool gangs = false;
   bool islands = false, tiers = false, mig = false;
   for (const PolicySummary& s : summary) {
@@ -141,55 +147,53 @@ void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& s
     gangs = gangs || s.gangs_placed > 0;
     islands = islands || s.on_one_island_pct >= 0;
   }
-  out << "### " << title << "\n\n";
-  out << "| Policy | Seeds | Unallocated GPU % at 100% arrived |";
-  if (compare_published) out << " FGD artifact | Difference |";
-  out << " at 130% | Fragmented GPU % at 100% | Stranded GPU % at 100% | Failed pods (all arrivals) |";
-  if (gangs) out << " Gangs placed | Nodes per gang |";
-  if (islands) out << " Multi-GPU pods on one NVLink island % | Multi-GPU pods' pair bandwidth, % of NVLink |";
-  if (tiers) out << " Paid % of arrivals | GPUs holding two tiers (most at once) |";
+  std::string out = fmt::format("### {}\n\n| Policy | Seeds | Unallocated GPU % at 100% arrived |", title);
+  if (compare_published) out += " FGD artifact | Difference |";
+  out += " at 130% | Fragmented GPU % at 100% | Stranded GPU % at 100% | Failed pods (all arrivals) |";
+  if (gangs) out += " Gangs placed | Nodes per gang |";
+  if (islands) out += " Multi-GPU pods on one NVLink island % | Multi-GPU pods' pair bandwidth, % of NVLink |";
+  if (tiers) out += " Paid % of arrivals | GPUs holding two tiers (most at once) |";
   if (mig)
-    out << " Isolated pods (arrived) | Isolated failed | MIG instances | MIG instances used % at 100% | MIG instance fill % at 100% |";
-  out << " Seconds per run |\n";
-  out << "|---|---:|---:|";
-  if (compare_published) out << "---:|---:|";
-  out << "---:|---:|---:|---:|" << (gangs ? "---:|---:|" : "") << (islands ? "---:|---:|" : "")
-      << (tiers ? "---:|---:|" : "") << (mig ? "---:|---:|---:|---:|---:|" : "") << "---:|\n";
+    out +=
+        " Isolated pods (arrived) | Isolated failed | MIG instances | MIG instances used % at 100% | MIG instance fill % at 100% |";
+  out += " Seconds per run |\n|---|---:|---:|";
+  if (compare_published) out += "---:|---:|";
+  fmt::format_to(To(out), "---:|---:|---:|---:|{}{}{}{}---:|\n", gangs ? "---:|---:|" : "", islands ? "---:|---:|" : "",
+                 tiers ? "---:|---:|" : "", mig ? "---:|---:|---:|---:|---:|" : "");
   for (const PolicySummary& s : summary) {
-    out << "| " << s.policy << " | " << s.seeds << " | " << Number(s.unallocated_at_100, 2) << " |";
+    fmt::format_to(To(out), "| {} | {} | {} |", s.policy, s.seeds, Number(s.unallocated_at_100, 2));
     if (compare_published) {
       auto it = PublishedUnallocatedAt100().find(s.policy);
       if (it == PublishedUnallocatedAt100().end()) {
-        out << " – | – |";
+        out += " – | – |";
       } else {
-        out << " " << Number(it->second, 2) << " | " << (s.unallocated_at_100 >= it->second ? "+" : "")
-            << Number(s.unallocated_at_100 - it->second, 2) << " |";
+        fmt::format_to(To(out), " {} | {}{} |", Number(it->second, 2), s.unallocated_at_100 >= it->second ? "+" : "",
+                       Number(s.unallocated_at_100 - it->second, 2));
       }
     }
-    out << " " << Number(s.unallocated_at_130, 2) << " | " << Number(s.frag_at_100, 2) << " | "
-        << Number(s.stranded_at_100, 2) << " | " << Number(s.failed_at_130, 1) << " | ";
-    if (gangs) out << Number(s.gangs_placed, 1) << " | " << Number(s.nodes_per_gang, 2) << " | ";
-    if (islands) out << Number(s.on_one_island_pct, 1) << " | " << Number(s.pair_bandwidth_pct, 1) << " | ";
-    if (tiers) out << Number(s.paid_pct, 1) << " | " << Number(s.mixed_tier_gpus, 1) << " | ";
+    fmt::format_to(To(out), " {} | {} | {} | {} | ", Number(s.unallocated_at_130, 2), Number(s.frag_at_100, 2),
+                   Number(s.stranded_at_100, 2), Number(s.failed_at_130, 1));
+    if (gangs) fmt::format_to(To(out), "{} | {} | ", Number(s.gangs_placed, 1), Number(s.nodes_per_gang, 2));
+    if (islands) fmt::format_to(To(out), "{} | {} | ", Number(s.on_one_island_pct, 1), Number(s.pair_bandwidth_pct, 1));
+    if (tiers) fmt::format_to(To(out), "{} | {} | ", Number(s.paid_pct, 1), Number(s.mixed_tier_gpus, 1));
     if (mig) {
-      out << Number(s.isolated_pods, 1) << " | " << Number(s.isolated_failed, 1) << " | " << Number(s.mig_instances, 0)
-          << " | " << Number(s.mig_used_pct_at_100, 1) << " | " << Number(s.mig_fill_pct_at_100, 1) << " | ";
+      fmt::format_to(To(out), "{} | {} | {} | {} | {} | ", Number(s.isolated_pods, 1), Number(s.isolated_failed, 1),
+                     Number(s.mig_instances, 0), Number(s.mig_used_pct_at_100, 1), Number(s.mig_fill_pct_at_100, 1));
     }
-    out << Number(s.seconds, 1) << " |\n";
+    fmt::format_to(To(out), "{} |\n", Number(s.seconds, 1));
   }
-  out << "\n";
+  out += '\n';
+  return out;
 }
 
-void WriteReplaySummary(std::ostream& out, const std::vector<ReplayResult>& results, const std::string& title) {
-  out << "### " << title << "\n\n"
-      << "| Policy | Seeds | Mean wait (s) | p95 wait (s) | Big-job mean wait (s) | Allocated GPU % (time-weighted) | Idle GPU % while GPU pods wait "
-         "| Stranded GPU % | Never started | Larger than any node | Pool GPUs | Evictions | Evicted GPU-hours |\n"
-         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-  std::vector<std::string> order;
-  for (const ReplayResult& r : results) {
-    if (std::find(order.begin(), order.end(), r.policy) == order.end()) order.push_back(r.policy);
-  }
-  for (const std::string& policy : order) {
+std::string ReplaySummary(const std::vector<ReplayResult>& results, const std::string& title) {
+  std::string out = fmt::format(
+      "### {}\n\n"
+      "| Policy | Seeds | Mean wait (s) | p95 wait (s) | Big-job mean wait (s) | Allocated GPU % (time-weighted) | Idle GPU % while GPU pods wait "
+      "| Stranded GPU % | Never started | Larger than any node | Pool GPUs | Evictions | Evicted GPU-hours |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+      title);
+  for (const std::string& policy : PoliciesInOrder(results)) {
     int n = 0;
     double wait = 0, p95 = 0, big = 0, alloc = 0, idle_waiting = 0, stranded = 0, never = 0, too_big = 0, pool = 0,
            evictions = 0, lost = 0;
@@ -208,43 +212,46 @@ void WriteReplaySummary(std::ostream& out, const std::vector<ReplayResult>& resu
       never += r.never_started;
       too_big += r.never_fit;
     }
-    out << "| " << policy << " | " << n << " | " << Number(wait / n, 0) << " | " << Number(p95 / n, 0) << " | "
-        << Number(big / n, 0) << " | " << Number(alloc / n, 2) << " | " << Number(idle_waiting / n, 2) << " | "
-        << Number(stranded / n, 2) << " | " << Number(never / n, 1) << " | " << Number(too_big / n, 1) << " | "
-        << Number(pool / n, 0) << " | " << Number(evictions / n, 1) << " | " << Number(lost / n, 1) << " |\n";
+    fmt::format_to(To(out), "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", policy, n,
+                   Number(wait / n, 0), Number(p95 / n, 0), Number(big / n, 0), Number(alloc / n, 2),
+                   Number(idle_waiting / n, 2), Number(stranded / n, 2), Number(never / n, 1), Number(too_big / n, 1),
+                   Number(pool / n, 0), Number(evictions / n, 1), Number(lost / n, 1));
   }
-  out << "\n";
+  out += '\n';
+  return out;
 }
 
-void WriteReplayCsv(std::ostream& out, const std::vector<ReplayResult>& results) {
-  out << "policy,seed,hour,allocated_gpu_pct,queued_pods,stranded_gpu_pct\n";
+std::string ReplayCsv(const std::vector<ReplayResult>& results) {
+  std::string out = "policy,seed,hour,allocated_gpu_pct,queued_pods,stranded_gpu_pct\n";
   for (const ReplayResult& r : results) {
     for (size_t h = 0; h < r.hourly_allocated_pct.size(); ++h) {
-      out << r.policy << ',' << r.seed << ',' << Number(static_cast<double>(h * r.series_bin_s) / 3600.0, 3) << ','
-          << Number(r.hourly_allocated_pct[h], 3) << ',' << Number(r.hourly_queued[h], 2) << ','
-          << Number(r.hourly_stranded_pct[h], 3) << '\n';
+      fmt::format_to(To(out), "{},{},{},{},{},{}\n", r.policy, r.seed,
+                     Number(static_cast<double>(h * r.series_bin_s) / 3600.0, 3), Number(r.hourly_allocated_pct[h], 3),
+                     Number(r.hourly_queued[h], 2), Number(r.hourly_stranded_pct[h], 3));
     }
   }
+  return out;
 }
 
 namespace {
 
-void WritePercentTable(std::ostream& out, const std::vector<RunSeries>& runs,
-                       const std::vector<double> RunSeries::*field, bool unallocated) {
+std::string PercentTable(const std::vector<RunSeries>& runs, const std::vector<double> RunSeries::*field,
+                         bool unallocated) {
   const std::vector<std::string> policies = PoliciesInOrder(runs);
   size_t max_percent = 0;
   for (const RunSeries& run : runs) max_percent = std::max(max_percent, run.allocated_gpu_pct.size());
-  out << "# arrived_gpu_pct";
-  for (const std::string& p : policies) out << ' ' << p;
-  out << '\n';
+  std::string out = "# arrived_gpu_pct";
+  for (const std::string& p : policies) fmt::format_to(To(out), " {}", p);
+  out += '\n';
   for (size_t k = 0; k < max_percent; ++k) {
-    out << k;
+    fmt::format_to(To(out), "{}", k);
     for (const std::string& p : policies) {
       const double v = MeanAt(runs, p, k, field, unallocated);
-      out << ' ' << (std::isnan(v) ? std::string("NaN") : Number(v, 3));
+      fmt::format_to(To(out), " {}", std::isnan(v) ? std::string("NaN") : Number(v, 3));
     }
-    out << '\n';
+    out += '\n';
   }
+  return out;
 }
 
 }  // namespace
@@ -272,60 +279,51 @@ SweepMeans MeansOf(const std::vector<ReplayResult>& results, const std::string& 
   return m;
 }
 
-std::vector<std::string> ReplayPolicies(const std::vector<ReplayResult>& results) {
-  std::vector<std::string> order;
-  for (const ReplayResult& r : results) {
-    if (std::find(order.begin(), order.end(), r.policy) == order.end()) order.push_back(r.policy);
-  }
-  return order;
-}
-
 }  // namespace
 
-void WritePoolSweepSummary(std::ostream& out, const std::vector<PoolSweepPoint>& sweep, int big_gpus,
-                           const std::string& title) {
-  out << "### " << title
-      << ": reserved pool sweep\n\n| Policy | Pool (asked, % of GPUs) | Pool | Big-job (>= " << big_gpus
-      << " GPUs) mean wait (s) | vs no pool | Mean wait, all (s) | Allocated GPU % | vs no pool (points) | Evictions | "
-         "Evicted GPU-hours |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-  if (sweep.empty()) return;
-  for (const std::string& policy : ReplayPolicies(sweep.front().results)) {
+std::string PoolSweepSummary(const std::vector<PoolSweepPoint>& sweep, int big_gpus, const std::string& title) {
+  std::string out = fmt::format(
+      "### {}: reserved pool sweep\n\n| Policy | Pool (asked, % of GPUs) | Pool | Big-job (>= {} GPUs) mean wait (s) | vs no pool | Mean wait, all (s) | Allocated GPU % | vs no pool (points) | Evictions | Evicted GPU-hours |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+      title, big_gpus);
+  if (sweep.empty()) return out;
+  for (const std::string& policy : PoliciesInOrder(sweep.front().results)) {
     const SweepMeans base = MeansOf(sweep.front().results, policy);
     for (const PoolSweepPoint& point : sweep) {
       const SweepMeans m = MeansOf(point.results, policy);
-      out << "| " << policy << " | " << Number(100 * point.fraction, 0) << " | " << Number(m.pool_gpus, 0) << " GPUs | "
-          << Number(m.big_wait, 0) << " | "
-          << (base.big_wait > 0 ? Number(100.0 * (m.big_wait - base.big_wait) / base.big_wait, 0) + "%"
-                                : std::string("–"))
-          << " | " << Number(m.wait, 0) << " | " << Number(m.allocated, 2) << " | "
-          << Number(m.allocated - base.allocated, 2) << " | " << Number(m.evictions, 1) << " | " << Number(m.lost, 1)
-          << " |\n";
+      const std::string versus =
+          base.big_wait > 0 ? fmt::format("{}%", Number(100.0 * (m.big_wait - base.big_wait) / base.big_wait, 0)) : "–";
+      fmt::format_to(To(out), "| {} | {} | {} GPUs | {} | {} | {} | {} | {} | {} | {} |\n", policy,
+                     Number(100 * point.fraction, 0), Number(m.pool_gpus, 0), Number(m.big_wait, 0), versus,
+                     Number(m.wait, 0), Number(m.allocated, 2), Number(m.allocated - base.allocated, 2),
+                     Number(m.evictions, 1), Number(m.lost, 1));
     }
   }
-  out << "\n";
+  out += '\n';
+  return out;
 }
 
-void WritePoolSweepTable(std::ostream& out, const std::vector<PoolSweepPoint>& sweep) {
-  if (sweep.empty()) return;
-  const std::vector<std::string> policies = ReplayPolicies(sweep.front().results);
-  out << "# pool_pct";
-  for (const std::string& p : policies) out << ' ' << p << "_big_wait_s " << p << "_allocated_pct";
-  out << '\n';
+std::string PoolSweepTable(const std::vector<PoolSweepPoint>& sweep) {
+  if (sweep.empty()) return "";
+  const std::vector<std::string> policies = PoliciesInOrder(sweep.front().results);
+  std::string out = "# pool_pct";
+  for (const std::string& p : policies) fmt::format_to(To(out), " {0}_big_wait_s {0}_allocated_pct", p);
+  out += '\n';
   for (const PoolSweepPoint& point : sweep) {
-    out << Number(100 * point.fraction, 1);
+    out += Number(100 * point.fraction, 1);
     for (const std::string& p : policies) {
       const SweepMeans m = MeansOf(point.results, p);
-      out << ' ' << Number(m.big_wait, 1) << ' ' << Number(m.allocated, 3);
+      fmt::format_to(To(out), " {} {}", Number(m.big_wait, 1), Number(m.allocated, 3));
     }
-    out << '\n';
+    out += '\n';
   }
+  return out;
 }
 
-std::vector<std::string> WriteReplayTable(std::ostream& out, const std::vector<ReplayResult>& results) {
-  std::vector<std::string> policies;
-  for (const ReplayResult& r : results) {
-    if (std::find(policies.begin(), policies.end(), r.policy) == policies.end()) policies.push_back(r.policy);
-  }
+std::vector<std::string> ReplayPolicies(const std::vector<ReplayResult>& results) { return PoliciesInOrder(results); }
+
+std::string ReplayTable(const std::vector<ReplayResult>& results) {
+  const std::vector<std::string> policies = PoliciesInOrder(results);
   size_t longest = 0, last_queued = 0;
   for (const ReplayResult& r : results) {
     longest = std::max(longest, r.hourly_allocated_pct.size());
@@ -338,11 +336,11 @@ std::vector<std::string> WriteReplayTable(std::ostream& out, const std::vector<R
   for (const ReplayResult& r : results)
     queued = queued || std::any_of(r.hourly_queued.begin(), r.hourly_queued.end(), [](double q) { return q > 0; });
   const size_t hours = queued ? std::min(longest, last_queued + last_queued / 4 + 1) : longest;
-  out << "# hour";
-  for (const std::string& p : policies) out << " " << p << "_allocated_pct " << p << "_stranded_pct " << p << "_queued";
-  out << "\n";
+  std::string out = "# hour";
+  for (const std::string& p : policies) fmt::format_to(To(out), " {0}_allocated_pct {0}_stranded_pct {0}_queued", p);
+  out += '\n';
   for (size_t h = 0; h < hours; ++h) {
-    out << Number(static_cast<double>(h * static_cast<size_t>(bin)) / 3600.0, 3);
+    out += Number(static_cast<double>(h * static_cast<size_t>(bin)) / 3600.0, 3);
     for (const std::string& p : policies) {
       double allocated = 0, stranded = 0, queued = 0;
       int n = 0;
@@ -356,88 +354,82 @@ std::vector<std::string> WriteReplayTable(std::ostream& out, const std::vector<R
         }
       }
       n = std::max(1, n);
-      out << ' ' << Number(allocated / n, 3) << ' ' << Number(stranded / n, 3) << ' ' << Number(queued / n, 2);
+      fmt::format_to(To(out), " {} {} {}", Number(allocated / n, 3), Number(stranded / n, 3), Number(queued / n, 2));
     }
-    out << '\n';
+    out += '\n';
   }
-  return policies;
+  return out;
 }
 
 std::string ReplayGnuplot(const std::string& table_path, const std::string& svg_path,
                           const std::vector<std::string>& policies, const std::string& title, double hours) {
-  std::ostringstream s;
-  s << "set terminal svg size 900,900 dynamic noenhanced font 'sans,12'\n"
-    << "set output '" << svg_path << "'\n"
-    << "set multiplot layout 3,1 title '" << title << "'\n"
-    << "set grid\nset key outside right top vertical\nset yrange [0:*]\nset lmargin 10\nset rmargin 22\n";
-  if (hours > 0) s << "set xrange [0:" << hours << "]\n";
+  std::string s = fmt::format(
+      "set terminal svg size 900,900 dynamic noenhanced font 'sans,12'\nset output '{}'\n"
+      "set multiplot layout 3,1 title '{}'\n"
+      "set grid\nset key outside right top vertical\nset yrange [0:*]\nset lmargin 10\nset rmargin 22\n",
+      svg_path, title);
+  if (hours > 0) fmt::format_to(To(s), "set xrange [0:{}]\n", hours);
   const char* const labels[3] = {"Allocated GPUs (%)", "Stranded GPUs (%)", "Queued pods"};
   for (int panel = 0; panel < 3; ++panel) {
-    s << "set ylabel '" << labels[panel] << "'\n"
-      << (panel == 2 ? "set xlabel 'Hours from the first arrival'\n" : "unset xlabel\n") << "plot ";
+    fmt::format_to(To(s), "set ylabel '{}'\n{}plot ", labels[panel],
+                   panel == 2 ? "set xlabel 'Hours from the first arrival'\n" : "unset xlabel\n");
     for (size_t i = 0; i < policies.size(); ++i) {
-      s << (i ? ", \\\n     " : "") << "'" << table_path << "' using 1:" << (2 + 3 * i + static_cast<size_t>(panel))
-        << " with lines lw 2 lc " << (i + 1) << " title '" << policies[i] << "'";
+      fmt::format_to(To(s), "{}'{}' using 1:{} with lines lw 2 lc {} title '{}'", i ? ", \\\n     " : "", table_path,
+                     2 + 3 * i + static_cast<size_t>(panel), i + 1, policies[i]);
     }
-    s << "\n";
+    s += '\n';
   }
-  s << "unset multiplot\n";
-  return s.str();
+  s += "unset multiplot\n";
+  return s;
 }
 
 std::string PoolSweepGnuplot(const std::string& table_path, const std::string& svg_path,
                              const std::vector<std::string>& policies, int big_gpus, const std::string& title) {
-  std::ostringstream s;
-  s << "set terminal svg size 800,500 dynamic noenhanced font 'sans,12'\n"
-    << "set title '" << title << "'\n"
-    << "set xlabel 'Reserved whole-node pool (% of cluster GPUs asked)'\n"
-    << "set ylabel 'Mean wait of pods with >= " << big_gpus << " GPUs (s)'\n"
-    << "set y2label 'Allocated GPUs, time-weighted (%)'\nset ytics nomirror\nset y2tics\nset y2range [0:*]\n"
-    << "set grid\nset key outside bottom center horizontal\nset yrange [0:*]\n"
-    << "set output '" << svg_path << "'\nplot ";
+  std::string s = fmt::format(
+      "set terminal svg size 800,500 dynamic noenhanced font 'sans,12'\nset title '{}'\n"
+      "set xlabel 'Reserved whole-node pool (% of cluster GPUs asked)'\n"
+      "set ylabel 'Mean wait of pods with >= {} GPUs (s)'\n"
+      "set y2label 'Allocated GPUs, time-weighted (%)'\nset ytics nomirror\nset y2tics\nset y2range [0:*]\n"
+      "set grid\nset key outside bottom center horizontal\nset yrange [0:*]\nset output '{}'\nplot ",
+      title, big_gpus, svg_path);
   for (size_t i = 0; i < policies.size(); ++i) {
-    s << (i ? ", \\\n     " : "") << "'" << table_path << "' using 1:" << (2 + 2 * i)
-      << " axes x1y1 with linespoints lw 2 lc " << (i + 1) << " title '" << policies[i] << " wait', '" << table_path
-      << "' using 1:" << (3 + 2 * i) << " axes x1y2 with linespoints lw 1 dt 2 lc " << (i + 1) << " title '"
-      << policies[i] << " allocated'";
+    fmt::format_to(To(s),
+                   "{0}'{1}' using 1:{2} axes x1y1 with linespoints lw 2 lc {3} title '{4} wait', '{1}' using 1:{5} "
+                   "axes x1y2 with linespoints lw 1 dt 2 lc {3} title '{4} allocated'",
+                   i ? ", \\\n     " : "", table_path, 2 + 2 * i, i + 1, policies[i], 3 + 2 * i);
   }
-  s << "\n";
-  return s.str();
+  s += '\n';
+  return s;
 }
 
-void WriteUnallocatedTable(std::ostream& out, const std::vector<RunSeries>& runs) {
-  WritePercentTable(out, runs, &RunSeries::allocated_gpu_pct, true);
+std::string UnallocatedTable(const std::vector<RunSeries>& runs) {
+  return PercentTable(runs, &RunSeries::allocated_gpu_pct, true);
 }
 
-void WriteStrandedTable(std::ostream& out, const std::vector<RunSeries>& runs) {
-  WritePercentTable(out, runs, &RunSeries::stranded_gpu_pct, false);
+std::string StrandedTable(const std::vector<RunSeries>& runs) {
+  return PercentTable(runs, &RunSeries::stranded_gpu_pct, false);
 }
 
 std::string GnuplotScript(const std::string& table_path, const std::string& svg_path,
                           const std::vector<std::string>& policies, const std::string& title,
                           const std::string& ylabel) {
-  std::ostringstream plot;
-  plot << "plot ";
+  std::string plot = "plot ";
   for (size_t i = 0; i < policies.size(); ++i) {
     // gnuplot cycles 8 colours: from the 9th policy on, dashed lines keep them apart.
-    plot << (i ? ", \\\n     " : "") << "'" << table_path << "' using 1:" << (i + 2) << " with lines lw 2 dt "
-         << (i / 8 + 1) << " title '" << policies[i] << "'";
+    fmt::format_to(To(plot), "{}'{}' using 1:{} with lines lw 2 dt {} title '{}'", i ? ", \\\n     " : "", table_path,
+                   i + 2, i / 8 + 1, policies[i]);
   }
-  plot << "\n";
+  plot += '\n';
   // The whole run, then the last part, where the policies differ, on a scale that shows it.
   std::string zoomed = svg_path;
   const size_t dot = zoomed.rfind(".svg");
   zoomed.insert(dot == std::string::npos ? zoomed.size() : dot, "-zoom");
-  std::ostringstream s;
-  s << "set terminal svg size 800,500 dynamic noenhanced font 'sans,12'\n"
-    << "set title '" << title << "'\n"
-    << "set xlabel 'Arrived GPU demand (% of cluster GPUs)'\n"
-    << "set ylabel '" << ylabel << "'\n"
-    << "set grid\nset datafile missing 'NaN'\n"
-    << "set output '" << svg_path << "'\nset xrange [0:130]\nset yrange [0:*]\nset key top right\n"
-    << plot.str() << "set output '" << zoomed << "'\nset xrange [80:130]\nset yrange [0:20]\n"
-    << plot.str();
-  return s.str();
+  return fmt::format(
+      "set terminal svg size 800,500 dynamic noenhanced font 'sans,12'\nset title '{}'\n"
+      "set xlabel 'Arrived GPU demand (% of cluster GPUs)'\nset ylabel '{}'\nset grid\nset datafile missing 'NaN'\n"
+      "set output '{}'\nset xrange [0:130]\nset yrange [0:*]\nset key top right\n{}"
+      "set output '{}'\nset xrange [80:130]\nset yrange [0:20]\n{}",
+      title, ylabel, svg_path, plot, zoomed, plot);
 }
 
 }  // namespace gpuslice::place

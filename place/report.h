@@ -1,9 +1,8 @@
-// What a placement experiment writes: every metric as CSV, a Markdown summary beside FGD's
-// published numbers, and a gnuplot script for the chart of unallocated GPUs.
+// What a placement experiment writes, as text: every metric as CSV, a Markdown summary beside
+// FGD's published numbers, and a gnuplot script for the chart of unallocated GPUs.
 #pragma once
 
 #include <map>
-#include <ostream>
 #include <string>
 #include <vector>
 
@@ -13,7 +12,7 @@
 namespace gpuslice::place {
 
 // One row per policy, seed and whole percent of arrived demand.
-void WriteMetricsCsv(std::ostream& out, const std::vector<RunSeries>& runs);
+std::string MetricsCsv(const std::vector<RunSeries>& runs);
 
 struct PolicySummary {
   std::string policy;
@@ -41,17 +40,19 @@ std::vector<PolicySummary> Summarise(const std::vector<RunSeries>& runs);
 // The artifact's results on the default pod list (unallocated GPU % at 100% arrived, 10 seeds).
 const std::map<std::string, double>& PublishedUnallocatedAt100();
 
-void WriteSummaryMarkdown(std::ostream& out, const std::vector<PolicySummary>& summary, const std::string& title,
-                          bool compare_published);
+std::string SummaryMarkdown(const std::vector<PolicySummary>& summary, const std::string& title,
+                            bool compare_published);
 
 // Replay (--replay): a table of means per policy over seeds, and the hourly series as CSV.
-void WriteReplaySummary(std::ostream& out, const std::vector<ReplayResult>& results, const std::string& title);
-void WriteReplayCsv(std::ostream& out, const std::vector<ReplayResult>& results);
-// The replay's series for a chart: the step's start in hours, then per policy (in order of first
-// appearance) the mean over seeds of allocated GPU %, stranded GPU % and queued pods. Steps run to
-// the last one in which any policy has a pod queued, plus a quarter, not beyond the series (all of
-// it when nothing ever queued): after that the cluster only drains. Returns the policies in column order.
-std::vector<std::string> WriteReplayTable(std::ostream& out, const std::vector<ReplayResult>& results);
+std::string ReplaySummary(const std::vector<ReplayResult>& results, const std::string& title);
+std::string ReplayCsv(const std::vector<ReplayResult>& results);
+// The policies of `results` in order of first appearance: the replay table's column order.
+std::vector<std::string> ReplayPolicies(const std::vector<ReplayResult>& results);
+// The replay's series for a chart: the step's start in hours, then per policy (ReplayPolicies'
+// order) the mean over seeds of allocated GPU %, stranded GPU % and queued pods. Steps run to the
+// last one in which any policy has a pod queued, plus a quarter, not beyond the series (all of it
+// when nothing ever queued): after that the cluster only drains.
+std::string ReplayTable(const std::vector<ReplayResult>& results);
 // Three panels over time, one line per policy: allocated GPUs, stranded GPUs, queued pods; the
 // first `hours` hours (0: all the table holds).
 std::string ReplayGnuplot(const std::string& table_path, const std::string& svg_path,
@@ -63,16 +64,15 @@ struct PoolSweepPoint {
   double fraction = 0;
   std::vector<ReplayResult> results;  // every policy and seed at this size
 };
-void WritePoolSweepSummary(std::ostream& out, const std::vector<PoolSweepPoint>& sweep, int big_gpus,
-                           const std::string& title);
-void WritePoolSweepTable(std::ostream& out, const std::vector<PoolSweepPoint>& sweep);
+std::string PoolSweepSummary(const std::vector<PoolSweepPoint>& sweep, int big_gpus, const std::string& title);
+std::string PoolSweepTable(const std::vector<PoolSweepPoint>& sweep);
 std::string PoolSweepGnuplot(const std::string& table_path, const std::string& svg_path,
                              const std::vector<std::string>& policies, int big_gpus, const std::string& title);
 
 // A table of mean unallocated (or stranded) GPU % per arrived percent (columns: percent, then one
 // per policy) and the gnuplot script that draws it to `svg_path` (and a zoom on 80-130%).
-void WriteUnallocatedTable(std::ostream& out, const std::vector<RunSeries>& runs);
-void WriteStrandedTable(std::ostream& out, const std::vector<RunSeries>& runs);
+std::string UnallocatedTable(const std::vector<RunSeries>& runs);
+std::string StrandedTable(const std::vector<RunSeries>& runs);
 std::string GnuplotScript(const std::string& table_path, const std::string& svg_path,
                           const std::vector<std::string>& policies, const std::string& title,
                           const std::string& ylabel = "Unallocated GPUs (% of cluster GPUs)");

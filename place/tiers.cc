@@ -1,5 +1,7 @@
 #include "place/tiers.h"
 
+#include <fmt/format.h>
+
 #include "place/rng.h"
 
 namespace gpuslice::place {
@@ -13,11 +15,12 @@ int TierOfQos(const std::string& qos) {
 std::string CheckQos(const std::string& pod_path, const std::vector<PodSpec>& pods) {
   for (const PodSpec& pod : pods) {
     if (pod.qos_column == 0) {
-      return pod_path + ": --tiers qos needs the qos column, which this list lacks (the 11-column lists have it)";
+      return fmt::format("{}: --tiers qos needs the qos column, which this list lacks (the 11-column lists have it)",
+                         pod_path);
     }
     if (TierOfQos(pod.qos) < 0) {
-      return pod_path + ":" + std::to_string(pod.line) + ":" + std::to_string(pod.qos_column) + ": qos '" + pod.qos +
-             "' is none of LS, Guaranteed (paid), BE, Burstable (free)";
+      return fmt::format("{}:{}:{}: qos '{}' is none of LS, Guaranteed (paid), BE, Burstable (free)", pod_path,
+                         pod.line, pod.qos_column, pod.qos);
     }
   }
   return {};

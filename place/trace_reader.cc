@@ -5,6 +5,10 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "place/trace.h"
 
@@ -16,8 +20,11 @@ struct Row {
   std::vector<std::string> fields;
 };
 
-std::string Where(const std::string& path, int line, int column) {
-  return path + ":" + std::to_string(line) + ":" + std::to_string(column) + ": ";
+// "<path>:<line>:<column>: <what>", an error in the file at that place.
+template <typename... Args>
+Status Invalid(const std::string& path, int line, int column, fmt::format_string<Args...> what, Args&&... args) {
+  return Status::InvalidArgument(
+      fmt::format("{}:{}:{}: {}", path, line, column, fmt::format(what, std::forward<Args>(args)...)));
 }
 
 std::vector<std::string> SplitFields(const std::string& text) {
@@ -38,7 +45,7 @@ struct Table {
 
 Result<Table> ReadTable(const std::string& path, const std::vector<std::string>& required) {
   std::ifstream in(path);
-  if (!in) return Status::NotFound(path + ": cannot open the file");
+  if (!in) return Status::NotFound(fmt::format("{}: cannot open the file", path));
   Table table;
   std::string text;
   int line = 0;
@@ -53,10 +60,8 @@ Result<Table> ReadTable(const std::string& path, const std::vector<std::string>&
       for (size_t i = 0; i < fields.size(); ++i) table.column[fields[i]] = static_cast<int>(i);
       for (const std::string& name : required) {
         if (!table.column.count(name)) {
-          std::string all;
-          for (const auto& r : required) all += (all.empty() ? "" : ",") + r;
-          return Status::InvalidArgument(Where(path, line, static_cast<int>(fields.size()) + 1) + "missing column '" +
-                                         name + "' in the header (it needs: " + all + ")");
+          return Invalid(path, line, static_cast<int>(fields.size()) + 1,
+                         "missing column '{}' in the header (it needs: {})", name, fmt::join(required, ","));
         }
       }
       width = fields.size();
@@ -65,13 +70,12 @@ Result<Table> ReadTable(const std::string& path, const std::vector<std::string>&
     }
     if (fields.size() != width) {
       int column = static_cast<int>(std::min(fields.size(), width)) + 1;
-      return Status::InvalidArgument(Where(path, line, column) + "expected " + std::to_string(width) +
-                                     " fields as in the header, found " + std::to_string(fields.size()));
+      return Invalid(path, line, column, "expected {} fields as in the header, found {}", width, fields.size());
     }
     table.rows.push_back(Row{line, std::move(fields)});
   }
-  if (!have_header) return Status::InvalidArgument(Where(path, 1, 1) + "the file is empty (expected a header line)");
-  if (table.rows.empty()) return Status::InvalidArgument(Where(path, line + 1, 1) + "no rows after the header");
+  if (!have_header) return Invalid(path, 1, 1, "the file is empty (expected a header line)");
+  if (table.rows.empty()) return Invalid(path, line + 1, 1, "no rows after the header");
   return table;
 }
 
@@ -81,15 +85,11 @@ Status ReadCount(const std::string& path, const Row& row, int column, const char
   int64_t value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
-    return Status::InvalidArgument(Where(path, row.line, column + 1) + name + " must be a whole number, found '" +
-                                   text + "'");
+    return Invalid(path, row.line, column + 1, "{} must be a whole number, found '{}'", name, text);
   }
-  if (value < 0) {
-    return Status::InvalidArgument(Where(path, row.line, column + 1) + name + " must not be negative, found " + text);
-  }
+  if (value < 0) return Invalid(path, row.line, column + 1, "{} must not be negative, found {}", name, text);
   if (value > max) {
-    return Status::InvalidArgument(Where(path, row.line, column + 1) + name + " " + text +
-                                   " is above the largest valid value " + std::to_string(max));
+    return Invalid(path, row.line, column + 1, "{} {} is above the largest valid value {}", name, text, max);
   }
   *out = value;
   return Status::Ok();
@@ -117,9 +117,8 @@ Result<std::vector<NodeSpec>> ReadNodeList(const std::string& path) {
   for (const Row& row : table.rows) {
     NodeSpec node;
     node.name = row.fields[static_cast<size_t>(sn)];
-    if (node.name.empty()) return Status::InvalidArgument(Where(path, row.line, sn + 1) + "empty node name");
-    if (!names.insert(node.name).second)
-      return Status::InvalidArgument(Where(path, row.line, sn + 1) + "node '" + node.name + "' listed twice");
+    if (node.name.empty()) return Invalid(path, row.line, sn + 1, "empty node name");
+    if (!names.insert(node.name).second) return Invalid(path, row.line, sn + 1, "node '{}' listed twice", node.name);
     int64_t gpus = 0;
     Status read = ReadCount(path, row, cpu, "cpu_milli", INT64_MAX / 4, &node.cpu_milli);
     if (read.ok()) read = ReadCount(path, row, mem, "memory_mib", INT64_MAX / 4, &node.memory_mib);
@@ -129,7 +128,7 @@ Result<std::vector<NodeSpec>> ReadNodeList(const std::string& path) {
     node.model = row.fields[static_cast<size_t>(model)];
     if (node.model == "nan") node.model.clear();
     if (node.gpus > 0 && node.model.empty()) {
-      return Status::InvalidArgument(Where(path, row.line, model + 1) + "a node with GPUs needs its GPU model");
+      return Invalid(path, row.line, model + 1, "a node with GPUs needs its GPU model");
     }
     nodes.push_back(std::move(node));
   }
@@ -149,7 +148,7 @@ Result<std::vector<PodSpec>> ReadPodList(const std::string& path) {
     PodSpec pod;
     pod.line = row.line;
     pod.name = row.fields[static_cast<size_t>(name)];
-    if (pod.name.empty()) return Status::InvalidArgument(Where(path, row.line, name + 1) + "empty pod name");
+    if (pod.name.empty()) return Invalid(path, row.line, name + 1, "empty pod name");
     int64_t num_gpu = 0, gpu_milli = 0;
     Status read = ReadCount(path, row, cpu, "cpu_milli", INT64_MAX / 4, &pod.cpu_milli);
     if (read.ok()) read = ReadCount(path, row, mem, "memory_mib", INT64_MAX / 4, &pod.memory_mib);
@@ -159,18 +158,16 @@ Result<std::vector<PodSpec>> ReadPodList(const std::string& path) {
     pod.num_gpu = static_cast<int>(num_gpu);
     pod.gpu_milli = static_cast<int>(gpu_milli);
     if (pod.num_gpu > 0 && pod.gpu_milli == 0) {
-      return Status::InvalidArgument(Where(path, row.line, milli + 1) + "a pod asking for " +
-                                     std::to_string(pod.num_gpu) +
-                                     " GPU(s) needs gpu_milli between 1 and 1000, found 0");
+      return Invalid(path, row.line, milli + 1,
+                     "a pod asking for {} GPU(s) needs gpu_milli between 1 and 1000, found 0", pod.num_gpu);
     }
     if (pod.num_gpu == 0 && pod.gpu_milli > 0) {
-      return Status::InvalidArgument(Where(path, row.line, milli + 1) + "gpu_milli " + std::to_string(pod.gpu_milli) +
-                                     " given for a pod with num_gpu 0");
+      return Invalid(path, row.line, milli + 1, "gpu_milli {} given for a pod with num_gpu 0", pod.gpu_milli);
     }
     if (pod.num_gpu > 1 && pod.gpu_milli != kMilliPerGpu) {
-      return Status::InvalidArgument(
-          Where(path, row.line, milli + 1) + "only a one-GPU pod may ask for a fraction; num_gpu " +
-          std::to_string(pod.num_gpu) + " needs gpu_milli 1000, found " + std::to_string(pod.gpu_milli));
+      return Invalid(path, row.line, milli + 1,
+                     "only a one-GPU pod may ask for a fraction; num_gpu {} needs gpu_milli 1000, found {}",
+                     pod.num_gpu, pod.gpu_milli);
     }
     if (spec >= 0) {
       pod.gpu_spec_column = spec + 1;
@@ -201,9 +198,9 @@ std::string CheckHasGpus(const std::string& node_path, const std::vector<NodeSpe
   for (const NodeSpec& node : nodes) {
     if (node.gpus > 0) return {};
   }
-  return node_path + ": none of its " + std::to_string(nodes.size()) +
-         " nodes has a GPU, so there is nothing to place GPUs on or to measure (the trace's GPU nodes are in "
-         "openb_node_list_gpu_node.csv)";
+  return fmt::format(
+      "{}: none of its {} nodes has a GPU, so there is nothing to place GPUs on or to measure (the trace's GPU nodes are in openb_node_list_gpu_node.csv)",
+      node_path, nodes.size());
 }
 
 }  // namespace gpuslice::place
