@@ -54,13 +54,13 @@ void DevicePluginService::FillList(const DeviceCatalog::HealthView& health,
   response->Clear();
   for (size_t p = 0; p < catalog_.gpus().size(); ++p) {
     const char* state = health.healthy[p] ? "Healthy" : "Unhealthy";
-    const int numa = catalog_.gpus()[p].numa_node;
+    const std::optional<int> numa = catalog_.gpus()[p].numa_node;
     for (const std::string& id : catalog_.SliceIds(p)) {
       v1beta1::Device* device = response->add_devices();
       device->set_id(id);
       device->set_health(state);
       // As NVIDIA's plugin does: the kubelet's topology manager aligns CPUs with it.
-      if (numa >= 0) device->mutable_topology()->add_nodes()->set_id(numa);
+      if (numa) device->mutable_topology()->add_nodes()->set_id(*numa);
     }
   }
 }

@@ -233,7 +233,7 @@ int Main(int argc, char** argv) {
   DeviceCatalog catalog(gpus, config.slices_per_gpu);
   for (size_t p = 0; p < gpus.size(); ++p) {
     const std::string where = gpus[p].mig_index < 0 ? "" : fmt::format(" (MIG instance of {})", gpus[p].parent_uuid);
-    const std::string numa = gpus[p].numa_node < 0 ? "" : fmt::format(", NUMA node {}", gpus[p].numa_node);
+    const std::string numa = gpus[p].numa_node ? fmt::format(", NUMA node {}", *gpus[p].numa_node) : "";
     fmt::print(stderr, "gpuslice-device-plugin: GPU {} {} {}{}: {} slices of {} MiB and {}% of its time{}\n",
                gpus[p].index, gpus[p].uuid, gpus[p].name, where, config.slices_per_gpu, catalog.SliceBytes(p) >> 20,
                catalog.PercentPerSlice(), numa);

@@ -91,8 +91,8 @@ Result<std::vector<std::string>> PreferSlices(const DeviceCatalog& catalog, cons
   const NodeModel node = BuildNode(catalog, free, allowed, island_size);
   // One device: the tightest fit.
   if (size <= per_device) {
-    if (const int slot = gpu::BestFitDevice(node.free, missing); slot >= 0) {
-      Take(free[static_cast<size_t>(node.position[static_cast<size_t>(slot)])], static_cast<size_t>(missing), &chosen);
+    if (const std::optional<size_t> slot = gpu::BestFitDevice(node.free, missing)) {
+      Take(free[static_cast<size_t>(node.position[*slot])], static_cast<size_t>(missing), &chosen);
       return chosen;
     }
   } else if (size % per_device == 0 && required.empty()) {

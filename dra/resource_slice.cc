@@ -25,7 +25,7 @@ nlohmann::json DeviceJson(const NodeDevice& device, const std::string& driver_ve
     attributes["migProfile"] = Text(MigProfile(device));
     attributes["parentUUID"] = Text(gpu.parent_uuid);
   }
-  if (gpu.numa_node >= 0) attributes["numaNode"] = Int(gpu.numa_node);
+  if (gpu.numa_node) attributes["numaNode"] = Int(*gpu.numa_node);
   // A string, not a `version`: NVIDIA's "535.104.05" is not semver (a leading zero).
   if (!driver_version.empty()) attributes["driverVersion"] = Text(driver_version);
   nlohmann::json capacity = {

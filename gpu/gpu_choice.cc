@@ -4,10 +4,10 @@
 
 namespace gpuslice::gpu {
 
-int BestFitDevice(std::span<const int> free, int units) {
-  int best = -1;
+std::optional<size_t> BestFitDevice(std::span<const int> free, int units) {
+  std::optional<size_t> best;
   for (size_t d = 0; d < free.size(); ++d) {
-    if (free[d] >= units && (best < 0 || free[d] < free[static_cast<size_t>(best)])) best = static_cast<int>(d);
+    if (free[d] >= units && (!best || free[d] < free[*best])) best = d;
   }
   return best;
 }

@@ -7,14 +7,15 @@
 // in the caller's units, so that the choice is exact.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <vector>
 
 namespace gpuslice::gpu {
 
 // The device with room for `units` (free[d] >= units) that has the fewest free, the first on
-// ties; -1 when none has room.
-int BestFitDevice(std::span<const int> free, int units);
+// ties; none when no device has room.
+std::optional<size_t> BestFitDevice(std::span<const int> free, int units);
 
 // `count` wholly free devices (free[d] == whole): NVLink islands are `island_size` consecutive
 // devices (0: one island of all). Of the islands that hold `count` wholly free devices, the one

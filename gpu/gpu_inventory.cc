@@ -46,15 +46,15 @@ nvmlReturn_t GpuInventory::Describe(nvmlDevice_t device, GpuInfo* info, const ch
 
 namespace {
 
-// The lowest NUMA node in NVML's node mask for `device`, or -1 when NVML does not say.
-int NumaNode(GetCpuAffinityWithinScopeFn affinity, nvmlDevice_t device) {
-  if (affinity == nullptr) return -1;
+// The lowest NUMA node in NVML's node mask for `device`; none when NVML does not say.
+std::optional<int> NumaNode(GetCpuAffinityWithinScopeFn affinity, nvmlDevice_t device) {
+  if (affinity == nullptr) return std::nullopt;
   unsigned long nodes[4] = {};
-  if (affinity(device, 4, nodes, kAffinityScopeNode) != NVML_SUCCESS) return -1;
+  if (affinity(device, 4, nodes, kAffinityScopeNode) != NVML_SUCCESS) return std::nullopt;
   for (int word = 0; word < 4; ++word) {
     if (nodes[word] != 0) return word * 64 + __builtin_ctzl(nodes[word]);
   }
-  return -1;
+  return std::nullopt;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,11 +24,11 @@ struct GpuInfo {
   int index = 0;     // NVML index of the GPU (PCI bus order); a MIG instance's parent's
   std::string uuid;  // "GPU-...", or "MIG-..." for an instance (what NVIDIA_VISIBLE_DEVICES takes)
   std::string name;
-  uint64_t total_memory = 0;  // bytes
-  int mig_index = -1;         // the instance's NVML MIG device index on its GPU; -1: a whole GPU
-  std::string parent_uuid;    // an instance's GPU; empty for a whole GPU
-  std::string parent_name;    // an instance's GPU's name; empty for a whole GPU
-  int numa_node = -1;         // the NUMA node NVML reports the GPU closest to; -1: unknown
+  uint64_t total_memory = 0;     // bytes
+  int mig_index = -1;            // the instance's NVML MIG device index on its GPU; -1: a whole GPU
+  std::string parent_uuid;       // an instance's GPU; empty for a whole GPU
+  std::string parent_name;       // an instance's GPU's name; empty for a whole GPU
+  std::optional<int> numa_node;  // the NUMA node NVML reports the GPU closest to; none: unknown
 };
 
 // A GPU NVML lists but that could not be described at discovery (lost, in need of a reset):

@@ -63,7 +63,7 @@ std::vector<Pod> BuildPods(const std::vector<PodSpec>& specs, const Cluster& clu
     pod.memory_mib = spec.memory_mib;
     pod.num_gpu = spec.num_gpu;
     pod.gpu_milli = spec.gpu_milli;
-    pod.tier = std::max(0, TierOfQos(spec.qos));  // free unless the trace says paid
+    pod.tier = TierOfQos(spec.qos).value_or(0);  // free unless the trace says paid
     if (!spec.gpu_models.empty()) {
       pod.model_mask = 0;
       for (const std::string& model : spec.gpu_models) {

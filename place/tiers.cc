@@ -6,10 +6,10 @@
 
 namespace gpuslice::place {
 
-int TierOfQos(const std::string& qos) {
+std::optional<int> TierOfQos(const std::string& qos) {
   if (qos == "LS" || qos == "Guaranteed") return 1;
   if (qos == "BE" || qos == "Burstable") return 0;
-  return -1;
+  return std::nullopt;
 }
 
 std::string CheckQos(const std::string& pod_path, const std::vector<PodSpec>& pods) {
@@ -18,7 +18,7 @@ std::string CheckQos(const std::string& pod_path, const std::vector<PodSpec>& po
       return fmt::format("{}: --tiers qos needs the qos column, which this list lacks (the 11-column lists have it)",
                          pod_path);
     }
-    if (TierOfQos(pod.qos) < 0) {
+    if (!TierOfQos(pod.qos)) {
       return fmt::format("{}:{}:{}: qos '{}' is none of LS, Guaranteed (paid), BE, Burstable (free)", pod_path,
                          pod.line, pod.qos_column, pod.qos);
     }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,8 +14,8 @@
 
 namespace gpuslice::place {
 
-// 1 paid (LS, Guaranteed), 0 free (BE, Burstable), -1 anything else.
-int TierOfQos(const std::string& qos);
+// 1 paid (LS, Guaranteed), 0 free (BE, Burstable); none for anything else.
+std::optional<int> TierOfQos(const std::string& qos);
 // Empty when every pod's qos names a tier; else "file:line:column: ..." for the first that does not.
 std::string CheckQos(const std::string& pod_path, const std::vector<PodSpec>& pods);
 // Each pod paid with probability `paid_fraction`, drawn in order from `seed`.

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -139,10 +140,15 @@ Result<std::vector<PodSpec>> ReadPodList(const std::string& path) {
   auto table_or = ReadTable(path, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"});
   if (!table_or.ok()) return table_or.status();
   const Table& table = *table_or;
-  auto column_or = [&](const char* name) { return table.column.count(name) ? table.column.at(name) : -1; };
-  const int name = column_or("name"), cpu = column_or("cpu_milli"), mem = column_or("memory_mib"),
-            num = column_or("num_gpu"), milli = column_or("gpu_milli"), spec = column_or("gpu_spec"),
-            created = column_or("creation_time"), deleted = column_or("deletion_time"), qos = column_or("qos");
+  // The required columns are there (ReadTable checked); the optional ones may not be.
+  auto column = [&](const char* name) -> std::optional<int> {
+    const auto it = table.column.find(name);
+    return it == table.column.end() ? std::nullopt : std::optional<int>(it->second);
+  };
+  const int name = table.column.at("name"), cpu = table.column.at("cpu_milli"), mem = table.column.at("memory_mib"),
+            num = table.column.at("num_gpu"), milli = table.column.at("gpu_milli");
+  const std::optional<int> spec = column("gpu_spec"), created = column("creation_time"),
+                           deleted = column("deletion_time"), qos = column("qos");
   std::vector<PodSpec> pods;
   for (const Row& row : table.rows) {
     PodSpec pod;
@@ -169,9 +175,9 @@ Result<std::vector<PodSpec>> ReadPodList(const std::string& path) {
                      "only a one-GPU pod may ask for a fraction; num_gpu {} needs gpu_milli 1000, found {}",
                      pod.num_gpu, pod.gpu_milli);
     }
-    if (spec >= 0) {
-      pod.gpu_spec_column = spec + 1;
-      std::string models = row.fields[static_cast<size_t>(spec)];
+    if (spec) {
+      pod.gpu_spec_column = *spec + 1;
+      std::string models = row.fields[static_cast<size_t>(*spec)];
       if (models == "nan") models.clear();
       std::istringstream in(models);
       std::string model;
@@ -179,15 +185,15 @@ Result<std::vector<PodSpec>> ReadPodList(const std::string& path) {
         if (!model.empty()) pod.gpu_models.push_back(model);
       }
     }
-    if (qos >= 0) {
-      pod.qos = row.fields[static_cast<size_t>(qos)];
-      pod.qos_column = qos + 1;
+    if (qos) {
+      pod.qos = row.fields[static_cast<size_t>(*qos)];
+      pod.qos_column = *qos + 1;
     }
-    if (created >= 0) {
-      if (Status s = ReadTime(path, row, created, "creation_time", &pod.creation_time); !s.ok()) return s;
+    if (created) {
+      if (Status s = ReadTime(path, row, *created, "creation_time", &pod.creation_time); !s.ok()) return s;
     }
-    if (deleted >= 0) {
-      if (Status s = ReadTime(path, row, deleted, "deletion_time", &pod.deletion_time); !s.ok()) return s;
+    if (deleted) {
+      if (Status s = ReadTime(path, row, *deleted, "deletion_time", &pod.deletion_time); !s.ok()) return s;
     }
     pods.push_back(std::move(pod));
   }

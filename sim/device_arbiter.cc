@@ -67,9 +67,9 @@ bool DeviceArbiter::ShouldYield() const {
   return MonotonicNanos() - a.owner_since_ns.load() >= device_->config.timeslice_ns;
 }
 
-int DeviceArbiter::NextWaiter() const {
+std::optional<int> DeviceArbiter::NextWaiter() const {
   const SimArbiter& a = device_->arbiter;
-  if (a.waiting.load() == 0) return -1;
+  if (a.waiting.load() == 0) return std::nullopt;
   for (int step = 1; step < kMaxProcesses; ++step) {
     const int candidate = (slot_ + step) % kMaxProcesses;
     if (!a.wants[candidate].load()) continue;
@@ -83,12 +83,12 @@ int DeviceArbiter::NextWaiter() const {
     }
     return candidate;
   }
-  return -1;
+  return std::nullopt;
 }
 
-void DeviceArbiter::HandTo(int next_slot) {
+void DeviceArbiter::HandTo(std::optional<int> next_slot) {
   SimArbiter& a = device_->arbiter;
-  a.owner.store(next_slot < 0 ? 0 : static_cast<uint32_t>(next_slot + 1));
+  a.owner.store(next_slot ? static_cast<uint32_t>(*next_slot + 1) : 0);
   a.sequence.fetch_add(1);
   FutexWakeAll(&a.sequence);
 }

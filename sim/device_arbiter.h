@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "sim/sim_state.h"
 
@@ -32,8 +33,10 @@ class DeviceArbiter {
   bool owns() const;
 
  private:
-  int NextWaiter() const;
-  void HandTo(int next_slot);
+  // The live process after this one in slot order that waits for a turn; none when none does.
+  std::optional<int> NextWaiter() const;
+  // Gives the device to `next_slot`, or to no one.
+  void HandTo(std::optional<int> next_slot);
 
   SimState* state_;
   SimDevice* device_;

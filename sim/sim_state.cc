@@ -166,7 +166,7 @@ bool SimState::IsAlive(int slot) {
   return fd_ >= 0 && IsByteLockedByOther(fd_, kLivenessLockBase + static_cast<uint64_t>(slot));
 }
 
-int SimState::RegisterProcess() {
+std::optional<int> SimState::RegisterProcess() {
   RobustLock lock(&segment_->table_mutex);
   ReapLocked();
   // Prefer never-used slots, then the one that exited longest ago, so that the statistics of
@@ -190,7 +190,7 @@ int SimState::RegisterProcess() {
         chosen = i;
       }
     }
-    if (chosen < 0) return -1;
+    if (chosen < 0) return std::nullopt;
     if (TryLockByte(fd_, kLivenessLockBase + static_cast<uint64_t>(chosen))) break;
     locked[chosen] = true;
   }

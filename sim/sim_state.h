@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "sim/sim_state_layout.h"
@@ -36,8 +37,8 @@ class SimState {
   bool mps_enabled(int unit) const { return unit < kMaxDevices && ((segment_->mps.enabled_gpus >> unit) & 1u); }
 
   // Claims a process slot and holds its liveness lock until UnregisterProcess or death.
-  // Returns the slot, or -1 when every slot belongs to a live process.
-  int RegisterProcess();
+  // Returns the slot; none when every slot belongs to a live process.
+  std::optional<int> RegisterProcess();
   // Orderly exit: returns the process's device memory and marks the slot exited.
   void UnregisterProcess(int slot);
 

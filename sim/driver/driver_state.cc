@@ -104,13 +104,13 @@ CUresult Driver::Initialize(unsigned int flags) {
     std::fprintf(stderr, "%s\n", error.c_str());
     return g_init_error = CUDA_ERROR_NO_DEVICE;
   }
-  const int slot = state->RegisterProcess();
-  if (slot < 0) {
+  const std::optional<int> slot = state->RegisterProcess();
+  if (!slot) {
     std::fprintf(stderr, "gpuslice-sim: every process slot of %s is in use by a live process\n", state->path().c_str());
     return CUDA_ERROR_OPERATING_SYSTEM;
   }
   auto* driver = new Driver();
-  driver->slot_ = slot;
+  driver->slot_ = *slot;
   driver->default_kernel_ns_ = config.default_kernel_ns;
   driver->mps_ = mps;
   driver->unit_count_ = static_cast<int>(std::min<size_t>(units.size(), kMaxDevices));
@@ -119,7 +119,7 @@ CUresult Driver::Initialize(unsigned int flags) {
     const int sm_cap = state->mps_enabled(units[d])
                            ? MpsSmCap(state->device(units[d]).config.sm_count, mps.active_thread_percentage)
                            : 0;
-    driver->runners_[d] = std::make_unique<DeviceRunner>(state.get(), units[d], slot, sm_cap);
+    driver->runners_[d] = std::make_unique<DeviceRunner>(state.get(), units[d], *slot, sm_cap);
     if (sm_cap > 0) driver->mps_faults_[d] = &state->segment().mps.devices[units[d]].fault_generation;
   }
   driver->state_ = std::move(state);

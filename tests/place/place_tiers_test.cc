@@ -20,7 +20,7 @@ TEST(PlaceTiers, QosNamesTheTier) {
   EXPECT_EQ(TierOfQos("Guaranteed"), 1);
   EXPECT_EQ(TierOfQos("BE"), 0);
   EXPECT_EQ(TierOfQos("Burstable"), 0);
-  EXPECT_EQ(TierOfQos("gold"), -1);
+  EXPECT_EQ(TierOfQos("gold"), std::nullopt);
   PodSpec pod;
   pod.line = 3;
   pod.qos = "gold";

@@ -143,8 +143,12 @@ class SimNvmlTest : public SimTest {
     auto state = sim::SimState::OpenOrCreate(&error);
     EXPECT_NE(state, nullptr) << error;
     if (!state) return nullptr;
-    *slot = state->RegisterProcess();
-    EXPECT_GE(*slot, 0);
+    const std::optional<int> registered = state->RegisterProcess();
+    if (!registered) {
+      ADD_FAILURE() << "no free process slot";
+      return nullptr;
+    }
+    *slot = *registered;
     return state;
   }
 

@@ -56,8 +56,12 @@ class SimToolTest : public SimTest {
     auto state = sim::SimState::OpenOrCreate(&error);
     EXPECT_NE(state, nullptr) << error;
     if (!state) return nullptr;
-    *slot = state->RegisterProcess();
-    EXPECT_GE(*slot, 0);
+    const std::optional<int> registered = state->RegisterProcess();
+    if (!registered) {
+      ADD_FAILURE() << "no free process slot";
+      return nullptr;
+    }
+    *slot = *registered;
     EXPECT_TRUE(state->ChargeMemory(0, *slot, memory));
     auto& stats = state->device(0).processes[*slot];
     stats.contexts.fetch_add(1);
