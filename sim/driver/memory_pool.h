@@ -1,4 +1,4 @@
-// Stream-ordered memory pools (api_memory_pool.cc): the hooks other API files call.
+// Stream-ordered memory pools (pool_allocator.h, pool_registry.h): the hooks other API files call.
 #pragma once
 
 #include "driver_api.h"
