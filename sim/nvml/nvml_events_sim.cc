@@ -8,9 +8,10 @@
 
 #include <mutex>
 #include <new>
+#include <optional>
 #include <vector>
 
-// Exported with default visibility, as nvml_sim.cc's (the version script exports nvml*).
+// Exported with default visibility, as the other NVML files' (the version script exports nvml*).
 #define NVML_NO_UNVERSIONED_FUNC_DEFS
 #pragma GCC visibility push(default)
 #include "common/nvml_events.h"
@@ -39,13 +40,14 @@ using gpuslice::sim::nvml::XidWord;
 constexpr unsigned long long kSupported = nvmlEventTypeXidCriticalError;
 constexpr unsigned int kAllInstances = 0xFFFFFFFFu;
 
-// A MIG instance's GPU; the GPU itself otherwise (units from kMaxDevices on are instances).
-int GpuOf(nvmlDevice_t device) {
-  const int unit = UnitOf(device);
-  if (unit < 0) return -1;
-  if (unit < gpuslice::sim::kMaxDevices) return unit;
+// A MIG instance's GPU; the GPU itself otherwise (units from kMaxDevices on are instances). None
+// when the handle names no device of an initialised library.
+std::optional<int> GpuOf(nvmlDevice_t device) {
+  const std::optional<int> unit = UnitOf(device);
+  if (!unit || *unit < gpuslice::sim::kMaxDevices) return unit;
   unsigned int index = 0;
-  return nvmlDeviceGetIndex(device, &index) == NVML_SUCCESS ? static_cast<int>(index) : -1;
+  if (nvmlDeviceGetIndex(device, &index) != NVML_SUCCESS) return std::nullopt;
+  return static_cast<int>(index);
 }
 
 }  // namespace
@@ -54,7 +56,7 @@ extern "C" {
 
 nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long* eventTypes) try {
   GPUSLICE_SIM_ENTRY();
-  if (eventTypes == nullptr || GpuOf(device) < 0) return NVML_ERROR_INVALID_ARGUMENT;
+  if (eventTypes == nullptr || !GpuOf(device)) return NVML_ERROR_INVALID_ARGUMENT;
   *eventTypes = kSupported;
   return NVML_SUCCESS;
 } catch (...) {
@@ -72,9 +74,10 @@ nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) try {
 
 nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set) try {
   GPUSLICE_SIM_ENTRY();
-  const int gpu = GpuOf(device);
+  const std::optional<int> found = GpuOf(device);
   uint32_t word = 0;
-  if (set == nullptr || gpu < 0) return NVML_ERROR_INVALID_ARGUMENT;
+  if (set == nullptr || !found) return NVML_ERROR_INVALID_ARGUMENT;
+  const int gpu = *found;
   if ((eventTypes & ~kSupported) != 0) return NVML_ERROR_NOT_SUPPORTED;
   if (!XidWord(gpu, &word)) return NVML_ERROR_UNINITIALIZED;
   std::lock_guard<std::mutex> lock(set->mutex);

@@ -5,7 +5,7 @@
 // answer NVML_ERROR_NOT_SUPPORTED.
 #include <unistd.h>
 
-// Exported with default visibility, as nvml_sim.cc's (the version script exports nvml*).
+// Exported with default visibility, as the other NVML files' (the version script exports nvml*).
 #define NVML_NO_UNVERSIONED_FUNC_DEFS
 #pragma GCC visibility push(default)
 #include "common/nvml_api.h"
