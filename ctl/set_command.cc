@@ -14,6 +14,7 @@
 #include "broker/segment_file.h"
 #include "broker/segment_layout.h"
 #include "common/exit_codes.h"
+#include "common/status.h"
 #include "ctl/status_command.h"
 #include "ctl/status_report.h"
 #include "ctl/units.h"
@@ -36,16 +37,52 @@ bool ParseMode(const std::string& text, broker::SharingMode* mode) {
   return false;
 }
 
-std::string QuantumText(uint64_t quantum_ns) {
-  return quantum_ns == 0 ? FormatDuration(broker::kDefaultQuantumNs) + " (default)" : FormatDuration(quantum_ns);
+// A duration `set` changes (--quantum, --budget): its flag, its valid range and the built-in
+// default that 0 ("default") stands for.
+struct DurationSetting {
+  const char* flag;
+  const char* examples;  // valid values, for the error line
+  uint64_t min_ns, max_ns;
+  const char* range;  // the range in words, for the error line
+  uint64_t default_ns;
+};
+
+constexpr DurationSetting kQuantum{.flag = "--quantum",
+                                   .examples = "10ms, 2500us or 0.05s",
+                                   .min_ns = kMinQuantumNs,
+                                   .max_ns = kMaxQuantumNs,
+                                   .range = "a quantum is 1ms to 1s",
+                                   .default_ns = broker::kDefaultQuantumNs};
+constexpr DurationSetting kBudget{.flag = "--budget",
+                                  .examples = "2ms or 500us",
+                                  .min_ns = kMinBudgetNs,
+                                  .max_ns = kMaxBudgetNs,
+                                  .range = "a budget is 100us to 100ms",
+                                  .default_ns = broker::kDefaultBudgetNs};
+
+// The setting's value from the command line: 0 for "default"; an error line when `text` is not a
+// duration in range.
+Result<uint64_t> ParseSetting(const DurationSetting& setting, const std::string& text) {
+  if (text == "default") return uint64_t{0};
+  uint64_t ns = 0;
+  if (!ParseDuration(text, &ns)) {
+    return Status::InvalidArgument(
+        fmt::format("{} '{}' is not a duration: give a number and a unit (ns, us, ms, s) such as {}, or default",
+                    setting.flag, text, setting.examples));
+  }
+  if (ns < setting.min_ns || ns > setting.max_ns) {
+    return Status::InvalidArgument(fmt::format("{} {} is out of range: {}, or default ({})", setting.flag, text,
+                                               setting.range, FormatDuration(setting.default_ns)));
+  }
+  return ns;
 }
 
-std::string BudgetText(uint64_t budget_ns) {
-  return budget_ns == 0 ? FormatDuration(broker::kDefaultBudgetNs) + " (default)" : FormatDuration(budget_ns);
+std::string SettingText(const DurationSetting& setting, uint64_t ns) {
+  return ns == 0 ? fmt::format("{} (default)", FormatDuration(setting.default_ns)) : FormatDuration(ns);
 }
 
 std::string Change(const std::string& before, const std::string& after) {
-  return before == after ? after + " (unchanged)" : before + " -> " + after;
+  return before == after ? fmt::format("{} (unchanged)", after) : fmt::format("{} -> {}", before, after);
 }
 
 struct Target {
@@ -71,38 +108,16 @@ int RunSet(const SetOptions& options) {
     mode = parsed;
   }
 
-  std::optional<uint64_t> quantum;  // 0: the built-in default
+  std::optional<uint64_t> quantum, budget;  // 0: the built-in default
   if (options.quantum) {
-    uint64_t ns = 0;
-    if (*options.quantum == "default") {
-      quantum = 0;
-    } else if (!ParseDuration(*options.quantum, &ns)) {
-      return Say(kExitUsage, fmt::format("--quantum '{}' is not a duration: give a number and a unit (ns, us, ms, "
-                                         "s) such as 10ms, 2500us or 0.05s, or default",
-                                         *options.quantum));
-    } else if (ns < kMinQuantumNs || ns > kMaxQuantumNs) {
-      return Say(kExitUsage, fmt::format("--quantum {} is out of range: a quantum is 1ms to 1s, or default ({})",
-                                         *options.quantum, FormatDuration(broker::kDefaultQuantumNs)));
-    } else {
-      quantum = ns;
-    }
+    const Result<uint64_t> parsed = ParseSetting(kQuantum, *options.quantum);
+    if (!parsed.ok()) return Say(kExitUsage, parsed.message());
+    quantum = *parsed;
   }
-
-  std::optional<uint64_t> budget;  // 0: the built-in default
   if (options.budget) {
-    uint64_t ns = 0;
-    if (*options.budget == "default") {
-      budget = 0;
-    } else if (!ParseDuration(*options.budget, &ns)) {
-      return Say(kExitUsage, fmt::format("--budget '{}' is not a duration: give a number and a unit (ns, us, ms, "
-                                         "s) such as 2ms or 500us, or default",
-                                         *options.budget));
-    } else if (ns < kMinBudgetNs || ns > kMaxBudgetNs) {
-      return Say(kExitUsage, fmt::format("--budget {} is out of range: a budget is 100us to 100ms, or default ({})",
-                                         *options.budget, FormatDuration(broker::kDefaultBudgetNs)));
-    } else {
-      budget = ns;
-    }
+    const Result<uint64_t> parsed = ParseSetting(kBudget, *options.budget);
+    if (!parsed.ok()) return Say(kExitUsage, parsed.message());
+    budget = *parsed;
   }
 
   const bool all = *options.gpu == "all";
@@ -164,8 +179,8 @@ int RunSet(const SetOptions& options) {
     if (!changed.ok()) return Say(kExitFailure, WithoutBrokerPrefix(changed.message()));
     report += fmt::format("GPU {}: mode {}, quantum {}, budget {}\n", broker::FormatUuid(target.uuid),
                           Change(ModeName(old_mode), ModeName(static_cast<uint32_t>(new_mode))),
-                          Change(QuantumText(old_quantum), QuantumText(new_quantum)),
-                          Change(BudgetText(old_budget), BudgetText(new_budget)));
+                          Change(SettingText(kQuantum, old_quantum), SettingText(kQuantum, new_quantum)),
+                          Change(SettingText(kBudget, old_budget), SettingText(kBudget, new_budget)));
   }
   if (std::fwrite(report.data(), 1, report.size(), stdout) != report.size() || std::fflush(stdout) != 0)
     return Say(kExitFailure, fmt::format("writing the report: {}", std::strerror(errno)));

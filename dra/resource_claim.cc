@@ -46,6 +46,20 @@ Result<const json*> ReadArray(const json& object, const char* key, const std::st
   return value;
 }
 
+// The member list `key` of `object` (absent: empty), each entry read by `read` into *out.
+template <typename T>
+Status ReadList(const json& object, const char* key, const std::string& path,
+                Result<T> (*read)(const json& entry, const std::string& path), std::vector<T>* out) {
+  const Result<const json*> list = ReadArray(object, key, path);
+  if (!list.ok()) return list.status();
+  for (size_t i = 0; *list && i < (*list)->size(); ++i) {
+    Result<T> entry = read((**list)[i], fmt::format("{}.{}[{}]", path, key, i));
+    if (!entry.ok()) return std::move(entry).status();
+    out->push_back(std::move(entry).value());
+  }
+  return Status::Ok();
+}
+
 Result<AllocatedDevice> ReadResult(const json& entry, const std::string& path) {
   if (!entry.is_object()) return WrongType(path, entry, "an object");
   AllocatedDevice out;
@@ -100,21 +114,8 @@ Status ReadAllocation(const json& answer, ResourceClaim* claim) {
     path = Join(path, key);
   }
   claim->allocated = true;
-  const Result<const json*> results = ReadArray(*at, "results", path);
-  if (!results.ok()) return results.status();
-  for (size_t i = 0; *results && i < (*results)->size(); ++i) {
-    Result<AllocatedDevice> result = ReadResult((**results)[i], fmt::format("{}.results[{}]", path, i));
-    if (!result.ok()) return result.status();
-    claim->results.push_back(std::move(result).value());
-  }
-  const Result<const json*> configs = ReadArray(*at, "config", path);
-  if (!configs.ok()) return configs.status();
-  for (size_t i = 0; *configs && i < (*configs)->size(); ++i) {
-    Result<AllocatedConfig> config = ReadConfig((**configs)[i], fmt::format("{}.config[{}]", path, i));
-    if (!config.ok()) return config.status();
-    claim->configs.push_back(std::move(config).value());
-  }
-  return Status::Ok();
+  if (Status read = ReadList(*at, "results", path, ReadResult, &claim->results); !read.ok()) return read;
+  return ReadList(*at, "config", path, ReadConfig, &claim->configs);
 }
 
 }  // namespace
