@@ -1,5 +1,6 @@
 #include "deviceplugin/slice_requests.h"
 
+#include "broker/uuid.h"
 #include "common/mutex_lock.h"
 
 namespace gpuslice::deviceplugin {

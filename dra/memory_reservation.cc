@@ -1,5 +1,7 @@
 #include "dra/memory_reservation.h"
 
+#include "broker/uuid.h"
+
 namespace gpuslice::dra {
 
 Result<broker::Broker*> MemoryReservation::Attached() {
