@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "broker/broker.h"
+#include "broker/snapshot.h"
 #include "exporter/metrics_text.h"
 
 namespace {

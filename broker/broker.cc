@@ -19,6 +19,7 @@
 #include "broker/memory_requests.h"
 #include "broker/segment_file.h"
 #include "broker/tables.h"
+#include "broker/uuid.h"
 #include "common/printable.h"
 #include "common/process_lock.h"
 #include "common/robust_mutex.h"

@@ -12,6 +12,7 @@
 #include "broker/memory_requests.h"
 #include "broker/segment_file.h"
 #include "broker/tables.h"
+#include "broker/uuid.h"
 
 namespace gpuslice::broker {
 namespace {

@@ -7,8 +7,9 @@
 
 #include <fmt/format.h>
 
-#include "broker/broker.h"
 #include "broker/lock_fault.h"
+#include "broker/memory_share.h"
+#include "broker/uuid.h"
 #include "common/printable.h"
 
 namespace gpuslice::broker {

@@ -7,6 +7,7 @@
 
 #include "broker/checked_index.h"
 #include "broker/lock_fault.h"
+#include "broker/uuid.h"
 #include "common/clock.h"
 #include "common/robust_mutex.h"
 

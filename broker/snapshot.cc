@@ -9,13 +9,14 @@
 #include <iterator>
 #include <optional>
 
-#include "broker/broker.h"
 #include "broker/checked_index.h"
 #include "broker/grant_policy.h"
 #include "broker/ledger.h"
 #include "broker/lock_fault.h"
 #include "broker/segment_file.h"
+#include "broker/snapshot.h"
 #include "broker/tables.h"
+#include "broker/uuid.h"
 #include "common/clock.h"
 #include "common/printable.h"
 #include "common/process_lock.h"

@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <string>
 
-#include "broker/broker.h"
+#include "broker/uuid.h"
 
 namespace gpuslice::broker {
 namespace {

@@ -8,11 +8,11 @@
 
 #include <fmt/format.h>
 
-#include "broker/broker.h"
 #include "broker/checked_index.h"
 #include "broker/scheduler.h"
 #include "broker/segment_file.h"
 #include "broker/segment_layout.h"
+#include "broker/uuid.h"
 #include "common/exit_codes.h"
 #include "common/status.h"
 #include "ctl/status_command.h"

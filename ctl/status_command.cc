@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 
 #include "broker/access_advice.h"
-#include "broker/broker.h"
 #include "broker/segment_layout.h"
+#include "broker/snapshot.h"
 #include "common/exit_codes.h"
 #include "ctl/mig_topology.h"
 #include "ctl/status_device.h"

@@ -9,7 +9,7 @@
 #include <map>
 #include <string>
 
-#include "broker/broker.h"
+#include "broker/snapshot.h"
 #include "gpu/nvml_devices.h"
 
 namespace gpuslice::ctl {

@@ -10,7 +10,7 @@
 #include <map>
 #include <string>
 
-#include "broker/broker.h"
+#include "broker/snapshot.h"
 #include "ctl/mig_topology.h"
 
 namespace gpuslice::ctl {

@@ -54,7 +54,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "broker/broker.h"
+#include "broker/snapshot.h"
 #include "common/pod_names.h"
 #include "ctl/mig_topology.h"
 #include "ctl/status_device.h"

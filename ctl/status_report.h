@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "broker/broker.h"
+#include "broker/snapshot.h"
 
 namespace gpuslice::ctl {
 

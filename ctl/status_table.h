@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "broker/broker.h"
+#include "broker/snapshot.h"
 #include "common/pod_names.h"
 #include "ctl/mig_topology.h"
 #include "ctl/status_device.h"

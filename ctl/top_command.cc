@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "broker/broker.h"
+#include "broker/snapshot.h"
 #include "common/exit_codes.h"
 #include "ctl/status_command.h"
 #include "ctl/status_device.h"

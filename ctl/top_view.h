@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "broker/broker.h"
+#include "broker/snapshot.h"
 #include "ctl/status_device.h"
 
 namespace gpuslice::ctl {

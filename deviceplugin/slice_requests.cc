@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "broker/uuid.h"
 #include "common/mutex_lock.h"
 
 namespace gpuslice::deviceplugin {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "broker/uuid.h"
+
 namespace gpuslice::dra {
 
 Result<broker::Broker*> MemoryReservation::Attached() {

@@ -15,7 +15,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "broker/broker.h"
+#include "broker/snapshot.h"
 #include "common/exit_codes.h"
 #include "common/mutex.h"
 #include "common/mutex_lock.h"

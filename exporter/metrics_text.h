@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "broker/broker.h"
+#include "broker/snapshot.h"
 #include "common/pod_names.h"
 #include "gpu/nvml_devices.h"
 

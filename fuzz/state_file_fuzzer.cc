@@ -26,6 +26,7 @@
 #include "broker/broker.h"
 #include "broker/lock_fault.h"
 #include "broker/segment_layout.h"
+#include "broker/snapshot.h"
 
 namespace {
 

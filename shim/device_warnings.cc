@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "broker/broker.h"
+#include "broker/memory_share.h"
 #include "broker/unaccounted.h"
 
 namespace gpuslice::shim {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "broker/uuid.h"
 #include "common/clock.h"
 #include "shim/driver_api.h"
 #include "shim/hook_entry.h"

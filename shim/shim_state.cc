@@ -10,6 +10,7 @@
 #include <string>
 
 #include "broker/lock_fault.h"
+#include "broker/uuid.h"
 #include "common/mutex_lock.h"
 #include "shim/compute_monitor.h"
 #include "shim/device_warnings.h"

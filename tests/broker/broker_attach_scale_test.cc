@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "broker/broker.h"
+#include "broker/snapshot.h"
 #include "common/clock.h"
 #include "tests/support/broker_test_names.h"
 

@@ -20,6 +20,7 @@
 #include "broker/ledger.h"
 #include "broker/segment_file.h"
 #include "broker/segment_layout.h"
+#include "broker/snapshot.h"
 #include "common/robust_mutex.h"
 #include "tests/support/broker_test_names.h"
 

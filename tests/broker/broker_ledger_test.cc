@@ -10,6 +10,8 @@
 
 #include "broker/broker.h"
 #include "broker/segment_layout.h"
+#include "broker/snapshot.h"
+#include "broker/uuid.h"
 #include "tests/support/broker_test_names.h"
 
 namespace gpuslice::broker {

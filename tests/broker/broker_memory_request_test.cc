@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "broker/broker.h"
+#include "broker/snapshot.h"
 #include "tests/support/broker_test_names.h"
 
 namespace gpuslice::broker {

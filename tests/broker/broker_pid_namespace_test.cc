@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "broker/broker.h"
+#include "broker/snapshot.h"
+#include "broker/uuid.h"
 #include "tests/support/broker_test_names.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"

@@ -15,6 +15,7 @@
 
 #include "broker/broker.h"
 #include "broker/segment_layout.h"
+#include "broker/snapshot.h"
 #include "tests/support/broker_test_names.h"
 
 namespace gpuslice::broker {

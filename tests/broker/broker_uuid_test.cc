@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "broker/broker.h"
+#include "broker/uuid.h"
 
 namespace gpuslice::broker {
 namespace {

@@ -29,6 +29,7 @@
 #include "broker/broker.h"
 #include "broker/scheduler.h"
 #include "broker/segment_layout.h"
+#include "broker/uuid.h"
 #include "common/clock.h"
 #include "common/version.h"
 #include "tests/support/subprocess.h"

@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "broker/broker.h"
+#include "broker/snapshot.h"
 #include "tests/support/shim_fixture.h"
 
 namespace gpuslice::testing {

@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "broker/broker.h"
+#include "broker/snapshot.h"
 #include "gpuslice/sim_query.h"
 #include "tests/deviceplugin/deviceplugin_fake_kubelet.h"
 #include "tests/deviceplugin/deviceplugin_stateful_kubelet.h"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "broker/broker.h"
+#include "broker/snapshot.h"
 #include "gpuslice/sim_query.h"
 #include "tests/dra/dra_stand_ins.h"
 #include "tests/support/shim_fixture.h"

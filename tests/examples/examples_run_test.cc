@@ -42,8 +42,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "broker/broker.h"
 #include "broker/segment_layout.h"
+#include "broker/snapshot.h"
 #include "common/clock.h"
 #include "gpuslice/sim_query.h"
 #include "tests/support/subprocess.h"

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "broker/broker.h"
+#include "broker/snapshot.h"
 #include "exporter/gzip_body.h"
 #include "exporter/metrics_text.h"
 #include "tests/support/broker_test_util.h"

@@ -12,6 +12,7 @@
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"
 
+#include "broker/snapshot.h"
 #include "tests/support/sched_fixture.h"
 
 namespace gpuslice::testing {

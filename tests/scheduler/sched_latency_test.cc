@@ -6,7 +6,7 @@
 // sched_real_tenants_test's.)
 #include "tests/support/sched_fixture.h"
 
-#include "broker/broker.h"
+#include "broker/snapshot.h"
 
 namespace gpuslice::testing {
 namespace {

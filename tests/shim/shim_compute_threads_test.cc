@@ -14,6 +14,7 @@
 
 #include <string>
 
+#include "broker/snapshot.h"
 #include "tests/support/shim_fixture.h"
 
 namespace gpuslice::testing {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "broker/snapshot.h"
 #include "tests/support/shim_fixture.h"
 
 namespace gpuslice::testing {

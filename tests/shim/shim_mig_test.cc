@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "broker/segment_layout.h"
+#include "broker/snapshot.h"
 #include "gpuslice/sim_query.h"
 #include "tests/support/shim_fixture.h"
 #include "tests/support/sim_driver_helpers.h"

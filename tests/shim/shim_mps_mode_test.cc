@@ -4,6 +4,8 @@
 
 #include "broker/broker.h"
 #include "broker/scheduler.h"
+#include "broker/snapshot.h"
+#include "broker/uuid.h"
 #include "tests/support/shim_fixture.h"
 
 namespace gpuslice::testing {

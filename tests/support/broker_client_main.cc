@@ -17,6 +17,7 @@
 
 #include "broker/broker.h"
 #include "broker/ledger.h"
+#include "broker/uuid.h"
 
 namespace {
 

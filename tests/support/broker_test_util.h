@@ -20,7 +20,6 @@
 
 #include <gtest/gtest.h>
 
-#include "broker/broker.h"
 #include "common/status.h"
 
 namespace gpuslice::testing {

@@ -13,6 +13,7 @@
 
 #include "broker/broker.h"
 #include "broker/scheduler.h"
+#include "broker/uuid.h"
 #include "gpuslice/sim_query.h"
 
 namespace gpuslice::fairness {

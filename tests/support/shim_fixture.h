@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "broker/broker.h"
+#include "broker/snapshot.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"
 
