@@ -20,8 +20,9 @@ namespace gpuslice::broker {
 
 class ComputeGate {
  public:
-  // For this process's tenant on the GPU of `ledger` (opened with Broker::OpenLedger).
-  ComputeGate(Broker* broker, LedgerId ledger);
+  // For this process (registered in slot `own`) and its tenant on the GPU of `ledger` (opened
+  // with Broker::OpenLedger).
+  ComputeGate(Broker* broker, LedgerId ledger, ProcessSlot own);
   ComputeGate(const ComputeGate&) = delete;
   ComputeGate& operator=(const ComputeGate&) = delete;
 

@@ -45,9 +45,9 @@ uint64_t LeaseOf(const GpuEntry& gpu) { return std::max(2 * QuantumOf(gpu), kMin
 // sabotage-point: sched-lock-unbounded
 uint64_t SchedLockTimeoutNs() { return std::min(kSchedLockBoundNs, LockTimeoutNs()); }
 
-std::string SchedLockName(int gpu) { return "the scheduler lock of GPU entry " + std::to_string(gpu); }
+std::string SchedLockName(GpuIndex gpu) { return "the scheduler lock of GPU entry " + std::to_string(gpu.value()); }
 
-std::string SchedLockFaultLine(const Segment* segment, int gpu, LockFailure failure, const std::string& refused) {
+std::string SchedLockFaultLine(const Segment* segment, GpuIndex gpu, LockFailure failure, const std::string& refused) {
   return LockFaultLine(segment, SchedLockName(gpu), failure, refused, SchedLockTimeoutNs());
 }
 
@@ -111,9 +111,9 @@ std::optional<TenantIndex> GrantPolicy::TenantOfGrantField(uint32_t field) const
 
 // Within one decision a process's liveness is asked once (it is a system call).
 bool GrantPolicy::Live(ProcessSlot slot) const {
-  if (decider_.load(std::memory_order_relaxed) != std::this_thread::get_id()) return alive_(slot.value());
+  if (decider_.load(std::memory_order_relaxed) != std::this_thread::get_id()) return alive_(slot);
   int8_t& known = live_cache_[slot.value()];
-  if (known == 0) known = alive_(slot.value()) ? 1 : -1;
+  if (known == 0) known = alive_(slot) ? 1 : -1;
   return known > 0;
 }
 
@@ -256,8 +256,8 @@ uint64_t GrantPolicy::RefillNs(const LedgerEntry& l, uint64_t now) {
 
 // The waiting, eligible tenant furthest below its entitlement (smallest virtual time); standard
 // and latency tenants before background ones.
-int GrantPolicy::PickNext(uint64_t now, uint64_t* retry_after_ns) {
-  int best = -1, best_background = -1;
+std::optional<TenantIndex> GrantPolicy::PickNext(uint64_t now, uint64_t* retry_after_ns) {
+  std::optional<TenantIndex> best, best_background;
   uint64_t best_vtime = UINT64_MAX, best_background_vtime = UINT64_MAX;
   *retry_after_ns = 0;
   for (TenantIndex t : Tenants()) {
@@ -269,12 +269,12 @@ int GrantPolicy::PickNext(uint64_t now, uint64_t* retry_after_ns) {
     }
     const uint64_t v = l.vtime.load();
     if (ClassOf(l) == ComputeClass::kBackground) {
-      if (v < best_background_vtime) best_background_vtime = v, best_background = t.value();
+      if (v < best_background_vtime) best_background_vtime = v, best_background = t;
     } else if (v < best_vtime) {
-      best_vtime = v, best = t.value();
+      best_vtime = v, best = t;
     }
   }
-  return best >= 0 ? best : best_background;
+  return best ? best : best_background;
 }
 
 void GrantPolicy::ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t now, uint64_t limit_ns) {
@@ -305,7 +305,7 @@ bool GrantPolicy::Lock(std::optional<SchedLock>* lock) {
   const LockFailure failure = (*lock)->failure();
   lock->reset();
   if (!stuck_.exchange(true)) {
-    ReportLockFault(segment_, &gpu_->sched_mutex, SchedLockName(gpu_index_.value()), failure,
+    ReportLockFault(segment_, &gpu_->sched_mutex, SchedLockName(gpu_index_), failure,
                     "launches on that GPU are not gated while it stays so", SchedLockTimeoutNs());
   }
   return false;
@@ -466,7 +466,7 @@ void GrantPolicy::HandOverLocked(uint64_t now) {
   gpu_->holder_reported_ns.store(0);
   RollShareWindowLocked(now);
   uint64_t retry_after = 0;
-  const auto next = Tenant(PickNext(now, &retry_after));
+  const std::optional<TenantIndex> next = PickNext(now, &retry_after);
   if (next) {
     LedgerEntry& chosen = Ledger(*next);
     gpu_->vclock.store(std::max(gpu_->vclock.load(), chosen.vtime.load()));
@@ -587,7 +587,7 @@ bool GrantPolicy::AdvanceLocked(uint64_t now) {
     if (gpu_->waiting.load() != 0)
       gpu_->unheld_waiting_ns.fetch_add(std::min(Elapsed(gpu_->last_decision_ns.load(), now), LeaseOf(*gpu_)));
     uint64_t retry_after = 0;
-    if (PickNext(now, &retry_after) >= 0) {
+    if (PickNext(now, &retry_after)) {
       HandOverLocked(now);
       changed = true;
     }

@@ -58,9 +58,9 @@ uint64_t LeaseOf(const GpuEntry& gpu);  // max(2 quanta, kMinLeaseNs)
 // kSchedLockBoundNs, or less where a test shortened every lock's timeout (SetLockTimeoutForTesting).
 uint64_t SchedLockTimeoutNs();
 // "the scheduler lock of GPU entry N": how its fault lines name it.
-std::string SchedLockName(int gpu);
+std::string SchedLockName(GpuIndex gpu);
 // The one line saying that GPU `gpu`'s scheduler lock could not be taken, and what was `refused`.
-std::string SchedLockFaultLine(const Segment* segment, int gpu, LockFailure failure, const std::string& refused);
+std::string SchedLockFaultLine(const Segment* segment, GpuIndex gpu, LockFailure failure, const std::string& refused);
 // Wakes every thread waiting for a change of the GPU's grant (futex on grant_seq).
 void WakeGrantWaiters(GpuEntry* gpu);
 uint32_t WeightOf(const LedgerEntry& ledger);
@@ -75,7 +75,7 @@ class SchedLock;  // grant_policy.cc
 
 class GrantPolicy {
  public:
-  using Liveness = std::function<bool(int slot)>;
+  using Liveness = std::function<bool(ProcessSlot slot)>;
   GrantPolicy(Segment* segment, GpuIndex gpu, Liveness alive);
 
   // One step of the protocol: counts who waits, clears expired priority, ends the holder's grant
@@ -99,8 +99,8 @@ class GrantPolicy {
   // True while some live process's latency priority has not expired.
   bool PriorityActive(uint64_t now) const;
 
-  // For tests and tools: the tenant Advance would grant the GPU to next (-1: none eligible).
-  int PickNext(uint64_t now, uint64_t* retry_after_ns);
+  // For tests and tools: the tenant Advance would grant the GPU to next (nullopt: none eligible).
+  std::optional<TenantIndex> PickNext(uint64_t now, uint64_t* retry_after_ns);
 
   // True while this process last found the GPU's scheduler lock unusable (held past
   // kSchedLockBoundNs, or corrupt): no decision is made, and the process's launches on the GPU

@@ -20,7 +20,7 @@ namespace gpuslice::broker {
 // `gpuslicectl status` shows what a tenant asks for before it launches. Never refuses: a tenant
 // whose values are set already keeps them (SetShare judges a disagreement at the launch, as
 // before), and a scheduler lock not free within `lock_timeout_ns` leaves them for SetShare.
-void PresetShare(Broker* broker, int ledger, uint32_t request_pct, uint32_t limit_pct, ComputeClass cls,
+void PresetShare(Broker* broker, LedgerId ledger, uint32_t request_pct, uint32_t limit_pct, ComputeClass cls,
                  uint64_t lock_timeout_ns = SchedLockTimeoutNs());
 
 // Policy, for gpuslicectl: the GPU's sharing mode and quantum (0 = the default).
