@@ -79,10 +79,10 @@ int64_t BucketNow(int64_t tokens, uint64_t tokens_at, uint32_t pct, uint64_t now
   const int64_t cap = static_cast<int64_t>(kBucketWindowNs * pct / 100);
   // Debt is repaid in full: a grant that ran past the bucket (the drain of long kernels) is paid
   // back at pct % of real time before the tenant is eligible again, so the limit holds on
-  // average. The gain must not be capped below any debt a charge can leave: capped at two
-  // windows' worth, a 5 % tenant charged one 40 ms grant never got back to its burst and its
-  // waiting process hung for good (its bucket is not recharged, so tokens_at does not move,
-  // while it waits). The bound on the elapsed time (11 days) only keeps the product in range.
+  // average. The gain must not be capped below any debt a charge can leave: a tenant charged one
+  // long grant would then never get back to its burst, and its waiting process would hang for
+  // good (its bucket is not recharged, so tokens_at does not move, while it waits). The bound on
+  // the elapsed time (11 days) only keeps the product in range.
   constexpr uint64_t kMaxElapsedNs = 1'000'000'000'000'000ULL;
   const int64_t gained = static_cast<int64_t>(std::min(Elapsed(tokens_at, now), kMaxElapsedNs) * pct / 100);
   return std::min(tokens + gained, cap);
@@ -189,10 +189,9 @@ uint64_t GrantPolicy::SystemVtime(uint64_t now) const {
 
 // The system's virtual time, but no further on than the furthest-behind other tenant that waits
 // and could be granted the GPU (not over its limit, not background). A holder of a small request
-// runs the system's clock fast — a 5% job's grant advances it fourteen times as fast as a 70%
-// trainer's — so measured against the holder alone, a service back from idle re-entered ahead of
-// the waiting trainer and then waited for the trainer's quanta to catch up with it (22-33 ms
-// beside an unlimited 5% job, against at most 7.5 ms unmanaged).
+// runs the system's clock fast (virtual time advances by service / request), so measured against
+// the holder alone, a tenant back from idle would re-enter ahead of a waiting tenant of a large
+// request and then wait for that tenant's quanta to catch up with it.
 uint64_t GrantPolicy::ReentryVtime(TenantIndex entering, const uint32_t* counts, uint64_t now) const {
   uint64_t v = SystemVtime(now);
   for (TenantIndex u : Tenants()) {
@@ -226,10 +225,10 @@ void GrantPolicy::RefreshWaitingLocked(uint64_t now) {
       // (the holder's, including its current grant; ReentryVtime) instead of monopolising the
       // GPU to catch up. While it waits over its limit it is given no credit at all: its own
       // ceiling, not the others, held it back, and what it fell behind meanwhile is not owed to
-      // it. Left to lag, a 5% job limited to 5% fell ever further behind the system (the others
-      // used more than their requests), was granted first whenever its bucket refilled, and no
-      // waiter was ever owed the GPU against it: a service arriving during its grant waited for
-      // the whole burst and the drain (p99 6-8 ms beside it, against 5.2 ms unmanaged).
+      // it. Left to lag, a tenant limited to its request would fall ever further behind the
+      // system (the others use more than their requests), be granted first whenever its bucket
+      // refilled, and never be the holder a waiter is owed the GPU against: a request arriving
+      // during its grant would wait for the whole burst and the drain.
       const uint64_t credit = before == 0 ? 2 * QuantumOf(*gpu_) * kVtimeScale / WeightOf(l) : 0;
       // sabotage-point: reentry-against-holder-clock
       const uint64_t system = ReentryVtime(t, counts, now);
@@ -320,11 +319,9 @@ uint64_t GrantPolicy::ChargePriorityWork(int raw_tenant, uint64_t ns, uint64_t n
   // beside a latency tenant, which the caller's allowance stands for — and is charged nothing for
   // it; past it the hardware turns between the contexts with work (one per process) and the
   // tenant is charged its turn of that time: 1/(n+1) beside n processes' work, as what it used.
-  // Charged half from the start, a service of many short requests paid for the queue it waited
-  // behind at every request and ran out of its request (3 kernels of 0.3 ms every 5 ms on a
-  // request of 22 fell out of priority, p99 53 ms); charged half beside a three-process
-  // co-runner, a service within its request (3 kernels of 1.3 ms every 33 ms, request 13) ran
-  // out of its bucket (p99 99 ms against 23 ms unmanaged).
+  // Charged for the queue as well, a service of many short requests would pay for that wait at
+  // every request and run out of its request while within it; charged a flat half beside a
+  // co-runner of several processes, it would pay for more of the device than it had.
   const auto holder = TenantOfGrantField(gpu_->holder.load());
   const uint32_t beside = ProcessesWithWorkBeside(*tenant, now);
   const uint64_t waited = beside ? std::min(ns, wait_allowance_ns) : 0;
@@ -359,8 +356,8 @@ void GrantPolicy::RollShareWindowLocked(uint64_t now) {
 // the grant moves again. While the current holder also had work on the device the hardware
 // time-sliced the two, and each is charged half of that time — the tail's tenant now, the
 // current holder by that much less at its hand-over; the rest of the tail ran alone and is the
-// tail tenant's. (Charged half of the whole tail, a limited trainer whose queued kernels ran on
-// after a service's short request took 85% of the device against its limit of 70%.)
+// tail tenant's: charged half of the whole tail, a limited tenant whose queued kernels ran on past
+// another's short request would use more of the device than its limit.
 void GrantPolicy::SettleTailLocked(uint64_t now, bool force) {
   const uint32_t field = gpu_->tail_holder.load();
   if (field == 0) return;
@@ -492,11 +489,11 @@ bool GrantPolicy::Owed(TenantIndex waiter, TenantIndex holder, uint64_t held) co
   const LedgerEntry& w = Ledger(waiter);
   const uint64_t holder_vtime = h.vtime.load() + held * kVtimeScale / WeightOf(h);
   // For a waiter back from idle, a quantum at the larger of the two weights: at the holder's
-  // alone, a service (20%) two of its own quanta behind was owed nothing for 5 ms of a 5%
-  // holder's grant (one quantum at 5% is four at 20% in virtual time). Not for every waiter:
-  // a busy 75% tenant waiting level with a 25% holder then cut its grants to a third of a
-  // quantum, and the queued kernels of each ran on beside the next grant, charged only roughly
-  // (shares off by 2.5 points in 10 s windows, against 0.4-0.9).
+  // alone, a waiter of a larger request than a small holder's would be owed nothing for several
+  // of its own quanta (one quantum at the holder's small weight is several at the waiter's in
+  // virtual time). Not for every waiter: a busy waiter of a large request level with a holder of
+  // a small one would cut the holder's grants short, and the queued kernels of each would run on
+  // beside the next grant, where their device time is charged only roughly.
   // sabotage-point: owed-at-holder-weight
   // sabotage-point: owed-at-larger-weight-always
   const uint32_t weight = w.back_from_idle.load() ? std::max(WeightOf(h), WeightOf(w)) : WeightOf(h);
@@ -516,16 +513,16 @@ GrantPolicy::CloseReason GrantPolicy::ShouldCloseLocked(TenantIndex holder, uint
     at_limit = at_start + static_cast<int64_t>(held * limit / 100) <= static_cast<int64_t>(held);
   }
   // A waiter owed the GPU is yielded to even by a holder at its limit: the holder's grant moves
-  // at once instead of after its drain (a service waited 100 ms for a limited trainer's queue),
-  // and what the holder still has queued is charged to its bucket as a tail.
+  // at once instead of after its drain (the waiter would otherwise wait for the holder's whole
+  // queue), and what the holder still has queued is charged to its bucket as a tail.
   const bool background = ClassOf(h) == ComputeClass::kBackground;
   CloseReason reason = at_limit ? CloseReason::kLimit : CloseReason::kNone;
   for (TenantIndex t : Tenants()) {
     if (t == holder) continue;
     const LedgerEntry& w = Ledger(t);
-    // A waiter over its limit cannot take the grant: closing for it handed the GPU to nobody,
-    // while the holder's queued kernels ran on uncharged (a trainer limited to 70% took 93%
-    // beside a 5% tenant that waited with its bucket empty).
+    // A waiter over its limit cannot take the grant: closing for it would hand the GPU to nobody
+    // while the holder's queued kernels ran on uncharged, and a limited holder would take more
+    // than its limit.
     // sabotage-point: owed-over-limit
     // sabotage-point: over-limit-yield-uncharged.yield
     if (w.waiting.load() == 0 || RefillNs(w, now) != 0) continue;
@@ -550,8 +547,7 @@ GrantPolicy::CloseReason GrantPolicy::ShouldCloseLocked(TenantIndex holder, uint
 // Work that runs on beside the next grant is a tail (SettleTailLocked), charged to the holder —
 // to a limited holder's bucket too, so its limit holds over the bucket's window. A limited
 // holder yields at once like any other (a waiter below its request must not wait for a
-// trainer's queue because the trainer declared a ceiling: beside a limited trainer a standard
-// service's tail was half as long again as without gpuslice); at the end of its quantum or at its
+// holder's queue because the holder declared a ceiling); at the end of its quantum or at its
 // limit it drains fully: nobody is owed the GPU then, and a tail's device time is known only
 // roughly (how the hardware time-slices two contexts' kernels is not seen).
 bool GrantPolicy::DrainedFor(CloseReason reason, Activity activity, uint32_t queued, bool limited) {

@@ -46,8 +46,8 @@ inline constexpr uint64_t kSchedLockBoundNs = 1'000'000'000;
 // Shares shown by gpuslicectl are measured over windows of this length.
 inline constexpr uint64_t kShareWindowNs = 10'000'000'000ULL;
 // A grant's device time reaches its holder's service counter at least this often while it lasts
-// (a grant lasts as long as nobody waits: a trainer beside a latency service can hold it for
-// seconds, and counted only at its hand-over, a scrape saw the tenants' shares sum past the device).
+// (a grant lasts as long as nobody waits, seconds beside a latency service that passes the grant;
+// counted only at its hand-over, a scrape would see the tenants' shares sum past the device).
 inline constexpr uint64_t kServiceReportNs = 100'000'000;
 // Virtual time advances by service × kVtimeScale / request.
 inline constexpr uint64_t kVtimeScale = 100;
@@ -85,11 +85,10 @@ class GrantPolicy {
   // scheduler mutex. Returns true when the grant changed (waiters should be woken).
   bool Advance(uint64_t now);
 
-  // Latency-class work done outside the grant: charged like a grant of `ns`, half of it while the
-  // holder's work ran beside it (scheduler mutex).
-  // Charges `ns` of a latency tenant's work done outside the grant. Of it, up to `wait_allowance_ns`
-  // spent while the holder's work was in flight is the request waiting for the co-runners' queue
-  // and is not charged; returns how much of the allowance that used.
+  // Charges `ns` of a latency tenant's work done outside the grant, like a grant's (scheduler
+  // mutex). Of it, up to `wait_allowance_ns` spent while others' work was in flight is the request
+  // waiting for the co-runners' queue and is not charged; the rest beside n processes' work is
+  // charged 1/(n+1). Returns how much of the allowance that used.
   uint64_t ChargePriorityWork(int tenant, uint64_t ns, uint64_t now, uint64_t wait_allowance_ns = 0);
   // The tenant's last process leaves: the grant it holds moves on, charged to its last activity.
   void ReleaseIfHeldBy(int tenant, uint64_t now);
