@@ -7,6 +7,8 @@
 #include "broker/checked_index.h"
 #include "broker/ledger.h"
 #include "broker/lock_fault.h"
+#include "broker/sched_lock.h"
+#include "broker/sched_terms.h"
 #include "common/clock.h"
 #include "common/futex.h"
 #include "common/mutex_lock.h"

@@ -13,6 +13,8 @@
 
 #include "broker/broker.h"
 #include "broker/grant_policy.h"
+#include "broker/sched_lock.h"
+#include "broker/sched_terms.h"
 #include "broker/segment_layout.h"
 #include "common/mutex.h"
 

@@ -8,6 +8,8 @@
 
 #include "broker/checked_index.h"
 #include "broker/lock_fault.h"
+#include "broker/sched_lock.h"
+#include "broker/sched_terms.h"
 #include "broker/uuid.h"
 #include "common/clock.h"
 #include "common/robust_mutex.h"

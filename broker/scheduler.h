@@ -10,6 +10,7 @@
 #include "broker/broker.h"
 #include "broker/compute_gate.h"
 #include "broker/grant_policy.h"
+#include "broker/sched_lock.h"
 #include "broker/segment_layout.h"
 #include "common/mutex.h"
 

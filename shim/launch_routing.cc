@@ -1,6 +1,8 @@
 // ShimState's launch routing: which GPU's compute gate (and this process's launch tracker on it) a
 // launch goes through, and the contexts a gate's monitor synchronises (broker/compute_gate.h holds the
 // shared-state side of the gate, shim/launch_tracker.h the process-local side).
+#include "broker/sched_lock.h"
+#include "broker/sched_terms.h"
 #include "common/clock.h"
 #include "common/mutex_lock.h"
 #include "shim/compute_monitor.h"

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "broker/compute_gate.h"
+#include "broker/sched_terms.h"
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
 #include "shim/context_sync.h"

@@ -28,6 +28,7 @@
 
 #include "broker/broker.h"
 #include "broker/checked_index.h"
+#include "broker/sched_terms.h"
 #include "broker/scheduler.h"
 #include "broker/segment_layout.h"
 #include "broker/uuid.h"

@@ -12,6 +12,7 @@
 
 #include "broker/grant_policy.h"
 #include "broker/ledger.h"
+#include "broker/sched_terms.h"
 #include "common/robust_mutex.h"
 
 namespace gpuslice::broker {
