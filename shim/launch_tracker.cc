@@ -19,11 +19,6 @@ using broker::kUntrackedWork;
 // kernel, bounded).
 constexpr uint64_t kMinPollNs = 20'000;
 constexpr uint64_t kMaxPollNs = 200'000;
-constexpr uint32_t kMinBudgetKernels = 2;
-constexpr uint32_t kMaxBudgetKernels = 1024;
-// What a latency request waits for beyond the running kernels (docs/scheduling.md, the latency
-// class's contract).
-constexpr uint64_t kBesideLatencyBudgetNs = 1'000'000;
 
 void SleepNanos(uint64_t ns) {
   timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
@@ -61,18 +56,10 @@ LaunchLane* LaunchTracker::NewLane(uint32_t thread) {
   return lane;
 }
 
-// The process's queue as of the last poll, or this thread's own, has reached the budget. Only
-// the thread's own count is exact between polls: threads launching at once may together queue
-// past the budget until the next poll (a fraction of a millisecond while others share the GPU).
-bool LaunchTracker::OverBudget(LaunchLane* lane) const {
-  const uint32_t budget = budget_kernels_.load(std::memory_order_relaxed);
-  return queued_.load(std::memory_order_relaxed) >= budget || lane->Inflight() >= budget;
-}
-
 // The lane's queue, one more launch included, is work its priority bucket holds time for.
 bool LaunchTracker::WithinPriorityBucket(LaunchLane* lane, uint64_t now) const {
   const int64_t bucket = gate_->PriorityBucketNs(now);
-  const uint64_t kernel = kernel_ns_.load(std::memory_order_relaxed);
+  const uint64_t kernel = budget_.kernel_ns();
   return bucket > 0 && (lane->Inflight() + 1) * kernel <= static_cast<uint64_t>(bucket);
 }
 
@@ -143,7 +130,7 @@ void LaunchTracker::NoteLaunch(uint32_t before, uint64_t now, bool waited, bool 
   if (now == 0) now = MonotonicNanos();
   published_->busy_since_ns.store(now);
   priority_charged_ns_.store(now, std::memory_order_relaxed);
-  priority_wait_allowance_ns_.store(kBesideLatencyBudgetNs, std::memory_order_relaxed);
+  priority_wait_allowance_ns_.store(QueuedWorkBudget::kBesideLatencyNs, std::memory_order_relaxed);
   priority_busy_.store(priority, std::memory_order_relaxed);
   const uint64_t idle_since = published_->idle_since_ns.load(std::memory_order_relaxed);
   if (waited || idle_since == 0 || now <= idle_since || now - idle_since >= broker::kMaxGraceNs) return;
@@ -253,9 +240,8 @@ inline void LaunchTracker::CountSubmitted(LaunchLane* lane, const LaunchTarget& 
   track->CountSubmitted();
   // A marker only behind a launch queued behind another: a launcher that waits for each launch
   // (or graph) before the next never needs one.
-  if (bounded_.load(std::memory_order_relaxed) &&
-      before + 1 - track->marked() >= marker_every_.load(std::memory_order_relaxed) && before != track->Done())
-      [[unlikely]]
+  if (bounded_.load(std::memory_order_relaxed) && before + 1 - track->marked() >= budget_.marker_every() &&
+      before != track->Done()) [[unlikely]]
     RecordMarker(track);
 }
 
@@ -320,33 +306,6 @@ void LaunchTracker::MarkOwnTails(LaunchLane* lane) {
   });
 }
 
-// At least two kernels (unlimited tenants): one running and the next queued behind it. With one, the device idled at
-// every completion for as long as the launcher took to wake and launch again (a few percent of
-// the device with 4 ms kernels, lost whenever another tenant merely had the GPU open).
-//
-// Beside a latency-class tenant within its request, the budget is what a latency request is
-// promised to wait for beyond the running kernels: 1 ms, shared by the tenant's processes on the
-// GPU (at least one kernel each; with one process, two).
-void LaunchTracker::UpdateBudget(const broker::ComputeGate::Neighbours& neighbours) {
-  const uint64_t kernel = std::max<uint64_t>(kernel_ns_.load(std::memory_order_relaxed), 1);
-  uint64_t budget_ns = gate_->BudgetNs();
-  const bool beside_latency = neighbours.latency && gate_->compute_class() != broker::ComputeClass::kLatency;
-  const uint32_t processes = std::max<uint32_t>(neighbours.own_processes, 1);
-  if (beside_latency) budget_ns = std::min(budget_ns, kBesideLatencyBudgetNs) / processes;
-  const uint64_t kernels = (budget_ns + kernel - 1) / kernel;
-  // A limited tenant's grant ends with its queue drained (its limit is a ceiling): one kernel
-  // queued at least, as a waiter owed the GPU waits for what it has queued. So does each of several
-  // processes beside a latency tenant: the others keep the device busy at its completions.
-  const uint64_t least = gate_->limited() || (beside_latency && processes > 1) ? 1 : kMinBudgetKernels;
-  const auto budget = static_cast<uint32_t>(std::clamp<uint64_t>(kernels, least, kMaxBudgetKernels));
-  budget_kernels_.store(budget, std::memory_order_relaxed);
-  // A launcher over the budget waits for its oldest marker, and launches again with what lies
-  // beyond that marker still queued: a quarter of the budget (at least a kernel), plenty to keep
-  // the device busy while it wakes, and each marker costs two driver calls (record, wait).
-  // sabotage-point: marker-every-launch
-  marker_every_.store(std::max<uint32_t>(1, budget * 3 / 4), std::memory_order_relaxed);
-}
-
 void LaunchTracker::Wait() {
   LaunchLane* lane = LaneOfThisThread();
   while (gate_->gated()) {
@@ -358,7 +317,7 @@ void LaunchTracker::Wait() {
       if (WaitForOldest(lane)) continue;
       Poll(Poller{false, lane, CurrentContext::Get(Real())}, now);
       if (!OverBudget(lane)) return;
-      SleepNanos(std::clamp<uint64_t>(kernel_ns_.load(std::memory_order_relaxed) / 16, kMinPollNs, kMaxPollNs));
+      SleepNanos(std::clamp<uint64_t>(budget_.kernel_ns() / 16, kMinPollNs, kMaxPollNs));
       continue;
     }
     if (gate_->GrantOpen()) return;
@@ -411,7 +370,7 @@ uint64_t LaunchTracker::MonitorStep(uint64_t now) {
   // sabotage-point: no-budget
   bounded_.store(others);
   const uint32_t left = Poll(Poller{true, nullptr, nullptr}, now);
-  UpdateBudget(neighbours);
+  budget_.Update(*gate_, neighbours);
   if (!want_tracking && tracking_.load() && left == 0) tracking_.store(false);
   if (tracking_.load() && ((published_->inflight.load() & kUntrackedWork) || HasUnfollowableWork(now))) {
     ConfirmUntrackedWorkDone(now);

@@ -11,8 +11,8 @@
 // track whose thread waits in a synchronisation of it), and markers — events a launching thread
 // records behind a launch only once a track has 3/4 of the budget's launches unmarked, so that a
 // launcher over the budget has an older launch to wait for. While others share the GPU the
-// process keeps at most a budget of work queued (the GPU's budget over the measured kernel
-// length, at least one kernel), so a hand-over waits for what is running, not for a backlog.
+// process keeps at most a budget of work queued (shim/queued_work_budget.h), so a hand-over waits
+// for what is running, not for a backlog.
 //
 // Alone on the GPU, launches are not tracked (no event, no shared store but a flag that says "work
 // of unknown extent"): the fast path stays a few atomic operations. When another tenant arrives,
@@ -32,6 +32,7 @@
 #include "shim/context_sync.h"
 #include "shim/driver_api.h"
 #include "shim/launch_lane.h"
+#include "shim/queued_work_budget.h"
 #include "shim/thread_number.h"
 #include "shim/untracked_slots.h"
 
@@ -127,8 +128,8 @@ class LaunchTracker {
   void ForgetStream(CUstream stream);
 
   // For the benchmarks and tests: the current budget in kernels and the kernel length estimate.
-  uint32_t budget_kernels() const { return budget_kernels_.load(std::memory_order_relaxed); }
-  uint64_t kernel_estimate_ns() const { return kernel_ns_.load(std::memory_order_relaxed); }
+  uint32_t budget_kernels() const { return budget_.kernels(); }
+  uint64_t kernel_estimate_ns() const { return budget_.kernel_ns(); }
 
  private:
   // Lanes of their own for the first kOwnLanes threads that launch tracked work.
@@ -164,7 +165,7 @@ class LaunchTracker {
     return NewLane(thread);
   }
   LaunchLane* NewLane(uint32_t thread);
-  bool OverBudget(LaunchLane* lane) const;
+  bool OverBudget(LaunchLane* lane) const { return budget_.Reached(lane->Inflight()); }
   bool WithinPriorityBucket(LaunchLane* lane, uint64_t now) const;
   bool EnterTracked(Entry* entry, bool waited);
   // Inlined into EnterTracked: the fast path is one call deep.
@@ -219,7 +220,6 @@ class LaunchTracker {
   void NoteLaunch(uint32_t before, uint64_t now, bool waited, bool priority);
   void NotePriorityGap(uint64_t gap);
   void ConfirmUntrackedWorkDone(uint64_t now);
-  void UpdateBudget(const broker::ComputeGate::Neighbours& neighbours);
   void UpdatePriority(uint64_t now);
   template <typename Visit>
   void ForEachLane(Visit visit) {
@@ -242,11 +242,8 @@ class LaunchTracker {
   // process-wide barrier (membarrier; shim/untracked_slots.h). Later threads share one counter,
   // counted with atomic additions. A single shared counter cost every launch a contended line.
   UntrackedSlots untracked_;
-  std::atomic<uint32_t> budget_kernels_{2};
-  std::atomic<uint32_t> marker_every_{1};       // launches between two markers of a track
-  std::atomic<uint64_t> kernel_ns_{1'000'000};  // measured kernel length (EWMA)
-  std::atomic<uint32_t> queued_{0};             // launches queued on every lane, as of the last poll
-  std::atomic<uint64_t> gap_ns_{0};             // EWMA of completion-to-next-launch gaps
+  QueuedWorkBudget budget_;
+  std::atomic<uint64_t> gap_ns_{0};  // EWMA of completion-to-next-launch gaps
   // A latency tenant's gaps within a request (a launch while its priority still held), their
   // EWMA, and the grace its priority lasts after its work (UpdatePriority).
   std::atomic<uint64_t> priority_gap_ns_{0};
