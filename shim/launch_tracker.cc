@@ -28,7 +28,7 @@ void SleepNanos(uint64_t ns) {
 }  // namespace
 
 LaunchTracker::LaunchTracker(ContextSync* contexts, broker::ComputeGate* gate)
-    : contexts_(contexts), gate_(gate), published_(&gate->published()) {
+    : contexts_(contexts), gate_(gate), published_(&gate->published()), busy_(published_) {
   const RealDriver* real = Real();
   events_usable_ = real->cuEventCreate && real->cuEventRecord && real->cuEventQuery && real->cuEventSynchronize;
   tracking_.store(gate->always_tracked());
@@ -38,7 +38,7 @@ LaunchTracker::LaunchTracker(ContextSync* contexts, broker::ComputeGate* gate)
 // per untracked stretch): the clock read stays off the fast path. Before the flag, so that
 // whoever sees the flag sees its start; and before the grant check: "no overlap".
 void LaunchTracker::FlagUntrackedWork() {
-  if (published_->inflight.load(std::memory_order_relaxed) == 0) published_->busy_since_ns.store(MonotonicNanos());
+  if (published_->inflight.load(std::memory_order_relaxed) == 0) busy_.Begin(MonotonicNanos());
   published_->inflight.fetch_or(kUntrackedWork);
   gate_->NoteGrantedLaunch();
 }
@@ -121,26 +121,17 @@ inline bool LaunchTracker::EnterLane(LaunchLane* lane, Entry* entry, bool waited
   return true;
 }
 
-// A launch got in with `before` launches in flight. From idle: how long since its last launch
-// completed tells this process's launch gaps, from which its idle grace is set (a synchronous
-// launcher must not look idle between kernels). A launch that first waited for the grant or the
-// budget says nothing about the program's own gaps.
+// A launch got in with `before` launches in flight. From idle: a busy period begins, and the gap
+// since the last one ended teaches the idle grace (BusyPeriods::LearnGap).
 void LaunchTracker::NoteLaunch(uint32_t before, uint64_t now, bool waited, bool priority) {
   if (before != 0) return;
   if (now == 0) now = MonotonicNanos();
-  published_->busy_since_ns.store(now);
+  busy_.Begin(now);
   priority_charged_ns_.store(now, std::memory_order_relaxed);
   priority_wait_allowance_ns_.store(QueuedWorkBudget::kBesideLatencyNs, std::memory_order_relaxed);
   priority_busy_.store(priority, std::memory_order_relaxed);
-  const uint64_t idle_since = published_->idle_since_ns.load(std::memory_order_relaxed);
-  if (waited || idle_since == 0 || now <= idle_since || now - idle_since >= broker::kMaxGraceNs) return;
-  const uint64_t gap = now - idle_since;
-  if (priority) NotePriorityGap(gap);
-  const uint64_t ewma = gap_ns_.load(std::memory_order_relaxed);
-  const uint64_t updated = ewma == 0 ? gap : (ewma * 7 + gap) / 8;
-  gap_ns_.store(updated, std::memory_order_relaxed);
-  published_->grace_ns.store(
-      static_cast<uint32_t>(std::clamp<uint64_t>(4 * updated + 50'000, broker::kMinGraceNs, broker::kMaxGraceNs)));
+  const std::optional<uint64_t> gap = busy_.LearnGap(now, waited);
+  if (gap && priority) NotePriorityGap(*gap);
 }
 
 // A latency tenant's priority outlasts its work by a grace, for a service that launches, waits
@@ -159,14 +150,6 @@ void LaunchTracker::NotePriorityGap(uint64_t gap) {
                            std::memory_order_relaxed);
 }
 
-// Nothing in flight any more since `end`: the busy period since busy_since_ns is added to the
-// process's busy time (before idle_since_ns moves, which a decision reads as the period's end).
-void LaunchTracker::EndBusyPeriod(uint64_t end) {
-  const uint64_t since = published_->busy_since_ns.load();
-  if (since != 0 && end > since) published_->busy_total_ns.fetch_add(end - since);
-  published_->idle_since_ns.store(std::max(end, since));
-}
-
 // sabotage-point: lane-busy-unpublished.went-idle
 uint32_t LaunchTracker::LaneWentIdle() { return static_cast<uint32_t>(-1); }
 
@@ -180,7 +163,7 @@ bool LaunchTracker::AdjustInflight(uint32_t delta) {
 // priority work is charged, and a hand-over waiting for this drain decided, by the monitor
 // (UpdatePriority; its next step, 0.1 ms later while the gate is closing).
 void LaunchTracker::WentIdle(uint64_t completed_ns) {
-  EndBusyPeriod(completed_ns);
+  busy_.End(completed_ns);
   if (priority_busy_.exchange(false, std::memory_order_relaxed))
     priority_charge_due_ns_.store(completed_ns, std::memory_order_release);
 }
@@ -338,7 +321,7 @@ void LaunchTracker::ConfirmUntrackedWorkDone(uint64_t now) {
   SynchronizeAndComplete(now);
   // While the flag is set the word is not 0, so nothing else ended the busy period meanwhile.
   const uint32_t before = published_->inflight.fetch_and(~kUntrackedWork);
-  if (before == kUntrackedWork) EndBusyPeriod(MonotonicNanos());
+  if (before == kUntrackedWork) busy_.End(MonotonicNanos());
 }
 
 // Latency priority lasts while this process has work in flight or is between two launches, and

@@ -29,6 +29,7 @@
 #include "broker/sched_terms.h"
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
+#include "shim/busy_periods.h"
 #include "shim/context_sync.h"
 #include "shim/driver_api.h"
 #include "shim/launch_lane.h"
@@ -215,7 +216,6 @@ class LaunchTracker {
   void SynchronizeAndComplete(uint64_t now);
 
   // ---- Busy time and latency priority.
-  void EndBusyPeriod(uint64_t end);
   void ChargePriorityUpTo(uint64_t now);
   void NoteLaunch(uint32_t before, uint64_t now, bool waited, bool priority);
   void NotePriorityGap(uint64_t gap);
@@ -243,7 +243,7 @@ class LaunchTracker {
   // counted with atomic additions. A single shared counter cost every launch a contended line.
   UntrackedSlots untracked_;
   QueuedWorkBudget budget_;
-  std::atomic<uint64_t> gap_ns_{0};  // EWMA of completion-to-next-launch gaps
+  BusyPeriods busy_;
   // A latency tenant's gaps within a request (a launch while its priority still held), their
   // EWMA, and the grace its priority lasts after its work (UpdatePriority).
   std::atomic<uint64_t> priority_gap_ns_{0};
