@@ -28,7 +28,7 @@ void SleepNanos(uint64_t ns) {
 }  // namespace
 
 LaunchTracker::LaunchTracker(ContextSync* contexts, broker::ComputeGate* gate)
-    : contexts_(contexts), gate_(gate), published_(&gate->published()), busy_(published_) {
+    : contexts_(contexts), gate_(gate), published_(&gate->published()), busy_(published_), priority_(gate, published_) {
   const RealDriver* real = Real();
   events_usable_ = real->cuEventCreate && real->cuEventRecord && real->cuEventQuery && real->cuEventSynchronize;
   tracking_.store(gate->always_tracked());
@@ -54,13 +54,6 @@ LaunchLane* LaunchTracker::NewLane(uint32_t thread) {
   while (used < thread + 1 && !lanes_used_.compare_exchange_weak(used, thread + 1)) {
   }
   return lane;
-}
-
-// The lane's queue, one more launch included, is work its priority bucket holds time for.
-bool LaunchTracker::WithinPriorityBucket(LaunchLane* lane, uint64_t now) const {
-  const int64_t bucket = gate_->PriorityBucketNs(now);
-  const uint64_t kernel = budget_.kernel_ns();
-  return bucket > 0 && (lane->Inflight() + 1) * kernel <= static_cast<uint64_t>(bucket);
 }
 
 bool LaunchTracker::EnterTracked(Entry* entry, bool waited) {
@@ -98,12 +91,7 @@ inline bool LaunchTracker::EnterLane(LaunchLane* lane, Entry* entry, bool waited
     if (gate_->TakePriority(now)) {
       const uint32_t before = count_in();
       NoteLaunch(before, now, waited, true);
-      // Priority taken again within a busy period (its bucket refilled): charged from here. Not
-      // charged, the bucket refilled to full and the tenant passed the grant for good.
-      if (before != 0 && !priority_busy_.load(std::memory_order_relaxed)) {
-        priority_charged_ns_.store(now, std::memory_order_relaxed);
-        priority_busy_.store(true, std::memory_order_relaxed);
-      }
+      if (before != 0) priority_.TakenWithinBusyPeriod(now);
       entry->kind = Entry::Kind::kPriority;
       return true;
     }
@@ -127,27 +115,9 @@ void LaunchTracker::NoteLaunch(uint32_t before, uint64_t now, bool waited, bool 
   if (before != 0) return;
   if (now == 0) now = MonotonicNanos();
   busy_.Begin(now);
-  priority_charged_ns_.store(now, std::memory_order_relaxed);
-  priority_wait_allowance_ns_.store(QueuedWorkBudget::kBesideLatencyNs, std::memory_order_relaxed);
-  priority_busy_.store(priority, std::memory_order_relaxed);
+  priority_.BeginBusyPeriod(now, priority, QueuedWorkBudget::kBesideLatencyNs);
   const std::optional<uint64_t> gap = busy_.LearnGap(now, waited);
-  if (gap && priority) NotePriorityGap(*gap);
-}
-
-// A latency tenant's priority outlasts its work by a grace, for a service that launches, waits
-// and launches again within a request (contract, point 5). Only a launch that came while its
-// priority still held tells such a gap: one after the grace began a new request, and the gaps
-// between requests are the service's period, not its turnaround. Learnt from every gap, a service
-// of one kernel every 3.5 ms whose gaps between requests were 1.5-2.5 ms held its priority
-// through them (a 2 ms grace), and a synchronous co-runner got 44% of the device against 80%
-// unmanaged. Starts at the least grace, and grows only from gaps shorter than the current one.
-void LaunchTracker::NotePriorityGap(uint64_t gap) {
-  if (gap >= priority_grace_ns_.load(std::memory_order_relaxed)) return;
-  const uint64_t ewma = priority_gap_ns_.load(std::memory_order_relaxed);
-  const uint64_t updated = ewma == 0 ? gap : (ewma * 7 + gap) / 8;
-  priority_gap_ns_.store(updated, std::memory_order_relaxed);
-  priority_grace_ns_.store(std::clamp<uint64_t>(4 * updated + 50'000, broker::kMinGraceNs, broker::kMaxGraceNs),
-                           std::memory_order_relaxed);
+  if (gap && priority) priority_.NoteGap(*gap);
 }
 
 // sabotage-point: lane-busy-unpublished.went-idle
@@ -161,29 +131,15 @@ bool LaunchTracker::AdjustInflight(uint32_t delta) {
 // for the scheduler lock (another process's decision, that process descheduled, would hold the
 // application's synchronisation back: a latency service's request took 5-7 ms instead of 3). The
 // priority work is charged, and a hand-over waiting for this drain decided, by the monitor
-// (UpdatePriority; its next step, 0.1 ms later while the gate is closing).
+// (LatencyPriority::Update; its next step, 0.1 ms later while the gate is closing).
 void LaunchTracker::WentIdle(uint64_t completed_ns) {
   busy_.End(completed_ns);
-  if (priority_busy_.exchange(false, std::memory_order_relaxed))
-    priority_charge_due_ns_.store(completed_ns, std::memory_order_release);
+  priority_.EndBusyPeriod(completed_ns);
 }
 
 void LaunchTracker::CountDownLane(LaunchLane* lane) {
   // sabotage-point: lane-busy-unpublished.count-down
   if (lane->Remove(1) == 0 && AdjustInflight(static_cast<uint32_t>(-1))) WentIdle(MonotonicNanos());
-}
-
-// Priority work is charged as it runs (by the monitor), not only when its busy period ends: a
-// latency tenant that keeps its queue full never ends one, and its bucket, never drained, let
-// it pass the grant for ever (beside a standard tenant it took the whole device).
-// A busy period's first millisecond beside the holder's work is the request waiting for the
-// co-runners' queue, which beside a latency tenant is at most that (UpdateBudget): not charged.
-void LaunchTracker::ChargePriorityUpTo(uint64_t now) {
-  const uint64_t from = priority_charged_ns_.exchange(now, std::memory_order_relaxed);
-  if (now <= from) return;
-  const uint64_t allowance = priority_wait_allowance_ns_.load(std::memory_order_relaxed);
-  const uint64_t waited = gate_->ChargePriorityWork(now - from, now, allowance);
-  priority_wait_allowance_ns_.store(allowance - std::min(allowance, waited), std::memory_order_relaxed);
 }
 
 void LaunchTracker::ExitTracked(const Entry& entry, CUresult launched) {
@@ -324,26 +280,6 @@ void LaunchTracker::ConfirmUntrackedWorkDone(uint64_t now) {
   if (before == kUntrackedWork) busy_.End(MonotonicNanos());
 }
 
-// Latency priority lasts while this process has work in flight or is between two launches, and
-// its tenant is within its request (the bucket, drained by the work as it runs, holds time).
-// Dropped, the rest of the busy period runs under the grant like a standard tenant's.
-void LaunchTracker::UpdatePriority(uint64_t now) {
-  if (const uint64_t due = priority_charge_due_ns_.exchange(0, std::memory_order_acquire)) ChargePriorityUpTo(due);
-  if (published_->priority_until_ns.load() == 0) return;
-  constexpr uint64_t kChargeEveryNs = 1'000'000;  // each charge takes the scheduler lock
-  if (priority_busy_.load(std::memory_order_relaxed) &&
-      now - priority_charged_ns_.load(std::memory_order_relaxed) >= kChargeEveryNs)
-    ChargePriorityUpTo(now);
-  const uint64_t grace = priority_grace_ns_.load(std::memory_order_relaxed);
-  const bool active = published_->inflight.load() != 0 || now - published_->idle_since_ns.load() < grace;
-  if (active && gate_->PriorityBucketHasTime(now)) {
-    gate_->RenewPriority(now);
-  } else {
-    if (priority_busy_.exchange(false, std::memory_order_relaxed)) ChargePriorityUpTo(now);
-    gate_->DropPriority();
-  }
-}
-
 uint64_t LaunchTracker::MonitorStep(uint64_t now) {
   published_->heartbeat_ns.store(now);
   const broker::ComputeGate::Neighbours neighbours = gate_->Survey(now);
@@ -360,7 +296,7 @@ uint64_t LaunchTracker::MonitorStep(uint64_t now) {
     now = MonotonicNanos();
     published_->heartbeat_ns.store(now);
   }
-  UpdatePriority(now);
+  priority_.Update(now);
   gate_->Advance(now);
   const bool mine = gate_->HeldByUs();
   if (mine && (gate_->Closing() || (others && gate_->OthersWaiting(now)))) return 100'000;

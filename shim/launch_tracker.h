@@ -32,6 +32,7 @@
 #include "shim/busy_periods.h"
 #include "shim/context_sync.h"
 #include "shim/driver_api.h"
+#include "shim/latency_priority.h"
 #include "shim/launch_lane.h"
 #include "shim/queued_work_budget.h"
 #include "shim/thread_number.h"
@@ -167,7 +168,9 @@ class LaunchTracker {
   }
   LaunchLane* NewLane(uint32_t thread);
   bool OverBudget(LaunchLane* lane) const { return budget_.Reached(lane->Inflight()); }
-  bool WithinPriorityBucket(LaunchLane* lane, uint64_t now) const;
+  bool WithinPriorityBucket(LaunchLane* lane, uint64_t now) const {
+    return priority_.WithinBucket(lane->Inflight(), budget_.kernel_ns(), now);
+  }
   bool EnterTracked(Entry* entry, bool waited);
   // Inlined into EnterTracked: the fast path is one call deep.
   [[gnu::always_inline]] bool EnterLane(LaunchLane* lane, Entry* entry, bool waited);
@@ -216,11 +219,8 @@ class LaunchTracker {
   void SynchronizeAndComplete(uint64_t now);
 
   // ---- Busy time and latency priority.
-  void ChargePriorityUpTo(uint64_t now);
   void NoteLaunch(uint32_t before, uint64_t now, bool waited, bool priority);
-  void NotePriorityGap(uint64_t gap);
   void ConfirmUntrackedWorkDone(uint64_t now);
-  void UpdatePriority(uint64_t now);
   template <typename Visit>
   void ForEachLane(Visit visit) {
     const uint32_t used = lanes_used_.load(std::memory_order_acquire);
@@ -244,14 +244,7 @@ class LaunchTracker {
   UntrackedSlots untracked_;
   QueuedWorkBudget budget_;
   BusyPeriods busy_;
-  // A latency tenant's gaps within a request (a launch while its priority still held), their
-  // EWMA, and the grace its priority lasts after its work (UpdatePriority).
-  std::atomic<uint64_t> priority_gap_ns_{0};
-  std::atomic<uint64_t> priority_grace_ns_{broker::kMinGraceNs};
-  std::atomic<bool> priority_busy_{false};               // the current busy period began with a priority launch
-  std::atomic<uint64_t> priority_charged_ns_{0};         // its priority work is charged up to here
-  std::atomic<uint64_t> priority_charge_due_ns_{0};      // a finished busy period's, for the monitor to charge
-  std::atomic<uint64_t> priority_wait_allowance_ns_{0};  // of its busy period's wait, not charged
+  LatencyPriority priority_;
   // The lanes: one per thread for the first kOwnLanes (created at its first tracked launch),
   // then one shared under shared_lane_mutex_. lanes_used_ bounds the indices ever filled.
   std::atomic<LaunchLane*> lanes_[kOwnLanes] = {};
