@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/mutex_lock.h"
 #include "shim/current_context.h"
+#include "shim/monitor_cadence.h"
 #include "shim/real_driver.h"
 
 namespace gpuslice::shim {
@@ -299,10 +300,8 @@ uint64_t LaunchTracker::MonitorStep(uint64_t now) {
   priority_.Update(now);
   gate_->Advance(now);
   const bool mine = gate_->HeldByUs();
-  if (mine && (gate_->Closing() || (others && gate_->OthersWaiting(now)))) return 100'000;
-  if (published_->priority_until_ns.load() != 0) return 200'000;
-  if (others) return left ? 200'000 : 1'000'000;
-  return left ? 1'000'000 : 5'000'000;
+  const bool hand_over_waits = mine && (gate_->Closing() || (others && gate_->OthersWaiting(now)));
+  return MonitorSleepNs(hand_over_waits, published_->priority_until_ns.load() != 0, others, left != 0);
 }
 
 }  // namespace gpuslice::shim

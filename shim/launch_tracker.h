@@ -88,7 +88,7 @@ class LaunchTracker {
   // queued work has completed.
   void Wait();
 
-  // One step of the process's monitor; returns how long it may sleep.
+  // One step of the process's monitor; returns how long it may sleep (shim/monitor_cadence.h).
   uint64_t MonitorStep(uint64_t now);
 
   // The application destroyed `context` (nullptr: every context of the device): its queued work
