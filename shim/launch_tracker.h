@@ -176,10 +176,17 @@ class LaunchTracker {
   [[gnu::always_inline]] bool EnterLane(LaunchLane* lane, Entry* entry, bool waited);
   void ExitTracked(const Entry& entry, CUresult launched);
   [[gnu::always_inline]] void CountSubmitted(LaunchLane* lane, const LaunchTarget& target, bool lane_was_idle);
-  // Records a marker behind the track's newest launch (the launching thread).
-  void RecordMarker(StreamTrack* track);
   // Counts one launch of `lane` down (it never reached the GPU).
   void CountDownLane(LaunchLane* lane);
+
+  // ---- Markers (shim/launch_markers.cc).
+  // Records a marker behind the track's newest launch (the launching thread).
+  void RecordMarker(StreamTrack* track);
+  // A launcher over the budget: waits for its lane's oldest marker; false when it has none.
+  bool WaitForOldest(LaunchLane* lane);
+  // A launcher about to block for the grant: markers behind its launches that only it can
+  // follow (its per-thread default stream), so that the monitor can see them complete.
+  void MarkOwnTails(LaunchLane* lane);
 
   // ---- Completions (shim/completion_poll.cc).
   // Takes what is known complete off every lane (the monitor) or off `poller.own`; returns how
@@ -208,17 +215,12 @@ class LaunchTracker {
   // The process has nothing in flight any more; its last launch completed at about
   // `completed_ns`.
   void WentIdle(uint64_t completed_ns);
-  // A launcher over the budget: waits for its lane's oldest marker; false when it has none.
-  bool WaitForOldest(LaunchLane* lane);
-  // A launcher about to block for the grant: markers behind its launches that only it can
-  // follow (its per-thread default stream), so that the monitor can see them complete.
-  void MarkOwnTails(LaunchLane* lane);
   // The monitor: a lane that has gone quiet with launches no poller can follow — it synchronises
   // the contexts of the gate, which completes everything launched before.
   bool HasUnfollowableWork(uint64_t now);
   void SynchronizeAndComplete(uint64_t now);
 
-  // ---- Busy time and latency priority.
+  // ---- Busy time and latency priority (shim/busy_periods.h, shim/latency_priority.h).
   void NoteLaunch(uint32_t before, uint64_t now, bool waited, bool priority);
   void ConfirmUntrackedWorkDone(uint64_t now);
   template <typename Visit>
