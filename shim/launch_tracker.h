@@ -18,6 +18,13 @@
 // of unknown extent"): the fast path stays a few atomic operations. When another tenant arrives,
 // the monitor switches tracking on and confirms the untracked work finished, once, by
 // synchronising the process's contexts.
+//
+// LaunchTracker is the facade the launch and synchronisation hooks call. The fast path and the
+// untracked/tracked switch are here, inline; each other concern has a file of its own: the
+// queued-work budget (shim/queued_work_budget.h), busy periods and the idle grace
+// (shim/busy_periods.h), the latency class's priority and its charging (shim/latency_priority.h),
+// markers (shim/launch_markers.cc), completions (shim/completion_poll.cc) and the monitor's
+// cadence (shim/monitor_cadence.h).
 #pragma once
 
 #include <atomic>
