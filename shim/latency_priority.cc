@@ -7,10 +7,10 @@ namespace gpuslice::shim {
 // A latency tenant's priority outlasts its work by a grace, for a service that launches, waits
 // and launches again within a request (contract, point 5). Only a launch that came while its
 // priority still held tells such a gap: one after the grace began a new request, and the gaps
-// between requests are the service's period, not its turnaround. Learnt from every gap, a service
-// of one kernel every 3.5 ms whose gaps between requests were 1.5-2.5 ms held its priority
-// through them (a 2 ms grace), and a synchronous co-runner got 44% of the device against 80%
-// unmanaged. Starts at the least grace, and grows only from gaps shorter than the current one.
+// between requests are the service's period, not its turnaround: learnt from those too, a
+// service whose requests come a little apart would hold its priority through the gaps between
+// them, and take the device from a co-runner. Starts at the least grace, and grows only from gaps
+// shorter than the current one.
 void LatencyPriority::NoteGap(uint64_t gap) {
   if (gap >= grace_ns_.load(std::memory_order_relaxed)) return;
   const uint64_t ewma = gap_ns_.load(std::memory_order_relaxed);
@@ -21,8 +21,8 @@ void LatencyPriority::NoteGap(uint64_t gap) {
 }
 
 // Priority work is charged as it runs (by the monitor), not only when its busy period ends: a
-// latency tenant that keeps its queue full never ends one, and its bucket, never drained, let
-// it pass the grant for ever (beside a standard tenant it took the whole device).
+// latency tenant that keeps its queue full never ends one, and its bucket, never drained, would
+// let it pass the grant for ever.
 // A busy period's first millisecond beside the holder's work is the request waiting for the
 // co-runners' queue, which beside a latency tenant is at most that (QueuedWorkBudget): not charged.
 void LatencyPriority::ChargeUpTo(uint64_t now) {

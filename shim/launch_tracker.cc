@@ -130,7 +130,7 @@ bool LaunchTracker::AdjustInflight(uint32_t delta) {
 
 // Often on an application thread, returning from its own synchronisation: nothing here may wait
 // for the scheduler lock (another process's decision, that process descheduled, would hold the
-// application's synchronisation back: a latency service's request took 5-7 ms instead of 3). The
+// application's synchronisation back, and a latency service's request with it). The
 // priority work is charged, and a hand-over waiting for this drain decided, by the monitor
 // (LatencyPriority::Update; its next step, 0.1 ms later while the gate is closing).
 void LaunchTracker::WentIdle(uint64_t completed_ns) {

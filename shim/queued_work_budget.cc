@@ -4,9 +4,9 @@
 
 namespace gpuslice::shim {
 
-// At least two kernels (unlimited tenants): one running and the next queued behind it. With one, the device idled at
-// every completion for as long as the launcher took to wake and launch again (a few percent of
-// the device with 4 ms kernels, lost whenever another tenant merely had the GPU open).
+// At least two kernels (unlimited tenants): one running and the next queued behind it. With one,
+// the device would idle at every completion for as long as the launcher takes to wake and launch
+// again, whenever another tenant merely had the GPU open.
 //
 // Beside a latency-class tenant within its request, the budget is what a latency request is
 // promised to wait for beyond the running kernels: 1 ms, shared by the tenant's processes on the
