@@ -56,9 +56,9 @@ class Node {
         if (!broker->Register("tenant-" + std::to_string(t)).ok()) _exit(1);
         for (int g = 0; g < kGpus; ++g) {
           uint8_t uuid[16] = {0x42, static_cast<uint8_t>(g), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
-          const int ledger = broker->OpenLedger(uuid, 80ULL << 30, 1ULL << 30).value_or(-1);
-          if (ledger < 0 || !broker->Reserve(ledger, (t + 1) << 20)) _exit(1);
-          broker->Reserve(ledger, 2ULL << 30);  // refused: the counters are not all zero
+          const gpuslice::Result<gpuslice::broker::LedgerId> ledger = broker->OpenLedger(uuid, 80ULL << 30, 1ULL << 30);
+          if (!ledger.ok() || !broker->Reserve(*ledger, (t + 1) << 20)) _exit(1);
+          (void)broker->Reserve(*ledger, 2ULL << 30);  // refused: the counters are not all zero
         }
         char byte = 1;
         if (write(ready[1], &byte, 1) != 1) _exit(1);

@@ -149,7 +149,8 @@ Status Broker::Register(const std::string& tenant) {
 }
 
 void Broker::Unregister() {
-  if (slot_ < 0) return;
+  const std::optional<ProcessSlot> own = slot();
+  if (!own) return;
   if (file_->owner_pid != getpid()) {  // a forked child: the registration is the parent's
     ForgetAfterFork();
     return;
@@ -161,18 +162,21 @@ void Broker::Unregister() {
   if (table.locked() && StillRegistered()) {  // else it was reaped: it may be another's now
     // A ledger lock held past its bound keeps that charge and the slot: once this process is
     // gone (its liveness lock dropped below), a later reap returns them.
-    ReturnChargesAndFree(segment, *ProcessSlot::From(slot_), kReapLedgerWaitNs);
+    ReturnChargesAndFree(segment, *own, kReapLedgerWaitNs);
   }
   // Only this descriptor's own lock can be released through it: always safe.
-  UnlockByte(file_->fd.get(), kLivenessLockBase + static_cast<uint64_t>(slot_));
+  UnlockByte(file_->fd.get(), kLivenessLockBase + static_cast<uint64_t>(own->value()));
   slot_ = -1;
   tenant_ = -1;
 }
 
-Result<int> Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, MemoryShare share) {
+Result<LedgerId> Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, MemoryShare share) {
   try {
-    if (slot_ >= 0 && file_->owner_pid != getpid()) ForgetAfterFork();
-    if (slot_ < 0) return Status::Error("gpuslice: this process must register with the broker before opening a ledger");
+    if (slot() && file_->owner_pid != getpid()) ForgetAfterFork();
+    const std::optional<ProcessSlot> own = slot();
+    const std::optional<TenantIndex> tenant = this->tenant();
+    if (!own || !tenant)
+      return Status::Error("gpuslice: this process must register with the broker before opening a ledger");
     if (share.request > share.limit) {
       return Status::InvalidArgument(fmt::format("gpuslice: a memory request of {} above its limit of {}",
                                                  Bytes(share.request), Bytes(share.limit)));
@@ -187,8 +191,6 @@ Result<int> Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_
                       "must register again",
                       file_->path));
     }
-    const ProcessSlot own = *ProcessSlot::From(slot_);
-    const TenantIndex tenant = *TenantIndex::From(tenant_);
     std::optional<GpuIndex> gpu = FindOrClaimGpu(segment, uuid, device_total_bytes, /*recycle=*/false);
     if (!gpu) {
       // sabotage-point: reclaim-on-new-gpu-off
@@ -200,9 +202,9 @@ Result<int> Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_
           fmt::format("gpuslice: the GPU table of {} is full ({} GPUs in use); cannot add {}", file_->path, kMaxGpus,
                       FormatUuid(uuid)));
     }
-    const LedgerId ledger = LedgerId::Of(tenant, *gpu);
+    const LedgerId ledger = LedgerId::Of(*tenant, *gpu);
     LedgerEntry& entry = At(*segment, ledger);
-    ProcessEntry& self = At(*segment, own);
+    ProcessEntry& self = At(*segment, *own);
     // Published before the ledger's mutex is taken: whoever reaps this process then visits the
     // ledger, and so repairs it should this process die holding that mutex. It also holds the
     // tenant's request for every decision from now on (broker/memory_requests.h).
@@ -215,7 +217,7 @@ Result<int> Broker::OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_
       if (!already_open) MarkGpuClosed(self, *gpu);
       return opened;
     }
-    return ledger.value();
+    return ledger;
   } catch (...) {
     return Status::Error(kNoMemory);
   }
@@ -235,7 +237,7 @@ Status Broker::OpenLocked(LedgerId ledger, MemoryShare share, bool already_open)
                       failure, "this tenant's allocations on this GPU are refused"));
   }
   SettleLocked(ledger);
-  const std::optional<ProcessSlot> own = ProcessSlot::From(slot_);
+  const std::optional<ProcessSlot> own = slot();
   MemoryShare current = share;
   if (entry.state.load() != kInUse) {
     SetShare(segment, ledger, share);  // the tenant's first process on this GPU sets its share
@@ -257,25 +259,26 @@ Status Broker::OpenLocked(LedgerId ledger, MemoryShare share, bool already_open)
                      nullptr);
 }
 
-bool Broker::OwnsLedger(int ledger) const {
-  const auto id = LedgerId::From(ledger);
-  const auto slot = ProcessSlot::From(slot_);
-  return id && slot && id->tenant().value() == tenant_ &&
-         IsGpuOpen(At(*file_->segment, *slot), id->gpu(), std::memory_order_relaxed);
+bool Broker::OwnsLedger(LedgerId ledger) const {
+  const std::optional<ProcessSlot> own = slot();
+  return own && ledger.tenant() == tenant() &&
+         IsGpuOpen(At(*file_->segment, *own), ledger.gpu(), std::memory_order_relaxed);
 }
 
 bool Broker::StillRegistered() const {
-  const auto slot = ProcessSlot::From(slot_);
-  if (!slot) return false;
-  const ProcessEntry& self = At(*file_->segment, *slot);
+  const std::optional<ProcessSlot> own = slot();
+  if (!own) return false;
+  const ProcessEntry& self = At(*file_->segment, *own);
   return self.state.load(std::memory_order_relaxed) == static_cast<uint32_t>(ProcessState::kRegistered) &&
          self.generation.load(std::memory_order_relaxed) == generation_;
 }
 
 bool Broker::TryCharge(LedgerId ledger, uint64_t bytes) {
+  const std::optional<ProcessSlot> own = slot();
+  if (!own) return false;  // unregistered meanwhile (the process exits): charges nothing
   Segment* segment = file_->segment;
   LedgerEntry& entry = At(*segment, ledger);
-  std::atomic<uint64_t>& mine = At(At(*segment, *ProcessSlot::From(slot_)).charged, ledger.gpu());
+  std::atomic<uint64_t>& mine = At(At(*segment, *own).charged, ledger.gpu());
   LedgerLock lock(segment, ledger, /*report=*/true, health_->WaitFor(ledger));
   if (!lock.locked()) {  // reported once by LedgerLock; fail closed on this GPU until it is free
     health_->MarkFailed(ledger);
@@ -314,37 +317,36 @@ bool Broker::TryCharge(LedgerId ledger, uint64_t bytes) {
   return true;
 }
 
-bool Broker::Reserve(int ledger, uint64_t bytes) {
+bool Broker::Reserve(LedgerId ledger, uint64_t bytes) {
   if (!OwnsLedger(ledger)) return false;
-  const LedgerId id = *LedgerId::From(ledger);
-  if (TryCharge(id, bytes)) return true;
+  if (TryCharge(ledger, bytes)) return true;
   // sabotage-point: reclaim-on-allocation-off
   ReapDeadProcesses();  // what is missing may be held by processes that died
-  if (OwnsLedger(ledger) && TryCharge(id, bytes)) return true;
+  if (OwnsLedger(ledger) && TryCharge(ledger, bytes)) return true;
   // Counted once per refused call, before the refusal is returned, by atomic adds that a SIGKILL
   // cannot tear (one killed between the two may count the refusal without its bytes). Off the
   // launch path: only allocations come here.
-  LedgerEntry& entry = At(*file_->segment, id);
+  LedgerEntry& entry = At(*file_->segment, ledger);
   entry.refused_allocations.fetch_add(1, std::memory_order_relaxed);
   entry.refused_bytes.fetch_add(bytes, std::memory_order_relaxed);
   return false;
 }
 
-void Broker::Release(int ledger, uint64_t bytes) {
-  if (!OwnsLedger(ledger) || bytes == 0) return;
+void Broker::Release(LedgerId ledger, uint64_t bytes) {
+  const std::optional<ProcessSlot> own = slot();
+  if (!own || !OwnsLedger(ledger) || bytes == 0) return;
   Segment* segment = file_->segment;
-  const LedgerId id = *LedgerId::From(ledger);
-  LedgerEntry& entry = At(*segment, id);
-  std::atomic<uint64_t>& mine = At(At(*segment, *ProcessSlot::From(slot_)).charged, id.gpu());
-  LedgerLock lock(segment, id, /*report=*/true, health_->WaitFor(id));
+  LedgerEntry& entry = At(*segment, ledger);
+  std::atomic<uint64_t>& mine = At(At(*segment, *own).charged, ledger.gpu());
+  LedgerLock lock(segment, ledger, /*report=*/true, health_->WaitFor(ledger));
   if (!lock.locked()) {
     // The charge stays (refusing more, never less) and is credited once the lock is taken again.
-    health_->MarkFailed(id);
-    health_->Owe(id.gpu(), bytes);
+    health_->MarkFailed(ledger);
+    health_->Owe(ledger.gpu(), bytes);
     return;
   }
   if (!StillRegistered()) return;  // the reaper returned this process's charges already
-  SettleLocked(id);
+  SettleLocked(ledger);
   const uint64_t held = mine.load(std::memory_order_relaxed);
   const uint64_t returned = std::min(bytes, held);  // never more than this process reserved
   const uint64_t used = entry.used.load(std::memory_order_relaxed);
@@ -353,11 +355,13 @@ void Broker::Release(int ledger, uint64_t bytes) {
 }
 
 void Broker::SettleLocked(LedgerId ledger) {
-  if (health_->MarkTaken(ledger)) ReportLedgerLockRecovered(file_->segment, ledger.value());
+  if (health_->MarkTaken(ledger)) ReportLedgerLockRecovered(file_->segment, ledger);
+  const std::optional<ProcessSlot> own = slot();
+  if (!own) return;  // unregistered: nothing of this process's is charged
   const uint64_t owed = health_->TakeOwed(ledger.gpu());
   if (owed == 0) return;
   LedgerEntry& entry = At(*file_->segment, ledger);
-  std::atomic<uint64_t>& mine = At(At(*file_->segment, *ProcessSlot::From(slot_)).charged, ledger.gpu());
+  std::atomic<uint64_t>& mine = At(At(*file_->segment, *own).charged, ledger.gpu());
   const uint64_t held = mine.load(std::memory_order_relaxed);
   const uint64_t returned = std::min(owed, held);  // never more than this process reserved
   const uint64_t used = entry.used.load(std::memory_order_relaxed);
@@ -367,14 +371,15 @@ void Broker::SettleLocked(LedgerId ledger) {
 
 Segment* Broker::segment() const { return file_->segment; }
 
-bool Broker::IsProcessAlive(int slot) const {
-  if (slot == slot_) return true;
-  return file_->fd.valid() && IsByteLockedByOther(file_->fd.get(), kLivenessLockBase + static_cast<uint64_t>(slot));
+bool Broker::IsProcessAlive(ProcessSlot slot) const {
+  if (slot.value() == slot_) return true;
+  return file_->fd.valid() &&
+         IsByteLockedByOther(file_->fd.get(), kLivenessLockBase + static_cast<uint64_t>(slot.value()));
 }
 
-int Broker::FindLedger(const uint8_t (&uuid)[16]) const {
-  const auto tenant = TenantIndex::From(tenant_);
-  if (!tenant) return -1;
+std::optional<LedgerId> Broker::FindLedger(const uint8_t (&uuid)[16]) const {
+  const std::optional<TenantIndex> tenant = this->tenant();
+  if (!tenant) return std::nullopt;
   const Segment& segment = *file_->segment;
   uint64_t words[2];
   std::memcpy(words, uuid, sizeof words);
@@ -384,61 +389,53 @@ int Broker::FindLedger(const uint8_t (&uuid)[16]) const {
         entry.uuid[1].load() != words[1])
       continue;
     const LedgerId ledger = LedgerId::Of(*tenant, gpu);
-    return At(segment, ledger).state.load() == static_cast<uint32_t>(EntryState::kInUse) ? ledger.value() : -1;
+    if (At(segment, ledger).state.load() != static_cast<uint32_t>(EntryState::kInUse)) return std::nullopt;
+    return ledger;
   }
-  return -1;
+  return std::nullopt;
 }
 
-uint64_t Broker::Used(int ledger) const {
-  const auto id = LedgerId::From(ledger);
-  return id ? At(*file_->segment, *id).used.load(std::memory_order_acquire) : 0;
+uint64_t Broker::Used(LedgerId ledger) const {
+  return At(*file_->segment, ledger).used.load(std::memory_order_acquire);
 }
 
-uint64_t Broker::Quota(int ledger) const {
-  const auto id = LedgerId::From(ledger);
-  return id ? At(*file_->segment, *id).quota.load(std::memory_order_acquire) : 0;
+uint64_t Broker::Quota(LedgerId ledger) const {
+  return At(*file_->segment, ledger).quota.load(std::memory_order_acquire);
 }
 
-uint64_t Broker::Request(int ledger) const {
-  const auto id = LedgerId::From(ledger);
-  return id ? At(*file_->segment, *id).request.load(std::memory_order_acquire) : 0;
+uint64_t Broker::Request(LedgerId ledger) const {
+  return At(*file_->segment, ledger).request.load(std::memory_order_acquire);
 }
 
-uint64_t Broker::Available(int ledger) const {
-  const auto id = LedgerId::From(ledger);
-  if (!id) return 0;
+uint64_t Broker::Available(LedgerId ledger) const {
   const Segment& segment = *file_->segment;
-  const LedgerEntry& entry = At(segment, *id);
+  const LedgerEntry& entry = At(segment, ledger);
   const uint64_t used = entry.used.load(std::memory_order_acquire);
   const uint64_t limit = entry.quota.load(std::memory_order_acquire);
   const uint64_t request = entry.request.load(std::memory_order_acquire);
   const uint64_t room = limit > used ? limit - used : 0;
-  if (At(segment, id->gpu()).request_ledgers.load() == 0) return room;  // no request on the GPU
-  const OtherTenants others = OthersOnGpu(segment, id->gpu(), id->tenant());
+  if (At(segment, ledger.gpu()).request_ledgers.load() == 0) return room;  // no request on the GPU
+  const OtherTenants others = OthersOnGpu(segment, ledger.gpu(), ledger.tenant());
   if (others.held_requests == 0 && request == 0) return room;  // no request on the GPU: no rule
-  const uint64_t total = At(segment, id->gpu()).total_memory.load();
+  const uint64_t total = At(segment, ledger.gpu()).total_memory.load();
   const uint64_t guaranteed = request > used ? request - used : 0;
   const uint64_t unreserved = total > others.committed ? total - others.committed : 0;
   return std::min(room, std::max(guaranteed, unreserved > used ? unreserved - used : 0));
 }
 
-uint64_t Broker::GpuUsed(int ledger) const {
-  const auto id = LedgerId::From(ledger);
-  if (!id) return 0;
+uint64_t Broker::GpuUsed(LedgerId ledger) const {
   uint64_t sum = 0;
   for (TenantIndex tenant : UsedTenants(*file_->segment))
-    sum += At(*file_->segment, LedgerId::Of(tenant, id->gpu())).used.load(std::memory_order_acquire);
+    sum += At(*file_->segment, LedgerId::Of(tenant, ledger.gpu())).used.load(std::memory_order_acquire);
   return sum;
 }
 
-int Broker::GpuProcesses(int ledger) const {
-  const auto id = LedgerId::From(ledger);
-  if (!id) return 0;
+int Broker::GpuProcesses(LedgerId ledger) const {
   int count = 0;
   for (ProcessSlot slot : UsedProcessSlots(*file_->segment)) {
     const ProcessEntry& process = At(*file_->segment, slot);
     const bool registered = process.state.load() == static_cast<uint32_t>(ProcessState::kRegistered);
-    if (registered && IsGpuOpen(process, id->gpu()) && IsProcessAlive(slot.value())) ++count;
+    if (registered && IsGpuOpen(process, ledger.gpu()) && IsProcessAlive(slot)) ++count;
   }
   return count;
 }
@@ -452,7 +449,7 @@ void Broker::ReapDeadProcesses() {
   }
   Segment* segment = file_->segment;
   TableLock table(segment, TableLock::Failure::kReport);
-  if (table.locked()) ReapDeadLocked(segment, file_->fd.get(), ProcessSlot::From(slot_));
+  if (table.locked()) ReapDeadLocked(segment, file_->fd.get(), slot());
 }
 
 void Broker::ForgetAfterFork() {

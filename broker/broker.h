@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,10 +58,10 @@ class Broker {
   // refused (the error names both). Opening holds the tenant's request (broker/memory_requests.h):
   // refused with one line when the GPU's requests would exceed its memory, or when borrowers hold
   // memory the request needs (naming them; a later open succeeds once they freed it).
-  // Returns the ledger index for Reserve/Release.
-  Result<int> OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, MemoryShare share);
+  // Returns the ledger for Reserve/Release.
+  Result<LedgerId> OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, MemoryShare share);
   // A quota alone: a limit without a request.
-  Result<int> OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, uint64_t quota) {
+  Result<LedgerId> OpenLedger(const uint8_t (&uuid)[16], uint64_t device_total_bytes, uint64_t quota) {
     return OpenLedger(uuid, device_total_bytes, MemoryShare{0, quota});
   }
 
@@ -68,26 +69,27 @@ class Broker {
   // tenant stays within its limit and, above its request, within the memory no other tenant's
   // request reserves (broker/memory_requests.h); false otherwise (dead processes are reaped and
   // the check retried once before refusing). Concurrent reservations of every process of every
-  // tenant can never break either rule, not even momentarily.
-  bool Reserve(int ledger, uint64_t bytes);
+  // tenant can never break either rule, not even momentarily. A ledger this process has not
+  // opened (another tenant's, or after Unregister) charges nothing: false.
+  bool Reserve(LedgerId ledger, uint64_t bytes);
   // Returns bytes reserved by this process (a rolled-back reservation or a free).
-  void Release(int ledger, uint64_t bytes);
+  void Release(LedgerId ledger, uint64_t bytes);
 
   // This process's tenant's ledger on the GPU with `uuid` if some process of the tenant opened
-  // it, else -1. Read-only (for views such as NVML's that must not set a quota).
-  int FindLedger(const uint8_t (&uuid)[16]) const;
+  // it, else nullopt. Read-only (for views such as NVML's that must not set a quota).
+  std::optional<LedgerId> FindLedger(const uint8_t (&uuid)[16]) const;
 
-  uint64_t Used(int ledger) const;
-  uint64_t Quota(int ledger) const;  // the limit
-  uint64_t Request(int ledger) const;
+  uint64_t Used(LedgerId ledger) const;
+  uint64_t Quota(LedgerId ledger) const;  // the limit
+  uint64_t Request(LedgerId ledger) const;
   // What the tenant could still reserve on the GPU of `ledger` now: what is left of its request,
   // or, when more, what it may borrow, within its limit (lock-free reads: a figure at rest).
-  uint64_t Available(int ledger) const;
+  uint64_t Available(LedgerId ledger) const;
   // What every tenant of this state directory holds on the GPU of `ledger`, summed (lock-free
   // reads: a figure at rest, for the unaccounted-memory warning of broker/unaccounted.h).
-  uint64_t GpuUsed(int ledger) const;
+  uint64_t GpuUsed(LedgerId ledger) const;
   // The live processes of this state directory that use the GPU of `ledger` (this one included).
-  int GpuProcesses(int ledger) const;
+  int GpuProcesses(LedgerId ledger) const;
 
   // Returns the charges of every process that died (any PID namespace) to its tenant.
   void ReapDeadProcesses();
@@ -116,10 +118,11 @@ class Broker {
 
   // For the compute scheduler (broker/scheduler.h), which works on the same segment.
   Segment* segment() const;
-  int slot() const { return slot_; }
-  int tenant() const { return tenant_; }
+  // This process's slot and tenant; nullopt until Register (and after Unregister).
+  std::optional<ProcessSlot> slot() const { return ProcessSlot::From(slot_.load()); }
+  std::optional<TenantIndex> tenant() const { return TenantIndex::From(tenant_); }
   // True while the process in `slot` holds its liveness lock (any PID namespace).
-  bool IsProcessAlive(int slot) const;
+  bool IsProcessAlive(ProcessSlot slot) const;
 
  private:
   explicit Broker(std::unique_ptr<SegmentFile> file);
@@ -127,7 +130,8 @@ class Broker {
   // open file description, and with it the parent's locks): reopens it, forgetting a registration
   // inherited from the parent, when it is not.
   Status UseOwnDescriptor();
-  bool OwnsLedger(int ledger) const;
+  // This process is registered, of the ledger's tenant, and has the ledger's GPU open.
+  bool OwnsLedger(LedgerId ledger) const;
   // False when this process's slot was reaped although it lives: it closed the descriptor holding
   // its liveness lock. Checked under the ledger mutex before every charge.
   bool StillRegistered() const;
@@ -139,10 +143,10 @@ class Broker {
   void SettleLocked(LedgerId ledger);
 
   std::unique_ptr<SegmentFile> file_;
-  // This process's slot, -1 until Register. Atomic: the shim's compute monitor thread reads it
-  // (IsProcessAlive) while the exiting thread unregisters.
+  // This process's slot, -1 until Register (read through slot(), which checks it). Atomic: the
+  // shim's compute monitor thread reads it (IsProcessAlive) while the exiting thread unregisters.
   std::atomic<int> slot_{-1};
-  int tenant_ = -1;          // this process's tenant index
+  int tenant_ = -1;          // this process's tenant index, -1 until Register (read through tenant())
   uint64_t generation_ = 0;  // the slot's generation at Register: a changed one means it was lost
   // The ledger locks this process could not take, and the frees it owes them.
   std::unique_ptr<LedgerHealth> health_;

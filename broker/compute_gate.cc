@@ -7,6 +7,8 @@
 #include "broker/checked_index.h"
 #include "broker/ledger.h"
 #include "broker/lock_fault.h"
+#include "broker/sched_lock.h"
+#include "broker/sched_terms.h"
 #include "common/clock.h"
 #include "common/futex.h"
 #include "common/mutex_lock.h"
@@ -29,23 +31,22 @@ const char* ClassName(ComputeClass cls) {
 
 }  // namespace
 
-// The process is registered (its slot is in the table) before it opens a ledger.
-ComputeGate::ComputeGate(Broker* broker, LedgerId ledger)
+ComputeGate::ComputeGate(Broker* broker, LedgerId ledger, ProcessSlot own)
     : broker_(broker),
       segment_(broker->segment()),
       gpu_(&At(*segment_, ledger.gpu())),
       ledger_(&At(*segment_, ledger)),
-      mine_(&At(At(*segment_, *ProcessSlot::From(broker->slot())).sched, ledger.gpu())),
+      mine_(&At(At(*segment_, own).sched, ledger.gpu())),
       gpu_index_(ledger.gpu()),
       tenant_(ledger.tenant().value()),
       holder_value_(static_cast<uint32_t>(ledger.tenant().value() + 1)),
-      policy_(segment_, ledger.gpu(), [broker](int slot) { return broker->IsProcessAlive(slot); }) {}
+      policy_(segment_, ledger.gpu(), [broker](ProcessSlot slot) { return broker->IsProcessAlive(slot); }) {}
 
 Status ComputeGate::SetShare(uint32_t request_pct, uint32_t limit_pct, ComputeClass cls, uint64_t lock_timeout_ns) {
   RobustLock lock(&gpu_->sched_mutex.mutex, lock_timeout_ns);
   if (!lock.locked()) {
     return Status::Unavailable(
-        SchedLockFaultLine(segment_, gpu_index_.value(), lock.failure(),
+        SchedLockFaultLine(segment_, gpu_index_, lock.failure(),
                            "this process's compute share cannot be set, and its launches there are not gated"));
   }
   const uint32_t request = ledger_->request_pct.load();
@@ -78,8 +79,8 @@ Status ComputeGate::SetShare(uint32_t request_pct, uint32_t limit_pct, ComputeCl
 bool ComputeGate::TenantHasOtherLiveProcess() const {
   for (ProcessSlot slot : UsedProcessSlots(*segment_)) {
     const ProcessEntry& p = At(*segment_, slot);
-    if (slot.value() == broker_->slot() || p.state.load() != kRegistered || p.tenant.load() != tenant_) continue;
-    if (IsGpuOpen(p, gpu_index_) && broker_->IsProcessAlive(slot.value())) return true;
+    if (slot == broker_->slot() || p.state.load() != kRegistered || p.tenant.load() != tenant_) continue;
+    if (IsGpuOpen(p, gpu_index_) && broker_->IsProcessAlive(slot)) return true;
   }
   return false;
 }
@@ -100,7 +101,7 @@ ComputeGate::Neighbours ComputeGate::Survey(uint64_t now) const {
     const bool latency =
         ledger && ClassOf(*ledger) == ComputeClass::kLatency &&
         BucketNow(ledger->priority_tokens_ns.load(), ledger->priority_tokens_at_ns.load(), WeightOf(*ledger), now) > 0;
-    if ((n.others && (n.latency || !latency)) || !broker_->IsProcessAlive(slot.value())) continue;
+    if ((n.others && (n.latency || !latency)) || !broker_->IsProcessAlive(slot)) continue;
     n.others = true;
     n.latency = n.latency || latency;
   }

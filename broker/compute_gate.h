@@ -13,6 +13,8 @@
 
 #include "broker/broker.h"
 #include "broker/grant_policy.h"
+#include "broker/sched_lock.h"
+#include "broker/sched_terms.h"
 #include "broker/segment_layout.h"
 #include "common/mutex.h"
 
@@ -20,8 +22,9 @@ namespace gpuslice::broker {
 
 class ComputeGate {
  public:
-  // For this process's tenant on the GPU of `ledger` (opened with Broker::OpenLedger).
-  ComputeGate(Broker* broker, LedgerId ledger);
+  // For this process (registered in slot `own`) and its tenant on the GPU of `ledger` (opened
+  // with Broker::OpenLedger).
+  ComputeGate(Broker* broker, LedgerId ledger, ProcessSlot own);
   ComputeGate(const ComputeGate&) = delete;
   ComputeGate& operator=(const ComputeGate&) = delete;
 

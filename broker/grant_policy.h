@@ -11,71 +11,30 @@
 //  - heartbeat_ns stale (older than the lease): its monitor is stopped (SIGSTOP, a debugger) or
 //    starved; its queued kernels finish on the GPU without it, and the others go on.
 //  - priority_until_ns in the future: latency-class work that passes the grant.
+//
+// The policy's parts, a file each: the decision (grant_policy.cc: when a grant ends and moves),
+// the survey (grant_survey.cc: who is on the GPU and what its processes do), fair queuing
+// (grant_fair_queue.cc: virtual time, who is next, who is owed the GPU) and the charges
+// (grant_charges.cc: what each tenant is charged for the device's time). The terms it decides by
+// are broker/sched_terms.h, its lock broker/sched_lock.h.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
-#include <string>
 #include <thread>
 
 #include "broker/checked_index.h"
 #include "broker/segment_layout.h"
-#include "common/robust_mutex.h"
 
 namespace gpuslice::broker {
 
-inline constexpr uint64_t kDefaultQuantumNs = 10'000'000;
-inline constexpr uint64_t kDefaultBudgetNs = 2'000'000;
-inline constexpr uint32_t kDefaultRequestPct = 10;
-// The least a lease (heartbeat, waiting stamp, priority) lasts, however short the quantum.
-inline constexpr uint64_t kMinLeaseNs = 20'000'000;
-// Bounds of a process's idle grace (a few times its own launch gaps).
-inline constexpr uint64_t kMinGraceNs = 200'000;
-inline constexpr uint64_t kMaxGraceNs = 2'000'000;
-// The least a grant lasts before a waiter that is owed the GPU may end it.
-inline constexpr uint64_t kMinSliceNs = 1'000'000;
-// The limit's and the latency priority's buckets hold at most this much of their percentage.
-inline constexpr uint64_t kBucketWindowNs = 100'000'000;
-// A tenant capped by its limit becomes eligible again only with this much in its bucket.
-inline constexpr int64_t kMinLimitedBurstNs = 5'000'000;
-// A grant decision lasts microseconds: the scheduler lock held longer than this is held by a
-// process stopped inside a decision (SIGSTOP, a debugger) or is corrupt, and is not waited for.
-inline constexpr uint64_t kSchedLockBoundNs = 1'000'000'000;
-// Shares shown by gpuslicectl are measured over windows of this length.
-inline constexpr uint64_t kShareWindowNs = 10'000'000'000ULL;
-// A grant's device time reaches its holder's service counter at least this often while it lasts
-// (a grant lasts as long as nobody waits: a trainer beside a latency service can hold it for
-// seconds, and counted only at its hand-over, a scrape saw the tenants' shares sum past the device).
-inline constexpr uint64_t kServiceReportNs = 100'000'000;
-// Virtual time advances by service × kVtimeScale / request.
-inline constexpr uint64_t kVtimeScale = 100;
-
-uint64_t QuantumOf(const GpuEntry& gpu);
-uint64_t BudgetOf(const GpuEntry& gpu);
-uint64_t LeaseOf(const GpuEntry& gpu);  // max(2 quanta, kMinLeaseNs)
-// kSchedLockBoundNs, or less where a test shortened every lock's timeout (SetLockTimeoutForTesting).
-uint64_t SchedLockTimeoutNs();
-// "the scheduler lock of GPU entry N": how its fault lines name it.
-std::string SchedLockName(int gpu);
-// The one line saying that GPU `gpu`'s scheduler lock could not be taken, and what was `refused`.
-std::string SchedLockFaultLine(const Segment* segment, int gpu, LockFailure failure, const std::string& refused);
-// Wakes every thread waiting for a change of the GPU's grant (futex on grant_seq).
-void WakeGrantWaiters(GpuEntry* gpu);
-uint32_t WeightOf(const LedgerEntry& ledger);
-uint32_t LimitOf(const LedgerEntry& ledger);
-ComputeClass ClassOf(const LedgerEntry& ledger);
-
-// A bucket that fills at pct % of real time up to pct % of kBucketWindowNs. Charges may take it
-// below zero by any amount (the drain of long kernels); that debt is repaid in full at pct %.
-int64_t BucketNow(int64_t tokens, uint64_t tokens_at, uint32_t pct, uint64_t now);
-
-class SchedLock;  // grant_policy.cc
+class SchedLock;  // broker/sched_lock.h
 
 class GrantPolicy {
  public:
-  using Liveness = std::function<bool(int slot)>;
+  using Liveness = std::function<bool(ProcessSlot slot)>;
   GrantPolicy(Segment* segment, GpuIndex gpu, Liveness alive);
 
   // One step of the protocol: counts who waits, clears expired priority, ends the holder's grant
@@ -85,11 +44,10 @@ class GrantPolicy {
   // scheduler mutex. Returns true when the grant changed (waiters should be woken).
   bool Advance(uint64_t now);
 
-  // Latency-class work done outside the grant: charged like a grant of `ns`, half of it while the
-  // holder's work ran beside it (scheduler mutex).
-  // Charges `ns` of a latency tenant's work done outside the grant. Of it, up to `wait_allowance_ns`
-  // spent while the holder's work was in flight is the request waiting for the co-runners' queue
-  // and is not charged; returns how much of the allowance that used.
+  // Charges `ns` of a latency tenant's work done outside the grant, like a grant's (scheduler
+  // mutex). Of it, up to `wait_allowance_ns` spent while others' work was in flight is the request
+  // waiting for the co-runners' queue and is not charged; the rest beside n processes' work is
+  // charged 1/(n+1). Returns how much of the allowance that used.
   uint64_t ChargePriorityWork(int tenant, uint64_t ns, uint64_t now, uint64_t wait_allowance_ns = 0);
   // The tenant's last process leaves: the grant it holds moves on, charged to its last activity.
   void ReleaseIfHeldBy(int tenant, uint64_t now);
@@ -99,8 +57,8 @@ class GrantPolicy {
   // True while some live process's latency priority has not expired.
   bool PriorityActive(uint64_t now) const;
 
-  // For tests and tools: the tenant Advance would grant the GPU to next (-1: none eligible).
-  int PickNext(uint64_t now, uint64_t* retry_after_ns);
+  // For tests and tools: the tenant Advance would grant the GPU to next (nullopt: none eligible).
+  std::optional<TenantIndex> PickNext(uint64_t now, uint64_t* retry_after_ns);
 
   // True while this process last found the GPU's scheduler lock unusable (held past
   // kSchedLockBoundNs, or corrupt): no decision is made, and the process's launches on the GPU
@@ -108,8 +66,21 @@ class GrantPolicy {
   bool stuck() const { return stuck_.load(std::memory_order_relaxed); }
 
  private:
-  // The holder's activity, as Advance judges it.
+  // --- the decision (grant_policy.cc) ---
+  // Takes the scheduler lock into *lock; false (and reported) when it cannot be taken.
+  bool Lock(std::optional<SchedLock>* lock);
+  bool AdvanceLocked(uint64_t now);
+  void HandOverLocked(uint64_t now);
+  // Why the holder's grant must end now: a yield (a waiter owed the GPU, or a background holder
+  // beside a standard or latency waiter) — before its limit, so that an owed waiter does not wait
+  // for a limited holder's drain — its limit, or its quantum while others wait.
+  enum class CloseReason { kNone, kLimit, kQuantum, kYield };
+  CloseReason ShouldCloseLocked(TenantIndex holder, uint64_t now) const;
+  // The holder's activity, as Advance judges it (HolderActivity).
   enum class Activity { kGone, kIdle, kBetweenLaunches, kWaiting, kDraining };
+  static bool DrainedFor(CloseReason reason, Activity activity, uint32_t queued, bool limited);
+
+  // --- the survey (grant_survey.cc) ---
   // went_idle_ns: when its last process with no work went idle; queued: its launches in flight,
   // over all its processes (work of unknown extent counting two).
   Activity HolderActivity(TenantIndex tenant, uint64_t now, uint64_t* went_idle_ns = nullptr,
@@ -123,18 +94,24 @@ class GrantPolicy {
   LedgerEntry& Ledger(TenantIndex tenant) const;
   std::optional<TenantIndex> Tenant(int raw) const;
   std::optional<TenantIndex> TenantOfGrantField(uint32_t field) const;
-  // Takes the scheduler lock into *lock; false (and reported) when it cannot be taken.
-  bool Lock(std::optional<SchedLock>* lock);
-  bool AdvanceLocked(uint64_t now);
-  void HandOverLocked(uint64_t now);
-  void CountGrantTimeLocked(uint64_t start, uint64_t used, uint64_t now);
-  void SettleTailLocked(uint64_t now, bool force);
+  uint32_t TenantHighWater() const;
   // The busy time of the tenant's registered processes on this GPU so far, open periods included.
   uint64_t TenantBusyNs(TenantIndex tenant, uint64_t now) const;
-  // Whether a process of the tenant has work on this GPU now (its heartbeat fresh).
   // Processes of other tenants with work on the device: the hardware turns between their
   // contexts and the tenant's.
   uint32_t ProcessesWithWorkBeside(TenantIndex tenant, uint64_t now) const;
+  bool Fresh(const ProcessEntry& p, uint64_t stamp, uint64_t now) const;
+  bool Live(ProcessSlot slot) const;
+
+  // --- fair queuing (grant_fair_queue.cc) ---
+  void RefreshWaitingLocked(uint64_t now);
+  uint64_t SystemVtime(uint64_t now) const;
+  // What a tenant that starts waiting re-enters behind (`counts`: each tenant's waiting processes).
+  uint64_t ReentryVtime(TenantIndex entering, const uint32_t* counts, uint64_t now) const;
+  static uint64_t RefillNs(const LedgerEntry& l, uint64_t now);
+  bool Owed(TenantIndex waiter, TenantIndex holder, uint64_t held) const;
+
+  // --- the charges (grant_charges.cc) ---
   // `ns` to the tenant's virtual time and service, `limit_ns` to its limit's bucket.
   void ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t now, uint64_t limit_ns);
   // The same, of which only `unreported_ns` is added to the tenant's service (the rest already was).
@@ -144,22 +121,9 @@ class GrantPolicy {
   // Adds to the holder's service what its grant has used since the last report (status, the
   // exporter and share windows read service_ns; its virtual time and bucket move at hand-over).
   void ReportHolderServiceLocked(TenantIndex holder, uint64_t now);
+  void CountGrantTimeLocked(uint64_t start, uint64_t used, uint64_t now);
+  void SettleTailLocked(uint64_t now, bool force);
   void RollShareWindowLocked(uint64_t now);
-  // Why the holder's grant must end now: a yield (a waiter owed the GPU, or a background holder
-  // beside a standard or latency waiter) — before its limit, so that an owed waiter does not wait
-  // for a limited holder's drain — its limit, or its quantum while others wait.
-  enum class CloseReason { kNone, kLimit, kQuantum, kYield };
-  CloseReason ShouldCloseLocked(TenantIndex holder, uint64_t now) const;
-  static bool DrainedFor(CloseReason reason, Activity activity, uint32_t queued, bool limited);
-  bool Owed(TenantIndex waiter, TenantIndex holder, uint64_t held) const;
-  static uint64_t RefillNs(const LedgerEntry& l, uint64_t now);
-  void RefreshWaitingLocked(uint64_t now);
-  uint64_t SystemVtime(uint64_t now) const;
-  // What a tenant that starts waiting re-enters behind (`counts`: each tenant's waiting processes).
-  uint64_t ReentryVtime(TenantIndex entering, const uint32_t* counts, uint64_t now) const;
-  bool Fresh(const ProcessEntry& p, uint64_t stamp, uint64_t now) const;
-  bool Live(ProcessSlot slot) const;
-  uint32_t TenantHighWater() const;
 
   Segment* segment_;
   GpuEntry* gpu_;

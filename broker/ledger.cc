@@ -9,7 +9,7 @@ namespace gpuslice::broker {
 LedgerLock::LedgerLock(Segment* segment, LedgerId ledger, bool report, uint64_t timeout_ns)
     : lock_(&At(*segment, ledger).mutex.mutex, timeout_ns) {
   if (!lock_.locked()) {
-    if (report) ReportLedgerLockFault(segment, ledger.value(), lock_.failure());
+    if (report) ReportLedgerLockFault(segment, ledger, lock_.failure());
     return;
   }
   if (lock_.previous_owner_died()) {

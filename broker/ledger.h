@@ -18,12 +18,6 @@
 
 namespace gpuslice::broker {
 
-// Raw ledger numbers, as the Broker API hands them out (int ledger = tenant * kMaxGpus + gpu).
-// New code: LedgerId (broker/checked_index.h), which cannot be out of range.
-inline int LedgerIndex(int tenant, int gpu) { return tenant * kMaxGpus + gpu; }
-inline int LedgerTenant(int ledger) { return ledger / kMaxGpus; }
-inline int LedgerGpu(int ledger) { return ledger % kMaxGpus; }
-
 // Holds a ledger's robust mutex, with the ledger repaired if the previous holder died. A mutex
 // in a bad state, or held past kRobustLockTimeoutNs, is not taken: locked() is false, the fault
 // has been reported (broker/lock_fault.h), and the caller must leave the ledger alone.

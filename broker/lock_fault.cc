@@ -97,24 +97,20 @@ void ReportLockFault(const Segment* segment, const void* mutex, const std::strin
   }
 }
 
-void ReportLedgerLockFault(const Segment* segment, int ledger, LockFailure failure) {
-  const auto id = LedgerId::From(ledger);
-  if (!id) return;
-  const TenantEntry& tenant = At(*segment, id->tenant());
+void ReportLedgerLockFault(const Segment* segment, LedgerId ledger, LockFailure failure) {
+  const TenantEntry& tenant = At(*segment, ledger.tenant());
   try {
     // Bytes anyone could have written: the line stays one printable line.
     const std::string name = Printable(std::string_view(tenant.name, NameLength(tenant)));
-    ReportLockFault(segment, &At(*segment, *id).mutex,
-                    fmt::format("the memory ledger lock of tenant '{}' on GPU entry {}", name, id->gpu().value()),
+    ReportLockFault(segment, &At(*segment, ledger).mutex,
+                    fmt::format("the memory ledger lock of tenant '{}' on GPU entry {}", name, ledger.gpu().value()),
                     failure, "that tenant's allocations on that GPU are refused");
   } catch (...) {
   }
 }
 
-void ReportLedgerLockRecovered(const Segment* segment, int ledger) {
-  const auto id = LedgerId::From(ledger);
-  if (!id) return;
-  const void* mutex = &At(*segment, *id).mutex;
+void ReportLedgerLockRecovered(const Segment* segment, LedgerId ledger) {
+  const void* mutex = &At(*segment, ledger).mutex;
   try {
     {
       MutexLock guard(&PathsMutex());
@@ -123,12 +119,12 @@ void ReportLedgerLockRecovered(const Segment* segment, int ledger) {
         *it = g_reported[--g_reported_count];
       }
     }
-    const TenantEntry& tenant = At(*segment, id->tenant());
+    const TenantEntry& tenant = At(*segment, ledger.tenant());
     const std::string name = Printable(std::string_view(tenant.name, NameLength(tenant)));
     Emit(
         fmt::format("gpuslice: the memory ledger lock of tenant '{}' on GPU entry {} in {} is free again: that "
                     "tenant's allocations on that GPU go on, and the frees held back meanwhile are credited",
-                    name, id->gpu().value(), PathOf(segment)));
+                    name, ledger.gpu().value(), PathOf(segment)));
   } catch (...) {
   }
 }

@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "broker/checked_index.h"
 #include "broker/segment_layout.h"
 #include "common/robust_mutex.h"
 #include "common/status.h"
@@ -37,11 +38,11 @@ void ReportLockFault(const Segment* segment, const void* mutex, const std::strin
                      const std::string& refused, uint64_t bound_ns = LockTimeoutNs());
 
 // The same for a ledger lock: names the tenant and GPU.
-void ReportLedgerLockFault(const Segment* segment, int ledger, LockFailure failure);
+void ReportLedgerLockFault(const Segment* segment, LedgerId ledger, LockFailure failure);
 
 // A ledger lock this process had given up on was taken again: one line saying that the tenant's
 // allocations on that GPU go on, and a later fault of the same lock is reported again.
-void ReportLedgerLockRecovered(const Segment* segment, int ledger);
+void ReportLedgerLockRecovered(const Segment* segment, LedgerId ledger);
 
 // The header's table mutex, waited for at most LockTimeoutNs(). When it cannot be taken, the one
 // line for it is reported (`report`), or left to the caller, which returns status() in its error.

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "broker/checked_index.h"
 #include "broker/lock_fault.h"
+#include "broker/sched_lock.h"
+#include "broker/sched_terms.h"
 #include "broker/uuid.h"
 #include "common/clock.h"
 #include "common/robust_mutex.h"
@@ -14,31 +17,26 @@
 namespace gpuslice::broker {
 namespace {
 
-GpuEntry* FindGpu(Segment* segment, const uint8_t (&uuid)[16], int* index) {
+std::optional<GpuIndex> FindGpu(const Segment& segment, const uint8_t (&uuid)[16]) {
   uint64_t words[2];
   std::memcpy(words, uuid, sizeof words);
-  const uint32_t gpus = std::min<uint32_t>(segment->header.gpu_high_water.load(), kMaxGpus);
-  for (uint32_t g = 0; g < gpus; ++g) {
-    GpuEntry& gpu = segment->gpus[g];
+  for (GpuIndex g : UsedGpus(segment)) {
+    const GpuEntry& gpu = At(segment, g);
     if (gpu.state.load() == static_cast<uint32_t>(EntryState::kInUse) && gpu.uuid[0].load() == words[0] &&
-        gpu.uuid[1].load() == words[1]) {
-      *index = static_cast<int>(g);
-      return &gpu;
-    }
+        gpu.uuid[1].load() == words[1])
+      return g;
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 }  // namespace
 
-void PresetShare(Broker* broker, int ledger, uint32_t request_pct, uint32_t limit_pct, ComputeClass cls,
+void PresetShare(Broker* broker, LedgerId ledger, uint32_t request_pct, uint32_t limit_pct, ComputeClass cls,
                  uint64_t lock_timeout_ns) {
-  const auto id = LedgerId::From(ledger);
-  if (!id) return;
   Segment& segment = *broker->segment();
-  RobustLock lock(&At(segment, id->gpu()).sched_mutex.mutex, lock_timeout_ns);
+  RobustLock lock(&At(segment, ledger.gpu()).sched_mutex.mutex, lock_timeout_ns);
   if (!lock.locked()) return;  // SetShare tries again, and reports, at the first launch
-  LedgerEntry& entry = At(segment, *id);
+  LedgerEntry& entry = At(segment, ledger);
   if (entry.request_pct.load() != 0) return;
   const uint64_t now = MonotonicNanos();
   entry.request_pct.store(request_pct);
@@ -56,13 +54,13 @@ static Status NoSuchGpu(const uint8_t (&uuid)[16]) {
 }
 
 Status SetGpuPolicy(Segment* segment, const uint8_t (&uuid)[16], SharingMode mode, uint64_t quantum_ns) {
-  int index = -1;
-  GpuEntry* gpu = FindGpu(segment, uuid, &index);
-  if (!gpu) return NoSuchGpu(uuid);
+  const std::optional<GpuIndex> index = FindGpu(*segment, uuid);
+  if (!index) return NoSuchGpu(uuid);
+  GpuEntry* gpu = &At(*segment, *index);
   {
     RobustLock lock(&gpu->sched_mutex.mutex, SchedLockTimeoutNs());
     if (!lock.locked())
-      return Status::Unavailable(SchedLockFaultLine(segment, index, lock.failure(), "the policy is not changed"));
+      return Status::Unavailable(SchedLockFaultLine(segment, *index, lock.failure(), "the policy is not changed"));
     gpu->mode.store(static_cast<uint32_t>(mode));
     gpu->quantum_ns.store(quantum_ns);
     if (mode != SharingMode::kTimeslice) {
@@ -75,9 +73,9 @@ Status SetGpuPolicy(Segment* segment, const uint8_t (&uuid)[16], SharingMode mod
 }
 
 Status SetGpuBudget(Segment* segment, const uint8_t (&uuid)[16], uint64_t budget_ns) {
-  int index = -1;
-  GpuEntry* gpu = FindGpu(segment, uuid, &index);
-  if (!gpu) return NoSuchGpu(uuid);
+  const std::optional<GpuIndex> index = FindGpu(*segment, uuid);
+  if (!index) return NoSuchGpu(uuid);
+  GpuEntry* gpu = &At(*segment, *index);
   gpu->budget_ns.store(budget_ns);
   WakeGrantWaiters(gpu);
   return Status::Ok();

@@ -10,6 +10,7 @@
 #include "broker/broker.h"
 #include "broker/compute_gate.h"
 #include "broker/grant_policy.h"
+#include "broker/sched_lock.h"
 #include "broker/segment_layout.h"
 #include "common/mutex.h"
 
@@ -20,7 +21,7 @@ namespace gpuslice::broker {
 // `gpuslicectl status` shows what a tenant asks for before it launches. Never refuses: a tenant
 // whose values are set already keeps them (SetShare judges a disagreement at the launch, as
 // before), and a scheduler lock not free within `lock_timeout_ns` leaves them for SetShare.
-void PresetShare(Broker* broker, int ledger, uint32_t request_pct, uint32_t limit_pct, ComputeClass cls,
+void PresetShare(Broker* broker, LedgerId ledger, uint32_t request_pct, uint32_t limit_pct, ComputeClass cls,
                  uint64_t lock_timeout_ns = SchedLockTimeoutNs());
 
 // Policy, for gpuslicectl: the GPU's sharing mode and quantum (0 = the default).

@@ -13,6 +13,7 @@
 #include "broker/grant_policy.h"
 #include "broker/ledger.h"
 #include "broker/lock_fault.h"
+#include "broker/sched_terms.h"
 #include "broker/segment_file.h"
 #include "broker/snapshot.h"
 #include "broker/tables.h"

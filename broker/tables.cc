@@ -280,23 +280,4 @@ int ReapDeadLocked(Segment* segment, int fd, std::optional<ProcessSlot> own_slot
   return reaped;
 }
 
-bool OtherProcessHasLedgerOpen(const Segment& segment, TenantIndex tenant, GpuIndex gpu,
-                               std::optional<ProcessSlot> except_slot) {
-  for (ProcessSlot i : UsedProcessSlots(segment)) {
-    const ProcessEntry& process = At(segment, i);
-    if (i != except_slot && IsRegistered(process) && process.tenant.load() == tenant.value() &&
-        IsGpuOpen(process, gpu)) {
-      return true;
-    }
-  }
-  return false;
-}
-
-bool OtherProcessHasLedgerOpen(const Segment& segment, int tenant, int gpu, int except_slot) {
-  const auto checked_tenant = TenantIndex::From(tenant);
-  const auto checked_gpu = GpuIndex::From(gpu);
-  if (!checked_tenant || !checked_gpu) return true;
-  return OtherProcessHasLedgerOpen(segment, *checked_tenant, *checked_gpu, ProcessSlot::From(except_slot));
-}
-
 }  // namespace gpuslice::broker

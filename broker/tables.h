@@ -43,11 +43,4 @@ inline constexpr uint64_t kReapLedgerWaitNs = 10'000'000;
 // conflicts with its own descriptor, so it would look dead. Returns how many were reaped.
 int ReapDeadLocked(Segment* segment, int fd, std::optional<ProcessSlot> own_slot);
 
-// True when a registered process other than `except_slot` has the tenant's ledger on `gpu` open.
-bool OtherProcessHasLedgerOpen(const Segment& segment, TenantIndex tenant, GpuIndex gpu,
-                               std::optional<ProcessSlot> except_slot);
-// The same with raw numbers (broker/scheduler.cc); out-of-range ones answer true (fail closed:
-// the caller then treats the ledger as shared and changes nothing).
-bool OtherProcessHasLedgerOpen(const Segment& segment, int tenant, int gpu, int except_slot);
-
 }  // namespace gpuslice::broker

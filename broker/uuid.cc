@@ -1,5 +1,6 @@
 // GPU UUIDs as nvidia-smi prints them: "GPU-" and 16 bytes of lowercase hex grouped 4-2-2-2-6.
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "broker/uuid.h"
@@ -11,11 +12,12 @@ namespace {
 constexpr int kGroups[] = {4, 2, 2, 2, 6};
 constexpr char kPrefix[] = "GPU-";
 
-int HexValue(char c) {
+// The digit's value; nullopt for a character that is no hex digit.
+std::optional<int> HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -45,10 +47,10 @@ bool ParseUuid(const std::string& text, uint8_t (&uuid)[16]) {
   for (int group = 0; group < 5; ++group) {
     if (group > 0 && text[at++] != '-') return false;
     for (int i = 0; i < kGroups[group]; ++i, ++byte) {
-      const int high = HexValue(text[at++]);
-      const int low = HexValue(text[at++]);
-      if (high < 0 || low < 0) return false;
-      parsed[byte] = static_cast<uint8_t>(high << 4 | low);
+      const std::optional<int> high = HexValue(text[at++]);
+      const std::optional<int> low = HexValue(text[at++]);
+      if (!high || !low) return false;
+      parsed[byte] = static_cast<uint8_t>(*high << 4 | *low);
     }
   }
   for (int i = 0; i < 16; ++i) uuid[i] = parsed[i];

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "broker/checked_index.h"
+#include "broker/sched_terms.h"
 #include "broker/scheduler.h"
 #include "broker/segment_file.h"
 #include "broker/segment_layout.h"

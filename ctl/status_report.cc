@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "broker/sched_terms.h"
 #include "broker/scheduler.h"
 #include "broker/segment_layout.h"
 

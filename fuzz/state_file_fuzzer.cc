@@ -82,11 +82,11 @@ void Exercise() {
   if (gpuslice::Status registered = broker->Register("fuzz-tenant"); !registered.ok()) {
     CheckMessage(registered.message());
   } else {
-    const gpuslice::Result<int> opened = broker->OpenLedger(kUuid, kDeviceTotal, kQuota);
+    const gpuslice::Result<gpuslice::broker::LedgerId> opened = broker->OpenLedger(kUuid, kDeviceTotal, kQuota);
     if (!opened.ok()) {
       CheckMessage(opened.message());
     } else {
-      const int ledger = *opened;
+      const gpuslice::broker::LedgerId ledger = *opened;
       if (broker->Reserve(ledger, 2 * kQuota)) Fail("unlimited", "a 1 MiB quota admitted 2 MiB");
       if (broker->Reserve(ledger, 4096)) broker->Release(ledger, 4096);
       (void)broker->Used(ledger);
@@ -122,7 +122,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     const std::unique_ptr<Broker> broker = std::move(attached).value();
     if (gpuslice::Status registered = broker->Register("fuzz-tenant"); !registered.ok())
       Fail("template", registered.message());
-    const gpuslice::Result<int> ledger = broker->OpenLedger(kUuid, kDeviceTotal, kQuota);
+    const gpuslice::Result<gpuslice::broker::LedgerId> ledger = broker->OpenLedger(kUuid, kDeviceTotal, kQuota);
     if (!ledger.ok() || !broker->Reserve(*ledger, 65536)) Fail("template ledger", ledger.message());
     g_template = new std::vector<uint8_t>(ReadFile(g_file));
   }

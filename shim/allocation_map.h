@@ -8,8 +8,10 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
+#include "broker/checked_index.h"
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
 #include "shim/address_table.h"
@@ -18,7 +20,7 @@ namespace gpuslice::shim {
 
 struct Charge {
   uint64_t bytes = 0;
-  int ledger = -1;
+  std::optional<broker::LedgerId> ledger;  // set in every charge recorded
   // The context whose destruction frees the allocation (cuMemAlloc, arrays...), or nullptr
   // for memory that outlives contexts (stream-ordered pools, virtual-memory handles).
   const void* context = nullptr;

@@ -100,7 +100,7 @@ uint64_t LaunchTracker::EarliestAnswer(StreamTrack& track) const {
   const uint64_t from = std::max(track.progress_ns(), track.busy_since_ns().load(std::memory_order_relaxed));
   const uint64_t asked_about = track.HasMarker() ? track.OldestMarker().covers : track.Submitted();
   if (from == 0 || asked_about <= track.Done()) return 0;
-  const uint64_t half_kernel = kernel_ns_.load(std::memory_order_relaxed) / 2;
+  const uint64_t half_kernel = budget_.kernel_ns() / 2;
   const uint64_t ahead = asked_about - track.Done();
   const uint64_t quiet = ahead > kMaxQuietNs / std::max<uint64_t>(half_kernel, 1) ? kMaxQuietNs : ahead * half_kernel;
   return from + std::min(quiet, kMaxQuietNs);
@@ -121,9 +121,7 @@ uint32_t LaunchTracker::Advance(LaunchLane* lane, StreamTrack& track, uint64_t c
   track.DropStaleMarkers();  // their slots free for the launcher's next markers
   const uint64_t from = std::max(track.progress_ns(), track.busy_since_ns().load(std::memory_order_relaxed));
   if (from != 0 && completed_ns > from) {
-    const uint64_t per_launch = (completed_ns - from) / added;
-    const uint64_t ewma = kernel_ns_.load(std::memory_order_relaxed);
-    kernel_ns_.store((ewma * 3 + per_launch) / 4, std::memory_order_relaxed);
+    budget_.MeasureKernel((completed_ns - from) / added);
   }
   track.progress_ns() = std::max(completed_ns, track.progress_ns());
   return lane->Remove(static_cast<uint32_t>(added)) == 0 ? LaneWentIdle() : 0;
@@ -171,7 +169,7 @@ uint32_t LaunchTracker::Poll(const Poller& poller, uint64_t now) {
 uint32_t LaunchTracker::RefreshQueued() {
   uint32_t queued = 0;
   ForEachLane([&](LaunchLane* lane) { queued += lane->Inflight(); });
-  queued_.store(queued, std::memory_order_relaxed);
+  budget_.SetQueued(queued);
   return queued;
 }
 

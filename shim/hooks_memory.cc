@@ -15,8 +15,8 @@ namespace {
 // Reserves `charge` on `ledger`, runs the driver call, rolls the reservation back if it fails,
 // and records the charge (owned by `context`) under the key the call produced.
 template <typename Call, typename Key>
-CUresult ChargeAround(ShimState* state, AllocationMap& map, int ledger, const void* context, uint64_t charge, Call call,
-                      Key key) {
+CUresult ChargeAround(ShimState* state, AllocationMap& map, broker::LedgerId ledger, const void* context,
+                      uint64_t charge, Call call, Key key) {
   if (!state->broker().Reserve(ledger, charge)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult rc = call();
   if (rc != CUDA_SUCCESS) {
@@ -41,7 +41,7 @@ CUresult FreeAndCredit(MapOf map_of, uint64_t key, Call call) {
   if (!charged) return rc;
   if (rc == CUDA_SUCCESS) {
     // sabotage-point: accounting-credit-skipped
-    state->broker().Release(charge.ledger, charge.bytes);
+    state->Credit(charge);
   } else {
     state->Record((state->*map_of)(), key, charge);
   }
@@ -55,10 +55,10 @@ CUresult AllocateInCurrentContext(CUdeviceptr* dptr, size_t bytes, Call call) {
   ShimState* state = nullptr;
   if (CUresult rc = EnterHook(&real, &state); rc != CUDA_SUCCESS) return rc;
   if (!dptr || bytes == 0) return call();  // the driver reports its own argument errors
-  int ledger = -1;
   CUcontext context = nullptr;
-  if (CUresult rc = state->LedgerAndContext(&ledger, &context); rc != CUDA_SUCCESS) return rc;
-  return ChargeAround(state, state->allocations(), ledger, context, ChargeFor(bytes), call,
+  const DriverResult<broker::LedgerId> ledger = state->LedgerAndContext(&context);
+  if (!ledger.ok()) return ledger.rc();
+  return ChargeAround(state, state->allocations(), *ledger, context, ChargeFor(bytes), call,
                       [&] { return uint64_t{*dptr}; });
 }
 
@@ -70,9 +70,9 @@ CUresult AllocateStreamOrdered(CUdeviceptr* dptr, size_t bytes, FindLedger find_
   ShimState* state = nullptr;
   if (CUresult rc = EnterHook(&real, &state); rc != CUDA_SUCCESS) return rc;
   if (!dptr || bytes == 0) return call();
-  int ledger = -1;
-  if (CUresult rc = find_ledger(state, &ledger); rc != CUDA_SUCCESS) return rc;
-  return ChargeAround(state, state->allocations(), ledger, nullptr, ChargeFor(bytes), call,
+  const DriverResult<broker::LedgerId> ledger = find_ledger(state);
+  if (!ledger.ok()) return ledger.rc();
+  return ChargeAround(state, state->allocations(), *ledger, nullptr, ChargeFor(bytes), call,
                       [&] { return uint64_t{*dptr}; });
 }
 
@@ -82,10 +82,10 @@ CUresult CreateArrayOfBytes(std::optional<uint64_t> bytes, const void* handle_ou
   ShimState* state = nullptr;
   if (CUresult rc = EnterHook(&real, &state); rc != CUDA_SUCCESS) return rc;
   if (!bytes || !handle_out || *bytes == 0) return call();  // invalid or sparse: nothing to charge
-  int ledger = -1;
   CUcontext context = nullptr;
-  if (CUresult rc = state->LedgerAndContext(&ledger, &context); rc != CUDA_SUCCESS) return rc;
-  return ChargeAround(state, state->arrays(), ledger, context, ChargeFor(*bytes), call, [&] { return *key_source; });
+  const DriverResult<broker::LedgerId> ledger = state->LedgerAndContext(&context);
+  if (!ledger.ok()) return ledger.rc();
+  return ChargeAround(state, state->arrays(), *ledger, context, ChargeFor(*bytes), call, [&] { return *key_source; });
 }
 
 // a * b, saturated: a charge that cannot be represented admits no quota.
@@ -129,9 +129,10 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t Wi
   ShimState* state = nullptr;
   if (CUresult rc = EnterHook(&real, &state); rc != CUDA_SUCCESS) return rc;
   if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0) return call();
-  int ledger = -1;
   CUcontext context = nullptr;
-  if (CUresult rc = state->LedgerAndContext(&ledger, &context); rc != CUDA_SUCCESS) return rc;
+  const DriverResult<gpuslice::broker::LedgerId> found = state->LedgerAndContext(&context);
+  if (!found.ok()) return found.rc();
+  const gpuslice::broker::LedgerId ledger = *found;
   const uint64_t estimate = ChargeFor(SaturatingProduct(ChargeFor(WidthInBytes), Height));
   if (!state->broker().Reserve(ledger, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;
   if (CUresult rc = call(); rc != CUDA_SUCCESS) {
@@ -159,25 +160,25 @@ CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
 // stream's, or the pool's (docs/accounting.md).
 CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
   return AllocateStreamOrdered(
-      dptr, bytesize, [&](ShimState* state, int* ledger) { return state->LedgerForStream(hStream, ledger); },
+      dptr, bytesize, [&](ShimState* state) { return state->LedgerForStream(hStream); },
       [&] { return CallReal<&RealDriver::cuMemAllocAsync>(dptr, bytesize, hStream); });
 }
 
 CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
   return AllocateStreamOrdered(
-      dptr, bytesize, [&](ShimState* state, int* ledger) { return state->LedgerForStream(hStream, ledger); },
+      dptr, bytesize, [&](ShimState* state) { return state->LedgerForStream(hStream); },
       [&] { return CallReal<&RealDriver::cuMemAllocAsync_ptsz>(dptr, bytesize, hStream); });
 }
 
 CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
   return AllocateStreamOrdered(
-      dptr, bytesize, [&](ShimState* state, int* ledger) { return state->LedgerForPool(pool, hStream, ledger); },
+      dptr, bytesize, [&](ShimState* state) { return state->LedgerForPool(pool, hStream); },
       [&] { return CallReal<&RealDriver::cuMemAllocFromPoolAsync>(dptr, bytesize, pool, hStream); });
 }
 
 CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
   return AllocateStreamOrdered(
-      dptr, bytesize, [&](ShimState* state, int* ledger) { return state->LedgerForPool(pool, hStream, ledger); },
+      dptr, bytesize, [&](ShimState* state) { return state->LedgerForPool(pool, hStream); },
       [&] { return CallReal<&RealDriver::cuMemAllocFromPoolAsync_ptsz>(dptr, bytesize, pool, hStream); });
 }
 
@@ -221,9 +222,9 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, 
   ShimState* state = nullptr;
   if (CUresult rc = EnterHook(&real, &state); rc != CUDA_SUCCESS) return rc;
   if (!handle || !prop || size == 0 || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return call();
-  int ledger = -1;
-  if (CUresult rc = state->LedgerForDevice(prop->location.id, &ledger); rc != CUDA_SUCCESS) return rc;
-  return ChargeAround(state, state->physical(), ledger, nullptr, ChargeFor(size), call,
+  const DriverResult<gpuslice::broker::LedgerId> ledger = state->LedgerForDevice(prop->location.id);
+  if (!ledger.ok()) return ledger.rc();
+  return ChargeAround(state, state->physical(), *ledger, nullptr, ChargeFor(size), call,
                       [&] { return uint64_t{*handle}; });
 }
 

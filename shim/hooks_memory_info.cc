@@ -25,7 +25,7 @@ void ReapNowAndThen(ShimState* state) {
 
 // Narrows (free, total) to the tenant's slice on `ledger`.
 template <typename Bytes>
-void Narrow(ShimState* state, int ledger, Bytes* free, Bytes* total) {
+void Narrow(ShimState* state, broker::LedgerId ledger, Bytes* free, Bytes* total) {
   const uint64_t quota = state->broker().Quota(ledger);
   const uint64_t available = state->broker().Available(ledger);
   if (quota == broker::kUnlimited && (!free || available >= *free)) return;
@@ -44,11 +44,11 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
   if (CUresult rc = EnterHook(&real, &state); rc != CUDA_SUCCESS) return rc;
   const CUresult rc = real->cuMemGetInfo_v2(free, total);
   if (rc != CUDA_SUCCESS) return rc;
-  int ledger = -1;
-  if (CUresult ledger_rc = state->LedgerForCurrentContext(&ledger); ledger_rc != CUDA_SUCCESS) return ledger_rc;
+  const DriverResult<gpuslice::broker::LedgerId> ledger = state->LedgerForCurrentContext();
+  if (!ledger.ok()) return ledger.rc();
   ReapNowAndThen(state);
   // sabotage-point: memory-info-not-narrowed
-  Narrow(state, ledger, free, total);
+  Narrow(state, *ledger, free, total);
   return CUDA_SUCCESS;
 }
 
@@ -58,9 +58,9 @@ CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   if (CUresult rc = EnterHook(&real, &state); rc != CUDA_SUCCESS) return rc;
   const CUresult rc = real->cuDeviceTotalMem_v2(bytes, dev);
   if (rc != CUDA_SUCCESS) return rc;
-  int ledger = -1;
-  if (CUresult ledger_rc = state->LedgerForDevice(dev, &ledger); ledger_rc != CUDA_SUCCESS) return ledger_rc;
-  Narrow<size_t>(state, ledger, nullptr, bytes);
+  const DriverResult<gpuslice::broker::LedgerId> ledger = state->LedgerForDevice(dev);
+  if (!ledger.ok()) return ledger.rc();
+  Narrow<size_t>(state, *ledger, nullptr, bytes);
   return CUDA_SUCCESS;
 }
 
@@ -79,13 +79,15 @@ nvmlReturn_t NarrowNvml(nvmlDevice_t device, Memory* memory) {
   if (!nvml || !nvml->nvmlDeviceGetUUID || nvml->nvmlDeviceGetUUID(device, text, sizeof text) != NVML_SUCCESS ||
       !gpuslice::broker::ParseUuid(text, uuid))
     return NVML_SUCCESS;  // a GPU gpuslice cannot identify is reported as the driver sees it
-  const int ledger = state->LedgerForUuid(uuid, memory->total);
-  if (ledger == ShimState::kNoLedger) return NVML_SUCCESS;
-  if (ledger < 0) {
+  const gpuslice::Result<gpuslice::broker::LedgerId> found = state->LedgerForUuid(uuid, memory->total);
+  // Not found: its quota cannot be known from NVML alone, and the device is reported as it is.
+  if (!found.ok() && found.status().code() == gpuslice::Status::Code::kNotFound) return NVML_SUCCESS;
+  if (!found.ok()) {
     // Refused: leave no figure of the whole device behind for a caller that ignores the result.
     memory->total = memory->free = memory->used = 0;
     return NVML_ERROR_NO_PERMISSION;
   }
+  const gpuslice::broker::LedgerId ledger = *found;
   ReapNowAndThen(state);
   const uint64_t quota = state->broker().Quota(ledger);
   const uint64_t available = state->broker().Available(ledger);

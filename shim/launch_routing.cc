@@ -1,6 +1,8 @@
 // ShimState's launch routing: which GPU's compute gate (and this process's launch tracker on it) a
 // launch goes through, and the contexts a gate's monitor synchronises (broker/compute_gate.h holds the
 // shared-state side of the gate, shim/launch_tracker.h the process-local side).
+#include "broker/sched_lock.h"
+#include "broker/sched_terms.h"
 #include "common/clock.h"
 #include "common/mutex_lock.h"
 #include "shim/compute_monitor.h"
@@ -14,7 +16,7 @@ namespace gpuslice::shim {
 // At the ledger's opening: the tenant's request shows before its first launch. The allocation
 // that opens the ledger waits at most 10 ms for the scheduler lock (SetShare, at the first
 // launch, is the one that must succeed, and has its own bound).
-void ShimState::PresetComputeShare(int ledger) {
+void ShimState::PresetComputeShare(broker::LedgerId ledger) {
   constexpr uint64_t kPresetLockTimeoutNs = 10'000'000;
   broker::PresetShare(broker_.get(), ledger,
                       options_.compute_request_pct ? options_.compute_request_pct : broker::kDefaultRequestPct,
@@ -24,8 +26,8 @@ void ShimState::PresetComputeShare(int ledger) {
 LaunchTracker* ShimState::TrackerForDevice(CUdevice device) {
   if (device < 0 || device >= kMaxOrdinals) return nullptr;
   if (LaunchTracker* tracker = tracker_by_ordinal_[device].load(std::memory_order_acquire)) return tracker;
-  int ledger = -1;
-  if (LedgerForDevice(device, &ledger) != CUDA_SUCCESS) return nullptr;
+  const DriverResult<broker::LedgerId> ledger = LedgerForDevice(device);
+  if (!ledger.ok()) return nullptr;
   // A share refused (another process of the tenant asked for another one; the scheduler lock
   // stuck) is said once and tried again at most once a second, not at every launch, and a retry
   // only tries the lock: the launch that retries must not wait out the lock's bound again.
@@ -34,9 +36,9 @@ LaunchTracker* ShimState::TrackerForDevice(CUdevice device) {
   if (now < retry_at) return nullptr;
   MutexLock lock(&ledger_mutex_);
   if (LaunchTracker* tracker = tracker_by_ordinal_[device].load()) return tracker;
-  const auto id = broker::LedgerId::From(ledger);
-  if (!id) return nullptr;  // OpenLedger gives only valid ledgers
-  auto gate = std::make_unique<broker::ComputeGate>(broker_.get(), *id);
+  const std::optional<broker::ProcessSlot> own = broker_->slot();
+  if (!own) return nullptr;  // unregistered (the process exits): launches are not gated
+  auto gate = std::make_unique<broker::ComputeGate>(broker_.get(), *ledger, *own);
   const Status share =
       gate->SetShare(options_.compute_request_pct ? options_.compute_request_pct : broker::kDefaultRequestPct,
                      options_.compute_limit_pct, options_.compute_class,

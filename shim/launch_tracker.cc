@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/mutex_lock.h"
 #include "shim/current_context.h"
+#include "shim/monitor_cadence.h"
 #include "shim/real_driver.h"
 
 namespace gpuslice::shim {
@@ -19,11 +20,6 @@ using broker::kUntrackedWork;
 // kernel, bounded).
 constexpr uint64_t kMinPollNs = 20'000;
 constexpr uint64_t kMaxPollNs = 200'000;
-constexpr uint32_t kMinBudgetKernels = 2;
-constexpr uint32_t kMaxBudgetKernels = 1024;
-// What a latency request waits for beyond the running kernels (docs/scheduling.md, the latency
-// class's contract).
-constexpr uint64_t kBesideLatencyBudgetNs = 1'000'000;
 
 void SleepNanos(uint64_t ns) {
   timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
@@ -33,7 +29,7 @@ void SleepNanos(uint64_t ns) {
 }  // namespace
 
 LaunchTracker::LaunchTracker(ContextSync* contexts, broker::ComputeGate* gate)
-    : contexts_(contexts), gate_(gate), published_(&gate->published()) {
+    : contexts_(contexts), gate_(gate), published_(&gate->published()), busy_(published_), priority_(gate, published_) {
   const RealDriver* real = Real();
   events_usable_ = real->cuEventCreate && real->cuEventRecord && real->cuEventQuery && real->cuEventSynchronize;
   tracking_.store(gate->always_tracked());
@@ -43,7 +39,7 @@ LaunchTracker::LaunchTracker(ContextSync* contexts, broker::ComputeGate* gate)
 // per untracked stretch): the clock read stays off the fast path. Before the flag, so that
 // whoever sees the flag sees its start; and before the grant check: "no overlap".
 void LaunchTracker::FlagUntrackedWork() {
-  if (published_->inflight.load(std::memory_order_relaxed) == 0) published_->busy_since_ns.store(MonotonicNanos());
+  if (published_->inflight.load(std::memory_order_relaxed) == 0) busy_.Begin(MonotonicNanos());
   published_->inflight.fetch_or(kUntrackedWork);
   gate_->NoteGrantedLaunch();
 }
@@ -59,21 +55,6 @@ LaunchLane* LaunchTracker::NewLane(uint32_t thread) {
   while (used < thread + 1 && !lanes_used_.compare_exchange_weak(used, thread + 1)) {
   }
   return lane;
-}
-
-// The process's queue as of the last poll, or this thread's own, has reached the budget. Only
-// the thread's own count is exact between polls: threads launching at once may together queue
-// past the budget until the next poll (a fraction of a millisecond while others share the GPU).
-bool LaunchTracker::OverBudget(LaunchLane* lane) const {
-  const uint32_t budget = budget_kernels_.load(std::memory_order_relaxed);
-  return queued_.load(std::memory_order_relaxed) >= budget || lane->Inflight() >= budget;
-}
-
-// The lane's queue, one more launch included, is work its priority bucket holds time for.
-bool LaunchTracker::WithinPriorityBucket(LaunchLane* lane, uint64_t now) const {
-  const int64_t bucket = gate_->PriorityBucketNs(now);
-  const uint64_t kernel = kernel_ns_.load(std::memory_order_relaxed);
-  return bucket > 0 && (lane->Inflight() + 1) * kernel <= static_cast<uint64_t>(bucket);
 }
 
 bool LaunchTracker::EnterTracked(Entry* entry, bool waited) {
@@ -111,12 +92,7 @@ inline bool LaunchTracker::EnterLane(LaunchLane* lane, Entry* entry, bool waited
     if (gate_->TakePriority(now)) {
       const uint32_t before = count_in();
       NoteLaunch(before, now, waited, true);
-      // Priority taken again within a busy period (its bucket refilled): charged from here. Not
-      // charged, the bucket refilled to full and the tenant passed the grant for good.
-      if (before != 0 && !priority_busy_.load(std::memory_order_relaxed)) {
-        priority_charged_ns_.store(now, std::memory_order_relaxed);
-        priority_busy_.store(true, std::memory_order_relaxed);
-      }
+      if (before != 0) priority_.TakenWithinBusyPeriod(now);
       entry->kind = Entry::Kind::kPriority;
       return true;
     }
@@ -134,50 +110,15 @@ inline bool LaunchTracker::EnterLane(LaunchLane* lane, Entry* entry, bool waited
   return true;
 }
 
-// A launch got in with `before` launches in flight. From idle: how long since its last launch
-// completed tells this process's launch gaps, from which its idle grace is set (a synchronous
-// launcher must not look idle between kernels). A launch that first waited for the grant or the
-// budget says nothing about the program's own gaps.
+// A launch got in with `before` launches in flight. From idle: a busy period begins, and the gap
+// since the last one ended teaches the idle grace (BusyPeriods::LearnGap).
 void LaunchTracker::NoteLaunch(uint32_t before, uint64_t now, bool waited, bool priority) {
   if (before != 0) return;
   if (now == 0) now = MonotonicNanos();
-  published_->busy_since_ns.store(now);
-  priority_charged_ns_.store(now, std::memory_order_relaxed);
-  priority_wait_allowance_ns_.store(kBesideLatencyBudgetNs, std::memory_order_relaxed);
-  priority_busy_.store(priority, std::memory_order_relaxed);
-  const uint64_t idle_since = published_->idle_since_ns.load(std::memory_order_relaxed);
-  if (waited || idle_since == 0 || now <= idle_since || now - idle_since >= broker::kMaxGraceNs) return;
-  const uint64_t gap = now - idle_since;
-  if (priority) NotePriorityGap(gap);
-  const uint64_t ewma = gap_ns_.load(std::memory_order_relaxed);
-  const uint64_t updated = ewma == 0 ? gap : (ewma * 7 + gap) / 8;
-  gap_ns_.store(updated, std::memory_order_relaxed);
-  published_->grace_ns.store(
-      static_cast<uint32_t>(std::clamp<uint64_t>(4 * updated + 50'000, broker::kMinGraceNs, broker::kMaxGraceNs)));
-}
-
-// A latency tenant's priority outlasts its work by a grace, for a service that launches, waits
-// and launches again within a request (contract, point 5). Only a launch that came while its
-// priority still held tells such a gap: one after the grace began a new request, and the gaps
-// between requests are the service's period, not its turnaround. Learnt from every gap, a service
-// of one kernel every 3.5 ms whose gaps between requests were 1.5-2.5 ms held its priority
-// through them (a 2 ms grace), and a synchronous co-runner got 44% of the device against 80%
-// unmanaged. Starts at the least grace, and grows only from gaps shorter than the current one.
-void LaunchTracker::NotePriorityGap(uint64_t gap) {
-  if (gap >= priority_grace_ns_.load(std::memory_order_relaxed)) return;
-  const uint64_t ewma = priority_gap_ns_.load(std::memory_order_relaxed);
-  const uint64_t updated = ewma == 0 ? gap : (ewma * 7 + gap) / 8;
-  priority_gap_ns_.store(updated, std::memory_order_relaxed);
-  priority_grace_ns_.store(std::clamp<uint64_t>(4 * updated + 50'000, broker::kMinGraceNs, broker::kMaxGraceNs),
-                           std::memory_order_relaxed);
-}
-
-// Nothing in flight any more since `end`: the busy period since busy_since_ns is added to the
-// process's busy time (before idle_since_ns moves, which a decision reads as the period's end).
-void LaunchTracker::EndBusyPeriod(uint64_t end) {
-  const uint64_t since = published_->busy_since_ns.load();
-  if (since != 0 && end > since) published_->busy_total_ns.fetch_add(end - since);
-  published_->idle_since_ns.store(std::max(end, since));
+  busy_.Begin(now);
+  priority_.BeginBusyPeriod(now, priority, QueuedWorkBudget::kBesideLatencyNs);
+  const std::optional<uint64_t> gap = busy_.LearnGap(now, waited);
+  if (gap && priority) priority_.NoteGap(*gap);
 }
 
 // sabotage-point: lane-busy-unpublished.went-idle
@@ -189,31 +130,17 @@ bool LaunchTracker::AdjustInflight(uint32_t delta) {
 
 // Often on an application thread, returning from its own synchronisation: nothing here may wait
 // for the scheduler lock (another process's decision, that process descheduled, would hold the
-// application's synchronisation back: a latency service's request took 5-7 ms instead of 3). The
+// application's synchronisation back, and a latency service's request with it). The
 // priority work is charged, and a hand-over waiting for this drain decided, by the monitor
-// (UpdatePriority; its next step, 0.1 ms later while the gate is closing).
+// (LatencyPriority::Update; its next step, 0.1 ms later while the gate is closing).
 void LaunchTracker::WentIdle(uint64_t completed_ns) {
-  EndBusyPeriod(completed_ns);
-  if (priority_busy_.exchange(false, std::memory_order_relaxed))
-    priority_charge_due_ns_.store(completed_ns, std::memory_order_release);
+  busy_.End(completed_ns);
+  priority_.EndBusyPeriod(completed_ns);
 }
 
 void LaunchTracker::CountDownLane(LaunchLane* lane) {
   // sabotage-point: lane-busy-unpublished.count-down
   if (lane->Remove(1) == 0 && AdjustInflight(static_cast<uint32_t>(-1))) WentIdle(MonotonicNanos());
-}
-
-// Priority work is charged as it runs (by the monitor), not only when its busy period ends: a
-// latency tenant that keeps its queue full never ends one, and its bucket, never drained, let
-// it pass the grant for ever (beside a standard tenant it took the whole device).
-// A busy period's first millisecond beside the holder's work is the request waiting for the
-// co-runners' queue, which beside a latency tenant is at most that (UpdateBudget): not charged.
-void LaunchTracker::ChargePriorityUpTo(uint64_t now) {
-  const uint64_t from = priority_charged_ns_.exchange(now, std::memory_order_relaxed);
-  if (now <= from) return;
-  const uint64_t allowance = priority_wait_allowance_ns_.load(std::memory_order_relaxed);
-  const uint64_t waited = gate_->ChargePriorityWork(now - from, now, allowance);
-  priority_wait_allowance_ns_.store(allowance - std::min(allowance, waited), std::memory_order_relaxed);
 }
 
 void LaunchTracker::ExitTracked(const Entry& entry, CUresult launched) {
@@ -253,98 +180,9 @@ inline void LaunchTracker::CountSubmitted(LaunchLane* lane, const LaunchTarget& 
   track->CountSubmitted();
   // A marker only behind a launch queued behind another: a launcher that waits for each launch
   // (or graph) before the next never needs one.
-  if (bounded_.load(std::memory_order_relaxed) &&
-      before + 1 - track->marked() >= marker_every_.load(std::memory_order_relaxed) && before != track->Done())
-      [[unlikely]]
+  if (bounded_.load(std::memory_order_relaxed) && before + 1 - track->marked() >= budget_.marker_every() &&
+      before != track->Done()) [[unlikely]]
     RecordMarker(track);
-}
-
-// Events are created in the current context, which must be the stream's; a stream of another
-// context than the current one goes without markers (its pollers ask the stream itself).
-void LaunchTracker::RecordMarker(StreamTrack* track) {
-  if (!events_usable_ || !track->MarkerSlotFree()) return;
-  const RealDriver* real = Real();
-  if (CurrentContext::Get(real) != track->context()) return;
-  StreamTrack::Marker& marker = track->NextMarker();
-  if (!marker.event &&
-      real->cuEventCreate(&marker.event, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS) {
-    marker.event = nullptr;
-    return;
-  }
-  if (real->cuEventRecord(marker.event, track->handle()) != CUDA_SUCCESS) return;  // the slot keeps its event
-  marker.covers = track->Submitted();
-  track->marked() = marker.covers;
-  track->PublishMarker();
-}
-
-// Sleeps in the driver until the lane's oldest marker completes — the event is created with
-// blocking sync, so the driver wakes the thread at completion rather than it spinning. The track
-// is awaited meanwhile: the monitor leaves it to this thread. False: no marker to wait for.
-bool LaunchTracker::WaitForOldest(LaunchLane* lane) {
-  StreamTrack* waited = nullptr;
-  StreamTrack::Marker marker;
-  {
-    MutexLock consumer(&lane->consumer_mutex());
-    lane->ForEachBusyTrack([&](StreamTrack& t) {
-      t.DropStaleMarkers();
-      if (t.HasMarker() && t.OldestMarker().event && (!waited || t.Pending() > waited->Pending())) {
-        waited = &t;
-        marker = t.OldestMarker();
-      }
-    });
-  }
-  if (!waited) return false;
-  const uint64_t called = MonotonicNanos();
-  waited->awaited_since_ns().store(called);
-  const CUresult rc = Real()->cuEventSynchronize(marker.event);
-  waited->awaited_since_ns().store(0);
-  if (rc != CUDA_SUCCESS) return true;  // its context is gone: ForgetContext completes its launches
-  const uint64_t returned = MonotonicNanos();
-  uint32_t delta = 0;
-  uint64_t completed = returned;
-  {
-    MutexLock consumer(&lane->consumer_mutex());
-    completed = CompletionEstimate(*waited, called, returned);
-    delta += Advance(lane, *waited, marker.covers, completed);
-    delta += PublishExtra(lane);
-  }
-  RefreshQueued();
-  if (AdjustInflight(delta)) WentIdle(completed);
-  return true;
-}
-
-void LaunchTracker::MarkOwnTails(LaunchLane* lane) {
-  if (lane == &shared_lane_) return;  // its tracks' threads are not known
-  lane->ForEachBusyTrack([&](StreamTrack& t) {
-    if (t.access() == StreamTrack::Access::kOwnerThread && t.marked() < t.Submitted()) RecordMarker(&t);
-  });
-}
-
-// At least two kernels (unlimited tenants): one running and the next queued behind it. With one, the device idled at
-// every completion for as long as the launcher took to wake and launch again (a few percent of
-// the device with 4 ms kernels, lost whenever another tenant merely had the GPU open).
-//
-// Beside a latency-class tenant within its request, the budget is what a latency request is
-// promised to wait for beyond the running kernels: 1 ms, shared by the tenant's processes on the
-// GPU (at least one kernel each; with one process, two).
-void LaunchTracker::UpdateBudget(const broker::ComputeGate::Neighbours& neighbours) {
-  const uint64_t kernel = std::max<uint64_t>(kernel_ns_.load(std::memory_order_relaxed), 1);
-  uint64_t budget_ns = gate_->BudgetNs();
-  const bool beside_latency = neighbours.latency && gate_->compute_class() != broker::ComputeClass::kLatency;
-  const uint32_t processes = std::max<uint32_t>(neighbours.own_processes, 1);
-  if (beside_latency) budget_ns = std::min(budget_ns, kBesideLatencyBudgetNs) / processes;
-  const uint64_t kernels = (budget_ns + kernel - 1) / kernel;
-  // A limited tenant's grant ends with its queue drained (its limit is a ceiling): one kernel
-  // queued at least, as a waiter owed the GPU waits for what it has queued. So does each of several
-  // processes beside a latency tenant: the others keep the device busy at its completions.
-  const uint64_t least = gate_->limited() || (beside_latency && processes > 1) ? 1 : kMinBudgetKernels;
-  const auto budget = static_cast<uint32_t>(std::clamp<uint64_t>(kernels, least, kMaxBudgetKernels));
-  budget_kernels_.store(budget, std::memory_order_relaxed);
-  // A launcher over the budget waits for its oldest marker, and launches again with what lies
-  // beyond that marker still queued: a quarter of the budget (at least a kernel), plenty to keep
-  // the device busy while it wakes, and each marker costs two driver calls (record, wait).
-  // sabotage-point: marker-every-launch
-  marker_every_.store(std::max<uint32_t>(1, budget * 3 / 4), std::memory_order_relaxed);
 }
 
 void LaunchTracker::Wait() {
@@ -358,7 +196,7 @@ void LaunchTracker::Wait() {
       if (WaitForOldest(lane)) continue;
       Poll(Poller{false, lane, CurrentContext::Get(Real())}, now);
       if (!OverBudget(lane)) return;
-      SleepNanos(std::clamp<uint64_t>(kernel_ns_.load(std::memory_order_relaxed) / 16, kMinPollNs, kMaxPollNs));
+      SleepNanos(std::clamp<uint64_t>(budget_.kernel_ns() / 16, kMinPollNs, kMaxPollNs));
       continue;
     }
     if (gate_->GrantOpen()) return;
@@ -379,27 +217,7 @@ void LaunchTracker::ConfirmUntrackedWorkDone(uint64_t now) {
   SynchronizeAndComplete(now);
   // While the flag is set the word is not 0, so nothing else ended the busy period meanwhile.
   const uint32_t before = published_->inflight.fetch_and(~kUntrackedWork);
-  if (before == kUntrackedWork) EndBusyPeriod(MonotonicNanos());
-}
-
-// Latency priority lasts while this process has work in flight or is between two launches, and
-// its tenant is within its request (the bucket, drained by the work as it runs, holds time).
-// Dropped, the rest of the busy period runs under the grant like a standard tenant's.
-void LaunchTracker::UpdatePriority(uint64_t now) {
-  if (const uint64_t due = priority_charge_due_ns_.exchange(0, std::memory_order_acquire)) ChargePriorityUpTo(due);
-  if (published_->priority_until_ns.load() == 0) return;
-  constexpr uint64_t kChargeEveryNs = 1'000'000;  // each charge takes the scheduler lock
-  if (priority_busy_.load(std::memory_order_relaxed) &&
-      now - priority_charged_ns_.load(std::memory_order_relaxed) >= kChargeEveryNs)
-    ChargePriorityUpTo(now);
-  const uint64_t grace = priority_grace_ns_.load(std::memory_order_relaxed);
-  const bool active = published_->inflight.load() != 0 || now - published_->idle_since_ns.load() < grace;
-  if (active && gate_->PriorityBucketHasTime(now)) {
-    gate_->RenewPriority(now);
-  } else {
-    if (priority_busy_.exchange(false, std::memory_order_relaxed)) ChargePriorityUpTo(now);
-    gate_->DropPriority();
-  }
+  if (before == kUntrackedWork) busy_.End(MonotonicNanos());
 }
 
 uint64_t LaunchTracker::MonitorStep(uint64_t now) {
@@ -411,20 +229,18 @@ uint64_t LaunchTracker::MonitorStep(uint64_t now) {
   // sabotage-point: no-budget
   bounded_.store(others);
   const uint32_t left = Poll(Poller{true, nullptr, nullptr}, now);
-  UpdateBudget(neighbours);
+  budget_.Update(*gate_, neighbours);
   if (!want_tracking && tracking_.load() && left == 0) tracking_.store(false);
   if (tracking_.load() && ((published_->inflight.load() & kUntrackedWork) || HasUnfollowableWork(now))) {
     ConfirmUntrackedWorkDone(now);
     now = MonotonicNanos();
     published_->heartbeat_ns.store(now);
   }
-  UpdatePriority(now);
+  priority_.Update(now);
   gate_->Advance(now);
   const bool mine = gate_->HeldByUs();
-  if (mine && (gate_->Closing() || (others && gate_->OthersWaiting(now)))) return 100'000;
-  if (published_->priority_until_ns.load() != 0) return 200'000;
-  if (others) return left ? 200'000 : 1'000'000;
-  return left ? 1'000'000 : 5'000'000;
+  const bool hand_over_waits = mine && (gate_->Closing() || (others && gate_->OthersWaiting(now)));
+  return MonitorSleepNs(hand_over_waits, published_->priority_until_ns.load() != 0, others, left != 0);
 }
 
 }  // namespace gpuslice::shim

@@ -11,13 +11,20 @@
 // track whose thread waits in a synchronisation of it), and markers — events a launching thread
 // records behind a launch only once a track has 3/4 of the budget's launches unmarked, so that a
 // launcher over the budget has an older launch to wait for. While others share the GPU the
-// process keeps at most a budget of work queued (the GPU's budget over the measured kernel
-// length, at least one kernel), so a hand-over waits for what is running, not for a backlog.
+// process keeps at most a budget of work queued (shim/queued_work_budget.h), so a hand-over waits
+// for what is running, not for a backlog.
 //
 // Alone on the GPU, launches are not tracked (no event, no shared store but a flag that says "work
 // of unknown extent"): the fast path stays a few atomic operations. When another tenant arrives,
 // the monitor switches tracking on and confirms the untracked work finished, once, by
 // synchronising the process's contexts.
+//
+// LaunchTracker is the facade the launch and synchronisation hooks call. The fast path and the
+// untracked/tracked switch are here, inline; each other concern has a file of its own: the
+// queued-work budget (shim/queued_work_budget.h), busy periods and the idle grace
+// (shim/busy_periods.h), the latency class's priority and its charging (shim/latency_priority.h),
+// markers (shim/launch_markers.cc), completions (shim/completion_poll.cc) and the monitor's
+// cadence (shim/monitor_cadence.h).
 #pragma once
 
 #include <atomic>
@@ -26,11 +33,15 @@
 #include <vector>
 
 #include "broker/compute_gate.h"
+#include "broker/sched_terms.h"
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
+#include "shim/busy_periods.h"
 #include "shim/context_sync.h"
 #include "shim/driver_api.h"
+#include "shim/latency_priority.h"
 #include "shim/launch_lane.h"
+#include "shim/queued_work_budget.h"
 #include "shim/thread_number.h"
 #include "shim/untracked_slots.h"
 
@@ -84,7 +95,7 @@ class LaunchTracker {
   // queued work has completed.
   void Wait();
 
-  // One step of the process's monitor; returns how long it may sleep.
+  // One step of the process's monitor; returns how long it may sleep (shim/monitor_cadence.h).
   uint64_t MonitorStep(uint64_t now);
 
   // The application destroyed `context` (nullptr: every context of the device): its queued work
@@ -126,8 +137,8 @@ class LaunchTracker {
   void ForgetStream(CUstream stream);
 
   // For the benchmarks and tests: the current budget in kernels and the kernel length estimate.
-  uint32_t budget_kernels() const { return budget_kernels_.load(std::memory_order_relaxed); }
-  uint64_t kernel_estimate_ns() const { return kernel_ns_.load(std::memory_order_relaxed); }
+  uint32_t budget_kernels() const { return budget_.kernels(); }
+  uint64_t kernel_estimate_ns() const { return budget_.kernel_ns(); }
 
  private:
   // Lanes of their own for the first kOwnLanes threads that launch tracked work.
@@ -163,17 +174,26 @@ class LaunchTracker {
     return NewLane(thread);
   }
   LaunchLane* NewLane(uint32_t thread);
-  bool OverBudget(LaunchLane* lane) const;
-  bool WithinPriorityBucket(LaunchLane* lane, uint64_t now) const;
+  bool OverBudget(LaunchLane* lane) const { return budget_.Reached(lane->Inflight()); }
+  bool WithinPriorityBucket(LaunchLane* lane, uint64_t now) const {
+    return priority_.WithinBucket(lane->Inflight(), budget_.kernel_ns(), now);
+  }
   bool EnterTracked(Entry* entry, bool waited);
   // Inlined into EnterTracked: the fast path is one call deep.
   [[gnu::always_inline]] bool EnterLane(LaunchLane* lane, Entry* entry, bool waited);
   void ExitTracked(const Entry& entry, CUresult launched);
   [[gnu::always_inline]] void CountSubmitted(LaunchLane* lane, const LaunchTarget& target, bool lane_was_idle);
-  // Records a marker behind the track's newest launch (the launching thread).
-  void RecordMarker(StreamTrack* track);
   // Counts one launch of `lane` down (it never reached the GPU).
   void CountDownLane(LaunchLane* lane);
+
+  // ---- Markers (shim/launch_markers.cc).
+  // Records a marker behind the track's newest launch (the launching thread).
+  void RecordMarker(StreamTrack* track);
+  // A launcher over the budget: waits for its lane's oldest marker; false when it has none.
+  bool WaitForOldest(LaunchLane* lane);
+  // A launcher about to block for the grant: markers behind its launches that only it can
+  // follow (its per-thread default stream), so that the monitor can see them complete.
+  void MarkOwnTails(LaunchLane* lane);
 
   // ---- Completions (shim/completion_poll.cc).
   // Takes what is known complete off every lane (the monitor) or off `poller.own`; returns how
@@ -202,24 +222,14 @@ class LaunchTracker {
   // The process has nothing in flight any more; its last launch completed at about
   // `completed_ns`.
   void WentIdle(uint64_t completed_ns);
-  // A launcher over the budget: waits for its lane's oldest marker; false when it has none.
-  bool WaitForOldest(LaunchLane* lane);
-  // A launcher about to block for the grant: markers behind its launches that only it can
-  // follow (its per-thread default stream), so that the monitor can see them complete.
-  void MarkOwnTails(LaunchLane* lane);
   // The monitor: a lane that has gone quiet with launches no poller can follow — it synchronises
   // the contexts of the gate, which completes everything launched before.
   bool HasUnfollowableWork(uint64_t now);
   void SynchronizeAndComplete(uint64_t now);
 
-  // ---- Busy time and latency priority.
-  void EndBusyPeriod(uint64_t end);
-  void ChargePriorityUpTo(uint64_t now);
+  // ---- Busy time and latency priority (shim/busy_periods.h, shim/latency_priority.h).
   void NoteLaunch(uint32_t before, uint64_t now, bool waited, bool priority);
-  void NotePriorityGap(uint64_t gap);
   void ConfirmUntrackedWorkDone(uint64_t now);
-  void UpdateBudget(const broker::ComputeGate::Neighbours& neighbours);
-  void UpdatePriority(uint64_t now);
   template <typename Visit>
   void ForEachLane(Visit visit) {
     const uint32_t used = lanes_used_.load(std::memory_order_acquire);
@@ -241,19 +251,9 @@ class LaunchTracker {
   // process-wide barrier (membarrier; shim/untracked_slots.h). Later threads share one counter,
   // counted with atomic additions. A single shared counter cost every launch a contended line.
   UntrackedSlots untracked_;
-  std::atomic<uint32_t> budget_kernels_{2};
-  std::atomic<uint32_t> marker_every_{1};       // launches between two markers of a track
-  std::atomic<uint64_t> kernel_ns_{1'000'000};  // measured kernel length (EWMA)
-  std::atomic<uint32_t> queued_{0};             // launches queued on every lane, as of the last poll
-  std::atomic<uint64_t> gap_ns_{0};             // EWMA of completion-to-next-launch gaps
-  // A latency tenant's gaps within a request (a launch while its priority still held), their
-  // EWMA, and the grace its priority lasts after its work (UpdatePriority).
-  std::atomic<uint64_t> priority_gap_ns_{0};
-  std::atomic<uint64_t> priority_grace_ns_{broker::kMinGraceNs};
-  std::atomic<bool> priority_busy_{false};               // the current busy period began with a priority launch
-  std::atomic<uint64_t> priority_charged_ns_{0};         // its priority work is charged up to here
-  std::atomic<uint64_t> priority_charge_due_ns_{0};      // a finished busy period's, for the monitor to charge
-  std::atomic<uint64_t> priority_wait_allowance_ns_{0};  // of its busy period's wait, not charged
+  QueuedWorkBudget budget_;
+  BusyPeriods busy_;
+  LatencyPriority priority_;
   // The lanes: one per thread for the first kOwnLanes (created at its first tracked launch),
   // then one shared under shared_lane_mutex_. lanes_used_ bounds the indices ever filled.
   std::atomic<LaunchLane*> lanes_[kOwnLanes] = {};

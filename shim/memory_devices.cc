@@ -28,10 +28,10 @@ CUresult ShimState::DeviceOfStream(CUstream stream, CUdevice* device) {
   return rc;
 }
 
-CUresult ShimState::LedgerForStream(CUstream stream, int* ledger) {
+DriverResult<broker::LedgerId> ShimState::LedgerForStream(CUstream stream) {
   CUdevice device = 0;
   if (CUresult rc = DeviceOfStream(stream, &device); rc != CUDA_SUCCESS) return rc;
-  return LedgerForDevice(device, ledger);
+  return LedgerForDevice(device);
 }
 
 void ShimState::NotePool(CUmemoryPool pool, CUdevice device) {
@@ -54,11 +54,11 @@ void ShimState::ForgetPool(CUmemoryPool pool) {
   std::erase_if(pools_, [&](const auto& entry) { return entry.first == pool; });
 }
 
-CUresult ShimState::LedgerForPool(CUmemoryPool pool, CUstream stream, int* ledger) {
+DriverResult<broker::LedgerId> ShimState::LedgerForPool(CUmemoryPool pool, CUstream stream) {
   {
     MutexLock lock(&pools_mutex_);
     for (const auto& [p, d] : pools_)
-      if (p == pool) return LedgerForDevice(d, ledger);
+      if (p == pool) return LedgerForDevice(d);
   }
   // Not created here: a device's default pool (asked for once, then remembered), or a pool
   // imported from another process, whose device only its stream can tell.
@@ -69,11 +69,11 @@ CUresult ShimState::LedgerForPool(CUmemoryPool pool, CUstream stream, int* ledge
       CUmemoryPool default_pool = nullptr;
       if (real->cuDeviceGetDefaultMemPool(&default_pool, d) == CUDA_SUCCESS && default_pool == pool) {
         NotePool(pool, d);
-        return LedgerForDevice(d, ledger);
+        return LedgerForDevice(d);
       }
     }
   }
-  return LedgerForStream(stream, ledger);
+  return LedgerForStream(stream);
 }
 
 }  // namespace gpuslice::shim

@@ -24,7 +24,8 @@ Mutex g_create_mutex;  // one ShimState::Create at a time
 std::atomic<bool> g_failed{false};
 // UUIDs of ledgers opened through CUDA ordinals, so NVML's view uses the same ledger.
 Mutex g_uuid_mutex;
-std::map<std::string, int>* const g_ledger_by_uuid PT_GUARDED_BY(g_uuid_mutex) = new std::map<std::string, int>();
+std::map<std::string, broker::LedgerId>* const g_ledger_by_uuid PT_GUARDED_BY(g_uuid_mutex) =
+    new std::map<std::string, broker::LedgerId>();
 
 // A process without GPUSLICE_TENANT is a tenant of its own. PIDs repeat across containers, so
 // the name is random rather than derived from the PID.
@@ -137,17 +138,13 @@ ShimState* ShimState::Create() {
   return state.release();
 }
 
-CUresult ShimState::LedgerForDevice(CUdevice device, int* ledger) {
+DriverResult<broker::LedgerId> ShimState::LedgerForDevice(CUdevice device) {
   if (device < 0 || device >= kMaxOrdinals) return CUDA_ERROR_INVALID_DEVICE;
-  if (const int cached = ledger_by_ordinal_[device].load(std::memory_order_acquire)) {
-    *ledger = cached - 1;
-    return CUDA_SUCCESS;
-  }
+  // The cache holds ledger + 1: 0 (not opened yet) reads as no ledger.
+  if (const auto cached = broker::LedgerId::From(ledger_by_ordinal_[device].load(std::memory_order_acquire) - 1))
+    return *cached;
   MutexLock lock(&ledger_mutex_);
-  if (const int cached = ledger_by_ordinal_[device].load()) {
-    *ledger = cached - 1;
-    return CUDA_SUCCESS;
-  }
+  if (const auto cached = broker::LedgerId::From(ledger_by_ordinal_[device].load() - 1)) return *cached;
   const RealDriver* real = Real();
   CUuuid uuid{};
   size_t total = 0;
@@ -160,12 +157,12 @@ CUresult ShimState::LedgerForDevice(CUdevice device, int* ledger) {
   }
   uint8_t bytes[16];
   std::memcpy(bytes, uuid.bytes, sizeof bytes);
-  const Result<int> ledger_opened = broker_->OpenLedger(bytes, total, *share);
+  const Result<broker::LedgerId> ledger_opened = broker_->OpenLedger(bytes, total, *share);
   if (!ledger_opened.ok()) {
     ReportLedgerErrorOnce(ledger_opened.message());
     return kFailClosed;
   }
-  const int opened = *ledger_opened;
+  const broker::LedgerId opened = *ledger_opened;
   PresetComputeShare(opened);
   // Once per GPU and process: the ledger is opened here once (cached below). A warning that
   // cannot be composed (no memory) is dropped: it must never fail the call, nor throw across it.
@@ -180,16 +177,15 @@ CUresult ShimState::LedgerForDevice(CUdevice device, int* ledger) {
   // found again by the next call.
   try {
     MutexLock uuid_lock(&g_uuid_mutex);
-    (*g_ledger_by_uuid)[broker::FormatUuid(bytes)] = opened;
+    g_ledger_by_uuid->insert_or_assign(broker::FormatUuid(bytes), opened);
   } catch (...) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  ledger_by_ordinal_[device].store(opened + 1, std::memory_order_release);
-  *ledger = opened;
-  return CUDA_SUCCESS;
+  ledger_by_ordinal_[device].store(opened.value() + 1, std::memory_order_release);
+  return opened;
 }
 
-void ShimState::WarnOfUnaccountedMemory(CUdevice device, int ledger, const std::string& gpu_uuid) {
+void ShimState::WarnOfUnaccountedMemory(CUdevice device, broker::LedgerId ledger, const std::string& gpu_uuid) {
   // The real driver's figures need a context on that device; a first use without one (a
   // cuMemCreate for another device) goes without the check rather than create a context.
   const RealDriver* real = Real();
@@ -212,19 +208,19 @@ void ShimState::WarnOfUnaccountedMemory(CUdevice device, int ledger, const std::
   if (const std::string warning = UnaccountedMemoryWarning(seen); !warning.empty()) LogError("%s", warning.c_str());
 }
 
-CUresult ShimState::LedgerForCurrentContext(int* ledger) {
+DriverResult<broker::LedgerId> ShimState::LedgerForCurrentContext() {
   CUdevice device = 0;
   if (CUresult rc = Real()->cuCtxGetDevice(&device); rc != CUDA_SUCCESS) return rc;
-  return LedgerForDevice(device, ledger);
+  return LedgerForDevice(device);
 }
 
-CUresult ShimState::LedgerAndContext(int* ledger, CUcontext* context) {
+DriverResult<broker::LedgerId> ShimState::LedgerAndContext(CUcontext* context) {
   const RealDriver* real = Real();
   if (CUresult rc = real->cuCtxGetCurrent(context); rc != CUDA_SUCCESS) return rc;
   if (!*context) return CUDA_ERROR_INVALID_CONTEXT;
   CUdevice device = 0;
   if (CUresult rc = real->cuCtxGetDevice(&device); rc != CUDA_SUCCESS) return rc;
-  return LedgerForDevice(device, ledger);
+  return LedgerForDevice(device);
 }
 
 // With no memory left to record it, the charge stays with the tenant until the process exits (the
@@ -233,9 +229,13 @@ CUresult ShimState::LedgerAndContext(int* ledger, CUcontext* context) {
 void ShimState::Record(AllocationMap& map, uint64_t key, Charge charge) {
   try {
     Charge stale;
-    if (map.Insert(key, charge, &stale)) broker_->Release(stale.ledger, stale.bytes);
+    if (map.Insert(key, charge, &stale)) Credit(stale);
   } catch (...) {
   }
+}
+
+void ShimState::Credit(const Charge& charge) {
+  if (charge.ledger) broker_->Release(*charge.ledger, charge.bytes);
 }
 
 ShimState::ContextCharges ShimState::TakeContextCharges(CUcontext context) {
@@ -247,8 +247,8 @@ ShimState::ContextCharges ShimState::TakeContextCharges(CUcontext context) {
 }
 
 void ShimState::CreditContextCharges(const ContextCharges& charges) {
-  for (const Charge& c : charges.allocations) broker_->Release(c.ledger, c.bytes);
-  for (const Charge& c : charges.arrays) broker_->Release(c.ledger, c.bytes);
+  for (const Charge& c : charges.allocations) Credit(c);
+  for (const Charge& c : charges.arrays) Credit(c);
 }
 
 void ShimState::RestoreContextCharges(const ContextCharges& charges) {
@@ -257,42 +257,43 @@ void ShimState::RestoreContextCharges(const ContextCharges& charges) {
   for (size_t i = 0; i < charges.arrays.size(); ++i) Record(arrays_, charges.array_keys[i], charges.arrays[i]);
 }
 
-// Without memory for its bookkeeping, the GPU's ledger is not found (-1: the caller reports the
-// device as the driver does, as for any ledger error), and nothing throws across the NVML hook.
-int ShimState::LedgerForUuid(const uint8_t (&uuid)[16], uint64_t device_total) {
+// Without memory for its bookkeeping, the lookup fails as a refused ledger does (the error's
+// short message fits in the string itself: nothing is allocated), and nothing throws across the
+// NVML hook.
+Result<broker::LedgerId> ShimState::LedgerForUuid(const uint8_t (&uuid)[16], uint64_t device_total) {
   try {
     return LedgerForUuidOrThrow(uuid, device_total);
   } catch (...) {
-    return -1;
+    return Status::ResourceExhausted("out of memory");
   }
 }
 
-int ShimState::LedgerForUuidOrThrow(const uint8_t (&uuid)[16], uint64_t device_total) {
+Result<broker::LedgerId> ShimState::LedgerForUuidOrThrow(const uint8_t (&uuid)[16], uint64_t device_total) {
   const std::string key = broker::FormatUuid(uuid);
   {
     MutexLock lock(&g_uuid_mutex);
     if (auto it = g_ledger_by_uuid->find(key); it != g_ledger_by_uuid->end()) return it->second;
   }
   // Another process of the tenant may have opened this GPU's ledger through CUDA: use it as is.
-  if (const int found = broker_->FindLedger(uuid); found >= 0) return found;
+  if (const std::optional<broker::LedgerId> found = broker_->FindLedger(uuid)) return *found;
   // Seen only through NVML (nvidia-smi never creates a context), a GPU cannot be matched to a
   // CUDA ordinal: with per-ordinal limits its quota is unknown here, so report the device as the
   // driver does rather than set a quota that CUDA would then contradict.
-  if (!options_.memory_limit_per_ordinal.empty() || !options_.memory_request_per_ordinal.empty()) return kNoLedger;
-  const Result<broker::MemoryShare> share = options_.ShareFor(-1, device_total);
+  if (!options_.memory_limit_per_ordinal.empty() || !options_.memory_request_per_ordinal.empty())
+    return Status::NotFound("gpuslice: " + key + " has per-ordinal limits and is seen through NVML alone");
+  Result<broker::MemoryShare> share = options_.ShareFor(-1, device_total);
   if (!share.ok()) {
     ReportLedgerErrorOnce(share.message());
-    return -1;
+    return std::move(share).status();
   }
-  const Result<int> ledger_opened = broker_->OpenLedger(uuid, device_total, *share);
+  Result<broker::LedgerId> ledger_opened = broker_->OpenLedger(uuid, device_total, *share);
   if (!ledger_opened.ok()) {
     ReportLedgerErrorOnce(ledger_opened.message());
-    return -1;
+    return ledger_opened;
   }
-  const int opened = *ledger_opened;
   MutexLock lock(&g_uuid_mutex);
-  (*g_ledger_by_uuid)[key] = opened;
-  return opened;
+  g_ledger_by_uuid->insert_or_assign(key, *ledger_opened);
+  return ledger_opened;
 }
 
 void ShimState::Shutdown() {

@@ -20,6 +20,7 @@
 #include "shim/app_events.h"
 #include "shim/context_sync.h"
 #include "shim/driver_api.h"
+#include "shim/driver_result.h"
 #include "shim/launch_tracker.h"
 #include "shim/options.h"
 
@@ -48,18 +49,18 @@ class ShimState final : public ContextSync {
   AppEvents& app_events() { return app_events_; }
 
   // The ledger of this tenant on the device with CUDA ordinal `device`; opened on first use.
-  CUresult LedgerForDevice(CUdevice device, int* ledger);
+  DriverResult<broker::LedgerId> LedgerForDevice(CUdevice device);
   // The ledger of the current context's device (the driver's error when there is none).
-  CUresult LedgerForCurrentContext(int* ledger);
+  DriverResult<broker::LedgerId> LedgerForCurrentContext();
   // The same, and the current context itself: what owns an allocation made now.
-  CUresult LedgerAndContext(int* ledger, CUcontext* context);
+  DriverResult<broker::LedgerId> LedgerAndContext(CUcontext* context);
   // Stream-ordered memory is charged to the device it lives on (shim/memory_devices.cc): the
   // stream's device for cuMemAllocAsync, the pool's for cuMemAllocFromPoolAsync.
-  CUresult LedgerForStream(CUstream stream, int* ledger);
+  DriverResult<broker::LedgerId> LedgerForStream(CUstream stream);
   // The device of `stream`'s context (stream 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD: the
   // current context's), without a cache: a destroyed stream's handle may name another later.
   static CUresult DeviceOfStream(CUstream stream, CUdevice* device);
-  CUresult LedgerForPool(CUmemoryPool pool, CUstream stream, int* ledger);
+  DriverResult<broker::LedgerId> LedgerForPool(CUmemoryPool pool, CUstream stream);
   // Pools created by the application, with their device (cuMemPoolCreate / cuMemPoolDestroy).
   void NotePool(CUmemoryPool pool, CUdevice device);
   void ForgetPool(CUmemoryPool pool);
@@ -76,11 +77,13 @@ class ShimState final : public ContextSync {
   void RestoreContextCharges(const ContextCharges& charges);
   // Records a new allocation's charge; a stale entry under the same key is credited.
   void Record(AllocationMap& map, uint64_t key, Charge charge);
-  // The ledger for a GPU seen through NVML (by UUID); -1 on error, kNoLedger when the GPU's quota
-  // cannot be known from NVML alone (per-ordinal limits and no CUDA process of the tenant on it).
-  static constexpr int kNoLedger = -2;
-  int LedgerForUuid(const uint8_t (&uuid)[16], uint64_t device_total);
-  int LedgerForUuidOrThrow(const uint8_t (&uuid)[16], uint64_t device_total);
+  // Returns a charge to its ledger (the memory was freed).
+  void Credit(const Charge& charge);
+  // The ledger for a GPU seen through NVML (by UUID). NotFound when the GPU's quota cannot be
+  // known from NVML alone (per-ordinal limits and no CUDA process of the tenant on it); another
+  // error when the ledger is refused (said once) or there is no memory to look it up.
+  Result<broker::LedgerId> LedgerForUuid(const uint8_t (&uuid)[16], uint64_t device_total);
+  Result<broker::LedgerId> LedgerForUuidOrThrow(const uint8_t (&uuid)[16], uint64_t device_total);
 
   // The compute gate (and this process's launch tracking) for launches on `stream` (`per_thread`:
   // through a _ptsz entry point, where stream 0 is the thread's own) (docs/scheduling.md); nullptr
@@ -132,10 +135,10 @@ class ShimState final : public ContextSync {
   static ShimState* Create();
   // At a GPU's first use: one warning line when the device holds memory this state directory
   // does not account for and the tenant's quota cannot be met (shim/device_warnings.h).
-  void WarnOfUnaccountedMemory(CUdevice device, int ledger, const std::string& gpu_uuid);
+  void WarnOfUnaccountedMemory(CUdevice device, broker::LedgerId ledger, const std::string& gpu_uuid);
   // At a GPU's first use: records the tenant's compute request, limit and class there unless its
   // processes have (broker::PresetShare), so that they show before its first launch.
-  void PresetComputeShare(int ledger);
+  void PresetComputeShare(broker::LedgerId ledger);
 
   ShimOptions options_;
   std::unique_ptr<broker::Broker> broker_;

@@ -9,7 +9,7 @@
 // `done` up to a count read before it was learnt. Nothing is asked of the driver per launch:
 // facts come from the application's own synchronisations (free), from queries of the stream or
 // of a marker by a poller (a monitor thread or a blocked launcher), and from markers — events the
-// launching thread records behind a launch at a bounded rate (shim/launch_tracker.cc).
+// launching thread records behind a launch at a bounded rate (shim/launch_markers.cc).
 //
 // Both counters only grow, also across rebinding to another stream, so a fact learnt about an
 // earlier binding can never count a later launch as done.

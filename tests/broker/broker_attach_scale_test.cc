@@ -38,9 +38,9 @@ int Client(const std::string& state_dir, int start_fd, Timings* timings, int ind
   }
   const std::unique_ptr<Broker> broker = std::move(attach).value();
   if (!broker->Register("crowd-" + std::to_string(index % 8)).ok()) return 1;
-  const int ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, 1ULL << 40).value_or(-1);
-  if (ledger < 0 || !broker->Reserve(ledger, kMiB)) return 1;
-  broker->Release(ledger, kMiB);
+  const Result<LedgerId> ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, 1ULL << 40);
+  if (!ledger.ok() || !broker->Reserve(*ledger, kMiB)) return 1;
+  broker->Release(*ledger, kMiB);
   broker->Unregister();
   timings->attach_ns[index].store(attached - start);
   timings->sequence_ns[index].store(MonotonicNanos() - start);

@@ -47,7 +47,7 @@ void NoteGrant(Board* board, uint64_t bytes) {
   }
 }
 
-void Racer(Broker* broker, int ledger, Board* board, unsigned seed) {
+void Racer(Broker* broker, LedgerId ledger, Board* board, unsigned seed) {
   std::mt19937 random(seed);
   board->arrived.fetch_add(1);
   WaitFor(board->arrived, kProcesses * kThreads);
@@ -90,11 +90,11 @@ int RacingProcess(const std::string& state_dir, Board* board, int index) {
   if (!attached.ok()) return 1;
   std::unique_ptr<Broker> broker = std::move(attached).value();
   if (!broker->Register("racers").ok()) return 1;
-  const int ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, kQuota).value_or(-1);
-  if (ledger < 0) return 1;
+  const Result<LedgerId> ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, kQuota);
+  if (!ledger.ok()) return 1;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back(Racer, broker.get(), ledger, board, static_cast<unsigned>(index * kThreads + t));
+    threads.emplace_back(Racer, broker.get(), *ledger, board, static_cast<unsigned>(index * kThreads + t));
   }
   for (auto& thread : threads) thread.join();
   board->finished.fetch_add(1);
@@ -126,9 +126,9 @@ TEST(BrokerConcurrencyTest, ThreadsOfSeveralProcessesRacingToTheLimitNeverExceed
   auto observer = ValueOf(Broker::Attach(dir.state_dir()));
   ASSERT_TRUE(observer);
   ASSERT_TRUE(IsOk(observer->Register("racers")));
-  const Result<int> ledger_or = observer->OpenLedger(kTestUuid, kTestGpuTotal, kQuota);
+  const Result<LedgerId> ledger_or = observer->OpenLedger(kTestUuid, kTestGpuTotal, kQuota);
   ASSERT_TRUE(IsOk(ledger_or));
-  const int ledger = ledger_or.value_or(-1);
+  const LedgerId ledger = *ledger_or;
   EXPECT_EQ(observer->Used(ledger), kQuota);
   EXPECT_FALSE(observer->Reserve(ledger, 1));
 

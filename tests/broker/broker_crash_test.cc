@@ -41,24 +41,26 @@ void AwaitReady(const Ready& ready, int count) {
 
 class BrokerCrashTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Broker> Member(const std::string& tenant, uint64_t quota, int* ledger) {
+  // nullptr when the ledger cannot be opened (the test has failed then).
+  std::unique_ptr<Broker> Member(const std::string& tenant, uint64_t quota, std::optional<LedgerId>* ledger) {
     std::string error;
     auto broker = ValueOf(Broker::Attach(dir_.state_dir()));
     EXPECT_TRUE(broker);
     if (!broker) return nullptr;
     EXPECT_TRUE(IsOk(broker->Register(tenant)));
-    const Result<int> opened = broker->OpenLedger(kTestUuid, kTestGpuTotal, quota);
+    const Result<LedgerId> opened = broker->OpenLedger(kTestUuid, kTestGpuTotal, quota);
     EXPECT_TRUE(IsOk(opened));
-    *ledger = opened.value_or(-1);
+    if (!opened.ok()) return nullptr;
+    *ledger = *opened;
     return broker;
   }
 
   // A child that joins `tenant`, reserves `bytes`, reports ready and waits to be killed.
   pid_t Holder(const std::string& tenant, uint64_t quota, uint64_t bytes, Ready* ready) {
     return children_.Fork([=, this] {
-      int ledger = -1;
+      std::optional<LedgerId> ledger;
       auto broker = Member(tenant, quota, &ledger);
-      if (!broker || ledger < 0 || !broker->Reserve(ledger, bytes)) return 1;
+      if (!broker || !broker->Reserve(*ledger, bytes)) return 1;
       ready->count.fetch_add(1);
       while (true) pause();
     });
@@ -84,46 +86,46 @@ TEST_F(BrokerCrashTest, DeadProcessChargeIsReturnedWithinOneSecond) {
   const pid_t holder = Holder("alpha", 100 * kMiB, 100 * kMiB, &*ready);
   AwaitReady(*ready, 1);
   ASSERT_EQ(ready->count.load(), 1);
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   auto survivor = Member("alpha", 100 * kMiB, &ledger);
   ASSERT_TRUE(survivor);
-  ASSERT_FALSE(survivor->Reserve(ledger, 60 * kMiB)) << "the holder is alive and holds everything";
+  ASSERT_FALSE(survivor->Reserve(*ledger, 60 * kMiB)) << "the holder is alive and holds everything";
 
   ASSERT_EQ(kill(holder, SIGKILL), 0);
   const auto killed = std::chrono::steady_clock::now();
   bool granted = false;
   while (!granted && SecondsSince(killed) < 1.0) {
-    granted = survivor->Reserve(ledger, 60 * kMiB);
+    granted = survivor->Reserve(*ledger, 60 * kMiB);
     if (!granted) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   const double seconds = SecondsSince(killed);
   std::printf("dead holder's 100 MiB available again %.3f ms after SIGKILL\n", seconds * 1e3);
   EXPECT_TRUE(granted) << "not granted within 1 s of the kill";
-  EXPECT_EQ(survivor->Used(ledger), 60 * kMiB);
+  EXPECT_EQ(survivor->Used(*ledger), 60 * kMiB);
   children_.Wait(holder);
 }
 
 TEST_F(BrokerCrashTest, LedgerLeftMidUpdateByADeadHolderIsRepairedByTheNextLocker) {
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   auto survivor = Member("alpha", 100 * kMiB, &ledger);
   ASSERT_TRUE(survivor);
-  ASSERT_TRUE(survivor->Reserve(ledger, 10 * kMiB));
+  ASSERT_TRUE(survivor->Reserve(*ledger, 10 * kMiB));
   // A process dies holding the ledger's mutex after adding to the total but before recording
   // its own charge: the total is now 7 MiB too high and the mutex is owner-dead.
   const pid_t dying = children_.Fork([&] {
     auto opened = OpenSegmentFile(dir_.state_dir(), OpenMode::kAttachExisting);
     if (!opened.ok()) return 1;
     const std::unique_ptr<SegmentFile> file = std::move(opened).value();
-    LedgerEntry& entry = file->segment->ledgers[ledger];
+    LedgerEntry& entry = At(*file->segment, *ledger);
     pthread_mutex_lock(&entry.mutex.mutex.native);
     entry.used.fetch_add(7 * kMiB);
     raise(SIGKILL);
     return 0;
   });
   EXPECT_EQ(children_.Wait(dying), 128 + SIGKILL);
-  EXPECT_EQ(survivor->Used(ledger), 17 * kMiB) << "the torn update is visible until someone locks";
-  EXPECT_TRUE(survivor->Reserve(ledger, 90 * kMiB)) << "the repair recomputed the total from the charges";
-  EXPECT_EQ(survivor->Used(ledger), 100 * kMiB);
+  EXPECT_EQ(survivor->Used(*ledger), 17 * kMiB) << "the torn update is visible until someone locks";
+  EXPECT_TRUE(survivor->Reserve(*ledger, 90 * kMiB)) << "the repair recomputed the total from the charges";
+  EXPECT_EQ(survivor->Used(*ledger), 100 * kMiB);
 }
 
 TEST_F(BrokerCrashTest, TableMutexHeldByADeadProcessBlocksNoOne) {
@@ -138,11 +140,11 @@ TEST_F(BrokerCrashTest, TableMutexHeldByADeadProcessBlocksNoOne) {
     return 0;
   });
   EXPECT_EQ(children_.Wait(dying), 128 + SIGKILL);
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   auto broker = Member("alpha", 10 * kMiB, &ledger);
   ASSERT_TRUE(broker);
-  EXPECT_TRUE(broker->Reserve(ledger, 10 * kMiB));
-  EXPECT_EQ(LedgerTenant(ledger), 0) << "the abandoned free entry was reused";
+  EXPECT_TRUE(broker->Reserve(*ledger, 10 * kMiB));
+  EXPECT_EQ(ledger->tenant().value(), 0) << "the abandoned free entry was reused";
 }
 
 TEST_F(BrokerCrashTest, QuotaOfADeadProcessDoesNotBlockANewQuota) {
@@ -152,20 +154,20 @@ TEST_F(BrokerCrashTest, QuotaOfADeadProcessDoesNotBlockANewQuota) {
   ASSERT_EQ(ready->count.load(), 1);
   ASSERT_EQ(kill(holder, SIGKILL), 0);
   children_.Wait(holder);
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   auto broker = Member("alpha", 200 * kMiB, &ledger);
   ASSERT_TRUE(broker);
-  EXPECT_EQ(broker->Quota(ledger), 200 * kMiB);
-  EXPECT_EQ(broker->Used(ledger), 0u);
+  EXPECT_EQ(broker->Quota(*ledger), 200 * kMiB);
+  EXPECT_EQ(broker->Used(*ledger), 0u);
 }
 
 TEST_F(BrokerCrashTest, ForkedChildDoesNotKeepItsDeadParentAlive) {
   Shared<Ready> ready;
   Shared<std::atomic<pid_t>> grandchild;
   const pid_t parent = children_.Fork([&] {
-    int ledger = -1;
+    std::optional<LedgerId> ledger;
     auto broker = Member("alpha", 100 * kMiB, &ledger);
-    if (!broker || !broker->Reserve(ledger, 40 * kMiB)) return 1;
+    if (!broker || !broker->Reserve(*ledger, 40 * kMiB)) return 1;
     const pid_t pid = fork();
     if (pid == 0) {
       broker->ForgetAfterFork();  // as the shim's pthread_atfork child handler does
@@ -180,37 +182,37 @@ TEST_F(BrokerCrashTest, ForkedChildDoesNotKeepItsDeadParentAlive) {
   ASSERT_EQ(ready->count.load(), 2);
   ASSERT_EQ(kill(parent, SIGKILL), 0);
   children_.Wait(parent);
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   auto survivor = Member("alpha", 100 * kMiB, &ledger);
   ASSERT_TRUE(survivor);
   EXPECT_EQ(kill(grandchild->load(), 0), 0) << "the parent's child is still alive";
-  EXPECT_TRUE(survivor->Reserve(ledger, 100 * kMiB)) << "the parent's 40 MiB came back while its child lives";
+  EXPECT_TRUE(survivor->Reserve(*ledger, 100 * kMiB)) << "the parent's 40 MiB came back while its child lives";
   kill(grandchild->load(), SIGKILL);
 }
 
 TEST_F(BrokerCrashTest, ForkedChildThatDidNotForgetNeverReapsItsLiveParent) {
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   auto parent = Member("alpha", 100 * kMiB, &ledger);
   ASSERT_TRUE(parent);
-  ASSERT_TRUE(parent->Reserve(ledger, 40 * kMiB));
+  ASSERT_TRUE(parent->Reserve(*ledger, 40 * kMiB));
   // Through the inherited descriptor the parent's lock would look like the child's own, so the
   // parent would look dead: the broker notices the fork and uses a descriptor of its own.
   const pid_t child = children_.Fork([&] {
     parent->ReapDeadProcesses();
-    return parent->Used(ledger) == 40 * kMiB ? 0 : 1;
+    return parent->Used(*ledger) == 40 * kMiB ? 0 : 1;
   });
   EXPECT_EQ(children_.Wait(child), 0);
-  EXPECT_EQ(parent->Used(ledger), 40 * kMiB);
+  EXPECT_EQ(parent->Used(*ledger), 40 * kMiB);
 }
 
 // A process that closes every descriptor it did not open itself (some daemons do) drops its
 // liveness lock and is reaped although it lives: it must then fail closed, never charge a slot
 // that another process may have claimed since, and be able to register afresh.
 TEST_F(BrokerCrashTest, ProcessThatLostItsLivenessLockFailsClosedAndCanRegisterAgain) {
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   auto careless = Member("alpha", 100 * kMiB, &ledger);
   ASSERT_TRUE(careless);
-  ASSERT_TRUE(careless->Reserve(ledger, 30 * kMiB));
+  ASSERT_TRUE(careless->Reserve(*ledger, 30 * kMiB));
   int replaced = 0;
   for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
     std::error_code ignored;
@@ -222,23 +224,23 @@ TEST_F(BrokerCrashTest, ProcessThatLostItsLivenessLockFailsClosedAndCanRegisterA
   }
   ASSERT_EQ(replaced, 1) << "the broker keeps exactly one descriptor of the state file";
 
-  int other_ledger = -1;
+  std::optional<LedgerId> other_ledger;
   auto other = Member("alpha", 100 * kMiB, &other_ledger);  // reaps the careless process on demand
   ASSERT_TRUE(other);
-  EXPECT_TRUE(other->Reserve(other_ledger, 100 * kMiB)) << "the careless process's 30 MiB were returned";
-  EXPECT_FALSE(careless->Reserve(ledger, 1)) << "a process whose slot was reaped must fail closed";
-  careless->Release(ledger, 30 * kMiB);
-  EXPECT_EQ(other->Used(other_ledger), 100 * kMiB) << "its release must not touch another's charges";
+  EXPECT_TRUE(other->Reserve(*other_ledger, 100 * kMiB)) << "the careless process's 30 MiB were returned";
+  EXPECT_FALSE(careless->Reserve(*ledger, 1)) << "a process whose slot was reaped must fail closed";
+  careless->Release(*ledger, 30 * kMiB);
+  EXPECT_EQ(other->Used(*other_ledger), 100 * kMiB) << "its release must not touch another's charges";
   std::string error;
   error = ErrorOf(careless->OpenLedger(kTestUuid, kTestGpuTotal, 100 * kMiB));
   EXPECT_NE(error.find("lost"), std::string::npos) << error;
 
   ASSERT_TRUE(IsOk(careless->Register("alpha")));
   ASSERT_TRUE(IsOk(careless->OpenLedger(kTestUuid, kTestGpuTotal, 100 * kMiB)));
-  other->Release(other_ledger, 10 * kMiB);
-  EXPECT_TRUE(careless->Reserve(ledger, 10 * kMiB));
+  other->Release(*other_ledger, 10 * kMiB);
+  EXPECT_TRUE(careless->Reserve(*ledger, 10 * kMiB));
   careless.reset();
-  EXPECT_EQ(other->Used(other_ledger), 90 * kMiB);
+  EXPECT_EQ(other->Used(*other_ledger), 90 * kMiB);
 }
 
 // The SIGKILL loop: children hammer one ledger (and reap, and re-register) while the test kills
@@ -251,7 +253,7 @@ TEST_F(BrokerCrashTest, SigkillLoopLeavesEveryLedgerAtExactlyZero) {
   // (and the reaps they trigger) happen, but most time is spent charging under the ledger mutex.
   constexpr uint64_t kQuota = 96 * kMiB;
   constexpr double kBudgetSeconds = 45;
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   auto survivor = Member("hammer", kQuota, &ledger);
   ASSERT_TRUE(survivor);
   // Per running child: whether it has got as far as its loop (else it dies attaching or
@@ -262,19 +264,19 @@ TEST_F(BrokerCrashTest, SigkillLoopLeavesEveryLedgerAtExactlyZero) {
     (*hammering)[place].store(0);
     return children_.Fork([=, this, &hammering] {
       std::mt19937 random(seed);
-      int own = -1;
+      std::optional<LedgerId> own;
       auto broker = Member("hammer", kQuota, &own);
-      if (!broker || own < 0) return 1;
+      if (!broker) return 1;
       (*hammering)[place].store(1);
       std::deque<uint64_t> held;
       while (true) {
         const uint32_t dice = random();
         if (dice % 1024 == 0) broker->ReapDeadProcesses();  // killed mid-reap, holding the table mutex
         const uint64_t bytes = (dice % 7 + 1) * kMiB + dice % 4096;
-        if (held.size() < 6 && broker->Reserve(own, bytes)) {
+        if (held.size() < 6 && broker->Reserve(*own, bytes)) {
           held.push_back(bytes);
         } else if (!held.empty()) {
-          broker->Release(own, held.front());
+          broker->Release(*own, held.front());
           held.pop_front();
         }
       }
@@ -284,7 +286,7 @@ TEST_F(BrokerCrashTest, SigkillLoopLeavesEveryLedgerAtExactlyZero) {
   // The survivor holds a known amount throughout: an undercount (a charge returned twice) would
   // show as less than this, not hide behind zero.
   constexpr uint64_t kSurvivorHolds = 16 * kMiB;
-  ASSERT_TRUE(survivor->Reserve(ledger, kSurvivorHolds));
+  ASSERT_TRUE(survivor->Reserve(*ledger, kSurvivorHolds));
   std::mt19937 random(12345);
   std::vector<pid_t> running;
   for (int i = 0; i < kConcurrent; ++i) running.push_back(hammer(i, random()));
@@ -309,7 +311,7 @@ TEST_F(BrokerCrashTest, SigkillLoopLeavesEveryLedgerAtExactlyZero) {
         ++kills;
       }
       survivor->ReapDeadProcesses();
-      ASSERT_EQ(survivor->Used(ledger), kSurvivorHolds) << "after " << kills << " kills";
+      ASSERT_EQ(survivor->Used(*ledger), kSurvivorHolds) << "after " << kills << " kills";
       for (int place = 0; place < kConcurrent; ++place) running[place] = hammer(place, random());
     }
     std::this_thread::sleep_for(std::chrono::microseconds(random() % 3000));
@@ -317,12 +319,12 @@ TEST_F(BrokerCrashTest, SigkillLoopLeavesEveryLedgerAtExactlyZero) {
     const bool was_hammering = (*hammering)[victim].load() == 1;
     ASSERT_EQ(kill(running[victim], SIGKILL), 0);
     const int status = children_.Wait(running[victim]);
-    ASSERT_EQ(status, 128 + SIGKILL) << "a hammering child failed on its own";
+    ASSERT_EQ(status, 128 + SIGKILL) << "a hammering child failed on its *own";
     ++kills;
     hammering_kills += was_hammering;
     running[victim] = hammer(victim, random());
     // The survivor keeps working throughout: a mutex left held by the dead would hang it here.
-    if (survivor->Reserve(ledger, kMiB)) survivor->Release(ledger, kMiB);
+    if (survivor->Reserve(*ledger, kMiB)) survivor->Release(*ledger, kMiB);
   }
   for (pid_t pid : running) {
     kill(pid, SIGKILL);
@@ -334,10 +336,10 @@ TEST_F(BrokerCrashTest, SigkillLoopLeavesEveryLedgerAtExactlyZero) {
   EXPECT_GE(hammering_kills, 200) << "the time budget allowed only " << hammering_kills << " kills";
 
   survivor->ReapDeadProcesses();
-  EXPECT_EQ(survivor->Used(ledger), kSurvivorHolds);
-  survivor->Release(ledger, kSurvivorHolds);
-  EXPECT_EQ(survivor->Used(ledger), 0u);
-  EXPECT_TRUE(survivor->Reserve(ledger, kQuota)) << "the whole quota is available again";
+  EXPECT_EQ(survivor->Used(*ledger), kSurvivorHolds);
+  survivor->Release(*ledger, kSurvivorHolds);
+  EXPECT_EQ(survivor->Used(*ledger), 0u);
+  EXPECT_TRUE(survivor->Reserve(*ledger, kQuota)) << "the whole quota is available again";
   survivor.reset();
   std::string error;
   Result<Snapshot> taken = TakeSnapshot(dir_.state_dir());
@@ -348,7 +350,7 @@ TEST_F(BrokerCrashTest, SigkillLoopLeavesEveryLedgerAtExactlyZero) {
               static_cast<unsigned long long>(snapshot.processes_reaped),
               static_cast<unsigned long long>(snapshot.ledger_repairs));
   EXPECT_GE(snapshot.processes_reaped, static_cast<uint64_t>(hammering_kills));
-  EXPECT_GT(snapshot.ledger_repairs, 0u) << "no kill landed while a ledger's mutex was held";
+  EXPECT_GT(snapshot.ledger_repairs, 0u) << "no kill landed while a *ledger's mutex was held";
   for (const GpuView& gpu : snapshot.gpus) {
     for (const TenantView& tenant : gpu.tenants) EXPECT_TRUE(tenant.processes.empty()) << tenant.name;
   }

@@ -19,16 +19,18 @@ namespace {
 
 class BrokerLedgerTest : public ::testing::Test {
  protected:
-  // A registered member of `tenant` with its ledger on the test GPU opened at `quota`.
-  std::unique_ptr<Broker> Member(const std::string& tenant, uint64_t quota, int* ledger) {
+  // A registered member of `tenant` with its ledger on the test GPU opened at `quota`; nullptr
+  // when the ledger cannot be opened (the test has failed then).
+  std::unique_ptr<Broker> Member(const std::string& tenant, uint64_t quota, std::optional<LedgerId>* ledger) {
     std::string error;
     auto broker = ValueOf(Broker::Attach(dir_.state_dir()));
     EXPECT_NE(broker, nullptr);
     if (!broker) return nullptr;
     EXPECT_TRUE(IsOk(broker->Register(tenant)));
-    const Result<int> opened = broker->OpenLedger(kTestUuid, kTestGpuTotal, quota);
+    const Result<LedgerId> opened = broker->OpenLedger(kTestUuid, kTestGpuTotal, quota);
     EXPECT_TRUE(IsOk(opened));
-    *ledger = opened.value_or(-1);
+    if (!opened.ok()) return nullptr;
+    *ledger = *opened;
     return broker;
   }
 
@@ -36,98 +38,102 @@ class BrokerLedgerTest : public ::testing::Test {
 };
 
 TEST_F(BrokerLedgerTest, ReservingExactlyTheQuotaSucceedsAndOneMoreByteFails) {
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   auto broker = Member("alpha", 100 * kMiB, &ledger);
   ASSERT_TRUE(broker);
-  EXPECT_EQ(broker->Quota(ledger), 100 * kMiB);
-  EXPECT_TRUE(broker->Reserve(ledger, 60 * kMiB));
-  EXPECT_TRUE(broker->Reserve(ledger, 40 * kMiB));
-  EXPECT_EQ(broker->Used(ledger), 100 * kMiB);
-  EXPECT_FALSE(broker->Reserve(ledger, 1));
-  EXPECT_EQ(broker->Used(ledger), 100 * kMiB) << "a refused reservation charges nothing";
+  EXPECT_EQ(broker->Quota(*ledger), 100 * kMiB);
+  EXPECT_TRUE(broker->Reserve(*ledger, 60 * kMiB));
+  EXPECT_TRUE(broker->Reserve(*ledger, 40 * kMiB));
+  EXPECT_EQ(broker->Used(*ledger), 100 * kMiB);
+  EXPECT_FALSE(broker->Reserve(*ledger, 1));
+  EXPECT_EQ(broker->Used(*ledger), 100 * kMiB) << "a refused reservation charges nothing";
 }
 
 TEST_F(BrokerLedgerTest, ReleaseMakesRoomAtOnce) {
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   auto broker = Member("alpha", 100 * kMiB, &ledger);
   ASSERT_TRUE(broker);
-  ASSERT_TRUE(broker->Reserve(ledger, 100 * kMiB));
-  ASSERT_FALSE(broker->Reserve(ledger, 1));
-  broker->Release(ledger, 1);
-  EXPECT_TRUE(broker->Reserve(ledger, 1));
-  broker->Release(ledger, 100 * kMiB);
-  EXPECT_EQ(broker->Used(ledger), 0u);
+  ASSERT_TRUE(broker->Reserve(*ledger, 100 * kMiB));
+  ASSERT_FALSE(broker->Reserve(*ledger, 1));
+  broker->Release(*ledger, 1);
+  EXPECT_TRUE(broker->Reserve(*ledger, 1));
+  broker->Release(*ledger, 100 * kMiB);
+  EXPECT_EQ(broker->Used(*ledger), 0u);
 }
 
 TEST_F(BrokerLedgerTest, ProcessesOfOneTenantShareTheQuota) {
-  int first_ledger = -1, second_ledger = -1;
+  std::optional<LedgerId> first_ledger, second_ledger;
   auto first = Member("alpha", 100 * kMiB, &first_ledger);
   auto second = Member("alpha", 100 * kMiB, &second_ledger);
   ASSERT_TRUE(first && second);
-  EXPECT_EQ(first_ledger, second_ledger);
-  EXPECT_TRUE(first->Reserve(first_ledger, 70 * kMiB));
-  EXPECT_FALSE(second->Reserve(second_ledger, 31 * kMiB));
-  EXPECT_TRUE(second->Reserve(second_ledger, 30 * kMiB));
-  EXPECT_EQ(first->Used(first_ledger), 100 * kMiB);
+  EXPECT_EQ(*first_ledger, *second_ledger);
+  EXPECT_TRUE(first->Reserve(*first_ledger, 70 * kMiB));
+  EXPECT_FALSE(second->Reserve(*second_ledger, 31 * kMiB));
+  EXPECT_TRUE(second->Reserve(*second_ledger, 30 * kMiB));
+  EXPECT_EQ(first->Used(*first_ledger), 100 * kMiB);
 }
 
 TEST_F(BrokerLedgerTest, TenantsHaveSeparateLedgersOnTheSameGpu) {
-  int alpha_ledger = -1, beta_ledger = -1;
+  std::optional<LedgerId> alpha_ledger, beta_ledger;
   auto alpha = Member("alpha", 10 * kMiB, &alpha_ledger);
   auto beta = Member("beta", 20 * kMiB, &beta_ledger);
   ASSERT_TRUE(alpha && beta);
-  EXPECT_NE(alpha_ledger, beta_ledger);
-  EXPECT_TRUE(alpha->Reserve(alpha_ledger, 10 * kMiB));
-  EXPECT_TRUE(beta->Reserve(beta_ledger, 20 * kMiB));
-  EXPECT_FALSE(beta->Reserve(alpha_ledger, 1)) << "a process may charge only its own tenant's ledger";
+  EXPECT_NE(*alpha_ledger, *beta_ledger);
+  EXPECT_TRUE(alpha->Reserve(*alpha_ledger, 5 * kMiB));
+  EXPECT_TRUE(beta->Reserve(*beta_ledger, 20 * kMiB));
+  // Room left on alpha's ledger, and beta has the GPU open: only the tenant check refuses.
+  EXPECT_FALSE(beta->Reserve(*alpha_ledger, 1)) << "a process may charge only its own tenant's ledger";
+  beta->Release(*alpha_ledger, 5 * kMiB);
+  EXPECT_EQ(alpha->Used(*alpha_ledger), 5 * kMiB) << "nor credit another tenant's";
+  EXPECT_TRUE(alpha->Reserve(*alpha_ledger, 5 * kMiB));
 }
 
 TEST_F(BrokerLedgerTest, UnlimitedQuotaAcceptsAnythingButAnOverflow) {
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   auto broker = Member("alpha", kUnlimited, &ledger);
   ASSERT_TRUE(broker);
-  EXPECT_TRUE(broker->Reserve(ledger, 1ULL << 62));
-  EXPECT_TRUE(broker->Reserve(ledger, 1ULL << 62));
-  EXPECT_FALSE(broker->Reserve(ledger, UINT64_MAX)) << "the total must not wrap around";
+  EXPECT_TRUE(broker->Reserve(*ledger, 1ULL << 62));
+  EXPECT_TRUE(broker->Reserve(*ledger, 1ULL << 62));
+  EXPECT_FALSE(broker->Reserve(*ledger, UINT64_MAX)) << "the total must not wrap around";
 }
 
 TEST_F(BrokerLedgerTest, ReleaseNeverReturnsMoreThanTheProcessReserved) {
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   auto holder = Member("alpha", 100 * kMiB, &ledger);
   auto other = Member("alpha", 100 * kMiB, &ledger);
   ASSERT_TRUE(holder && other);
-  ASSERT_TRUE(holder->Reserve(ledger, 50 * kMiB));
-  ASSERT_TRUE(other->Reserve(ledger, 10 * kMiB));
-  other->Release(ledger, 40 * kMiB);
-  EXPECT_EQ(holder->Used(ledger), 50 * kMiB) << "only the other process's own 10 MiB came back";
+  ASSERT_TRUE(holder->Reserve(*ledger, 50 * kMiB));
+  ASSERT_TRUE(other->Reserve(*ledger, 10 * kMiB));
+  other->Release(*ledger, 40 * kMiB);
+  EXPECT_EQ(holder->Used(*ledger), 50 * kMiB) << "only the other process's own 10 MiB came back";
 }
 
 TEST_F(BrokerLedgerTest, UnregisterReturnsEveryByteTheProcessHeld) {
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   auto stays = Member("alpha", 100 * kMiB, &ledger);
   auto leaves = Member("alpha", 100 * kMiB, &ledger);
   ASSERT_TRUE(stays && leaves);
-  ASSERT_TRUE(stays->Reserve(ledger, 30 * kMiB));
-  ASSERT_TRUE(leaves->Reserve(ledger, 70 * kMiB));
+  ASSERT_TRUE(stays->Reserve(*ledger, 30 * kMiB));
+  ASSERT_TRUE(leaves->Reserve(*ledger, 70 * kMiB));
   leaves->Unregister();
-  EXPECT_EQ(stays->Used(ledger), 30 * kMiB);
-  EXPECT_FALSE(leaves->Reserve(ledger, 1)) << "an unregistered process charges nothing";
+  EXPECT_EQ(stays->Used(*ledger), 30 * kMiB);
+  EXPECT_FALSE(leaves->Reserve(*ledger, 1)) << "an unregistered process charges nothing";
   leaves.reset();
-  EXPECT_EQ(stays->Used(ledger), 30 * kMiB);
+  EXPECT_EQ(stays->Used(*ledger), 30 * kMiB);
 }
 
 TEST_F(BrokerLedgerTest, DestroyingTheBrokerUnregisters) {
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   auto stays = Member("alpha", 100 * kMiB, &ledger);
   auto leaves = Member("alpha", 100 * kMiB, &ledger);
   ASSERT_TRUE(stays && leaves);
-  ASSERT_TRUE(leaves->Reserve(ledger, 70 * kMiB));
+  ASSERT_TRUE(leaves->Reserve(*ledger, 70 * kMiB));
   leaves.reset();
-  EXPECT_EQ(stays->Used(ledger), 0u);
+  EXPECT_EQ(stays->Used(*ledger), 0u);
 }
 
 TEST_F(BrokerLedgerTest, LaterProcessAskingForAnotherQuotaIsRefusedWithBothValues) {
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   auto first = Member("alpha", 100 * kMiB, &ledger);
   ASSERT_TRUE(first);
   std::string error;
@@ -138,34 +144,34 @@ TEST_F(BrokerLedgerTest, LaterProcessAskingForAnotherQuotaIsRefusedWithBothValue
   EXPECT_NE(error.find("104857600 bytes"), std::string::npos) << error;
   EXPECT_NE(error.find("209715200 bytes"), std::string::npos) << error;
   EXPECT_NE(error.find("alpha"), std::string::npos) << error;
-  EXPECT_EQ(first->Quota(ledger), 100 * kMiB);
-  EXPECT_FALSE(second->Reserve(ledger, 1)) << "a refused ledger is not open for the process";
+  EXPECT_EQ(first->Quota(*ledger), 100 * kMiB);
+  EXPECT_FALSE(second->Reserve(*ledger, 1)) << "a refused *ledger is not open for the process";
 }
 
 TEST_F(BrokerLedgerTest, QuotaCanChangeOnceNoProcessHoldsTheLedger) {
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   auto first = Member("alpha", 100 * kMiB, &ledger);
   ASSERT_TRUE(first);
-  ASSERT_TRUE(first->Reserve(ledger, kMiB));
+  ASSERT_TRUE(first->Reserve(*ledger, kMiB));
   first.reset();
-  int again = -1;
+  std::optional<LedgerId> again;
   auto second = Member("alpha", 200 * kMiB, &again);
   ASSERT_TRUE(second);
-  EXPECT_EQ(again, ledger);
-  EXPECT_EQ(second->Quota(again), 200 * kMiB);
-  EXPECT_TRUE(second->Reserve(again, 200 * kMiB));
+  EXPECT_EQ(*again, *ledger);
+  EXPECT_EQ(second->Quota(*again), 200 * kMiB);
+  EXPECT_TRUE(second->Reserve(*again, 200 * kMiB));
 }
 
 TEST_F(BrokerLedgerTest, GpuTotalMemoryIsRecordedPerUuid) {
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   auto broker = Member("alpha", kUnlimited, &ledger);
   ASSERT_TRUE(broker);
   uint8_t other_gpu[16] = {1};
   std::string error;
-  const Result<int> other_or = broker->OpenLedger(other_gpu, 40ULL << 30, kUnlimited);
+  const Result<LedgerId> other_or = broker->OpenLedger(other_gpu, 40ULL << 30, kUnlimited);
   ASSERT_TRUE(IsOk(other_or));
-  const int other = other_or.value_or(-1);
-  EXPECT_NE(other, ledger);
+  const LedgerId other = *other_or;
+  EXPECT_NE(other, *ledger);
   Result<Snapshot> taken = TakeSnapshot(dir_.state_dir());
   ASSERT_TRUE(taken.ok()) << taken.message();
   Snapshot snapshot = taken.ok() ? std::move(taken).value() : Snapshot();
@@ -189,14 +195,14 @@ TEST_F(BrokerLedgerTest, EveryGpuOfAFullNodeHasALedgerOfItsOwn) {
     uuid[14] = static_cast<uint8_t>(g >> 8);
     uuid[15] = static_cast<uint8_t>(g);
   };
-  std::vector<int> ledgers;
+  std::vector<LedgerId> ledgers;
   for (int g = 0; g < kMaxGpus; ++g) {
     uint8_t uuid[16];
     uuid_of(g, uuid);
     const uint64_t quota = static_cast<uint64_t>(g + 1) * kMiB;
-    const Result<int> ledger_or = alpha->OpenLedger(uuid, kTestGpuTotal, quota);
+    const Result<LedgerId> ledger_or = alpha->OpenLedger(uuid, kTestGpuTotal, quota);
     ASSERT_TRUE(IsOk(ledger_or)) << "GPU " << g;
-    const int ledger = ledger_or.value_or(-1);
+    const LedgerId ledger = *ledger_or;
     ledgers.push_back(ledger);
     EXPECT_TRUE(alpha->Reserve(ledger, quota)) << "GPU " << g;
     EXPECT_FALSE(alpha->Reserve(ledger, 1)) << "GPU " << g;
@@ -214,9 +220,9 @@ TEST_F(BrokerLedgerTest, EveryGpuOfAFullNodeHasALedgerOfItsOwn) {
   for (int g : {5, 64, kMaxGpus - 1}) {
     uint8_t uuid[16];
     uuid_of(g, uuid);
-    const Result<int> ledger_or = beta->OpenLedger(uuid, kTestGpuTotal, kMiB);
+    const Result<LedgerId> ledger_or = beta->OpenLedger(uuid, kTestGpuTotal, kMiB);
     ASSERT_TRUE(IsOk(ledger_or)) << "GPU " << g;
-    const int ledger = ledger_or.value_or(-1);
+    const LedgerId ledger = *ledger_or;
     EXPECT_TRUE(beta->Reserve(ledger, kMiB)) << "GPU " << g;
     EXPECT_FALSE(beta->Reserve(ledger, 1)) << "GPU " << g;
   }
@@ -250,15 +256,15 @@ TEST_F(BrokerLedgerTest, OpeningALedgerBeforeRegisteringFails) {
   ASSERT_TRUE(broker);
   error = ErrorOf(broker->OpenLedger(kTestUuid, kTestGpuTotal, kMiB));
   EXPECT_NE(error.find("register"), std::string::npos) << error;
-  EXPECT_FALSE(broker->Reserve(0, 1));
+  EXPECT_FALSE(broker->Reserve(*LedgerId::From(0), 1));
 }
 
 TEST_F(BrokerLedgerTest, SnapshotShowsEachTenantsQuotaUseAndProcesses) {
-  int alpha_ledger = -1, beta_ledger = -1;
+  std::optional<LedgerId> alpha_ledger, beta_ledger;
   auto alpha = Member("alpha", 100 * kMiB, &alpha_ledger);
   auto beta = Member("beta", kUnlimited, &beta_ledger);
   ASSERT_TRUE(alpha && beta);
-  ASSERT_TRUE(alpha->Reserve(alpha_ledger, 3 * kMiB));
+  ASSERT_TRUE(alpha->Reserve(*alpha_ledger, 3 * kMiB));
   std::string error;
   Result<Snapshot> taken = TakeSnapshot(dir_.state_dir());
   ASSERT_TRUE(taken.ok()) << taken.message();
@@ -284,7 +290,7 @@ TEST_F(BrokerLedgerTest, SnapshotShowsEachTenantsQuotaUseAndProcesses) {
 // The hot path: one uncontended Reserve + Release pair (no system call: robust mutex lock and
 // unlock in user space, four atomic stores).
 TEST_F(BrokerLedgerTest, UncontendedReserveAndReleaseStayUnderAMicrosecond) {
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   auto broker = Member("alpha", kUnlimited, &ledger);
   ASSERT_TRUE(broker);
   // The fastest of ten batches: a batch takes tens of milliseconds, so on a loaded machine some
@@ -294,14 +300,14 @@ TEST_F(BrokerLedgerTest, UncontendedReserveAndReleaseStayUnderAMicrosecond) {
   for (int batch = 0; batch < kBatches; ++batch) {
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < kRounds; ++i) {
-      broker->Reserve(ledger, 4096);
-      broker->Release(ledger, 4096);
+      broker->Reserve(*ledger, 4096);
+      broker->Release(*ledger, 4096);
     }
     ns = std::min(ns, ::gpuslice::testing::SecondsSince(start) * 1e9 / kRounds);
   }
   std::printf("Reserve+Release, uncontended: %.1f ns per pair\n", ns);
   RecordProperty("reserve_release_ns", static_cast<int>(ns));
-  EXPECT_EQ(broker->Used(ledger), 0u);
+  EXPECT_EQ(broker->Used(*ledger), 0u);
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "timing bound not checked under a sanitizer (" << ns << " ns)";
 #else

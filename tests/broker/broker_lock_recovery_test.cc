@@ -45,7 +45,7 @@ class BrokerLockRecoveryTest : public ::testing::Test {
   }
 
   // A child process that takes `ledger`'s mutex and holds it until Release().
-  void HoldLedgerLockElsewhere(int ledger) {
+  void HoldLedgerLockElsewhere(LedgerId ledger) {
     int ready[2], go[2];
     ASSERT_EQ(pipe(ready), 0);
     ASSERT_EQ(pipe(go), 0);
@@ -56,7 +56,7 @@ class BrokerLockRecoveryTest : public ::testing::Test {
       auto other = Broker::AttachExisting(dir_.state_dir());
       if (!other.ok()) _exit(1);
       Segment* segment = (*other)->segment();
-      RobustLock lock(&segment->ledgers[ledger].mutex.mutex);
+      RobustLock lock(&At(*segment, ledger).mutex.mutex);
       char byte = lock.locked() ? '1' : '0';
       (void)!write(ready[1], &byte, 1);
       (void)!read(go[0], &byte, 1);  // until the test closes its end
@@ -92,8 +92,9 @@ TEST_F(BrokerLockRecoveryTest, ALockHeldPastTheBoundThenReleasedRefusesMeanwhile
   auto broker = testing::ValueOf(Broker::Attach(dir_.state_dir()));
   ASSERT_TRUE(broker);
   ASSERT_TRUE(testing::IsOk(broker->Register("team-a")));
-  const int ledger =
-      testing::ValueOf(broker->OpenLedger(testing::kTestUuid, testing::kTestGpuTotal, 64 * testing::kMiB));
+  const Result<LedgerId> opened = broker->OpenLedger(testing::kTestUuid, testing::kTestGpuTotal, 64 * testing::kMiB);
+  ASSERT_TRUE(opened.ok()) << opened.message();
+  const LedgerId ledger = *opened;
   ASSERT_TRUE(broker->Reserve(ledger, 16 * testing::kMiB));
 
   HoldLedgerLockElsewhere(ledger);
@@ -131,16 +132,17 @@ TEST_F(BrokerLockRecoveryTest, ALockHeldPastTheBoundThenReleasedRefusesMeanwhile
 TEST_F(BrokerLockRecoveryTest, OpeningALedgerWhoseLockWasHeldSucceedsOnceItIsFree) {
   auto first = testing::ValueOf(Broker::Attach(dir_.state_dir()));
   ASSERT_TRUE(testing::IsOk(first->Register("team-a")));
-  const int ledger =
-      testing::ValueOf(first->OpenLedger(testing::kTestUuid, testing::kTestGpuTotal, 64 * testing::kMiB));
+  const Result<LedgerId> opened = first->OpenLedger(testing::kTestUuid, testing::kTestGpuTotal, 64 * testing::kMiB);
+  ASSERT_TRUE(opened.ok()) << opened.message();
+  const LedgerId ledger = *opened;
   auto second = testing::ValueOf(Broker::Attach(dir_.state_dir()));
   ASSERT_TRUE(testing::IsOk(second->Register("team-a")));
   HoldLedgerLockElsewhere(ledger);
   EXPECT_FALSE(second->OpenLedger(testing::kTestUuid, testing::kTestGpuTotal, 64 * testing::kMiB).ok());
   Release();
-  const Result<int> opened = second->OpenLedger(testing::kTestUuid, testing::kTestGpuTotal, 64 * testing::kMiB);
-  ASSERT_TRUE(testing::IsOk(opened));
-  EXPECT_TRUE(second->Reserve(*opened, testing::kMiB));
+  const Result<LedgerId> reopened = second->OpenLedger(testing::kTestUuid, testing::kTestGpuTotal, 64 * testing::kMiB);
+  ASSERT_TRUE(testing::IsOk(reopened));
+  EXPECT_TRUE(second->Reserve(*reopened, testing::kMiB));
 }
 
 }  // namespace

@@ -54,7 +54,7 @@ void NoteGrant(Board* board, uint64_t bytes) {
 }
 
 // Keeps up to four reservations of 1-8 MiB for `rounds`, then gives them back.
-void Churn(Broker* broker, int ledger, Board* board, unsigned seed, int rounds) {
+void Churn(Broker* broker, LedgerId ledger, Board* board, unsigned seed, int rounds) {
   std::mt19937 random(seed);
   std::deque<uint64_t> mine;
   for (int i = 0; i < rounds; ++i) {
@@ -78,18 +78,21 @@ void Churn(Broker* broker, int ledger, Board* board, unsigned seed, int rounds) 
   }
 }
 
-std::unique_ptr<Broker> Tenant(const std::string& state_dir, const std::string& name, MemoryShare share, int* ledger) {
+std::unique_ptr<Broker> Tenant(const std::string& state_dir, const std::string& name, MemoryShare share,
+                               std::optional<LedgerId>* ledger) {
   Result<std::unique_ptr<Broker>> attached = Broker::Attach(state_dir);
   if (!attached.ok()) return nullptr;
   std::unique_ptr<Broker> broker = std::move(attached).value();
   if (!broker->Register(name).ok()) return nullptr;
-  *ledger = broker->OpenLedger(kTestUuid, kGpu, share).value_or(-1);
-  return *ledger < 0 ? nullptr : std::move(broker);
+  const Result<LedgerId> opened = broker->OpenLedger(kTestUuid, kGpu, share);
+  if (!opened.ok()) return nullptr;
+  *ledger = *opened;
+  return broker;
 }
 
 // A borrower of its own tenant (no request, no limit): four threads churn, then race to the limit.
 int BorrowingProcess(const std::string& state_dir, Board* board, int index) {
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   std::unique_ptr<Broker> broker = Tenant(state_dir, "borrower-" + std::to_string(index), {}, &ledger);
   if (!broker) return 1;
   std::vector<std::thread> threads;
@@ -97,12 +100,12 @@ int BorrowingProcess(const std::string& state_dir, Board* board, int index) {
     threads.emplace_back([&, t] {
       board->arrived.fetch_add(1);
       WaitFor(board->arrived, kProcesses * kThreads);
-      Churn(broker.get(), ledger, board, static_cast<unsigned>(index * kThreads + t), kChurnRounds);
+      Churn(broker.get(), *ledger, board, static_cast<unsigned>(index * kThreads + t), kChurnRounds);
       board->churned.fetch_add(1);
       WaitFor(board->churned, kProcesses * kThreads);
       uint64_t granted = 0;
       // Bounded by the GPU: a broker that let borrowers take everything fails here, not hangs.
-      while (granted < kGpu && broker->Reserve(ledger, kMiB)) {
+      while (granted < kGpu && broker->Reserve(*ledger, kMiB)) {
         NoteGrant(board, kMiB);
         granted += kMiB;
       }
@@ -117,7 +120,7 @@ int BorrowingProcess(const std::string& state_dir, Board* board, int index) {
 
 TEST(BrokerMemoryRequestTest, BorrowersRacingBesideAHeldRequestNeverTakeItsMemory) {
   BrokerTempDir dir;
-  int owner_ledger = -1;
+  std::optional<LedgerId> owner_ledger;
   std::unique_ptr<Broker> owner = Tenant(dir.state_dir(), "owner", {kRequest, kGpu}, &owner_ledger);
   ASSERT_TRUE(owner);
   Shared<Board> board;
@@ -129,8 +132,8 @@ TEST(BrokerMemoryRequestTest, BorrowersRacingBesideAHeldRequestNeverTakeItsMemor
   uint64_t owner_refusals = 0;
   while (board->finished.load() < kProcesses) {
     for (pid_t child : children) ASSERT_FALSE(group.Exited(child)) << "a borrowing process failed";
-    if (owner->Reserve(owner_ledger, kRequest)) {
-      owner->Release(owner_ledger, kRequest);
+    if (owner->Reserve(*owner_ledger, kRequest)) {
+      owner->Release(*owner_ledger, kRequest);
     } else {
       ++owner_refusals;
     }
@@ -142,7 +145,7 @@ TEST(BrokerMemoryRequestTest, BorrowersRacingBesideAHeldRequestNeverTakeItsMemor
   EXPECT_LE(board->most_held.load(), kGpu - kRequest) << "borrowers held memory the request reserves";
   EXPECT_EQ(board->granted_at_the_limit.load(), kGpu - kRequest) << "racing to the limit: exactly the rest";
   EXPECT_EQ(owner_refusals, 0u) << "the owner was refused within its request";
-  EXPECT_TRUE(owner->Reserve(owner_ledger, kRequest));
+  EXPECT_TRUE(owner->Reserve(*owner_ledger, kRequest));
   board->may_exit.store(true);
   for (pid_t child : children) EXPECT_EQ(group.Wait(child), 0);
 }
@@ -151,7 +154,7 @@ TEST(BrokerMemoryRequestTest, BorrowersRacingBesideAHeldRequestNeverTakeItsMemor
 // they are reaped, the owner has all of its request and a borrower exactly the rest.
 TEST(BrokerMemoryRequestTest, BorrowersKilledMidBorrowLeaveTheGpuExact) {
   BrokerTempDir dir;
-  int owner_ledger = -1;
+  std::optional<LedgerId> owner_ledger;
   std::unique_ptr<Broker> owner = Tenant(dir.state_dir(), "owner", {kRequest, kGpu}, &owner_ledger);
   ASSERT_TRUE(owner);
   ChildGroup group;
@@ -162,10 +165,10 @@ TEST(BrokerMemoryRequestTest, BorrowersKilledMidBorrowLeaveTheGpuExact) {
     std::vector<pid_t> round;
     for (int p = 0; p < 3; ++p) {
       round.push_back(group.Fork([&, p] {
-        int ledger = -1;
+        std::optional<LedgerId> ledger;
         std::unique_ptr<Broker> broker = Tenant(dir.state_dir(), "borrower-" + std::to_string(p), {}, &ledger);
         if (!broker) return 1;
-        for (;;) Churn(broker.get(), ledger, nullptr, static_cast<unsigned>(getpid()), 1000);
+        for (;;) Churn(broker.get(), *ledger, nullptr, static_cast<unsigned>(getpid()), 1000);
       }));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(2000 + random() % 8000));
@@ -175,14 +178,14 @@ TEST(BrokerMemoryRequestTest, BorrowersKilledMidBorrowLeaveTheGpuExact) {
       ++kills;
     }
   }
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   std::unique_ptr<Broker> borrower = Tenant(dir.state_dir(), "borrower-0", {}, &ledger);
   ASSERT_TRUE(borrower);
   uint64_t granted = 0;
-  while (granted < kGpu && borrower->Reserve(ledger, kMiB)) granted += kMiB;  // bounded, as above
+  while (granted < kGpu && borrower->Reserve(*ledger, kMiB)) granted += kMiB;  // bounded, as above
   std::printf("%d borrowers killed mid-borrow\n", kills);
   EXPECT_EQ(granted, kGpu - kRequest) << "after " << kills << " kills";
-  EXPECT_TRUE(owner->Reserve(owner_ledger, kRequest));
+  EXPECT_TRUE(owner->Reserve(*owner_ledger, kRequest));
 }
 
 // The node (the device plugin's Allocate, the DRA driver's prepare) holds a request before any
@@ -195,16 +198,16 @@ TEST(BrokerMemoryRequestTest, AnAnnouncedRequestIsHeldWithoutAProcessUntilWithdr
   ASSERT_TRUE(IsOk(
       node->AnnounceRequest("pod-a", kTestUuid, kGpu, {kRequest, kRequest}, MemoryAnnouncer::kDraDriver, &warning)));
   EXPECT_EQ(warning, "");
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   std::unique_ptr<Broker> borrower = Tenant(dir.state_dir(), "borrower", {}, &ledger);
   ASSERT_TRUE(borrower);
-  EXPECT_TRUE(borrower->Reserve(ledger, kGpu - kRequest));
-  EXPECT_FALSE(borrower->Reserve(ledger, kMiB)) << "the announced request is held with no process of its tenant";
+  EXPECT_TRUE(borrower->Reserve(*ledger, kGpu - kRequest));
+  EXPECT_FALSE(borrower->Reserve(*ledger, kMiB)) << "the announced request is held with no process of its tenant";
   ASSERT_EQ(node->Announced(MemoryAnnouncer::kDraDriver).size(), 1u);
   EXPECT_EQ(node->Announced(MemoryAnnouncer::kDraDriver)[0].tenant, "pod-a");
   EXPECT_TRUE(node->Announced(MemoryAnnouncer::kDevicePlugin).empty());
   ASSERT_TRUE(IsOk(node->WithdrawRequest("pod-a", kTestUuid, MemoryAnnouncer::kDraDriver)));
-  EXPECT_TRUE(borrower->Reserve(ledger, kMiB)) << "withdrawn, the request no longer reserves anything";
+  EXPECT_TRUE(borrower->Reserve(*ledger, kMiB)) << "withdrawn, the request no longer reserves anything";
   EXPECT_TRUE(node->Announced(MemoryAnnouncer::kDraDriver).empty());
 }
 
@@ -212,20 +215,20 @@ TEST(BrokerMemoryRequestTest, AnAnnouncedRequestIsHeldWithoutAProcessUntilWithdr
 // are, and the borrowers can then only give back; requests over the GPU are refused.
 TEST(BrokerMemoryRequestTest, AnAnnouncementHoldsItsRequestFromBorrowersAndRefusesRequestsOverTheGpu) {
   BrokerTempDir dir;
-  int ledger = -1;
+  std::optional<LedgerId> ledger;
   std::unique_ptr<Broker> borrower = Tenant(dir.state_dir(), "borrower", {}, &ledger);
   ASSERT_TRUE(borrower);
-  ASSERT_TRUE(borrower->Reserve(ledger, 80 * kMiB));
+  ASSERT_TRUE(borrower->Reserve(*ledger, 80 * kMiB));
   std::unique_ptr<Broker> node = ValueOf(Broker::Attach(dir.state_dir()));
   std::string warning;
   ASSERT_TRUE(IsOk(
       node->AnnounceRequest("pod-a", kTestUuid, kGpu, {kRequest, kGpu}, MemoryAnnouncer::kDevicePlugin, &warning)));
   EXPECT_THAT(warning, HasSubstr("tenant 'pod-a' cannot hold its memory request of 40 MiB"));
   EXPECT_THAT(warning, HasSubstr("20 MiB of it is borrowed (tenant 'borrower' 80 MiB beyond no request)"));
-  EXPECT_FALSE(borrower->Reserve(ledger, kMiB)) << "a borrower only gives back while a request is owed";
-  borrower->Release(ledger, 30 * kMiB);
-  EXPECT_TRUE(borrower->Reserve(ledger, 10 * kMiB)) << "50 + 40 of 100: 10 MiB is nobody's again";
-  EXPECT_FALSE(borrower->Reserve(ledger, kMiB));
+  EXPECT_FALSE(borrower->Reserve(*ledger, kMiB)) << "a borrower only gives back while a request is owed";
+  borrower->Release(*ledger, 30 * kMiB);
+  EXPECT_TRUE(borrower->Reserve(*ledger, 10 * kMiB)) << "50 + 40 of 100: 10 MiB is nobody's again";
+  EXPECT_FALSE(borrower->Reserve(*ledger, kMiB));
   const std::string refused = ErrorOf(node->AnnounceRequest("pod-b", kTestUuid, kGpu, {70 * kMiB, 70 * kMiB},
                                                             MemoryAnnouncer::kDevicePlugin, &warning));
   EXPECT_THAT(refused, HasSubstr("tenant 'pod-b' asks GPU GPU-"));

@@ -57,9 +57,9 @@ TEST(BrokerPidNamespaceTest, ProcessInAnotherPidNamespaceIsLiveUntilKilledThenRe
   auto survivor = ValueOf(Broker::Attach(dir.state_dir()));
   ASSERT_TRUE(survivor);
   ASSERT_TRUE(IsOk(survivor->Register("boxed")));
-  const Result<int> ledger_or = survivor->OpenLedger(kTestUuid, kTestGpuTotal, 100 * kMiB);
+  const Result<LedgerId> ledger_or = survivor->OpenLedger(kTestUuid, kTestGpuTotal, 100 * kMiB);
   ASSERT_TRUE(IsOk(ledger_or));
-  const int ledger = ledger_or.value_or(-1);
+  const LedgerId ledger = *ledger_or;
   EXPECT_FALSE(survivor->Reserve(ledger, 50 * kMiB)) << "the contained process is alive: nothing is reaped";
   EXPECT_EQ(survivor->Used(ledger), 60 * kMiB);
   Result<Snapshot> taken = TakeSnapshot(dir.state_dir());

@@ -52,8 +52,8 @@ class BrokerReclaimPathsTest : public ::testing::Test {
       for (int g = 0; g < gpus; ++g) {
         uint8_t uuid[16];
         UuidNumber(g, uuid);
-        const int ledger = broker->OpenLedger(uuid, kTestGpuTotal, 1024 * kMiB).value_or(-1);
-        if (ledger < 0 || (g == 0 && bytes > 0 && !broker->Reserve(ledger, bytes))) return 1;
+        const Result<LedgerId> ledger = broker->OpenLedger(uuid, kTestGpuTotal, 1024 * kMiB);
+        if (!ledger.ok() || (g == 0 && bytes > 0 && !broker->Reserve(*ledger, bytes))) return 1;
       }
       raise(SIGKILL);
       return 1;

@@ -79,11 +79,11 @@ int RefusedMember(const std::string& state_dir, int index, int refusals, bool ho
   if (!attached.ok()) return 3;
   std::unique_ptr<Broker> broker = std::move(attached).value();
   if (!broker->Register("tenant").ok()) return 3;
-  const int ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, kQuota).value_or(-1);
-  if (ledger < 0 || !broker->Reserve(ledger, kMiB)) return 4;
+  const Result<LedgerId> ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, kQuota);
+  if (!ledger.ok() || !broker->Reserve(*ledger, kMiB)) return 4;
   for (int r = 0; r < refusals; ++r) {
     const uint64_t bytes = kQuota + 1 + static_cast<uint64_t>(index) * 7 + static_cast<uint64_t>(r);
-    if (broker->Reserve(ledger, bytes)) {
+    if (broker->Reserve(*ledger, bytes)) {
       reports->granted_wrongly.fetch_add(1);
       return 5;
     }

@@ -27,6 +27,8 @@
 #include <nlohmann/json.hpp>
 
 #include "broker/broker.h"
+#include "broker/checked_index.h"
+#include "broker/sched_terms.h"
 #include "broker/scheduler.h"
 #include "broker/segment_layout.h"
 #include "broker/uuid.h"
@@ -103,19 +105,19 @@ class TenantProcess {
       std::unique_ptr<broker::Broker> broker = attached.ok() ? std::move(attached).value() : nullptr;
       char ok = '0';
       if (broker && broker->Register(tenant).ok()) {
-        const int ledger = broker->OpenLedger(kUuid, device_total, quota).value_or(-1);
-        if (ledger >= 0 && (bytes == 0 || broker->Reserve(ledger, bytes))) ok = '1';
+        const Result<broker::LedgerId> ledger = broker->OpenLedger(kUuid, device_total, quota);
+        if (ledger.ok() && (bytes == 0 || broker->Reserve(*ledger, bytes))) ok = '1';
         if (ok == '1' && compute.request_pct != 0) {
           // Lives until the process is killed.
-          auto* gate = new broker::ComputeGate(broker.get(), *broker::LedgerId::From(ledger));
+          auto* gate = new broker::ComputeGate(broker.get(), *ledger, broker->slot().value());
           if (!gate->SetShare(compute.request_pct, compute.limit_pct, broker::ComputeClass::kStandard).ok()) ok = '0';
           if (ok == '1' && compute.acquire) gate->Acquire();
           if (ok == '1' && compute.share_ppm != 0) {
             broker::Segment* segment = broker->segment();
-            broker::LedgerEntry& entry = segment->ledgers[ledger];
+            broker::LedgerEntry& entry = At(*segment, *ledger);
             entry.window_service_ns.store(compute.share_ppm * 10'000);  // what a roll leaves behind
             entry.last_share_ppm.store(compute.share_ppm);
-            segment->gpus[ledger % broker::kMaxGpus].window_start_ns.store(MonotonicNanos() - 3'000'000'000ULL);
+            At(*segment, ledger->gpu()).window_start_ns.store(MonotonicNanos() - 3'000'000'000ULL);
           }
         }
       }

@@ -112,8 +112,8 @@ class ForkedTenants {
         std::unique_ptr<broker::Broker> broker = attached.ok() ? std::move(attached).value() : nullptr;
         char ok = '0';
         if (broker && broker->Register(name).ok()) {
-          const int ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, 1ULL << 30).value_or(-1);
-          if (ledger >= 0 && broker->Reserve(ledger, static_cast<uint64_t>(i + 1) << 20)) ok = '1';
+          const Result<broker::LedgerId> ledger = broker->OpenLedger(kTestUuid, kTestGpuTotal, 1ULL << 30);
+          if (ledger.ok() && broker->Reserve(*ledger, static_cast<uint64_t>(i + 1) << 20)) ok = '1';
         }
         (void)!write(ready[1], &ok, 1);
         for (;;) pause();

@@ -183,9 +183,9 @@ TEST(ExporterProcessTest, KeepsServingWhileTheStateFileIsMissingAppearsAndIsRecr
     auto broker = ValueOf(broker::Broker::Attach(dir.state_dir()));
     EXPECT_TRUE(broker);
     EXPECT_TRUE(IsOk(broker->Register("team-a")));
-    const Result<int> ledger_or = broker->OpenLedger(kTestUuid, kTestGpuTotal, 64 * kMiB);
+    const Result<broker::LedgerId> ledger_or = broker->OpenLedger(kTestUuid, kTestGpuTotal, 64 * kMiB);
     EXPECT_TRUE(IsOk(ledger_or));
-    const int ledger = ledger_or.value_or(-1);
+    const broker::LedgerId ledger = *ledger_or;
     EXPECT_TRUE(broker->Reserve(ledger, bytes));
     EXPECT_FALSE(broker->Reserve(ledger, 64 * kMiB));
     return broker;
@@ -385,9 +385,9 @@ TEST(ExporterGzipTest, GzipDecodesToTheIdentityPageAndOnlyClientsThatAskGetIt) {
       uint8_t uuid[16];
       std::copy(std::begin(kTestUuid), std::end(kTestUuid), uuid);
       uuid[15] = g;
-      const Result<int> ledger_or = broker->OpenLedger(uuid, kTestGpuTotal, 64 * kMiB);
+      const Result<broker::LedgerId> ledger_or = broker->OpenLedger(uuid, kTestGpuTotal, 64 * kMiB);
       ASSERT_TRUE(IsOk(ledger_or));
-      const int ledger = ledger_or.value_or(-1);
+      const broker::LedgerId ledger = *ledger_or;
       ASSERT_TRUE(broker->Reserve(ledger, (t + 1) * kMiB));
     }
     tenants.push_back(std::move(broker));

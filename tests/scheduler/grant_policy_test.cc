@@ -12,6 +12,7 @@
 
 #include "broker/grant_policy.h"
 #include "broker/ledger.h"
+#include "broker/sched_terms.h"
 #include "common/robust_mutex.h"
 
 namespace gpuslice::broker {
@@ -31,7 +32,9 @@ class FakeNode {
 
   Segment* segment() { return segment_.get(); }
   GpuEntry& gpu() { return segment_->gpus[0]; }
-  LedgerEntry& ledger(int tenant) { return segment_->ledgers[LedgerIndex(tenant, 0)]; }
+  LedgerEntry& ledger(int tenant) {
+    return At(*segment_, LedgerId::Of(*TenantIndex::From(tenant), *GpuIndex::From(0)));
+  }
   ProcessGpuState& state(int slot) { return segment_->processes[slot].sched[0]; }
 
   // A tenant; returns its index.
@@ -79,7 +82,8 @@ class FakeNode {
   void StopWaiting(int slot) { state(slot).waiting_ns.store(0); }
 
   GrantPolicy Policy() {
-    return GrantPolicy(segment_.get(), *GpuIndex::From(0), [this](int slot) { return alive_.count(slot) != 0; });
+    return GrantPolicy(segment_.get(), *GpuIndex::From(0),
+                       [this](ProcessSlot slot) { return alive_.count(slot.value()) != 0; });
   }
   // The tenant holding the GPU, -1 for nobody.
   int Holder() { return static_cast<int>(gpu().holder.load()) - 1; }

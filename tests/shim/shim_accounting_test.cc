@@ -169,10 +169,10 @@ TEST(ShimChargeTest, ChargesRoundUpTo512AndSaturateInsteadOfWrapping) {
 TEST(ShimAllocationMapTest, AnInsertNeverOverwritesALiveEntryInSilence) {
   shim::AllocationMap map;
   shim::Charge stale;
-  EXPECT_FALSE(map.Insert(0x1000, shim::Charge{512, 1, nullptr}, &stale));
-  ASSERT_TRUE(map.Insert(0x1000, shim::Charge{1024, 2, nullptr}, &stale));
+  EXPECT_FALSE(map.Insert(0x1000, shim::Charge{512, broker::LedgerId::From(1), nullptr}, &stale));
+  ASSERT_TRUE(map.Insert(0x1000, shim::Charge{1024, broker::LedgerId::From(2), nullptr}, &stale));
   EXPECT_EQ(stale.bytes, 512u);
-  EXPECT_EQ(stale.ledger, 1);
+  EXPECT_EQ(stale.ledger, broker::LedgerId::From(1));
   shim::Charge taken;
   ASSERT_TRUE(map.Take(0x1000, &taken));
   EXPECT_EQ(taken.bytes, 1024u);
@@ -183,7 +183,8 @@ TEST(ShimAllocationMapTest, TakeContextTakesExactlyThatContextsEntries) {
   shim::AllocationMap map;
   shim::Charge ignored;
   int a = 0, b = 0;
-  for (uint64_t i = 1; i <= 100; ++i) map.Insert(i << 20, shim::Charge{i, 0, i % 3 ? &a : &b}, &ignored);
+  for (uint64_t i = 1; i <= 100; ++i)
+    map.Insert(i << 20, shim::Charge{i, broker::LedgerId::From(0), i % 3 ? &a : &b}, &ignored);
   std::vector<uint64_t> keys;
   std::vector<shim::Charge> charges;
   map.TakeContext(&b, &keys, &charges);

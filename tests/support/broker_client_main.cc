@@ -16,7 +16,7 @@
 #include <string>
 
 #include "broker/broker.h"
-#include "broker/ledger.h"
+#include "broker/checked_index.h"
 #include "broker/uuid.h"
 
 namespace {
@@ -64,15 +64,14 @@ int main(int argc, char** argv) {
   if (!attached.ok()) return Fail(attached.message());
   const std::unique_ptr<Broker> broker = std::move(attached).value();
   if (gpuslice::Status registered = broker->Register(tenant); !registered.ok()) return Fail(registered.message());
-  const gpuslice::Result<int> opened = broker->OpenLedger(uuid, total, quota);
+  const gpuslice::Result<gpuslice::broker::LedgerId> opened = broker->OpenLedger(uuid, total, quota);
   if (!opened.ok()) return Fail(opened.message());
-  const int ledger = *opened;
+  const gpuslice::broker::LedgerId ledger = *opened;
   if (reserve > 0 && !broker->Reserve(ledger, reserve)) return Fail("reservation refused");
   // Never unlocked: the process is killed holding it.
-  if (hold_sched_lock &&
-      pthread_mutex_lock(&broker->segment()->gpus[gpuslice::broker::LedgerGpu(ledger)].sched_mutex.mutex.native) != 0)
+  if (hold_sched_lock && pthread_mutex_lock(&At(*broker->segment(), ledger.gpu()).sched_mutex.mutex.native) != 0)
     return Fail("cannot take the scheduler lock");
-  std::printf("ready pid=%d ledger=%d used=%llu\n", static_cast<int>(getpid()), ledger,
+  std::printf("ready pid=%d ledger=%d used=%llu\n", static_cast<int>(getpid()), ledger.value(),
               static_cast<unsigned long long>(broker->Used(ledger)));
   std::fflush(stdout);
   if (hold) {

@@ -1,0 +1,150 @@
+// GrantPolicy: what each tenant is charged for the device's time: the holder its busy time in
+// the grant, the previous holder's tail and latency work done outside the grant their share of
+// the time they ran beside others; charges move a tenant's virtual time, its limit's and
+// priority's buckets and its service (and the share windows gpuslicectl reports), and the GPU's
+// counters say where a grant's time went.
+#include "broker/grant_policy.h"
+
+#include <algorithm>
+
+#include "broker/sched_lock.h"
+#include "broker/sched_terms.h"
+#include "common/clock.h"
+
+namespace gpuslice::broker {
+namespace {
+
+constexpr uint32_t kRegistered = static_cast<uint32_t>(ProcessState::kRegistered);
+
+}  // namespace
+
+void GrantPolicy::ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t now, uint64_t limit_ns) {
+  ChargeLocked(tenant, ns, now, limit_ns, ns);
+}
+
+void GrantPolicy::ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t now, uint64_t limit_ns,
+                               uint64_t unreported_ns) {
+  LedgerEntry& l = Ledger(tenant);
+  l.vtime.fetch_add(ns * kVtimeScale / WeightOf(l));
+  l.service_ns.fetch_add(unreported_ns);
+  const uint32_t limit = LimitOf(l);
+  if (limit < 100) {
+    l.tokens_ns.store(BucketNow(l.tokens_ns.load(), l.tokens_at_ns.load(), limit, now) -
+                      static_cast<int64_t>(limit_ns));
+    l.tokens_at_ns.store(now);
+  }
+}
+
+uint64_t GrantPolicy::ChargePriorityWork(int raw_tenant, uint64_t ns, uint64_t now, uint64_t wait_allowance_ns) {
+  std::optional<SchedLock> lock;
+  if (!Lock(&lock)) return 0;  // not charged: no decision can be made meanwhile either
+  const auto tenant = Tenant(raw_tenant);
+  if (!tenant) return 0;
+  // Beside others' work the request first waits for the co-runners' queue — at most the budget
+  // beside a latency tenant, which the caller's allowance stands for — and is charged nothing for
+  // it; past it the hardware turns between the contexts with work (one per process) and the
+  // tenant is charged its turn of that time: 1/(n+1) beside n processes' work, as what it used.
+  // Charged for the queue as well, a service of many short requests would pay for that wait at
+  // every request and run out of its request while within it; charged a flat half beside a
+  // co-runner of several processes, it would pay for more of the device than it had.
+  const auto holder = TenantOfGrantField(gpu_->holder.load());
+  const uint32_t beside = ProcessesWithWorkBeside(*tenant, now);
+  const uint64_t waited = beside ? std::min(ns, wait_allowance_ns) : 0;
+  const uint64_t charged = (ns - waited) / (beside + 1);
+  ChargeLocked(*tenant, charged, now, charged);
+  // The charged part within the current grant is not the holder's (nor, for a latency holder,
+  // its grant's a second time): the holder's charge leaves it out.
+  // sabotage-point: latency-work-charged-twice
+  if (holder) gpu_->overlap_ns.fetch_add(std::min(charged, Elapsed(gpu_->grant_start_ns.load(), now)));
+  LedgerEntry& l = Ledger(*tenant);
+  l.priority_tokens_ns.store(BucketNow(l.priority_tokens_ns.load(), l.priority_tokens_at_ns.load(), WeightOf(l), now) -
+                             static_cast<int64_t>(charged));
+  l.priority_tokens_at_ns.store(now);
+  return waited;
+}
+
+void GrantPolicy::RollShareWindowLocked(uint64_t now) {
+  const uint64_t window_start = gpu_->window_start_ns.load();
+  if (window_start != 0 && now - window_start < kShareWindowNs) return;
+  for (TenantIndex t : Tenants()) {
+    LedgerEntry& l = Ledger(t);
+    if (window_start != 0) {
+      const uint64_t served = l.service_ns.load() - l.window_service_ns.load();
+      l.last_share_ppm.store(served * 1'000'000 / (now - window_start));
+    }
+    l.window_service_ns.store(l.service_ns.load());
+  }
+  gpu_->window_start_ns.store(now);
+}
+
+// The previous holder's work that ran on beside the current grant (a tail) has completed, or
+// the grant moves again. While the current holder also had work on the device the hardware
+// time-sliced the two, and each is charged half of that time — the tail's tenant now, the
+// current holder by that much less at its hand-over; the rest of the tail ran alone and is the
+// tail tenant's: charged half of the whole tail, a limited tenant whose queued kernels ran on past
+// another's short request would use more of the device than its limit.
+void GrantPolicy::SettleTailLocked(uint64_t now, bool force) {
+  const uint32_t field = gpu_->tail_holder.load();
+  if (field == 0) return;
+  const auto tail = TenantOfGrantField(field);
+  if (!tail) {  // not a tenant: a corrupt value is dropped
+    gpu_->tail_holder.store(0);
+    return;
+  }
+  if (!force && HolderActivity(*tail, now) == Activity::kDraining) return;
+  const uint64_t since = gpu_->tail_since_ns.load();
+  const uint64_t elapsed = Elapsed(since, now);
+  // The tail began at the current grant's hand-over: the holder's busy time since then.
+  const auto holder = TenantOfGrantField(gpu_->holder.load());
+  uint64_t shared = 0;
+  if (holder && gpu_->grant_start_ns.load() == since) {
+    const uint64_t busy = TenantBusyNs(*holder, now);
+    const uint64_t at_grant = gpu_->holder_busy_at_grant_ns.load();
+    shared = std::min(elapsed, busy > at_grant ? busy - at_grant : 0);
+  }
+  const uint64_t charged = elapsed - shared / 2;
+  ChargeLocked(*tail, charged, now, charged);
+  gpu_->overlap_ns.fetch_add(shared / 2);
+  gpu_->tail_holder.store(0);
+}
+
+// Where the ending grant's time went: from its start to the holder's first launch (the
+// hand-over's own cost: waking the new holder, its first launch), the rest of the time its
+// holder had nothing in flight, and the drain from the gate's closing.
+void GrantPolicy::CountGrantTimeLocked(uint64_t start, uint64_t used, uint64_t now) {
+  const uint64_t held = Elapsed(start, now);
+  const uint64_t first = gpu_->first_work_ns.load();
+  const uint64_t start_idle = first >= start && first <= now ? first - start : held;  // no launch: all of it
+  gpu_->grant_start_idle_ns.fetch_add(start_idle);
+  gpu_->holder_idle_ns.fetch_add(held - std::min(held, start_idle + used));
+  const uint64_t closed = gpu_->closed_at_ns.load();
+  if (closed != 0) gpu_->drain_ns.fetch_add(Elapsed(closed, now));
+}
+
+// Charged the time its processes had work on the GPU during the grant — not the gaps of a
+// launcher that leaves the device idle between kernels, not time it held the GPU idle or after it
+// died (up to its last activity) — less time already charged to others beside it (latency work,
+// the previous holder's tail).
+uint64_t GrantPolicy::HolderUsedLocked(TenantIndex holder, uint64_t now, uint64_t* busy_ns) const {
+  const uint64_t start = gpu_->grant_start_ns.load();
+  const uint64_t active = std::clamp(gpu_->holder_active_ns.load(), start, now);
+  const uint64_t busy_now = TenantBusyNs(holder, now);
+  const uint64_t at_grant = gpu_->holder_busy_at_grant_ns.load();
+  const uint64_t busy = busy_now > at_grant ? busy_now - at_grant : 0;
+  if (busy_ns) *busy_ns = busy;
+  // sabotage-point: idle-charged
+  const uint64_t used = std::min(active - start, busy);
+  return used - std::min(used, gpu_->overlap_ns.load());
+}
+
+void GrantPolicy::ReportHolderServiceLocked(TenantIndex holder, uint64_t now) {
+  if (now - last_report_ns_ < kServiceReportNs) return;
+  last_report_ns_ = now;
+  const uint64_t used = HolderUsedLocked(holder, now);
+  const uint64_t reported = gpu_->holder_reported_ns.load();
+  if (used <= reported) return;
+  Ledger(holder).service_ns.fetch_add(used - reported);
+  gpu_->holder_reported_ns.store(used);
+}
+
+}  // namespace gpuslice::broker

@@ -1,0 +1,65 @@
+// A latency-class tenant's priority on one GPU, this process's side (docs/scheduling.md, the
+// latency class's contract): its launches within its request pass the grant, the work they run
+// outside the grant is charged as it runs (as a grant's would be), and the priority outlasts the
+// work by a grace learnt from the gaps within a request. The shared side — the priority bucket,
+// the lease, the charge — is the compute gate's (broker/compute_gate.h).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "broker/compute_gate.h"
+#include "broker/sched_terms.h"
+
+namespace gpuslice::shim {
+
+class LatencyPriority {
+ public:
+  LatencyPriority(broker::ComputeGate* gate, broker::ProcessGpuState* published) : gate_(gate), published_(published) {}
+
+  // `queued` launches and one more, of `kernel_ns` each, are work the priority bucket holds time
+  // for.
+  bool WithinBucket(uint32_t queued, uint64_t kernel_ns, uint64_t now) const {
+    const int64_t bucket = gate_->PriorityBucketNs(now);
+    return bucket > 0 && (queued + 1) * kernel_ns <= static_cast<uint64_t>(bucket);
+  }
+  // A busy period begins at `now`, with a launch that passed the grant by priority or not. Its
+  // first `wait_allowance_ns` beside others' work are not charged (ChargeUpTo).
+  void BeginBusyPeriod(uint64_t now, bool priority, uint64_t wait_allowance_ns) {
+    charged_ns_.store(now, std::memory_order_relaxed);
+    wait_allowance_ns_.store(wait_allowance_ns, std::memory_order_relaxed);
+    busy_.store(priority, std::memory_order_relaxed);
+  }
+  // Priority taken again within a busy period (its bucket refilled): charged from here. Not
+  // charged, the bucket refilled to full and the tenant passed the grant for good.
+  void TakenWithinBusyPeriod(uint64_t now) {
+    if (busy_.load(std::memory_order_relaxed)) return;
+    charged_ns_.store(now, std::memory_order_relaxed);
+    busy_.store(true, std::memory_order_relaxed);
+  }
+  // A priority launch came `gap` after the process's last launch completed.
+  void NoteGap(uint64_t gap);
+  // The busy period ended at `completed_ns`: its priority work is charged by the monitor (Update),
+  // not here, where an application thread returns from its synchronisation.
+  void EndBusyPeriod(uint64_t completed_ns) {
+    if (busy_.exchange(false, std::memory_order_relaxed)) charge_due_ns_.store(completed_ns, std::memory_order_release);
+  }
+  // The monitor's step: charges the priority work, renews or drops the priority.
+  void Update(uint64_t now);
+
+ private:
+  void ChargeUpTo(uint64_t now);
+
+  broker::ComputeGate* gate_;
+  broker::ProcessGpuState* published_;
+  // A latency tenant's gaps within a request (a launch while its priority still held), their
+  // EWMA, and the grace its priority lasts after its work (Update).
+  std::atomic<uint64_t> gap_ns_{0};
+  std::atomic<uint64_t> grace_ns_{broker::kMinGraceNs};
+  std::atomic<bool> busy_{false};               // the current busy period began with a priority launch
+  std::atomic<uint64_t> charged_ns_{0};         // its priority work is charged up to here
+  std::atomic<uint64_t> charge_due_ns_{0};      // a finished busy period's, for the monitor to charge
+  std::atomic<uint64_t> wait_allowance_ns_{0};  // of its busy period's wait, not charged
+};
+
+}  // namespace gpuslice::shim

@@ -1,0 +1,26 @@
+// How long a process's monitor thread may sleep after its step on one GPU (LaunchTracker::
+// MonitorStep, run by shim/compute_monitor.cc). The monitor is how the process's side of the
+// scheduler moves when no launch does: it polls completions, renews the heartbeat and the latency
+// priority, and makes grant decisions. It steps often where something waits for it, and rarely
+// where nothing does: every step is host time taken from the application.
+#pragma once
+
+#include <cstdint>
+
+namespace gpuslice::shim {
+
+// hand_over_waits: the tenant holds the GPU and its gate is closing, or others wait for it: the
+// hand-over waits for this process's drain to be seen. priority_held: the latency priority is to
+// be renewed and its work charged. others_share: another tenant has the GPU open, so completions
+// bound the queued work. work_left: launches of this process are in flight.
+inline uint64_t MonitorSleepNs(bool hand_over_waits, bool priority_held, bool others_share, bool work_left) {
+  if (hand_over_waits) return 100'000;
+  if (priority_held) return 200'000;
+  if (others_share) return work_left ? 200'000 : 1'000'000;
+  // Alone, with work in flight: a newcomer waits for the grant until a step sees it, switches
+  // tracking on and confirms the untracked work done. Idle, only the heartbeat needs renewing, well
+  // within a lease (at least 20 ms).
+  return work_left ? 1'000'000 : 5'000'000;
+}
+
+}  // namespace gpuslice::shim
