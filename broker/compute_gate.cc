@@ -38,7 +38,7 @@ ComputeGate::ComputeGate(Broker* broker, LedgerId ledger, ProcessSlot own)
       ledger_(&At(*segment_, ledger)),
       mine_(&At(At(*segment_, own).sched, ledger.gpu())),
       gpu_index_(ledger.gpu()),
-      tenant_(ledger.tenant().value()),
+      tenant_(ledger.tenant()),
       holder_value_(static_cast<uint32_t>(ledger.tenant().value() + 1)),
       policy_(segment_, ledger.gpu(), [broker](ProcessSlot slot) { return broker->IsProcessAlive(slot); }) {}
 
@@ -79,7 +79,7 @@ Status ComputeGate::SetShare(uint32_t request_pct, uint32_t limit_pct, ComputeCl
 bool ComputeGate::TenantHasOtherLiveProcess() const {
   for (ProcessSlot slot : UsedProcessSlots(*segment_)) {
     const ProcessEntry& p = At(*segment_, slot);
-    if (slot == broker_->slot() || p.state.load() != kRegistered || p.tenant.load() != tenant_) continue;
+    if (slot == broker_->slot() || p.state.load() != kRegistered || p.tenant.load() != tenant_.value()) continue;
     if (IsGpuOpen(p, gpu_index_) && broker_->IsProcessAlive(slot)) return true;
   }
   return false;
@@ -93,7 +93,7 @@ ComputeGate::Neighbours ComputeGate::Survey(uint64_t now) const {
     const ProcessEntry& p = At(*segment_, slot);
     if (p.state.load() != kRegistered || !IsGpuOpen(p, gpu_index_)) continue;
     const std::optional<TenantIndex> index = TenantOf(p);
-    if (index && index->value() == tenant_) {
+    if (index && *index == tenant_) {
       ++n.own_processes;
       continue;
     }

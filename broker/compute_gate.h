@@ -105,8 +105,6 @@ class ComputeGate {
   void WaitForChange(uint64_t timeout_ns);
   void Wake();
 
-  int gpu_index() const { return gpu_index_.value(); }
-
  private:
   bool TenantHasOtherLiveProcess() const;
   void CountWait(uint64_t waited_ns);
@@ -118,7 +116,7 @@ class ComputeGate {
   LedgerEntry* ledger_;
   ProcessGpuState* mine_;
   GpuIndex gpu_index_;
-  int tenant_;
+  TenantIndex tenant_;
   uint32_t holder_value_;  // tenant + 1
   ComputeClass class_ = ComputeClass::kStandard;
   uint32_t limit_pct_ = 100;

@@ -35,10 +35,11 @@ void GrantPolicy::ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t now, ui
   }
 }
 
-uint64_t GrantPolicy::ChargePriorityWork(int raw_tenant, uint64_t ns, uint64_t now, uint64_t wait_allowance_ns) {
+uint64_t GrantPolicy::ChargePriorityWork(TenantIndex gate_tenant, uint64_t ns, uint64_t now,
+                                         uint64_t wait_allowance_ns) {
   std::optional<SchedLock> lock;
-  if (!Lock(&lock)) return 0;  // not charged: no decision can be made meanwhile either
-  const auto tenant = Tenant(raw_tenant);
+  if (!Lock(&lock)) return 0;                       // not charged: no decision can be made meanwhile either
+  const auto tenant = Tenant(gate_tenant.value());  // within the tenants registered so far
   if (!tenant) return 0;
   // Beside others' work the request first waits for the co-runners' queue — at most the budget
   // beside a latency tenant, which the caller's allowance stands for — and is charged nothing for

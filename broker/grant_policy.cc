@@ -217,10 +217,10 @@ bool GrantPolicy::Advance(uint64_t now) {
   return changed;
 }
 
-void GrantPolicy::ReleaseIfHeldBy(int tenant, uint64_t now) {
+void GrantPolicy::ReleaseIfHeldBy(TenantIndex tenant, uint64_t now) {
   std::optional<SchedLock> lock;
   if (!Lock(&lock)) return;
-  if (TenantOfGrantField(gpu_->holder.load()) != Tenant(tenant) || !Tenant(tenant)) return;
+  if (TenantOfGrantField(gpu_->holder.load()) != tenant) return;
   HandOverLocked(now);
 }
 

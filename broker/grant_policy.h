@@ -48,12 +48,12 @@ class GrantPolicy {
   // mutex). Of it, up to `wait_allowance_ns` spent while others' work was in flight is the request
   // waiting for the co-runners' queue and is not charged; the rest beside n processes' work is
   // charged 1/(n+1). Returns how much of the allowance that used.
-  uint64_t ChargePriorityWork(int tenant, uint64_t ns, uint64_t now, uint64_t wait_allowance_ns = 0);
+  uint64_t ChargePriorityWork(TenantIndex tenant, uint64_t ns, uint64_t now, uint64_t wait_allowance_ns = 0);
   // The tenant's last process leaves: the grant it holds moves on, charged to its last activity.
-  void ReleaseIfHeldBy(int tenant, uint64_t now);
+  void ReleaseIfHeldBy(TenantIndex tenant, uint64_t now);
 
   // Tenants other than `except` with a live process whose waiting stamp is fresh.
-  int CountWaitingTenants(int except, uint64_t now) const;
+  int CountWaitingTenants(TenantIndex except, uint64_t now) const;
   // True while some live process's latency priority has not expired.
   bool PriorityActive(uint64_t now) const;
 

@@ -78,10 +78,10 @@ GrantPolicy::Activity GrantPolicy::HolderActivity(TenantIndex tenant, uint64_t n
   return live ? Activity::kIdle : Activity::kGone;
 }
 
-int GrantPolicy::CountWaitingTenants(int except, uint64_t now) const {
+int GrantPolicy::CountWaitingTenants(TenantIndex except, uint64_t now) const {
   int count = 0;
   for (TenantIndex t : Tenants()) {
-    if (t.value() == except) continue;
+    if (t == except) continue;
     for (ProcessSlot slot : Processes()) {
       const ProcessEntry& p = At(*segment_, slot);
       if (p.state.load() != kRegistered || p.tenant.load() != t.value()) continue;

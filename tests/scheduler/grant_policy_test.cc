@@ -354,9 +354,9 @@ TEST_F(GrantPolicyTest, ADeadWaiterStopsCountingAtOnce) {
   node.Launch(pa, kT0 + 10 * kUs);
   node.Wait(pb_waiter, kT0 + 1 * kMs);
   policy.Advance(kT0 + 1 * kMs);
-  EXPECT_EQ(policy.CountWaitingTenants(a, kT0 + 1 * kMs), 1);
+  EXPECT_EQ(policy.CountWaitingTenants(*TenantIndex::From(a), kT0 + 1 * kMs), 1);
   node.Kill(pb_waiter);
-  EXPECT_EQ(policy.CountWaitingTenants(a, kT0 + 1 * kMs + 1), 0);
+  EXPECT_EQ(policy.CountWaitingTenants(*TenantIndex::From(a), kT0 + 1 * kMs + 1), 0);
   node.Launch(pa, kT0 + 30 * kMs);  // a keeps working (its monitor renews its lease)
   policy.Advance(kT0 + 30 * kMs);
   EXPECT_EQ(node.Holder(), a);
@@ -678,7 +678,8 @@ TEST_F(GrantPolicyTest, LatencyWorkBesideTheHoldersWorkIsChargedHalfToEachAndOnc
     GrantAtStart(trial, trial_policy, pa);
     trial.Launch(pa, kT0 + 10 * kUs);
     trial.Launch(pa, kT0 + 10 * kUs);
-    if (latency_work) trial_policy.ChargePriorityWork(s, 3 * kMs, kT0 + 8 * kMs);  // 5..8 ms beside a
+    if (latency_work)
+      trial_policy.ChargePriorityWork(*TenantIndex::From(s), 3 * kMs, kT0 + 8 * kMs);  // 5..8 ms beside a
     trial.CompleteAll(pa, kT0 + 12 * kMs);
     trial.Wait(pb, kT0 + 12 * kMs);
     trial.Wait(pa, kT0 + 12 * kMs);
@@ -706,7 +707,7 @@ TEST_F(GrantPolicyTest, LatencyWorkBesideSeveralProcessesIsChargedItsTurnOfTheDe
     for (const int p : pa) trial.Launch(p, kT0 + 10 * kUs);
     const int64_t tokens_before = BucketNow(trial.ledger(s).priority_tokens_ns.load(),
                                             trial.ledger(s).priority_tokens_at_ns.load(), 30, kT0 + 8 * kMs);
-    trial_policy.ChargePriorityWork(s, 4 * kMs, kT0 + 8 * kMs);
+    trial_policy.ChargePriorityWork(*TenantIndex::From(s), 4 * kMs, kT0 + 8 * kMs);
     const uint64_t expected = 4 * kMs / (processes + 1);
     EXPECT_EQ(trial.ledger(s).service_ns.load(), expected);
     EXPECT_EQ(trial.ledger(s).priority_tokens_ns.load(), tokens_before - static_cast<int64_t>(expected));
@@ -725,7 +726,7 @@ TEST_F(GrantPolicyTest, LatencyWorkBesideAnIdleHolderIsChargedWhole) {
   node.CompleteAll(pa, kT0 + 1 * kMs);
   const int64_t tokens_before = BucketNow(node.ledger(s).priority_tokens_ns.load(),
                                           node.ledger(s).priority_tokens_at_ns.load(), 30, kT0 + 8 * kMs);
-  policy.ChargePriorityWork(s, 3 * kMs, kT0 + 8 * kMs);
+  policy.ChargePriorityWork(*TenantIndex::From(s), 3 * kMs, kT0 + 8 * kMs);
   EXPECT_EQ(node.ledger(s).service_ns.load(), 3 * kMs);
   EXPECT_EQ(node.ledger(s).priority_tokens_ns.load(), tokens_before - 3 * static_cast<int64_t>(kMs));
 }
