@@ -7,18 +7,9 @@
 
 namespace gpuslice::deviceplugin {
 
-Result<broker::Broker*> SliceRequests::Attached() {
-  if (!broker_) {
-    Result<std::unique_ptr<broker::Broker>> attached = broker::Broker::Attach(state_dir_);
-    if (!attached.ok()) return attached.status();
-    broker_ = std::move(attached).value();
-  }
-  return broker_.get();
-}
-
 Status SliceRequests::Hold(const std::string& tenant, const std::vector<SliceMemory>& memory, std::string* warning) {
   MutexLock lock(&mutex_);
-  Result<broker::Broker*> broker = Attached();
+  Result<broker::Broker*> broker = broker_.Get();
   if (!broker.ok()) return broker.status();
   for (size_t i = 0; i < memory.size(); ++i) {
     uint8_t uuid[16];
@@ -43,7 +34,7 @@ Status SliceRequests::Hold(const std::string& tenant, const std::vector<SliceMem
 std::vector<std::string> SliceRequests::Reconcile(const std::set<std::string>& live) {
   MutexLock lock(&mutex_);
   std::vector<std::string> withdrawn;
-  Result<broker::Broker*> broker = Attached();
+  Result<broker::Broker*> broker = broker_.Get();
   if (!broker.ok()) return withdrawn;
   std::set<std::string> missing;
   for (const broker::AnnouncedRequest& held : (*broker)->Announced(broker::MemoryAnnouncer::kDevicePlugin)) {

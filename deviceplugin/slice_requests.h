@@ -13,7 +13,7 @@
 #include <set>
 #include <string>
 
-#include "broker/broker.h"
+#include "broker/attach_on_use.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
@@ -23,7 +23,7 @@ namespace gpuslice::deviceplugin {
 
 class SliceRequests {
  public:
-  explicit SliceRequests(std::string state_dir) : state_dir_(std::move(state_dir)) {}
+  explicit SliceRequests(std::string state_dir) : broker_(std::move(state_dir)) {}
 
   // Holds the tenant's request on every device of `memory`. An error with the broker's line when
   // the requests held on a device would exceed it (nothing held then); when borrowers hold the
@@ -34,10 +34,8 @@ class SliceRequests {
   std::vector<std::string> Reconcile(const std::set<std::string>& live) EXCLUDES(mutex_);
 
  private:
-  Result<broker::Broker*> Attached() REQUIRES(mutex_);
-  const std::string state_dir_;
   Mutex mutex_;
-  std::unique_ptr<broker::Broker> broker_ GUARDED_BY(mutex_);
+  broker::AttachOnUse broker_ GUARDED_BY(mutex_);
   std::set<std::string> missing_once_ GUARDED_BY(mutex_);
 };
 

@@ -6,15 +6,6 @@
 
 namespace gpuslice::dra {
 
-Result<broker::Broker*> MemoryReservation::Attached() {
-  if (!broker_) {
-    Result<std::unique_ptr<broker::Broker>> attached = broker::Broker::Attach(state_dir_);
-    if (!attached.ok()) return attached.status();
-    broker_ = std::move(attached).value();
-  }
-  return broker_.get();
-}
-
 Status MemoryReservation::Hold(const std::string& tenant, const std::string& gpu_uuid, uint64_t gpu_memory,
                                broker::MemoryShare share, std::string* warning) {
   // A MIG instance is a GPU of its own to the broker, keyed by the 16 bytes of its "MIG-" UUID
@@ -23,13 +14,13 @@ Status MemoryReservation::Hold(const std::string& tenant, const std::string& gpu
   uint8_t uuid[16];
   if (!broker::ParseUuid(key, uuid))
     return Status::InvalidArgument(fmt::format("device UUID '{}' is not one", gpu_uuid));
-  Result<broker::Broker*> broker = Attached();
+  Result<broker::Broker*> broker = broker_.Get();
   if (!broker.ok()) return broker.status();
   return (*broker)->AnnounceRequest(tenant, uuid, gpu_memory, share, broker::MemoryAnnouncer::kDraDriver, warning);
 }
 
 Status MemoryReservation::Release(const std::string& tenant) {
-  Result<broker::Broker*> broker = Attached();
+  Result<broker::Broker*> broker = broker_.Get();
   if (!broker.ok()) return broker.status();
   for (const broker::AnnouncedRequest& held : (*broker)->Announced(broker::MemoryAnnouncer::kDraDriver)) {
     uint8_t uuid[16];

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "broker/broker.h"
+#include "broker/attach_on_use.h"
 #include "common/status.h"
 #include "dra/driver_config.h"
 
@@ -19,7 +19,7 @@ namespace gpuslice::dra {
 
 class MemoryReservation {
  public:
-  explicit MemoryReservation(std::string state_dir) : state_dir_(std::move(state_dir)) {}
+  explicit MemoryReservation(std::string state_dir) : broker_(std::move(state_dir)) {}
 
   // Holds `share`'s request for `tenant` on the GPU. An error with the broker's line when the
   // requests held there would exceed it; when borrowers hold the memory, the request is held all
@@ -30,9 +30,7 @@ class MemoryReservation {
   Status Release(const std::string& tenant);
 
  private:
-  Result<broker::Broker*> Attached();
-  std::string state_dir_;
-  std::unique_ptr<broker::Broker> broker_;
+  broker::AttachOnUse broker_;
 };
 
 // The CDI containerEdits' hooks that set (createRuntime) and clear (poststop) the driver's limits
