@@ -15,6 +15,20 @@ std::vector<double> GpusPerModel(const Cluster& cluster) {
   return gpus;
 }
 
+// The models (a bit per model index, of the first `models`) whose empty nodes could hold class
+// `c`: its gpu_spec, narrowed by GPUs, cores and memory. The class is pinned when these are some
+// but not all of the models present.
+uint64_t ModelsThatHold(const TargetClass& c, const Cluster& cluster, size_t models) {
+  uint64_t fits = 0;
+  for (const NodeState& node : cluster.nodes) {
+    if (node.model < 0 || static_cast<size_t>(node.model) >= models || !((c.model_mask >> node.model) & 1)) continue;
+    if (node.gpus >= c.num_gpu && node.cpu_capacity >= c.cpu_milli && node.memory_left >= c.memory_mib) {
+      fits |= uint64_t{1} << node.model;
+    }
+  }
+  return fits;
+}
+
 }  // namespace
 
 std::vector<double> PinnedShare(const TargetWorkload& target, const Cluster& cluster) {
@@ -32,13 +46,7 @@ std::vector<double> PinnedShare(const TargetWorkload& target, const Cluster& clu
     const double gpu = c.weight * c.num_gpu * c.gpu_milli;
     demand += gpu;
     if (gpu == 0) continue;
-    uint64_t fits = 0;
-    for (const NodeState& node : cluster.nodes) {
-      if (node.model < 0 || static_cast<size_t>(node.model) >= models || !((c.model_mask >> node.model) & 1)) continue;
-      if (node.gpus >= c.num_gpu && node.cpu_capacity >= c.cpu_milli && node.memory_left >= c.memory_mib) {
-        fits |= uint64_t{1} << node.model;
-      }
-    }
+    const uint64_t fits = ModelsThatHold(c, cluster, models);
     if (fits == 0 || (fits & present) == present) continue;  // fits nowhere (impossible.h), or anywhere
     double allowed = 0;
     for (size_t m = 0; m < models; ++m) allowed += ((fits >> m) & 1) ? gpus[m] : 0;
