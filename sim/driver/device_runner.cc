@@ -40,9 +40,11 @@ uint64_t DeviceRunner::RunKernel(uint64_t wave_ns, uint64_t blocks, uint32_t thr
   const uint64_t duration_ns = waves > UINT64_MAX / std::max<uint64_t>(wave_ns, 1) ? UINT64_MAX : wave_ns * waves;
   std::lock_guard<std::mutex> lock(exec_mutex_);
   SimProcessDeviceStats& stats = device_->processes[slot_];
-  // A kernel of no length still ends after what precedes it on the device and in its stream.
+  // A kernel of no length (a `noop` by default) still ends after what precedes it on the device
+  // and in its stream, and while the device is held it moves the timeline there, so that its
+  // stream's ReleaseIfIdle recognises it as the last kernel placed.
   uint64_t end = not_before_ns;
-  if (held_) end = std::max(end, free_at_ns_);
+  if (held_) end = free_at_ns_ = std::max(end, free_at_ns_);
   uint64_t remaining = duration_ns;
   while (remaining > 0) {
     const Window window = NextWindow(not_before_ns);

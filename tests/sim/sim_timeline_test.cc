@@ -4,6 +4,7 @@
 #include <cuda.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -117,6 +118,44 @@ TEST_F(SimTimelineTest, StreamWaitEventOrdersWorkAfterTheEventsTime) {
   EXPECT_CU(cuEventDestroy(produced));
   EXPECT_CU(cuStreamDestroy(producer));
   EXPECT_CU(cuStreamDestroy(consumer));
+}
+
+// The worker runs ahead of the device, so giving the device back when the process has nothing
+// left is a separate step: it must happen when the last kernel ends, not when another process
+// takes the device from a holder that seems stuck (two timeslices into its turn).
+TEST_F(SimTimelineTest, AnIdleProcessGivesTheDeviceBackWhenItsLastKernelEnds) {
+  SetEnv("GPUSLICE_SIM_TIMESLICE_US", "50000");  // a stuck holder is passed over after 100 ms
+  CUfunction spin = InitAndLoadSpin();
+  CUmodule module;
+  CUfunction noop;
+  ASSERT_CU(cuModuleLoadData(&module, kTestPtx));
+  ASSERT_CU(cuModuleGetFunction(&noop, module, "noop"));
+  uint64_t host_function_ran = 0;
+  for (int i = 0; i < 50; ++i) ASSERT_CU(LaunchSpin(spin, kKernelNs));
+  // Host work, then a kernel of no length, last: the device is still given back after it.
+  ASSERT_CU(cuLaunchHostFunc(nullptr, RecordNow, &host_function_ran));
+  ASSERT_CU(cuLaunchKernel(noop, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
+  ASSERT_CU(cuCtxSynchronize());
+
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  ForkedChild child([&](int) {
+    close(fds[0]);
+    CUfunction child_spin = InitAndLoadSpin();
+    const uint64_t launched = MonotonicNanos();
+    if (LaunchSpin(child_spin, 1'000'000) != CUDA_SUCCESS || cuCtxSynchronize() != CUDA_SUCCESS) return 1;
+    const uint64_t took = MonotonicNanos() - launched;
+    return write(fds[1], &took, sizeof(took)) == sizeof(took) ? 0 : 2;
+  });
+  close(fds[1]);
+  uint64_t took = 0;
+  ASSERT_EQ(read(fds[0], &took, sizeof(took)), static_cast<ssize_t>(sizeof(took)));
+  close(fds[0]);
+  EXPECT_EQ(child.Wait(), 0);
+  std::printf("a second process's 1 ms kernel, launch to synchronised: %llu us\n",
+              static_cast<unsigned long long>(took / 1000));
+  EXPECT_GE(took, 1'000'000u);
+  EXPECT_LT(took, 40'000'000u) << "another process got the idle device only " << took / 1000 << " us after launching";
 }
 
 }  // namespace
