@@ -5,9 +5,10 @@
 //
 // Completion is a time, not the moment the worker gets past an op: a kernel is scheduled on the
 // device's timeline (DeviceRunner) and complete from the time it ends there, which may be ahead
-// of the worker. So every op carries the virtual time it ends (`end_ns_`): synchronisations and
-// queries wait for that time, events complete at it, and host work (copies, host functions)
-// waits for it before running, so that it still follows the stream's kernels in real time.
+// of the worker. So the stream keeps the time its last completed op ends (`end_ns_`):
+// synchronisations and queries wait for that time, events complete at it, and host work (copies,
+// host functions) waits for it before running, so that it still follows the stream's kernels in
+// real time.
 #pragma once
 
 #include <atomic>

@@ -125,6 +125,27 @@ TEST_F(SimTimelineTest, StreamWaitEventOrdersWorkAfterTheEventsTime) {
 // takes the device from a holder that seems stuck (two timeslices into its turn).
 TEST_F(SimTimelineTest, AnIdleProcessGivesTheDeviceBackWhenItsLastKernelEnds) {
   SetEnv("GPUSLICE_SIM_TIMESLICE_US", "50000");  // a stuck holder is passed over after 100 ms
+  // The second process is forked before this one starts threads (TSan refuses a fork after),
+  // and runs its kernel when told to.
+  int go[2], result[2];
+  ASSERT_EQ(pipe(go), 0);
+  ASSERT_EQ(pipe(result), 0);
+  ForkedChild child([&](int ready_fd) {
+    close(go[1]);
+    close(result[0]);
+    CUfunction child_spin = InitAndLoadSpin();
+    Signal(ready_fd);
+    char c;
+    if (read(go[0], &c, 1) != 1) return 1;
+    const uint64_t launched = MonotonicNanos();
+    if (LaunchSpin(child_spin, 1'000'000) != CUDA_SUCCESS || cuCtxSynchronize() != CUDA_SUCCESS) return 2;
+    const uint64_t took = MonotonicNanos() - launched;
+    return write(result[1], &took, sizeof(took)) == sizeof(took) ? 0 : 3;
+  });
+  close(go[0]);
+  close(result[1]);
+  ASSERT_TRUE(child.WaitSignal());
+
   CUfunction spin = InitAndLoadSpin();
   CUmodule module;
   CUfunction noop;
@@ -137,20 +158,11 @@ TEST_F(SimTimelineTest, AnIdleProcessGivesTheDeviceBackWhenItsLastKernelEnds) {
   ASSERT_CU(cuLaunchKernel(noop, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
   ASSERT_CU(cuCtxSynchronize());
 
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  ForkedChild child([&](int) {
-    close(fds[0]);
-    CUfunction child_spin = InitAndLoadSpin();
-    const uint64_t launched = MonotonicNanos();
-    if (LaunchSpin(child_spin, 1'000'000) != CUDA_SUCCESS || cuCtxSynchronize() != CUDA_SUCCESS) return 1;
-    const uint64_t took = MonotonicNanos() - launched;
-    return write(fds[1], &took, sizeof(took)) == sizeof(took) ? 0 : 2;
-  });
-  close(fds[1]);
+  Signal(go[1]);
   uint64_t took = 0;
-  ASSERT_EQ(read(fds[0], &took, sizeof(took)), static_cast<ssize_t>(sizeof(took)));
-  close(fds[0]);
+  ASSERT_EQ(read(result[0], &took, sizeof(took)), static_cast<ssize_t>(sizeof(took)));
+  close(go[1]);
+  close(result[0]);
   EXPECT_EQ(child.Wait(), 0);
   std::printf("a second process's 1 ms kernel, launch to synchronised: %llu us\n",
               static_cast<unsigned long long>(took / 1000));
