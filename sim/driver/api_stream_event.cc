@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "common/clock.h"
+#include "device_runner.h"
 #include "driver_state.h"
 #include "memory_pool.h"
 
@@ -30,6 +31,16 @@ CUresult ValidEvent(CUevent e) {
   return (e && d->IsRegistered(e)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
+// The event's last recording has completed and the device has reached its time.
+bool EventDoneLocked(const CUevent_st* e, uint64_t now) {
+  return e->completed >= e->recorded && now >= e->completed_ns;
+}
+
+bool EventDone(CUevent_st* e) {
+  std::lock_guard<std::mutex> lock(e->mutex);
+  return EventDoneLocked(e, MonotonicNanos());
+}
+
 CUresult EventRecord(CUevent hEvent, CUstream hStream, bool per_thread) {
   if (CUresult rc = ValidEvent(hEvent); rc != CUDA_SUCCESS) return rc;
   CUstream_st* s = nullptr;
@@ -50,7 +61,7 @@ CUresult EventRecord(CUevent hEvent, CUstream hStream, bool per_thread) {
       std::lock_guard<std::mutex> lock(hEvent->mutex);
       if (hEvent->recorded == record) --hEvent->recorded, undone = true;
     }
-    if (!undone) CompleteEvent(hEvent, record);  // recorded again meanwhile: this one counts as done
+    if (!undone) CompleteEvent(hEvent, record, MonotonicNanos());  // recorded again meanwhile: this one counts as done
     throw;
   }
   return CUDA_SUCCESS;
@@ -259,8 +270,7 @@ CUresult CUDAAPI cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, u
 CUresult CUDAAPI cuEventQuery(CUevent hEvent) try {
   GPUSLICE_SIM_ENTRY();
   if (CUresult rc = ValidEvent(hEvent); rc != CUDA_SUCCESS) return rc;
-  std::lock_guard<std::mutex> lock(hEvent->mutex);
-  return hEvent->completed >= hEvent->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  return EventDone(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 } catch (...) {
   return EntryFailed<CUresult>(__func__);
 }
@@ -268,11 +278,15 @@ CUresult CUDAAPI cuEventQuery(CUevent hEvent) try {
 CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) try {
   GPUSLICE_SIM_ENTRY();
   if (CUresult rc = ValidEvent(hEvent); rc != CUDA_SUCCESS) return rc;
+  uint64_t completed_ns = 0;
   {
     std::unique_lock<std::mutex> lock(hEvent->mutex);
     const uint64_t target = hEvent->recorded;
     hEvent->completed_cv.wait(lock, [&] { return hEvent->completed >= target; });
+    completed_ns = hEvent->completed_ns;
   }
+  // Its work ends on the device at completed_ns; spun at the end, as the real driver spin-waits.
+  SleepUntilNanos(completed_ns);
   TrimPoolsAtSynchronize(hEvent->context->device);
   return Driver::Get()->ContextError(hEvent->context);
 } catch (...) {
@@ -288,13 +302,14 @@ CUresult CUDAAPI cuEventElapsedTime_v2(float* pMilliseconds, CUevent hStart, CUe
   if (hStart == hEnd) {
     std::lock_guard<std::mutex> lock(hStart->mutex);
     if (hStart->recorded == 0) return CUDA_ERROR_INVALID_HANDLE;
-    if (hStart->completed < hStart->recorded) return CUDA_ERROR_NOT_READY;
+    if (!EventDoneLocked(hStart, gpuslice::MonotonicNanos())) return CUDA_ERROR_NOT_READY;
     *pMilliseconds = 0.0f;
     return CUDA_SUCCESS;
   }
   std::scoped_lock lock(hStart->mutex, hEnd->mutex);
   if (hStart->recorded == 0 || hEnd->recorded == 0) return CUDA_ERROR_INVALID_HANDLE;
-  if (hStart->completed < hStart->recorded || hEnd->completed < hEnd->recorded) return CUDA_ERROR_NOT_READY;
+  const uint64_t now = gpuslice::MonotonicNanos();
+  if (!EventDoneLocked(hStart, now) || !EventDoneLocked(hEnd, now)) return CUDA_ERROR_NOT_READY;
   *pMilliseconds =
       static_cast<float>(static_cast<double>(static_cast<int64_t>(hEnd->completed_ns - hStart->completed_ns)) / 1e6);
   return CUDA_SUCCESS;

@@ -9,15 +9,9 @@
 #include "sim/work_model.h"
 
 namespace gpuslice::sim {
-namespace {
 
-// The last stretch is spun rather than slept: a timer wakes ~50 us late on a VM, which would
-// stretch every short kernel. Spinning without sched_yield, because a yield on a loaded CPU can
-// give the core away for a whole scheduler slice.
-constexpr uint64_t kSpinTailNs = 60'000;
-
-}  // namespace
-
+// The last stretch is spun rather than slept (kSpinTailNs): spinning without sched_yield,
+// because a yield on a loaded CPU can give the core away for a whole scheduler slice.
 void SleepUntilNanos(uint64_t deadline_ns) {
   uint64_t now = MonotonicNanos();
   if (deadline_ns > now + kSpinTailNs) {
@@ -39,47 +33,87 @@ DeviceRunner::DeviceRunner(SimState* state, int ordinal, int slot, int mps_sm_ca
       mps_sm_cap_(mps_sm_cap),
       arbiter_(state, ordinal, slot) {}
 
-void DeviceRunner::RunKernel(uint64_t wave_ns, uint64_t blocks, uint32_t threads_per_block) {
+uint64_t DeviceRunner::RunKernel(uint64_t wave_ns, uint64_t blocks, uint32_t threads_per_block,
+                                 uint64_t not_before_ns) {
   if (mps_sm_cap_ > 0) return RunKernelMps(wave_ns, blocks, threads_per_block);
   const uint64_t waves = KernelWaves(blocks, threads_per_block, sms_);
   const uint64_t duration_ns = waves > UINT64_MAX / std::max<uint64_t>(wave_ns, 1) ? UINT64_MAX : wave_ns * waves;
   std::lock_guard<std::mutex> lock(exec_mutex_);
   SimProcessDeviceStats& stats = device_->processes[slot_];
-  const uint64_t timeslice = device_->config.timeslice_ns;
+  // A kernel of no length (a `noop` by default) still ends after what precedes it on the device
+  // and in its stream, and while the device is held it moves the timeline there, so that its
+  // stream's ReleaseIfIdle recognises it as the last kernel placed.
+  uint64_t end = not_before_ns;
+  if (held_) end = free_at_ns_ = std::max(end, free_at_ns_);
   uint64_t remaining = duration_ns;
   while (remaining > 0) {
-    arbiter_.Acquire();
-    uint64_t now = MonotonicNanos();
-    uint64_t slice_end = arbiter_.turn_started_ns() + timeslice;
-    if (now >= slice_end) {
-      if (arbiter_.ShouldYield()) {
-        arbiter_.Release();
-        continue;
-      }
-      arbiter_.RenewTurn();  // nobody waits: the turn simply goes on
-      slice_end = now + timeslice;
-    }
-    const uint64_t start = now;
-    SleepUntilNanos(start + std::min(remaining, slice_end - now));
-    uint64_t ran = MonotonicNanos() - start;
-    // Preempted meanwhile (the process was stopped past its turn): it ran until its turn ended.
-    if (!arbiter_.owns()) ran = std::min(ran, slice_end > start ? slice_end - start : 0);
-    stats.busy_ns.fetch_add(ran);
-    device_->busy_ns.fetch_add(ran);
-    remaining = ran >= remaining ? 0 : remaining - ran;
-    if (remaining > 0 && arbiter_.ShouldYield()) arbiter_.Release();
+    const Window window = NextWindow(not_before_ns);
+    const uint64_t chunk = std::min(remaining, window.turn_end - window.start);
+    end = free_at_ns_ = window.start + chunk;
+    // Counted when scheduled: the device will do it, as the turn that holds it cannot be taken
+    // before it ends (a stopped process is preempted only two timeslices into its turn).
+    stats.busy_ns.fetch_add(chunk);
+    device_->busy_ns.fetch_add(chunk);
+    remaining -= chunk;
   }
   stats.kernels.fetch_add(1);
-  // A context with nothing left to run yields the device, as the hardware scheduler does.
-  if (queued_.fetch_sub(1) == 1 || arbiter_.ShouldYield()) arbiter_.Release();
+  queued_.fetch_sub(1);
+  return end;
 }
 
-void DeviceRunner::ReleaseDevice() { arbiter_.Release(); }
+DeviceRunner::Window DeviceRunner::NextWindow(uint64_t not_before_ns) {
+  const uint64_t timeslice = device_->config.timeslice_ns;
+  while (true) {
+    // Preempted (stopped past its turn) or released: the device is new to this process, and its
+    // timeline starts now.
+    if (!held_ || !arbiter_.owns()) {
+      arbiter_.Acquire();
+      held_ = true;
+      free_at_ns_ = MonotonicNanos();
+    }
+    // Not the current time: a worker that got here late (its thread waited for a CPU) must not
+    // leave the device idle while it held it with work queued.
+    const uint64_t start = std::max(free_at_ns_, not_before_ns);
+    const uint64_t turn_end = arbiter_.turn_started_ns() + timeslice;
+    if (start < turn_end) return {start, turn_end};
+    // The timeline has reached the end of the turn: whether it passes to a waiting process is
+    // decided when the device really gets there.
+    SleepUntilNanos(start);
+    if (!arbiter_.owns()) continue;  // preempted meanwhile
+    if (arbiter_.ShouldYield()) {
+      ReleaseHeld();
+      continue;
+    }
+    arbiter_.RenewTurn();  // nobody waits: the turn simply goes on
+  }
+}
+
+void DeviceRunner::ReleaseHeld() {
+  held_ = false;
+  arbiter_.Release();
+}
+
+void DeviceRunner::ReleaseIfIdle(uint64_t end_ns) {
+  if (mps_sm_cap_ > 0) return;
+  std::lock_guard<std::mutex> lock(exec_mutex_);
+  if (!held_ || free_at_ns_ != end_ns) return;
+  SleepUntilNanos(free_at_ns_);
+  // A context with nothing left to run yields the device, as the hardware scheduler does, once
+  // its last kernel has finished; so does one whose turn is over while another process waits.
+  if (queued_.load() != 0 && !arbiter_.ShouldYield()) return;
+  ReleaseHeld();
+}
+
+void DeviceRunner::ReleaseDevice() {
+  std::lock_guard<std::mutex> lock(exec_mutex_);
+  if (held_) SleepUntilNanos(free_at_ns_);
+  ReleaseHeld();
+}
 
 // MPS: no time-slicing between clients. The kernel takes as many SMs as its grid can use, up to
 // the client's cap, holds them for its waves and gives them back; while fewer are free it waits. Busy time is counted
 // in SM-time (duration x SMs held / device SMs), so that a process's busy fraction is its share of the SMs.
-void DeviceRunner::RunKernelMps(uint64_t wave_ns, uint64_t blocks, uint32_t threads_per_block) {
+uint64_t DeviceRunner::RunKernelMps(uint64_t wave_ns, uint64_t blocks, uint32_t threads_per_block) {
   std::lock_guard<std::mutex> lock(exec_mutex_);
   SimProcessDeviceStats& stats = device_->processes[slot_];
   const uint64_t per_sm = ResidentBlocksPerSm(threads_per_block);
@@ -97,6 +131,7 @@ void DeviceRunner::RunKernelMps(uint64_t wave_ns, uint64_t blocks, uint32_t thre
   device_->busy_ns.fetch_add(sm_time);
   stats.kernels.fetch_add(1);
   queued_.fetch_sub(1);
+  return MonotonicNanos();
 }
 
 int DeviceRunner::AcquireMpsSms(int wanted) {
