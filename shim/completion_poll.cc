@@ -124,7 +124,9 @@ uint32_t LaunchTracker::Advance(LaunchLane* lane, StreamTrack& track, uint64_t c
     budget_.MeasureKernel((completed_ns - from) / added);
   }
   track.progress_ns() = std::max(completed_ns, track.progress_ns());
-  return lane->Remove(static_cast<uint32_t>(added)) == 0 ? LaneWentIdle() : 0;
+  // The lane's own thread needs no barrier against its own launches.
+  const bool producer = lane != &shared_lane_ && lane == OwnLane();
+  return lane->Remove(static_cast<uint32_t>(added), producer, untracked_.fence()) ? LaneWentIdle() : 0;
 }
 
 // A lane with nothing left in flight came off the count of busy lanes in Advance; what it has

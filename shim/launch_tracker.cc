@@ -83,9 +83,10 @@ bool LaunchTracker::EnterTracked(Entry* entry, bool waited) {
 inline bool LaunchTracker::EnterLane(LaunchLane* lane, Entry* entry, bool waited) {
   entry->lane = lane;
   const auto count_in = [&] {
-    entry->lane_was_idle = lane->Add() == 0;
+    const LaunchLane::Entered entered = lane->Add(untracked_.fence());
+    entry->lane_was_idle = entered.found_idle;
     // sabotage-point: lane-busy-unpublished.count-in
-    return entry->lane_was_idle ? published_->inflight.fetch_add(1) : 1;
+    return entered.made_busy ? published_->inflight.fetch_add(1) : 1;
   };
   if (gate_->compute_class() == broker::ComputeClass::kLatency) {
     const uint64_t now = MonotonicNanos();
@@ -101,7 +102,7 @@ inline bool LaunchTracker::EnterLane(LaunchLane* lane, Entry* entry, bool waited
   if (!gate_->GrantOpen()) {
     // Turned away: the count is taken back without touching the idle figures (it never ran).
     // sabotage-point: lane-busy-unpublished.turned-away
-    if (lane->Remove(1) == 0) published_->inflight.fetch_sub(1);
+    if (lane->Remove(1, true, untracked_.fence())) published_->inflight.fetch_sub(1);
     return false;
   }
   if (before == 0) NoteLaunch(before, 0, waited, false);
@@ -140,12 +141,19 @@ void LaunchTracker::WentIdle(uint64_t completed_ns) {
 
 void LaunchTracker::CountDownLane(LaunchLane* lane) {
   // sabotage-point: lane-busy-unpublished.count-down
-  if (lane->Remove(1) == 0 && AdjustInflight(static_cast<uint32_t>(-1))) WentIdle(MonotonicNanos());
+  const bool went_idle = lane->Remove(1, true, untracked_.fence());
+  if (went_idle && AdjustInflight(static_cast<uint32_t>(-1))) WentIdle(MonotonicNanos());
 }
 
 void LaunchTracker::ExitTracked(const Entry& entry, CUresult launched) {
   if (launched != CUDA_SUCCESS) {
-    CountDownLane(entry.lane);  // nothing was queued
+    // Nothing was queued. The shared lane's producer side is its mutex's holder.
+    if (entry.lane != &shared_lane_) [[likely]] {
+      CountDownLane(entry.lane);
+    } else {
+      MutexLock lock(&shared_lane_mutex_);
+      CountDownLane(entry.lane);
+    }
     return;
   }
   if (entry.lane != &shared_lane_) [[likely]] {

@@ -1,22 +1,8 @@
 #include "shim/untracked_slots.h"
 
-#include <linux/membarrier.h>
 #include <sched.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 namespace gpuslice::shim {
-namespace {
-
-long Membarrier(int cmd) { return syscall(SYS_membarrier, cmd, 0U, 0); }
-
-// Registration is per address space: a forked child registers again when it creates its own
-// trackers (its parent's are abandoned at the fork).
-bool RegisterAsymmetricFence() { return Membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0; }
-
-}  // namespace
-
-UntrackedSlots::UntrackedSlots() : asymmetric_(RegisterAsymmetricFence()) {}
 
 bool UntrackedSlots::AnyInside() const {
   for (const Slot& slot : own_) {
@@ -27,14 +13,8 @@ bool UntrackedSlots::AnyInside() const {
 
 void UntrackedSlots::Drain() const {
   // The caller's store of the tracking switch, then this barrier on every thread of the process:
-  // a launcher whose flag store came before it is seen below; one after it sees the switch. If
-  // the barrier fails now (it never should once registered), the flags' own fences still hold
-  // only for launchers that fence themselves: fall back to waiting a scheduling round.
-  if (asymmetric_) {
-    if (Membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) sched_yield();
-  } else {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-  }
+  // a launcher whose flag store came before it is seen below; one after it sees the switch.
+  fence_.Heavy();
   while (AnyInside()) sched_yield();
 }
 

@@ -7,13 +7,13 @@
 // sequentially consistent atomics on both sides, each launch pays two locked instructions. Here
 // the launcher's side is two plain stores to a line only its thread writes, and the monitor pays
 // for both sides with membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which runs a full barrier on
-// every thread of the process (the asymmetric fence of folly and liburcu). Where the kernel
-// refuses membarrier (older than 4.14, a seccomp profile), launchers fence themselves instead.
+// every thread of the process (shim/asymmetric_fence.h).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 
+#include "shim/asymmetric_fence.h"
 #include "shim/thread_number.h"
 
 namespace gpuslice::shim {
@@ -30,7 +30,10 @@ class UntrackedSlots {
     bool shared = false;
   };
 
-  UntrackedSlots();
+  UntrackedSlots() = default;
+
+  // The process's asymmetric fence (the launch lanes' idle handshake uses it too).
+  const AsymmetricFence& fence() const { return fence_; }
 
   // The launcher's side: raise this thread's flag; after it, a full barrier as seen by Drain.
   Ticket Enter() {
@@ -38,11 +41,7 @@ class UntrackedSlots {
     if (thread < kOwnSlots) {
       std::atomic<uint32_t>& flag = own_[thread].flag;
       flag.store(1, std::memory_order_relaxed);
-      if (asymmetric_) {
-        std::atomic_signal_fence(std::memory_order_seq_cst);  // the compiler keeps the order
-      } else {
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-      }
+      fence_.Light();
       return Ticket{&flag, false};
     }
     shared_.count.fetch_add(1);  // seq_cst, a full barrier by itself
@@ -66,7 +65,7 @@ class UntrackedSlots {
   };
   bool AnyInside() const;
 
-  bool asymmetric_;  // membarrier(PRIVATE_EXPEDITED) is registered for this process
+  AsymmetricFence fence_;
   Slot own_[kOwnSlots];
   struct alignas(64) {
     std::atomic<uint32_t> count{0};
