@@ -37,6 +37,7 @@ ComputeGate::ComputeGate(Broker* broker, LedgerId ledger, ProcessSlot own)
       gpu_(&At(*segment_, ledger.gpu())),
       ledger_(&At(*segment_, ledger)),
       mine_(&At(At(*segment_, own).sched, ledger.gpu())),
+      own_(own),
       gpu_index_(ledger.gpu()),
       tenant_(ledger.tenant()),
       holder_value_(static_cast<uint32_t>(ledger.tenant().value() + 1)),
@@ -79,7 +80,7 @@ Status ComputeGate::SetShare(uint32_t request_pct, uint32_t limit_pct, ComputeCl
 bool ComputeGate::TenantHasOtherLiveProcess() const {
   for (ProcessSlot slot : UsedProcessSlots(*segment_)) {
     const ProcessEntry& p = At(*segment_, slot);
-    if (slot == broker_->slot() || p.state.load() != kRegistered || p.tenant.load() != tenant_.value()) continue;
+    if (slot == own_ || p.state.load() != kRegistered || p.tenant.load() != tenant_.value()) continue;
     if (IsGpuOpen(p, gpu_index_) && broker_->IsProcessAlive(slot)) return true;
   }
   return false;

@@ -115,6 +115,7 @@ class ComputeGate {
   GpuEntry* gpu_;
   LedgerEntry* ledger_;
   ProcessGpuState* mine_;
+  ProcessSlot own_;  // this process's
   GpuIndex gpu_index_;
   TenantIndex tenant_;
   uint32_t holder_value_;  // tenant + 1
