@@ -55,7 +55,8 @@ inline constexpr double kOpenNodeCost = 300.0;
 // FGD-BF-G (for any cluster): FGD-BF-M with the best-fit residual as a share of the cluster's
 // largest node (the artifact's 128 cores and 8 GPUs are the trace's largest), and, instead of the
 // cost for an empty node, kHomeWeight x the milli-GPU of the pods of kHomeMinGpus GPUs or more
-// expected to find no home (home_pressure.h).
+// expected to find no home (home_pressure.h); its CPU term counts GPUs starved at no more CPU per
+// GPU than the cluster has (ClusterCpuPerGpu).
 // sabotage-point: place-homes-ignored
 inline constexpr double kHomeWeight = 1.0;
 inline constexpr int kHomeMinGpus = 2;
@@ -64,6 +65,8 @@ inline constexpr int kHomeMinGpus = 2;
 int DeadHoleThreshold(const TargetWorkload& target, double rare);
 // The target workload's milli-CPU per milli-GPU over its GPU classes, by weight.
 double CpuPerGpu(const TargetWorkload& target);
+// Milli-CPU per milli-GPU of the cluster's nodes with GPUs, all together; 0 without GPUs.
+double ClusterCpuPerGpu(const Cluster& cluster);
 // Milli-GPU free on `node` beyond what its free CPU feeds at `cpu_per_gpu`.
 double CpuStarvedGpu(int64_t cpu_left, int64_t gpu_left, double cpu_per_gpu);
 

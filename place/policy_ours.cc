@@ -8,7 +8,8 @@
 //                                                 of the cluster's largest node (FGD-BF-G) or of
 //                                                 128 cores and 8 GPUs (the artifact's constants)
 //             + cpu_weight x delta starved        GPU pods: GPU the node's CPU can no longer feed
-//                                                 at the workload's CPU per GPU (FGD-BF-C on)
+//                                                 at the workload's CPU per GPU (FGD-BF-C on), or
+//                                                 at the cluster's where it has less (FGD-BF-G)
 //             + hole_weight x delta dead holes    share holes only rare shares fill (FGD-BF-H on)
 //             + scarcity x pod milli-GPU          a model the pinned pods need (FGD-BF-M, -G)
 //             + open_cost                         an empty node (FGD-BF-M only)
@@ -23,9 +24,11 @@
 // nodes to pods that could go anywhere. FGD-BF-M's fixed cost for an empty node kept whole nodes
 // for big pods, but also kept pods off empty nodes without GPUs and, on clusters short of cores,
 // crowded pods onto nodes whose cores they then stranded; FGD-BF-G counts instead the homes the
-// big pods to come will lack (home_pressure.h), which is nothing while they have plenty, and
-// scales the residual with the cluster's own nodes (up to 16 GPUs), so that each term holds on
-// any node.
+// big pods to come will lack (home_pressure.h), which is nothing while they have plenty,
+// scales the residual with the cluster's own nodes (up to 16 GPUs), and counts GPUs as starved
+// at no more CPU per GPU than the cluster has: a cluster short of CPU cannot feed every GPU
+// whatever the placement, and at the workload's rate its nodes would be starved while empty and
+// every pod charged alike on most of them, so that each term holds on any node.
 #include <algorithm>
 #include <limits>
 
@@ -47,6 +50,7 @@ struct Terms {
   double open_cost = 0;
   double home_weight = 0;
   bool residual_of_largest_node = false;
+  bool starved_at_cluster_rate = false;  // the CPU term at no more CPU per GPU than the cluster has
 };
 
 struct Choice {
@@ -132,6 +136,16 @@ int DeadHoleThreshold(const TargetWorkload& target, double rare) {
   return 0;
 }
 
+double ClusterCpuPerGpu(const Cluster& cluster) {
+  double cpu = 0, gpu = 0;
+  for (const NodeState& node : cluster.nodes) {
+    if (node.gpus == 0) continue;
+    cpu += static_cast<double>(node.cpu_capacity);
+    gpu += static_cast<double>(node.gpus) * kMilliPerGpu;
+  }
+  return gpu > 0 ? cpu / gpu : 0;
+}
+
 double CpuStarvedGpu(int64_t cpu_left, int64_t gpu_left, double cpu_per_gpu) {
   if (cpu_per_gpu <= 0) return 0;
   return std::max(0.0, static_cast<double>(gpu_left) - static_cast<double>(cpu_left) / cpu_per_gpu);
@@ -151,7 +165,8 @@ class FgdBestFitPolicy final : public Policy {
       : terms_(terms),
         target_(WithMemory(target, tuning.memory_aware)),
         best_fit_weight_(tuning.best_fit_weight),
-        cpu_per_gpu_(CpuPerGpu(target)),
+        cpu_per_gpu_(terms.starved_at_cluster_rate ? std::min(CpuPerGpu(target), ClusterCpuPerGpu(cluster))
+                                                   : CpuPerGpu(target)),
         dead_below_(terms.hole_weight > 0 ? DeadHoleThreshold(target, kRareShareFraction) : 0),
         pinned_(terms.scarcity_weight > 0 ? PinnedShare(target, cluster) : std::vector<double>()),
         any_pinned_(std::any_of(pinned_.begin(), pinned_.end(), [](double p) { return p > 0; })),
@@ -242,6 +257,8 @@ std::unique_ptr<Policy> MakeOurPolicy(std::string_view name, const TargetWorkloa
     terms.open_cost = general ? 0.0 : kOpenNodeCost;
     terms.home_weight = general ? kHomeWeight : 0.0;
     terms.residual_of_largest_node = general;
+    // sabotage-point: place-starved-at-workload-rate
+    terms.starved_at_cluster_rate = general;
   } else {
     return nullptr;
   }

@@ -264,6 +264,35 @@ TEST(PlacePolicy, OursWithCpuTermKeepsCpuForTheNodesFreeGpus) {
   EXPECT_EQ(ChoosePlacement("FGD-BF-M", cluster, cpu_only).node, 0);
 }
 
+// One-GPU pods of 2 and of 30 cores, equally popular: 16 cores per GPU.
+TargetWorkload LightAndHeavyOneGpuPods() {
+  TargetWorkload target;
+  target.classes = {{2000, 1000, 1, ~uint64_t{0}, 0, 0.5}, {30000, 1000, 1, ~uint64_t{0}, 0, 0.5}};
+  return target;
+}
+
+TEST(PlacePolicy, GeneralCpuTermCountsStarvedGpuAtTheCoresTheClusterHas) {
+  EXPECT_DOUBLE_EQ(CpuPerGpu(LightAndHeavyOneGpuPods()), 16.0);
+  Cluster cluster;
+  cluster.models = {"A"};
+  // Node 0 has 12 cores per GPU, node 1 8; the cluster 10 (a node without GPUs does not count),
+  // fewer than the workload's 16.
+  cluster.nodes = {MakeNode(24000, 65536, 0, {1000, 1000}), MakeNode(16000, 65536, 0, {1000, 1000}),
+                   MakeNode(64000, 65536, -1, {})};
+  EXPECT_DOUBLE_EQ(ClusterCpuPerGpu(cluster), 10.0);
+  // A one-GPU pod of 12 cores. Fragmentation: on either node the 30-core class loses half a GPU
+  // (1000 before, 500 after). At the workload's 16 cores per GPU both nodes are starved before
+  // and after (node 0: 500, then 1000 - 12000/16 = 250; node 1: 1000, then 750): -250 on each,
+  // and best fit decides. FGD-BF-M (the control) takes node 1, the tighter fit: -750 + 7.8
+  // (of 128 cores, 8 GPUs) against node 0's -750 + 10.9. At the cluster's 10 node 0 is not
+  // starved before or after (12 cores for 1 GPU), node 1 goes from 400 to 1000 - 4000/10 = 600:
+  // FGD-BF-G has -500 + 0 + 34.4 on node 0 (best fit of the cluster's most cores, 64, and GPUs,
+  // 2) and -500 + 200 + 28.1 on node 1, and takes node 0, which has the cores for the GPU it leaves.
+  const Pod pod = MakePod(12000, 1, 1000);
+  EXPECT_EQ(ChoosePlacement("FGD-BF-M", cluster, pod, 1, LightAndHeavyOneGpuPods()).node, 1);
+  EXPECT_EQ(ChoosePlacement("FGD-BF-G", cluster, pod, 1, LightAndHeavyOneGpuPods()).node, 0);
+}
+
 // Shares of 320 and 230 milli-GPU and whole GPUs, 1 core each; a rare 110 share (1% of pods).
 TargetWorkload SharesWithARareSmallOne() {
   TargetWorkload target;
