@@ -119,13 +119,19 @@ def _launch_bound(source_dir, build_dir, argv):
     p.add_argument("--shapes", nargs="*", metavar="SHAPE",
                    help="only these: " + ", ".join(s.name for s in launch_bound.shapes(1)))
     p.add_argument("--repeats", type=int, default=1, metavar="N",
-                   help="run each comparison N times back to back; ratios are the medians (default 1)")
+                   help="run the together comparison N times back to back; its ratio is the median (default 1)")
+    p.add_argument("--alone-pairs", type=int, default=16, metavar="N",
+                   help="pairs of short runs (1 s, or --duration if shorter) without and with gpuslice for each "
+                        "tenant alone; the ratio is their mean, with its 95%% interval (default 16)")
     args = p.parse_args(argv)
     if args.duration <= 0:
         print("gpuslice-bench launch-bound: --duration must be above 0", file=sys.stderr)
         return EXIT_USAGE
     if args.repeats < 1:
         print(f"gpuslice-bench launch-bound: --repeats must be 1 or more, not {args.repeats}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.alone_pairs < 1:
+        print(f"gpuslice-bench launch-bound: --alone-pairs must be 1 or more, not {args.alone_pairs}", file=sys.stderr)
         return EXIT_USAGE
     paths = Paths(source_dir=source_dir, build_dir=os.path.abspath(args.build or build_dir))
     missing = paths.missing(not args.real_gpu, True)

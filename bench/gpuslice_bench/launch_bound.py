@@ -20,6 +20,8 @@ SHARED_CALLS_AT_MOST = 0.1
 ALONE_CALLS_AT_MOST = 0.0
 TOGETHER_AT_LEAST = 0.97
 ALONE_AT_LEAST = 0.99
+# How long each alone run lasts (at most): the alone comparison is many short pairs (see measure).
+ALONE_SECONDS = 1.0
 
 
 @dataclasses.dataclass
@@ -108,34 +110,59 @@ def _median(values):
     return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
 
 
-def measure(paths, shape, costs, real_gpu=False, repeats=1):
-    """Alone (each tenant, without and with gpuslice), unmanaged and gpuslice together; each pair
-    of runs `repeats` times, back to back, so that a drift of the host's speed falls on both runs of
-    a pair. Rates are the medians; each ratio is the median of the repeats' ratios (kept in
-    `*_ratios`)."""
-    figures = {"shape": shape.name, "description": shape.description, "tenants": {}, "repeats": repeats}
+def _mean_and_half_width(values):
+    """The mean of `values` and the half-width of its 95% interval (Student's t; 0 for one value)."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, 0.0
+    sd = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5
+    return mean, _T95[min(n - 1, len(_T95)) - 1] * sd / n ** 0.5
+
+
+# Student's t at 97.5% for 1..30 degrees of freedom (beyond: the normal's 1.96, near enough).
+_T95 = [12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.20, 2.18, 2.16, 2.14, 2.13, 2.12, 2.11,
+        2.10, 2.09, 2.09, 2.08, 2.07, 2.07, 2.06, 2.06, 2.06, 2.05, 2.05, 2.05, 2.04] + [1.96]
+
+
+def measure(paths, shape, costs, real_gpu=False, repeats=1, alone_pairs=16, alone_shape=None):
+    """Alone (each tenant, without and with gpuslice, `alone_pairs` pairs of the short runs of
+    `alone_shape`), then unmanaged and gpuslice together (`repeats` pairs of full runs). The two
+    runs of a pair go back to back, in turn in either order, so that a drift of the host's speed
+    falls on both. Alone, what separates two runs is mostly which cores the threads land on, not
+    the run's length: many short pairs measure it better than a few long ones, and the ratio is
+    their mean with its 95% interval. Together, each ratio is the median of the repeats'."""
+    figures = {"shape": shape.name, "description": shape.description, "tenants": {}, "repeats": repeats,
+               "alone_pairs": alone_pairs}
     shorts = {t.name: _short_runs(paths, t, costs, real_gpu) for t in shape.tenants}
+    alone_tenants = {t.name: t for t in (alone_shape or shape).tenants}
     for t in shape.tenants:
         bare_rates, shimmed_rates, calls_added = [], [], []
         short_bare, short_managed = shorts[t.name]
-        for _ in range(repeats):
-            bare = tenant_runs.run(paths, [t], managed=False, costs=costs, real_gpu=real_gpu)
-            shimmed = tenant_runs.run(paths, [t], managed=True, costs=costs, real_gpu=real_gpu)
-            bare_rates.append(_rate(bare, t.name, shape.rate_key))
-            shimmed_rates.append(_rate(shimmed, t.name, shape.rate_key))
-            calls_added.append(_added_per_launch(shimmed, [short_managed], bare, [short_bare]))
+        alone = alone_tenants[t.name]
+        for i in range(alone_pairs):
+            order = (False, True) if i % 2 == 0 else (True, False)
+            runs = {m: tenant_runs.run(paths, [alone], managed=m, costs=costs, real_gpu=real_gpu) for m in order}
+            bare_rates.append(_rate(runs[False], t.name, shape.rate_key))
+            shimmed_rates.append(_rate(runs[True], t.name, shape.rate_key))
+            calls_added.append(_added_per_launch(runs[True], [short_managed], runs[False], [short_bare]))
+        ratios = [_ratio(s, b) for s, b in zip(shimmed_rates, bare_rates)]
+        mean, half_width = _mean_and_half_width(ratios)
         figures["tenants"][t.name] = {
             "alone": _median(bare_rates),
             "alone_gpuslice": _median(shimmed_rates),
-            "alone_ratios": [_ratio(s, b) for s, b in zip(shimmed_rates, bare_rates)],
+            "alone_ratios": ratios,
+            "alone_ratio": mean,
+            "alone_ratio_95": half_width,
             "alone_calls_added": max(calls_added),
             "startup_calls": _non_launch_calls(short_managed.calls) - _non_launch_calls(short_bare.calls),
         }
     rates = {t.name: {"unmanaged": [], "gpuslice": []} for t in shape.tenants}
     together, shared_calls = [], []
-    for _ in range(repeats):
-        unmanaged = tenant_runs.run(paths, shape.tenants, managed=False, costs=costs, real_gpu=real_gpu)
-        managed = tenant_runs.run(paths, shape.tenants, managed=True, costs=costs, real_gpu=real_gpu)
+    for i in range(repeats):
+        order = (False, True) if i % 2 == 0 else (True, False)
+        runs = {m: tenant_runs.run(paths, shape.tenants, managed=m, costs=costs, real_gpu=real_gpu) for m in order}
+        unmanaged, managed = runs[False], runs[True]
         for t in shape.tenants:
             rates[t.name]["unmanaged"].append(_rate(unmanaged, t.name, shape.rate_key))
             rates[t.name]["gpuslice"].append(_rate(managed, t.name, shape.rate_key))
@@ -158,6 +185,8 @@ def measure(paths, shape, costs, real_gpu=False, repeats=1):
 
 
 def _alone_ratio(t):
+    if "alone_ratio" in t:
+        return t["alone_ratio"]
     return _median(t["alone_ratios"]) if t.get("alone_ratios") else _ratio(t["alone_gpuslice"], t["alone"])
 
 
@@ -188,10 +217,11 @@ def text(all_figures, costs, real_gpu=False):
                        f"{_ratio(t['gpuslice'], t['unmanaged']):>6.3f}")
         together = _together_ratio(f)
         out.append(f"{'':<22} {'together':<8} {'':>9} {'':>10} {'':>6} {'':>10} {'':>9} {together:>6.3f}")
+        out.append(f"{'':<22} alone: mean ratio of {f.get('alone_pairs', 1)} pairs of short runs, 95% interval: "
+                   + ", ".join(f"{n} {_alone_ratio(t):.3f} +- {t.get('alone_ratio_95', 0):.3f}"
+                               for n, t in f["tenants"].items()))
         if f.get("repeats", 1) > 1:
-            out.append(f"{'':<22} ratios over {f['repeats']} repeats (median shown): "
-                       + ", ".join(f"{n} alone {_spread(t['alone_ratios'])}" for n, t in f["tenants"].items())
-                       + f", together {_spread(f['together_ratios'])}")
+            out.append(f"{'':<22} together: median of {f['repeats']} repeats, range {_spread(f['together_ratios'])}")
         extra = [f"{name} p99 {t['unmanaged_p99_ms']:.2f} ms unmanaged, {t['gpuslice_p99_ms']:.2f} under gpuslice"
                  for name, t in f["tenants"].items() if "gpuslice_p99_ms" in t]
         out.append(f"{'':<22} driver calls added per launch: {f['shared_calls_added']:.4f} shared, "
@@ -200,7 +230,8 @@ def text(all_figures, costs, real_gpu=False):
     out += ["", "targets:"]
     for f in all_figures:
         together = _together_ratio(f)
-        worst_alone = min(_alone_ratio(t) for t in f["tenants"].values())
+        worst = min(f["tenants"].values(), key=_alone_ratio)
+        worst_alone = _alone_ratio(worst)
         alone_calls = max(t["alone_calls_added"] for t in f["tenants"].values())
         checks = [(f"calls added per launch shared <= {SHARED_CALLS_AT_MOST}", f["shared_calls_added"],
                    f["shared_calls_added"] <= SHARED_CALLS_AT_MOST),
@@ -209,26 +240,30 @@ def text(all_figures, costs, real_gpu=False):
                   (f"together >= {TOGETHER_AT_LEAST} of unmanaged", together, together >= TOGETHER_AT_LEAST),
                   (f"alone >= {ALONE_AT_LEAST} of without gpuslice", worst_alone, worst_alone >= ALONE_AT_LEAST)]
         for what, value, met in checks:
-            out.append(f"  {f['shape']}: {what}: {'met' if met else 'NOT MET'} ({value:.4f})")
+            interval = f" +- {worst.get('alone_ratio_95', 0):.4f}" if what.startswith("alone >=") else ""
+            out.append(f"  {f['shape']}: {what}: {'met' if met else 'NOT MET'} ({value:.4f}{interval})")
     return "\n".join(out)
 
 
 def main(paths, args, report_dir):
     costs = args.costs
     all_figures = []
+    short = {s.name: s for s in shapes(min(args.duration, ALONE_SECONDS))}
     for shape in shapes(args.duration):
         if args.shapes and shape.name not in args.shapes:
             continue
         if not args.quiet:
             print(f"launch-bound: {shape.name} ...", flush=True)
-        all_figures.append(measure(paths, shape, costs, args.real_gpu, args.repeats))
+        all_figures.append(measure(paths, shape, costs, args.real_gpu, args.repeats, args.alone_pairs,
+                                   short[shape.name]))
     report = text(all_figures, costs, args.real_gpu)
     print(report)
     folder = os.path.join(report_dir, "launch-bound")
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "results.json"), "w") as f:
         json.dump({"costs": None if args.real_gpu else costs, "real_gpu": args.real_gpu, "duration_s": args.duration,
-                   "repeats": args.repeats, "shapes": all_figures}, f, indent=1)
+                   "repeats": args.repeats, "alone_pairs": args.alone_pairs,
+                   "alone_duration_s": min(args.duration, ALONE_SECONDS), "shapes": all_figures}, f, indent=1)
     with open(os.path.join(folder, "summary.txt"), "w") as f:
         f.write(report + "\n")
     print(f"\nreport: {folder}/summary.txt")
