@@ -20,6 +20,8 @@ using broker::kUntrackedWork;
 // kernel, bounded).
 constexpr uint64_t kMinPollNs = 20'000;
 constexpr uint64_t kMaxPollNs = 200'000;
+// A launcher held by the budget in time sleeps at most this long at once, whatever the prediction.
+constexpr uint64_t kMaxAheadSleepNs = 10'000'000;
 
 void SleepNanos(uint64_t ns) {
   timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
@@ -66,7 +68,7 @@ bool LaunchTracker::EnterTracked(Entry* entry, bool waited) {
   // refill than the refill pays for.
   const bool priority = gate_->compute_class() == broker::ComputeClass::kLatency &&
                         WithinPriorityBucket(lane, MonotonicNanos());
-  if (!priority && bounded_.load(std::memory_order_relaxed) && OverBudget(lane))
+  if (!priority && bounded_.load(std::memory_order_relaxed) && OverBudgetAtLaunch(lane))
     return false;  // enough queued while others share the GPU: wait for a completion
   // By address, not by the lane's flag: one dependent load fewer on every launch.
   if (lane != &shared_lane_) [[likely]]
@@ -106,6 +108,8 @@ inline bool LaunchTracker::EnterLane(LaunchLane* lane, Entry* entry, bool waited
     return false;
   }
   if (before == 0) NoteLaunch(before, 0, waited, false);
+  if (budget_.counts_ahead()) [[unlikely]]
+    budget_.NoteLaunched(MonotonicNanos());
   gate_->NoteGrantedLaunch();
   entry->kind = Entry::Kind::kTracked;
   return true;
@@ -135,6 +139,7 @@ bool LaunchTracker::AdjustInflight(uint32_t delta) {
 // priority work is charged, and a hand-over waiting for this drain decided, by the monitor
 // (LatencyPriority::Update; its next step, 0.1 ms later while the gate is closing).
 void LaunchTracker::WentIdle(uint64_t completed_ns) {
+  budget_.NoteDrained(completed_ns);
   busy_.End(completed_ns);
   priority_.EndBusyPeriod(completed_ns);
 }
@@ -198,6 +203,13 @@ void LaunchTracker::Wait() {
   while (gate_->gated()) {
     const uint64_t now = MonotonicNanos();
     const bool priority = gate_->compute_class() == broker::ComputeClass::kLatency && WithinPriorityBucket(lane, now);
+    if (!priority && bounded_.load() && tracking_.load() && budget_.AheadTooFar(now)) {
+      // Beside a latency tenant, the queue is predicted to drain too late: the running kernel
+      // has more than the share left. Sleep until it has no more; no driver call: the prediction
+      // is the measured kernel length, and a completion seen meanwhile cuts it back.
+      SleepNanos(std::clamp<uint64_t>(budget_.AheadWithinAt(now) - now, kMinPollNs, kMaxAheadSleepNs));
+      continue;
+    }
     if (!priority && bounded_.load() && tracking_.load() && OverBudget(lane)) {
       // The oldest marker answers in one call whether or not it has completed (a synchronisation
       // of a completed event returns at once): no query first. Without one, ask the streams.

@@ -34,6 +34,7 @@
 
 #include "broker/compute_gate.h"
 #include "broker/sched_terms.h"
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
 #include "shim/busy_periods.h"
@@ -175,6 +176,11 @@ class LaunchTracker {
   }
   LaunchLane* NewLane(uint32_t thread);
   bool OverBudget(LaunchLane* lane) const { return budget_.Reached(lane->Inflight()); }
+  // At a launch: over the budget in kernels or, beside a latency tenant, in time.
+  bool OverBudgetAtLaunch(LaunchLane* lane) const {
+    if (budget_.Reached(lane->Inflight())) return true;
+    return budget_.counts_ahead() && budget_.AheadTooFar(MonotonicNanos());
+  }
   bool WithinPriorityBucket(LaunchLane* lane, uint64_t now) const {
     return priority_.WithinBucket(lane->Inflight(), budget_.kernel_ns(), now);
   }

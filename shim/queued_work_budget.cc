@@ -10,7 +10,9 @@ namespace gpuslice::shim {
 //
 // Beside a latency-class tenant within its request, the budget is what a latency request is
 // promised to wait for beyond the running kernels: 1 ms, shared by the tenant's processes on the
-// GPU (at least one kernel each; with one process, two).
+// GPU (at least one kernel each; with one process, two). In kernels, a second kernel longer than
+// the 1 ms would lie whole behind the running one; so the share is counted in time too
+// (shim/queue_drain_prediction.h): the second goes in once the running one has at most the share left.
 void QueuedWorkBudget::Update(const broker::ComputeGate& gate, const broker::ComputeGate::Neighbours& neighbours) {
   const uint64_t kernel = std::max<uint64_t>(kernel_ns_.load(std::memory_order_relaxed), 1);
   uint64_t budget_ns = gate.BudgetNs();
@@ -24,6 +26,7 @@ void QueuedWorkBudget::Update(const broker::ComputeGate& gate, const broker::Com
   const uint64_t least = gate.limited() || (beside_latency && processes > 1) ? 1 : kMinKernels;
   const auto budget = static_cast<uint32_t>(std::clamp<uint64_t>(kernels, least, kMaxKernels));
   kernels_.store(budget, std::memory_order_relaxed);
+  drain_.SetAhead(beside_latency ? std::max<uint64_t>(budget_ns, 1) : 0);
   // A launcher over the budget waits for its oldest marker, and launches again with what lies
   // beyond that marker still queued: a quarter of the budget (at least a kernel), plenty to keep
   // the device busy while it wakes, and each marker costs two driver calls (record, wait).

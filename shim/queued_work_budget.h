@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "broker/compute_gate.h"
+#include "shim/queue_drain_prediction.h"
 
 namespace gpuslice::shim {
 
@@ -37,6 +38,13 @@ class QueuedWorkBudget {
     kernel_ns_.store((ewma * 3 + per_launch_ns) / 4, std::memory_order_relaxed);
   }
 
+  // Beside a latency tenant the budget is also counted in time (shim/queue_drain_prediction.h).
+  bool AheadTooFar(uint64_t now) const { return drain_.TooFar(now); }
+  uint64_t AheadWithinAt(uint64_t now) const { return drain_.WithinAt(now); }
+  bool counts_ahead() const { return drain_.counted(); }
+  void NoteLaunched(uint64_t now) { drain_.Launched(now, kernel_ns_.load(std::memory_order_relaxed)); }
+  void NoteDrained(uint64_t at) { drain_.Drained(at); }
+
   uint32_t kernels() const { return kernels_.load(std::memory_order_relaxed); }
   // Launches between two markers of a track.
   uint32_t marker_every() const { return marker_every_.load(std::memory_order_relaxed); }
@@ -51,6 +59,7 @@ class QueuedWorkBudget {
   std::atomic<uint32_t> marker_every_{1};
   std::atomic<uint64_t> kernel_ns_{1'000'000};
   std::atomic<uint32_t> queued_{0};
+  QueueDrainPrediction drain_;
 };
 
 }  // namespace gpuslice::shim
