@@ -185,9 +185,7 @@ def measure(paths, shape, costs, real_gpu=False, repeats=1, alone_pairs=16, alon
 
 
 def _alone_ratio(t):
-    if "alone_ratio" in t:
-        return t["alone_ratio"]
-    return _median(t["alone_ratios"]) if t.get("alone_ratios") else _ratio(t["alone_gpuslice"], t["alone"])
+    return t["alone_ratio"]
 
 
 def _together_ratio(f):
@@ -217,8 +215,8 @@ def text(all_figures, costs, real_gpu=False):
                        f"{_ratio(t['gpuslice'], t['unmanaged']):>6.3f}")
         together = _together_ratio(f)
         out.append(f"{'':<22} {'together':<8} {'':>9} {'':>10} {'':>6} {'':>10} {'':>9} {together:>6.3f}")
-        out.append(f"{'':<22} alone: mean ratio of {f.get('alone_pairs', 1)} pairs of short runs, 95% interval: "
-                   + ", ".join(f"{n} {_alone_ratio(t):.3f} +- {t.get('alone_ratio_95', 0):.3f}"
+        out.append(f"{'':<22} alone: mean ratio of {f['alone_pairs']} pairs of short runs, 95% interval: "
+                   + ", ".join(f"{n} {_alone_ratio(t):.3f} +- {t['alone_ratio_95']:.3f}"
                                for n, t in f["tenants"].items()))
         if f.get("repeats", 1) > 1:
             out.append(f"{'':<22} together: median of {f['repeats']} repeats, range {_spread(f['together_ratios'])}")
@@ -240,7 +238,7 @@ def text(all_figures, costs, real_gpu=False):
                   (f"together >= {TOGETHER_AT_LEAST} of unmanaged", together, together >= TOGETHER_AT_LEAST),
                   (f"alone >= {ALONE_AT_LEAST} of without gpuslice", worst_alone, worst_alone >= ALONE_AT_LEAST)]
         for what, value, met in checks:
-            interval = f" +- {worst.get('alone_ratio_95', 0):.4f}" if what.startswith("alone >=") else ""
+            interval = f" +- {worst['alone_ratio_95']:.4f}" if what.startswith("alone >=") else ""
             out.append(f"  {f['shape']}: {what}: {'met' if met else 'NOT MET'} ({value:.4f}{interval})")
     return "\n".join(out)
 
