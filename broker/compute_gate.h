@@ -56,6 +56,9 @@ class ComputeGate {
   }
   // This process's published state on the GPU.
   ProcessGpuState& published() { return *mine_; }
+  // When the queued work of the GPU's processes beside a latency tenant is predicted to have run
+  // (GpuEntry::queue_drain_at_ns): shared by every such process, moved on by each launch.
+  std::atomic<uint64_t>& queue_drain_at() { return gpu_->queue_drain_at_ns; }
   // A launch got in under the grant: the grant's first is when the device had the holder's work
   // again after the hand-over (GpuEntry::first_work_ns). One load of a line GrantOpen read.
   void NoteGrantedLaunch() {

@@ -24,7 +24,7 @@
 namespace gpuslice::broker {
 
 inline constexpr uint64_t kMagic = 0x31524B4253435047ULL;  // "GPCSBKR1" little-endian
-inline constexpr uint32_t kLayoutVersion = 10;             // 2: compute time-slicing; 3: in-flight tracking, leases,
+inline constexpr uint32_t kLayoutVersion = 11;             // 2: compute time-slicing; 3: in-flight tracking, leases,
                                                            // classes, per-process waiting, counters; 4: 128 GPUs
                                                            // (open_gpus a 128-bit mask), ledger mutexes set up lazily,
                                                            // a grant's overlap with others' charged time, grants
@@ -36,7 +36,8 @@ inline constexpr uint32_t kLayoutVersion = 10;             // 2: compute time-sl
                                                            // LedgerEntry::back_from_idle; 9: memory requests
                                                            // (LedgerEntry::request and ::announced,
                                                            // GpuEntry::memory_mutex, ::request_ledgers); 10:
-                                                           // GpuEntry::holder_reported_ns
+                                                           // GpuEntry::holder_reported_ns; 11:
+                                                           // GpuEntry::queue_drain_at_ns
 inline constexpr char kStateFileName[] = "gpuslice.state";
 
 // Distinct GPU UUIDs, MIG instances counting apiece: a 16-GPU node with seven instances on every
@@ -152,6 +153,13 @@ struct alignas(64) GpuEntry {
   // How much of the current grant's charge is already in the holder's service_ns: a long grant is
   // counted as it runs, not in one lump at its hand-over. Under sched_mutex; 0 at each hand-over.
   std::atomic<uint64_t> holder_reported_ns;
+  // Beside a latency tenant: when the work the other tenants' processes have queued on the GPU is
+  // predicted to have run, all of it one kernel after another (shim/queue_drain_prediction.h). A
+  // process launches only while it is at most 1 ms ahead, and moves it on by one kernel as it
+  // does, so that a request waits for one co-runner kernel and 1 ms, not one per process. A
+  // prediction in CLOCK_MONOTONIC ns, lock-free: a dead process's value is in the past a kernel
+  // later.
+  std::atomic<uint64_t> queue_drain_at_ns;
 };
 
 struct TenantEntry {

@@ -32,6 +32,8 @@ void SleepNanos(uint64_t ns) {
 
 LaunchTracker::LaunchTracker(ContextSync* contexts, broker::ComputeGate* gate)
     : contexts_(contexts), gate_(gate), published_(&gate->published()), busy_(published_), priority_(gate, published_) {
+  // sabotage-point: queue-counted-per-process
+  budget_.BindDrainPrediction(&gate->queue_drain_at());
   const RealDriver* real = Real();
   events_usable_ = real->cuEventCreate && real->cuEventRecord && real->cuEventQuery && real->cuEventSynchronize;
   tracking_.store(gate->always_tracked());
@@ -68,13 +70,21 @@ bool LaunchTracker::EnterTracked(Entry* entry, bool waited) {
   // refill than the refill pays for.
   const bool priority = gate_->compute_class() == broker::ComputeClass::kLatency &&
                         WithinPriorityBucket(lane, MonotonicNanos());
-  if (!priority && bounded_.load(std::memory_order_relaxed) && OverBudgetAtLaunch(lane))
-    return false;  // enough queued while others share the GPU: wait for a completion
+  bool claimed = false;
+  if (!priority && bounded_.load(std::memory_order_relaxed)) {
+    // Enough queued while others share the GPU: wait for a completion, or (beside a latency
+    // tenant) until the GPU's queued work is predicted to have at most 1 ms left.
+    if (OverBudget(lane)) return false;
+    if (budget_.counts_ahead()) [[unlikely]] {
+      if (!budget_.ClaimAhead(MonotonicNanos())) return false;
+      claimed = true;
+    }
+  }
   // By address, not by the lane's flag: one dependent load fewer on every launch.
   if (lane != &shared_lane_) [[likely]]
-    return EnterLane(lane, entry, waited);
+    return EnterLane(lane, entry, waited, claimed);
   MutexLock lock(&shared_lane_mutex_);
-  return EnterLane(lane, entry, waited);
+  return EnterLane(lane, entry, waited, claimed);
 }
 
 // The launch is counted in its lane and, when the lane was idle, the lane in the process's
@@ -82,7 +92,7 @@ bool LaunchTracker::EnterTracked(Entry* entry, bool waited) {
 // the count (seq_cst on both sides), so one of the two sees the other. A lane already busy is
 // counted there since its thread's (or, shared, the lane mutex's previous holder's) earlier
 // launch, which happened before this one's look at the grant.
-inline bool LaunchTracker::EnterLane(LaunchLane* lane, Entry* entry, bool waited) {
+inline bool LaunchTracker::EnterLane(LaunchLane* lane, Entry* entry, bool waited, bool claimed) {
   entry->lane = lane;
   const auto count_in = [&] {
     const LaunchLane::Entered entered = lane->Add(untracked_.fence());
@@ -105,11 +115,11 @@ inline bool LaunchTracker::EnterLane(LaunchLane* lane, Entry* entry, bool waited
     // Turned away: the count is taken back without touching the idle figures (it never ran).
     // sabotage-point: lane-busy-unpublished.turned-away
     if (lane->Remove(1, true, untracked_.fence())) published_->inflight.fetch_sub(1);
+    if (claimed) [[unlikely]]
+      budget_.UnclaimAhead();
     return false;
   }
   if (before == 0) NoteLaunch(before, 0, waited, false);
-  if (budget_.counts_ahead()) [[unlikely]]
-    budget_.NoteLaunched(MonotonicNanos());
   gate_->NoteGrantedLaunch();
   entry->kind = Entry::Kind::kTracked;
   return true;

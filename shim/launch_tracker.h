@@ -176,17 +176,14 @@ class LaunchTracker {
   }
   LaunchLane* NewLane(uint32_t thread);
   bool OverBudget(LaunchLane* lane) const { return budget_.Reached(lane->Inflight()); }
-  // At a launch: over the budget in kernels or, beside a latency tenant, in time.
-  bool OverBudgetAtLaunch(LaunchLane* lane) const {
-    if (budget_.Reached(lane->Inflight())) return true;
-    return budget_.counts_ahead() && budget_.AheadTooFar(MonotonicNanos());
-  }
   bool WithinPriorityBucket(LaunchLane* lane, uint64_t now) const {
     return priority_.WithinBucket(lane->Inflight(), budget_.kernel_ns(), now);
   }
   bool EnterTracked(Entry* entry, bool waited);
   // Inlined into EnterTracked: the fast path is one call deep.
-  [[gnu::always_inline]] bool EnterLane(LaunchLane* lane, Entry* entry, bool waited);
+  // `claimed`: the launch took its place in the predicted queue (QueuedWorkBudget::ClaimAhead), given
+  // back if the grant turns it away.
+  [[gnu::always_inline]] bool EnterLane(LaunchLane* lane, Entry* entry, bool waited, bool claimed);
   void ExitTracked(const Entry& entry, CUresult launched);
   [[gnu::always_inline]] void CountSubmitted(LaunchLane* lane, const LaunchTarget& target, bool lane_was_idle);
   // Counts one launch of `lane` down (it never reached the GPU).

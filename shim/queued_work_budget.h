@@ -39,10 +39,14 @@ class QueuedWorkBudget {
   }
 
   // Beside a latency tenant the budget is also counted in time (shim/queue_drain_prediction.h).
+  // The prediction is the GPU's, shared by its processes (GpuEntry::queue_drain_at_ns).
+  void BindDrainPrediction(std::atomic<uint64_t>* shared) { drain_.Bind(shared); }
   bool AheadTooFar(uint64_t now) const { return drain_.TooFar(now); }
   uint64_t AheadWithinAt(uint64_t now) const { return drain_.WithinAt(now); }
   bool counts_ahead() const { return drain_.counted(); }
-  void NoteLaunched(uint64_t now) { drain_.Launched(now, kernel_ns_.load(std::memory_order_relaxed)); }
+  // A launch at `now` takes its place in the predicted queue (false: too far ahead, wait).
+  bool ClaimAhead(uint64_t now) { return drain_.Claim(now, kernel_ns_.load(std::memory_order_relaxed)); }
+  void UnclaimAhead() { drain_.Unclaim(); }
   void NoteDrained(uint64_t at) { drain_.Drained(at); }
 
   uint32_t kernels() const { return kernels_.load(std::memory_order_relaxed); }

@@ -90,11 +90,13 @@ def seconds_for(pair, seconds):
     return min(max(seconds, 250 * pair.service_period_ms / 1000), 2 * seconds)
 
 
-def measure(paths, pair, seconds):
+def measure(paths, pair, seconds, costs="default"):
+    """The pair alone, unmanaged and under gpuslice, the simulated driver charging `costs` per call
+    (GPUSLICE_SIM_CALL_COSTS) in all three."""
     service, corunner = tenants(pair, seconds_for(pair, seconds))
-    alone = tenant_runs.run(paths, [service], managed=False, costs="off")
-    unmanaged = tenant_runs.run(paths, [service, corunner], managed=False, costs="off")
-    managed = tenant_runs.run(paths, [service, corunner], managed=True, costs="off")
+    alone = tenant_runs.run(paths, [service], managed=False, costs=costs)
+    unmanaged = tenant_runs.run(paths, [service, corunner], managed=False, costs=costs)
+    managed = tenant_runs.run(paths, [service, corunner], managed=True, costs=costs)
     p99 = {mode: run.results["service"][0]["p99_us"] / 1000 for mode, run in
            (("alone", alone), ("unmanaged", unmanaged), ("gpuslice", managed))}
     bound = min(p99["unmanaged"], p99["alone"] + pair.corunner_kernel_us / 1000 + SLACK_MS)
@@ -113,14 +115,14 @@ def measure(paths, pair, seconds):
     }
 
 
-def summary(figures, seed):
+def summary(figures, seed, costs="default"):
     latency = sum(f["latency_met"] for f in figures)
     corunner = sum(f["corunner_met"] for f in figures)
     worst = max((f["over_unmanaged"] for f in figures), default=0.0)
     n = len(figures)
     need = n - (PAIRS - PAIRS_MEETING_AT_LEAST) if n >= PAIRS else n * PAIRS_MEETING_AT_LEAST / PAIRS
     return {
-        "seed": seed, "pairs": n, "latency_met": latency, "corunner_met": corunner, "worst_over_unmanaged": worst,
+        "seed": seed, "costs": costs, "pairs": n, "latency_met": latency, "corunner_met": corunner, "worst_over_unmanaged": worst,
         "targets": [
             (f"service p99 <= min(unmanaged, alone + co-runner kernel + {SLACK_MS:g} ms) in >= {need:g} of {n}",
              latency >= need, f"{latency} of {n}"),
@@ -134,7 +136,7 @@ def summary(figures, seed):
 
 def text(figures, result):
     out = [f"latency-sweep, seed {result['seed']} (rerun: --seed {result['seed']}), {result['pairs']} pairs, "
-           f"simulated GPU", ""]
+           f"simulated GPU, call costs {result['costs']}", ""]
     out.append(f"{'#':>3} {'alone':>7} {'unman.':>7} {'gpuslice':>9} {'bound':>7} {'x unman.':>8} "
                f"{'co-runner unman./gs/entitled':>29}  pair")
     for f in figures:
@@ -159,14 +161,14 @@ def main(paths, args, report_dir):
             continue
         if not args.quiet:
             print(f"latency-sweep: pair #{pair.index} ({pair.index + 1} of {args.pairs}): {pair.describe()}", flush=True)
-        figures.append(measure(paths, pair, args.duration))
-    result = summary(figures, seed)
+        figures.append(measure(paths, pair, args.duration, args.costs))
+    result = summary(figures, seed, args.costs)
     report = text(figures, result)
     print(report)
     folder = os.path.join(report_dir, "latency-sweep")
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, f"results-{seed}.json"), "w") as f:
-        json.dump({"seed": seed, "duration_s": args.duration, "pairs": figures,
+        json.dump({"seed": seed, "costs": args.costs, "duration_s": args.duration, "pairs": figures,
                    "summary": {k: v for k, v in result.items() if k != "targets"},
                    "targets": [{"target": w, "met": m, "value": v} for w, m, v in result["targets"]]}, f, indent=1)
     with open(os.path.join(folder, f"summary-{seed}.txt"), "w") as f:
