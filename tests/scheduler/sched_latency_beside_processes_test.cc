@@ -28,8 +28,8 @@ StartOptions Latency(int request_pct) {
 }
 
 // One request of one 500 us kernel every 20 ms: well within its request (30).
-const std::vector<std::string> kService = {"latency", "--period-ms", "20", "--kernels-per-request", "1",
-                                           "--kernel-us", "500", "--duration", "4"};
+const std::vector<std::string> kService = {"latency", "--period-ms", "20", "--kernels-per-request", "1", "--kernel-us",
+                                           "500",     "--duration",  "4"};
 // Four processes of one tenant (request 70), each keeping eight 4 ms kernels in flight.
 constexpr int kCoRunnerProcesses = 4;
 const std::vector<std::string> kCoRunner = {"compute", "--kernel-us", "4000", "--depth", "8", "--duration", "60"};
@@ -66,8 +66,7 @@ Figures ServiceBesideProcesses(SchedLatencyBesideProcessesTest* test, bool manag
   const StartOptions corunner = managed ? SchedTest::Managed(70) : SchedTest::Unmanaged();
   for (int i = 0; i < kCoRunnerProcesses; ++i)
     EXPECT_NE(test->gpu().StartReady("corunner", kCoRunner, corunner), nullptr);
-  Child* service = test->gpu().StartReady(
-      "service", kService, managed ? Latency(30) : SchedTest::Unmanaged());
+  Child* service = test->gpu().StartReady("service", kService, managed ? Latency(30) : SchedTest::Unmanaged());
   EXPECT_NE(service, nullptr);
   const Sample a = test->gpu().Take();
   Figures f;
