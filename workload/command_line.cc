@@ -145,6 +145,12 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Invocation* out) {
   auto* latency_requests = latency_cmd->add_option("--requests", requests, "Stop after this many requests instead")
                                ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()));
   latency_duration->excludes(latency_requests);
+  latency_cmd
+      ->add_option("--warmup-s", latency.warmup_s,
+                   "Seconds first whose requests run but are not recorded (their worst is the result's "
+                   "warmup_max_us); --duration and --requests count after it")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
   latency_cmd->add_option("--latencies-file", latency.latencies_file,
                           "Also write every recorded request latency (us, one a line) to this file");
 

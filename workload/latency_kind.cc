@@ -2,6 +2,10 @@
 // synchronisation, the shape of an inference server's traffic. Latency runs from the first
 // launch of a request to the return of its synchronisation. A request still running when the
 // next period begins makes that period missed: requests are never queued up to catch up.
+// Requests of the warm-up (--warmup-s) run like the others but are not recorded: the tail of a
+// run says what a service sees in its steady state, and the warm-up's worst is reported apart
+// (what a service sees on arriving beside work queued before it).
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -75,11 +79,14 @@ int RunLatency(const CommonOptions& common, const LatencyOptions& options) {
 
   const auto period = Seconds(options.period_ms / 1000);
   const auto start = Clock::now();
-  const auto end = start + Seconds(options.duration_s);
+  const auto warmup_end = start + Seconds(options.warmup_s);
+  const auto end = warmup_end + Seconds(options.duration_s);
   const auto interval = Seconds(common.report_interval_s);
   auto window_start = start;
   std::vector<double> latencies_us, window_us;
   uint64_t missed = 0;
+  uint64_t warmup_requests = 1;  // the unrecorded first request, before the start
+  double warmup_max_us = 0;
   const char* stopped_by = options.requests ? "requests" : "duration";
   auto due = start;
 
@@ -98,8 +105,13 @@ int RunLatency(const CommonOptions& common, const LatencyOptions& options) {
     }
     const auto done = Clock::now();
     const double us = std::chrono::duration<double, std::micro>(done - submitted).count();
-    latencies_us.push_back(us);
-    window_us.push_back(us);
+    if (submitted < warmup_end) {
+      ++warmup_requests;
+      warmup_max_us = std::max(warmup_max_us, us);
+    } else {
+      latencies_us.push_back(us);
+      window_us.push_back(us);
+    }
     due += period;
     if (due < done) {  // the boundaries that passed while this request ran
       const auto behind = (done - due + period - Clock::duration(1)) / period;
@@ -130,7 +142,9 @@ int RunLatency(const CommonOptions& common, const LatencyOptions& options) {
                  {"blocks", kernel.blocks()},
                  {"requests", latencies_us.size()},
                  {"missed_periods", missed},
-                 {"warmup_requests", 1},
+                 {"warmup_s", options.warmup_s},
+                 {"warmup_requests", warmup_requests},
+                 {"warmup_max_us", Ns(warmup_max_us)},
                  {"elapsed_s", elapsed}};
   if (latencies_file != nullptr && !WriteLatencies(latencies_file, latencies_us)) {
     ReportError("--latencies-file: cannot write " + options.latencies_file + ": " + std::strerror(errno));

@@ -48,6 +48,7 @@ struct LatencyOptions {
   double duration_s = 5;
   std::optional<uint64_t> requests;  // when set, stop after this many instead of duration_s
   std::string latencies_file;        // when set, every recorded latency (us) is written there, one a line
+  double warmup_s = 0;               // requests submitted this long after the start are run, not recorded
 };
 
 // steps: a step of kernels launched back to back on one stream, then a synchronisation — an LLM

@@ -157,9 +157,13 @@ def _latency_sweep(source_dir, build_dir, argv):
                    help=f"how many pairs (default {latency_sweep.PAIRS})")
     p.add_argument("--only", type=int, nargs="*", metavar="I",
                    help="only these pairs of the draw (their numbers in the table's # column, from 0)")
+    p.add_argument("--warmup", type=float, default=latency_sweep.WARMUP_S, metavar="S",
+                   help=f"seconds of each run whose requests are the arrival, not the p99 (default "
+                        f"{latency_sweep.WARMUP_S:g})")
     args = p.parse_args(argv)
-    if args.duration <= 0 or args.pairs <= 0:
-        print("gpuslice-bench latency-sweep: --duration and --pairs must be above 0", file=sys.stderr)
+    if args.duration <= 0 or args.pairs <= 0 or args.warmup < 0:
+        print("gpuslice-bench latency-sweep: --duration and --pairs must be above 0, --warmup at least 0",
+              file=sys.stderr)
         return EXIT_USAGE
     paths = Paths(source_dir=source_dir, build_dir=os.path.abspath(args.build or build_dir))
     missing = paths.missing(True, True)

@@ -298,6 +298,27 @@ TEST_F(WorkloadTest, LatencyWritesEveryRecordedLatencyToTheLatenciesFile) {
   EXPECT_NEAR(*std::max_element(latencies.begin(), latencies.end()), result["max_us"].get<double>(), 0.002);
 }
 
+TEST_F(WorkloadTest, LatencyRunsTheWarmupsRequestsWithoutRecordingThem) {
+  TempDir dir;
+  const std::string path = dir.path() + "/latencies.txt";
+  // 0.2 s of warm-up at one request every 5 ms: some 40 requests run before the first recorded.
+  const ProcessResult r = RunWorkload({"latency", "--warmup-s", "0.2", "--requests", "10", "--period-ms", "5",
+                                       "--kernels-per-request", "1", "--kernel-us", "200", "--latencies-file", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json result = Result(r);
+  EXPECT_EQ(result["requests"], 10);
+  EXPECT_EQ(result["warmup_s"], 0.2);
+  // A loaded machine may miss periods, so fewer than 40: but far more than the one unrecorded
+  // request a run without warm-up has.
+  EXPECT_THAT(result["warmup_requests"].get<uint64_t>(), AllOf(Ge(10u), Le(42u)));
+  EXPECT_GE(result["warmup_max_us"].get<double>(), 190.0);
+  EXPECT_GE(result["elapsed_s"].get<double>(), 0.2);
+  std::ifstream in(path);
+  size_t lines = 0;
+  for (double us; in >> us;) ++lines;
+  EXPECT_EQ(lines, 10u);  // only the recorded requests
+}
+
 TEST_F(WorkloadTest, AnUnwritableLatenciesFileIsAUsageError) {
   const ProcessResult r = RunWorkload({"latency", "--requests", "1", "--latencies-file", "/nonexistent-dir/x.txt"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -382,6 +403,7 @@ TEST_F(WorkloadTest, BadOptionsExitWithTheUsageCode) {
       {"compute", "--kernel-us", "-5"},
       {"latency", "--period-ms", "0"},
       {"latency", "--host-gap-us", "300"},
+      {"latency", "--warmup-s", "-1"},
       {"latency", "--dependent", "--host-gap-us", "2000000"},
       {"compute", "--duration", "1", "--kernels", "5"},
       {"memory", "--chunk", "12X"},
