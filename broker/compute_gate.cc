@@ -134,12 +134,15 @@ void ComputeGate::RenewPriority(uint64_t now) {
   if (mine_->priority_until_ns.load() != 0) mine_->priority_until_ns.store(now + LeaseOf(*gpu_));
 }
 
-void ComputeGate::DropPriority() {
-  if (mine_->priority_until_ns.exchange(0) != 0) Advance(MonotonicNanos());  // clears the GPU's flag if last
+void ComputeGate::DropPriority(uint64_t lease) {
+  // sabotage-point: priority-drop-races-take
+  if (lease == 0 || !mine_->priority_until_ns.compare_exchange_strong(lease, 0)) return;
+  Advance(MonotonicNanos());  // clears the GPU's flag if last
 }
 
-uint64_t ComputeGate::ChargePriorityWork(uint64_t ns, uint64_t now, uint64_t wait_allowance_ns) {
-  return policy_.ChargePriorityWork(tenant_, ns, now, wait_allowance_ns);
+uint64_t ComputeGate::ChargePriorityWork(uint64_t ns, uint64_t now, uint64_t wait_allowance_ns,
+                                         uint32_t beside_at_least) {
+  return policy_.ChargePriorityWork(tenant_, ns, now, wait_allowance_ns, beside_at_least);
 }
 
 void ComputeGate::Wake() { WakeGrantWaiters(gpu_); }

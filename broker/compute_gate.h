@@ -73,10 +73,14 @@ class ComputeGate {
   // How much time it holds (negative: a debt).
   int64_t PriorityBucketNs(uint64_t now) const;
   void RenewPriority(uint64_t now);
-  void DropPriority();
+  // Ends the priority lease `lease` (priority_until_ns as the caller read it); a lease taken
+  // since, by a launch of a new request, stands.
+  void DropPriority(uint64_t lease);
   // Latency work done outside the grant is charged as if granted.
   // The wait allowance: see GrantPolicy::ChargePriorityWork.
-  uint64_t ChargePriorityWork(uint64_t ns, uint64_t now, uint64_t wait_allowance_ns);
+  uint64_t ChargePriorityWork(uint64_t ns, uint64_t now, uint64_t wait_allowance_ns, uint32_t beside_at_least = 0);
+  // Other tenants' processes with work in flight on the GPU (their published counts; no lock).
+  uint32_t ProcessesWithWorkBeside(uint64_t now) const { return policy_.ProcessesWithWorkBeside(tenant_, now); }
 
   // The slow path: blocks until GrantOpen() or the GPU is no longer gated. Interruptible: the
   // thread sleeps in futex waits of at most half a millisecond; signals are delivered.

@@ -35,8 +35,8 @@ void GrantPolicy::ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t now, ui
   }
 }
 
-uint64_t GrantPolicy::ChargePriorityWork(TenantIndex gate_tenant, uint64_t ns, uint64_t now,
-                                         uint64_t wait_allowance_ns) {
+uint64_t GrantPolicy::ChargePriorityWork(TenantIndex gate_tenant, uint64_t ns, uint64_t now, uint64_t wait_allowance_ns,
+                                         uint32_t beside_at_least) {
   std::optional<SchedLock> lock;
   if (!Lock(&lock)) return 0;                       // not charged: no decision can be made meanwhile either
   const auto tenant = Tenant(gate_tenant.value());  // within the tenants registered so far
@@ -49,7 +49,7 @@ uint64_t GrantPolicy::ChargePriorityWork(TenantIndex gate_tenant, uint64_t ns, u
   // every request and run out of its request while within it; charged a flat half beside a
   // co-runner of several processes, it would pay for more of the device than it had.
   const auto holder = TenantOfGrantField(gpu_->holder.load());
-  const uint32_t beside = ProcessesWithWorkBeside(*tenant, now);
+  const uint32_t beside = std::max(ProcessesWithWorkBeside(*tenant, now), beside_at_least);
   const uint64_t waited = beside ? std::min(ns, wait_allowance_ns) : 0;
   const uint64_t charged = (ns - waited) / (beside + 1);
   ChargeLocked(*tenant, charged, now, charged);

@@ -132,7 +132,12 @@ bool GrantPolicy::AdvanceLocked(uint64_t now) {
   SettleTailLocked(now, /*force=*/false);
   if (gpu_->priority.load() != 0 && !PriorityActive(now)) {
     gpu_->priority.store(0);
-    changed = true;
+    // A latency launch takes its lease, then sets the flag only if it reads it clear: one that
+    // took it while this looked read the flag still set. Looked at again after the clear, one of
+    // the two sees the other (seq_cst), and the flag stays set under a lease.
+    // sabotage-point: priority-flag-cleared-under-lease
+    if (PriorityActive(now)) gpu_->priority.store(1);
+    else changed = true;
   }
   const uint32_t field = gpu_->holder.load();
   const auto holder = TenantOfGrantField(field);

@@ -48,7 +48,10 @@ class GrantPolicy {
   // mutex). Of it, up to `wait_allowance_ns` spent while others' work was in flight is the request
   // waiting for the co-runners' queue and is not charged; the rest beside n processes' work is
   // charged 1/(n+1). Returns how much of the allowance that used.
-  uint64_t ChargePriorityWork(TenantIndex tenant, uint64_t ns, uint64_t now, uint64_t wait_allowance_ns = 0);
+  // `beside_at_least`: the processes the caller saw with work beside its busy period (counted if
+  // more than are there now).
+  uint64_t ChargePriorityWork(TenantIndex tenant, uint64_t ns, uint64_t now, uint64_t wait_allowance_ns = 0,
+                              uint32_t beside_at_least = 0);
   // The tenant's last process leaves: the grant it holds moves on, charged to its last activity.
   void ReleaseIfHeldBy(TenantIndex tenant, uint64_t now);
 
@@ -56,6 +59,9 @@ class GrantPolicy {
   int CountWaitingTenants(TenantIndex except, uint64_t now) const;
   // True while some live process's latency priority has not expired.
   bool PriorityActive(uint64_t now) const;
+  // Processes of other tenants with work on the device: the hardware turns between their
+  // contexts and the tenant's. Reads the published counts only (no lock).
+  uint32_t ProcessesWithWorkBeside(TenantIndex tenant, uint64_t now) const;
 
   // For tests and tools: the tenant Advance would grant the GPU to next (nullopt: none eligible).
   std::optional<TenantIndex> PickNext(uint64_t now, uint64_t* retry_after_ns);
@@ -97,9 +103,6 @@ class GrantPolicy {
   uint32_t TenantHighWater() const;
   // The busy time of the tenant's registered processes on this GPU so far, open periods included.
   uint64_t TenantBusyNs(TenantIndex tenant, uint64_t now) const;
-  // Processes of other tenants with work on the device: the hardware turns between their
-  // contexts and the tenant's.
-  uint32_t ProcessesWithWorkBeside(TenantIndex tenant, uint64_t now) const;
   bool Fresh(const ProcessEntry& p, uint64_t stamp, uint64_t now) const;
   bool Live(ProcessSlot slot) const;
 

@@ -100,17 +100,19 @@ inline bool LaunchTracker::EnterLane(LaunchLane* lane, Entry* entry, bool waited
     // sabotage-point: lane-busy-unpublished.count-in
     return entered.made_busy ? published_->inflight.fetch_add(1) : 1;
   };
+  // Counted before the priority is taken: the monitor, woken by the take, renews a priority whose
+  // process has work in flight; counted after, it could find the lease new and the process idle,
+  // and drop it under the request's first launch (LatencyPriority::Update).
+  const uint32_t before = count_in();
   if (gate_->compute_class() == broker::ComputeClass::kLatency) {
     const uint64_t now = MonotonicNanos();
     if (gate_->TakePriority(now)) {
-      const uint32_t before = count_in();
       NoteLaunch(before, now, waited, true);
       if (before != 0) priority_.TakenWithinBusyPeriod(now);
       entry->kind = Entry::Kind::kPriority;
       return true;
     }
   }
-  const uint32_t before = count_in();
   if (!gate_->GrantOpen()) {
     // Turned away: the count is taken back without touching the idle figures (it never ran).
     // sabotage-point: lane-busy-unpublished.turned-away
@@ -131,7 +133,12 @@ void LaunchTracker::NoteLaunch(uint32_t before, uint64_t now, bool waited, bool 
   if (before != 0) return;
   if (now == 0) now = MonotonicNanos();
   busy_.Begin(now);
-  priority_.BeginBusyPeriod(now, priority, QueuedWorkBudget::kBesideLatencyNs);
+  // A priority launch's request waits behind the co-runners' work in flight now: counted beside it
+  // until its first charge (LatencyPriority::BeginBusyPeriod). A scan of the published counts, no
+  // lock: once per busy period of a latency tenant.
+  // sabotage-point: latency-charge-sampled-at-end
+  const uint32_t beside = priority ? gate_->ProcessesWithWorkBeside(now) : 0;
+  priority_.BeginBusyPeriod(now, priority, QueuedWorkBudget::kBesideLatencyNs, beside);
   const std::optional<uint64_t> gap = busy_.LearnGap(now, waited);
   if (gap && priority) priority_.NoteGap(*gap);
 }
