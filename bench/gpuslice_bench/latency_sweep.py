@@ -12,7 +12,7 @@ not recorded (in all three runs alike), and their worst is reported apart as the
 processes start together, and a co-runner that launched before gpuslice saw the service queued
 what it liked, as a tenant alone may: beside the service that backlog drains once, and in a run
 of a few seconds it would be the p99. The longest backlog the generator draws (3 processes x 16
-kernels x 8 ms, 0.38 s of work) runs beside a service of at most 40% of the device within 0.7 s.
+kernels x 8 ms, 0.38 s of work) runs beside a service of at most 40% of the device within 0.64 s.
 
 The service is drawn within its request (what it asks of the device, kernels x length / period,
 at most 90% of its request): over its request a `latency` tenant is a `standard` one by
