@@ -19,9 +19,11 @@ class BusyPeriods {
 
   // A busy period begins at `now` (a launch from idle, or work of unknown extent flagged).
   void Begin(uint64_t now) { published_->busy_since_ns.store(now); }
-  // The launch that began the period at `now` came this long after the last one ended; the idle
-  // grace is learnt from it. Nullopt when it tells nothing of the program's own gaps.
-  std::optional<uint64_t> LearnGap(uint64_t now, bool waited);
+  // How long after the last one ended the launch that began the period at `now` came. Nullopt
+  // when it tells nothing of the program's own gaps (it waited first, or none ended before).
+  std::optional<uint64_t> GapBefore(uint64_t now, bool waited) const;
+  // The idle grace is learnt from such a gap (one of kMaxGraceNs or more was idleness).
+  void LearnGap(uint64_t gap);
   // Nothing in flight any more since `end`.
   void End(uint64_t end);
 

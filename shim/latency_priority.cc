@@ -5,30 +5,54 @@
 namespace gpuslice::shim {
 
 // A latency tenant's priority outlasts its work by a grace, for a service that launches, waits
-// and launches again within a request (contract, point 5). Only a launch that came while its
-// priority still held tells such a gap: one after the grace began a new request, and the gaps
-// between requests are the service's period, not its turnaround: learnt from those too, a
-// service whose requests come a little apart would hold its priority through the gaps between
-// them, and take the device from a co-runner. Starts at the least grace, and grows only from gaps
-// shorter than the current one.
-// That alone ran away: a request that ended late leaves a short gap before the next, learnt as
-// one within a request; the grace, four times the gaps learnt, then takes in the ordinary gaps
-// between requests, and grows to the longest (a service of a request every 2 ms held its priority
-// for good, and its co-runner kept 6% of the device for 84% unmanaged). So each gap between
-// requests (one the grace did not cover) ages what was learnt by as much as a learnt gap adds:
-// the grace follows the gaps within requests only while they outnumber the short ones between.
+// and launches again within a request (contract, point 5): four times the moving average of the
+// gaps within its requests, plus a margin. Which gaps are within a request:
+// - those the grace covered (a launch while the priority still held);
+// - those shorter than kGapWithinRequestBelowNs, a host's turnaround: with nothing learnt the
+//   grace is the margin alone, and a request's first gap comes after it;
+// - those whose grace (four times the gap, plus the margin) is shorter than a quarter of the
+//   service's gaps between requests: told apart from those by the same margin of four the grace
+//   keeps over the gaps it bridges. A service whose requests come close, and often late (a gap
+//   of a few hundred microseconds before the next where its period leaves a millisecond and
+//   more), does not learn those gaps as gaps within a request.
+// Any other gap began a new request. The gaps between requests are the service's period, not its
+// turnaround, and learnt they would hold the priority through them, and the co-runners off the
+// device. So the grace never reaches half the gaps between requests, and each gap between
+// requests ages what was learnt by as much as a learnt gap adds: a request that ends late leaves
+// a short gap before the next, learnt as one within, and without the ageing the grace grew with
+// each such gap to take in the ordinary gaps between requests (a service of a request every 2 ms
+// held its priority for good, and its co-runner kept 6% of the device for 84% unmanaged).
+// The gaps between requests are counted as the longest gap of late (of those a host's turnaround
+// or longer), forgotten by a 32nd at each gap: by the gaps alone a chain's requests are not told
+// apart from a stream of kernels, and a count of the gaps taken for between requests alone would
+// never see a service's requests come closer once the grace covered its gaps; averaged, the gaps
+// of a chain would pull it down to themselves.
 void LatencyPriority::NoteGap(uint64_t gap) {
   const uint64_t ewma = gap_ns_.load(std::memory_order_relaxed);
+  uint64_t between = between_ns_.load(std::memory_order_relaxed);
+  // sabotage-point: latency-grace-learns-only-covered-gaps
+  const bool within = gap < std::max(grace_ns_.load(std::memory_order_relaxed), kGapWithinRequestBelowNs) ||
+                      // sabotage-point: latency-grace-learns-no-long-gap
+                      4 * (4 * gap + kLatencyGraceMarginNs) < between;
+  if (gap >= kGapWithinRequestBelowNs) {
+    // A long idle counts as 32 ms (four times four times the longest grace): forgotten at each
+    // gap, a minute's idle would take a while to leave the count.
+    between = std::max(std::min(gap, 16 * broker::kMaxGraceNs), between - between / 32);
+    between_ns_.store(between, std::memory_order_relaxed);
+  }
   uint64_t updated;
-  if (gap >= grace_ns_.load(std::memory_order_relaxed)) {
+  if (!within) {
     // sabotage-point: grace-learns-gaps-between-requests
     updated = ewma - ewma / 8;
   } else {
     updated = ewma == 0 ? gap : (ewma * 7 + gap) / 8;
   }
   gap_ns_.store(updated, std::memory_order_relaxed);
-  grace_ns_.store(std::clamp<uint64_t>(4 * updated + 50'000, broker::kMinGraceNs, broker::kMaxGraceNs),
-                  std::memory_order_relaxed);
+  // sabotage-point: latency-grace-floor-of-standard-class
+  uint64_t grace = std::min<uint64_t>(4 * updated + kLatencyGraceMarginNs, broker::kMaxGraceNs);
+  // sabotage-point: latency-grace-bridges-requests
+  if (between != 0) grace = std::min(grace, std::max(between / 2, kLatencyGraceMarginNs));
+  grace_ns_.store(grace, std::memory_order_relaxed);
 }
 
 // Priority work is charged as it runs (by the monitor), not only when its busy period ends: a
@@ -64,6 +88,13 @@ void LatencyPriority::Update(uint64_t now) {
     // Only the lease looked at: a launch that took the priority since, for a new request, keeps it.
     gate_->DropPriority(lease);
   }
+}
+
+uint64_t LatencyPriority::UntilGraceEndsNs(uint64_t now) const {
+  constexpr uint64_t kNone = UINT64_MAX;
+  if (published_->priority_until_ns.load() == 0 || published_->inflight.load() != 0) return kNone;
+  const uint64_t end = published_->idle_since_ns.load() + grace_ns_.load(std::memory_order_relaxed);
+  return end > now ? end - now : 0;
 }
 
 }  // namespace gpuslice::shim

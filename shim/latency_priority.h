@@ -13,6 +13,20 @@
 
 namespace gpuslice::shim {
 
+// The grace a latency tenant's priority outlasts its work by is four times the gaps learnt within
+// its requests plus this margin: with no gap learnt (a request launched at once), the margin alone.
+// Not the standard class's least idle grace (broker::kMinGraceNs, 200 us): each request holds the
+// co-runners off an idle device for its grace, and 200 us after each request of a service of one
+// every 2 ms is a tenth of the device.
+inline constexpr uint64_t kLatencyGraceMarginNs = 50'000;
+// A gap shorter than this is one within a request, learnt even where the grace did not cover it
+// (the priority had ended, and the launch took it again): with the grace at its margin, a
+// service's first gap within a request comes after its priority ended, and were only gaps the
+// grace covered learnt, it would never learn one. A longer gap the grace did not cover is learnt
+// too where the grace it teaches is a quarter of the service's gaps between requests or less
+// (LatencyPriority::NoteGap).
+inline constexpr uint64_t kGapWithinRequestBelowNs = broker::kMinGraceNs;
+
 class LatencyPriority {
  public:
   LatencyPriority(broker::ComputeGate* gate, broker::ProcessGpuState* published) : gate_(gate), published_(published) {}
@@ -45,6 +59,8 @@ class LatencyPriority {
   }
   // A priority launch came `gap` after the process's last launch completed.
   void NoteGap(uint64_t gap);
+  // How long the priority outlasts the work (what NoteGap has learnt).
+  uint64_t grace_ns() const { return grace_ns_.load(std::memory_order_relaxed); }
   // The busy period ended at `completed_ns`: its priority work is charged by the monitor (Update),
   // not here, where an application thread returns from its synchronisation.
   void EndBusyPeriod(uint64_t completed_ns) {
@@ -52,6 +68,11 @@ class LatencyPriority {
   }
   // The monitor's step: charges the priority work, renews or drops the priority.
   void Update(uint64_t now);
+  // How long from `now` until the priority, held with no work in flight, has outlasted its grace
+  // (contract, point 5): the monitor looks again then, not at its next ordinary step, for each
+  // step's lag past the grace holds the co-runners off an idle device. UINT64_MAX when no grace
+  // is running (no priority held, or work in flight: its completion starts the grace).
+  uint64_t UntilGraceEndsNs(uint64_t now) const;
 
  private:
   void ChargeUpTo(uint64_t now);
@@ -61,7 +82,8 @@ class LatencyPriority {
   // A latency tenant's gaps within a request (a launch while its priority still held), their
   // EWMA, and the grace its priority lasts after its work (Update).
   std::atomic<uint64_t> gap_ns_{0};
-  std::atomic<uint64_t> grace_ns_{broker::kMinGraceNs};
+  std::atomic<uint64_t> between_ns_{0};  // the EWMA of its gaps between requests
+  std::atomic<uint64_t> grace_ns_{kLatencyGraceMarginNs};
   std::atomic<bool> busy_{false};               // the current busy period began with a priority launch
   std::atomic<uint64_t> charged_ns_{0};         // its priority work is charged up to here
   std::atomic<uint64_t> charge_due_ns_{0};      // a finished busy period's, for the monitor to charge

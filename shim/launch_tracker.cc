@@ -139,8 +139,10 @@ void LaunchTracker::NoteLaunch(uint32_t before, uint64_t now, bool waited, bool 
   // sabotage-point: latency-charge-sampled-at-end
   const uint32_t beside = priority ? gate_->ProcessesWithWorkBeside(now) : 0;
   priority_.BeginBusyPeriod(now, priority, QueuedWorkBudget::kBesideLatencyNs, beside);
-  const std::optional<uint64_t> gap = busy_.LearnGap(now, waited);
-  if (gap && priority) priority_.NoteGap(*gap);
+  if (const std::optional<uint64_t> gap = busy_.GapBefore(now, waited)) {
+    busy_.LearnGap(*gap);
+    if (priority) priority_.NoteGap(*gap);
+  }
 }
 
 // sabotage-point: lane-busy-unpublished.went-idle
@@ -277,7 +279,8 @@ uint64_t LaunchTracker::MonitorStep(uint64_t now) {
   gate_->Advance(now);
   const bool mine = gate_->HeldByUs();
   const bool hand_over_waits = mine && (gate_->Closing() || (others && gate_->OthersWaiting(now)));
-  return MonitorSleepNs(hand_over_waits, published_->priority_until_ns.load() != 0, others, left != 0);
+  return MonitorSleepNs(hand_over_waits, published_->priority_until_ns.load() != 0, others, left != 0,
+                        priority_.UntilGraceEndsNs(MonotonicNanos()));
 }
 
 }  // namespace gpuslice::shim
