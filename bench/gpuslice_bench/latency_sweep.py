@@ -47,17 +47,29 @@ class Pair:
     corunner_processes: int
     corunner_class: str   # standard or background
     corunner_limit: int   # 0: none
+    # A chain: each kernel of a request launched once the one before has ended and the host has
+    # spent service_host_gap_us (a decode loop). -1: the request's kernels launched at once.
+    service_host_gap_us: int = -1
 
     def describe(self):
         limit = f", limit {self.corunner_limit}" if self.corunner_limit else ""
-        return (f"service {self.service_kernels}x{self.service_kernel_us / 1000:g} ms every "
+        chain = f", chained {self.service_host_gap_us} us apart" if self.service_host_gap_us >= 0 else ""
+        return (f"service {self.service_kernels}x{self.service_kernel_us / 1000:g} ms{chain} every "
                 f"{self.service_period_ms:g} ms (request {self.service_request}) beside {self.corunner_processes}x "
                 f"{self.corunner_class} {self.corunner_kernel_us / 1000:g} ms kernels, {self.corunner_depth} in flight"
                 f"{limit}")
 
 
+# A third of the services of several kernels are chains, with the host's turn between two of
+# their kernels drawn up to this (a request's own gaps, which the latency class's grace bridges).
+CHAINED_SHARE = 1 / 3
+HOST_GAP_US_AT_MOST = 250
+
+
 def draw_pairs(seed, count):
     rng = random.Random(seed)
+    # Drawn apart, so that a seed's pairs are those it drew before chains were drawn, some chained.
+    chains = random.Random(f"{seed}:chains")
     pairs = []
     for i in range(count):
         kernel_us = rng.randint(100, 2000)
@@ -73,14 +85,18 @@ def draw_pairs(seed, count):
                           corunner_kernel_us=rng.randint(500, 8000), corunner_depth=rng.randint(1, 16),
                           corunner_processes=rng.randint(1, 3), corunner_class=corunner_class,
                           corunner_limit=rng.randint(50, 90) if limited else 0))
+        chained = chains.random() < CHAINED_SHARE
+        if kernels > 1 and chained:
+            pairs[-1].service_host_gap_us = chains.randint(0, HOST_GAP_US_AT_MOST)
     return pairs
 
 
 def tenants(pair, seconds, warmup=WARMUP_S):
     """The service records `seconds` of requests after `warmup` seconds; the co-runner runs as long."""
+    chain = ["--dependent", "--host-gap-us", str(pair.service_host_gap_us)] if pair.service_host_gap_us >= 0 else []
     service = Tenant("service", ["latency", "--period-ms", f"{pair.service_period_ms:g}", "--kernels-per-request",
-                                 str(pair.service_kernels), "--kernel-us", str(pair.service_kernel_us), "--warmup-s",
-                                 f"{warmup:g}", "--duration", f"{seconds:g}"], request=pair.service_request,
+                                 str(pair.service_kernels), "--kernel-us", str(pair.service_kernel_us)] + chain +
+                     ["--warmup-s", f"{warmup:g}", "--duration", f"{seconds:g}"], request=pair.service_request,
                      compute_class="latency")
     corunner = Tenant("corunner", ["compute", "--kernel-us", str(pair.corunner_kernel_us), "--depth",
                                    str(pair.corunner_depth), "--duration", f"{warmup + seconds:g}"],
