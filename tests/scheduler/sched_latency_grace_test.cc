@@ -19,9 +19,20 @@ using SchedLatencyGraceTest = SchedTest;
 
 // Four 300 us kernels, 300 us of host work between two (alone about 2.2 ms), every 10 ms, beside
 // three processes of 2 ms kernels.
-const std::vector<std::string> kChain = {"latency",   "--period-ms", "10",  "--kernels-per-request", "4",
-                                         "--dependent", "--host-gap-us", "300", "--kernel-us", "300",
-                                         "--warmup-s",  "1",             "--duration", "3"};
+const std::vector<std::string> kChain = {"latency",
+                                         "--period-ms",
+                                         "10",
+                                         "--kernels-per-request",
+                                         "4",
+                                         "--dependent",
+                                         "--host-gap-us",
+                                         "300",
+                                         "--kernel-us",
+                                         "300",
+                                         "--warmup-s",
+                                         "1",
+                                         "--duration",
+                                         "3"};
 const std::vector<std::string> kCoRunners = {"compute", "--kernel-us", "2000", "--depth", "4", "--duration", "60"};
 
 double ChainP99BesideCorunners(SchedLatencyGraceTest* test, bool managed) {
