@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "common/futex.h"
+#include "sim/kernel_log.h"
 #include "sim/work_model.h"
 
 namespace gpuslice::sim {
@@ -46,10 +47,12 @@ uint64_t DeviceRunner::RunKernel(uint64_t wave_ns, uint64_t blocks, uint32_t thr
   uint64_t end = not_before_ns;
   if (held_) end = free_at_ns_ = std::max(end, free_at_ns_);
   uint64_t remaining = duration_ns;
+  const uint64_t logged_kernel = NextLoggedKernel();
   while (remaining > 0) {
     const Window window = NextWindow(not_before_ns);
     const uint64_t chunk = std::min(remaining, window.turn_end - window.start);
     end = free_at_ns_ = window.start + chunk;
+    LogKernelStretch(unit_, logged_kernel, window.start, end);
     // Counted when scheduled: the device will do it, as the turn that holds it cannot be taken
     // before it ends (a stopped process is preempted only two timeslices into its turn).
     stats.busy_ns.fetch_add(chunk);
@@ -125,6 +128,7 @@ uint64_t DeviceRunner::RunKernelMps(uint64_t wave_ns, uint64_t blocks, uint32_t 
   const uint64_t start = MonotonicNanos();
   SleepUntilNanos(start + duration_ns);
   const uint64_t ran = MonotonicNanos() - start;
+  LogKernelStretch(unit_, NextLoggedKernel(), start, start + ran);
   ReleaseMpsSms(sms);
   const uint64_t sm_time = static_cast<uint64_t>(static_cast<double>(ran) * sms / std::max(sms_, 1));
   stats.busy_ns.fetch_add(sm_time);
