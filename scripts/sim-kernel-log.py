@@ -29,13 +29,16 @@ def parse_args():
 
 def read(path):
     stretches = collections.defaultdict(list)
-    with open(path) as f:
-        for number, line in enumerate(f, 1):
-            try:
-                s = json.loads(line)
-                stretches[s["device"]].append((s["start_ns"], s["end_ns"], s["pid"]))
-            except (ValueError, KeyError) as e:
-                sys.exit(f"sim-kernel-log: {path}:{number}: not a kernel log line ({e})")
+    try:
+        with open(path) as f:
+            for number, line in enumerate(f, 1):
+                try:
+                    s = json.loads(line)
+                    stretches[s["device"]].append((s["start_ns"], s["end_ns"], s["pid"]))
+                except (ValueError, KeyError, TypeError) as e:
+                    sys.exit(f"sim-kernel-log: {path}:{number}: not a kernel log line ({e})")
+    except OSError as e:
+        sys.exit(f"sim-kernel-log: {path}: {e.strerror}")
     return stretches
 
 
