@@ -66,9 +66,9 @@ uint64_t LaunchTracker::QueryTrack(StreamTrack& track, const Poller& poller, uin
     const uint64_t awaited = track.awaited_since_ns().load(std::memory_order_relaxed);
     if (awaited != 0 && now - awaited < kAwaitTrustNs) return 0;
     if (now - track.queried_ns() < kMinQueryGapNs) return 0;
+    // sabotage-point: monitor-asks-too-early
+    if (now < EarliestAnswer(track)) return 0;
   }
-  // sabotage-point: monitor-asks-too-early
-  if ((poller.monitor || poller.patient) && now < EarliestAnswer(track)) return 0;
   const RealDriver* real = Real();
   const uint64_t estimate = CompletionEstimate(track, now, now);
   if (track.HasMarker()) {

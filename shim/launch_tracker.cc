@@ -224,19 +224,8 @@ void LaunchTracker::Wait() {
     const bool priority = gate_->compute_class() == broker::ComputeClass::kLatency && WithinPriorityBucket(lane, now);
     if (!priority && bounded_.load() && tracking_.load() && budget_.AheadTooFar(now)) {
       // Beside a latency tenant, the queue is predicted to drain too late: the running kernel
-      // has more than the share left. The prediction is the measured kernel length; a completion
-      // cuts it back, and only the process whose work it is sees it. So a thread whose own work
-      // is in flight waits for that, as over the budget (its completion found, it cuts the
-      // prediction back and launches again); the others sleep until the predicted moment (no
-      // driver call).
-      // sabotage-point: ahead-sleeps-past-own-completion
-      if (lane->Inflight() != 0) {
-        if (WaitForOldest(lane)) continue;
-        Poll(Poller{false, lane, CurrentContext::Get(Real()), true}, now);
-        if (!budget_.AheadTooFar(MonotonicNanos())) continue;
-        SleepNanos(std::clamp<uint64_t>(budget_.kernel_ns() / 16, kMinPollNs, kMaxPollNs));
-        continue;
-      }
+      // has more than the share left. Sleep until it has no more; no driver call: the prediction
+      // is the measured kernel length, and a completion seen meanwhile cuts it back.
       SleepNanos(std::clamp<uint64_t>(budget_.AheadWithinAt(now) - now, kMinPollNs, kMaxAheadSleepNs));
       continue;
     }

@@ -155,9 +155,6 @@ class LaunchTracker {
     bool monitor = false;
     LaunchLane* own = nullptr;
     CUcontext current = nullptr;
-    // An application thread that polls often: like the monitor, it asks nothing that cannot
-    // have completed yet (EarliestAnswer).
-    bool patient = false;
   };
 
   bool EnterUntracked(Entry* entry, const UntrackedSlots::Ticket& ticket) {
