@@ -160,6 +160,9 @@ def _latency_sweep(source_dir, build_dir, argv):
     p.add_argument("--warmup", type=float, default=latency_sweep.WARMUP_S, metavar="S",
                    help=f"seconds of each run whose requests are the arrival, not the p99 (default "
                         f"{latency_sweep.WARMUP_S:g})")
+    p.add_argument("--kernel-log", metavar="DIR",
+                   help="log each run's kernels to DIR/kernels-SEED-PAIR-MODE.jsonl (GPUSLICE_SIM_KERNEL_LOG; "
+                        "scripts/sim-kernel-log.py sums one up)")
     args = p.parse_args(argv)
     if args.duration <= 0 or args.pairs <= 0 or args.warmup < 0:
         print("gpuslice-bench latency-sweep: --duration and --pairs must be above 0, --warmup at least 0",

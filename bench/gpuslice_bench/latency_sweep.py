@@ -117,13 +117,20 @@ def seconds_for(pair, seconds):
     return min(max(seconds, 250 * pair.service_period_ms / 1000), 2 * seconds)
 
 
-def measure(paths, pair, seconds, costs="default", warmup=WARMUP_S):
+def kernel_log_path(folder, seed, pair, mode):
+    """Where `measure` logs a run's kernels when asked to (`mode`: alone, unmanaged or gpuslice)."""
+    return os.path.join(folder, f"kernels-{seed}-{pair.index}-{mode}.jsonl") if folder else None
+
+
+def measure(paths, pair, seconds, costs="default", warmup=WARMUP_S, kernel_log_dir=None, seed=None):
     """The pair alone, unmanaged and under gpuslice, the simulated driver charging `costs` per call
-    (GPUSLICE_SIM_CALL_COSTS) in all three."""
+    (GPUSLICE_SIM_CALL_COSTS) in all three; with `kernel_log_dir`, each run's kernels logged there
+    (GPUSLICE_SIM_KERNEL_LOG, one file per run: kernel_log_path)."""
     service, corunner = tenants(pair, seconds_for(pair, seconds), warmup)
-    alone = tenant_runs.run(paths, [service], managed=False, costs=costs)
-    unmanaged = tenant_runs.run(paths, [service, corunner], managed=False, costs=costs)
-    managed = tenant_runs.run(paths, [service, corunner], managed=True, costs=costs)
+    log = {mode: kernel_log_path(kernel_log_dir, seed, pair, mode) for mode in ("alone", "unmanaged", "gpuslice")}
+    alone = tenant_runs.run(paths, [service], managed=False, costs=costs, kernel_log=log["alone"])
+    unmanaged = tenant_runs.run(paths, [service, corunner], managed=False, costs=costs, kernel_log=log["unmanaged"])
+    managed = tenant_runs.run(paths, [service, corunner], managed=True, costs=costs, kernel_log=log["gpuslice"])
     p99 = {mode: run.results["service"][0]["p99_us"] / 1000 for mode, run in
            (("alone", alone), ("unmanaged", unmanaged), ("gpuslice", managed))}
     arrival = {mode: run.results["service"][0]["warmup_max_us"] / 1000 for mode, run in
@@ -199,7 +206,14 @@ def main(paths, args, report_dir):
             continue
         if not args.quiet:
             print(f"latency-sweep: pair #{pair.index} ({pair.index + 1} of {args.pairs}): {pair.describe()}", flush=True)
-        figures.append(measure(paths, pair, args.duration, args.costs, args.warmup))
+        kernel_log = getattr(args, "kernel_log", None)
+        if kernel_log:
+            os.makedirs(kernel_log, exist_ok=True)
+            for mode in ("alone", "unmanaged", "gpuslice"):  # appended to by the run: start empty
+                path = kernel_log_path(kernel_log, seed, pair, mode)
+                if os.path.exists(path):
+                    os.unlink(path)
+        figures.append(measure(paths, pair, args.duration, args.costs, args.warmup, kernel_log, seed))
     result = summary(figures, seed, args.costs, args.warmup)
     report = text(figures, result)
     print(report)

@@ -32,11 +32,13 @@ class RunError(RuntimeError):
     pass
 
 
-def _env(paths, state_file, state_dir, counts, costs, tenant, managed, real_gpu):
+def _env(paths, state_file, state_dir, counts, costs, tenant, managed, real_gpu, kernel_log=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUSLICE_") and k != "LD_PRELOAD"}
     if not real_gpu:
         env.update(LD_LIBRARY_PATH=paths.simlib, GPUSLICE_SIM_STATE=state_file, GPUSLICE_SIM_CALL_COUNTS=counts,
                    GPUSLICE_SIM_CALL_COSTS=costs)
+        if kernel_log:
+            env["GPUSLICE_SIM_KERNEL_LOG"] = kernel_log
     if managed:
         env.update(LD_PRELOAD=paths.shim, GPUSLICE_STATE_DIR=state_dir, GPUSLICE_TENANT=tenant.name)
         if tenant.request:
@@ -48,9 +50,10 @@ def _env(paths, state_file, state_dir, counts, costs, tenant, managed, real_gpu)
     return env
 
 
-def run(paths, tenants, managed, costs="default", timeout=600, real_gpu=False):
+def run(paths, tenants, managed, costs="default", timeout=600, real_gpu=False, kernel_log=None):
     """Starts every process of every tenant at once and waits for all; raises RunError when one
-    fails (its stderr in the message). On a real GPU nothing counts the calls (`calls` is empty)."""
+    fails (its stderr in the message). On a real GPU nothing counts the calls (`calls` is empty).
+    `kernel_log`: a file the simulated device's kernels are logged to (GPUSLICE_SIM_KERNEL_LOG)."""
     scratch = tempfile.mkdtemp(prefix="gpuslice-bench-")
     state_file = "/dev/shm/" + os.path.basename(scratch)
     counts = os.path.join(scratch, "calls.jsonl")
@@ -60,7 +63,7 @@ def run(paths, tenants, managed, costs="default", timeout=600, real_gpu=False):
     start = time.monotonic()
     try:
         for t in tenants:
-            env = _env(paths, state_file, state_dir, counts, costs, t, managed, real_gpu)
+            env = _env(paths, state_file, state_dir, counts, costs, t, managed, real_gpu, kernel_log)
             for i in range(t.processes):
                 err = open(os.path.join(scratch, f"{t.name}-{i}.stderr"), "w")
                 p = subprocess.Popen([paths.workload] + t.argv + ["--label", t.name], env=env, stdout=subprocess.PIPE,
