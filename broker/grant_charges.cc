@@ -18,19 +18,18 @@ constexpr uint32_t kRegistered = static_cast<uint32_t>(ProcessState::kRegistered
 
 }  // namespace
 
-void GrantPolicy::ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t now, uint64_t limit_ns) {
-  ChargeLocked(tenant, ns, now, limit_ns, ns);
+void GrantPolicy::ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t since, uint64_t now, uint64_t limit_ns) {
+  ChargeLocked(tenant, ns, since, now, limit_ns, ns);
 }
 
-void GrantPolicy::ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t now, uint64_t limit_ns,
+void GrantPolicy::ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t since, uint64_t now, uint64_t limit_ns,
                                uint64_t unreported_ns) {
   LedgerEntry& l = Ledger(tenant);
   l.vtime.fetch_add(ns * kVtimeScale / WeightOf(l));
   l.service_ns.fetch_add(unreported_ns);
   const uint32_t limit = LimitOf(l);
   if (limit < 100) {
-    l.tokens_ns.store(BucketNow(l.tokens_ns.load(), l.tokens_at_ns.load(), limit, now) -
-                      static_cast<int64_t>(limit_ns));
+    l.tokens_ns.store(BucketAfterUse(l.tokens_ns.load(), l.tokens_at_ns.load(), limit, since, now, limit_ns));
     l.tokens_at_ns.store(now);
   }
 }
@@ -52,14 +51,14 @@ uint64_t GrantPolicy::ChargePriorityWork(TenantIndex gate_tenant, uint64_t ns, u
   const uint32_t beside = std::max(ProcessesWithWorkBeside(*tenant, now), beside_at_least);
   const uint64_t waited = beside ? std::min(ns, wait_allowance_ns) : 0;
   const uint64_t charged = (ns - waited) / (beside + 1);
-  ChargeLocked(*tenant, charged, now, charged);
+  ChargeLocked(*tenant, charged, now - std::min(now, ns), now, charged);
   // The charged part within the current grant is not the holder's (nor, for a latency holder,
   // its grant's a second time): the holder's charge leaves it out.
   // sabotage-point: latency-work-charged-twice
   if (holder) gpu_->overlap_ns.fetch_add(std::min(charged, Elapsed(gpu_->grant_start_ns.load(), now)));
   LedgerEntry& l = Ledger(*tenant);
-  l.priority_tokens_ns.store(BucketNow(l.priority_tokens_ns.load(), l.priority_tokens_at_ns.load(), WeightOf(l), now) -
-                             static_cast<int64_t>(charged));
+  l.priority_tokens_ns.store(BucketAfterUse(l.priority_tokens_ns.load(), l.priority_tokens_at_ns.load(), WeightOf(l),
+                                            now - std::min(now, ns), now, charged));
   l.priority_tokens_at_ns.store(now);
   return waited;
 }
@@ -104,7 +103,7 @@ void GrantPolicy::SettleTailLocked(uint64_t now, bool force) {
     shared = std::min(elapsed, busy > at_grant ? busy - at_grant : 0);
   }
   const uint64_t charged = elapsed - shared / 2;
-  ChargeLocked(*tail, charged, now, charged);
+  ChargeLocked(*tail, charged, since, now, charged);
   gpu_->overlap_ns.fetch_add(shared / 2);
   gpu_->tail_holder.store(0);
 }

@@ -40,7 +40,7 @@ void GrantPolicy::HandOverLocked(uint64_t now) {
     uint64_t busy = 0;
     const uint64_t charged = HolderUsedLocked(*holder, now, &busy);
     const uint64_t reported = gpu_->holder_reported_ns.load();
-    ChargeLocked(*holder, charged, now, charged, charged - std::min(charged, reported));
+    ChargeLocked(*holder, charged, start, now, charged, charged - std::min(charged, reported));
     CountGrantTimeLocked(start, std::min(busy, Elapsed(start, now)), now);
   }
   gpu_->first_work_ns.store(0);

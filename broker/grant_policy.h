@@ -115,10 +115,12 @@ class GrantPolicy {
   bool Owed(TenantIndex waiter, TenantIndex holder, uint64_t held) const;
 
   // --- the charges (grant_charges.cc) ---
-  // `ns` to the tenant's virtual time and service, `limit_ns` to its limit's bucket.
-  void ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t now, uint64_t limit_ns);
+  // `ns` to the tenant's virtual time and service, `limit_ns` to its limit's bucket: device time
+  // used between `since` and `now`.
+  void ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t since, uint64_t now, uint64_t limit_ns);
   // The same, of which only `unreported_ns` is added to the tenant's service (the rest already was).
-  void ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t now, uint64_t limit_ns, uint64_t unreported_ns);
+  void ChargeLocked(TenantIndex tenant, uint64_t ns, uint64_t since, uint64_t now, uint64_t limit_ns,
+                    uint64_t unreported_ns);
   // The holder's device time in its grant so far, less what was charged to others beside it.
   uint64_t HolderUsedLocked(TenantIndex holder, uint64_t now, uint64_t* busy_ns = nullptr) const;
   // Adds to the holder's service what its grant has used since the last report (status, the

@@ -5,6 +5,12 @@
 #include "common/clock.h"
 
 namespace gpuslice::broker {
+namespace {
+
+// Bounds the elapsed time a bucket gains over (11 days) only to keep the product in range.
+constexpr uint64_t kMaxBucketElapsedNs = 1'000'000'000'000'000ULL;
+
+}  // namespace
 
 uint64_t QuantumOf(const GpuEntry& gpu) {
   const uint64_t quantum = gpu.quantum_ns.load(std::memory_order_relaxed);
@@ -43,11 +49,22 @@ int64_t BucketNow(int64_t tokens, uint64_t tokens_at, uint32_t pct, uint64_t now
   // back at pct % of real time before the tenant is eligible again, so the limit holds on
   // average. The gain must not be capped below any debt a charge can leave: a tenant charged one
   // long grant would then never get back to its burst, and its waiting process would hang for
-  // good (its bucket is not recharged, so tokens_at does not move, while it waits). The bound on
-  // the elapsed time (11 days) only keeps the product in range.
-  constexpr uint64_t kMaxElapsedNs = 1'000'000'000'000'000ULL;
-  const int64_t gained = static_cast<int64_t>(std::min(Elapsed(tokens_at, now), kMaxElapsedNs) * pct / 100);
+  // good (its bucket is not recharged, so tokens_at does not move, while it waits).
+  const int64_t gained = static_cast<int64_t>(std::min(Elapsed(tokens_at, now), kMaxBucketElapsedNs) * pct / 100);
   return std::min(tokens + gained, cap);
+}
+
+int64_t BucketAfterUse(int64_t tokens, uint64_t tokens_at, uint32_t pct, uint64_t since, uint64_t now,
+                       uint64_t used_ns) {
+  // A use that began before the last charge gains only from then: the bucket already holds the
+  // gain up to tokens_at.
+  const uint64_t from = std::clamp(since, tokens_at, std::max(tokens_at, now));
+  const int64_t cap = static_cast<int64_t>(kBucketWindowNs * pct / 100);
+  const int64_t at_start = BucketNow(tokens, tokens_at, pct, from);
+  const int64_t gained = static_cast<int64_t>(std::min(Elapsed(from, now), kMaxBucketElapsedNs) * pct / 100);
+  const int64_t used = static_cast<int64_t>(std::min<uint64_t>(used_ns, INT64_MAX / 2));
+  // sabotage-point: bucket-capped-before-use
+  return std::min(at_start + gained - used, cap);
 }
 
 }  // namespace gpuslice::broker

@@ -43,5 +43,11 @@ ComputeClass ClassOf(const LedgerEntry& ledger);
 // A bucket that fills at pct % of real time up to pct % of kBucketWindowNs. Charges may take it
 // below zero by any amount (the drain of long kernels); that debt is repaid in full at pct %.
 int64_t BucketNow(int64_t tokens, uint64_t tokens_at, uint32_t pct, uint64_t now);
+// The bucket at `now` after `used_ns` of device time between `since` and `now`: full to its cap at
+// most as the use began, it gains while the time is used and is capped only after the use is
+// taken off (BucketNow(now) less the use would drop what it gained during a use longer than the
+// cap, and charge a long grant far more than it ran over its limit).
+int64_t BucketAfterUse(int64_t tokens, uint64_t tokens_at, uint32_t pct, uint64_t since, uint64_t now,
+                       uint64_t used_ns);
 
 }  // namespace gpuslice::broker

@@ -100,26 +100,13 @@ Expected ReadExpected(const std::string& text) {
 
 TEST(BenchScenariosTest, TheLibraryHasTheDocumentedScenarios) {
   const std::vector<std::string> names = BundledScenarios();
-  for (const char* name : {"two-equal-trainers",
-                           "weighted-75-25",
-                           "inference-beside-training",
-                           "eight-small-tenants",
-                           "memory-hog",
-                           "four-equal-tenants",
-                           "eight-equal-tenants",
-                           "weighted-50-30-20",
-                           "alone-request-25",
-                           "alone-limit-30",
-                           "latency-beside-compute",
-                           "sync-beside-async",
-                           "latency-class",
-                           "latency-standard",
-                           "stalled-holder",
-                           "dying-waiters",
-                           "arrival-at-idle-gpu",
-                           "two-wide-trainers",
-                           "four-ways",
-                           "standard-beside-three-process-trainer"})
+  for (const char* name : {"two-equal-trainers",  "weighted-75-25",    "inference-beside-training",
+                           "eight-small-tenants", "memory-hog",        "four-equal-tenants",
+                           "eight-equal-tenants", "weighted-50-30-20", "alone-request-25",
+                           "alone-limit-30",      "alone-limit-90",    "latency-beside-compute",
+                           "sync-beside-async",   "latency-class",     "latency-standard",
+                           "stalled-holder",      "dying-waiters",     "arrival-at-idle-gpu",
+                           "two-wide-trainers",   "four-ways",         "standard-beside-three-process-trainer"})
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
 }
 

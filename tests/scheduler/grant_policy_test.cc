@@ -214,8 +214,8 @@ TEST_F(GrantPolicyTest, ALimitedHolderYieldsAtOnceAndItsTailDrainsItsBucket) {
   policy.Advance(kT0 + 2 * kMs);
   EXPECT_EQ(node.Holder(), b) << "b is owed the GPU: a's running kernel does not keep it waiting";
   EXPECT_EQ(node.gpu().tail_holder.load(), static_cast<uint32_t>(a + 1));
-  const int64_t tokens_before =
-      BucketNow(node.ledger(a).tokens_ns.load(), node.ledger(a).tokens_at_ns.load(), 70, kT0 + 6 * kMs);
+  // As the tail began (a's grant charged), plus what the bucket gains at 70% while it runs.
+  const int64_t tokens_before = node.ledger(a).tokens_ns.load() + 4 * static_cast<int64_t>(kMs) * 70 / 100;
   node.CompleteAll(pa, kT0 + 6 * kMs);  // b launched nothing meanwhile: the 4 ms tail ran alone
   policy.Advance(kT0 + 6 * kMs);
   EXPECT_EQ(node.gpu().tail_holder.load(), 0u);
@@ -586,6 +586,26 @@ TEST_F(GrantPolicyTest, ALimitedHolderIsClosedWhenItsBucketIsUsedUp) {
   EXPECT_EQ(node.gpu().closing.load(), 1u) << "alone, but over its limit";
 }
 
+// A grant longer than the bucket holds is charged against the bucket as it began plus what it
+// gained while the grant ran: the tenant owes only the time it ran past its limit (here the 1 ms
+// drain after the grant closed). With the gain capped before the use was taken off, it owed
+// 15 ms more than it had run past its limit, and a tenant alone stalled for a grant's length
+// after each one (73.6% of the device against a limit of 78).
+TEST_F(GrantPolicyTest, ALongGrantOwesOnlyTheTimeItRanPastItsLimit) {
+  const int a = node.Tenant(25, 30);
+  const int pa = node.Process(a);
+  GrantAtStart(pa);
+  node.Launch(pa, kT0);
+  node.Launch(pa, kT0 + 45 * kMs);
+  policy.Advance(kT0 + 45 * kMs);
+  ASSERT_EQ(node.gpu().closing.load(), 1u) << "the bucket (30 ms, filling at 30%) is dry after 43 ms";
+  node.CompleteAll(pa, kT0 + 46 * kMs);
+  policy.Advance(kT0 + 46 * kMs);
+  ASSERT_EQ(node.Holder(), -1);
+  // 30 ms as the grant began, 30% of its 46 ms gained, 46 ms used.
+  EXPECT_EQ(node.ledger(a).tokens_ns.load(), static_cast<int64_t>(30 * kMs + 46 * kMs * 30 / 100 - 46 * kMs));
+}
+
 // A limited tenant charged far past its bucket (one long charge: the bucket is clamped at minus
 // its capacity) and then waiting alone is granted again once the bucket has refilled to its burst.
 // Found by the ASan pass: the refill was capped at one window's worth, which only brings -cap back
@@ -705,12 +725,13 @@ TEST_F(GrantPolicyTest, LatencyWorkBesideSeveralProcessesIsChargedItsTurnOfTheDe
     for (int i = 0; i < processes; ++i) pa.push_back(trial.Process(a));
     GrantAtStart(trial, trial_policy, pa[0]);
     for (const int p : pa) trial.Launch(p, kT0 + 10 * kUs);
-    const int64_t tokens_before = BucketNow(trial.ledger(s).priority_tokens_ns.load(),
-                                            trial.ledger(s).priority_tokens_at_ns.load(), 30, kT0 + 8 * kMs);
     trial_policy.ChargePriorityWork(*TenantIndex::From(s), 4 * kMs, kT0 + 8 * kMs);
     const uint64_t expected = 4 * kMs / (processes + 1);
     EXPECT_EQ(trial.ledger(s).service_ns.load(), expected);
-    EXPECT_EQ(trial.ledger(s).priority_tokens_ns.load(), tokens_before - static_cast<int64_t>(expected));
+    // Its bucket was full (30 ms) as the work began, and gained 30% of the 4 ms while it ran.
+    const auto full = static_cast<int64_t>(30 * kMs);
+    EXPECT_EQ(trial.ledger(s).priority_tokens_ns.load(),
+              std::min(full, full + static_cast<int64_t>(4 * kMs * 30 / 100 - expected)));
   }
 }
 
@@ -724,11 +745,10 @@ TEST_F(GrantPolicyTest, LatencyWorkBesideAnIdleHolderIsChargedWhole) {
   GrantAtStart(pa);
   node.Launch(pa, kT0 + 10 * kUs);
   node.CompleteAll(pa, kT0 + 1 * kMs);
-  const int64_t tokens_before = BucketNow(node.ledger(s).priority_tokens_ns.load(),
-                                          node.ledger(s).priority_tokens_at_ns.load(), 30, kT0 + 8 * kMs);
   policy.ChargePriorityWork(*TenantIndex::From(s), 3 * kMs, kT0 + 8 * kMs);
   EXPECT_EQ(node.ledger(s).service_ns.load(), 3 * kMs);
-  EXPECT_EQ(node.ledger(s).priority_tokens_ns.load(), tokens_before - 3 * static_cast<int64_t>(kMs));
+  // Full (30 ms) as the work began, 30% of its 3 ms gained while it ran.
+  EXPECT_EQ(node.ledger(s).priority_tokens_ns.load(), static_cast<int64_t>(30 * kMs + 3 * kMs * 30 / 100 - 3 * kMs));
 }
 
 // Yielding to a waiter owed the GPU, the holder's one running kernel is not waited for: it runs
