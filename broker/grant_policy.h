@@ -103,6 +103,9 @@ class GrantPolicy {
   uint32_t TenantHighWater() const;
   // The busy time of the tenant's registered processes on this GPU so far, open periods included.
   uint64_t TenantBusyNs(TenantIndex tenant, uint64_t now) const;
+  // Whether one of the tenant's processes has work on this GPU (a fresh heartbeat; no liveness
+  // asked, as ProcessesWithWorkBeside).
+  bool HasWorkInFlight(TenantIndex tenant, uint64_t now) const;
   bool Fresh(const ProcessEntry& p, uint64_t stamp, uint64_t now) const;
   bool Live(ProcessSlot slot) const;
 

@@ -115,6 +115,16 @@ uint32_t GrantPolicy::ProcessesWithWorkBeside(TenantIndex tenant, uint64_t now) 
   return processes;
 }
 
+bool GrantPolicy::HasWorkInFlight(TenantIndex tenant, uint64_t now) const {
+  for (ProcessSlot slot : Processes()) {
+    const ProcessEntry& p = At(*segment_, slot);
+    if (p.state.load() != kRegistered || p.tenant.load() != tenant.value()) continue;
+    const ProcessGpuState& st = At(p.sched, gpu_index_);
+    if (st.inflight.load() != 0 && Fresh(p, st.heartbeat_ns.load(), now)) return true;
+  }
+  return false;
+}
+
 uint64_t GrantPolicy::TenantBusyNs(TenantIndex tenant, uint64_t now) const {
   uint64_t busy = 0;
   for (ProcessSlot slot : Processes()) {

@@ -737,7 +737,7 @@ TEST_F(GrantPolicyTest, LatencyWorkBesideSeveralProcessesIsChargedItsTurnOfTheDe
 
 // Latency work while nobody else has work on the device ran alone: charged whole, to its bucket
 // too (charged half, a latency tenant alone beside an idle holder would pass the grant on twice
-// its request).
+// its request), and not taken off the idle holder's charge.
 TEST_F(GrantPolicyTest, LatencyWorkBesideAnIdleHolderIsChargedWhole) {
   const int a = node.Tenant(50), s = node.Tenant(30, 100, ComputeClass::kLatency);
   const int pa = node.Process(a);
@@ -749,6 +749,9 @@ TEST_F(GrantPolicyTest, LatencyWorkBesideAnIdleHolderIsChargedWhole) {
   EXPECT_EQ(node.ledger(s).service_ns.load(), 3 * kMs);
   // Full (30 ms) as the work began, 30% of its 3 ms gained while it ran.
   EXPECT_EQ(node.ledger(s).priority_tokens_ns.load(), static_cast<int64_t>(30 * kMs + 3 * kMs * 30 / 100 - 3 * kMs));
+  // It ran outside the holder's busy time, so the holder's charge keeps all of that: taken off
+  // it, a limited holder passed its limit by the service's work.
+  EXPECT_EQ(node.gpu().overlap_ns.load(), 0u);
 }
 
 // Yielding to a waiter owed the GPU, the holder's one running kernel is not waited for: it runs
