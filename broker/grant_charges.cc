@@ -51,7 +51,8 @@ uint64_t GrantPolicy::ChargePriorityWork(TenantIndex gate_tenant, uint64_t ns, u
   const uint32_t beside = std::max(ProcessesWithWorkBeside(*tenant, now), beside_at_least);
   const uint64_t waited = beside ? std::min(ns, wait_allowance_ns) : 0;
   const uint64_t charged = (ns - waited) / (beside + 1);
-  ChargeLocked(*tenant, charged, now - std::min(now, ns), now, charged);
+  const uint64_t began = now - std::min(now, ns);
+  ChargeLocked(*tenant, charged, began, now, charged);
   // The charged part within the current grant is left out of the holder's charge where the
   // holder's busy time counted it too: a latency holder's own work (charged twice otherwise), and
   // another holder's time with work in flight beside it (time-sliced with this work). Beside a
@@ -65,8 +66,8 @@ uint64_t GrantPolicy::ChargePriorityWork(TenantIndex gate_tenant, uint64_t ns, u
   // sabotage-point: latency-work-charged-twice
   if (counted_by_holder) gpu_->overlap_ns.fetch_add(std::min(charged, Elapsed(gpu_->grant_start_ns.load(), now)));
   LedgerEntry& l = Ledger(*tenant);
-  l.priority_tokens_ns.store(BucketAfterUse(l.priority_tokens_ns.load(), l.priority_tokens_at_ns.load(), WeightOf(l),
-                                            now - std::min(now, ns), now, charged));
+  l.priority_tokens_ns.store(
+      BucketAfterUse(l.priority_tokens_ns.load(), l.priority_tokens_at_ns.load(), WeightOf(l), began, now, charged));
   l.priority_tokens_at_ns.store(now);
   return waited;
 }

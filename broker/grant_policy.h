@@ -106,6 +106,8 @@ class GrantPolicy {
   // Whether one of the tenant's processes has work on this GPU (a fresh heartbeat; no liveness
   // asked, as ProcessesWithWorkBeside).
   bool HasWorkInFlight(TenantIndex tenant, uint64_t now) const;
+  // A registered process with work in flight on this GPU and a fresh heartbeat.
+  bool HasFreshWork(const ProcessEntry& p, uint64_t now) const;
   bool Fresh(const ProcessEntry& p, uint64_t stamp, uint64_t now) const;
   bool Live(ProcessSlot slot) const;
 

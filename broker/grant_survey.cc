@@ -104,13 +104,17 @@ bool GrantPolicy::PriorityActive(uint64_t now) const {
 
 // Without asking liveness (a system call per process; this runs at every charge of latency
 // work): a process that died with work in flight stops counting when its heartbeat goes stale.
+bool GrantPolicy::HasFreshWork(const ProcessEntry& p, uint64_t now) const {
+  if (p.state.load() != kRegistered) return false;
+  const ProcessGpuState& st = At(p.sched, gpu_index_);
+  return st.inflight.load() != 0 && Fresh(p, st.heartbeat_ns.load(), now);
+}
+
 uint32_t GrantPolicy::ProcessesWithWorkBeside(TenantIndex tenant, uint64_t now) const {
   uint32_t processes = 0;
   for (ProcessSlot slot : Processes()) {
     const ProcessEntry& p = At(*segment_, slot);
-    if (p.state.load() != kRegistered || p.tenant.load() == tenant.value()) continue;
-    const ProcessGpuState& st = At(p.sched, gpu_index_);
-    if (st.inflight.load() != 0 && Fresh(p, st.heartbeat_ns.load(), now)) ++processes;
+    if (p.tenant.load() != tenant.value() && HasFreshWork(p, now)) ++processes;
   }
   return processes;
 }
@@ -118,9 +122,7 @@ uint32_t GrantPolicy::ProcessesWithWorkBeside(TenantIndex tenant, uint64_t now) 
 bool GrantPolicy::HasWorkInFlight(TenantIndex tenant, uint64_t now) const {
   for (ProcessSlot slot : Processes()) {
     const ProcessEntry& p = At(*segment_, slot);
-    if (p.state.load() != kRegistered || p.tenant.load() != tenant.value()) continue;
-    const ProcessGpuState& st = At(p.sched, gpu_index_);
-    if (st.inflight.load() != 0 && Fresh(p, st.heartbeat_ns.load(), now)) return true;
+    if (p.tenant.load() == tenant.value() && HasFreshWork(p, now)) return true;
   }
   return false;
 }

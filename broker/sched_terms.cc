@@ -7,8 +7,12 @@
 namespace gpuslice::broker {
 namespace {
 
-// Bounds the elapsed time a bucket gains over (11 days) only to keep the product in range.
-constexpr uint64_t kMaxBucketElapsedNs = 1'000'000'000'000'000ULL;
+// What a bucket filling at pct % gains from `from` to `now`. The bound on the elapsed time
+// (11 days) only keeps the product in range.
+int64_t GainedNs(uint64_t from, uint64_t now, uint32_t pct) {
+  constexpr uint64_t kMaxElapsedNs = 1'000'000'000'000'000ULL;
+  return static_cast<int64_t>(std::min(Elapsed(from, now), kMaxElapsedNs) * pct / 100);
+}
 
 }  // namespace
 
@@ -50,8 +54,7 @@ int64_t BucketNow(int64_t tokens, uint64_t tokens_at, uint32_t pct, uint64_t now
   // average. The gain must not be capped below any debt a charge can leave: a tenant charged one
   // long grant would then never get back to its burst, and its waiting process would hang for
   // good (its bucket is not recharged, so tokens_at does not move, while it waits).
-  const int64_t gained = static_cast<int64_t>(std::min(Elapsed(tokens_at, now), kMaxBucketElapsedNs) * pct / 100);
-  return std::min(tokens + gained, cap);
+  return std::min(tokens + GainedNs(tokens_at, now, pct), cap);
 }
 
 int64_t BucketAfterUse(int64_t tokens, uint64_t tokens_at, uint32_t pct, uint64_t since, uint64_t now,
@@ -61,7 +64,7 @@ int64_t BucketAfterUse(int64_t tokens, uint64_t tokens_at, uint32_t pct, uint64_
   const uint64_t from = std::clamp(since, tokens_at, std::max(tokens_at, now));
   const int64_t cap = static_cast<int64_t>(kBucketWindowNs * pct / 100);
   const int64_t at_start = BucketNow(tokens, tokens_at, pct, from);
-  const int64_t gained = static_cast<int64_t>(std::min(Elapsed(from, now), kMaxBucketElapsedNs) * pct / 100);
+  const int64_t gained = GainedNs(from, now, pct);
   const int64_t used = static_cast<int64_t>(std::min<uint64_t>(used_ns, INT64_MAX / 2));
   // sabotage-point: bucket-capped-before-use
   return std::min(at_start + gained - used, cap);
