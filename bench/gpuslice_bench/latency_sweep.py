@@ -175,7 +175,7 @@ def summary(figures, seed, costs="default", warmup=WARMUP_S):
     # the service (docs/scheduling.md, point 3).
     arrival_below = sum(f["arrival_max_ms"]["gpuslice"] <= f["arrival_max_ms"]["unmanaged"] for f in figures)
     corunner = sum(f["corunner_met"] for f in figures)
-    corunner_limit_cap_only = sum(f.get("corunner_met_limit_cap_only", f["corunner_met"]) for f in figures)
+    corunner_limit_cap_only = sum(f["corunner_met_limit_cap_only"] for f in figures)
     worst = max((f["over_unmanaged"] for f in figures), default=0.0)
     n = len(figures)
     need = n - (PAIRS - PAIRS_MEETING_AT_LEAST) if n >= PAIRS else n * PAIRS_MEETING_AT_LEAST / PAIRS
