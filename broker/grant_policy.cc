@@ -200,6 +200,7 @@ bool GrantPolicy::AdvanceLocked(uint64_t now) {
     if (activity == Activity::kDraining && next != field) {
       gpu_->tail_holder.store(field);
       gpu_->tail_since_ns.store(now);
+      gpu_->tail_busy_at_since_ns.store(TenantBusyNs(h, now));
     }
     return true;
   }

@@ -24,7 +24,7 @@
 namespace gpuslice::broker {
 
 inline constexpr uint64_t kMagic = 0x31524B4253435047ULL;  // "GPCSBKR1" little-endian
-inline constexpr uint32_t kLayoutVersion = 11;             // 2: compute time-slicing; 3: in-flight tracking, leases,
+inline constexpr uint32_t kLayoutVersion = 12;             // 2: compute time-slicing; 3: in-flight tracking, leases,
                                                            // classes, per-process waiting, counters; 4: 128 GPUs
                                                            // (open_gpus a 128-bit mask), ledger mutexes set up lazily,
                                                            // a grant's overlap with others' charged time, grants
@@ -37,7 +37,8 @@ inline constexpr uint32_t kLayoutVersion = 11;             // 2: compute time-sl
                                                            // (LedgerEntry::request and ::announced,
                                                            // GpuEntry::memory_mutex, ::request_ledgers); 10:
                                                            // GpuEntry::holder_reported_ns; 11:
-                                                           // GpuEntry::queue_drain_at_ns
+                                                           // GpuEntry::queue_drain_at_ns; 12:
+                                                           // GpuEntry::tail_busy_at_since_ns
 inline constexpr char kStateFileName[] = "gpuslice.state";
 
 // Distinct GPU UUIDs, MIG instances counting apiece: a 16-GPU node with seven instances on every
@@ -160,6 +161,9 @@ struct alignas(64) GpuEntry {
   // prediction in CLOCK_MONOTONIC ns, lock-free: a dead process's value is in the past a kernel
   // later.
   std::atomic<uint64_t> queue_drain_at_ns;
+  // tail_holder's processes' busy time when its grant passed on (tail_since_ns): how many of its
+  // contexts had work beside the next holder's, which sets its turn of the time they overlapped.
+  std::atomic<uint64_t> tail_busy_at_since_ns;
 };
 
 struct TenantEntry {

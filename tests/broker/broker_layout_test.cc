@@ -11,7 +11,7 @@ namespace gpuslice::broker {
 namespace {
 
 TEST(BrokerLayoutTest, VersionNineLayoutIsUnchanged) {
-  ASSERT_EQ(kLayoutVersion, 11u) << "update the golden figures below for the new version";
+  ASSERT_EQ(kLayoutVersion, 12u) << "update the golden figures below for the new version";
   EXPECT_EQ(kMagic, 0x31524B4253435047ULL);
   EXPECT_EQ(kMaxGpus, 128);
   EXPECT_EQ(kMaxTenants, 256);
@@ -71,6 +71,7 @@ TEST(BrokerLayoutTest, VersionNineLayoutIsUnchanged) {
   EXPECT_EQ(offsetof(GpuEntry, request_ledgers), 288u);
   EXPECT_EQ(offsetof(GpuEntry, holder_reported_ns), 296u);
   EXPECT_EQ(offsetof(GpuEntry, queue_drain_at_ns), 304u);
+  EXPECT_EQ(offsetof(GpuEntry, tail_busy_at_since_ns), 312u);
 
   EXPECT_EQ(offsetof(TenantEntry, state), 0u);
   EXPECT_EQ(offsetof(TenantEntry, name_length), 4u);

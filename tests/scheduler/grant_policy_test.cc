@@ -200,6 +200,42 @@ TEST_F(GrantPolicyTest, ATailThatRunsAloneIsChargedWholeToItsTenant) {
   EXPECT_EQ(node.ledger(a).service_ns.load(), 15 * kMs - 10 * kUs) << "the 4 ms tail, whole";
 }
 
+// A tail beside the next holder's work is charged its contexts' turn of the time they overlap:
+// the hardware turns between contexts with work, one per process, so a tail of two processes
+// beside one had two thirds of the device, not half. Counter-case: a tail of one process beside
+// one is charged half. (Charged half whatever its processes, a job of two processes kept 0.59 of
+// the device beside a synchronous service of equal request.)
+TEST_F(GrantPolicyTest, ATailIsChargedItsContextsTurnOfTheTimeItRanBesideTheHolder) {
+  for (const int tail_processes : {1, 2}) {
+    SCOPED_TRACE(std::to_string(tail_processes) + " tail processes");
+    FakeNode trial;
+    GrantPolicy deciding = trial.Policy();
+    const int a = trial.Tenant(70), b = trial.Tenant(30);
+    std::vector<int> pa;
+    for (int i = 0; i < tail_processes; ++i) pa.push_back(trial.Process(a));
+    const int pb = trial.Process(b);
+    trial.ledger(a).vtime.store(1000 * kMs);
+    GrantAtStart(trial, deciding, pa[0]);
+    for (const int p : pa) trial.Launch(p, kT0 + 10 * kUs);
+    trial.Wait(pb, kT0 + 100 * kUs);
+    deciding.Advance(kT0 + 100 * kUs);
+    const uint64_t moved = kT0 + kMinSliceNs + 100 * kUs;
+    trial.Wait(pb, moved);
+    deciding.Advance(moved);
+    ASSERT_EQ(trial.Holder(), b) << "b is owed the GPU: the grant moves at once";
+    ASSERT_EQ(trial.gpu().tail_holder.load(), static_cast<uint32_t>(a + 1));
+    const uint64_t before = trial.ledger(a).service_ns.load();
+    trial.StopWaiting(pb);
+    trial.Launch(pb, moved);
+    for (const int p : pa) trial.CompleteAll(p, moved + 3 * kMs);  // 3 ms beside b's kernel
+    deciding.Advance(moved + 3 * kMs);
+    EXPECT_EQ(trial.gpu().tail_holder.load(), 0u);
+    EXPECT_EQ(trial.ledger(a).service_ns.load() - before, 3 * kMs * tail_processes / (tail_processes + 1));
+    EXPECT_EQ(trial.gpu().overlap_ns.load(), 3 * kMs * tail_processes / (tail_processes + 1))
+        << "and b's grant is charged that much less";
+  }
+}
+
 // A limited holder yields to a waiter owed the GPU at once, like any other: its running kernel
 // is a tail, charged to its limit's bucket when it ends, so the limit holds over the bucket's
 // window. (Waiting for a limited trainer's queue, a standard service's p99 was half as long
