@@ -1,5 +1,7 @@
 #include "sim/device_arbiter.h"
 
+#include <algorithm>
+
 #include "common/clock.h"
 #include "common/futex.h"
 
@@ -26,10 +28,14 @@ void DeviceArbiter::Acquire() {
   const uint32_t me = static_cast<uint32_t>(slot_ + 1);
   if (a.owner.load() == me) return;
   if (a.wants[slot_].exchange(1) == 0) a.waiting.fetch_add(1);
+  bool handed = false;
   while (true) {
     const uint32_t seen = a.sequence.load();
     uint32_t owner = a.owner.load();
-    if (owner == me) break;  // handed to us
+    if (owner == me) {  // handed to us
+      handed = true;
+      break;
+    }
     if (owner == 0 && a.owner.compare_exchange_strong(owner, me)) break;
     if (owner == 0) continue;
     if (!FutexWait(&a.sequence, seen, kLivenessCheckNs)) {
@@ -57,7 +63,12 @@ void DeviceArbiter::Acquire() {
     }
   }
   if (a.wants[slot_].exchange(0) == 1) a.waiting.fetch_sub(1);
-  a.owner_since_ns.store(MonotonicNanos());
+  // Handed over, the turn began when the device was given back (HandTo wrote it before handing):
+  // the hardware switches contexts then, whenever this process's thread gets a CPU to notice.
+  // On a loaded host a waiter wakes milliseconds late, and beginning the turn at its wake left
+  // the device idle with this process's kernel queued.
+  const uint64_t now = MonotonicNanos();
+  a.owner_since_ns.store(handed ? std::min(a.owner_since_ns.load(), now) : now);
   a.handovers.fetch_add(1);
 }
 
@@ -86,16 +97,18 @@ std::optional<int> DeviceArbiter::NextWaiter() const {
   return std::nullopt;
 }
 
-void DeviceArbiter::HandTo(std::optional<int> next_slot) {
+void DeviceArbiter::HandTo(std::optional<int> next_slot, uint64_t free_since_ns) {
   SimArbiter& a = device_->arbiter;
+  // Before the owner changes: the next owner reads it as its turn's start (Acquire).
+  a.owner_since_ns.store(std::min(free_since_ns, MonotonicNanos()));
   a.owner.store(next_slot ? static_cast<uint32_t>(*next_slot + 1) : 0);
   a.sequence.fetch_add(1);
   FutexWakeAll(&a.sequence);
 }
 
-void DeviceArbiter::Release() {
+void DeviceArbiter::Release(uint64_t free_since_ns) {
   if (!owns()) return;
-  HandTo(NextWaiter());
+  HandTo(NextWaiter(), free_since_ns);
 }
 
 }  // namespace gpuslice::sim

@@ -24,9 +24,11 @@ class DeviceArbiter {
   void Acquire();
   // True when someone else waits and this process has used up its timeslice.
   bool ShouldYield() const;
-  // Gives the device to the next waiting process (or leaves it idle).
-  void Release();
-  // The time the current turn began (valid while owning).
+  // Gives the device to the next waiting process (or leaves it idle), free since `free_since_ns`
+  // on the device's timeline: the next owner's turn begins there, not when its thread wakes.
+  void Release(uint64_t free_since_ns);
+  // The time the current turn began (valid while owning): for a turn handed over, when the device
+  // was given back, which a late host thread may make a moment in the past.
   uint64_t turn_started_ns() const;
   // Starts a new timeslice for the owner (used when nobody waited at the end of the last one).
   void RenewTurn();
@@ -35,8 +37,8 @@ class DeviceArbiter {
  private:
   // The live process after this one in slot order that waits for a turn; none when none does.
   std::optional<int> NextWaiter() const;
-  // Gives the device to `next_slot`, or to no one.
-  void HandTo(std::optional<int> next_slot);
+  // Gives the device to `next_slot`, or to no one, free since `free_since_ns`.
+  void HandTo(std::optional<int> next_slot, uint64_t free_since_ns);
 
   SimState* state_;
   SimDevice* device_;

@@ -72,7 +72,7 @@ DeviceRunner::Window DeviceRunner::NextWindow(uint64_t not_before_ns) {
     if (!held_ || !arbiter_.owns()) {
       arbiter_.Acquire();
       held_ = true;
-      free_at_ns_ = MonotonicNanos();
+      free_at_ns_ = arbiter_.turn_started_ns();
     }
     // Not the current time: a worker that got here late (its thread waited for a CPU) must not
     // leave the device idle while it held it with work queued.
@@ -84,16 +84,16 @@ DeviceRunner::Window DeviceRunner::NextWindow(uint64_t not_before_ns) {
     SleepUntilNanos(start);
     if (!arbiter_.owns()) continue;  // preempted meanwhile
     if (arbiter_.ShouldYield()) {
-      ReleaseHeld();
+      ReleaseHeld(start);
       continue;
     }
     arbiter_.RenewTurn();  // nobody waits: the turn simply goes on
   }
 }
 
-void DeviceRunner::ReleaseHeld() {
+void DeviceRunner::ReleaseHeld(uint64_t free_since_ns) {
   held_ = false;
-  arbiter_.Release();
+  arbiter_.Release(free_since_ns);
 }
 
 void DeviceRunner::ReleaseIfIdle(uint64_t end_ns) {
@@ -104,13 +104,13 @@ void DeviceRunner::ReleaseIfIdle(uint64_t end_ns) {
   // A context with nothing left to run yields the device, as the hardware scheduler does, once
   // its last kernel has finished; so does one whose turn is over while another process waits.
   if (queued_.load() != 0 && !arbiter_.ShouldYield()) return;
-  ReleaseHeld();
+  ReleaseHeld(free_at_ns_);
 }
 
 void DeviceRunner::ReleaseDevice() {
   std::lock_guard<std::mutex> lock(exec_mutex_);
   if (held_) SleepUntilNanos(free_at_ns_);
-  ReleaseHeld();
+  ReleaseHeld(held_ ? free_at_ns_ : MonotonicNanos());
 }
 
 // MPS: no time-slicing between clients. The kernel takes as many SMs as its grid can use, up to

@@ -53,8 +53,9 @@ class DeviceRunner {
   // Holds the device and finds where the next chunk starts; at the end of a turn, waits for the
   // device to get there and then yields to a waiting process or renews the turn.
   Window NextWindow(uint64_t not_before_ns);
-  // Gives the device back; the caller has waited until `free_at_ns_`.
-  void ReleaseHeld();
+  // Gives the device back, free on the timeline since `free_since_ns`; the caller has waited
+  // until then.
+  void ReleaseHeld(uint64_t free_since_ns);
 
   SimState* state_;
   SimDevice* device_;

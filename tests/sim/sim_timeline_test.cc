@@ -3,11 +3,17 @@
 // host functions) still comes no earlier than the device's time allows.
 #include <cuda.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
 
 #include "common/clock.h"
 #include "tests/support/sim_driver_helpers.h"
@@ -168,6 +174,68 @@ TEST_F(SimTimelineTest, AnIdleProcessGivesTheDeviceBackWhenItsLastKernelEnds) {
               static_cast<unsigned long long>(took / 1000));
   EXPECT_GE(took, 1'000'000u);
   EXPECT_LT(took, 40'000'000u) << "another process got the idle device only " << took / 1000 << " us after launching";
+}
+
+// The hardware switches contexts at the end of a timeslice whether or not the host is running:
+// the next process's turn begins where the holder's ended on the device, even when the holder's
+// host thread notices the end late (here: stopped across it). Begun when the host noticed, the
+// device sat idle with the next process's kernel queued; on a loaded 2-core machine that idle
+// (0.5 to 3 ms before a latency service's kernel) was most of the service's worst requests.
+TEST_F(SimTimelineTest, AHandedOverTurnBeginsWhereTheHoldersTurnEndedNotWhenItsHostNoticed) {
+  constexpr uint64_t kTimesliceNs = 50'000'000;  // a holder stopped past 100 ms is passed over
+  SetEnv("GPUSLICE_SIM_TIMESLICE_US", std::to_string(kTimesliceNs / 1000));
+  const std::string log = "/tmp/gpuslice-handover-log-" + std::to_string(getpid()) + ".jsonl";
+  std::filesystem::remove(log);
+  SetEnv("GPUSLICE_SIM_KERNEL_LOG", log);
+  // Both children are forked before this process starts threads (TSan refuses a fork after).
+  // Each launches its kernel when told to.
+  int go_holder[2], go_next[2];
+  ASSERT_EQ(pipe(go_holder), 0);
+  ASSERT_EQ(pipe(go_next), 0);
+  const auto launcher = [](int go_fd, uint64_t kernel_ns) {
+    return [go_fd, kernel_ns](int ready_fd) {
+      CUfunction spin = InitAndLoadSpin();
+      Signal(ready_fd);
+      char c;
+      if (read(go_fd, &c, 1) != 1) return 1;
+      return LaunchSpin(spin, kernel_ns) == CUDA_SUCCESS && cuCtxSynchronize() == CUDA_SUCCESS ? 0 : 2;
+    };
+  };
+  ForkedChild holder(launcher(go_holder[0], 3 * kTimesliceNs));
+  ForkedChild next(launcher(go_next[0], 1'000'000));
+  ASSERT_TRUE(holder.WaitSignal());
+  ASSERT_TRUE(next.WaitSignal());
+
+  const uint64_t began = MonotonicNanos();
+  Signal(go_holder[1]);
+  usleep(5'000);
+  Signal(go_next[1]);  // waits for the holder's turn to end
+  usleep(5'000);
+  ASSERT_EQ(kill(holder.pid(), SIGSTOP), 0);
+  // Stopped across the end of its turn, resumed well before it would be passed over as stuck.
+  while (MonotonicNanos() - began < kTimesliceNs + kTimesliceNs / 2) usleep(1'000);
+  ASSERT_EQ(kill(holder.pid(), SIGCONT), 0);
+  EXPECT_EQ(holder.Wait(), 0);
+  EXPECT_EQ(next.Wait(), 0);
+  for (int fd : {go_holder[0], go_holder[1], go_next[0], go_next[1]}) close(fd);
+
+  uint64_t holder_began = UINT64_MAX, next_began = UINT64_MAX;
+  std::ifstream in(log);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    uint64_t& first = j["pid"].get<pid_t>() == holder.pid() ? holder_began : next_began;
+    first = std::min(first, j["start_ns"].get<uint64_t>());
+  }
+  std::filesystem::remove(log);
+  ASSERT_NE(holder_began, UINT64_MAX);
+  ASSERT_NE(next_began, UINT64_MAX);
+  const uint64_t after = next_began - holder_began;
+  std::printf("the next process's kernel began %.1f ms into the holder's turn of %.0f ms\n", after / 1e6,
+              kTimesliceNs / 1e6);
+  EXPECT_GE(after, kTimesliceNs) << "the device passed before the holder's turn ended";
+  // The holder was resumed a half timeslice after its turn's end: a turn begun then fails this.
+  EXPECT_LT(after, kTimesliceNs + kTimesliceNs / 5) << "the turn began when the stopped holder woke";
 }
 
 }  // namespace
