@@ -99,10 +99,10 @@ void GrantPolicy::RollShareWindowLocked(uint64_t now) {
 // contexts' turn of that time: the tail's tenant m/(m+k) of it now, the current holder that much
 // less at its hand-over, m and k their processes with work, each averaged over the tail (their
 // busy time over its length, at least one). The rest of the tail ran alone and is the tail
-// tenant's: charged a flat half of the whole tail, a limited tenant whose queued kernels ran on
-// past another's short request would use more of the device than its limit; charged half beside a
-// holder of one process, a tenant of two processes whose tails ran beside a synchronous service
-// kept 0.59 of the device against the service's 0.41 at equal requests.
+// tenant's, whole: charged half of the whole tail, a limited tenant whose queued kernels ran on
+// past another's short request would use more of the device than its limit. Charged a flat half
+// of the overlap whatever its processes, a tenant of two processes whose tails ran beside a
+// synchronous service kept 0.59 of the device against the service's 0.41 at equal requests.
 void GrantPolicy::SettleTailLocked(uint64_t now, bool force) {
   const uint32_t field = gpu_->tail_holder.load();
   if (field == 0) return;
